@@ -1,0 +1,53 @@
+# Two commands for everything: `make run` and `make test` (see README.md).
+# Both create .venv when missing and reinstall only when pyproject.toml changed (hash stamps).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HASH := $(shell $(PYTHON) -c "import hashlib; print(hashlib.sha256(open('pyproject.toml', 'rb').read()).hexdigest()[:16])")
+RUN_STAMP := $(VENV)/.stamp-run-$(HASH)
+TEST_STAMP := $(VENV)/.stamp-test-$(HASH)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint typecheck pytest demo-model clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The chat runtime only: openvino, openvino-genai, openvino-tokenizers, Qt.
+$(RUN_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# Runtime + export toolkit (optimum-intel, torch) + dev tools.
+$(TEST_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[export,dev]'
+	touch $@ $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	$(BIN)/qwen-mtp-desktop
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check qwen_mtp_desktop tests benchmarks
+
+typecheck: $(TEST_STAMP)
+	$(BIN)/mypy
+
+pytest: $(TEST_STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+# Rebuild the bundled demo model (trained checkpoint + its OpenVINO export) from scratch.
+demo-model: $(TEST_STAMP)
+	rm -rf resources/demo-model
+	$(BIN)/qwen-mtp-desktop demo-model build resources/demo-model/checkpoint \
+		--train-steps $(DEMO_TRAIN_STEPS) --seed 0 \
+		--export-to resources/demo-model/openvino --weight-format $(DEMO_WEIGHT_FORMAT)
+
+DEMO_TRAIN_STEPS ?= 400
+DEMO_WEIGHT_FORMAT ?= fp16
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

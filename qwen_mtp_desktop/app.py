@@ -1,0 +1,86 @@
+"""GUI boot: folders, logging, crash handlers, settings, QApplication, qasync loop, main window."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from qwen_mtp_desktop import APP_ID, APP_NAME, __version__
+from qwen_mtp_desktop.core.crash import CrashHandler
+from qwen_mtp_desktop.core.logs import setup_logging
+from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.settings import SettingsStore
+
+log = logging.getLogger(__name__)
+
+
+def run_gui(
+    *,
+    model: Path | None = None,
+    screenshot: Path | None = None,
+    quit_after_ms: int | None = None,
+) -> int:
+    """Run the desktop app until its window closes. `screenshot` saves the window as a PNG
+    once it is shown and then quits (used by smoke tests and the bundle self-check)."""
+    block_telemetry()
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    setup_logging(paths.log_file, debug=store.settings.debug_logging)
+    log.info("%s %s starting", APP_NAME, __version__)
+    crash_handler = CrashHandler(paths.log_dir, paths.log_file)
+    crash_handler.install()
+
+    import qasync
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
+    from qwen_mtp_desktop.ui.main_window import MainWindow, app_icon
+    from qwen_mtp_desktop.ui.style import is_dark, stylesheet
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName(APP_NAME)
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName(APP_ID)
+    app.setWindowIcon(app_icon())
+    app.setStyleSheet(stylesheet(is_dark(app)))
+
+    notifier = CrashNotifier()
+    crash_handler.set_callback(notifier.notify)
+
+    if model is not None:
+        store.settings.default_model = str(model.resolve())
+    window = MainWindow(paths, store)
+    notifier.set_parent_widget(window)
+    window.show()
+    if store.notice:
+        QMessageBox.warning(window, "Settings were reset", store.notice)
+
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+
+    if screenshot is not None:
+
+        def grab_and_quit() -> None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            window.grab().save(str(screenshot))
+            window.close()
+            app.quit()
+
+        QTimer.singleShot(quit_after_ms or 1500, grab_and_quit)
+    elif quit_after_ms is not None:
+        QTimer.singleShot(quit_after_ms, app.quit)
+
+    try:
+        with loop:
+            loop.run_until_complete(closed.wait())
+    finally:
+        crash_handler.uninstall()
+        log.info("%s exiting", APP_NAME)
+    return 0

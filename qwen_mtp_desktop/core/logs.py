@@ -1,0 +1,32 @@
+"""Logging to a rotating file in the app's log dir (and to stderr for warnings)."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+from pathlib import Path
+
+_FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
+
+
+def setup_logging(
+    log_file: Path, *, debug: bool = False, stderr_level: int = logging.WARNING
+) -> None:
+    """Configure the root logger once; calling again replaces the app's handlers."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_qwen_mtp_desktop", False):
+            root.removeHandler(handler)
+            handler.close()
+    file_handler = logging.handlers.RotatingFileHandler(
+        log_file, maxBytes=2_000_000, backupCount=5, encoding="utf-8"
+    )
+    file_handler.setFormatter(logging.Formatter(_FORMAT))
+    stream_handler = logging.StreamHandler()
+    stream_handler.setLevel(stderr_level)
+    stream_handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    for handler in (file_handler, stream_handler):
+        handler._qwen_mtp_desktop = True  # type: ignore[union-attr]  # marks our own handlers
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.INFO)

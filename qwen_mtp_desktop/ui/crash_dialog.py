@@ -1,0 +1,48 @@
+"""Shows an unhandled error once, in plain words, with the details folded away."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from qwen_mtp_desktop.core.crash import CrashReport
+
+
+class CrashNotifier(QObject):
+    """Receives crash reports from any thread and shows the first one on the GUI thread.
+
+    Signals:
+        reported(CrashReport): emitted from the crashing thread; queued to the GUI thread.
+    """
+
+    reported = Signal(object)
+
+    def __init__(self, parent_widget: QWidget | None = None) -> None:
+        super().__init__()
+        self._parent_widget = parent_widget
+        self._shown = False
+        self.reported.connect(self._on_reported, Qt.ConnectionType.QueuedConnection)
+
+    def set_parent_widget(self, widget: QWidget | None) -> None:
+        self._parent_widget = widget
+
+    def notify(self, report: CrashReport) -> None:
+        """Thread-safe entry point for core.crash.CrashHandler."""
+        self.reported.emit(report)
+
+    @Slot(object)
+    def _on_reported(self, report: CrashReport) -> None:
+        if self._shown:  # one dialog per session; later errors are in the log
+            return
+        self._shown = True
+        box = QMessageBox(self._parent_widget)
+        box.setIcon(QMessageBox.Icon.Critical)
+        box.setWindowTitle("Something went wrong")
+        box.setText(
+            "An unexpected error occurred. Your conversations and models are safe.\n\n"
+            f"{report.summary}"
+        )
+        box.setInformativeText(f"Details are in the log file:\n{report.log_file}")
+        box.setDetailedText(report.details)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()

@@ -1,0 +1,53 @@
+"""Build-once, cache-by-version tiny models for the integration tests.
+
+The cache key is the builder's version plus the build arguments, so changing the builder
+rebuilds everything and nothing stale is ever reused.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.conftest import CACHE_ROOT
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    with (CACHE_ROOT / f".{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def cached_checkpoint(*, moe: bool, train_steps: int = 0, seed: int = 0) -> Path:
+    from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION, build_checkpoint
+
+    name = f"ckpt-v{BUILDER_VERSION}-{'moe' if moe else 'dense'}-t{train_steps}-s{seed}"
+    target = CACHE_ROOT / name
+    with _locked(name):
+        if not (target / "config.json").is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            build_checkpoint(target, moe=moe, train_steps=train_steps, seed=seed)
+    return target
+
+
+def cached_export(checkpoint: Path, weight_format: str | None) -> Path:
+    from qwen_mtp_desktop.core.export import ExportOptions, missing_components, run_export
+
+    fmt = weight_format or "default"
+    name = f"{checkpoint.name}-ov-{fmt}"
+    target = CACHE_ROOT / name
+    with _locked(name):
+        if missing_components(target) if target.exists() else True:
+            shutil.rmtree(target, ignore_errors=True)
+            options = ExportOptions(
+                weight_format=weight_format,  # type: ignore[arg-type]
+                group_size=16 if weight_format == "int4" else None,
+                group_size_fallback="ignore" if weight_format == "int4" else None,
+            )
+            run_export(str(checkpoint), target, options)
+    return target

@@ -1,0 +1,65 @@
+"""Mechanical checks of the layering: core/ is Qt-free, the GUI never imports torch & co."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_core_imports_with_qt_unavailable() -> None:
+    result = _run(
+        """
+        import importlib, pkgutil, sys
+        # Make Qt unimportable: any core module that needs it fails here.
+        for name in ("PySide6", "qasync", "shiboken6"):
+            sys.modules[name] = None
+        import qwen_mtp_desktop.core as core
+        names = [m.name for m in pkgutil.walk_packages(core.__path__, "qwen_mtp_desktop.core.")]
+        for name in names:
+            importlib.import_module(name)
+        print(len(names))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.strip()) >= 8
+
+
+def test_gui_modules_do_not_import_torch_transformers_or_optimum() -> None:
+    result = _run(
+        """
+        import importlib, pkgutil, sys
+        import qwen_mtp_desktop.app, qwen_mtp_desktop.cli
+        for pkg in ("qwen_mtp_desktop.ui", "qwen_mtp_desktop.workers", "qwen_mtp_desktop.core"):
+            module = importlib.import_module(pkg)
+            for info in pkgutil.walk_packages(module.__path__, pkg + "."):
+                importlib.import_module(info.name)
+        heavy = sorted(n for n in ("torch", "transformers", "optimum", "nncf") if n in sys.modules)
+        print(",".join(heavy))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_openvino_sends_no_telemetry_from_the_app() -> None:
+    result = _run(
+        """
+        import threading
+        from qwen_mtp_desktop.cli import main
+        import contextlib, io
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(["doctor"])
+        import openvino, openvino_genai
+        from qwen_mtp_desktop.core.privacy import telemetry_blocked
+        print(telemetry_blocked(), [t.name for t in threading.enumerate()])
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True ['MainThread']"
