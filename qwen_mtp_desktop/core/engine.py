@@ -1,0 +1,664 @@
+"""The speculative-decoding engine: load a Qwen3.5 OpenVINO model with its MTP head, render a
+conversation with the model's own chat template, and stream the answer step by step.
+
+`Engine.generate()` returns a `Generation`: an iterator of `StepChunk`s (one per decoding step,
+so an MTP step that had k drafts accepted carries k + 1 tokens) that ends with `stats`. The
+OpenVINO call blocks, so it runs on a short-lived worker thread and hands each step over a queue;
+cancelling takes effect at the next step and keeps the partial answer.
+
+Runtime facts this relies on (see RUNTIME-NOTES): MTP works through `VLMPipeline` with
+`draft_model(dir, device, mtp_mode=True)` and prefix caching off; `ChatHistory` fails with MTP,
+so the prompt is rendered with `Tokenizer.apply_chat_template` and sent with
+`apply_chat_template=False`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from qwen_mtp_desktop.core.decoding import (
+    FinishReason,
+    GenerationStats,
+    IncrementalDecoder,
+    Mode,
+    ThinkingSplitter,
+    build_stats,
+)
+from qwen_mtp_desktop.core.environment import family_verdict, package_version
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.privacy import block_telemetry
+
+if TYPE_CHECKING:
+    import openvino_genai
+
+log = logging.getLogger(__name__)
+
+QWEN35_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")
+LANGUAGE_MODEL = "openvino_language_model"
+MTP_MODEL = "openvino_mtp_model"
+TOKENIZER = "openvino_tokenizer"
+DETOKENIZER = "openvino_detokenizer"
+#: Properties that make CPU inference bit-exact enough to compare MTP with plain decoding:
+#: bf16 and dynamic activation quantization can flip near-tie argmaxes (RUNTIME-NOTES).
+EXACT_NUMERICS = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+MTP_UNVALIDATED_NOTE = (
+    "More than one draft token per step is not validated for every model and device; "
+    "check with `qwen-mtp-desktop validate`."
+)
+
+
+class EngineError(UserFacingError):
+    """A model could not be loaded or a generation failed; `code` says which case."""
+
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+    image: Path | None = None
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_new_tokens: int = 512
+    do_sample: bool = False
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 20
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop_strings: tuple[str, ...] = ()
+    #: Draft tokens the MTP head proposes per step (ignored in baseline mode).
+    num_assistant_tokens: int = 1
+    thinking: bool = False
+
+    def validate(self) -> None:
+        if self.max_new_tokens < 1:
+            raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
+        if self.num_assistant_tokens < 1:
+            raise EngineError(
+                "num_assistant_tokens must be at least 1 in MTP mode.",
+                "Turn MTP off for plain decoding instead.",
+                code="BAD_SETTINGS",
+            )
+        if self.do_sample and self.temperature <= 0:
+            raise EngineError("temperature must be above 0 when sampling.", code="BAD_SETTINGS")
+        if not 0 < self.top_p <= 1:
+            raise EngineError("top-p must be in (0, 1].", code="BAD_SETTINGS")
+        if self.top_k < 0 or self.repetition_penalty <= 0:
+            raise EngineError("top-k must be >= 0 and repetition penalty > 0.", code="BAD_SETTINGS")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    device: str = "CPU"
+    #: Use the MTP head when the model has one; False loads plain decoding.
+    mtp: bool = True
+    #: OpenVINO's compiled-model cache folder (faster second load); None disables it.
+    cache_dir: Path | None = None
+    #: f32 inference without dynamic quantization, for output-equality checks.
+    exact_numerics: bool = False
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model_dir: Path
+    device: str
+    mode: Mode
+    model_type: str
+    load_s: float
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepChunk:
+    """One decoding step: its token ids and the text they added to each section."""
+
+    token_ids: tuple[int, ...]
+    reasoning: str
+    answer: str
+    #: Seconds since generate() was called.
+    elapsed_s: float
+
+    @property
+    def accepted_drafts(self) -> int:
+        return max(len(self.token_ids) - 1, 0)
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """What a model folder holds, as far as loading is concerned."""
+
+    model_type: str
+    has_mtp: bool
+    warnings: tuple[str, ...] = field(default=())
+
+
+def check_model_dir(model_dir: Path) -> ModelFiles:
+    """Check a folder before handing it to OpenVINO, raising a specific EngineError."""
+    if not model_dir.exists():
+        raise EngineError(
+            f"The model folder {model_dir} does not exist.",
+            "Choose an existing model folder in the Models panel.",
+            code="MODEL_NOT_FOUND",
+        )
+    if not model_dir.is_dir():
+        raise EngineError(
+            f"{model_dir} is a file, not a model folder.",
+            "Choose the folder that holds openvino_language_model.xml.",
+            code="MODEL_NOT_FOUND",
+        )
+    try:
+        entries = {entry.name for entry in model_dir.iterdir()}
+    except OSError as exc:
+        raise EngineError(
+            f"The model folder {model_dir} cannot be read ({exc.strerror}).",
+            "Check the folder's permissions.",
+            code="UNREADABLE",
+        ) from exc
+    if not entries:
+        raise EngineError(
+            f"The model folder {model_dir} is empty.",
+            "Export a Qwen3.5 checkpoint into it with the Export panel.",
+            code="EMPTY_DIR",
+        )
+    model_type = _model_type(model_dir, entries)
+    if model_type not in QWEN35_MODEL_TYPES:
+        what = f"a {model_type!r} model" if model_type else "not a Qwen3.5 model"
+        raise EngineError(
+            f"{model_dir.name} is {what}; this app runs Qwen3.5 and Qwen3.5-MoE models.",
+            "Export a Qwen3.5 checkpoint (model_type qwen3_5 or qwen3_5_moe) in the Export panel.",
+            code="NOT_QWEN35",
+        )
+    if f"{LANGUAGE_MODEL}.xml" not in entries:
+        raise EngineError(
+            f"{model_dir.name} has no {LANGUAGE_MODEL}.xml; it is not a complete OpenVINO export.",
+            "Re-export the checkpoint with the Export panel (task image-text-to-text).",
+            code="IR_INCOMPLETE",
+        )
+    for component in (TOKENIZER, DETOKENIZER):
+        if f"{component}.xml" not in entries or f"{component}.bin" not in entries:
+            raise EngineError(
+                f"{model_dir.name} has no {component}.xml/.bin, so text cannot be "
+                "turned into tokens and back.",
+                "Re-export the model with tokenizer conversion on (the default), or run "
+                "`convert_tokenizer --with-detokenizer` from openvino-tokenizers into it.",
+                code="TOKENIZER_MISSING",
+            )
+    for xml_name in sorted(name for name in entries if name.endswith(".xml")):
+        _check_ir_pair(model_dir / xml_name)
+    has_mtp = f"{MTP_MODEL}.xml" in entries and f"{MTP_MODEL}.bin" in entries
+    warnings: tuple[str, ...] = ()
+    if not has_mtp:
+        warnings = (
+            "This model has no MTP head (openvino_mtp_model.xml), so it runs without "
+            "speculative decoding. Re-export it with optimum-intel 2.2 or newer to get one.",
+        )
+    return ModelFiles(model_type, has_mtp, warnings)
+
+
+def _model_type(model_dir: Path, entries: set[str]) -> str:
+    if "config.json" not in entries:
+        if f"{LANGUAGE_MODEL}.xml" in entries or "openvino_model.xml" in entries:
+            return ""
+        raise EngineError(
+            f"{model_dir.name} holds no model (no config.json and no OpenVINO IR).",
+            "Choose a folder exported by the Export panel.",
+            code="NOT_A_MODEL",
+        )
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EngineError(
+            f"{model_dir.name}/config.json cannot be read ({exc}).",
+            "Re-export the model; the config file is damaged.",
+            code="IR_CORRUPT",
+        ) from exc
+    model_type = config.get("model_type", "") if isinstance(config, dict) else ""
+    return model_type if isinstance(model_type, str) else ""
+
+
+def _check_ir_pair(xml_path: Path) -> None:
+    """Cheap integrity check: the .bin exists and is as long as the IR's constants need."""
+    bin_path = xml_path.with_suffix(".bin")
+    if not bin_path.is_file():
+        raise EngineError(
+            f"{xml_path.name} has no {bin_path.name} beside it.",
+            "The export is incomplete; re-export the model.",
+            code="IR_INCOMPLETE",
+        )
+    needed = _bin_bytes_needed(xml_path)
+    actual = bin_path.stat().st_size
+    if needed > actual:
+        raise EngineError(
+            f"{bin_path.name} is truncated ({actual:,} bytes, the IR needs {needed:,}).",
+            "The file was damaged or only partly copied; copy or re-export the model again.",
+            code="IR_CORRUPT",
+        )
+
+
+def _bin_bytes_needed(xml_path: Path) -> int:
+    """The end of the furthest constant in the .bin, read from the IR's XML."""
+    import xml.etree.ElementTree as ElementTree
+
+    needed = 0
+    try:
+        for _event, element in ElementTree.iterparse(xml_path):
+            if element.tag == "data":
+                offset, size = element.get("offset"), element.get("size")
+                if offset is not None and size is not None:
+                    needed = max(needed, int(offset) + int(size))
+            elif element.tag == "layer":
+                element.clear()
+    except (ElementTree.ParseError, ValueError, OSError) as exc:
+        raise EngineError(
+            f"{xml_path.name} is not a readable OpenVINO IR ({exc}).",
+            "The file is damaged or is not an OpenVINO model; re-export the model.",
+            code="IR_CORRUPT",
+        ) from exc
+    return needed
+
+
+def _check_runtime() -> None:
+    versions = {name: package_version(name) for name in ("openvino", "openvino-genai")}
+    versions["openvino-tokenizers"] = package_version("openvino-tokenizers")
+    verdict = family_verdict(versions)
+    if not verdict.ok:
+        raise EngineError(
+            f"The OpenVINO runtime is not usable: {verdict.message}.",
+            "Run `qwen-mtp-desktop doctor` for details.",
+            code="RUNTIME_INCOMPATIBLE",
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Check ", "Exception from")):
+            return line[:300]
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+class Generation(Iterator[StepChunk]):
+    """A running generation. Iterate it for step chunks; `stats` is set once it is exhausted.
+
+    `cancel()` is thread-safe and stops the generation at its next step; the chunks produced so
+    far stay, and the stats say finish_reason="cancelled".
+    """
+
+    _DONE = object()
+
+    def __init__(
+        self,
+        engine: Engine,
+        prompt: str,
+        config: openvino_genai.GenerationConfig,
+        settings: GenerationSettings,
+        images: list[Any],
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._cancel = threading.Event()
+        self._finished = False
+        self.stats: GenerationStats | None = None
+        self.reasoning = ""
+        self.answer = ""
+        self.token_ids: list[int] = []
+        self._thread = threading.Thread(
+            target=self._run, args=(prompt, config, images), name="ov-generate", daemon=True
+        )
+        self._thread.start()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def __iter__(self) -> Generation:
+        return self
+
+    def __next__(self) -> StepChunk:
+        chunk = self.next_chunk()
+        assert chunk is not None
+        return chunk
+
+    def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
+        """The next step chunk; None if `timeout` seconds passed without one; StopIteration at
+        the end; EngineError if the generation failed."""
+        if self._finished:
+            raise StopIteration
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, StepChunk):
+            self.reasoning += item.reasoning
+            self.answer += item.answer
+            self.token_ids.extend(item.token_ids)
+            return item
+        self._finished = True
+        self._thread.join()
+        if isinstance(item, BaseException):
+            raise item
+        raise StopIteration
+
+    def run_to_end(self) -> GenerationStats:
+        for _chunk in self:
+            pass
+        assert self.stats is not None
+        return self.stats
+
+    def close(self) -> None:
+        """Cancel and wait for the worker thread (safe to call at any time)."""
+        self.cancel()
+        while not self._finished:
+            try:
+                next(self)
+            except StopIteration:
+                break
+            except EngineError:
+                break
+
+    def _run(self, prompt: str, config: openvino_genai.GenerationConfig, images: list[Any]) -> None:
+        import openvino_genai
+
+        engine = self._engine
+        loaded = engine.loaded
+        assert loaded is not None and engine._pipeline is not None
+        tokenizer = engine._tokenizer
+        assert tokenizer is not None
+        splitter = ThinkingSplitter(engine._think_start, engine._think_end, self._settings.thinking)
+        reasoning_decoder = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+        answer_decoder = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+        sizes: list[int] = []
+        times: list[float] = []
+        all_ids: list[int] = []
+        started = time.perf_counter()
+        answer_started = False
+        cancel = self._cancel
+        out = self._queue
+
+        def emit(token_ids: Sequence[int], final: bool = False) -> None:
+            nonlocal answer_started
+            reasoning_ids, answer_ids = splitter.split(token_ids)
+            reasoning = reasoning_decoder.push(reasoning_ids)
+            answer = answer_decoder.push(answer_ids)
+            if final:
+                reasoning += reasoning_decoder.flush()
+                answer += answer_decoder.flush()
+            if not answer_started and answer:
+                # Qwen3.5 puts blank lines between </think> and the answer.
+                answer = answer.lstrip("\n")
+                answer_started = bool(answer)
+            out.put(StepChunk(tuple(token_ids), reasoning, answer, time.perf_counter() - started))
+
+        class Streamer(openvino_genai.StreamerBase):  # type: ignore[misc]
+            def write(self, token: Any) -> openvino_genai.StreamingStatus:
+                ids = [int(token)] if isinstance(token, int) else [int(t) for t in token]
+                sizes.append(len(ids))
+                times.append(time.perf_counter() - started)
+                all_ids.extend(ids)
+                emit(ids)
+                if cancel.is_set():
+                    return openvino_genai.StreamingStatus.STOP
+                return openvino_genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        try:
+            pipeline = engine._pipeline
+            if images:
+                pipeline.generate(
+                    prompt, images=images, generation_config=config, streamer=Streamer()
+                )
+            else:
+                pipeline.generate(prompt, generation_config=config, streamer=Streamer())
+            emit((), final=True)
+            total = time.perf_counter() - started
+            prompt_tokens = int(
+                tokenizer.encode(prompt, add_special_tokens=False).input_ids.shape[1]
+            )
+            finish = self._finish_reason(all_ids, config)
+            warnings = list(loaded.warnings)
+            if loaded.mode == "mtp" and self._settings.num_assistant_tokens > 1:
+                warnings.append(MTP_UNVALIDATED_NOTE)
+            self.stats = build_stats(
+                mode=loaded.mode,
+                num_assistant_tokens=self._settings.num_assistant_tokens,
+                device=loaded.device,
+                prompt_tokens=prompt_tokens,
+                chunk_sizes=sizes,
+                chunk_times=times,
+                total_s=total,
+                reasoning_tokens=splitter.reasoning_tokens,
+                answer_tokens=splitter.answer_tokens,
+                finish_reason=finish,
+                warnings=warnings,
+            )
+            out.put(self._DONE)
+        except Exception as exc:  # the native side raises RuntimeError for everything
+            log.exception("generation failed")
+            out.put(
+                EngineError(
+                    f"Generation failed: {_first_line(exc)}",
+                    "Try a shorter conversation or reload the model; details are in the log.",
+                    code="GENERATION_FAILED",
+                )
+            )
+        finally:
+            engine._generation_finished(self)
+
+    def _finish_reason(
+        self, token_ids: list[int], config: openvino_genai.GenerationConfig
+    ) -> FinishReason:
+        if self._cancel.is_set():
+            return "cancelled"
+        eos_ids = set(config.stop_token_ids) | {config.eos_token_id}
+        if token_ids and token_ids[-1] in eos_ids:
+            return "eos"
+        if len(token_ids) >= config.max_new_tokens:
+            return "length"
+        return "stop_string" if self._settings.stop_strings else "eos"
+
+
+class Engine:
+    """Owns one loaded pipeline. Not thread-safe by itself: one thread (the app's engine
+    thread, or a CLI's main thread) calls load/generate/unload; `Generation.cancel()` is the
+    only call meant for other threads."""
+
+    def __init__(self) -> None:
+        self.loaded: LoadedModel | None = None
+        self._pipeline: Any = None
+        self._tokenizer: Any = None
+        self._think_start: int | None = None
+        self._think_end: int | None = None
+        self._active: Generation | None = None
+        self._lock = threading.Lock()
+
+    def load(self, model_dir: Path, options: LoadOptions | None = None) -> LoadedModel:
+        options = options or LoadOptions()
+        self.unload()
+        model_dir = model_dir.expanduser()
+        files = check_model_dir(model_dir)
+        _check_runtime()
+        block_telemetry()
+        import openvino_genai
+
+        properties: dict[str, Any] = {}
+        if options.cache_dir is not None:
+            options.cache_dir.mkdir(parents=True, exist_ok=True)
+            properties["CACHE_DIR"] = str(options.cache_dir)
+        if options.exact_numerics:
+            properties.update(EXACT_NUMERICS)
+        use_mtp = options.mtp and files.has_mtp
+        warnings = list(files.warnings)
+        if options.mtp and not files.has_mtp:
+            log.warning("%s: no MTP head, loading in baseline mode", model_dir)
+        started = time.perf_counter()
+        try:
+            scheduler = openvino_genai.SchedulerConfig()
+            # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
+            scheduler.enable_prefix_caching = False
+            kwargs: dict[str, Any] = dict(properties)
+            kwargs["scheduler_config"] = scheduler
+            if use_mtp:
+                kwargs["draft_model"] = openvino_genai.draft_model(
+                    str(model_dir), options.device, mtp_mode=True, **properties
+                )
+            pipeline = openvino_genai.VLMPipeline(str(model_dir), options.device, **kwargs)
+        except Exception as exc:
+            raise self._load_error(model_dir, options.device, exc) from exc
+        load_s = time.perf_counter() - started
+        self._pipeline = pipeline
+        self._tokenizer = pipeline.get_tokenizer()
+        self._think_start = self._single_token_id("<think>")
+        self._think_end = self._single_token_id("</think>")
+        mode: Mode = "mtp" if use_mtp else "baseline"
+        self.loaded = LoadedModel(
+            model_dir, options.device, mode, files.model_type, load_s, tuple(warnings)
+        )
+        log.info("loaded %s on %s (%s) in %.2f s", model_dir, options.device, mode, load_s)
+        return self.loaded
+
+    def unload(self) -> None:
+        if self._active is not None:
+            self._active.close()
+        self._pipeline = None
+        self._tokenizer = None
+        self.loaded = None
+
+    def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
+        """The conversation in the model's own chat template, ending with the assistant turn."""
+        tokenizer = self._require_loaded()[1]
+        if not messages or messages[-1].role != "user":
+            raise EngineError(
+                "The conversation must end with a user message.", code="BAD_CONVERSATION"
+            )
+        history = []
+        for message in messages:
+            content = message.content
+            if message.image is not None:
+                content = f"<|vision_start|><|image_pad|><|vision_end|>{content}"
+            history.append({"role": message.role, "content": content})
+        try:
+            rendered: str = tokenizer.apply_chat_template(
+                history, add_generation_prompt=True, extra_context={"enable_thinking": thinking}
+            )
+        except Exception as exc:
+            raise EngineError(
+                f"The model's chat template could not render this conversation: {_first_line(exc)}",
+                "Re-export the model so its tokenizer carries a chat template.",
+                code="CHAT_TEMPLATE",
+            ) from exc
+        return rendered
+
+    def generate(
+        self, messages: Sequence[Message], settings: GenerationSettings | None = None
+    ) -> Generation:
+        settings = settings or GenerationSettings()
+        settings.validate()
+        self._require_loaded()
+        prompt = self.render_prompt(messages, thinking=settings.thinking)
+        images = [_load_image(m.image) for m in messages if m.image is not None]
+        return self._start(prompt, settings, images)
+
+    def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
+        """Generate from an already rendered prompt (validation and benchmarks use this)."""
+        settings = settings or GenerationSettings()
+        settings.validate()
+        self._require_loaded()
+        return self._start(prompt, settings, [])
+
+    def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
+        with self._lock:
+            if self._active is not None:
+                raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
+            config = self._generation_config(settings)
+            generation = Generation(self, prompt, config, settings, images)
+            self._active = generation
+        return generation
+
+    def _generation_finished(self, generation: Generation) -> None:
+        with self._lock:
+            if self._active is generation:
+                self._active = None
+
+    def _generation_config(self, settings: GenerationSettings) -> openvino_genai.GenerationConfig:
+        loaded = self.loaded
+        assert loaded is not None
+        config = self._pipeline.get_generation_config()
+        config.max_new_tokens = settings.max_new_tokens
+        config.apply_chat_template = False
+        config.do_sample = settings.do_sample
+        if settings.do_sample:
+            config.temperature = settings.temperature
+            config.top_p = settings.top_p
+            config.top_k = settings.top_k
+            if settings.seed is not None:
+                config.rng_seed = settings.seed
+        config.repetition_penalty = settings.repetition_penalty
+        if settings.stop_strings:
+            config.stop_strings = set(settings.stop_strings)
+            config.include_stop_str_in_output = False
+        if loaded.mode == "mtp":
+            config.num_assistant_tokens = settings.num_assistant_tokens
+        return config
+
+    def _require_loaded(self) -> tuple[LoadedModel, Any]:
+        if self.loaded is None or self._tokenizer is None:
+            raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
+        return self.loaded, self._tokenizer
+
+    def _single_token_id(self, text: str) -> int | None:
+        ids = self._tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
+        return int(ids[0]) if len(ids) == 1 else None
+
+    @staticmethod
+    def _load_error(model_dir: Path, device: str, exc: Exception) -> EngineError:
+        detail = _first_line(exc)
+        lowered = str(exc).lower()
+        if "device" in lowered and device.upper() not in ("CPU",) and "not" in lowered:
+            return EngineError(
+                f"The {device} device is not available: {detail}",
+                "Choose another device (CPU always works), or install its driver.",
+                code="DEVICE_UNAVAILABLE",
+            )
+        return EngineError(
+            f"OpenVINO could not load {model_dir.name}: {detail}",
+            "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
+            code="LOAD_FAILED",
+        )
+
+
+def _load_image(path: Path) -> Any:
+    """An image file as the uint8 NHWC tensor the VLM pipeline expects."""
+    import numpy as np
+    import openvino
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            array = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError) as exc:
+        raise EngineError(
+            f"The image {path.name} cannot be read ({exc}).",
+            "Attach a PNG or JPEG file.",
+            code="IMAGE",
+        ) from exc
+    return openvino.Tensor(array[None])

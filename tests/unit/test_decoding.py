@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.core.decoding import (
+    IncrementalDecoder,
+    ThinkingSplitter,
+    build_stats,
+    speculative_stats,
+)
+
+
+# A toy byte-level "tokenizer": each id is one byte, so multi-byte characters span ids.
+def _decode(ids: list[int]) -> str:
+    return bytes(ids).decode("utf-8", errors="replace")
+
+
+@given(st.text(max_size=60), st.lists(st.integers(1, 5), min_size=1, max_size=60))
+def test_incremental_decoder_reassembles_any_split(text: str, cuts: list[int]) -> None:
+    data = list(text.encode("utf-8"))
+    decoder = IncrementalDecoder(_decode)
+    out, position, index = [], 0, 0
+    while position < len(data):
+        size = cuts[index % len(cuts)]
+        out.append(decoder.push(data[position : position + size]))
+        position += size
+        index += 1
+    out.append(decoder.flush())
+    assert "".join(out) == text
+    # Only a character that really is broken shows as U+FFFD.
+    assert all("\ufffd" not in piece for piece in out[:-1]) or "\ufffd" in text
+
+
+def test_incremental_decoder_holds_incomplete_character() -> None:
+    decoder = IncrementalDecoder(_decode)
+    euro = list("€".encode())
+    assert decoder.push(euro[:1]) == ""
+    assert decoder.push(euro[1:2]) == ""
+    assert decoder.push(euro[2:]) == "€"
+
+
+def test_thinking_splitter_routes_sections() -> None:
+    start, end = 100, 101
+    splitter = ThinkingSplitter(start, end, thinking=True)
+    assert splitter.split([1, 2, end, 3]) == ([1, 2], [3])
+    assert splitter.split([4, 5]) == ([], [4, 5])
+    assert splitter.reasoning_tokens == 3  # two thoughts + the closing marker
+    assert splitter.answer_tokens == 3
+
+
+def test_thinking_splitter_without_thinking_and_self_opened() -> None:
+    splitter = ThinkingSplitter(100, 101, thinking=False)
+    assert splitter.split([7, 8]) == ([], [7, 8])
+    # A model may open a think block by itself.
+    assert splitter.split([100, 9, 101, 10]) == ([9], [10])
+
+
+def test_speculative_stats_from_chunk_sizes() -> None:
+    # prefill token, then steps with n=3: accepted 0, 3, 1, 2
+    drafted, accepted, by_position = speculative_stats([1, 1, 4, 2, 3], 3, "mtp")
+    assert drafted == 12
+    assert accepted == 6
+    assert by_position == [0.75, 0.5, 0.25]
+    assert speculative_stats([1, 1, 1], 2, "baseline") == (0, 0, [])
+
+
+def test_build_stats_is_consistent() -> None:
+    stats = build_stats(
+        mode="mtp",
+        num_assistant_tokens=1,
+        device="CPU",
+        prompt_tokens=12,
+        chunk_sizes=[1, 2, 2, 1, 2],
+        chunk_times=[0.5, 0.6, 0.7, 0.8, 0.9],
+        total_s=0.95,
+        reasoning_tokens=0,
+        answer_tokens=8,
+        finish_reason="eos",
+    )
+    assert stats.generated_tokens == 8
+    assert stats.ttft_s == 0.5
+    assert stats.decode_tokens_per_s == pytest.approx(7 / 0.4)
+    assert (stats.drafted_tokens, stats.accepted_tokens) == (4, 3)
+    assert stats.acceptance_rate == 0.75
+    assert stats.mean_accepted_per_step == 0.75
+    assert stats.generated_tokens == stats.steps + stats.accepted_tokens
+    assert stats.to_json_dict()["chunk_sizes"] == [1, 2, 2, 1, 2]
+
+
+def test_build_stats_empty_generation() -> None:
+    stats = build_stats(
+        mode="baseline",
+        num_assistant_tokens=1,
+        device="CPU",
+        prompt_tokens=3,
+        chunk_sizes=[],
+        chunk_times=[],
+        total_s=0.1,
+        reasoning_tokens=0,
+        answer_tokens=0,
+        finish_reason="cancelled",
+    )
+    assert stats.generated_tokens == 0 and stats.decode_tokens_per_s == 0.0
+    assert stats.num_assistant_tokens == 0
