@@ -21,6 +21,7 @@ class CrashNotifier(QObject):
         super().__init__()
         self._parent_widget = parent_widget
         self._shown = False
+        self.dialog: QMessageBox | None = None
         self.reported.connect(self._on_reported, Qt.ConnectionType.QueuedConnection)
 
     def set_parent_widget(self, widget: QWidget | None) -> None:
@@ -44,5 +45,5 @@ class CrashNotifier(QObject):
         )
         box.setInformativeText(f"Details are in the log file:\n{report.log_file}")
         box.setDetailedText(report.details)
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.dialog = box  # keep it alive: a parentless box would be collected at once
         box.open()

@@ -43,7 +43,7 @@ class MainWindow(QMainWindow):
         self.model_dir: Path = selected_model(store.settings)
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(app_icon())
-        self.setMinimumSize(QSize(880, 560))
+        self.setMinimumSize(QSize(760, 520))
 
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QImage
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
+
+pytestmark = pytest.mark.gui
+
+
+def _window(qtbot: QtBot) -> MainWindow:
+    paths = app_paths().ensure()
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def test_sidebar_switches_panels(qtbot: QtBot) -> None:
+    window = _window(qtbot)
+    assert [window.sidebar.item(i).text() for i in range(window.sidebar.count())] == list(PANELS)
+    for name in PANELS:
+        window.show_panel(name)
+        assert window.stack.currentWidget() is window.panel(name)
+
+
+def test_demo_model_is_selected_and_labelled(qtbot: QtBot) -> None:
+    window = _window(qtbot)
+    assert window.model_dir == demo_model_dir()
+    assert "Demo model" in window.model_label.text()
+    assert "counts and repeats" in window.model_label.text()
+
+
+def test_geometry_is_remembered(qtbot: QtBot) -> None:
+    window = _window(qtbot)
+    window.resize(790, 610)  # inside the offscreen screen (800 x 800), so nothing is clamped
+    window.close()
+    again = _window(qtbot)
+    assert (again.width(), again.height()) == (790, 610)
+
+
+def test_screenshot(qtbot: QtBot, screenshot_dir: Path) -> None:
+    window = _window(qtbot)
+    window.resize(1100, 720)
+    path = screenshot_dir / "main_window.png"
+    assert window.grab().save(str(path))
+    image = QImage(str(path))
+    assert image.width() == 1100 and image.height() == 720
+
+
+def test_app_starts_and_quits_like_make_run(tmp_path: Path) -> None:
+    """`make run` runs the entry point; here it opens, saves a screenshot and exits 0."""
+    shot = tmp_path / "run.png"
+    result = subprocess.run(
+        [sys.executable, "-m", "qwen_mtp_desktop", "--screenshot", str(shot)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert QImage(str(shot)).width() >= 760
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,307 @@
+"""The engine on the real runtime with real models."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from qwen_mtp_desktop.core import engine as engine_module
+from qwen_mtp_desktop.core.engine import (
+    Engine,
+    EngineError,
+    GenerationSettings,
+    LoadOptions,
+    Message,
+)
+
+pytestmark = pytest.mark.slow
+
+COUNTING = [Message("user", "Count from 1 to 30.")]
+
+
+def _run(engine: Engine, messages: list[Message], **settings: object) -> tuple[list[int], object]:
+    generation = engine.generate(messages, GenerationSettings(**settings))  # type: ignore[arg-type]
+    stats = generation.run_to_end()
+    return generation.token_ids, stats
+
+
+@pytest.fixture(scope="module")
+def exact_engines(demo_model: Path) -> dict[str, Engine]:
+    engines = {}
+    for mode in ("mtp", "baseline"):
+        engine = Engine()
+        engine.load(demo_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
+        engines[mode] = engine
+    yield engines
+    for engine in engines.values():
+        engine.unload()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_demo_mtp_output_equals_baseline(exact_engines: dict[str, Engine], n: int) -> None:
+    baseline_ids, _ = _run(exact_engines["baseline"], COUNTING, max_new_tokens=80)
+    mtp_ids, stats = _run(exact_engines["mtp"], COUNTING, max_new_tokens=80, num_assistant_tokens=n)
+    assert mtp_ids == baseline_ids
+    assert stats.mode == "mtp" and stats.num_assistant_tokens == n
+    assert stats.accepted_tokens > 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_moe_mtp_output_equals_baseline(moe_model: Path, n: int) -> None:
+    outputs = {}
+    for mode in ("baseline", "mtp"):
+        engine = Engine()
+        engine.load(moe_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
+        outputs[mode], _ = _run(engine, COUNTING, max_new_tokens=40, num_assistant_tokens=n)
+        engine.unload()
+    assert outputs["mtp"] == outputs["baseline"]
+    assert len(outputs["mtp"]) > 0
+
+
+def test_demo_acceptance_and_consistent_stats(exact_engines: dict[str, Engine]) -> None:
+    generation = exact_engines["mtp"].generate(COUNTING, GenerationSettings(max_new_tokens=120))
+    chunks = list(generation)
+    stats = generation.stats
+    assert stats is not None
+    assert stats.acceptance_rate >= 0.6, stats
+    assert stats.accepted_tokens <= stats.drafted_tokens
+    assert (
+        stats.generated_tokens == sum(len(c.token_ids) for c in chunks) == len(generation.token_ids)
+    )
+    # Every step yields one target token plus its accepted drafts.
+    assert stats.generated_tokens == stats.steps + stats.accepted_tokens
+    assert stats.steps == len(chunks) - 1  # the final flush chunk carries no tokens
+    assert stats.reasoning_tokens + stats.answer_tokens == stats.generated_tokens
+    assert stats.ttft_s > 0 and stats.decode_tokens_per_s > 0 and stats.total_s >= stats.ttft_s
+    assert stats.prompt_tokens > 5
+    # The demo model counts.
+    assert generation.answer.split()[:5] == ["1", "2", "3", "4", "5"]
+    assert json.loads(json.dumps(stats.to_json_dict()))["acceptance_rate"] == stats.acceptance_rate
+
+
+def test_acceptance_matches_continuous_batching_metric(
+    exact_engines: dict[str, Engine], demo_model: Path
+) -> None:
+    import openvino_genai
+
+    engine = exact_engines["mtp"]
+    prompt = engine.render_prompt(COUNTING)
+    stats = engine.generate_raw(prompt, GenerationSettings(max_new_tokens=60)).run_to_end()
+
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.enable_prefix_caching = False
+    draft = openvino_genai.draft_model(
+        str(demo_model), "CPU", mtp_mode=True, **engine_module.EXACT_NUMERICS
+    )
+    pipeline = openvino_genai.ContinuousBatchingPipeline(
+        str(demo_model), scheduler, "CPU", {"draft_model": draft, **engine_module.EXACT_NUMERICS}
+    )
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = 60
+    config.num_assistant_tokens = 1
+    config.apply_chat_template = False
+    tokenizer = openvino_genai.Tokenizer(str(demo_model))
+    config.eos_token_id = tokenizer.get_eos_token_id()
+    result = pipeline.generate([prompt], [config])[0]
+    reference = result.extended_perf_metrics.get_draft_acceptance_rate()
+    assert stats.acceptance_rate == pytest.approx(reference, abs=0.02)
+
+
+def test_cancel_keeps_partial_answer(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=400))
+    seen = 0
+    for chunk in generation:
+        seen += 1
+        if seen == 5:
+            generation.cancel()
+            steps_at_cancel = len(generation.token_ids)
+    stats = generation.stats
+    assert stats is not None and stats.finish_reason == "cancelled"
+    # It stopped within one decoding step of the request.
+    assert stats.steps <= 6
+    assert len(generation.token_ids) >= steps_at_cancel
+    assert generation.answer.strip() != ""
+    # The engine is free again.
+    assert engine.generate(COUNTING, GenerationSettings(max_new_tokens=5)).run_to_end()
+    engine.unload()
+
+
+def test_cancel_from_another_thread(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=400))
+    first = next(generation)
+    timer = threading.Timer(0.05, generation.cancel)
+    timer.start()
+    stats = generation.run_to_end()
+    timer.join()
+    assert first.token_ids
+    assert stats.finish_reason in ("cancelled", "eos")
+    engine.unload()
+
+
+def test_busy_engine_refuses_second_generation(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=200))
+    with pytest.raises(EngineError) as info:
+        engine.generate(COUNTING)
+    assert info.value.code == "BUSY"
+    generation.close()
+    engine.unload()
+
+
+def test_thinking_is_split_from_answer(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    assert engine.render_prompt(COUNTING, thinking=False).endswith("<think>\n\n</think>\n\n")
+    assert engine.render_prompt(COUNTING, thinking=True).endswith("<think>\n")
+    generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=60, thinking=True))
+    stats = generation.run_to_end()
+    assert stats.reasoning_tokens + stats.answer_tokens == stats.generated_tokens
+    assert "<think>" not in generation.answer and "</think>" not in generation.answer
+    engine.unload()
+
+
+def test_settings_are_validated(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    for bad in (
+        GenerationSettings(max_new_tokens=0),
+        GenerationSettings(num_assistant_tokens=0),
+        GenerationSettings(do_sample=True, temperature=0),
+        GenerationSettings(top_p=1.5),
+    ):
+        with pytest.raises(EngineError) as info:
+            engine.generate(COUNTING, bad)
+        assert info.value.code == "BAD_SETTINGS"
+    with pytest.raises(EngineError) as info:
+        engine.generate([Message("assistant", "hi")])
+    assert info.value.code == "BAD_CONVERSATION"
+    engine.unload()
+
+
+def test_sampling_with_seed_is_reproducible(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    settings = dict(max_new_tokens=30, do_sample=True, temperature=0.8, seed=7)
+    first, _ = _run(engine, COUNTING, **settings)
+    second, _ = _run(engine, COUNTING, **settings)
+    assert first == second
+    engine.unload()
+
+
+def test_stop_string(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    generation = engine.generate(
+        COUNTING, GenerationSettings(max_new_tokens=100, stop_strings=(" 7",))
+    )
+    stats = generation.run_to_end()
+    assert stats.finish_reason == "stop_string"
+    assert generation.answer.split()[-1] in ("6", "7") and "8" not in generation.answer.split()
+    engine.unload()
+
+
+def test_compile_cache(demo_model: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "ov-cache"
+    first = Engine().load(demo_model, LoadOptions(cache_dir=cache))
+    assert any(cache.iterdir()), "OpenVINO wrote nothing to the compile cache"
+    second_engine = Engine()
+    second = second_engine.load(demo_model, LoadOptions(cache_dir=cache))
+    assert second.load_s > 0 and first.load_s > 0
+    second_engine.unload()
+
+
+# --- faults -------------------------------------------------------------------------------
+
+
+def _load_error(path: Path) -> EngineError:
+    with pytest.raises(EngineError) as info:
+        Engine().load(path)
+    error = info.value
+    assert error.message and error.fix, "every error needs a message and a fix"
+    assert "Traceback" not in str(error)
+    return error
+
+
+def test_model_without_mtp_head_loads_baseline_with_warning(demo_copy: Path) -> None:
+    (demo_copy / "openvino_mtp_model.xml").unlink()
+    (demo_copy / "openvino_mtp_model.bin").unlink()
+    engine = Engine()
+    loaded = engine.load(demo_copy)
+    assert loaded.mode == "baseline"
+    assert any("no MTP head" in warning for warning in loaded.warnings)
+    stats = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10)).run_to_end()
+    assert stats.mode == "baseline" and any("no MTP head" in w for w in stats.warnings)
+    engine.unload()
+
+
+def test_truncated_bin(demo_copy: Path) -> None:
+    path = demo_copy / "openvino_language_model.bin"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    error = _load_error(demo_copy)
+    assert error.code == "IR_CORRUPT" and "truncated" in error.message
+
+
+def test_garbage_xml(demo_copy: Path) -> None:
+    (demo_copy / "openvino_mtp_model.xml").write_text("this is not xml <<<")
+    assert _load_error(demo_copy).code == "IR_CORRUPT"
+
+
+def test_foreign_xml(demo_copy: Path) -> None:
+    (demo_copy / "openvino_language_model.xml").write_text(
+        '<?xml version="1.0"?><html><body>hello</body></html>'
+    )
+    assert _load_error(demo_copy).code in ("IR_CORRUPT", "LOAD_FAILED")
+
+
+def test_missing_tokenizer(demo_copy: Path) -> None:
+    (demo_copy / "openvino_tokenizer.xml").unlink()
+    assert _load_error(demo_copy).code == "TOKENIZER_MISSING"
+
+
+def test_empty_and_missing_dirs(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert _load_error(tmp_path / "empty").code == "EMPTY_DIR"
+    assert _load_error(tmp_path / "nope").code == "MODEL_NOT_FOUND"
+    (tmp_path / "file.txt").write_text("x")
+    assert _load_error(tmp_path / "file.txt").code == "MODEL_NOT_FOUND"
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("x")
+    assert _load_error(tmp_path / "junk").code == "NOT_A_MODEL"
+
+
+def test_non_qwen35_model(demo_copy: Path) -> None:
+    config = json.loads((demo_copy / "config.json").read_text())
+    config["model_type"] = "llama"
+    (demo_copy / "config.json").write_text(json.dumps(config))
+    error = _load_error(demo_copy)
+    assert error.code == "NOT_QWEN35" and "llama" in error.message
+
+
+def test_incompatible_runtime(demo_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {
+        "openvino": "2026.4.1",
+        "openvino-genai": "2026.3.0.0",
+        "openvino-tokenizers": "2026.4.1.0",
+    }
+    monkeypatch.setattr(engine_module, "package_version", versions.get)
+    error = _load_error(demo_model)
+    assert error.code == "RUNTIME_INCOMPATIBLE" and "different release families" in error.message
+
+
+def test_unknown_device(demo_model: Path) -> None:
+    error = _load_error_with(demo_model, LoadOptions(device="NOSUCHDEVICE"))
+    assert error.code in ("DEVICE_UNAVAILABLE", "LOAD_FAILED")
+
+
+def _load_error_with(path: Path, options: LoadOptions) -> EngineError:
+    with pytest.raises(EngineError) as info:
+        Engine().load(path, options)
+    return info.value

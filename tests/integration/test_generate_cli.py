@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qwen_mtp_desktop", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_generate_streams_answer(demo_model: Path) -> None:
+    result = _cli("generate", str(demo_model), "Count from 1 to 12.", "--max-new-tokens", "60")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:12] == [str(i) for i in range(1, 13)]
+    assert "MTP n=1" in result.stderr and "accepted" in result.stderr
+
+
+def test_generate_json_has_every_stats_field(demo_model: Path) -> None:
+    result = _cli(
+        "generate",
+        str(demo_model),
+        "Count from 1 to 8.",
+        "--json",
+        "--num-assistant-tokens",
+        "2",
+        "--max-new-tokens",
+        "40",
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    stats = payload["stats"]
+    for field in (
+        "prompt_tokens",
+        "generated_tokens",
+        "ttft_s",
+        "decode_tokens_per_s",
+        "total_s",
+        "steps",
+        "drafted_tokens",
+        "accepted_tokens",
+        "acceptance_rate",
+        "mean_accepted_per_step",
+        "acceptance_by_position",
+        "mode",
+        "num_assistant_tokens",
+        "device",
+        "reasoning_tokens",
+        "answer_tokens",
+        "finish_reason",
+    ):
+        assert field in stats, field
+    assert stats["mode"] == "mtp" and stats["num_assistant_tokens"] == 2
+    assert len(stats["acceptance_by_position"]) == 2
+    assert payload["text"].split()[:3] == ["1", "2", "3"]
+
+
+def test_generate_baseline(demo_model: Path) -> None:
+    result = _cli("generate", str(demo_model), "Count from 1 to 5.", "--no-mtp", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stats"]["mode"] == "baseline"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["generate", "/no/such/dir", "hi"], 1, "does not exist"),
+        (["generate", ".", "hi", "--num-assistant-tokens", "0"], 2, "must be at least 1"),
+        (["generate", ".", "hi", "--no-mtp", "--num-assistant-tokens", "2"], 2, "not allowed"),
+    ],
+)
+def test_generate_bad_input(args: list[str], code: int, needle: str) -> None:
+    result = _cli(*args)
+    assert result.returncode == code
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+    if code == 1:
+        assert len(result.stderr.strip().splitlines()) == 1
