@@ -130,6 +130,9 @@ class StepChunk:
     answer: str
     #: Seconds since generate() was called.
     elapsed_s: float
+    #: How many leading characters of `answer` came from accepted MTP drafts (the rest is the
+    #: target's own token), so the UI can show where MTP helped.
+    drafted_answer_chars: int = 0
 
     @property
     def accepted_drafts(self) -> int:
@@ -395,17 +398,32 @@ class Generation(Iterator[StepChunk]):
 
         def emit(token_ids: Sequence[int], final: bool = False) -> None:
             nonlocal answer_started
-            reasoning_ids, answer_ids = splitter.split(token_ids)
-            reasoning = reasoning_decoder.push(reasoning_ids)
-            answer = answer_decoder.push(answer_ids)
+            # In a step of k + 1 tokens the first k are accepted drafts, the last the target's.
+            drafted_reasoning_ids, drafted_answer_ids = splitter.split(token_ids[:-1])
+            own_reasoning_ids, own_answer_ids = splitter.split(token_ids[-1:])
+            reasoning = reasoning_decoder.push(drafted_reasoning_ids)
+            reasoning += reasoning_decoder.push(own_reasoning_ids)
+            drafted_answer = answer_decoder.push(drafted_answer_ids)
+            answer = drafted_answer + answer_decoder.push(own_answer_ids)
             if final:
                 reasoning += reasoning_decoder.flush()
                 answer += answer_decoder.flush()
+            drafted_chars = len(drafted_answer)
             if not answer_started and answer:
                 # Qwen3.5 puts blank lines between </think> and the answer.
-                answer = answer.lstrip("\n")
+                stripped = answer.lstrip("\n")
+                drafted_chars = max(drafted_chars - (len(answer) - len(stripped)), 0)
+                answer = stripped
                 answer_started = bool(answer)
-            out.put(StepChunk(tuple(token_ids), reasoning, answer, time.perf_counter() - started))
+            out.put(
+                StepChunk(
+                    tuple(token_ids),
+                    reasoning,
+                    answer,
+                    time.perf_counter() - started,
+                    drafted_chars,
+                )
+            )
 
         class Streamer(openvino_genai.StreamerBase):  # type: ignore[misc]
             def write(self, token: Any) -> openvino_genai.StreamingStatus:

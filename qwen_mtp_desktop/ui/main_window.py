@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QCloseEvent, QIcon
 from PySide6.QtWidgets import (
+    QApplication,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -21,7 +22,11 @@ from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_model
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.placeholder import PlaceholderPanel
+from qwen_mtp_desktop.ui.style import is_dark
+from qwen_mtp_desktop.workers.engine_thread import EngineThread
+from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
 
@@ -41,13 +46,17 @@ class MainWindow(QMainWindow):
         self._paths = paths
         self._store = store
         self.model_dir: Path = selected_model(store.settings)
+        # One engine thread for the whole app; one thread for the database, one for file work.
+        self.engine = EngineThread()
+        self.store_runner = TaskRunner("chat-store")
+        self.io_runner = TaskRunner("io")
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(app_icon())
         self.setMinimumSize(QSize(760, 520))
 
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
-        self.sidebar.setFixedWidth(180)
+        self.sidebar.setFixedWidth(150)
         self.sidebar.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.stack = QStackedWidget()
         for name in PANELS:
@@ -78,12 +87,21 @@ class MainWindow(QMainWindow):
         self.sidebar.setCurrentRow(PANELS.index(name))
 
     def _make_panel(self, name: str) -> QWidget:
+        if name == "Chat":
+            app = QApplication.instance()
+            dark = isinstance(app, QApplication) and is_dark(app)
+            self.chat = ChatPanel(
+                self.engine,
+                self.store_runner,
+                self._paths.data_dir / "chats.sqlite3",
+                self.model_dir,
+                self._paths.log_file,
+                dark=dark,
+            )
+            self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+            self.io_runner.submit(_device_names, self.chat.set_devices)
+            return self.chat
         texts = {
-            "Chat": (
-                "Chat",
-                "The chat window arrives here: streaming answers with live tokens per second, "
-                "time to first token and MTP draft acceptance.",
-            ),
             "Models": (
                 "Models",
                 "The model manager arrives here: your local OpenVINO model folders, what each "
@@ -114,11 +132,26 @@ class MainWindow(QMainWindow):
         if saved:
             self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
         else:
-            self.resize(1100, 720)
+            self.resize(1280, 800)
+
+    def shutdown(self) -> None:
+        """Stop generating, write what is pending, stop every worker thread."""
+        self.chat.shutdown()
+        self.store_runner.shutdown()
+        self.io_runner.shutdown()
+        self.engine.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        self.shutdown()
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         self._store.settings.ui_state["main_window_geometry"] = geometry
         with contextlib.suppress(OSError):  # losing window geometry must never block quitting
             self._store.save()
         super().closeEvent(event)
+
+
+def _device_names() -> list[str]:
+    from qwen_mtp_desktop.core.environment import available_devices
+
+    devices, _error = available_devices()
+    return [device.name for device in devices] or ["CPU"]

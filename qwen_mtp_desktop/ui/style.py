@@ -19,6 +19,11 @@ def stylesheet(dark: bool) -> str:
     muted = "#9aa0ad" if dark else "#6b7080"
     banner_bg = "#2a2a1c" if dark else "#fff7dd"
     banner_border = "#6b5d1f" if dark else "#f0d98a"
+    surface = "#24262c" if dark else "#ffffff"
+    user_bg = "#2b3350" if dark else "#eef0ff"
+    border = "#353842" if dark else "#e3e5ec"
+    code_bg = "#1b1c20" if dark else "#f6f7f9"
+    error = "#ff8a80" if dark else "#b3261e"
     return f"""
     QListWidget#sidebar {{
         background: {sidebar};
@@ -46,4 +51,37 @@ def stylesheet(dark: bool) -> str:
         border: 1px solid {banner_border};
         border-radius: 8px;
     }}
+    QFrame#conversationList {{ background: {sidebar}; border-right: 1px solid {border}; }}
+    QListWidget#conversations {{ background: transparent; border: none; }}
+    QListWidget#conversations::item {{ padding: 8px 6px; border-radius: 6px; }}
+    QListWidget#conversations::item:selected {{ background: {selected}; color: palette(text); }}
+    QFrame#chatHeader {{ border-bottom: 1px solid {border}; }}
+    QLabel#chatTitle {{ font-size: 16px; font-weight: 600; }}
+    QLabel#sectionTitle {{ font-size: 15px; font-weight: 600; }}
+    QFrame#chatSettings {{ border-left: 1px solid {border}; }}
+    QFrame#userMessage {{ background: {user_bg}; border-radius: 10px; }}
+    QFrame#assistantMessage {{
+        background: {surface}; border: 1px solid {border}; border-radius: 10px;
+    }}
+    QLabel#roleLabel {{ font-weight: 600; }}
+    QLabel#statsLabel, QLabel#liveStats {{ color: {muted}; font-size: 12px; }}
+    QLabel#messageError[severity="error"] {{ color: {error}; }}
+    QLabel#messageError[severity="notice"] {{ color: {muted}; font-style: italic; }}
+    QLabel#warningNote {{ color: #b26a00; font-size: 12px; }}
+    QToolButton#messageAction {{ color: {muted}; font-size: 12px; padding: 1px 4px; }}
+    QFrame#codeBlock {{ background: {code_bg}; border: 1px solid {border}; border-radius: 8px; }}
+    QWidget#codeHeader {{ border-bottom: 1px solid {border}; }}
+    QLabel#codeLanguage {{ color: {muted}; font-size: 12px; }}
+    QFrame#thinkingBlock {{ border-left: 3px solid {border}; }}
+    QTextBrowser#thinkingText {{ color: {muted}; }}
+    QFrame#composer {{ border-top: 1px solid {border}; }}
+    QPlainTextEdit#composerEditor {{
+        border: 1px solid {border}; border-radius: 8px; padding: 6px; background: {surface};
+    }}
+    QPushButton#sendButton {{
+        background: {ACCENT}; color: white; border: none; border-radius: 8px; padding: 8px 14px;
+        font-weight: 600;
+    }}
+    QPushButton#sendButton[stop="true"] {{ background: #d9534f; }}
+    QPushButton#sendButton:disabled {{ background: {border}; }}
     """

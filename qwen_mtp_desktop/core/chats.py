@@ -1,0 +1,1103 @@
+"""The conversation store: chats, their messages and per-answer statistics in SQLite.
+
+One file, `app_paths().data_dir / "chats.sqlite3"`, in WAL mode with foreign keys on. The schema
+is versioned with `PRAGMA user_version`; `MIGRATIONS[i]` takes the database from version i to
+i + 1 and each one runs in its own transaction, so a failed upgrade leaves the old version intact.
+
+Threading: one connection, opened with `check_same_thread=False` and guarded by a re-entrant lock.
+The GUI thread and the worker threads take turns; writes are a few rows each, so serializing them
+costs nothing noticeable, and it means the app never races itself into SQLITE_BUSY. The busy
+timeout is still set, for another process (the CLI) using the same file.
+
+Crash consistency: an answer is written while it streams (`append_to_message`, which the caller
+batches to about one call every 0.5 s). When the app dies mid-answer, the next open marks that
+message "incomplete" and keeps its partial text. The store assumes one app process owns the file:
+a second process opening it would mark the first one's streaming answer incomplete.
+
+Search uses an FTS5 trigram index when this SQLite build has one (substring matching that also
+works for Chinese and other text without spaces), else LIKE. The index is derived data, not part
+of the versioned schema: it is created, or dropped, on open to suit the running build.
+
+A file that is not a database, or fails `PRAGMA quick_check`, is moved aside to
+`<name>.damaged-<timestamp>` and the store starts empty, saying so through `notice`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import Message, Role
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.paths import app_paths
+
+log = logging.getLogger(__name__)
+
+DB_FILENAME = "chats.sqlite3"
+DEFAULT_TITLE = "New chat"
+MAX_TITLE_CHARS = 200
+PREVIEW_CHARS = 120
+BUSY_TIMEOUT_S = 10.0
+EXPORT_FORMAT = "qwen-mtp-desktop.chat"
+EXPORT_VERSION = 1
+#: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
+_MIN_FTS_TERM = 3
+
+MessageStatus = Literal["complete", "streaming", "incomplete", "error"]
+SearchBackend = Literal["fts5", "like"]
+_ROLES: tuple[str, ...] = get_args(Role)
+_STATUSES: tuple[str, ...] = get_args(MessageStatus)
+
+
+# --------------------------------------------------------------------------------------- errors
+
+
+class ChatStoreError(UserFacingError):
+    """The conversation store could not do what was asked; `code` says which case."""
+
+    code = "CHAT_STORE"
+
+
+class UnknownConversationError(ChatStoreError, LookupError):
+    code = "UNKNOWN_CONVERSATION"
+
+    def __init__(self, conversation_id: int) -> None:
+        super().__init__(
+            f"Conversation {conversation_id} does not exist; it may have been deleted.",
+            "Pick another chat from the list.",
+        )
+        self.conversation_id = conversation_id
+
+
+class UnknownMessageError(ChatStoreError, LookupError):
+    code = "UNKNOWN_MESSAGE"
+
+    def __init__(self, message_id: int) -> None:
+        super().__init__(
+            f"Message {message_id} does not exist; its chat may have been deleted or truncated."
+        )
+        self.message_id = message_id
+
+
+# ----------------------------------------------------------------------------------- data types
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: What each ChatSettings field accepts; the constructor enforces it, `from_dict` falls back to
+#: the default for a field that fails (one bad value in an old row should not lose the others).
+_SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "device": lambda v: isinstance(v, str) and bool(v.strip()),
+    "mtp": lambda v: isinstance(v, bool),
+    "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and v >= 1),
+    "thinking": lambda v: isinstance(v, bool),
+    "max_new_tokens": lambda v: _is_int(v) and v >= 1,
+    "temperature": lambda v: _is_number(v) and v >= 0,
+    "top_p": lambda v: _is_number(v) and 0 < v <= 1,
+    "top_k": lambda v: _is_int(v) and v >= 0,
+    "repetition_penalty": lambda v: _is_number(v) and v > 0,
+    "seed": lambda v: v is None or _is_int(v),
+}
+_FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """Per-chat generation settings (what the chat's settings panel edits)."""
+
+    device: str = "CPU"
+    mtp: bool = True
+    #: Draft tokens per MTP step, or "auto" for the value the benchmark found best.
+    num_assistant_tokens: int | Literal["auto"] = 1
+    thinking: bool = False
+    max_new_tokens: int = 512
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 20
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, check in _SETTING_CHECKS.items():
+            value = getattr(self, name)
+            if not check(value):
+                raise ValueError(f"chat setting {name!r} has an invalid value: {value!r}")
+            if name in _FLOAT_SETTINGS:
+                object.__setattr__(self, name, float(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ChatSettings:
+        """Settings from a dict; unknown keys are ignored, missing or invalid ones use defaults."""
+        values: dict[str, Any] = {}
+        for name, check in _SETTING_CHECKS.items():
+            if name not in raw:
+                continue
+            if check(raw[name]):
+                values[name] = raw[name]
+            else:
+                log.warning("ignoring invalid chat setting %s=%r", name, raw[name])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    #: Seconds since the epoch. `updated_at` moves when messages change, not on rename/settings.
+    created_at: float
+    updated_at: float
+    model_dir: str | None
+    system_prompt: str
+    settings: ChatSettings
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One row of the chat list: newest first, with the start of the last message."""
+
+    id: int
+    title: str
+    created_at: float
+    updated_at: float
+    model_dir: str | None
+    message_count: int
+    preview: str
+    preview_role: Role | None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    conversation_id: int
+    #: Order within the conversation (gaps are possible after deletions).
+    position: int
+    role: Role
+    content: str
+    reasoning: str
+    image_path: Path | None
+    created_at: float
+    status: MessageStatus
+    error: str | None
+    #: GenerationStats.to_json_dict() plus "model" and "finished_at"; None for user messages.
+    stats: dict[str, Any] | None
+
+    def to_engine_message(self) -> Message:
+        return Message(self.role, self.content, self.image_path)
+
+
+@dataclass(frozen=True)
+class DeletedConversation:
+    """Everything `delete` removed; `restore` puts it back with the same ids (undo)."""
+
+    conversation: Conversation
+    messages: tuple[StoredMessage, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------------- migrations
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _migration_1_initial(conn: sqlite3.Connection) -> None:
+    # AUTOINCREMENT so a deleted id is never handed out again: undo restores ids verbatim.
+    conn.execute(
+        """
+        CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            model_dir TEXT,
+            system_prompt TEXT NOT NULL DEFAULT '',
+            settings_json TEXT NOT NULL DEFAULT '{}'
+        )
+        """
+    )
+    conn.execute("CREATE INDEX conversations_by_update ON conversations (updated_at, id)")
+    conn.execute(
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL
+                REFERENCES conversations (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+            content TEXT NOT NULL DEFAULT '',
+            reasoning TEXT NOT NULL DEFAULT '',
+            image_path TEXT,
+            created_at REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'complete'
+                CHECK (status IN ('complete', 'streaming', 'incomplete', 'error')),
+            error TEXT,
+            stats_json TEXT,
+            UNIQUE (conversation_id, position)
+        )
+        """
+    )
+    # Partial index: the crash-recovery scan on open touches only streaming rows.
+    conn.execute("CREATE INDEX messages_streaming ON messages (status) WHERE status = 'streaming'")
+
+
+#: MIGRATIONS[i] upgrades the schema from version i to i + 1. Append; never edit a shipped one.
+MIGRATIONS: list[Migration] = [_migration_1_initial]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The search index (created on open when FTS5 with the trigram tokenizer is available).
+# External-content tables: the text lives once, in the base tables; triggers keep the index in step.
+_FTS_OBJECTS = (
+    """CREATE VIRTUAL TABLE IF NOT EXISTS conversations_fts USING fts5(
+        title, content='conversations', content_rowid='id', tokenize='trigram')""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='trigram')""",
+    """CREATE TRIGGER IF NOT EXISTS conversations_fts_ai AFTER INSERT ON conversations BEGIN
+        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title); END""",
+    """CREATE TRIGGER IF NOT EXISTS conversations_fts_ad AFTER DELETE ON conversations BEGIN
+        INSERT INTO conversations_fts (conversations_fts, rowid, title)
+        VALUES ('delete', old.id, old.title); END""",
+    """CREATE TRIGGER IF NOT EXISTS conversations_fts_au AFTER UPDATE OF title ON conversations
+        BEGIN
+        INSERT INTO conversations_fts (conversations_fts, rowid, title)
+        VALUES ('delete', old.id, old.title);
+        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title); END""",
+    """CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS messages_fts_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content)
+        VALUES ('delete', old.id, old.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content)
+        VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content); END""",
+)
+_FTS_TRIGGERS = (
+    "conversations_fts_ai",
+    "conversations_fts_ad",
+    "conversations_fts_au",
+    "messages_fts_ai",
+    "messages_fts_ad",
+    "messages_fts_au",
+)
+
+
+def fts5_trigram_available() -> bool:
+    """Whether this SQLite build can create an FTS5 table with the trigram tokenizer (3.34+)."""
+    if sqlite3.sqlite_version_info < (3, 34, 0):
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(":memory:")) as probe:
+            probe.execute("CREATE VIRTUAL TABLE temp.probe USING fts5(x, tokenize='trigram')")
+    except sqlite3.Error:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------- store
+
+
+def default_db_path() -> Path:
+    """Where the app keeps its chats: `chats.sqlite3` in the data dir."""
+    return app_paths().data_dir / DB_FILENAME
+
+
+class _DamagedDatabaseError(Exception):
+    pass
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in (
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+    )
+
+
+def _clean_title(title: str) -> str:
+    # One line, no runaway lengths (titles are often made from the first prompt).
+    cleaned = " ".join(title.split())
+    if len(cleaned) > MAX_TITLE_CHARS:
+        cleaned = cleaned[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+    return cleaned or DEFAULT_TITLE
+
+
+def _check_role(role: str) -> Role:
+    if role not in _ROLES:
+        raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(_ROLES)}")
+    return cast(Role, role)
+
+
+def _load_json_dict(text: str | None, what: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        log.warning("ignoring unreadable %s JSON in the chat store", what)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _like_pattern(term: str) -> str:
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _fts_phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+class ChatStore:
+    """The conversation store. Every method is safe to call from any thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        #: A plain-language message when the file was damaged and set aside, else None.
+        self.notice: str | None = None
+        #: Answers found still "streaming" on open (the app died) and marked incomplete.
+        self.recovered_messages = 0
+        self.search_backend: SearchBackend = "like"
+        self._lock = threading.RLock()
+        self._last_stamp = 0.0
+        self._conn: sqlite3.Connection | None = self._open()
+
+    # -------------------------------------------------------------------------- open / close
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._connect()
+        except (sqlite3.Error, _DamagedDatabaseError) as exc:
+            if isinstance(exc, sqlite3.Error) and not _is_damage(exc):
+                raise ChatStoreError(
+                    f"The chat history at {self.path} could not be opened ({exc}).",
+                    "Check that the folder is writable and that no other program locks it.",
+                    code="CHATS_UNAVAILABLE",
+                ) from exc
+            backup = self._move_aside()
+            if backup is None:
+                raise ChatStoreError(
+                    f"The chat history at {self.path} is damaged ({exc}) and could not be moved "
+                    "aside.",
+                    "Move or delete the file by hand, then restart the app.",
+                    code="CHATS_DAMAGED",
+                ) from exc
+            log.warning("chat store %s is damaged (%s); starting an empty one", self.path, exc)
+            self.notice = (
+                f"Your chat history could not be read ({exc}). It was kept as {backup}. "
+                "The app started with an empty chat history."
+            )
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in _write).
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            check = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if check != ["ok"]:
+                # quick_check's report spans lines; the notice wants one.
+                raise _DamagedDatabaseError(" ".join(" ".join(check[:3]).split()))
+            self._refuse_newer_schema(conn)  # before anything writes to the file
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":  # e.g. some network file systems
+                log.warning("chat store could not use WAL mode (got %s)", mode)
+            # NORMAL is durable against app crashes in WAL mode; only power loss can drop the
+            # last commits, and it spares an fsync per streamed batch.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+            self.search_backend = self._set_up_search(conn)
+            self.recovered_messages = conn.execute(
+                "UPDATE messages SET status = 'incomplete' WHERE status = 'streaming'"
+            ).rowcount
+            if self.recovered_messages:
+                log.info("marked %d interrupted answer(s) incomplete", self.recovered_messages)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _refuse_newer_schema(self, conn: sqlite3.Connection) -> None:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise ChatStoreError(
+                f"The chat history at {self.path} was written by a newer version of the app "
+                f"(schema {version}; this version knows {len(MIGRATIONS)}).",
+                "Update the app to open it. The file was left untouched.",
+                code="CHATS_TOO_NEW",
+            )
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        migrations = MIGRATIONS  # read at open time, so tests can append a migration
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for target in range(version + 1, len(migrations) + 1):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                migrations[target - 1](conn)
+                conn.execute(f"PRAGMA user_version = {target}")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            log.info("chat store schema upgraded to version %d", target)
+
+    def _set_up_search(self, conn: sqlite3.Connection) -> SearchBackend:
+        present = {
+            str(row[0])
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        }
+        has_triggers = all(name in present for name in _FTS_TRIGGERS)
+        if not fts5_trigram_available():
+            # Without FTS5 the triggers would make every write fail; drop them. A later build
+            # with FTS5 sees them missing and rebuilds the index.
+            for name in _FTS_TRIGGERS:
+                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+            return "like"
+        if not has_triggers:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _FTS_OBJECTS:
+                    conn.execute(statement)
+                # Rows written without the triggers (older build, fresh upgrade) get indexed.
+                conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
+                conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        return "fts5"
+
+    def _move_aside(self) -> Path | None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        counter = 1
+        while backup.exists():
+            counter += 1
+            backup = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{counter}")
+        try:
+            self.path.replace(backup)
+        except OSError:
+            return None
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            with contextlib.suppress(OSError):
+                if side.exists():
+                    side.replace(backup.with_name(backup.name + suffix))
+        return backup
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is None:
+                return
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> ChatStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------- helpers
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise ChatStoreError("The chat store is closed.", code="CHATS_CLOSED")
+            yield self._conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._read() as conn:
+            # IMMEDIATE takes the write lock up front, so a read-then-write never deadlocks
+            # against another process.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _now(self) -> float:
+        # Strictly increasing, so "newest first" is stable even on coarse clocks.
+        with self._lock:
+            self._last_stamp = max(time.time(), self._last_stamp + 1e-6)
+            return self._last_stamp
+
+    @staticmethod
+    def _require_conversation(conn: sqlite3.Connection, conversation_id: int) -> None:
+        row = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,))
+        if row.fetchone() is None:
+            raise UnknownConversationError(conversation_id)
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, conversation_id: int, now: float) -> None:
+        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+
+    @staticmethod
+    def _conversation_from_row(row: sqlite3.Row) -> Conversation:
+        raw_settings = _load_json_dict(row["settings_json"], "settings") or {}
+        return Conversation(
+            id=int(row["id"]),
+            title=str(row["title"]),
+            created_at=float(row["created_at"]),
+            updated_at=float(row["updated_at"]),
+            model_dir=row["model_dir"],
+            system_prompt=str(row["system_prompt"]),
+            settings=ChatSettings.from_dict(raw_settings),
+        )
+
+    @staticmethod
+    def _message_from_row(row: sqlite3.Row) -> StoredMessage:
+        status = str(row["status"])
+        return StoredMessage(
+            id=int(row["id"]),
+            conversation_id=int(row["conversation_id"]),
+            position=int(row["position"]),
+            role=_check_role(str(row["role"])),
+            content=str(row["content"]),
+            reasoning=str(row["reasoning"]),
+            image_path=Path(row["image_path"]) if row["image_path"] is not None else None,
+            created_at=float(row["created_at"]),
+            status=cast(MessageStatus, status) if status in _STATUSES else "error",
+            error=row["error"],
+            stats=_load_json_dict(row["stats_json"], "stats"),
+        )
+
+    def _get_message(self, conn: sqlite3.Connection, message_id: int) -> StoredMessage:
+        row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise UnknownMessageError(message_id)
+        return self._message_from_row(row)
+
+    def _require_streaming(self, conn: sqlite3.Connection, message_id: int) -> None:
+        message = self._get_message(conn, message_id)
+        if message.status != "streaming":
+            raise ChatStoreError(
+                f"Message {message_id} is no longer being written (status {message.status}).",
+                code="MESSAGE_NOT_STREAMING",
+            )
+
+    # ------------------------------------------------------------------------- conversations
+
+    def create_conversation(
+        self,
+        title: str = "",
+        *,
+        model_dir: str | None = None,
+        system_prompt: str = "",
+        settings: ChatSettings | None = None,
+    ) -> Conversation:
+        """A new, empty conversation. An empty title becomes DEFAULT_TITLE."""
+        chosen = settings or ChatSettings()
+        now = self._now()
+        with self._write() as conn:
+            cursor = conn.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, model_dir, "
+                "system_prompt, settings_json) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    _clean_title(title),
+                    now,
+                    now,
+                    model_dir,
+                    system_prompt,
+                    json.dumps(chosen.to_dict()),
+                ),
+            )
+            new_id = cursor.lastrowid
+        assert new_id is not None
+        return self.get_conversation(new_id)
+
+    def get_conversation(self, conversation_id: int) -> Conversation:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        if row is None:
+            raise UnknownConversationError(conversation_id)
+        return self._conversation_from_row(row)
+
+    def rename(self, conversation_id: int, title: str) -> Conversation:
+        """Set the title (an empty one becomes DEFAULT_TITLE). Does not reorder the list."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?",
+                (_clean_title(title), conversation_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownConversationError(conversation_id)
+        return self.get_conversation(conversation_id)
+
+    def update_settings(self, conversation_id: int, settings: ChatSettings) -> Conversation:
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE conversations SET settings_json = ? WHERE id = ?",
+                (json.dumps(settings.to_dict()), conversation_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownConversationError(conversation_id)
+        return self.get_conversation(conversation_id)
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> Conversation:
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE conversations SET system_prompt = ? WHERE id = ?",
+                (system_prompt, conversation_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownConversationError(conversation_id)
+        return self.get_conversation(conversation_id)
+
+    def set_model_dir(self, conversation_id: int, model_dir: str | None) -> Conversation:
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE conversations SET model_dir = ? WHERE id = ?", (model_dir, conversation_id)
+            )
+            if cursor.rowcount == 0:
+                raise UnknownConversationError(conversation_id)
+        return self.get_conversation(conversation_id)
+
+    def delete(self, conversation_id: int) -> DeletedConversation:
+        """Delete a conversation and its messages; pass the result to `restore` to undo."""
+        with self._write() as conn:
+            snapshot = DeletedConversation(
+                self.get_conversation(conversation_id),
+                tuple(self.messages(conversation_id)),
+            )
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        return snapshot
+
+    def restore(self, deleted: DeletedConversation) -> Conversation:
+        """Put a deleted conversation back with the same ids, text, times and stats.
+
+        An answer that was streaming when it was deleted comes back "incomplete": its generation
+        could not write to it in the meantime.
+        """
+        conv = deleted.conversation
+        with self._write() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO conversations (id, title, created_at, updated_at, model_dir, "
+                    "system_prompt, settings_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conv.id,
+                        conv.title,
+                        conv.created_at,
+                        conv.updated_at,
+                        conv.model_dir,
+                        conv.system_prompt,
+                        json.dumps(conv.settings.to_dict()),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ChatStoreError(
+                    f"Conversation {conv.id} cannot be restored: it already exists.",
+                    code="ALREADY_RESTORED",
+                ) from exc
+            conn.executemany(
+                "INSERT INTO messages (id, conversation_id, position, role, content, reasoning, "
+                "image_path, created_at, status, error, stats_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        m.id,
+                        conv.id,
+                        m.position,
+                        m.role,
+                        m.content,
+                        m.reasoning,
+                        str(m.image_path) if m.image_path is not None else None,
+                        m.created_at,
+                        "incomplete" if m.status == "streaming" else m.status,
+                        m.error,
+                        json.dumps(m.stats) if m.stats is not None else None,
+                    )
+                    for m in deleted.messages
+                ],
+            )
+        return self.get_conversation(conv.id)
+
+    def list_conversations(
+        self, search: str | None = None, *, limit: int | None = None
+    ) -> list[ConversationSummary]:
+        """Conversations, most recently active first.
+
+        `search` keeps those whose title, or any one message, contains every whitespace-separated
+        term (case-insensitive substring match).
+        """
+        where = ""
+        params: list[Any] = []
+        terms = search.split() if search else []
+        if terms:
+            hits_sql, params = self._search_sql(terms)
+            where = f"WHERE c.id IN ({hits_sql})"
+        limit_sql = ""
+        if limit is not None:
+            limit_sql = "LIMIT ?"
+            params.append(max(limit, 0))
+        sql = f"""
+            SELECT c.id, c.title, c.created_at, c.updated_at, c.model_dir,
+                (SELECT count(*) FROM messages WHERE conversation_id = c.id) AS message_count,
+                substr(last.content, 1, {PREVIEW_CHARS * 4}) AS preview,
+                last.role AS preview_role
+            FROM conversations AS c
+            LEFT JOIN messages AS last ON last.id = (
+                SELECT id FROM messages WHERE conversation_id = c.id
+                ORDER BY position DESC LIMIT 1)
+            {where}
+            ORDER BY c.updated_at DESC, c.id DESC
+            {limit_sql}
+        """
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        summaries = []
+        for row in rows:
+            preview = " ".join(str(row["preview"] or "").split())
+            if len(preview) > PREVIEW_CHARS:
+                preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
+            role = row["preview_role"]
+            summaries.append(
+                ConversationSummary(
+                    id=int(row["id"]),
+                    title=str(row["title"]),
+                    created_at=float(row["created_at"]),
+                    updated_at=float(row["updated_at"]),
+                    model_dir=row["model_dir"],
+                    message_count=int(row["message_count"]),
+                    preview=preview,
+                    preview_role=_check_role(str(role)) if role is not None else None,
+                )
+            )
+        return summaries
+
+    def _search_sql(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """SQL selecting the ids of conversations that match every term, and its parameters."""
+        long_terms = [t for t in terms if len(t) >= _MIN_FTS_TERM]
+        if self.search_backend == "fts5" and long_terms:
+            query = " AND ".join(_fts_phrase(t) for t in long_terms)
+            short_terms = [t for t in terms if len(t) < _MIN_FTS_TERM]
+            title_like = "".join(" AND c2.title LIKE ? ESCAPE '\\'" for _ in short_terms)
+            content_like = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
+            patterns = [_like_pattern(t) for t in short_terms]
+            sql = (
+                "SELECT c2.id FROM conversations_fts JOIN conversations AS c2 "
+                "ON c2.id = conversations_fts.rowid "
+                f"WHERE conversations_fts MATCH ?{title_like} "
+                "UNION SELECT m.conversation_id FROM messages_fts JOIN messages AS m "
+                "ON m.id = messages_fts.rowid "
+                f"WHERE messages_fts MATCH ?{content_like}"
+            )
+            return sql, [query, *patterns, query, *patterns]
+        patterns = [_like_pattern(t) for t in terms]
+        title_like = " AND ".join("title LIKE ? ESCAPE '\\'" for _ in terms)
+        content_like = " AND ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
+        sql = (
+            f"SELECT id FROM conversations WHERE {title_like} "
+            f"UNION SELECT conversation_id FROM messages WHERE {content_like}"
+        )
+        return sql, [*patterns, *patterns]
+
+    # ------------------------------------------------------------------------------ messages
+
+    def messages(self, conversation_id: int) -> list[StoredMessage]:
+        """The conversation's messages in order."""
+        with self._read() as conn:
+            self._require_conversation(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position",
+                (conversation_id,),
+            ).fetchall()
+        return [self._message_from_row(row) for row in rows]
+
+    def get_message(self, message_id: int) -> StoredMessage:
+        with self._read() as conn:
+            return self._get_message(conn, message_id)
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: Role,
+        content: str,
+        *,
+        reasoning: str = "",
+        image_path: Path | str | None = None,
+        status: MessageStatus = "complete",
+        stats: Mapping[str, Any] | None = None,
+    ) -> StoredMessage:
+        """Append a message at the end of the conversation."""
+        checked_role = _check_role(role)
+        if status not in _STATUSES:
+            raise ValueError(f"unknown message status {status!r}")
+        now = self._now()
+        with self._write() as conn:
+            self._require_conversation(conn, conversation_id)
+            position = conn.execute(
+                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()[0]
+            cursor = conn.execute(
+                "INSERT INTO messages (conversation_id, position, role, content, reasoning, "
+                "image_path, created_at, status, stats_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    position,
+                    checked_role,
+                    content,
+                    reasoning,
+                    str(image_path) if image_path is not None else None,
+                    now,
+                    status,
+                    json.dumps(dict(stats)) if stats is not None else None,
+                ),
+            )
+            self._touch(conn, conversation_id, now)
+            new_id = cursor.lastrowid
+            assert new_id is not None
+            return self._get_message(conn, new_id)
+
+    def begin_assistant_message(self, conversation_id: int) -> StoredMessage:
+        """An empty assistant message in status "streaming", to fill with `append_to_message`."""
+        return self.add_message(conversation_id, "assistant", "", status="streaming")
+
+    def append_to_message(
+        self, message_id: int, answer_delta: str = "", reasoning_delta: str = ""
+    ) -> None:
+        """Add streamed text to a streaming message. Callers batch: about one call per 0.5 s."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET content = content || ?, reasoning = reasoning || ? "
+                "WHERE id = ? AND status = 'streaming'",
+                (answer_delta, reasoning_delta, message_id),
+            )
+            if cursor.rowcount == 0:
+                self._require_streaming(conn, message_id)
+
+    def finish_message(
+        self,
+        message_id: int,
+        stats: GenerationStats | Mapping[str, Any] | None,
+        status: MessageStatus | None = None,
+        *,
+        model: str | None = None,
+        answer_delta: str = "",
+        reasoning_delta: str = "",
+    ) -> StoredMessage:
+        """End a streaming message: add the last deltas, store the stats, set the status.
+
+        Without `status`, a cancelled generation ends "incomplete" and any other "complete".
+        """
+        if isinstance(stats, GenerationStats):
+            stats_dict: dict[str, Any] | None = stats.to_json_dict()
+        else:
+            stats_dict = dict(stats) if stats is not None else None
+        if status is None:
+            cancelled = stats_dict is not None and stats_dict.get("finish_reason") == "cancelled"
+            status = "incomplete" if cancelled else "complete"
+        if status not in _STATUSES or status == "streaming":
+            raise ValueError(f"a finished message cannot have status {status!r}")
+        now = self._now()
+        if stats_dict is not None:
+            stats_dict = {**stats_dict, "model": model, "finished_at": now}
+        return self._end_message(
+            message_id, status, None, stats_dict, answer_delta, reasoning_delta, now
+        )
+
+    def fail_message(
+        self,
+        message_id: int,
+        error: str,
+        stats: GenerationStats | Mapping[str, Any] | None = None,
+    ) -> StoredMessage:
+        """Mark a streaming message as failed, keeping the text it had so far."""
+        if isinstance(stats, GenerationStats):
+            stats_dict: dict[str, Any] | None = stats.to_json_dict()
+        else:
+            stats_dict = dict(stats) if stats is not None else None
+        return self._end_message(message_id, "error", error, stats_dict, "", "", self._now())
+
+    def _end_message(
+        self,
+        message_id: int,
+        status: MessageStatus,
+        error: str | None,
+        stats: dict[str, Any] | None,
+        answer_delta: str,
+        reasoning_delta: str,
+        now: float,
+    ) -> StoredMessage:
+        with self._write() as conn:
+            self._require_streaming(conn, message_id)
+            conn.execute(
+                "UPDATE messages SET content = content || ?, reasoning = reasoning || ?, "
+                "status = ?, error = ?, stats_json = ? WHERE id = ?",
+                (
+                    answer_delta,
+                    reasoning_delta,
+                    status,
+                    error,
+                    json.dumps(stats) if stats is not None else None,
+                    message_id,
+                ),
+            )
+            message = self._get_message(conn, message_id)
+            self._touch(conn, message.conversation_id, now)
+            return message
+
+    def edit_message(self, message_id: int, content: str) -> StoredMessage:
+        """Replace a message's text (edit & regenerate: edit, then `truncate_after`)."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET content = ? WHERE id = ?", (content, message_id)
+            )
+            if cursor.rowcount == 0:
+                raise UnknownMessageError(message_id)
+            message = self._get_message(conn, message_id)
+            self._touch(conn, message.conversation_id, self._now())
+            return message
+
+    def delete_message(self, message_id: int) -> None:
+        with self._write() as conn:
+            message = self._get_message(conn, message_id)
+            conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            self._touch(conn, message.conversation_id, self._now())
+
+    def truncate_after(self, message_id: int) -> int:
+        """Delete every message after this one in its conversation; returns how many went."""
+        with self._write() as conn:
+            message = self._get_message(conn, message_id)
+            removed = conn.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND position > ?",
+                (message.conversation_id, message.position),
+            ).rowcount
+            self._touch(conn, message.conversation_id, self._now())
+        return removed
+
+    # -------------------------------------------------------------------------------- export
+
+    def export_json(self, conversation_id: int) -> str:
+        """The conversation, its settings and every message with its stats, as JSON text."""
+        with self._read():  # holding the lock: no thread writes between the two reads
+            conv = self.get_conversation(conversation_id)
+            messages = self.messages(conversation_id)
+        document = {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "exported_at": time.time(),
+            "conversation": {
+                "id": conv.id,
+                "title": conv.title,
+                "created_at": conv.created_at,
+                "updated_at": conv.updated_at,
+                "model_dir": conv.model_dir,
+                "system_prompt": conv.system_prompt,
+                "settings": conv.settings.to_dict(),
+            },
+            "messages": [
+                {
+                    "id": m.id,
+                    "position": m.position,
+                    "role": m.role,
+                    "content": m.content,
+                    "reasoning": m.reasoning,
+                    "image_path": str(m.image_path) if m.image_path is not None else None,
+                    "created_at": m.created_at,
+                    "status": m.status,
+                    "error": m.error,
+                    "stats": m.stats,
+                }
+                for m in messages
+            ],
+        }
+        return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+    def export_markdown(self, conversation_id: int) -> str:
+        """The conversation as Markdown: reasoning folded away, one stats line per answer."""
+        with self._read():
+            conv = self.get_conversation(conversation_id)
+            messages = self.messages(conversation_id)
+        s = conv.settings
+        mode = f"MTP (n={s.num_assistant_tokens})" if s.mtp else "baseline"
+        lines = [f"# {conv.title}", ""]
+        if conv.model_dir:
+            lines.append(f"- Model: `{conv.model_dir}`")
+        lines += [
+            f"- Created: {time.strftime('%Y-%m-%d %H:%M', time.localtime(conv.created_at))}",
+            f"- Settings: {s.device}, {mode}, thinking {'on' if s.thinking else 'off'}, "
+            f"temperature {s.temperature:g}, max new tokens {s.max_new_tokens}",
+            "",
+        ]
+        if conv.system_prompt:
+            lines += ["## System prompt", "", conv.system_prompt, ""]
+        for m in messages:
+            lines += [f"## {m.role.capitalize()}", ""]
+            if m.image_path is not None:
+                lines += [f"![image](<{m.image_path}>)", ""]
+            if m.reasoning:
+                lines += [
+                    "<details><summary>Reasoning</summary>",
+                    "",
+                    m.reasoning,
+                    "",
+                    "</details>",
+                ]
+                lines.append("")
+            if m.content:
+                lines += [m.content, ""]
+            if m.status == "incomplete":
+                lines += ["*(The answer was interrupted.)*", ""]
+            elif m.status == "error":
+                lines += [f"*(Failed: {m.error or 'unknown error'})*", ""]
+            elif m.status == "streaming":
+                lines += ["*(Still being written.)*", ""]
+            if m.stats:
+                lines += [f"*{stats_summary(m.stats)}*", ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def stats_summary(stats: Mapping[str, Any]) -> str:
+    """An answer's stats on one line: model, device, mode, tokens, TTFT, tok/s, acceptance."""
+    parts: list[str] = []
+    if isinstance(stats.get("model"), str) and stats["model"]:
+        parts.append(str(stats["model"]))
+    if isinstance(stats.get("device"), str):
+        parts.append(str(stats["device"]))
+    if stats.get("mode") == "mtp":
+        parts.append(f"MTP n={stats.get('num_assistant_tokens')}")
+    elif stats.get("mode") == "baseline":
+        parts.append("baseline")
+    if _is_int(stats.get("generated_tokens")):
+        parts.append(f"{stats['generated_tokens']} tokens")
+    if _is_number(stats.get("ttft_s")):
+        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
+    if _is_number(stats.get("decode_tokens_per_s")):
+        parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
+    if stats.get("mode") == "mtp" and _is_number(stats.get("acceptance_rate")):
+        parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
+    if _is_number(stats.get("total_s")):
+        parts.append(f"{stats['total_s']:.1f} s")
+    return " · ".join(parts)

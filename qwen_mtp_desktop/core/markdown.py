@@ -1,0 +1,103 @@
+"""Split model output into Markdown text and fenced code segments, also while it streams.
+
+The chat view renders each finished segment once; only the open tail changes as tokens arrive,
+so the cost of a streamed chunk does not grow with the answer's length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+SegmentKind = Literal["markdown", "code"]
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: SegmentKind
+    text: str
+    #: The code block's language from its info string ("" when none), for highlighting.
+    language: str = ""
+
+
+def split_segments(text: str) -> list[Segment]:
+    """The whole text as segments (an unclosed fence runs to the end, as Markdown says)."""
+    segmenter = StreamingSegmenter()
+    return segmenter.feed(text) + segmenter.close()
+
+
+class StreamingSegmenter:
+    """Feed text deltas; get back the segments that became complete.
+
+    A Markdown segment completes at a blank line (end of a paragraph, list or table) or where a
+    code fence opens; a code segment completes at its closing fence. `tail` is the segment
+    still open.
+    """
+
+    def __init__(self) -> None:
+        self._pending_line = ""  # the current line, not yet ended by "\n"
+        self._lines: list[str] = []  # complete lines of the open segment
+        self._code_fence: str | None = None  # the opening fence while inside a code block
+        self._language = ""
+
+    @property
+    def in_code(self) -> bool:
+        return self._code_fence is not None
+
+    @property
+    def tail(self) -> Segment | None:
+        lines = [*self._lines, self._pending_line] if self._pending_line else self._lines
+        text = "\n".join(lines)
+        if self._code_fence is not None:
+            return Segment("code", text, self._language)
+        return Segment("markdown", text) if text.strip() else None
+
+    def feed(self, delta: str) -> list[Segment]:
+        finished: list[Segment] = []
+        parts = (self._pending_line + delta).split("\n")
+        self._pending_line = parts.pop()
+        for line in parts:
+            segment = self._add_line(line)
+            if segment is not None:
+                finished.append(segment)
+        return finished
+
+    def close(self) -> list[Segment]:
+        """End of stream: the last line completes, and the open segment ends as it stands."""
+        finished = self.feed("\n") if self._pending_line else []
+        tail = self.tail
+        self._lines, self._pending_line = [], ""
+        self._code_fence, self._language = None, ""
+        return finished + ([tail] if tail is not None else [])
+
+    def _add_line(self, line: str) -> Segment | None:
+        if self._code_fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(
+                self._code_fence[0] * len(self._code_fence)
+            ) and not stripped.strip(self._code_fence[0]):
+                segment = Segment("code", "\n".join(self._lines), self._language)
+                self._lines, self._code_fence, self._language = [], None, ""
+                return segment
+            self._lines.append(line)
+            return None
+        match = _FENCE.match(line)
+        if match is not None:
+            before = self._take_markdown()
+            self._code_fence = match.group("fence")
+            self._language = (
+                match.group("info").strip().split(" ")[0] if match.group("info") else ""
+            )
+            return before
+        if not line.strip():
+            return self._take_markdown()
+        self._lines.append(line)
+        return None
+
+    def _take_markdown(self) -> Segment | None:
+        text = "\n".join(self._lines)
+        self._lines = []
+        return Segment("markdown", text) if text.strip() else None

@@ -1,0 +1,835 @@
+"""The chat panel: conversations, the streaming transcript, live MTP readouts and settings.
+
+Threads: the model runs on the engine thread (EngineThread); every database call runs on the
+store's TaskRunner thread. The GUI thread only updates widgets, so it never waits for either.
+Streamed text reaches the database at most every STORE_FLUSH_MS, so a crash loses at most that
+much of an answer, and the store marks the answer incomplete on the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.chats import (
+    ChatSettings,
+    ChatStore,
+    Conversation,
+    ConversationSummary,
+    DeletedConversation,
+    StoredMessage,
+)
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import (
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    LoadOptions,
+    Message,
+    StepChunk,
+)
+from qwen_mtp_desktop.core.models import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.ui.chat.composer import Composer
+from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
+from qwen_mtp_desktop.ui.chat.transcript import Transcript
+from qwen_mtp_desktop.workers.engine_thread import EngineThread
+from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+log = logging.getLogger(__name__)
+
+STORE_FLUSH_MS = 500
+
+
+def generation_settings(settings: ChatSettings) -> GenerationSettings:
+    """The engine's settings for a chat's settings (temperature 0 means greedy decoding)."""
+    depth = settings.num_assistant_tokens
+    return GenerationSettings(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=settings.temperature > 0,
+        temperature=settings.temperature if settings.temperature > 0 else 0.7,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        repetition_penalty=settings.repetition_penalty,
+        seed=settings.seed,
+        num_assistant_tokens=depth if isinstance(depth, int) else 1,
+        thinking=settings.thinking,
+    )
+
+
+class _Stream:
+    """The answer being generated: its widget, store id and text not yet written."""
+
+    def __init__(self, request_id: int, widget: MessageWidget) -> None:
+        self.request_id = request_id
+        self.widget = widget
+        self.message_id: int | None = None
+        self.pending_answer = ""
+        self.pending_reasoning = ""
+        self.sizes: list[int] = []
+        self.first_t: float | None = None
+        self.last_t = 0.0
+        self.started = time.monotonic()
+
+
+class ChatPanel(QWidget):
+    """Signals:
+    export_requested(): the user wants the export wizard (from the demo banner).
+    validate_requested(Path): the user wants to validate MTP on a model.
+    busy_changed(bool): a generation started or ended.
+    """
+
+    export_requested = Signal()
+    validate_requested = Signal(object)
+    busy_changed = Signal(bool)
+
+    def __init__(
+        self,
+        engine: EngineThread,
+        store_runner: TaskRunner,
+        database: Path,
+        default_model: Path,
+        log_file: Path,
+        parent: QWidget | None = None,
+        *,
+        dark: bool = False,
+    ) -> None:
+        super().__init__(parent)
+        self._engine = engine
+        self._runner = store_runner
+        self._store: ChatStore | None = None
+        self._default_model = default_model
+        self._log_file = log_file
+        self._dark = dark
+        self._conversation: Conversation | None = None
+        self._messages: list[StoredMessage] = []
+        self._stream: _Stream | None = None
+        self._want_model: tuple[Path, LoadOptions] | None = None
+        self._loaded: LoadedModel | None = None
+        self._loading = False
+        self._show_drafts = False
+        self._search = ""
+        self._models: list[Path] = []
+        self._last_deleted: DeletedConversation | None = None
+        self._build()
+        self._wire_engine()
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(STORE_FLUSH_MS)
+        self._flush_timer.timeout.connect(self._flush_to_store)
+        self._runner.submit(
+            lambda: ChatStore(database), self._on_store_opened, self._on_store_failed
+        )
+
+    # ------------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        self.conversations = ConversationList()
+        self.conversations.new_requested.connect(self.new_chat)
+        self.conversations.selected.connect(self.open_conversation)
+        self.conversations.search_changed.connect(self._on_search)
+        self.conversations.action.connect(self._on_conversation_action)
+
+        center = QWidget()
+        center_layout = QVBoxLayout(center)
+        center_layout.setContentsMargins(0, 0, 0, 0)
+        center_layout.setSpacing(0)
+
+        header = QFrame()
+        header.setObjectName("chatHeader")
+        header_layout = QHBoxLayout(header)
+        header_layout.setContentsMargins(20, 10, 12, 10)
+        self.title_label = QLabel("New chat")
+        self.title_label.setObjectName("chatTitle")
+        self.model_status = QLabel()
+        self.model_status.setObjectName("muted")
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)
+        self.busy_bar.setFixedSize(90, 6)
+        self.busy_bar.setTextVisible(False)
+        self.busy_bar.setVisible(False)
+        self.drafts_toggle = QToolButton()
+        self.drafts_toggle.setText("Drafts")
+        self.drafts_toggle.setCheckable(True)
+        self.drafts_toggle.setToolTip(
+            "Show drafted tokens: tint the text that came from accepted MTP drafts"
+        )
+        self.drafts_toggle.toggled.connect(self._on_show_drafts)
+        self.settings_toggle = QToolButton()
+        self.settings_toggle.setText("Settings")
+        self.settings_toggle.setCheckable(True)
+        self.settings_toggle.setChecked(False)
+        header_layout.addWidget(self.title_label)
+        header_layout.addSpacing(12)
+        header_layout.addWidget(self.model_status)
+        header_layout.addWidget(self.busy_bar)
+        header_layout.addStretch(1)
+        header_layout.addWidget(self.drafts_toggle)
+        header_layout.addWidget(self.settings_toggle)
+
+        self.demo_banner = QFrame()
+        self.demo_banner.setObjectName("demoBanner")
+        banner_layout = QHBoxLayout(self.demo_banner)
+        banner_layout.setContentsMargins(14, 8, 10, 8)
+        banner_text = QLabel(DEMO_MODEL_NOTE)
+        banner_text.setWordWrap(True)
+        banner_button = QPushButton("Open Export")
+        banner_button.clicked.connect(self.export_requested)
+        banner_layout.addWidget(banner_text, 1)
+        banner_layout.addWidget(banner_button)
+        banner_wrap = QWidget()
+        banner_wrap_layout = QVBoxLayout(banner_wrap)
+        banner_wrap_layout.setContentsMargins(20, 8, 20, 0)
+        banner_wrap_layout.addWidget(self.demo_banner)
+        self.banner_wrap = banner_wrap
+
+        self.transcript = Transcript()
+        self.live_stats = QLabel()
+        self.live_stats.setObjectName("liveStats")
+        self.live_stats.setContentsMargins(20, 4, 20, 0)
+        self.live_stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.composer = Composer()
+        self.composer.send_requested.connect(self.send)
+        self.composer.stop_requested.connect(self.stop)
+
+        center_layout.addWidget(header)
+        center_layout.addWidget(banner_wrap)
+        center_layout.addWidget(self.transcript, 1)
+        center_layout.addWidget(self.live_stats)
+        center_layout.addWidget(self.composer)
+
+        self.settings_panel = ChatSettingsPanel()
+        self.settings_panel.settings_changed.connect(self._on_settings_changed)
+        self.settings_panel.model_changed.connect(self._on_model_changed)
+        self.settings_panel.validate_requested.connect(
+            lambda: self.validate_requested.emit(self._model_dir())
+        )
+        self.settings_toggle.toggled.connect(self.settings_panel.setVisible)
+        self.settings_panel.setVisible(False)
+
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.conversations)
+        layout.addWidget(center, 1)
+        layout.addWidget(self.settings_panel)
+
+        QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
+        self._update_header()
+
+    def _wire_engine(self) -> None:
+        self._engine.loading.connect(self._on_loading)
+        self._engine.loaded.connect(self._on_loaded)
+        self._engine.load_failed.connect(self._on_load_failed)
+        self._engine.chunks.connect(self._on_chunks)
+        self._engine.finished.connect(self._on_finished)
+        self._engine.failed.connect(self._on_failed)
+
+    # ------------------------------------------------------------------------ public API
+
+    @property
+    def generating(self) -> bool:
+        return self._stream is not None
+
+    @property
+    def store_ready(self) -> bool:
+        return self._store is not None
+
+    @property
+    def conversation(self) -> Conversation | None:
+        return self._conversation
+
+    def set_models(self, models: list[Path]) -> None:
+        self._models = models
+        self.settings_panel.set_models(models, self._model_dir())
+
+    def set_devices(self, devices: list[str]) -> None:
+        self.settings_panel.set_devices(devices)
+
+    def use_model(self, model_dir: Path) -> None:
+        """Make `model_dir` this chat's model (from the model manager's "Open in chat")."""
+        self._default_model = model_dir
+        self._on_model_changed(model_dir)
+
+    def new_chat(self) -> None:
+        if self._store is None:
+            return
+        self.stop()
+        self._conversation = None
+        self._messages = []
+        self.transcript.clear()
+        self.conversations.set_current(None)
+        self.settings_panel.set_settings(self._default_settings())
+        self._update_header()
+        self._ensure_model()
+        self.composer.editor.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        store = self._require_store()
+        self.stop()
+
+        def load() -> tuple[Conversation, list[StoredMessage]]:
+            return store.get_conversation(conversation_id), store.messages(conversation_id)
+
+        self._runner.submit(load, self._show_conversation, self._on_store_error)
+
+    def send(self, text: str, image: Path | None = None) -> None:
+        if self._stream is not None or self._store is None:
+            return
+        store = self._store
+        if self._conversation is None:
+            title = " ".join(text.split())[:60]
+            settings = self.settings_panel.settings
+            model = str(self._model_dir())
+            self._runner.submit(
+                lambda: store.create_conversation(title, model_dir=model, settings=settings),
+                lambda conversation: self._after_created(conversation, text, image),
+                self._on_store_error,
+            )
+            return
+        widget = self._add_widget("user", content=text, image=image)
+        conversation_id = self._conversation.id
+        self._runner.submit(
+            lambda: store.add_message(conversation_id, "user", text, image_path=image),
+            lambda message: self._on_user_stored(widget, message),
+            self._on_store_error,
+        )
+
+    def stop(self) -> None:
+        if self._stream is not None:
+            self._engine.cancel(self._stream.request_id)
+
+    def shutdown(self) -> None:
+        """Stop generating and write what is pending (the runner finishes queued writes)."""
+        self.stop()
+        self._flush_to_store()
+
+    # ------------------------------------------------------------------------ store results
+
+    def _on_store_opened(self, store: ChatStore) -> None:
+        self._store = store
+        if store.notice:
+            QMessageBox.warning(self, "Chat history was reset", store.notice)
+        self.settings_panel.set_settings(self._default_settings())
+        self._refresh_list(open_newest=True)
+        self._ensure_model()
+
+    def _on_store_failed(self, exc: Exception) -> None:
+        log.error("chat store failed to open: %s", exc)
+        self._show_problem(f"Chat history could not be opened: {exc}")
+
+    def _on_store_error(self, exc: Exception) -> None:
+        log.error("chat store operation failed: %s", exc)
+        self._show_problem(f"A chat could not be saved or read: {exc}")
+
+    def _refresh_list(self, open_newest: bool = False) -> None:
+        store = self._require_store()
+        search = self._search or None
+
+        def done(items: list[ConversationSummary]) -> None:
+            current = self._conversation.id if self._conversation else None
+            self.conversations.set_conversations(items, current)
+            if open_newest and items and self._conversation is None:
+                self.open_conversation(items[0].id)
+
+        self._runner.submit(lambda: store.list_conversations(search), done, self._on_store_error)
+
+    def _show_conversation(self, loaded: tuple[Conversation, list[StoredMessage]]) -> None:
+        conversation, messages = loaded
+        self._conversation = conversation
+        self._messages = list(messages)
+        self.transcript.clear()
+        widgets = [self._message_widget(message) for message in messages]
+        self.transcript.add_messages(widgets)
+        QTimer.singleShot(0, self.transcript.scroll_to_bottom)
+        self.conversations.set_current(conversation.id)
+        self.settings_panel.set_settings(conversation.settings)
+        self._update_header()
+        self._ensure_model()
+
+    def _after_created(self, conversation: Conversation, text: str, image: Path | None) -> None:
+        self._conversation = conversation
+        self._messages = []
+        self._update_header()
+        self._refresh_list()
+        self.send(text, image)
+
+    def _on_user_stored(self, widget: MessageWidget, message: StoredMessage) -> None:
+        widget.message_id = message.id
+        self._messages.append(message)
+        self._start_generation()
+
+    # ------------------------------------------------------------------------ generation
+
+    def _model_dir(self) -> Path:
+        if self._conversation is not None and self._conversation.model_dir:
+            return Path(self._conversation.model_dir)
+        return self._default_model
+
+    def _default_settings(self) -> ChatSettings:
+        return ChatSettings(temperature=0.0)
+
+    def _ensure_model(self) -> None:
+        """Ask the engine thread for this chat's model, device and mode if they differ."""
+        settings = self.settings_panel.settings
+        wanted = (self._model_dir(), LoadOptions(device=settings.device, mtp=settings.mtp))
+        if self._want_model is not None and self._want_model == wanted:
+            return
+        self._want_model = wanted
+        self._engine.load(
+            wanted[0],
+            LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=self._cache_dir()),
+        )
+        self._update_header()
+
+    def _cache_dir(self) -> Path | None:
+        from qwen_mtp_desktop.core.paths import app_paths
+
+        return app_paths().compile_cache_dir
+
+    def _start_generation(self) -> None:
+        if self._conversation is None or self._store is None:
+            return
+        self._ensure_model()
+        conversation = self._conversation
+        history: list[Message] = []
+        if conversation.system_prompt:
+            history.append(Message("system", conversation.system_prompt))
+        for message in self._messages:
+            if message.role == "assistant" and not message.content:
+                continue
+            history.append(message.to_engine_message())
+        settings = generation_settings(self.settings_panel.settings)
+        request_id = self._engine.generate(history, settings)
+        widget = self._add_widget("assistant")
+        widget.begin_stream()
+        widget.set_show_drafts(self._show_drafts)
+        stream = _Stream(request_id, widget)
+        self._stream = stream
+        store = self._store
+        conversation_id = conversation.id
+
+        def begun(message: StoredMessage) -> None:
+            stream.message_id = message.id
+            widget.message_id = message.id
+
+        self._runner.submit(
+            lambda: store.begin_assistant_message(conversation_id), begun, self._on_store_error
+        )
+        self.composer.set_generating(True)
+        self.live_stats.setText("Waiting for the first token…")
+        self._flush_timer.start()
+        self.busy_changed.emit(True)
+
+    def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
+        stream = self._stream
+        if stream is None or stream.request_id != request_id:
+            return
+        for chunk in chunks:
+            stream.widget.append(chunk.answer, chunk.reasoning, chunk.drafted_answer_chars)
+            stream.pending_answer += chunk.answer
+            stream.pending_reasoning += chunk.reasoning
+            if chunk.token_ids:
+                stream.sizes.append(len(chunk.token_ids))
+                if stream.first_t is None:
+                    stream.first_t = chunk.elapsed_s
+                stream.last_t = chunk.elapsed_s
+        self._show_live(stream)
+
+    def _show_live(self, stream: _Stream) -> None:
+        loaded = self._loaded
+        tokens = sum(stream.sizes)
+        parts = [f"{tokens} tokens"]
+        if stream.first_t is not None:
+            parts.append(f"TTFT {stream.first_t * 1000:.0f} ms")
+            span = stream.last_t - stream.first_t
+            if span > 0 and len(stream.sizes) > 1:
+                parts.insert(0, f"{(tokens - stream.sizes[0]) / span:.1f} tok/s")
+        if loaded is not None and loaded.mode == "mtp":
+            n = generation_settings(self.settings_panel.settings).num_assistant_tokens
+            steps = stream.sizes[1:]
+            if steps:
+                accepted = sum(min(size - 1, n) for size in steps)
+                parts.append(
+                    f"MTP n={n}: {accepted / (n * len(steps)):.0%} accepted "
+                    f"({accepted / len(steps):.2f}/step)"
+                )
+            else:
+                parts.append(f"MTP n={n}")
+        elif loaded is not None:
+            parts.append("plain decoding")
+        self.live_stats.setText("Generating  ·  " + "  ·  ".join(parts))
+
+    def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
+        stream = self._stream
+        if stream is None or stream.request_id != request_id:
+            return
+        widget = stream.widget
+        widget.end_stream()
+        record = self._stats_record(stats, widget)
+        widget.set_stats(record)
+        if stats.finish_reason == "cancelled":
+            widget.show_notice("Stopped. The answer so far is kept.")
+        status = "complete"
+        self._end_stream(
+            stream,
+            lambda store, mid, a, r: store.finish_message(
+                mid, record, status, model=record["model"], answer_delta=a, reasoning_delta=r
+            ),
+        )
+        self.live_stats.setText("Last answer  ·  " + format_stats(record))
+
+    def _on_failed(self, request_id: int, error: EngineError) -> None:
+        stream = self._stream
+        if stream is None or stream.request_id != request_id:
+            self._show_problem(error.message)
+            return
+        widget = stream.widget
+        widget.end_stream()
+        text = f"{error.message} {error.fix}".strip() + f"\nLog file: {self._log_file}"
+        widget.show_error(text)
+        message = error.message
+
+        def fail(store: ChatStore, message_id: int, answer: str, reasoning: str) -> None:
+            if answer or reasoning:
+                store.append_to_message(message_id, answer, reasoning)
+            store.fail_message(message_id, message)
+
+        self._end_stream(stream, fail)
+        self.live_stats.setText("")
+
+    def _end_stream(self, stream: _Stream, write: Any) -> None:
+        self._stream = None
+        self._flush_timer.stop()
+        self.composer.set_generating(False)
+        self.busy_changed.emit(False)
+        store = self._require_store()
+        answer, reasoning = stream.pending_answer, stream.pending_reasoning
+        stream.pending_answer = stream.pending_reasoning = ""
+        conversation = self._conversation
+
+        def finish() -> StoredMessage | None:
+            if stream.message_id is None:
+                return None
+            write(store, stream.message_id, answer, reasoning)
+            return store.get_message(stream.message_id)
+
+        def done(message: StoredMessage | None) -> None:
+            if message is not None and conversation is self._conversation:
+                self._messages.append(message)
+            self._refresh_list()
+
+        self._runner.submit(finish, done, self._on_store_error)
+
+    def _flush_to_store(self) -> None:
+        stream = self._stream
+        if stream is None or not (stream.pending_answer or stream.pending_reasoning):
+            return
+        store = self._require_store()
+        answer, reasoning = stream.pending_answer, stream.pending_reasoning
+        stream.pending_answer = stream.pending_reasoning = ""
+
+        def write() -> None:
+            if stream.message_id is not None:
+                store.append_to_message(stream.message_id, answer, reasoning)
+
+        self._runner.submit(write, None, self._on_store_error)
+
+    def _stats_record(self, stats: GenerationStats, widget: MessageWidget) -> dict[str, Any]:
+        record = stats.to_json_dict()
+        record.pop("chunk_sizes", None)
+        loaded = self._loaded
+        record["model"] = display_name(loaded.model_dir) if loaded else ""
+        record["model_dir"] = str(loaded.model_dir) if loaded else ""
+        record["drafted_ranges"] = [list(pair) for pair in widget.drafted_ranges]
+        return record
+
+    # ------------------------------------------------------------------------ engine status
+
+    def _on_loading(self, model_dir: Path) -> None:
+        self._loading = True
+        self._update_header()
+
+    def _on_loaded(self, loaded: LoadedModel) -> None:
+        self._loading = False
+        self._loaded = loaded
+        self._update_header()
+        for warning in loaded.warnings:
+            self._show_problem(warning, severity="warning")
+
+    def _on_load_failed(self, error: EngineError) -> None:
+        self._loading = False
+        self._loaded = None
+        self._want_model = None
+        self._update_header()
+        self._show_problem(f"{error.message} {error.fix}".strip())
+
+    def _update_header(self) -> None:
+        self.title_label.setText(self._conversation.title if self._conversation else "New chat")
+        model_dir = self._model_dir()
+        name = display_name(model_dir)
+        settings = self.settings_panel.settings
+        if self._loading:
+            status = f"Loading {name} on {settings.device}…"
+        elif self._loaded is not None and self._loaded.model_dir == model_dir:
+            mode = (
+                f"MTP n={generation_settings(settings).num_assistant_tokens}"
+                if self._loaded.mode == "mtp"
+                else "plain decoding"
+            )
+            status = f"{name}  ·  {self._loaded.device}  ·  {mode}"
+        else:
+            status = f"{name} (not loaded)"
+        self.model_status.setText(status)
+        self.settings_panel.set_models(self._models, model_dir)
+        self.busy_bar.setVisible(self._loading)
+        self.banner_wrap.setVisible(is_demo_model(model_dir))
+        self.composer.set_vision(False)
+
+    # ------------------------------------------------------------------------ user actions
+
+    def _on_settings_changed(self, settings: ChatSettings) -> None:
+        self._update_header()
+        if self._conversation is not None and self._store is not None:
+            store, conversation_id = self._store, self._conversation.id
+
+            def save() -> Conversation:
+                return store.update_settings(conversation_id, settings)
+
+            self._runner.submit(save, self._on_conversation_updated, self._on_store_error)
+        if not self.generating:
+            self._ensure_model()
+
+    def _on_model_changed(self, model_dir: Path) -> None:
+        if self._conversation is not None and self._store is not None:
+            store, conversation_id = self._store, self._conversation.id
+            self._runner.submit(
+                lambda: store.set_model_dir(conversation_id, str(model_dir)),
+                self._on_model_saved,
+                self._on_store_error,
+            )
+        else:
+            self._default_model = model_dir
+            self._update_header()
+            if not self.generating:
+                self._ensure_model()
+
+    def _on_model_saved(self, conversation: Conversation) -> None:
+        self._on_conversation_updated(conversation)
+        if not self.generating:
+            self._ensure_model()
+
+    def _on_conversation_updated(self, conversation: Conversation) -> None:
+        if self._conversation is not None and self._conversation.id == conversation.id:
+            self._conversation = conversation
+            self._update_header()
+
+    def _on_search(self, text: str) -> None:
+        self._search = text.strip()
+        self._refresh_list()
+
+    def _on_show_drafts(self, show: bool) -> None:
+        self._show_drafts = show
+        for widget in self.transcript.messages:
+            if widget.role == "assistant":
+                widget.set_show_drafts(show)
+
+    def _on_conversation_action(self, action: str, conversation_id: int) -> None:
+        store = self._require_store()
+        if action == "rename":
+            title, ok = QInputDialog.getText(self, "Rename chat", "Title:")
+            if ok:
+                self._runner.submit(
+                    lambda: store.rename(conversation_id, title),
+                    self._on_renamed,
+                    self._on_store_error,
+                )
+        elif action == "delete":
+            if self._conversation is not None and self._conversation.id == conversation_id:
+                self.stop()
+            self._runner.submit(
+                lambda: store.delete(conversation_id), self._on_deleted, self._on_store_error
+            )
+        elif action in ("export-md", "export-json"):
+            suffix = ".md" if action == "export-md" else ".json"
+            filename, _ = QFileDialog.getSaveFileName(
+                self,
+                "Export chat",
+                f"chat-{conversation_id}{suffix}",
+                "Markdown (*.md)" if suffix == ".md" else "JSON (*.json)",
+            )
+            if filename:
+                export = store.export_markdown if suffix == ".md" else store.export_json
+
+                def write() -> None:
+                    from qwen_mtp_desktop.core.fileio import atomic_write_text
+
+                    atomic_write_text(Path(filename), export(conversation_id))
+
+                self._runner.submit(write, None, self._on_store_error)
+
+    def _on_deleted(self, deleted: DeletedConversation) -> None:
+        if self._conversation is not None and self._conversation.id == deleted.conversation.id:
+            self._conversation = None
+            self._messages = []
+            self.transcript.clear()
+            self._update_header()
+        self._refresh_list()
+        self._last_deleted = deleted
+        box = QMessageBox(self)
+        box.setWindowTitle("Chat deleted")
+        box.setText(f"“{deleted.conversation.title}” was deleted.")
+        undo = box.addButton("Undo", QMessageBox.ButtonRole.ActionRole)
+        box.addButton(QMessageBox.StandardButton.Ok)
+        box.buttonClicked.connect(lambda button: self.undo_delete() if button is undo else None)
+        self.delete_notice = box
+        box.open()
+
+    def undo_delete(self) -> None:
+        deleted = self._last_deleted
+        if deleted is None:
+            return
+        self._last_deleted = None
+        store = self._require_store()
+        self._runner.submit(lambda: store.restore(deleted), self._on_restored, self._on_store_error)
+
+    def _on_renamed(self, conversation: Conversation) -> None:
+        self._on_conversation_updated(conversation)
+        self._refresh_list()
+
+    def _on_restored(self, conversation: Conversation) -> None:
+        self._refresh_list()
+        self.open_conversation(conversation.id)
+
+    def _on_message_action(self, widget: MessageWidget, action: str) -> None:
+        if action == "copy":
+            widget.copy_text()
+            return
+        if self.generating or widget.message_id is None:
+            return
+        store = self._require_store()
+        message_id = widget.message_id
+        if action == "delete":
+            self._runner.submit(
+                lambda: store.delete_message(message_id), None, self._on_store_error
+            )
+            self._messages = [m for m in self._messages if m.id != message_id]
+            self.transcript.remove_message(widget)
+        elif action == "regenerate":
+            self._regenerate_from(widget)
+        elif action == "edit":
+            text, ok = QInputDialog.getMultiLineText(
+                self, "Edit message", "Message:", widget.content
+            )
+            if ok and text.strip():
+                self._edit_and_regenerate(widget, text.strip())
+
+    def _regenerate_from(self, assistant: MessageWidget) -> None:
+        widgets = self.transcript.messages
+        index = widgets.index(assistant)
+        previous_user = next(
+            (w for w in reversed(widgets[:index]) if w.role == "user" and w.message_id), None
+        )
+        if previous_user is None:
+            return
+        self._truncate_and_generate(previous_user)
+
+    def _edit_and_regenerate(self, user: MessageWidget, text: str) -> None:
+        store = self._require_store()
+        assert user.message_id is not None
+        message_id = user.message_id
+        user.set_content(text)
+        self._runner.submit(
+            lambda: store.edit_message(message_id, text), None, self._on_store_error
+        )
+        self._messages = [
+            replace(m, content=text) if m.id == message_id else m for m in self._messages
+        ]
+        self._truncate_and_generate(user)
+
+    def _truncate_and_generate(self, user: MessageWidget) -> None:
+        store = self._require_store()
+        assert user.message_id is not None
+        message_id = user.message_id
+        widgets = self.transcript.messages
+        for widget in widgets[widgets.index(user) + 1 :]:
+            self.transcript.remove_message(widget)
+        position = next(i for i, m in enumerate(self._messages) if m.id == message_id)
+        self._messages = self._messages[: position + 1]
+        self._runner.submit(
+            lambda: store.truncate_after(message_id),
+            lambda _removed: self._start_generation(),
+            self._on_store_error,
+        )
+
+    # ------------------------------------------------------------------------ helpers
+
+    def _message_widget(self, message: StoredMessage) -> MessageWidget:
+        widget = MessageWidget(
+            message.role,
+            dark=self._dark,
+            content=message.content,
+            reasoning=message.reasoning,
+            image=Path(message.image_path) if message.image_path else None,
+            stats=message.stats,
+            status=message.status,
+            error=message.error,
+        )
+        widget.message_id = message.id
+        widget.action.connect(lambda action, w=widget: self._on_message_action(w, action))
+        widget.link_requested.connect(self._open_link)
+        if self._show_drafts and message.role == "assistant":
+            widget.set_show_drafts(True)
+        return widget
+
+    def _add_widget(self, role: str, content: str = "", image: Path | None = None) -> MessageWidget:
+        widget = MessageWidget(role, dark=self._dark, content=content, image=image)
+        widget.action.connect(lambda action, w=widget: self._on_message_action(w, action))
+        widget.link_requested.connect(self._open_link)
+        self.transcript.add_message(widget)
+        self.transcript.scroll_to_bottom()
+        return widget
+
+    def _open_link(self, url: QUrl) -> None:
+        if url.scheme() not in ("http", "https"):
+            QMessageBox.information(
+                self,
+                "Link not opened",
+                f"Only web links can be opened from a chat:\n{url.toString()}",
+            )
+            return
+        answer = QMessageBox.question(
+            self,
+            "Open link?",
+            f"The model's answer links to:\n\n{url.toString()}\n\nOpen it in your browser?",
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            QDesktopServices.openUrl(url)
+
+    def _show_problem(self, text: str, severity: str = "error") -> None:
+        self.live_stats.setText(("Warning: " if severity == "warning" else "Problem: ") + text)
+
+    def _require_store(self) -> ChatStore:
+        if self._store is None:
+            raise RuntimeError("the chat store is not open yet")
+        return self._store

@@ -1,0 +1,368 @@
+"""One chat message: role, optional image, collapsible thinking, Markdown/code segments, stats
+and actions. Assistant messages stream: only the open tail changes per chunk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QPixmap
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.markdown import Segment, StreamingSegmenter, split_segments
+from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+
+DRAFT_TINT_LIGHT = QColor(120, 200, 140, 90)
+DRAFT_TINT_DARK = QColor(60, 160, 90, 110)
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """The one-line summary shown under an answer (and live while it streams)."""
+    parts: list[str] = []
+    mode = stats.get("mode")
+    if mode == "mtp":
+        parts.append(f"MTP n={stats.get('num_assistant_tokens', 1)}")
+        rate = stats.get("acceptance_rate")
+        if rate is not None:
+            parts.append(
+                f"{rate:.0%} drafts accepted ({stats.get('mean_accepted_per_step', 0):.2f}/step)"
+            )
+    elif mode == "baseline":
+        parts.append("plain decoding")
+    tps = stats.get("decode_tokens_per_s")
+    if tps:
+        parts.append(f"{tps:.1f} tok/s")
+    ttft = stats.get("ttft_s")
+    if ttft is not None:
+        parts.append(f"TTFT {ttft * 1000:.0f} ms")
+    tokens = stats.get("generated_tokens")
+    if tokens is not None:
+        parts.append(f"{tokens} tokens")
+    total = stats.get("total_s")
+    if total:
+        parts.append(f"{total:.1f} s")
+    return "  ·  ".join(parts)
+
+
+class ThinkingBlock(QFrame):
+    """Qwen3.5's reasoning, folded away by default."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("thinkingBlock")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("thinkingToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setText("Thinking")
+        self.toggle.toggled.connect(self._on_toggled)
+        self.text = AutoHeightText()
+        self.text.setObjectName("thinkingText")
+        self.text.setVisible(False)
+        layout.addWidget(self.toggle)
+        layout.addWidget(self.text)
+        self.content = ""
+
+    def append(self, delta: str) -> None:
+        self.content += delta
+        self.text.append_plain(delta)
+
+    def set_text(self, text: str) -> None:
+        self.content = text
+        self.text.setPlainText(text)
+
+    def set_summary(self, label: str) -> None:
+        self.toggle.setText(label)
+
+    def _on_toggled(self, shown: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.text.setVisible(shown)
+
+
+class MessageWidget(QFrame):
+    """A message in the transcript.
+
+    Signals:
+        action(str): "copy", "edit", "regenerate" or "delete" was clicked.
+        link_requested(QUrl): a link in the text was clicked.
+    """
+
+    action = Signal(str)
+    link_requested = Signal(QUrl)
+
+    def __init__(
+        self,
+        role: str,
+        *,
+        dark: bool,
+        content: str = "",
+        reasoning: str = "",
+        image: Path | None = None,
+        stats: dict[str, Any] | None = None,
+        status: str = "complete",
+        error: str | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.role = role
+        self.message_id: int | None = None
+        self._dark = dark
+        self.setObjectName("userMessage" if role == "user" else "assistantMessage")
+        self.content = ""
+        self.drafted_ranges: list[tuple[int, int]] = []
+        self._segmenter: StreamingSegmenter | None = None
+        self._tail_widget: AutoHeightText | CodeBlock | None = None
+        self._show_drafts = False
+
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(14, 10, 14, 8)
+        outer.setSpacing(6)
+        header = QHBoxLayout()
+        header.setSpacing(6)
+        self.role_label = QLabel("You" if role == "user" else "Assistant")
+        self.role_label.setObjectName("roleLabel")
+        header.addWidget(self.role_label)
+        header.addStretch(1)
+        self._buttons: dict[str, QToolButton] = {}
+        names = ["copy", "edit", "delete"] if role == "user" else ["copy", "regenerate", "delete"]
+        for name in names:
+            button = QToolButton()
+            button.setObjectName("messageAction")
+            button.setText(name.capitalize())
+            button.setAutoRaise(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(lambda _=False, n=name: self.action.emit(n))
+            header.addWidget(button)
+            self._buttons[name] = button
+        outer.addLayout(header)
+
+        if image is not None:
+            thumb = QLabel()
+            pixmap = QPixmap(str(image))
+            if not pixmap.isNull():
+                thumb.setPixmap(
+                    pixmap.scaled(
+                        160,
+                        160,
+                        Qt.AspectRatioMode.KeepAspectRatio,
+                        Qt.TransformationMode.SmoothTransformation,
+                    )
+                )
+            else:
+                thumb.setText(f"[image not found: {image.name}]")
+            thumb.setObjectName("imageThumb")
+            outer.addWidget(thumb)
+
+        self.thinking = ThinkingBlock()
+        self.thinking.setVisible(False)
+        outer.addWidget(self.thinking)
+        self._body = QVBoxLayout()
+        self._body.setSpacing(6)
+        outer.addLayout(self._body)
+        self.error_label = QLabel()
+        self.error_label.setObjectName("messageError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.setVisible(False)
+        outer.addWidget(self.error_label)
+        self.stats_label = QLabel()
+        self.stats_label.setObjectName("statsLabel")
+        self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stats_label.setVisible(False)
+        outer.addWidget(self.stats_label)
+
+        if reasoning:
+            self.thinking.set_text(reasoning)
+            self.thinking.setVisible(True)
+        if content:
+            self.set_content(content)
+        if stats:
+            self.set_stats(stats)
+        if status == "incomplete":
+            self.show_notice("This answer was interrupted and is incomplete.")
+        elif stats and stats.get("finish_reason") == "cancelled":
+            self.show_notice("Stopped. The answer so far is kept.")
+        elif status == "error" and error:
+            self.show_error(error)
+
+    # --- full content -------------------------------------------------------------------
+
+    def set_content(self, text: str) -> None:
+        self._clear_body()
+        self.content = text
+        if self._show_drafts and self.role == "assistant":
+            view = self._new_text()
+            self._append_tinted(view, text, 0)
+            return
+        if self.role == "user":
+            view = self._new_text()
+            view.setPlainText(text)
+            return
+        for segment in split_segments(text):
+            widget = self._add_segment(segment)
+            if isinstance(widget, CodeBlock):
+                widget.finish()
+
+    def set_show_drafts(self, show: bool) -> None:
+        """Switch to plain text with accepted MTP drafts tinted (and back to Markdown)."""
+        if show == self._show_drafts:
+            return
+        self._show_drafts = show
+        if self._segmenter is None:
+            self.set_content(self.content)
+
+    # --- streaming ------------------------------------------------------------------------
+
+    def begin_stream(self) -> None:
+        self._clear_body()
+        self.content = ""
+        self.drafted_ranges = []
+        self._segmenter = StreamingSegmenter()
+        self._tail_widget = None
+        for name in ("regenerate", "edit"):
+            if name in self._buttons:
+                self._buttons[name].setEnabled(False)
+
+    def append(self, answer: str, reasoning: str = "", drafted_chars: int = 0) -> None:
+        if reasoning:
+            if not self.thinking.isVisible():
+                self.thinking.setVisible(True)
+            self.thinking.append(reasoning)
+        if not answer:
+            return
+        start = len(self.content)
+        if drafted_chars:
+            if self.drafted_ranges and self.drafted_ranges[-1][1] == start:
+                self.drafted_ranges[-1] = (self.drafted_ranges[-1][0], start + drafted_chars)
+            else:
+                self.drafted_ranges.append((start, start + drafted_chars))
+        self.content += answer
+        if self._show_drafts:
+            view = self._tail_widget if isinstance(self._tail_widget, AutoHeightText) else None
+            if view is None:
+                view = self._new_text()
+                self._tail_widget = view
+            self._append_tinted(view, answer, start)
+            return
+        assert self._segmenter is not None
+        # Segments that completed are rendered once; the open tail gets the new text.
+        previous_tail = self._segmenter.tail
+        finished = self._segmenter.feed(answer)
+        if finished:
+            if self._tail_widget is not None:
+                self._tail_widget.deleteLater()
+                self._body.removeWidget(self._tail_widget)
+                self._tail_widget = None
+            for segment in finished:
+                widget = self._add_segment(segment)
+                if isinstance(widget, CodeBlock):
+                    widget.finish()
+            previous_tail = None
+        tail = self._segmenter.tail
+        if tail is None:
+            return
+        if self._tail_widget is None or previous_tail is None or previous_tail.kind != tail.kind:
+            if self._tail_widget is not None:
+                self._body.removeWidget(self._tail_widget)
+                self._tail_widget.deleteLater()
+            self._tail_widget = self._add_segment(Segment(tail.kind, "", tail.language))
+            previous_text = ""
+        else:
+            previous_text = previous_tail.text
+        new_text = tail.text[len(previous_text) :] if tail.text.startswith(previous_text) else None
+        if isinstance(self._tail_widget, CodeBlock):
+            if new_text is None:
+                self._tail_widget.set_code(tail.text)
+            else:
+                self._tail_widget.append(new_text)
+        elif new_text is None:
+            self._tail_widget.setPlainText(tail.text)
+        else:
+            self._tail_widget.append_plain(new_text)
+
+    def end_stream(self) -> None:
+        """Render the finished answer once, properly, as a whole."""
+        self._segmenter = None
+        self._tail_widget = None
+        self.set_content(self.content)
+        for button in self._buttons.values():
+            button.setEnabled(True)
+
+    # --- footer -----------------------------------------------------------------------------
+
+    def set_stats(self, stats: dict[str, Any]) -> None:
+        self.stats_label.setText(format_stats(stats))
+        self.stats_label.setVisible(True)
+        reasoning = stats.get("reasoning_tokens")
+        if reasoning and self.thinking.isVisible():
+            self.thinking.set_summary(f"Thinking ({reasoning} tokens)")
+        ranges = stats.get("drafted_ranges")
+        if isinstance(ranges, list):
+            self.drafted_ranges = [(int(a), int(b)) for a, b in ranges]
+
+    def show_error(self, message: str) -> None:
+        self.error_label.setText(message)
+        self.error_label.setProperty("severity", "error")
+        self.error_label.setVisible(True)
+
+    def show_notice(self, message: str) -> None:
+        self.error_label.setText(message)
+        self.error_label.setProperty("severity", "notice")
+        self.error_label.setVisible(True)
+
+    def copy_text(self) -> None:
+        QApplication.clipboard().setText(self.content)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _new_text(self) -> AutoHeightText:
+        view = AutoHeightText()
+        view.link_requested.connect(self.link_requested)
+        self._body.addWidget(view)
+        return view
+
+    def _add_segment(self, segment: Segment) -> AutoHeightText | CodeBlock:
+        if segment.kind == "code":
+            block = CodeBlock(segment.language, self._dark)
+            if segment.text:
+                block.set_code(segment.text)
+            self._body.addWidget(block)
+            return block
+        view = self._new_text()
+        if segment.text:
+            view.set_markdown(segment.text)
+        return view
+
+    def _append_tinted(self, view: AutoHeightText, text: str, offset: int) -> None:
+        tint = DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT
+        position = 0
+        for start, end in self.drafted_ranges:
+            start, end = max(start - offset, 0), min(end - offset, len(text))
+            if end <= 0 or start >= len(text):
+                continue
+            if start > position:
+                view.append_plain(text[position:start])
+            view.append_plain(text[start:end], tint)
+            position = end
+        if position < len(text):
+            view.append_plain(text[position:])
+
+    def _clear_body(self) -> None:
+        while self._body.count():
+            item = self._body.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()

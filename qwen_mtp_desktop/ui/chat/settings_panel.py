@@ -1,0 +1,202 @@
+"""Per-chat settings: model, device, MTP, draft depth, thinking and sampling."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.chats import ChatSettings
+from qwen_mtp_desktop.core.models import display_name
+
+EXPERIMENTAL_DEPTH_NOTE = (
+    "More than 1 draft token per step is experimental: not validated for every model and "
+    "device. Use Validate to check it."
+)
+
+
+class ChatSettingsPanel(QFrame):
+    """Signals:
+    settings_changed(ChatSettings): the user changed a generation setting.
+    model_changed(Path): the user picked another model.
+    validate_requested(): the user asked to validate MTP on this model.
+    """
+
+    settings_changed = Signal(object)
+    model_changed = Signal(object)
+    validate_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatSettings")
+        self.setFixedWidth(300)
+        self._settings = ChatSettings()
+        self._updating = False
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(16, 16, 16, 16)
+        outer.setSpacing(10)
+        title = QLabel("Chat settings")
+        title.setObjectName("sectionTitle")
+        outer.addWidget(title)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setHorizontalSpacing(10)
+        form.setVerticalSpacing(8)
+
+        self.model_combo = QComboBox()
+        self.model_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_combo.setMinimumContentsLength(12)
+        self.model_combo.activated.connect(self._on_model)
+        self.device_combo = QComboBox()
+        self.device_combo.addItem("CPU")
+        self.device_combo.activated.connect(self._emit)
+        self.mtp_check = QCheckBox("Use the MTP head")
+        self.mtp_check.toggled.connect(self._emit)
+        self.depth_spin = QSpinBox()
+        self.depth_spin.setRange(1, 8)
+        self.depth_spin.setToolTip("Draft tokens the MTP head proposes per step (1 recommended)")
+        self.depth_spin.valueChanged.connect(self._emit)
+        self.depth_note = QLabel(EXPERIMENTAL_DEPTH_NOTE)
+        self.depth_note.setObjectName("warningNote")
+        self.depth_note.setWordWrap(True)
+        self.thinking_check = QCheckBox("Thinking mode")
+        self.thinking_check.toggled.connect(self._emit)
+        self.max_tokens_spin = QSpinBox()
+        self.max_tokens_spin.setRange(1, 32768)
+        self.max_tokens_spin.setSingleStep(64)
+        self.max_tokens_spin.valueChanged.connect(self._emit)
+        self.temperature_spin = self._double(0.0, 2.0, 0.05)
+        self.top_p_spin = self._double(0.01, 1.0, 0.05)
+        self.top_k_spin = QSpinBox()
+        self.top_k_spin.setRange(0, 1000)
+        self.top_k_spin.valueChanged.connect(self._emit)
+        self.repetition_spin = self._double(0.5, 2.0, 0.05)
+        self.seed_spin = QSpinBox()
+        self.seed_spin.setRange(-1, 2**31 - 1)
+        self.seed_spin.setSpecialValueText("random")
+        self.seed_spin.valueChanged.connect(self._emit)
+
+        form.addRow("Model", self.model_combo)
+        form.addRow("Device", self.device_combo)
+        form.addRow("", self.mtp_check)
+        form.addRow("Draft tokens", self.depth_spin)
+        form.addRow("", self.depth_note)
+        form.addRow("", self.thinking_check)
+        form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("Temperature", self.temperature_spin)
+        form.addRow("Top-p", self.top_p_spin)
+        form.addRow("Top-k", self.top_k_spin)
+        form.addRow("Repetition penalty", self.repetition_spin)
+        form.addRow("Seed", self.seed_spin)
+        outer.addLayout(form)
+        hint = QLabel("Temperature 0 decodes greedily: MTP output then equals plain decoding.")
+        hint.setObjectName("muted")
+        hint.setWordWrap(True)
+        outer.addWidget(hint)
+        self.validate_button = QPushButton("Validate MTP on this model…")
+        self.validate_button.clicked.connect(self.validate_requested)
+        outer.addWidget(self.validate_button)
+        outer.addStretch(1)
+        self.set_settings(self._settings)
+
+    def _double(self, low: float, high: float, step: float) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox()
+        spin.setRange(low, high)
+        spin.setSingleStep(step)
+        spin.setDecimals(2)
+        spin.valueChanged.connect(self._emit)
+        return spin
+
+    @property
+    def settings(self) -> ChatSettings:
+        return self._settings
+
+    def set_models(self, models: list[Path], current: Path) -> None:
+        self._updating = True
+        self.model_combo.clear()
+        if current not in models:
+            models = [current, *models]
+        for path in models:
+            self.model_combo.addItem(display_name(path), str(path))
+            self.model_combo.setItemData(
+                self.model_combo.count() - 1, str(path), Qt.ItemDataRole.ToolTipRole
+            )
+        self.model_combo.setCurrentIndex(models.index(current))
+        self._updating = False
+
+    def set_devices(self, devices: list[str]) -> None:
+        self._updating = True
+        current = self._settings.device
+        self.device_combo.clear()
+        for device in devices or ["CPU"]:
+            self.device_combo.addItem(device)
+        index = self.device_combo.findText(current)
+        self.device_combo.setCurrentIndex(max(index, 0))
+        self._updating = False
+
+    def set_settings(self, settings: ChatSettings) -> None:
+        self._updating = True
+        self._settings = settings
+        if self.device_combo.findText(settings.device) < 0:
+            self.device_combo.addItem(settings.device)
+        self.device_combo.setCurrentText(settings.device)
+        self.mtp_check.setChecked(settings.mtp)
+        depth = settings.num_assistant_tokens
+        self.depth_spin.setValue(depth if isinstance(depth, int) else 1)
+        self.thinking_check.setChecked(settings.thinking)
+        self.max_tokens_spin.setValue(settings.max_new_tokens)
+        self.temperature_spin.setValue(settings.temperature)
+        self.top_p_spin.setValue(settings.top_p)
+        self.top_k_spin.setValue(settings.top_k)
+        self.repetition_spin.setValue(settings.repetition_penalty)
+        self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
+        self._updating = False
+        self._sync_enabled()
+
+    def _sync_enabled(self) -> None:
+        self.depth_spin.setEnabled(self.mtp_check.isChecked())
+        self.depth_note.setVisible(self.mtp_check.isChecked() and self.depth_spin.value() > 1)
+        sampling = self.temperature_spin.value() > 0
+        for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
+            widget.setEnabled(sampling)
+
+    def _on_model(self, index: int) -> None:
+        if self._updating:
+            return
+        self.model_changed.emit(Path(self.model_combo.itemData(index)))
+
+    def _emit(self, *_args: object) -> None:
+        self._sync_enabled()
+        if self._updating:
+            return
+        seed = self.seed_spin.value()
+        self._settings = replace(
+            self._settings,
+            device=self.device_combo.currentText() or "CPU",
+            mtp=self.mtp_check.isChecked(),
+            num_assistant_tokens=self.depth_spin.value(),
+            thinking=self.thinking_check.isChecked(),
+            max_new_tokens=self.max_tokens_spin.value(),
+            temperature=self.temperature_spin.value(),
+            top_p=self.top_p_spin.value(),
+            top_k=self.top_k_spin.value(),
+            repetition_penalty=self.repetition_spin.value(),
+            seed=None if seed < 0 else seed,
+        )
+        self.settings_changed.emit(self._settings)

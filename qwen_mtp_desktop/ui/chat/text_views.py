@@ -1,0 +1,168 @@
+"""Read-only text widgets for chat messages: Markdown, code with highlighting, plain streams.
+
+Model output is untrusted: Markdown is rendered with raw HTML disabled, no image or other
+resource is ever loaded, and links are only reported (the chat asks before opening them).
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QResizeEvent,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+    | QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+)
+
+
+class AutoHeightText(QTextBrowser):
+    """A QTextBrowser that is exactly as tall as its text, for stacking in a scroll area.
+
+    Signals:
+        link_requested(QUrl): the user clicked a link (never opened here).
+    """
+
+    link_requested = Signal(QUrl)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextBrowserInteraction
+            | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self.document().setDocumentMargin(2)
+        self.anchorClicked.connect(self.link_requested)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+
+    def loadResource(self, type: int, name: QUrl | str) -> object:  # noqa: N802 (Qt override)
+        return None  # never fetch images or anything else a model's output points at
+
+    def set_markdown(self, text: str) -> None:
+        self.document().setMarkdown(text, MARKDOWN_FEATURES)
+
+    def append_plain(self, text: str, tint: QColor | None = None) -> None:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        if tint is not None:
+            fmt.setBackground(tint)
+        cursor.insertText(text, fmt)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(super().sizeHint().width(), self._content_height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def _content_height(self) -> int:
+        return int(self.document().size().height()) + 4
+
+    def _fit_height(self) -> None:
+        height = self._content_height()
+        if self.height() != height:
+            self.setFixedHeight(height)
+
+
+def monospace_font() -> QFont:
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setPointSizeF(max(font.pointSizeF(), 9.5))
+    return font
+
+
+def highlight_html(code: str, language: str, dark: bool) -> str:
+    """Code as HTML with inline colours (pygments); plain escaped text if the lexer is unknown."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(language or "text")
+    except ClassNotFound:
+        return f"<pre>{html.escape(code)}</pre>"
+    formatter = HtmlFormatter(nowrap=False, noclasses=True, style="monokai" if dark else "default")
+    rendered: str = highlight(code, lexer, formatter)
+    return rendered
+
+
+class CodeBlock(QFrame):
+    """A fenced code block: language, a Copy button and the highlighted code.
+
+    While streaming, code is appended as plain text; `finish()` highlights it once.
+    """
+
+    def __init__(self, language: str, dark: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("codeBlock")
+        self._dark = dark
+        self.language = language
+        self.code = ""
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        header = QWidget()
+        header.setObjectName("codeHeader")
+        header_layout = QHBoxLayout(header)
+        header_layout.setContentsMargins(10, 4, 4, 4)
+        label = QLabel(language or "code")
+        label.setObjectName("codeLanguage")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setObjectName("codeCopy")
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.copy_button.clicked.connect(self._copy)
+        header_layout.addWidget(label)
+        header_layout.addStretch(1)
+        header_layout.addWidget(self.copy_button)
+        self.view = AutoHeightText()
+        self.view.setFont(monospace_font())
+        self.view.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.view.document().setDocumentMargin(8)
+        layout.addWidget(header)
+        layout.addWidget(self.view)
+
+    def append(self, text: str) -> None:
+        self.code += text
+        self.view.append_plain(text)
+
+    def set_code(self, code: str) -> None:
+        self.code = code
+        self.view.setPlainText(code)
+
+    def finish(self) -> None:
+        self.view.setHtml(highlight_html(self.code, self.language, self._dark))
+        self.view.setFont(monospace_font())
+
+    def _copy(self) -> None:
+        QApplication.clipboard().setText(self.code)
+        self.copy_button.setText("Copied")

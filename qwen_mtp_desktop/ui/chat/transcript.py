@@ -1,0 +1,73 @@
+"""The scrolling list of messages, with auto-scroll that yields to the user."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
+
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+
+
+class Transcript(QScrollArea):
+    """Messages top to bottom. While an answer streams the view follows it, unless the user
+    scrolled up; scrolling back to the bottom resumes following."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._container = QWidget()
+        self._container.setObjectName("transcriptContainer")
+        self._layout = QVBoxLayout(self._container)
+        self._layout.setContentsMargins(24, 16, 24, 16)
+        self._layout.setSpacing(10)
+        self._layout.addStretch(1)
+        self.setWidget(self._container)
+        self.follow = True
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range_changed)
+
+    @property
+    def messages(self) -> list[MessageWidget]:
+        found = []
+        for index in range(self._layout.count()):
+            item = self._layout.itemAt(index)
+            widget = item.widget() if item is not None else None
+            if isinstance(widget, MessageWidget):
+                found.append(widget)
+        return found
+
+    def add_message(self, widget: MessageWidget) -> None:
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+
+    def add_messages(self, widgets: list[MessageWidget]) -> None:
+        self._container.setUpdatesEnabled(False)
+        for widget in widgets:
+            self.add_message(widget)
+        self._container.setUpdatesEnabled(True)
+        self.follow = True
+
+    def remove_message(self, widget: MessageWidget) -> None:
+        self._layout.removeWidget(widget)
+        widget.deleteLater()
+
+    def clear(self) -> None:
+        for widget in self.messages:
+            self.remove_message(widget)
+        self.follow = True
+
+    def scroll_to_bottom(self) -> None:
+        self.follow = True
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self.follow = value >= bar.maximum() - 8
+
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self.follow:
+            self.verticalScrollBar().setValue(maximum)

@@ -1,0 +1,259 @@
+"""The chat window with the real engine on the demo model and a real SQLite store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.chats import ChatStore
+from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.main_window import MainWindow
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
+
+LONG_WAIT = 180_000
+
+
+def _open_window(qtbot: QtBot) -> MainWindow:
+    paths = app_paths().ensure()
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    chat = window.chat
+    qtbot.waitUntil(lambda: chat.store_ready and chat._loaded is not None, timeout=LONG_WAIT)
+    return window
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> Iterator[MainWindow]:
+    window = _open_window(qtbot)
+    yield window
+    window.close()
+
+
+def _send(qtbot: QtBot, chat: ChatPanel, text: str) -> None:
+    count = len(chat.transcript.messages)
+    chat.composer.set_text(text)
+    qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == count + 2, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: not chat.generating, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: window_idle(chat), timeout=LONG_WAIT)
+
+
+def window_idle(chat: ChatPanel) -> bool:
+    return chat._runner.pending == 0
+
+
+def test_send_streams_and_persists_across_restart(qtbot: QtBot) -> None:
+    window = _open_window(qtbot)
+    chat = window.chat
+    assert chat.banner_wrap.isVisible() or not chat.isVisible()
+    chunks: list[object] = []
+    window.engine.chunks.connect(lambda rid, batch: chunks.extend(batch))
+    _send(qtbot, chat, "Count from 1 to 12.")
+    user, answer = chat.transcript.messages
+    assert user.content == "Count from 1 to 12."
+    assert answer.content.split()[:12] == [str(i) for i in range(1, 13)]
+    assert len(chunks) > 3, "the answer was not streamed"
+    assert "MTP n=1" in answer.stats_label.text() and "tok/s" in answer.stats_label.text()
+    assert "accepted" in chat.live_stats.text()
+    window.close()
+
+    # Restart: the conversation and its stats are intact.
+    database = app_paths().data_dir / "chats.sqlite3"
+    with ChatStore(database) as store:
+        conversations = store.list_conversations()
+        assert len(conversations) == 1
+        messages = store.messages(conversations[0].id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].status == "complete"
+    assert messages[1].content == answer.content
+    stats = messages[1].stats
+    assert stats is not None
+    for key in (
+        "model",
+        "device",
+        "mode",
+        "num_assistant_tokens",
+        "generated_tokens",
+        "ttft_s",
+        "decode_tokens_per_s",
+        "acceptance_rate",
+        "total_s",
+    ):
+        assert key in stats, key
+    again = _open_window(qtbot)
+    qtbot.waitUntil(lambda: len(again.chat.transcript.messages) == 2, timeout=LONG_WAIT)
+    restored = again.chat.transcript.messages[1]
+    assert restored.content == answer.content
+    assert "MTP n=1" in restored.stats_label.text()
+    again.close()
+
+
+def test_stop_keeps_partial_answer(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    chat.settings_panel.max_tokens_spin.setValue(600)
+    chat.composer.set_text("Count from 1 to 300.")
+    qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(
+        lambda: chat.generating and len(chat.transcript.messages[-1].content) > 5, timeout=LONG_WAIT
+    )
+    qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not chat.generating, timeout=LONG_WAIT)
+    answer = chat.transcript.messages[-1]
+    assert answer.content.startswith("1 2 3")
+    assert "300" not in answer.content.split()
+    assert "Stopped" in answer.error_label.text()
+    assert chat.composer.send_button.text() == "Send"
+
+
+def test_regenerate_edit_and_delete(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 5.")
+    first_answer = chat.transcript.messages[1]
+    first_answer.action.emit("regenerate")
+    qtbot.waitUntil(
+        lambda: (
+            not chat.generating
+            and len(chat.transcript.messages) == 2
+            and chat.transcript.messages[1] is not first_answer
+        ),
+        timeout=LONG_WAIT,
+    )
+    qtbot.waitUntil(lambda: window_idle(chat), timeout=LONG_WAIT)
+    assert chat.transcript.messages[1].content.split()[:5] == ["1", "2", "3", "4", "5"]
+
+    user = chat.transcript.messages[0]
+    chat._edit_and_regenerate(user, "Count from 1 to 3.")
+    qtbot.waitUntil(
+        lambda: (
+            not chat.generating
+            and len(chat.transcript.messages) == 2
+            and chat.transcript.messages[1].content.strip() != ""
+        ),
+        timeout=LONG_WAIT,
+    )
+    qtbot.waitUntil(lambda: window_idle(chat), timeout=LONG_WAIT)
+    assert chat.transcript.messages[0].content == "Count from 1 to 3."
+    assert chat.transcript.messages[1].content.split()[:3] == ["1", "2", "3"]
+
+    chat.transcript.messages[1].action.emit("delete")
+    qtbot.waitUntil(lambda: window_idle(chat), timeout=LONG_WAIT)
+    assert len(chat.transcript.messages) == 1
+    assert chat.conversation is not None
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        stored = store.messages(chat.conversation.id)
+    assert [(m.role, m.content) for m in stored] == [("user", "Count from 1 to 3.")]
+
+
+def test_switch_chats_and_search(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 4.")
+    first = chat.conversation
+    qtbot.keyClick(chat, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert chat.conversation is None and chat.transcript.messages == []
+    _send(qtbot, chat, "Repeat 'blue sky' two times.")
+    second = chat.conversation
+    assert first is not None and second is not None and first.id != second.id
+    qtbot.waitUntil(lambda: chat.conversations.list.count() == 2, timeout=LONG_WAIT)
+    # Newest first.
+    assert chat.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == second.id
+    chat.open_conversation(first.id)
+    qtbot.waitUntil(
+        lambda: chat.conversation is not None and chat.conversation.id == first.id,
+        timeout=LONG_WAIT,
+    )
+    assert chat.transcript.messages[0].content == "Count from 1 to 4."
+    chat.conversations.search.setText("blue")
+    qtbot.waitUntil(lambda: chat.conversations.list.count() == 1, timeout=LONG_WAIT)
+    assert chat.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == second.id
+
+
+def test_delete_conversation_and_undo(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 3.")
+    conversation = chat.conversation
+    assert conversation is not None
+    chat._on_conversation_action("delete", conversation.id)
+    qtbot.waitUntil(
+        lambda: chat.conversation is None and chat.conversations.list.count() == 0,
+        timeout=LONG_WAIT,
+    )
+    chat.delete_notice.close()
+    chat.undo_delete()
+    qtbot.waitUntil(
+        lambda: chat.conversation is not None and len(chat.transcript.messages) == 2,
+        timeout=LONG_WAIT,
+    )
+    assert chat.conversation.id == conversation.id
+
+
+def test_show_drafted_tokens(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 30.")
+    answer = chat.transcript.messages[-1]
+    assert answer.drafted_ranges, "an MTP answer on the demo model has accepted drafts"
+    chat.drafts_toggle.setChecked(True)
+    view = answer._body.itemAt(0).widget()
+    document = view.document()
+    tinted = 0
+    block = document.begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().background().color().alpha() > 0:
+                tinted += fragment.length()
+            iterator += 1
+        block = block.next()
+    assert tinted > 0
+
+
+def _screenshot(window: MainWindow, path: Path) -> None:
+    assert window.grab().save(str(path))
+
+
+def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
+    window = _open_window(qtbot)
+    chat = window.chat
+    chat.settings_toggle.setChecked(True)
+    _send(qtbot, chat, "Count from 1 to 20.")
+    _screenshot(window, screenshot_dir / "chat_light.png")
+    window.close()
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    original = app.palette()
+    dark = QPalette()
+    for role, color in (
+        (QPalette.ColorRole.Window, "#1b1c20"),
+        (QPalette.ColorRole.WindowText, "#e6e6e6"),
+        (QPalette.ColorRole.Base, "#232428"),
+        (QPalette.ColorRole.Text, "#e6e6e6"),
+        (QPalette.ColorRole.Button, "#2a2c31"),
+        (QPalette.ColorRole.ButtonText, "#e6e6e6"),
+    ):
+        dark.setColor(role, QColor(color))
+    app.setPalette(dark)
+    from qwen_mtp_desktop.ui.style import stylesheet
+
+    app.setStyleSheet(stylesheet(True))
+    try:
+        window = _open_window(qtbot)
+        qtbot.waitUntil(lambda: len(window.chat.transcript.messages) == 2, timeout=LONG_WAIT)
+        window.chat.settings_toggle.setChecked(True)
+        qtbot.wait(200)
+        _screenshot(window, screenshot_dir / "chat_dark.png")
+        window.close()
+    finally:
+        app.setPalette(original)
+        app.setStyleSheet(stylesheet(False))
