@@ -1,0 +1,109 @@
+"""`generate`: answer one prompt with the engine, streaming to stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from qwen_mtp_desktop.commands import EXIT_OK, CommandError, positive_int
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.engine import (
+        Engine,
+        EngineError,
+        GenerationSettings,
+        LoadOptions,
+        Message,
+    )
+    from qwen_mtp_desktop.core.paths import app_paths
+
+    messages: list[Message] = []
+    if args.system:
+        messages.append(Message("system", args.system))
+    messages.append(Message("user", args.prompt))
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens,
+        num_assistant_tokens=args.num_assistant_tokens,
+        thinking=args.think,
+    )
+    options = LoadOptions(
+        device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
+    )
+    engine = Engine()
+    try:
+        loaded = engine.load(args.model_dir, options)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        generation = engine.generate(messages, settings)
+        try:
+            for chunk in generation:
+                if not args.json:
+                    if chunk.reasoning:
+                        sys.stderr.write(chunk.reasoning)
+                        sys.stderr.flush()
+                    if chunk.answer:
+                        sys.stdout.write(chunk.answer)
+                        sys.stdout.flush()
+        except KeyboardInterrupt:
+            generation.close()
+            raise
+    except EngineError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        engine.unload()
+    stats = generation.stats
+    assert stats is not None
+    if args.json:
+        payload = {
+            "model_dir": str(loaded.model_dir),
+            "text": generation.answer,
+            "reasoning": generation.reasoning,
+            "load_s": loaded.load_s,
+            "stats": stats.to_json_dict(),
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        print()
+        summary = (
+            f"{stats.generated_tokens} tokens, {stats.decode_tokens_per_s:.1f} tok/s, "
+            f"TTFT {stats.ttft_s * 1000:.0f} ms, "
+        )
+        if stats.mode == "mtp":
+            summary += (
+                f"MTP n={stats.num_assistant_tokens}: {stats.acceptance_rate:.0%} of drafts "
+                f"accepted ({stats.mean_accepted_per_step:.2f} per step)"
+            )
+        else:
+            summary += "baseline (no MTP)"
+        print(summary, file=sys.stderr)
+    return EXIT_OK
+
+
+def register(commands: Any) -> None:
+    gen = commands.add_parser("generate", help="answer one prompt, streaming to stdout")
+    gen.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    gen.add_argument("prompt", metavar="PROMPT")
+    gen.add_argument("--system", help="system prompt")
+    gen.add_argument("--max-new-tokens", type=positive_int, default=512)
+    depth = gen.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--num-assistant-tokens",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="MTP draft tokens per step (default 1; more is not validated for every model)",
+    )
+    depth.add_argument("--no-mtp", action="store_true", help="plain decoding, no MTP head")
+    gen.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")
+    gen.add_argument(
+        "--think",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="let Qwen3.5 think before answering (reasoning goes to stderr)",
+    )
+    gen.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    gen.set_defaults(func=_cmd_generate)
