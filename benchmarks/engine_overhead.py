@@ -1,0 +1,199 @@
+"""Engine overhead, load times and memory across load/unload cycles.
+
+    python benchmarks/engine_overhead.py [MODEL_DIR] [--rounds 5] [--tokens 200]
+
+Prints, for MTP (n=1) and baseline decoding:
+- decode tokens/s through a bare openvino_genai loop, through `Engine.generate()`, and through the
+  app's EngineThread with a Qt receiver, interleaved round by round on the same prompt and
+  settings; the ratio engine / bare is the engine's overhead (target: >= 0.97);
+- model load time cold (empty compile cache) and cached;
+- process RSS before and after 10 load/unload cycles.
+Speed on this VM drifts between runs, so modes are interleaved and ratios are taken per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from qwen_mtp_desktop.core.privacy import block_telemetry
+
+block_telemetry()
+
+import psutil  # noqa: E402
+
+from qwen_mtp_desktop.core.engine import (  # noqa: E402
+    Engine,
+    GenerationSettings,
+    LoadOptions,
+    Message,
+)
+from qwen_mtp_desktop.core.paths import demo_model_dir  # noqa: E402
+
+PROMPT = [Message("user", "Count from 1 to 300.")]
+
+
+def bare_runner(model_dir: Path, mtp: bool, prompt: str, tokens: int) -> Callable[[], float]:
+    """The same generation through openvino_genai directly, timed the same way."""
+    import openvino_genai
+
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.enable_prefix_caching = False
+    kwargs: dict[str, Any] = {"scheduler_config": scheduler}
+    if mtp:
+        kwargs["draft_model"] = openvino_genai.draft_model(str(model_dir), "CPU", mtp_mode=True)
+    pipeline = openvino_genai.VLMPipeline(str(model_dir), "CPU", **kwargs)
+    config = pipeline.get_generation_config()
+    config.max_new_tokens = tokens
+    config.apply_chat_template = False
+    if mtp:
+        config.num_assistant_tokens = 1
+
+    def run() -> float:
+        times: list[float] = []
+        counts: list[int] = []
+        started = time.perf_counter()
+
+        class Streamer(openvino_genai.StreamerBase):  # type: ignore[misc]
+            def write(self, token: Any) -> Any:
+                counts.append(1 if isinstance(token, int) else len(token))
+                times.append(time.perf_counter() - started)
+                return openvino_genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        pipeline.generate(prompt, generation_config=config, streamer=Streamer())
+        return (sum(counts) - counts[0]) / (times[-1] - times[0])
+
+    return run
+
+
+def engine_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
+    engine = Engine()
+    engine.load(model_dir, LoadOptions(mtp=mtp))
+    settings = GenerationSettings(max_new_tokens=tokens)
+
+    def run() -> float:
+        stats = engine.generate(PROMPT, settings).run_to_end()
+        return stats.decode_tokens_per_s
+
+    return engine, run
+
+
+def thread_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
+    from PySide6.QtCore import QCoreApplication, QEventLoop
+
+    from qwen_mtp_desktop.workers.engine_thread import EngineThread
+
+    app = QCoreApplication.instance() or QCoreApplication([])
+    thread = EngineThread()
+    loop = QEventLoop()
+    thread.loaded.connect(lambda _m: loop.quit())
+    thread.load(model_dir, LoadOptions(mtp=mtp))
+    loop.exec()
+    settings = GenerationSettings(max_new_tokens=tokens)
+    received: list[int] = []
+    thread.chunks.connect(lambda _rid, chunks: received.append(len(chunks)))
+
+    def run() -> float:
+        result: list[float] = []
+        done = QEventLoop()
+
+        def finished(_rid: int, stats: Any) -> None:
+            result.append(stats.decode_tokens_per_s)
+            done.quit()
+
+        thread.finished.connect(finished)
+        thread.generate(PROMPT, settings)
+        done.exec()
+        thread.finished.disconnect(finished)
+        return result[0]
+
+    return (app, thread), run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", nargs="?", type=Path, default=demo_model_dir())
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=200)
+    args = parser.parse_args()
+    model_dir: Path = args.model_dir
+
+    probe = Engine()
+    probe.load(model_dir, LoadOptions(mtp=False))
+    prompt = probe.render_prompt(PROMPT)
+    probe.unload()
+
+    print(f"model: {model_dir}\ntokens per run: {args.tokens}, rounds: {args.rounds}\n")
+    for mtp in (True, False):
+        label = "MTP n=1" if mtp else "baseline"
+        bare = bare_runner(model_dir, mtp, prompt, args.tokens)
+        engine, through_engine = engine_runner(model_dir, mtp, args.tokens)
+        qt, through_thread = thread_runner(model_dir, mtp, args.tokens)
+        for run in (bare, through_engine, through_thread):  # warm-up
+            run()
+        ratios_engine: list[float] = []
+        ratios_thread: list[float] = []
+        rates: dict[str, list[float]] = {"bare": [], "engine": [], "thread": []}
+        for _ in range(args.rounds):
+            b, e, t = bare(), through_engine(), through_thread()
+            rates["bare"].append(b)
+            rates["engine"].append(e)
+            rates["thread"].append(t)
+            ratios_engine.append(e / b)
+            ratios_thread.append(t / b)
+        print(f"{label}:")
+        for name, values in rates.items():
+            print(
+                f"  {name:<7} median {statistics.median(values):8.1f} tok/s "
+                f"(min {min(values):.1f}, max {max(values):.1f})"
+            )
+        print(f"  engine / bare:        median ratio {statistics.median(ratios_engine):.3f}")
+        print(f"  engine thread / bare: median ratio {statistics.median(ratios_thread):.3f}\n")
+        engine.unload()
+        qt[1].shutdown()
+
+    with tempfile.TemporaryDirectory() as cache:
+        cold_engine = Engine()
+        cold = cold_engine.load(model_dir, LoadOptions(cache_dir=Path(cache))).load_s
+        cold_engine.unload()
+        warm_engine = Engine()
+        warm = warm_engine.load(model_dir, LoadOptions(cache_dir=Path(cache))).load_s
+        warm_engine.unload()
+    print(f"load time (MTP): cold {cold:.2f} s, with compile cache {warm:.2f} s\n")
+
+    process = psutil.Process()
+    gc.collect()
+    engine = Engine()
+    engine.load(model_dir)
+    engine.generate(PROMPT, GenerationSettings(max_new_tokens=20)).run_to_end()
+    engine.unload()
+    gc.collect()
+    before = process.memory_info().rss
+    for _ in range(10):
+        engine.load(model_dir)
+        engine.generate(PROMPT, GenerationSettings(max_new_tokens=20)).run_to_end()
+        engine.unload()
+        gc.collect()
+    after = process.memory_info().rss
+    print(
+        f"RSS across 10 load/generate/unload cycles: {before / 2**20:.1f} MiB -> "
+        f"{after / 2**20:.1f} MiB ({(after - before) / 2**20:+.1f} MiB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
