@@ -9,10 +9,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from qwen_mtp_desktop import APP_ID, __version__
-from qwen_mtp_desktop.commands import EXIT_FAILED, CommandError, demo_model, doctor, generate
+from qwen_mtp_desktop.commands import (
+    EXIT_FAILED,
+    CommandError,
+    demo_model,
+    doctor,
+    generate,
+    models,
+)
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, demo_model)
+COMMAND_MODULES = (doctor, generate, models, demo_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

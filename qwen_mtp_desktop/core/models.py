@@ -17,7 +17,7 @@ DEMO_MODEL_NOTE = (
 def is_demo_model(model_dir: Path) -> bool:
     try:
         return model_dir.resolve() == demo_model_dir().resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python 3.11
         return False
 
 

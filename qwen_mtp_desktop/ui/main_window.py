@@ -23,6 +23,7 @@ from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_m
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.models_panel import ModelsPanel
 from qwen_mtp_desktop.ui.placeholder import PlaceholderPanel
 from qwen_mtp_desktop.ui.style import is_dark
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
@@ -101,12 +102,14 @@ class MainWindow(QMainWindow):
             self.chat.export_requested.connect(lambda: self.show_panel("Export"))
             self.io_runner.submit(_device_names, self.chat.set_devices)
             return self.chat
+        if name == "Models":
+            self.models = ModelsPanel(self._store, self._paths)
+            self.models.open_in_chat.connect(self._open_in_chat)
+            self.models.models_changed.connect(self.chat.set_models)
+            self.models.reexport_requested.connect(lambda _path: self.show_panel("Export"))
+            self.models.validate_requested.connect(lambda _path: self.show_panel("Benchmark"))
+            return self.models
         texts = {
-            "Models": (
-                "Models",
-                "The model manager arrives here: your local OpenVINO model folders, what each "
-                "holds, precision, size, memory fit and plain-language diagnostics.",
-            ),
             "Export": (
                 "Export",
                 "The export wizard arrives here: turn a Hugging Face Qwen3.5 checkpoint into an "
@@ -134,8 +137,13 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1280, 800)
 
+    def _open_in_chat(self, model_dir: Path) -> None:
+        self.chat.use_model(model_dir)
+        self.show_panel("Chat")
+
     def shutdown(self) -> None:
         """Stop generating, write what is pending, stop every worker thread."""
+        self.models.shutdown()
         self.chat.shutdown()
         self.store_runner.shutdown()
         self.io_runner.shutdown()

@@ -1,0 +1,748 @@
+"""The selected model's details: overview, components, MTP head, memory fit, integrity and
+diagnostics, with the actions on top. Only renders a `ModelReport`; the panel does the work."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from html import escape
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.ir import format_shares
+from qwen_mtp_desktop.core.library import MANIFEST_NAME, ComponentReport, Diagnostic, ModelReport
+from qwen_mtp_desktop.core.model_library import (
+    CONTEXT_CHOICES,
+    VERDICT_LABELS,
+    LibraryEntry,
+    format_bytes,
+    kind_text,
+    parts_text,
+)
+from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, VERDICT_STATUS, status_pixmap
+
+_SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
+FORM_LABEL_WIDTH = 190
+
+
+def _label(text: str = "", name: str = "", *, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    if name:
+        label.setObjectName(name)
+    label.setWordWrap(wrap)
+    label.setTextInteractionFlags(_SELECTABLE)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
+
+
+def _muted_color(palette: QPalette) -> str:
+    """Text colour halfway to the background, as a solid "#rrggbb" for rich text.
+
+    (PlaceholderText is the text colour with alpha, which rich text would draw opaque.)
+    """
+    text = palette.color(QPalette.ColorRole.WindowText)
+    back = palette.color(QPalette.ColorRole.Window)
+    mix = [
+        round(0.55 * a + 0.45 * b)
+        for a, b in (
+            (text.red(), back.red()),
+            (text.green(), back.green()),
+            (text.blue(), back.blue()),
+        )
+    ]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+def _repolish(widget: QWidget) -> None:
+    """Re-apply the stylesheet after a dynamic property changed."""
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+
+
+class DiagnosticRow(QFrame):
+    """One finding: severity icon, code and severity, the message, and the fix."""
+
+    def __init__(self, diagnostic: Diagnostic, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.diagnostic = diagnostic
+        self.setObjectName("diagnosticRow")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.setSpacing(10)
+        icon = QLabel()
+        icon.setPixmap(status_pixmap(diagnostic.severity, 18))
+        icon.setFixedSize(18, 18)
+        icon.setToolTip(SEVERITY_WORDS[diagnostic.severity])
+        layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
+        text = QVBoxLayout()
+        text.setSpacing(2)
+        self.code_label = _label(
+            f"{diagnostic.code}  ·  {SEVERITY_WORDS[diagnostic.severity]}", "diagnosticCode"
+        )
+        self.message_label = _label(diagnostic.message)
+        text.addWidget(self.code_label)
+        text.addWidget(self.message_label)
+        self.fix_label: QLabel | None = None
+        if diagnostic.fix:
+            self.fix_label = _label(f"Fix: {diagnostic.fix}", "diagnosticFix")
+            text.addWidget(self.fix_label)
+        layout.addLayout(text, 1)
+
+    @property
+    def code(self) -> str:
+        return self.diagnostic.code
+
+
+class _Form(QWidget):
+    """Label / value rows whose values can be replaced."""
+
+    def __init__(self, names: Sequence[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(16)
+        grid.setVerticalSpacing(6)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnMinimumWidth(0, FORM_LABEL_WIDTH)  # every form's values line up
+        self.values: dict[str, QLabel] = {}
+        for row, name in enumerate(names):
+            key = _label(name, "formLabel", wrap=False)
+            value = _label()
+            grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
+            grid.addWidget(value, row, 1)
+            self.values[name] = value
+
+    def set(self, name: str, text: str, tooltip: str = "") -> None:
+        self.values[name].setText(text)
+        self.values[name].setToolTip(tooltip)
+
+
+def _clear(layout: QVBoxLayout | QGridLayout) -> None:
+    while layout.count():
+        item = layout.takeAt(0)
+        widget = item.widget() if item is not None else None
+        if widget is not None:
+            widget.hide()  # deleteLater leaves it painted until the next event-loop turn
+            widget.deleteLater()
+
+
+_VERSION_ORDER = ("optimum-intel", "openvino", "openvino-tokenizers", "nncf", "transformers")
+
+
+def _version_order(item: tuple[str, str]) -> tuple[int, str]:
+    name = item[0]
+    return (_VERSION_ORDER.index(name) if name in _VERSION_ORDER else len(_VERSION_ORDER), name)
+
+
+def component_status(component: ComponentReport) -> str:
+    """The icon for a component row: ok, error, warning, or pending (optional and absent)."""
+    critical = component.use == "chat" and component.key != "mtp"
+    if not component.xml_present and not component.bin_present:
+        if component.key == "mtp":
+            return "warning"
+        return "error" if critical else "pending"
+    if component.readable:
+        return "ok"
+    return "error" if critical else "warning"
+
+
+class ModelDetails(QStackedWidget):
+    """The selected model in a scrolling page, or a hint when nothing is selected.
+
+    Signals:
+    context_length_changed(int): the user chose another context length for the estimate.
+    verify_cancel_requested(): the user cancelled the running checksum check.
+    """
+
+    context_length_changed = Signal(int)
+    verify_cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.empty_label = QLabel("Select a model to see what it holds.")
+        self.empty_label.setObjectName("panelBody")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setContentsMargins(48, 0, 48, 0)
+        self.addWidget(self.empty_label)
+        # The content is the scroll area's own widget: a stack in between would lose the
+        # height-for-width of the wrapped labels, and sections would overlap after a switch.
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.content = QWidget()
+        self.scroll_area.setWidget(self.content)
+        self.addWidget(self.scroll_area)
+        self._entry: LibraryEntry | None = None
+        self._build()
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        outer = QVBoxLayout(self.content)
+        outer.setContentsMargins(28, 22, 28, 28)
+        outer.setSpacing(10)
+
+        header = QHBoxLayout()
+        header.setSpacing(10)
+        self.title_label = _label("", "modelTitle", wrap=False)
+        self.default_badge = QLabel("Default")
+        self.default_badge.setObjectName("defaultBadge")
+        self.default_badge.setMinimumHeight(22)
+        self.default_badge.setToolTip("The app opens this model at start")
+        header.addWidget(self.title_label)
+        header.addWidget(self.default_badge, 0, Qt.AlignmentFlag.AlignVCenter)
+        header.addStretch(1)
+        outer.addLayout(header)
+        self.path_label = _label("", "muted")
+        outer.addWidget(self.path_label)
+        # The worst finding, up top: the full list is at the bottom of a long page.
+        self.summary = QWidget()
+        summary = QHBoxLayout(self.summary)
+        summary.setContentsMargins(0, 2, 0, 2)
+        summary.setSpacing(8)
+        self.summary_icon = QLabel()
+        self.summary_icon.setFixedSize(18, 18)
+        self.summary_label = _label()
+        summary.addWidget(self.summary_icon, 0, Qt.AlignmentFlag.AlignTop)
+        summary.addWidget(self.summary_label, 1)
+        outer.addWidget(self.summary)
+        outer.addSpacing(4)
+
+        self.open_button = QPushButton("Open in chat")
+        self.open_button.setObjectName("primaryAction")
+        self.default_button = QPushButton("Set as default")
+        self.validate_button = QPushButton("Validate MTP")
+        self.validate_button.setToolTip(
+            "Check that MTP decoding gives the same answers as plain decoding, and measure it"
+        )
+        self.verify_button = QPushButton("Verify integrity")
+        self.verify_button.setToolTip("Check every file against the SHA-256 sums of the export")
+        self.reveal_button = QPushButton("Show in file manager")
+        self.reexport_button = QPushButton("Re-export / compress…")
+        self.reexport_button.setToolTip(
+            "Export the source checkpoint again, e.g. with another weight format"
+        )
+        self.remove_button = QPushButton("Remove from library")
+        self.remove_button.setToolTip("Take it off this list; the files stay where they are")
+        self.delete_button = QPushButton("Delete from disk…")
+        self.delete_button.setObjectName("dangerAction")
+        for row in (
+            (self.open_button, self.default_button, self.validate_button, self.verify_button),
+            (self.reveal_button, self.reexport_button, self.remove_button, self.delete_button),
+        ):
+            line = QHBoxLayout()
+            line.setSpacing(8)
+            for button in row:
+                line.addWidget(button)
+            line.addStretch(1)
+            outer.addLayout(line)
+
+        self.overview = _Form(
+            [
+                "Kind",
+                "Parts",
+                "Source",
+                "Revision",
+                "Exported with",
+                "Size on disk",
+                "Chat template",
+            ]
+        )
+        outer.addLayout(self._section("Overview", self.overview))
+
+        self.component_table = QTableWidget(0, 5)
+        self.component_table.setObjectName("componentTable")
+        self.component_table.setHorizontalHeaderLabels(
+            ["Component", "Use", ".xml", ".bin", "Weight precision"]
+        )
+        self._setup_table(self.component_table, stretch=4, right=(2, 3))
+        outer.addLayout(self._section("Components", self.component_table))
+
+        self.mtp_form = _Form(["Present", "Size", "Precision", "Compressed like the model"])
+        outer.addLayout(self._section("MTP head", self.mtp_form))
+
+        outer.addLayout(self._section("Memory", self._build_memory()))
+
+        integrity = QWidget()
+        box = QVBoxLayout(integrity)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(6)
+        self.integrity_label = _label()
+        box.addWidget(self.integrity_label)
+        progress_row = QHBoxLayout()
+        self.verify_progress = QProgressBar()
+        self.verify_progress.setRange(0, 1000)
+        self.verify_progress.setTextVisible(True)
+        self.verify_cancel_button = QPushButton("Cancel")
+        self.verify_cancel_button.clicked.connect(self.verify_cancel_requested)
+        progress_row.addWidget(self.verify_progress, 1)
+        progress_row.addWidget(self.verify_cancel_button)
+        self.verify_row = QWidget()
+        self.verify_row.setLayout(progress_row)
+        progress_row.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.verify_row)
+        self.integrity_box = QVBoxLayout()
+        self.integrity_box.setSpacing(2)
+        box.addLayout(self.integrity_box)
+        outer.addLayout(self._section("Integrity", integrity))
+
+        diagnostics = QWidget()
+        self.diagnostics_box = QVBoxLayout(diagnostics)
+        self.diagnostics_box.setContentsMargins(0, 0, 0, 0)
+        self.diagnostics_box.setSpacing(6)
+        outer.addLayout(self._section("Diagnostics", diagnostics))
+        outer.addStretch(1)
+        self.diagnostic_rows: list[DiagnosticRow] = []
+        self.integrity_rows: list[DiagnosticRow] = []
+
+    def _build_memory(self) -> QWidget:
+        memory = QWidget()
+        box = QVBoxLayout(memory)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(8)
+        controls = QHBoxLayout()
+        controls.setSpacing(8)
+        controls.addWidget(_label("Context length", "formLabel", wrap=False))
+        self.context_combo = QComboBox()
+        for tokens in CONTEXT_CHOICES:
+            self.context_combo.addItem(f"{tokens:,} tokens", tokens)
+        self.context_combo.currentIndexChanged.connect(self._on_context_changed)
+        controls.addWidget(self.context_combo)
+        controls.addSpacing(12)
+        self.kv_label = _label("", "formLabel", wrap=False)
+        controls.addWidget(self.kv_label)
+        controls.addStretch(1)
+        box.addLayout(controls)
+
+        need = QHBoxLayout()
+        need.setSpacing(10)
+        self.memory_need_label = _label("", "memoryNeed", wrap=False)
+        self.verdict_label = QLabel()
+        self.verdict_label.setObjectName("verdictBadge")
+        self.verdict_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.verdict_label.setMinimumHeight(22)
+        need.addWidget(self.memory_need_label)
+        need.addWidget(self.verdict_label, 0, Qt.AlignmentFlag.AlignVCenter)
+        need.addStretch(1)
+        box.addLayout(need)
+        self.memory_available_label = _label("", "muted")
+        box.addWidget(self.memory_available_label)
+
+        self.arithmetic_button = QToolButton()
+        self.arithmetic_button.setObjectName("arithmeticToggle")
+        self.arithmetic_button.setCheckable(True)
+        self.arithmetic_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.arithmetic_button.setArrowType(Qt.ArrowType.RightArrow)
+        self.arithmetic_button.setText("Show the arithmetic")
+        self.arithmetic_button.setAutoRaise(True)
+        self.arithmetic_button.toggled.connect(self._on_arithmetic_toggled)
+        box.addWidget(self.arithmetic_button, 0, Qt.AlignmentFlag.AlignLeft)
+        # One rich-text label, not a grid of widgets: it re-flows reliably when replaced.
+        self.arithmetic = QLabel()
+        self.arithmetic.setObjectName("memoryArithmetic")
+        self.arithmetic.setTextFormat(Qt.TextFormat.RichText)
+        self.arithmetic.setWordWrap(True)
+        self.arithmetic.setTextInteractionFlags(_SELECTABLE)
+        self.arithmetic.setContentsMargins(20, 0, 0, 0)
+        self.arithmetic.setVisible(False)
+        box.addWidget(self.arithmetic)
+        self.memory_notes = _label("", "muted")
+        box.addWidget(self.memory_notes)
+        return memory
+
+    def _section(self, title: str, body: QWidget) -> QVBoxLayout:
+        box = QVBoxLayout()
+        box.setSpacing(8)
+        box.setContentsMargins(0, 14, 0, 0)
+        rule = QFrame()
+        rule.setObjectName("sectionRule")
+        rule.setFrameShape(QFrame.Shape.HLine)
+        rule.setFrameShadow(QFrame.Shadow.Plain)
+        heading = QLabel(title)
+        heading.setObjectName("sectionTitle")
+        box.addWidget(rule)
+        box.addWidget(heading)
+        box.addWidget(body)
+        return box
+
+    @staticmethod
+    def _setup_table(table: QTableWidget, *, stretch: int, right: Sequence[int] = ()) -> None:
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        table.setShowGrid(False)
+        table.setAlternatingRowColors(True)
+        table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        header = table.horizontalHeader()
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        for column in range(table.columnCount()):
+            mode = (
+                QHeaderView.ResizeMode.Stretch
+                if column == stretch
+                else QHeaderView.ResizeMode.ResizeToContents
+            )
+            header.setSectionResizeMode(column, mode)
+        for column in right:
+            item = table.horizontalHeaderItem(column)
+            if item is not None:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    @staticmethod
+    def _fit_height(table: QTableWidget) -> None:
+        """Show every row: the table never scrolls inside the scrolling page."""
+        table.resizeRowsToContents()
+        height = table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth()
+        height += sum(table.rowHeight(row) for row in range(table.rowCount()))
+        table.setFixedHeight(height + 2)
+
+    # --- content ---------------------------------------------------------------------------
+
+    @property
+    def entry(self) -> LibraryEntry | None:
+        return self._entry
+
+    @property
+    def context_length(self) -> int:
+        return int(self.context_combo.currentData())
+
+    def set_context_length(self, tokens: int) -> None:
+        index = self.context_combo.findData(tokens)
+        if index < 0:
+            self.context_combo.addItem(f"{tokens:,} tokens", tokens)
+            index = self.context_combo.count() - 1
+        self.context_combo.blockSignals(True)
+        self.context_combo.setCurrentIndex(index)
+        self.context_combo.blockSignals(False)
+
+    def show_empty(self, text: str) -> None:
+        self._entry = None
+        self.empty_label.setText(text)
+        self.setCurrentWidget(self.empty_label)
+
+    def show_model(
+        self,
+        entry: LibraryEntry,
+        report: ModelReport | None,
+        *,
+        is_default: bool,
+        verify_findings: Sequence[Diagnostic] | None = None,
+        verifying: bool = False,
+    ) -> None:
+        """Render `entry`; `report` None means it is still being inspected."""
+        if self._entry is None or self._entry.path != entry.path:
+            self.scroll_area.verticalScrollBar().setValue(0)  # another model starts at the top
+        self._entry = entry
+        self.setCurrentWidget(self.scroll_area)
+        self.title_label.setText(entry.name)
+        self.default_badge.setVisible(is_default)
+        where = {"demo": "bundled with the app", "managed": "in the app's model folder"}.get(
+            entry.origin, f"in {entry.root}" if entry.root is not None else ""
+        )
+        self.path_label.setText(str(entry.path))
+        self.path_label.setToolTip(f"Found {where}" if where else "")
+        self._set_actions(entry, report, is_default=is_default, verifying=verifying)
+        if report is None:
+            self.overview.set("Kind", "inspecting…")
+            for name in ("Parts", "Source", "Revision", "Exported with", "Size on disk"):
+                self.overview.set(name, "")
+            self.overview.set("Chat template", "")
+            self.component_table.setRowCount(0)
+            self._fit_height(self.component_table)
+            self._show_diagnostics([])
+            self.summary.setVisible(False)
+            return
+        self._show_overview(report)
+        self._show_components(report)
+        self._show_mtp(report)
+        self._show_memory(report)
+        self._show_integrity(report, verify_findings, verifying)
+        self._show_diagnostics(report.diagnostics)
+        self._show_summary(report, verify_findings or [])
+
+    def _set_actions(
+        self,
+        entry: LibraryEntry,
+        report: ModelReport | None,
+        *,
+        is_default: bool,
+        verifying: bool,
+    ) -> None:
+        usable = report is not None and report.usable_for_chat
+        reason = "" if usable else "This model has errors (see Diagnostics) and cannot be opened."
+        if report is None:
+            reason = "The model is still being inspected."
+        self.open_button.setEnabled(usable)
+        self.open_button.setToolTip(reason or "Start chatting with this model")
+        self.default_button.setEnabled(usable and not is_default)
+        self.default_button.setToolTip(
+            "Already the default model"
+            if is_default
+            else reason or "Open this model when the app starts"
+        )
+        mtp_usable = report is not None and report.mtp_usable
+        self.validate_button.setEnabled(mtp_usable)
+        self.verify_button.setEnabled(report is not None and not verifying)
+        self.reexport_button.setEnabled(report is not None)
+        self.remove_button.setEnabled(not entry.is_demo)
+        self.delete_button.setEnabled(not entry.is_demo and report is not None)
+        demo = "The demo model is part of the app."
+        self.remove_button.setToolTip(
+            demo if entry.is_demo else "Take it off this list; the files stay where they are"
+        )
+        self.delete_button.setToolTip(
+            demo if entry.is_demo else "Delete this model folder and every file in it"
+        )
+
+    def _show_overview(self, report: ModelReport) -> None:
+        model_type = f" · model_type {report.model_type}" if report.model_type else ""
+        self.overview.set("Kind", kind_text(report) + model_type, ", ".join(report.architectures))
+        self.overview.set("Parts", parts_text(report))
+        source = report.source
+        origin = {
+            "manifest": "from the export record",
+            "config": "from config.json",
+            "openvino_config": "from openvino_config.json",
+        }.get(source.origin or "", "")
+        self.overview.set("Source", source.model_id or "unknown", origin)
+        self.overview.set("Revision", source.revision or "not recorded")
+        # Short versions ("2026.4.1", not the build string); the full ones in the tooltip.
+        short = " · ".join(
+            f"{name} {re.split(r'[-+ ]', version, maxsplit=1)[0]}"
+            for name, version in sorted(report.versions.items(), key=_version_order)
+        )
+        full = "\n".join(f"{name} {version}" for name, version in report.versions.items())
+        self.overview.set("Exported with", short or "unknown", full)
+        self.overview.set(
+            "Size on disk", format_bytes(report.total_bytes), f"{report.total_bytes:,} bytes"
+        )
+        self.overview.set("Chat template", "yes" if report.chat_template else "no")
+
+    def _show_components(self, report: ModelReport) -> None:
+        table = self.component_table
+        rows = [c for c in report.components if c.use != "other" or c.xml_present]
+        table.setRowCount(len(rows))
+        uses = {"chat": "chat", "image": "images", "other": "not loaded"}
+        for row, component in enumerate(rows):
+            status = component_status(component)
+            name = QTableWidgetItem(component.label)
+            name.setIcon(status_pixmap(status, 14))
+            problems = [component.error] if component.error else []
+            problems += [issue.message for issue in component.issues]
+            tip = f"{component.stem}.xml / .bin"
+            if problems:
+                tip += "\n" + "\n".join(p for p in problems if p)
+            name.setToolTip(tip)
+            cells = [name, QTableWidgetItem(uses[component.use])]
+            absent = not component.xml_present and not component.bin_present
+            for present, size in (
+                (component.xml_present, component.xml_bytes),
+                (component.bin_present, component.bin_bytes),
+            ):
+                item = QTableWidgetItem(format_bytes(size) if present else "—")
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(f"{size:,} bytes" if present else "missing")
+                cells.append(item)
+            if absent:
+                precision = "not in this export"
+            elif not component.xml_present:
+                precision = "unknown (.xml missing)"
+            elif component.error:
+                precision = "unreadable"
+            elif component.precision_shares:
+                # One share per line: "INT4 asym g16 (78 %)" over "INT8 asym (22 %)".
+                precision = "\n".join(format_shares([s]) for s in component.precision_shares)
+            else:
+                precision = "no weights (tables only)"
+            detail = QTableWidgetItem(precision)
+            detail.setToolTip(component.precision or precision)
+            cells.append(detail)
+            for column, item in enumerate(cells):
+                table.setItem(row, column, item)
+        self._fit_height(table)
+
+    def _show_mtp(self, report: ModelReport) -> None:
+        mtp = report.mtp
+        component = report.component("mtp")
+        if mtp.present:
+            self.mtp_form.set("Present", "yes: MTP speculative decoding is available")
+        elif component is not None and (component.xml_present or component.bin_present):
+            self.mtp_form.set("Present", "damaged: chat works without the speed-up")
+        else:
+            self.mtp_form.set("Present", "no: chat works without the speed-up")
+        self.mtp_form.set("Size", format_bytes(mtp.bytes) if mtp.bytes else "—")
+        self.mtp_form.set("Precision", mtp.precision or "—")
+        like = {
+            True: f"yes (both {mtp.main_precision})",
+            False: f"no: MTP head {mtp.dominant_precision}, language model {mtp.main_precision}",
+            None: "unknown",
+        }[mtp.compressed_like_main]
+        self.mtp_form.set("Compressed like the model", like if mtp.present else "—")
+
+    def _show_memory(self, report: ModelReport) -> None:
+        memory = report.memory
+        if memory is None:
+            self.memory_need_label.setText("No estimate: this folder holds no usable model.")
+            self.verdict_label.setVisible(False)
+            self.memory_available_label.setText("")
+            self.memory_notes.setText("")
+            self.kv_label.setText("")
+            return
+        self.set_context_length(memory.context_length)
+        self.kv_label.setText(f"KV cache precision: {memory.kv_precision}")
+        self.memory_need_label.setText(f"Needs about {format_bytes(memory.total_bytes)}")
+        verdict = VERDICT_LABELS[memory.verdict]
+        self.verdict_label.setText(verdict)
+        self.verdict_label.setProperty("status", VERDICT_STATUS[memory.verdict])
+        self.verdict_label.setVisible(True)
+        _repolish(self.verdict_label)
+        if memory.available_bytes is not None and memory.fraction is not None:
+            share = "<1 %" if memory.fraction < 0.005 else f"{memory.fraction:.0%}"
+            available = (
+                f"{format_bytes(memory.available_bytes)} of RAM is free now; the model would "
+                f"use {share} of it (tight above 70 %)."
+            )
+        else:
+            available = "Free RAM is unknown on this system."
+        self.memory_available_label.setText(available)
+        muted = _muted_color(self.palette())
+        rows = []
+        tip_lines = []
+        for term in memory.terms:
+            rows.append(
+                f"<tr><td>{escape(term.label)}<br>"
+                f'<font color="{muted}">{escape(term.formula)}</font></td>'
+                f'<td width="80" align="right" valign="top">{format_bytes(term.bytes)}</td></tr>'
+            )
+            tip_lines.append(f"{term.label}: {format_bytes(term.bytes)}\n    {term.formula}")
+        rows.append(
+            f'<tr><td><b>Total</b></td><td align="right"><b>'
+            f"{format_bytes(memory.total_bytes)}</b></td></tr>"
+        )
+        self.arithmetic.setText(
+            f'<table width="100%" cellspacing="0" cellpadding="3">{"".join(rows)}</table>'
+        )
+        tip_lines.append(f"Total: {format_bytes(memory.total_bytes)}")
+        tooltip = "\n".join(tip_lines)
+        self.memory_need_label.setToolTip(tooltip)
+        self.verdict_label.setToolTip(tooltip)
+        self.memory_notes.setText("\n".join(f"• {note}" for note in memory.notes))
+
+    def _show_integrity(
+        self,
+        report: ModelReport,
+        findings: Sequence[Diagnostic] | None,
+        verifying: bool,
+    ) -> None:
+        manifest = report.manifest
+        if manifest is not None and manifest.files:
+            count = len(manifest.files)
+            text = (
+                f"The export record ({MANIFEST_NAME}) holds SHA-256 sums for {count} "
+                f"file{'s' if count != 1 else ''}."
+            )
+        elif "MANIFEST_INVALID" in report.codes():
+            text = "The export record is damaged, so the files cannot be verified."
+        else:
+            text = (
+                "No export record with checksums: exports made outside the app have none, so "
+                "only the structure checks below apply."
+            )
+        if findings is None and not verifying:
+            text += " Not verified in this session."
+        self.integrity_label.setText(text)
+        self.verify_row.setVisible(verifying)
+        if verifying:
+            self.verify_progress.setValue(0)
+            self.verify_progress.setFormat("Verifying… %p %")
+        for row in self.integrity_rows:
+            row.hide()
+            row.deleteLater()
+        self.integrity_rows = []
+        for diagnostic in findings or []:
+            row = DiagnosticRow(diagnostic)
+            self.integrity_box.addWidget(row)
+            self.integrity_rows.append(row)
+
+    def set_verify_progress(self, done: int, total: int) -> None:
+        self.verify_row.setVisible(True)
+        self.verify_progress.setValue(1000 * done // total if total else 0)
+        self.verify_progress.setFormat(
+            f"Verifying… %p %  ({format_bytes(done)} of {format_bytes(total)})"
+        )
+
+    def _show_summary(self, report: ModelReport, findings: Sequence[Diagnostic]) -> None:
+        problems = [d for d in [*report.diagnostics, *findings] if d.severity != "info"]
+        errors = [d for d in problems if d.severity == "error"]
+        self.summary.setVisible(bool(problems))
+        if not problems:
+            return
+        self.summary_icon.setPixmap(status_pixmap("error" if errors else "warning", 18))
+        if errors:
+            more = f" (and {len(problems) - 1} more, see Diagnostics)" if len(problems) > 1 else ""
+            first = errors[0].message.rstrip(".") if more else errors[0].message
+            text = f"Cannot be used for chat: {first}{more}"
+        else:
+            count = len(problems)
+            text = f"{count} warning{'s' if count > 1 else ''}: {problems[0].message}" + (
+                " (see Diagnostics)" if count > 1 else ""
+            )
+        self.summary_label.setText(text)
+
+    def _show_diagnostics(self, diagnostics: Sequence[Diagnostic]) -> None:
+        _clear(self.diagnostics_box)
+        self.diagnostic_rows = []
+        if not diagnostics:
+            ok = QWidget()
+            line = QHBoxLayout(ok)
+            line.setContentsMargins(0, 0, 0, 0)
+            line.setSpacing(10)
+            icon = QLabel()
+            icon.setPixmap(status_pixmap("ok", 18))
+            line.addWidget(icon)
+            line.addWidget(_label("No problems found.", wrap=False))
+            line.addStretch(1)
+            self.diagnostics_box.addWidget(ok)
+            return
+        order = {"error": 0, "warning": 1, "info": 2}
+        for diagnostic in sorted(diagnostics, key=lambda d: order[d.severity]):
+            row = DiagnosticRow(diagnostic)
+            self.diagnostics_box.addWidget(row)
+            self.diagnostic_rows.append(row)
+
+    # --- slots -----------------------------------------------------------------------------
+
+    def _on_context_changed(self, _index: int) -> None:
+        self.context_length_changed.emit(self.context_length)
+
+    def _on_arithmetic_toggled(self, shown: bool) -> None:
+        self.arithmetic.setVisible(shown)
+        self.arithmetic_button.setArrowType(
+            Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow
+        )
+        self.arithmetic_button.setText("Hide the arithmetic" if shown else "Show the arithmetic")
