@@ -65,7 +65,8 @@ class Heartbeat:
     def summary(self) -> str:
         gaps = sorted(self.gaps)
         p99 = gaps[int(len(gaps) * 0.99) - 1] if gaps else 0
-        return f"heartbeat p50 {statistics.median(gaps):.0f} ms, p99 {p99:.0f} ms, max {gaps[-1]:.0f} ms"
+        median = statistics.median(gaps)
+        return f"heartbeat p50 {median:.0f} ms, p99 {p99:.0f} ms, max {gaps[-1]:.0f} ms"
 
 
 class SyntheticSource(QObject):
