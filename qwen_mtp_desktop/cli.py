@@ -14,12 +14,13 @@ from qwen_mtp_desktop.commands import (
     CommandError,
     demo_model,
     doctor,
+    export,
     generate,
     models,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, models, demo_model)
+COMMAND_MODULES = (doctor, generate, models, export, demo_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

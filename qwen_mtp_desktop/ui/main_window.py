@@ -23,6 +23,7 @@ from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_m
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.export_panel import ExportPanel
 from qwen_mtp_desktop.ui.models_panel import ModelsPanel
 from qwen_mtp_desktop.ui.placeholder import PlaceholderPanel
 from qwen_mtp_desktop.ui.style import is_dark
@@ -106,9 +107,15 @@ class MainWindow(QMainWindow):
             self.models = ModelsPanel(self._store, self._paths)
             self.models.open_in_chat.connect(self._open_in_chat)
             self.models.models_changed.connect(self.chat.set_models)
-            self.models.reexport_requested.connect(lambda _path: self.show_panel("Export"))
             self.models.validate_requested.connect(lambda _path: self.show_panel("Benchmark"))
             return self.models
+        if name == "Export":
+            self.export_panel = ExportPanel(self.io_runner, self._paths.models_dir)
+            self.export_panel.open_in_chat.connect(self._open_in_chat)
+            self.export_panel.show_in_models.connect(lambda _path: self.show_panel("Models"))
+            self.export_panel.model_exported.connect(lambda _path: self.models.rescan())
+            self.models.reexport_requested.connect(self._reexport)
+            return self.export_panel
         texts = {
             "Export": (
                 "Export",
@@ -137,6 +144,10 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1280, 800)
 
+    def _reexport(self, model_dir: Path) -> None:
+        self.export_panel.prefill_from_model(model_dir)
+        self.show_panel("Export")
+
     def _open_in_chat(self, model_dir: Path) -> None:
         self.chat.use_model(model_dir)
         self.show_panel("Chat")
@@ -145,11 +156,15 @@ class MainWindow(QMainWindow):
         """Stop generating, write what is pending, stop every worker thread."""
         self.models.shutdown()
         self.chat.shutdown()
+        self.export_panel.shutdown()
         self.store_runner.shutdown()
         self.io_runner.shutdown()
         self.engine.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        if not self.export_panel.confirm_quit():  # an export is running: the user decides
+            event.ignore()
+            return
         self.shutdown()
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         self._store.settings.ui_state["main_window_geometry"] = geometry

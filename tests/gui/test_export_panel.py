@@ -1,0 +1,346 @@
+"""The export wizard (offscreen): pages, preflight checklist, toolkit install, real exports.
+
+The real export here is the tiny dense model in INT8 (MTP head INT4), through every page; a
+second test cancels an export and then exports again from the same panel. Screenshots of each
+page go to .cache/screenshots/export_*.png.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.export import ExportOutcome
+from qwen_mtp_desktop.core.preflight import installed_versions
+from qwen_mtp_desktop.ui import export_panel as panel_module
+from qwen_mtp_desktop.ui.export.widgets import ExportDialogs
+from qwen_mtp_desktop.ui.export_panel import ExportPanel, PreflightEnvironment
+from qwen_mtp_desktop.ui.style import stylesheet
+from qwen_mtp_desktop.workers.export_job import InstallOutcome
+from qwen_mtp_desktop.workers.tasks import TaskRunner
+from tests.models import cached_checkpoint
+from tests.unit.test_export_preflight import TENSORS, make_checkpoint
+
+pytestmark = pytest.mark.gui
+
+SIZE = (1000, 700)
+
+
+class Dialogs:
+    def __init__(self) -> None:
+        self.answers: list[bool] = []
+        self.asked: list[str] = []
+        self.folder: Path | None = None
+
+    def confirm(self, _parent: Any, title: str, _text: str, _action: str) -> bool:
+        self.asked.append(title)
+        return self.answers.pop(0) if self.answers else False
+
+    def choose(self, _parent: Any, _title: str, _start: Path) -> Path | None:
+        return self.folder
+
+    def build(self) -> ExportDialogs:
+        return ExportDialogs(choose_folder=self.choose, confirm=self.confirm)
+
+
+@pytest.fixture
+def runner() -> Iterator[TaskRunner]:
+    runner = TaskRunner("test-io")
+    yield runner
+    runner.shutdown()
+
+
+@pytest.fixture
+def dialogs() -> Dialogs:
+    return Dialogs()
+
+
+def make_panel(
+    qtbot: QtBot,
+    runner: TaskRunner,
+    tmp_path: Path,
+    dialogs: Dialogs,
+    *,
+    missing_toolkit: bool = False,
+    free: int | None = None,
+) -> ExportPanel:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    app.setStyleSheet(stylesheet(False))
+
+    def versions() -> dict[str, str | None]:
+        found = installed_versions()
+        if missing_toolkit:
+            found.update({"optimum-intel": None, "torch": None, "nncf": None})
+        return found
+
+    env = PreflightEnvironment(
+        versions=versions,
+        free_bytes=(lambda _p: free) if free is not None else None,
+        memory=lambda: (32 * 1024**3, 64 * 1024**3),
+    )
+    panel = ExportPanel(runner, tmp_path / "models", dialogs=dialogs.build(), environment=env)
+    qtbot.addWidget(panel)
+    panel.resize(*SIZE)
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: runner.pending == 0, timeout=10_000)
+    return panel
+
+
+def shoot(panel: ExportPanel, screenshot_dir: Path, name: str) -> None:
+    QApplication.processEvents()  # let pending layout requests settle, as on screen
+    QApplication.processEvents()
+    path = screenshot_dir / f"export_{name}.png"
+    assert panel.grab().save(str(path))
+    assert QImage(str(path)).width() == SIZE[0]
+
+
+def check(panel: ExportPanel, qtbot: QtBot, source: Path) -> None:
+    panel.folder_edit.setText(str(source))
+    panel.folder_radio.setChecked(True)
+    panel.run_check()
+    qtbot.waitUntil(lambda: panel.check_busy.isHidden(), timeout=30_000)
+
+
+def keys(panel: ExportPanel, status: str) -> list[str]:
+    assert panel.report is not None
+    return [item.key for item in panel.report.items if item.status == status]
+
+
+@pytest.fixture(autouse=True)
+def stop_jobs(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    for widget in QApplication.topLevelWidgets():
+        if isinstance(widget, ExportPanel):
+            widget.shutdown()
+
+
+def test_source_page_offers_the_toolkit_install(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs, missing_toolkit=True)
+    assert panel.pages.currentIndex() == 0
+    assert not panel.trust_check.isChecked(), "trust_remote_code must start off"
+    assert panel.toolkit_banner.isVisible()
+    command = panel.command_label.text()
+    assert command.startswith(f"{sys.executable} -m pip install")
+    assert "optimum-intel==2.2.*" in command
+    assert not panel.check_button.isEnabled()  # no source yet
+    panel.hub_edit.setText("Qwen/Qwen3.5-0.8B")
+    assert panel.check_button.isEnabled()
+    shoot(panel, screenshot_dir, "1_source_toolkit_missing")
+
+
+def test_toolkit_install_shows_pip_progress(
+    qtbot: QtBot,
+    runner: TaskRunner,
+    tmp_path: Path,
+    dialogs: Dialogs,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = (
+        "import time\n"
+        "for line in ['Collecting optimum-intel==2.2.*', 'Downloading torch-2.14.1.whl',"
+        " 'Installing collected packages: torch, optimum-intel',"
+        " 'Successfully installed optimum-intel-2.2.0 torch-2.14.1']:\n"
+        "    print(line, flush=True); time.sleep(0.1)\n"
+    )
+    fake = [sys.executable, "-c", script]
+    monkeypatch.setattr(panel_module, "install_command", lambda **_kw: fake)
+    panel = make_panel(qtbot, runner, tmp_path, dialogs, missing_toolkit=True)
+    finished: list[object] = []
+    panel.jobs.finished.connect(lambda _id, outcome: finished.append(outcome))
+    qtbot.mouseClick(panel.install_button, panel_module.Qt.MouseButton.LeftButton)
+    assert panel.jobs.busy
+    qtbot.waitUntil(lambda: bool(finished), timeout=30_000)
+    outcome = finished[0]
+    assert isinstance(outcome, InstallOutcome) and outcome.succeeded
+    assert "Successfully installed" in panel.install_log.toPlainText()
+    assert panel.install_status.text().startswith("Installed")
+    assert not panel.jobs.busy
+
+
+def test_bad_source_fails_preflight_with_fixes(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    stripped = {k: v for k, v in TENSORS.items() if not k.startswith("mtp.")}
+    source = make_checkpoint(tmp_path / "stripped", tensors=stripped)
+    panel = make_panel(qtbot, runner, tmp_path, dialogs, free=1000)
+    check(panel, qtbot, source)
+    assert panel.pages.currentIndex() == 1
+    assert set(keys(panel, "fail")) == {"mtp_tensors", "disk"}
+    assert not panel.options_button.isEnabled()
+    assert "2 problems" in panel.check_summary.text()
+    first = panel.checklist.rows[0]
+    assert first.status == "fail" and first.fix_label.text()
+    shoot(panel, screenshot_dir, "2_check_failed")
+
+
+def test_good_source_passes_and_options_explain_the_choices(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    assert keys(panel, "fail") == []
+    assert panel.options_button.isEnabled()
+    shoot(panel, screenshot_dir, "2_check_passed")
+    panel.show_page(2)
+    panel.format_radios["int8"].setChecked(True)
+    panel.mtp_combo.setCurrentIndex(panel.mtp_combo.findData("int4"))
+    options = panel.current_options()
+    assert (options.weight_format, options.mtp_weight_format) == ("int8", "int4")
+    assert options.group_size_fallback == "ignore"  # INT4 head: RoPE-safe default
+    assert "RoPE" in panel.mtp_text.text()
+    assert panel.dest_edit.text().endswith("ckpt-v1-dense-t0-s0-int8-mtp-int4")
+    assert "Estimated model size" in panel.options_estimate.text()
+    shoot(panel, screenshot_dir, "3_options")
+
+
+def test_existing_destination_asks_before_replacing(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    panel.show_page(2)
+    taken = Path(panel.dest_edit.text())
+    taken.mkdir(parents=True)
+    (taken / "old").write_text("keep me")
+    dialogs.answers = [False]
+    panel.start_export()
+    assert dialogs.asked == ["Replace the existing folder?"]
+    assert not panel.jobs.busy
+    assert (taken / "old").read_text() == "keep me"
+
+
+def test_confirm_quit_while_busy(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    assert panel.confirm_quit()  # idle: no question
+    busy: list[bool] = []
+    panel.jobs.busy_changed.connect(busy.append)
+    from qwen_mtp_desktop.workers.export_job import InstallRequest
+
+    panel.jobs.submit_install(InstallRequest((sys.executable, "-c", "import time; time.sleep(60)")))
+    assert panel.jobs.busy and busy == [True]
+    dialogs.answers = [False, True]
+    assert not panel.confirm_quit()
+    assert panel.confirm_quit()
+    qtbot.waitUntil(lambda: not panel.jobs.busy, timeout=20_000)
+    assert busy == [True, False]
+
+
+def _wait_outcome(qtbot: QtBot, panel: ExportPanel, timeout_s: float = 600) -> ExportOutcome:
+    qtbot.waitUntil(lambda: panel.last_outcome is not None, timeout=int(timeout_s * 1000))
+    assert panel.last_outcome is not None
+    return panel.last_outcome
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_wizard_exports_dense_int8_end_to_end(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    qtbot.mouseClick(panel.options_button, panel_module.Qt.MouseButton.LeftButton)
+    panel.format_radios["int8"].setChecked(True)
+    panel.mtp_combo.setCurrentIndex(panel.mtp_combo.findData("int4"))
+    panel.group_combo.setCurrentIndex(panel.group_combo.findData(16))
+    destination = Path(panel.dest_edit.text())
+    busy: list[bool] = []
+    stages: list[str] = []
+    panel.jobs.busy_changed.connect(busy.append)
+    panel.jobs.progress.connect(lambda _id, event: stages.append(event.stage))
+    qtbot.mouseClick(panel.export_button, panel_module.Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.pages.currentIndex() == 3, timeout=30_000)
+    qtbot.waitUntil(lambda: "converting" in stages, timeout=120_000)
+    # The job keeps running while another page is shown.
+    panel.show_page(0)
+    time.sleep(0.2)
+    panel.show_page(3)
+    shoot(panel, screenshot_dir, "4_running")
+    outcome = _wait_outcome(qtbot, panel)
+    assert outcome.status == "succeeded", outcome.reason()
+    assert outcome.output_dir == destination
+    assert outcome.verification is not None and outcome.verification.ok
+    assert outcome.verification.precisions["mtp"].startswith("INT4")
+    assert outcome.verification.precisions["language_model"].startswith("INT8")
+    assert busy == [True, False]
+    for stage in ("loading", "converting", "compressing", "verifying"):
+        assert stage in stages
+    assert panel.progress.value() == 1000
+    assert 0 < panel.log_view.document().blockCount() <= panel_module.LOG_LINE_CAP
+    assert panel.chat_button.isVisible() and panel.models_button.isVisible()
+    opened: list[Path] = []
+    shown: list[Path] = []
+    panel.open_in_chat.connect(opened.append)
+    panel.show_in_models.connect(shown.append)
+    qtbot.mouseClick(panel.chat_button, panel_module.Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.models_button, panel_module.Qt.MouseButton.LeftButton)
+    assert opened == [destination] and shown == [destination]
+    shoot(panel, screenshot_dir, "5_done")
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_wizard_cancel_then_export_again(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    panel.show_page(2)
+    panel.format_radios["fp16"].setChecked(True)
+    destination = Path(panel.dest_edit.text())
+    stages: list[str] = []
+    panel.jobs.progress.connect(lambda _id, event: stages.append(event.stage))
+    panel.start_export()
+    qtbot.waitUntil(lambda: "converting" in stages, timeout=120_000)
+    qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)
+    outcome = _wait_outcome(qtbot, panel, 60)
+    assert outcome.status == "cancelled"
+    assert panel.result_title.text() == "Cancelled"
+    assert not destination.exists()
+    assert sorted(p.name for p in destination.parent.iterdir()) == []
+    shoot(panel, screenshot_dir, "6_cancelled")
+    # The same panel exports fine afterwards.
+    panel.last_outcome = None
+    stages.clear()
+    panel.show_page(2)
+    panel.start_export()
+    again = _wait_outcome(qtbot, panel)
+    assert again.status == "succeeded", again.reason()
+    assert (destination / "openvino_mtp_model.xml").is_file()
+
+
+def test_queue_runs_jobs_one_at_a_time(qtbot: QtBot) -> None:
+    from qwen_mtp_desktop.workers.export_job import ExportQueue, InstallRequest
+
+    queue = ExportQueue()
+    events: list[tuple[str, int]] = []
+    queue.started.connect(lambda job: events.append(("start", job)))
+    queue.finished.connect(lambda job, _outcome: events.append(("end", job)))
+    sleep = (sys.executable, "-c", "import time; time.sleep(0.5)")
+    first = queue.submit_install(InstallRequest(sleep))
+    second = queue.submit_install(InstallRequest(sleep))
+    third = queue.submit_install(InstallRequest(sleep))
+    queue.cancel(third)  # cancelled while queued: it never starts
+    assert queue.jobs() == [first, second, third]
+    qtbot.waitUntil(lambda: not queue.busy, timeout=30_000)
+    assert events == [
+        ("start", first),
+        ("end", first),
+        ("start", second),
+        ("end", second),
+        ("end", third),
+    ]
+    assert queue.shutdown()
