@@ -12,15 +12,17 @@ from qwen_mtp_desktop import APP_ID, __version__
 from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     CommandError,
+    bench,
     demo_model,
     doctor,
     export,
     generate,
     models,
+    validate,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, models, export, demo_model)
+COMMAND_MODULES = (doctor, generate, models, export, validate, bench, demo_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -117,26 +117,36 @@ class GenerationStats:
 
 
 def speculative_stats(
-    chunk_sizes: Sequence[int], num_assistant_tokens: int, mode: Mode
+    chunk_sizes: Sequence[int],
+    num_assistant_tokens: int,
+    mode: Mode,
+    max_new_tokens: int | None = None,
 ) -> tuple[int, int, list[float]]:
     """(drafted, accepted, acceptance by position) from per-step chunk sizes.
 
-    A decode step that proposes n drafts writes 1 + a tokens, a = drafts accepted (the target
+    A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
     always adds one token of its own). The first write comes from the prefill, which drafts
-    nothing. The final step may be cut short by max_new_tokens or EOS, which only makes the
-    acceptance figure slightly pessimistic.
+    nothing. Near the token budget the runtime drafts only what can still be used:
+    d = min(n, max_new_tokens - generated - 1), so a final step cut short by the budget is not
+    counted as rejected drafts (this matches ContinuousBatchingPipeline's acceptance rate).
     """
-    if mode != "mtp" or num_assistant_tokens <= 0:
+    if mode != "mtp" or num_assistant_tokens <= 0 or not chunk_sizes:
         return 0, 0, []
-    decode_steps = list(chunk_sizes[1:])
     n = num_assistant_tokens
-    accepted_per_step = [min(max(size - 1, 0), n) for size in decode_steps]
-    drafted = n * len(decode_steps)
+    generated = chunk_sizes[0]
+    proposed_per_step: list[int] = []
+    accepted_per_step: list[int] = []
+    for size in chunk_sizes[1:]:
+        proposed = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
+        proposed_per_step.append(proposed)
+        accepted_per_step.append(min(max(size - 1, 0), proposed))
+        generated += size
+    drafted = sum(proposed_per_step)
     accepted = sum(accepted_per_step)
-    by_position = [
-        (sum(1 for a in accepted_per_step if a >= i) / len(decode_steps)) if decode_steps else 0.0
-        for i in range(1, n + 1)
-    ]
+    by_position = []
+    for i in range(1, n + 1):
+        steps = [a for a, d in zip(accepted_per_step, proposed_per_step, strict=True) if d >= i]
+        by_position.append(sum(1 for a in steps if a >= i) / len(steps) if steps else 0.0)
     return drafted, accepted, by_position
 
 
@@ -153,13 +163,16 @@ def build_stats(
     answer_tokens: int,
     finish_reason: FinishReason,
     warnings: Sequence[str] = (),
+    max_new_tokens: int | None = None,
 ) -> GenerationStats:
     """Stats from the per-step record. `chunk_times` are seconds since generate() was called."""
     generated = sum(chunk_sizes)
     ttft = chunk_times[0] if chunk_times else 0.0
     decode_time = chunk_times[-1] - chunk_times[0] if len(chunk_times) > 1 else 0.0
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
-    drafted, accepted, by_position = speculative_stats(chunk_sizes, num_assistant_tokens, mode)
+    drafted, accepted, by_position = speculative_stats(
+        chunk_sizes, num_assistant_tokens, mode, max_new_tokens
+    )
     decode_steps = max(len(chunk_sizes) - 1, 0)
     return GenerationStats(
         mode=mode,

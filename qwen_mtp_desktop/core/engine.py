@@ -468,6 +468,7 @@ class Generation(Iterator[StepChunk]):
                 answer_tokens=splitter.answer_tokens,
                 finish_reason=finish,
                 warnings=warnings,
+                max_new_tokens=config.max_new_tokens,
             )
             out.put(self._DONE)
         except Exception as exc:  # the native side raises RuntimeError for everything
@@ -604,6 +605,16 @@ class Engine:
         return self._start(prompt, settings, [])
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
+        loaded = self._require_loaded()[0]
+        if loaded.mode == "mtp" and settings.do_sample:
+            # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
+            # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
+            raise EngineError(
+                "Sampling (temperature above 0) does not work with MTP in this OpenVINO GenAI "
+                "release; MTP decodes greedily.",
+                "Set temperature to 0, or turn MTP off to sample.",
+                code="MTP_NEEDS_GREEDY",
+            )
         with self._lock:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")

@@ -22,10 +22,10 @@ from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_model
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export_panel import ExportPanel
 from qwen_mtp_desktop.ui.models_panel import ModelsPanel
-from qwen_mtp_desktop.ui.placeholder import PlaceholderPanel
 from qwen_mtp_desktop.ui.style import is_dark
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -107,7 +107,6 @@ class MainWindow(QMainWindow):
             self.models = ModelsPanel(self._store, self._paths)
             self.models.open_in_chat.connect(self._open_in_chat)
             self.models.models_changed.connect(self.chat.set_models)
-            self.models.validate_requested.connect(lambda _path: self.show_panel("Benchmark"))
             return self.models
         if name == "Export":
             self.export_panel = ExportPanel(self.io_runner, self._paths.models_dir)
@@ -116,20 +115,13 @@ class MainWindow(QMainWindow):
             self.export_panel.model_exported.connect(lambda _path: self.models.rescan())
             self.models.reexport_requested.connect(self._reexport)
             return self.export_panel
-        texts = {
-            "Export": (
-                "Export",
-                "The export wizard arrives here: turn a Hugging Face Qwen3.5 checkpoint into an "
-                "OpenVINO model with its MTP head, compressed and verified.",
-            ),
-            "Benchmark": (
-                "Benchmark",
-                "Validation and benchmarking arrive here: MTP output checked against normal "
-                "decoding first, then measured speed-ups per draft depth.",
-            ),
-        }
-        title, text = texts[name]
-        return PlaceholderPanel(title, text)
+        assert name == "Benchmark"
+        self.bench = BenchPanel(self.model_dir, device=self._store.settings.device)
+        self.io_runner.submit(_device_names, self.bench.set_devices)
+        self.chat.validate_requested.connect(self._validate)
+        self.models.validate_requested.connect(self._validate)
+        self.models.models_changed.connect(self.bench.set_models)
+        return self.bench
 
     def _show_model(self) -> None:
         device = self._store.settings.device
@@ -144,6 +136,10 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1280, 800)
 
+    def _validate(self, model_dir: Path) -> None:
+        self.show_panel("Benchmark")
+        self.bench.validate_model(model_dir)
+
     def _reexport(self, model_dir: Path) -> None:
         self.export_panel.prefill_from_model(model_dir)
         self.show_panel("Export")
@@ -157,6 +153,7 @@ class MainWindow(QMainWindow):
         self.models.shutdown()
         self.chat.shutdown()
         self.export_panel.shutdown()
+        self.bench.shutdown()
         self.store_runner.shutdown()
         self.io_runner.shutdown()
         self.engine.shutdown()

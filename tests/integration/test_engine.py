@@ -114,9 +114,7 @@ def test_cancel_keeps_partial_answer(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
     generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=400))
-    seen = 0
-    for chunk in generation:
-        seen += 1
+    for seen, _chunk in enumerate(generation, start=1):
         if seen == 5:
             generation.cancel()
             steps_at_cancel = len(generation.token_ids)
@@ -186,13 +184,24 @@ def test_settings_are_validated(demo_model: Path) -> None:
     engine.unload()
 
 
-def test_sampling_with_seed_is_reproducible(demo_model: Path) -> None:
+def test_sampling_with_seed_is_reproducible_in_baseline_mode(demo_model: Path) -> None:
     engine = Engine()
-    engine.load(demo_model)
+    engine.load(demo_model, LoadOptions(mtp=False))
     settings = dict(max_new_tokens=30, do_sample=True, temperature=0.8, seed=7)
     first, _ = _run(engine, COUNTING, **settings)
     second, _ = _run(engine, COUNTING, **settings)
     assert first == second
+    engine.unload()
+
+
+def test_sampling_with_mtp_is_refused_clearly(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    with pytest.raises(EngineError) as info:
+        engine.generate(COUNTING, GenerationSettings(do_sample=True, temperature=0.8))
+    assert info.value.code == "MTP_NEEDS_GREEDY" and "temperature" in info.value.fix
+    # The engine is still usable.
+    assert engine.generate(COUNTING, GenerationSettings(max_new_tokens=5)).run_to_end()
     engine.unload()
 
 

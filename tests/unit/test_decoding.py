@@ -66,6 +66,17 @@ def test_speculative_stats_from_chunk_sizes() -> None:
     assert speculative_stats([1, 1, 1], 2, "baseline") == (0, 0, [])
 
 
+def test_speculative_stats_near_the_token_budget() -> None:
+    # n=1, budget 6: after 5 tokens only 1 is left, so the last step drafts nothing.
+    drafted, accepted, by_position = speculative_stats([1, 2, 2, 1], 1, "mtp", max_new_tokens=6)
+    assert (drafted, accepted) == (2, 2)
+    assert by_position == [1.0]
+    # n=3, budget 7: the second step may draft only min(3, 7 - 5 - 1) = 1.
+    drafted, accepted, by_position = speculative_stats([1, 4, 2], 3, "mtp", max_new_tokens=7)
+    assert (drafted, accepted) == (4, 4)
+    assert by_position == [1.0, 1.0, 1.0]
+
+
 def test_build_stats_is_consistent() -> None:
     stats = build_stats(
         mode="mtp",

@@ -38,7 +38,7 @@ from qwen_mtp_desktop.core.chats import (
     DeletedConversation,
     StoredMessage,
 )
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding import GenerationStats, speculative_stats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
     GenerationSettings,
@@ -466,13 +466,15 @@ class ChatPanel(QWidget):
             if span > 0 and len(stream.sizes) > 1:
                 parts.insert(0, f"{(tokens - stream.sizes[0]) / span:.1f} tok/s")
         if loaded is not None and loaded.mode == "mtp":
-            n = generation_settings(self.settings_panel.settings).num_assistant_tokens
-            steps = stream.sizes[1:]
-            if steps:
-                accepted = sum(min(size - 1, n) for size in steps)
+            settings = generation_settings(self.settings_panel.settings)
+            n = settings.num_assistant_tokens
+            drafted, accepted, _ = speculative_stats(
+                stream.sizes, n, "mtp", settings.max_new_tokens
+            )
+            steps = len(stream.sizes) - 1
+            if drafted:
                 parts.append(
-                    f"MTP n={n}: {accepted / (n * len(steps)):.0%} accepted "
-                    f"({accepted / len(steps):.2f}/step)"
+                    f"MTP n={n}: {accepted / drafted:.0%} accepted ({accepted / steps:.2f}/step)"
                 )
             else:
                 parts.append(f"MTP n={n}")

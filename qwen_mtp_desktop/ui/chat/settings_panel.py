@@ -105,7 +105,10 @@ class ChatSettingsPanel(QFrame):
         form.addRow("Repetition penalty", self.repetition_spin)
         form.addRow("Seed", self.seed_spin)
         outer.addLayout(form)
-        hint = QLabel("Temperature 0 decodes greedily: MTP output then equals plain decoding.")
+        hint = QLabel(
+            "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
+            "Turn MTP off to sample with a temperature."
+        )
         hint.setObjectName("muted")
         hint.setWordWrap(True)
         outer.addWidget(hint)
@@ -170,8 +173,16 @@ class ChatSettingsPanel(QFrame):
         self._sync_enabled()
 
     def _sync_enabled(self) -> None:
-        self.depth_spin.setEnabled(self.mtp_check.isChecked())
-        self.depth_note.setVisible(self.mtp_check.isChecked() and self.depth_spin.value() > 1)
+        mtp = self.mtp_check.isChecked()
+        self.depth_spin.setEnabled(mtp)
+        self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
+        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only.
+        self.temperature_spin.setEnabled(not mtp)
+        self.temperature_spin.setToolTip(
+            "MTP decodes greedily; turn MTP off to sample" if mtp else ""
+        )
+        if mtp and self.temperature_spin.value() > 0:
+            self.temperature_spin.setValue(0.0)
         sampling = self.temperature_spin.value() > 0
         for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
             widget.setEnabled(sampling)

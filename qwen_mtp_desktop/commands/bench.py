@@ -1,0 +1,129 @@
+"""`bench`: plain decoding vs MTP at several draft depths; recommends and stores the best depth."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from qwen_mtp_desktop.commands import EXIT_OK, CommandError, positive_int
+from qwen_mtp_desktop.commands.validate import (
+    ProgressPrinter,
+    add_common_arguments,
+    save_and_export,
+)
+
+
+def _depths(text: str) -> tuple[int, ...]:
+    from qwen_mtp_desktop.core.bench import parse_depths
+    from qwen_mtp_desktop.core.validate import ValidationError
+
+    try:
+        return parse_depths(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _non_negative(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return positive_int(text)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
+    from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.validate import (
+        default_prompt_set_name,
+        fmt,
+        fmt_spread,
+        load_prompt_set,
+    )
+
+    specs = [s for spec in (args.prompts or []) for s in spec.split(",") if s.strip()]
+    try:
+        sets = [
+            load_prompt_set(spec.strip())
+            for spec in specs or [default_prompt_set_name(args.model_dir)]
+        ]
+        report = run_benchmark(
+            args.model_dir,
+            sets,
+            depths=args.depths,
+            runs=args.runs,
+            warmup=args.warmup,
+            max_new_tokens=args.max_new_tokens,
+            device=args.device,
+            exact_numerics=args.exact_numerics,
+            cache_dir=app_paths().compile_cache_dir,
+            progress=ProgressPrinter(),
+        )
+    except UserFacingError as exc:
+        raise CommandError(str(exc)) from exc
+    written = save_and_export(report, args)
+    if not args.no_save:
+        try:
+            save_recommendation(report)
+        except OSError as exc:
+            raise CommandError(f"the recommendation could not be saved: {exc}") from exc
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for entry in report["per_set"]:
+        print(f"prompt set {entry['prompt_set']}:")
+        print(
+            f"  {'mode':<10} {'decode tok/s (min-max)':<26} {'speed-up (min-max)':<22} "
+            f"{'accepted':>8}  identical"
+        )
+        for mode in entry["modes"]:
+            speedup = fmt_spread(mode["speedup"], "{:.2f}x") if mode["depth"] else "1.00x"
+            print(
+                f"  {mode['label']:<10} {fmt_spread(mode['decode_tokens_per_s']):<26} "
+                f"{speedup:<22} {fmt(mode['acceptance_rate'], '{:.0%}'):>8}  "
+                f"{'yes' if mode['identical'] else 'NO'}"
+            )
+    rec = report["recommendation"]
+    print(f"recommendation: {rec['label']}. {rec['reason']}")
+    for path in written:
+        print(f"report: {path}")
+    return EXIT_OK
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "bench",
+        help="measure plain vs MTP decoding at several draft depths and pick the best",
+        description="Benchmark plain decoding against MTP at each draft depth: warm-up, then N "
+        "rounds with the modes interleaved, medians with min-max of decode speed (TTFT "
+        "excluded), per-round speed-up ratios and acceptance. Recommends the fastest depth whose "
+        "output stayed identical (or plain decoding) and stores it for the chat's 'auto' depth.",
+    )
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--prompts",
+        action="append",
+        metavar="SET",
+        help="prompt set name(s) or JSON file(s), comma-separated or repeated; results are "
+        "reported per set (default: demo for the demo model, else chat)",
+    )
+    parser.add_argument(
+        "--depths",
+        type=_depths,
+        default=(1, 2, 3, 4),
+        metavar="1,2,3,4",
+        help="MTP draft depths to try (default 1,2,3,4)",
+    )
+    parser.add_argument(
+        "--runs", type=positive_int, default=3, metavar="N", help="measured rounds (default 3)"
+    )
+    parser.add_argument(
+        "--warmup", type=_non_negative, default=1, metavar="N", help="warm-up rounds (default 1)"
+    )
+    parser.add_argument(
+        "--exact-numerics",
+        action="store_true",
+        help="benchmark with f32 exact numerics (default: the device's normal precision, "
+        "as in the chat)",
+    )
+    parser.set_defaults(func=_cmd_bench)

@@ -1,0 +1,676 @@
+"""Benchmark plain decoding against MTP at several draft depths, and remember the best depth.
+
+Two pipelines stay loaded (plain and MTP; the depth is a per-generation setting). After a
+warm-up, every round runs each prompt in every mode, in an order that rotates from prompt to
+prompt and round to round, so drift on a busy machine hits all modes alike; speed-ups are ratios
+of an MTP run to the plain run of the same prompt in the same round, then summarised as medians
+with min-max. Decode speed excludes the time to first token (TTFT is reported apart).
+
+The recommendation is the fastest depth whose output stayed identical to plain decoding; if none
+beats plain decoding, it is "baseline" (depth None). It is stored per model folder and device in
+the data dir, where the chat's "auto" setting reads it through `recommended_depth()`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qwen_mtp_desktop import __version__
+from qwen_mtp_desktop.core.engine import (
+    EXACT_NUMERICS,
+    LANGUAGE_MODEL,
+    MTP_MODEL,
+    GenerationSettings,
+    LoadOptions,
+    check_model_dir,
+)
+from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.models import display_name
+from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.validate import (
+    REPORT_SCHEMA_VERSION,
+    ProgressCallback,
+    PromptSet,
+    RunCancelledError,
+    Tracker,
+    ValidationError,
+    acceptance_summary,
+    describe_machine,
+    describe_model,
+    fmt,
+    fmt_spread,
+    generate_ids,
+    header_lines,
+    installed_versions,
+    load_engine_pair,
+    md_cell,
+    new_report_id,
+    now_iso,
+    run_record,
+    spread,
+    version_lines,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEPTHS = (1, 2, 3, 4)
+MAX_DEPTH = 8
+#: Per-draft acceptance levels for the "what would this machine give" projection.
+PROJECTION_ACCEPTANCE = (0.6, 0.8, 0.9)
+#: What "auto" uses for a model/device that was never benchmarked: one draft per step is the
+#: depth validated on every model so far and the cheapest when drafts are rejected.
+DEFAULT_AUTO_DEPTH = 1
+RECOMMENDATIONS_FILE = "mtp_depth.json"
+RECOMMENDATIONS_SCHEMA = 1
+
+BENCH_KEYS = frozenset(
+    {
+        "schema_version",
+        "kind",
+        "id",
+        "created",
+        "app_version",
+        "duration_s",
+        "model",
+        "versions",
+        "machine",
+        "device",
+        "numerics",
+        "prompt_sets",
+        "settings",
+        "runs",
+        "modes",
+        "per_set",
+        "memory",
+        "recommendation",
+    }
+)
+MODE_KEYS = frozenset(
+    {
+        "mode",
+        "depth",
+        "label",
+        "runs",
+        "decode_tokens_per_s",
+        "ttft_s",
+        "speedup",
+        "acceptance_rate",
+        "mean_accepted_per_step",
+        "acceptance_by_position",
+        "identical",
+        "step_ms",
+        "peak_rss_bytes",
+        "projected_speedup",
+        "break_even_acceptance",
+    }
+)
+RECOMMENDATION_KEYS = frozenset(
+    {"depth", "label", "speedup", "acceptance_rate", "mtp_slower", "diverged_depths", "reason"}
+)
+
+_store_lock = threading.Lock()
+
+
+def parse_depths(text: str) -> tuple[int, ...]:
+    """'1,2,3' -> (1, 2, 3); ValidationError for anything else."""
+    try:
+        depths = sorted({int(part) for part in text.replace(" ", "").split(",") if part})
+    except ValueError:
+        depths = []
+    if not depths or depths[0] < 1 or depths[-1] > MAX_DEPTH:
+        raise ValidationError(
+            f"{text!r} is not a list of draft depths.",
+            f"Give whole numbers from 1 to {MAX_DEPTH}, separated by commas, e.g. 1,2,3.",
+            code="BAD_SETTINGS",
+        )
+    return tuple(depths)
+
+
+def mode_label(depth: int | None) -> str:
+    return "baseline" if depth is None else f"MTP n={depth}"
+
+
+class RssSampler:
+    """Samples this process's resident memory in the background; `window()` is the peak since
+    the previous call, `peak` the peak overall."""
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.start_rss = self._process.memory_info().rss
+        self.peak = self.start_rss
+        self._window = self.start_rss
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> int:
+        rss = self._process.memory_info().rss
+        with self._lock:
+            self.peak = max(self.peak, rss)
+            self._window = max(self._window, rss)
+        return rss
+
+    def window(self) -> int:
+        rss = self.sample()
+        with self._lock:
+            peak, self._window = self._window, rss
+        return peak
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sample()
+
+
+def _rotated(modes: Sequence[int | None], shift: int) -> list[int | None]:
+    shift %= len(modes)
+    return [*modes[shift:], *modes[:shift]]
+
+
+def run_benchmark(
+    model_dir: Path,
+    prompt_sets: Sequence[PromptSet],
+    *,
+    depths: Sequence[int] = DEFAULT_DEPTHS,
+    runs: int = 3,
+    warmup: int = 1,
+    max_new_tokens: int | None = None,
+    device: str = "CPU",
+    exact_numerics: bool = False,
+    cache_dir: Path | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Benchmark plain decoding and MTP at each depth; returns the report (keys: BENCH_KEYS).
+
+    `exact_numerics=False` measures what the chat runs (the device's default precision);
+    outputs are compared within the same numerics either way.
+    """
+    depths = tuple(sorted(set(depths)))
+    if not depths or min(depths) < 1 or max(depths) > MAX_DEPTH:
+        raise ValidationError(
+            f"Draft depths must be between 1 and {MAX_DEPTH}.", code="BAD_SETTINGS"
+        )
+    if runs < 1 or warmup < 0:
+        raise ValidationError("Runs must be at least 1 (warm-up at least 0).", code="BAD_SETTINGS")
+    if not prompt_sets:
+        raise ValidationError("Choose at least one prompt set.", code="BAD_SETTINGS")
+    model_dir = Path(model_dir).expanduser()
+    check_model_dir(model_dir)  # a wrong folder fails here, before any progress is shown
+    started = time.perf_counter()
+    created = now_iso()
+    modes: list[int | None] = [None, *depths]
+    cases = [(pset, case) for pset in prompt_sets for case in pset.prompts]
+    tracker = Tracker(1 + len(modes) * (warmup + runs * len(cases)), progress, cancel)
+
+    def tokens_for(pset: PromptSet) -> int:
+        return max_new_tokens or pset.max_new_tokens
+
+    run_rows: list[dict[str, Any]] = []
+    with RssSampler() as sampler:
+        tracker.start(f"Loading {display_name(model_dir)} (plain and MTP pipelines)…")
+        model = describe_model(model_dir)
+        options = LoadOptions(device=device, cache_dir=cache_dir, exact_numerics=exact_numerics)
+        baseline, mtp = load_engine_pair(model_dir, options)
+        rss_loaded = sampler.sample()
+        tracker.done()
+        try:
+            rendered = {
+                (pset.name, case.id): baseline.render_prompt(case.messages) for pset, case in cases
+            }
+            first_set, first_case = cases[0]
+            for index in range(warmup):
+                for depth in _rotated(modes, index):
+                    tracker.start(f"Warm-up {index + 1}/{warmup}: {mode_label(depth)}")
+                    generate_ids(
+                        baseline if depth is None else mtp,
+                        rendered[(first_set.name, first_case.id)],
+                        GenerationSettings(
+                            max_new_tokens=tokens_for(first_set),
+                            num_assistant_tokens=depth or 1,
+                        ),
+                        cancel,
+                    )
+                    tracker.done()
+            counter = 0
+            for round_index in range(runs):
+                for pset, case in cases:
+                    group: dict[int | None, tuple[list[int], dict[str, Any]]] = {}
+                    # Rotate which mode goes first, so no mode always runs on a cold cache.
+                    order = _rotated(modes, counter)
+                    counter += 1
+                    for position, depth in enumerate(order):
+                        tracker.start(
+                            f"Round {round_index + 1}/{runs} · {pset.name}/{case.id} · "
+                            f"{mode_label(depth)}"
+                        )
+                        sampler.window()
+                        ids, stats = generate_ids(
+                            baseline if depth is None else mtp,
+                            rendered[(pset.name, case.id)],
+                            GenerationSettings(
+                                max_new_tokens=tokens_for(pset), num_assistant_tokens=depth or 1
+                            ),
+                            cancel,
+                        )
+                        row = run_record(stats, depth)
+                        row.update(
+                            round=round_index,
+                            order=position,
+                            prompt_set=pset.name,
+                            prompt_id=case.id,
+                            peak_rss_bytes=sampler.window(),
+                        )
+                        group[depth] = (ids, row)
+                        tracker.done()
+                    base_ids, base_row = group[None]
+                    for depth, (ids, row) in group.items():
+                        row["identical"] = ids == base_ids
+                        row["speedup"] = (
+                            None
+                            if depth is None or not base_row["decode_tokens_per_s"]
+                            else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
+                        )
+                        run_rows.append(row)
+        finally:
+            baseline.unload()
+            mtp.unload()
+        tracker.finish("Benchmark finished")
+    mode_summaries = summarise_modes(run_rows, modes)
+    report = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": "bench",
+        "id": new_report_id("bench"),
+        "created": created,
+        "app_version": __version__,
+        "duration_s": time.perf_counter() - started,
+        "model": model,
+        "versions": installed_versions(),
+        "machine": describe_machine(device),
+        "device": device,
+        "numerics": "exact" if exact_numerics else "default",
+        "prompt_sets": [pset.to_json_dict() for pset in prompt_sets],
+        "settings": {
+            "depths": list(depths),
+            "runs": runs,
+            "warmup": warmup,
+            "max_new_tokens": max_new_tokens,
+            "max_new_tokens_per_set": {pset.name: tokens_for(pset) for pset in prompt_sets},
+            "greedy": True,
+            "load_properties": dict(EXACT_NUMERICS) if exact_numerics else {},
+        },
+        "runs": run_rows,
+        "modes": mode_summaries,
+        "per_set": [
+            {
+                "prompt_set": pset.name,
+                "modes": summarise_modes(
+                    [r for r in run_rows if r["prompt_set"] == pset.name], modes
+                ),
+            }
+            for pset in prompt_sets
+        ],
+        "memory": {
+            "rss_start_bytes": sampler.start_rss,
+            "rss_after_load_bytes": rss_loaded,
+            "peak_rss_bytes": sampler.peak,
+        },
+        "recommendation": recommend(mode_summaries),
+    }
+    return report
+
+
+def expected_tokens_per_step(acceptance: float, depth: int) -> float:
+    """Tokens one MTP step yields when each draft is accepted with probability `acceptance`
+    given the previous one was: 1 + p + p² + … + p^k."""
+    return sum(acceptance**i for i in range(depth + 1))
+
+
+def break_even_acceptance(step_ratio: float, depth: int) -> float | None:
+    """The per-draft acceptance at which MTP matches plain decoding, given the cost of an MTP
+    step relative to a plain step; None if even 100 % acceptance cannot pay for it."""
+    if step_ratio <= 1:
+        return 0.0
+    if step_ratio > depth + 1:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        mid = (low + high) / 2
+        if expected_tokens_per_step(mid, depth) < step_ratio:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def summarise_modes(
+    rows: Sequence[dict[str, Any]], modes: Sequence[int | None]
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    base_rows = [r for r in rows if r["depth"] is None]
+    base_steps = [r["step_ms"] for r in base_rows if r["step_ms"] is not None]
+    base_step = statistics.median(base_steps) if base_steps else None
+    for depth in modes:
+        mine = [r for r in rows if r["depth"] == depth]
+        steps = [r["step_ms"] for r in mine if r["step_ms"] is not None]
+        step_ms = statistics.median(steps) if steps else None
+        summary: dict[str, Any] = {
+            "mode": "baseline" if depth is None else "mtp",
+            "depth": depth,
+            "label": mode_label(depth),
+            "runs": len(mine),
+            "decode_tokens_per_s": spread([r["decode_tokens_per_s"] for r in mine]),
+            "ttft_s": spread([r["ttft_s"] for r in mine]),
+            "speedup": spread([r["speedup"] for r in mine if r["speedup"] is not None]),
+            "identical": all(r["identical"] for r in mine) and bool(mine),
+            "step_ms": step_ms,
+            "peak_rss_bytes": max((r["peak_rss_bytes"] for r in mine), default=None),
+            "projected_speedup": None,
+            "break_even_acceptance": None,
+        }
+        if depth is None:
+            summary.update(
+                acceptance_rate=None, mean_accepted_per_step=None, acceptance_by_position=[]
+            )
+        else:
+            summary.update(acceptance_summary(mine))
+            if step_ms and base_step:
+                summary["projected_speedup"] = {
+                    f"{p:.2f}": expected_tokens_per_step(p, depth) * base_step / step_ms
+                    for p in PROJECTION_ACCEPTANCE
+                }
+                summary["break_even_acceptance"] = break_even_acceptance(step_ms / base_step, depth)
+        out.append(summary)
+    return out
+
+
+def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest depth whose output stayed identical, or baseline when MTP does not pay."""
+    mtp_modes = [m for m in modes if m["depth"] is not None]
+    diverged = [m["depth"] for m in mtp_modes if not m["identical"]]
+    candidates = [m for m in mtp_modes if m["identical"] and m["speedup"] is not None]
+    if not candidates:
+        return {
+            "depth": None,
+            "label": "baseline",
+            "speedup": None,
+            "acceptance_rate": None,
+            "mtp_slower": False,
+            "diverged_depths": diverged,
+            "reason": "No draft depth kept the output identical to plain decoding, so use plain "
+            "decoding; run `validate` to see where and why the outputs differ.",
+        }
+    best = max(candidates, key=lambda m: m["speedup"]["median"])
+    speedup = best["speedup"]["median"]
+    if speedup <= 1.0:
+        return {
+            "depth": None,
+            "label": "baseline",
+            "speedup": speedup,
+            "acceptance_rate": best["acceptance_rate"],
+            "mtp_slower": True,
+            "diverged_depths": diverged,
+            "reason": f"MTP is slower than plain decoding on this model and device (best: "
+            f"n={best['depth']} at {speedup:.2f}x, {_pct(best['acceptance_rate'])} of drafts "
+            "accepted), so use plain decoding.",
+        }
+    return {
+        "depth": best["depth"],
+        "label": f"n={best['depth']}",
+        "speedup": speedup,
+        "acceptance_rate": best["acceptance_rate"],
+        "mtp_slower": False,
+        "diverged_depths": diverged,
+        "reason": f"n={best['depth']} is the fastest depth whose output stayed identical: "
+        f"{speedup:.2f}x the plain decoding speed (median of per-round ratios), "
+        f"{_pct(best['acceptance_rate'])} of drafts accepted.",
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+# --- the stored recommendation -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DepthRecommendation:
+    model_path: str
+    device: str
+    #: Draft tokens per step; None means plain decoding is faster on this model and device.
+    depth: int | None
+    label: str
+    speedup: float | None
+    acceptance_rate: float | None
+    created: str
+    report_id: str
+
+
+def recommendations_file() -> Path:
+    return app_paths().data_dir / RECOMMENDATIONS_FILE
+
+
+def _entry_key(model_dir: Path, device: str) -> str:
+    return f"{Path(model_dir).expanduser().resolve()}::{device.upper()}"
+
+
+def model_fingerprint(model_dir: Path) -> list[list[Any]]:
+    """Sizes and mtimes of the IR files speed depends on: a re-export invalidates the entry."""
+    out: list[list[Any]] = []
+    for stem in (LANGUAGE_MODEL, MTP_MODEL):
+        for suffix in (".xml", ".bin"):
+            path = Path(model_dir) / f"{stem}{suffix}"
+            try:
+                info = path.stat()
+                out.append([path.name, info.st_size, info.st_mtime_ns])
+            except OSError:
+                out.append([path.name, None, None])
+    return out
+
+
+def _read_store() -> dict[str, Any]:
+    try:
+        raw = json.loads(recommendations_file().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        log.warning("ignoring unreadable %s", recommendations_file(), exc_info=True)
+        return {}
+    if not isinstance(raw, dict) or raw.get("schema_version") != RECOMMENDATIONS_SCHEMA:
+        return {}
+    entries = raw.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
+    """Store a benchmark's recommendation for its model folder and device."""
+    rec = report["recommendation"]
+    model_path = report["model"]["path"]
+    entry = {
+        "model_path": model_path,
+        "device": report["device"].upper(),
+        "depth": rec["depth"],
+        "label": rec["label"],
+        "speedup": rec["speedup"],
+        "acceptance_rate": rec["acceptance_rate"],
+        "created": report["created"],
+        "report_id": report["id"],
+        "fingerprint": model_fingerprint(Path(model_path)),
+    }
+    with _store_lock:
+        entries = _read_store()
+        entries[_entry_key(Path(model_path), report["device"])] = entry
+        payload = {"schema_version": RECOMMENDATIONS_SCHEMA, "entries": entries}
+        atomic_write_text(recommendations_file(), json.dumps(payload, indent=2) + "\n")
+    return _as_recommendation(entry)
+
+
+def _as_recommendation(entry: dict[str, Any]) -> DepthRecommendation:
+    return DepthRecommendation(
+        model_path=entry["model_path"],
+        device=entry["device"],
+        depth=entry["depth"],
+        label=entry["label"],
+        speedup=entry["speedup"],
+        acceptance_rate=entry["acceptance_rate"],
+        created=entry["created"],
+        report_id=entry["report_id"],
+    )
+
+
+def depth_recommendation(model_dir: Path, device: str) -> DepthRecommendation | None:
+    """The stored benchmark verdict for this model folder and device; None if it was never
+    benchmarked there, or the model files changed since."""
+    with _store_lock:
+        entry = _read_store().get(_entry_key(model_dir, device))
+    if not isinstance(entry, dict):
+        return None
+    if entry.get("fingerprint") != model_fingerprint(Path(model_dir)):
+        return None
+    try:
+        return _as_recommendation(entry)
+    except KeyError:
+        return None
+
+
+def recommended_depth(model_dir: Path, device: str) -> int | None:
+    """What the chat's "auto" draft depth means for this model and device.
+
+    Returns the benchmarked best depth; None when the benchmark found MTP slower than plain
+    decoding (run without MTP); DEFAULT_AUTO_DEPTH (1) when the model was never benchmarked on
+    this device (use `depth_recommendation()` to tell that case apart).
+    """
+    found = depth_recommendation(model_dir, device)
+    if found is None:
+        return DEFAULT_AUTO_DEPTH
+    return found.depth
+
+
+# --- Markdown ------------------------------------------------------------------------------
+
+
+def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
+    yield (
+        "| Mode | Decode tok/s | TTFT ms | Speed-up | Acceptance | Accepted/step | "
+        "By position | Identical | Peak RSS |"
+    )
+    yield "|---|---|---|---|---|---|---|---|---|"
+    for m in modes:
+        positions = ", ".join(f"{p:.0%}" for p in m["acceptance_by_position"]) or "–"
+        rss = m["peak_rss_bytes"]
+        yield (
+            f"| {m['label']} | {fmt_spread(m['decode_tokens_per_s'])} | "
+            f"{fmt_spread(m['ttft_s'], '{:.0f}', 1000)} | "
+            f"{fmt_spread(m['speedup'], '{:.2f}x') if m['depth'] else '1.00x'} | "
+            f"{_pct(m['acceptance_rate'])} | "
+            f"{fmt(m['mean_accepted_per_step'], '{:.2f}')} | {positions} | "
+            f"{'yes' if m['identical'] else '**no**'} | "
+            f"{fmt(rss and rss / 2**20, '{:,.0f} MiB')} |"
+        )
+
+
+def bench_markdown(report: dict[str, Any]) -> str:
+    rec = report["recommendation"]
+    settings = report["settings"]
+    verdict = (
+        f"**Recommendation: {rec['label']}"
+        + (f" ({rec['speedup']:.2f}x plain decoding)" if rec["depth"] is not None else "")
+        + f".** {rec['reason']}"
+    )
+    lengths = ", ".join(f"{k}: {v}" for k, v in settings["max_new_tokens_per_set"].items())
+    lines = [
+        f"# MTP benchmark: {report['model']['name']}",
+        "",
+        verdict,
+        "",
+        *header_lines(report),
+        f"| Settings | depths {', '.join(map(str, settings['depths']))} · "
+        f"{settings['runs']} run{'s' if settings['runs'] != 1 else ''} after "
+        f"{settings['warmup']} warm-up · new tokens {lengths} |",
+        "",
+        "Decode speed excludes the time to first token. Speed-up is the median of per-round "
+        "ratios (an MTP run over the same round's plain run of the same prompt), with min-max.",
+        "",
+    ]
+    sets = report["per_set"]
+    if len(sets) > 1:
+        lines += ["## All prompt sets", "", *_mode_rows(report["modes"]), ""]
+    for entry in sets:
+        lines += [
+            f"## Prompt set: {md_cell(entry['prompt_set'])}",
+            "",
+            *_mode_rows(entry["modes"]),
+            "",
+        ]
+    lines += [
+        "## What this machine would give at other acceptance levels",
+        "",
+        "From the measured cost of a decoding step in each mode (plain: one target token; MTP "
+        "n=k: a k+1-token verification plus k draft calls), assuming each draft is accepted "
+        "with the given probability when the previous one was.",
+        "",
+        "| Mode | ms per step | "
+        + " | ".join(f"{p:.0%} accepted" for p in PROJECTION_ACCEPTANCE)
+        + " | Break-even |",
+        "|---|---|" + "---|" * len(PROJECTION_ACCEPTANCE) + "---|",
+    ]
+    for m in report["modes"]:
+        step = "–" if m["step_ms"] is None else f"{m['step_ms']:.1f}"
+        if m["depth"] is None:
+            lines.append(
+                f"| {m['label']} | {step} |" + " 1.00x |" * len(PROJECTION_ACCEPTANCE) + " – |"
+            )
+            continue
+        projected = m["projected_speedup"] or {}
+        cells = " | ".join(
+            f"{projected[f'{p:.2f}']:.2f}x" if f"{p:.2f}" in projected else "–"
+            for p in PROJECTION_ACCEPTANCE
+        )
+        even = m["break_even_acceptance"]
+        lines.append(
+            f"| {m['label']} | {step} | {cells} | "
+            f"{'never' if even is None and projected else _pct(even)} |"
+        )
+    memory = report["memory"]
+    lines += [
+        "",
+        f"Memory (resident set): {memory['rss_after_load_bytes'] / 2**20:,.0f} MiB with both "
+        f"pipelines loaded, peak {memory['peak_rss_bytes'] / 2**20:,.0f} MiB.",
+        "",
+        *version_lines(report),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_AUTO_DEPTH",
+    "DepthRecommendation",
+    "RunCancelledError",
+    "bench_markdown",
+    "depth_recommendation",
+    "parse_depths",
+    "recommend",
+    "recommended_depth",
+    "run_benchmark",
+    "save_recommendation",
+]

@@ -1,0 +1,300 @@
+"""Two small charts drawn with QPainter (Qt Charts is not part of PySide6-Essentials):
+decode speed per mode with min-max whiskers, and acceptance by draft position per depth.
+
+Each chart paints into any rectangle (`paint`), so the same code draws the widget and the
+PNG export (`render_image`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from qwen_mtp_desktop.ui.style import ACCENT
+
+BASELINE_COLOR = "#8a93a6"
+BEST_COLOR = "#2e9d57"
+DIVERGED_COLOR = "#d93025"
+#: One shade per draft depth (n = 1, 2, 3, ...), light to dark.
+DEPTH_COLORS = ("#9aa5ff", "#5b6cff", "#3346d3", "#1f2c8f", "#141c5c", "#0c1138")
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    median: float
+    low: float
+    high: float
+    #: "baseline", "mtp", "best" (the recommended mode) or "diverged" (output changed).
+    kind: str = "mtp"
+    #: Shown under the label, e.g. "1.31x".
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    #: Acceptance (0-1) at draft position 1, 2, ...
+    values: tuple[float, ...]
+
+
+def nice_ceiling(value: float) -> tuple[float, float]:
+    """An axis maximum at or above `value` and a tick step: 1, 2 or 5 times a power of ten."""
+    if value <= 0:
+        return 1.0, 0.25
+    raw = value / 4
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return step * math.ceil(value / step - 1e-9), step
+
+
+class _Chart(QWidget):
+    """Common frame: title, palette-aware colours, PNG rendering."""
+
+    title = ""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMinimumSize(QSize(320, 230))
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.empty_text = "No results yet"
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(460, 280)
+
+    def has_data(self) -> bool:
+        return False
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.paint(painter, QRectF(self.rect()))
+        painter.end()
+
+    def render_image(self, size: QSize | None = None, ratio: float = 2.0) -> QImage:
+        """The chart on a solid background, at `ratio` times `size` pixels (crisp in docs)."""
+        size = size or QSize(max(self.width(), 460), max(self.height(), 280))
+        image = QImage(
+            round(size.width() * ratio), round(size.height() * ratio), QImage.Format.Format_ARGB32
+        )
+        image.setDevicePixelRatio(ratio)
+        image.fill(self.palette().base().color())
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.paint(painter, QRectF(0, 0, size.width(), size.height()))
+        painter.end()
+        return image
+
+    # --- drawing helpers ---
+
+    def _text_color(self) -> QColor:
+        return self.palette().text().color()
+
+    def _muted(self) -> QColor:
+        color = QColor(self._text_color())
+        color.setAlphaF(0.6)
+        return color
+
+    def _grid(self) -> QColor:
+        color = QColor(self._text_color())
+        color.setAlphaF(0.12)
+        return color
+
+    def _font(self, size: float, bold: bool = False) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(size)
+        font.setBold(bold)
+        return font
+
+    def paint(self, painter: QPainter, rect: QRectF) -> None:
+        painter.setFont(self._font(10.5, bold=True))
+        painter.setPen(self._text_color())
+        title_rect = QRectF(rect.left() + 8, rect.top() + 4, rect.width() - 16, 22)
+        painter.drawText(
+            title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.title
+        )
+        body = rect.adjusted(8, 30, -8, -6)
+        if not self.has_data():
+            painter.setFont(self._font(9.5))
+            painter.setPen(self._muted())
+            painter.drawText(body, Qt.AlignmentFlag.AlignCenter, self.empty_text)
+            return
+        self._paint_body(painter, body)
+
+    def _paint_body(self, painter: QPainter, rect: QRectF) -> None:
+        raise NotImplementedError
+
+    def _axis(self, painter: QPainter, plot: QRectF, top: float, step: float, fmt: str) -> None:
+        """Horizontal grid lines with labels on the left."""
+        painter.setFont(self._font(8.5))
+        metrics = QFontMetricsF(painter.font())
+        value = 0.0
+        while value <= top + step / 2:
+            y = plot.bottom() - plot.height() * value / top
+            painter.setPen(QPen(self._grid(), 1))
+            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
+            painter.setPen(self._muted())
+            text = fmt.format(value)
+            width = metrics.horizontalAdvance(text)
+            painter.drawText(QPointF(plot.left() - width - 6, y + metrics.ascent() / 2 - 1), text)
+            value += step
+
+
+class ThroughputChart(_Chart):
+    """Decode tokens/s per mode: bar = median, whisker = min-max, note under the label."""
+
+    title = "Decode speed (tokens/s, median with min–max)"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bars: list[Bar] = []
+
+    def set_bars(self, bars: Sequence[Bar]) -> None:
+        self.bars = list(bars)
+        self.update()
+
+    def has_data(self) -> bool:
+        return bool(self.bars)
+
+    def _paint_body(self, painter: QPainter, rect: QRectF) -> None:
+        top, step = nice_ceiling(max(b.high for b in self.bars) * 1.12)
+        plot = rect.adjusted(44, 14, -4, -38)
+        self._axis(painter, plot, top, step, "{:g}")
+        slot = plot.width() / len(self.bars)
+        width = min(slot * 0.56, 72)
+        colors = {
+            "baseline": BASELINE_COLOR,
+            "mtp": ACCENT,
+            "best": BEST_COLOR,
+            "diverged": DIVERGED_COLOR,
+        }
+        metrics_small = QFontMetricsF(self._font(8.5))
+        for index, bar in enumerate(self.bars):
+            center = plot.left() + slot * (index + 0.5)
+
+            def y(value: float) -> float:
+                return plot.bottom() - plot.height() * max(value, 0.0) / top
+
+            color = QColor(colors.get(bar.kind, ACCENT))
+            body = QRectF(center - width / 2, y(bar.median), width, plot.bottom() - y(bar.median))
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(color)
+            painter.drawRoundedRect(body, 3, 3)
+            if bar.kind == "diverged":
+                painter.setBrush(QColor(255, 255, 255, 90))
+                painter.drawRect(body.adjusted(0, 0, 0, 0))
+            # Whisker: min to max.
+            painter.setPen(QPen(self._text_color(), 1.4))
+            painter.drawLine(QPointF(center, y(bar.low)), QPointF(center, y(bar.high)))
+            cap = width * 0.22
+            for value in (bar.low, bar.high):
+                painter.drawLine(QPointF(center - cap, y(value)), QPointF(center + cap, y(value)))
+            # The median's value: at the foot of the bar (clear of the whisker, which spans
+            # min..max around the top), or above the whisker when the bar is too short.
+            painter.setFont(self._font(8.5, bold=True))
+            value_text = f"{bar.median:.0f}" if bar.median >= 10 else f"{bar.median:.1f}"
+            text_w = max(metrics_small.horizontalAdvance(value_text) + 8, width)
+            if body.height() >= 22:
+                painter.setPen(QColor("white"))
+                value_rect = QRectF(center - text_w / 2, body.bottom() - 19, text_w, 16)
+            else:
+                value_rect = QRectF(center - text_w / 2, y(bar.high) - 18, text_w, 16)
+            painter.drawText(value_rect, Qt.AlignmentFlag.AlignCenter, value_text)
+            painter.setFont(self._font(9, bold=bar.kind == "best"))
+            painter.setPen(self._text_color())
+            painter.drawText(
+                QRectF(center - slot / 2, plot.bottom() + 4, slot, 16),
+                Qt.AlignmentFlag.AlignCenter,
+                bar.label,
+            )
+            if bar.note:
+                painter.setFont(self._font(8.5))
+                painter.setPen(
+                    QColor(colors.get(bar.kind, ACCENT)) if bar.kind != "mtp" else self._muted()
+                )
+                painter.drawText(
+                    QRectF(center - slot / 2, plot.bottom() + 19, slot, 16),
+                    Qt.AlignmentFlag.AlignCenter,
+                    bar.note,
+                )
+
+
+class AcceptanceChart(_Chart):
+    """Share of decoding steps whose draft at position i was accepted, one bar group per
+    position and one bar per depth."""
+
+    title = "Acceptance by draft position"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.series: list[Series] = []
+        self.empty_text = "No MTP runs yet"
+
+    def set_series(self, series: Sequence[Series]) -> None:
+        self.series = [s for s in series if s.values]
+        self.update()
+
+    def has_data(self) -> bool:
+        return bool(self.series)
+
+    def _paint_body(self, painter: QPainter, rect: QRectF) -> None:
+        positions = max(len(s.values) for s in self.series)
+        legend_h = 18
+        plot = rect.adjusted(44, 14 + legend_h, -4, -22)
+        self._axis(painter, plot, 1.0, 0.25, "{:.0%}")
+        group = plot.width() / positions
+        count = len(self.series)
+        width = min(group * 0.8 / count, 36)
+        for pos in range(positions):
+            center = plot.left() + group * (pos + 0.5)
+            start = center - width * count / 2
+            for index, series in enumerate(self.series):
+                if pos >= len(series.values):
+                    continue
+                value = max(0.0, min(series.values[pos], 1.0))
+                height = plot.height() * value
+                painter.setPen(Qt.PenStyle.NoPen)
+                painter.setBrush(QColor(self._depth_color(series, index)))
+                painter.drawRect(
+                    QRectF(start + index * width + 1, plot.bottom() - height, width - 2, height)
+                )
+                painter.setFont(self._font(7.5 if width < 30 else 8.5))
+                if QFontMetricsF(painter.font()).horizontalAdvance("100%") > width:
+                    continue  # too narrow for a label; the table has the numbers
+                painter.setPen(self._muted())
+                painter.drawText(
+                    QRectF(start + index * width, plot.bottom() - height - 16, width, 14),
+                    Qt.AlignmentFlag.AlignCenter,
+                    f"{value:.0%}",
+                )
+            painter.setFont(self._font(9))
+            painter.setPen(self._text_color())
+            painter.drawText(
+                QRectF(center - group / 2, plot.bottom() + 4, group, 16),
+                Qt.AlignmentFlag.AlignCenter,
+                f"draft {pos + 1}",
+            )
+        # Legend, top right.
+        painter.setFont(self._font(8.5))
+        metrics = QFontMetricsF(painter.font())
+        x = plot.right()
+        for index in reversed(range(count)):
+            series = self.series[index]
+            text_w = metrics.horizontalAdvance(series.label)
+            x -= text_w
+            painter.setPen(self._muted())
+            painter.drawText(QPointF(x, rect.top() + 12), series.label)
+            x -= 14
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(self._depth_color(series, index)))
+            painter.drawRoundedRect(QRectF(x, rect.top() + 3, 10, 10), 2, 2)
+            x -= 12
+
+    def _depth_color(self, series: Series, index: int) -> str:
+        depth = len(series.values)
+        return DEPTH_COLORS[min(depth - 1, len(DEPTH_COLORS) - 1)] if depth else DEPTH_COLORS[index]

@@ -1,0 +1,156 @@
+"""The Benchmark panel with real runs: validate, benchmark, cancel, charts, history, export."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication, QWidget
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
+from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
+from qwen_mtp_desktop.ui.style import stylesheet
+from tests.integration.test_validate import small_set
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
+
+RUN_TIMEOUT_MS = 180_000
+
+
+@pytest.fixture
+def exports(tmp_path: Path) -> Path:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def panel(qtbot: QtBot, tmp_path: Path, exports: Path) -> Iterator[BenchPanel]:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    previous = app.styleSheet()
+    app.setStyleSheet(stylesheet(False))  # look as in the app
+    model = demo_model_dir()
+    assert (model / "openvino_mtp_model.xml").is_file(), "the bundled demo model is missing"
+    prompts = small_set(tmp_path, 24)
+    dialogs = BenchDialogs(
+        choose_model_dir=lambda parent: model,
+        choose_prompt_file=lambda parent: prompts,
+        choose_save_path=lambda parent, title, suggested, filters: exports / suggested.name,
+    )
+    widget = BenchPanel(model, dialogs=dialogs)
+    qtbot.addWidget(widget)
+    widget.resize(1130, 800)
+    widget.show()
+    qtbot.waitExposed(widget)
+    qtbot.waitUntil(lambda: widget.set_combo.count() > 2, timeout=10_000)
+    # The small test prompt file, chosen through the "Prompt file…" entry.
+    index = widget.set_combo.findData(OTHER_FILE)
+    widget.set_combo.setCurrentIndex(index)
+    widget.set_combo.activated.emit(index)
+    assert widget.set_combo.currentData() == str(prompts)
+    for check in widget.depth_checks[2:]:
+        check.setChecked(False)
+    widget.tokens_spin.setValue(24)
+    yield widget
+    assert widget.shutdown()
+    app.setStyleSheet(previous)
+
+
+def _save(widget: QWidget, name: str, screenshot_dir: Path) -> Path:
+    path = screenshot_dir / name
+    assert widget.grab().save(str(path))
+    return path
+
+
+def _colours(image: QImage) -> int:
+    step = 7
+    return len(
+        {
+            image.pixel(x, y)
+            for x in range(0, image.width(), step)
+            for y in range(0, image.height(), step)
+        }
+    )
+
+
+def test_validate_shows_the_verdict_charts_history_and_exports(
+    qtbot: QtBot, panel: BenchPanel, exports: Path, screenshot_dir: Path
+) -> None:
+    model = panel.model_dir
+    assert model is not None
+    with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        assert panel.validate_model(model)
+        assert not panel.validate_button.isEnabled() and panel.cancel_button.isEnabled()
+        assert not panel.validate_model(model)  # one run at a time
+    report = finished.args[0]
+    assert report["kind"] == "validate" and report["summary"]["all_identical"]
+    assert report["settings"]["num_assistant_tokens"] == 2  # the deepest selected depth
+    qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
+    assert panel.validate_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert "passed" in panel.banner_title.text()
+    assert [bar.label for bar in panel.throughput_chart.bars] == ["baseline", "MTP n=2"]
+    assert panel.acceptance_chart.series[0].label == "n=2"
+    assert panel.table.rowCount() == 2
+    chart = panel.throughput_chart.grab().toImage()
+    assert _colours(chart) > 10  # bars, whiskers and labels were drawn
+    _save(panel, "bench_validate.png", screenshot_dir)
+
+    for button, suffix in (
+        (panel.export_md_button, "md"),
+        (panel.export_json_button, "json"),
+        (panel.export_png_button, "png"),
+    ):
+        button.click()
+        qtbot.waitUntil(lambda s=suffix: any(exports.glob(f"*.{s}")), timeout=10_000)
+    md = next(exports.glob("*.md")).read_text()
+    assert md.startswith("# MTP validation") and "**PASS" in md
+    png = QImage(str(next(exports.glob("*.png"))))
+    assert png.width() > 1000 and _colours(png) > 10
+    assert png.save(str(screenshot_dir / "bench_charts_export.png"))
+
+
+def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_dir: Path) -> None:
+    model = panel.model_dir
+    assert model is not None
+    panel.runs_spin.setValue(1)
+    recommendations: list[tuple[object, ...]] = []
+    panel.recommendation_changed.connect(lambda *args: recommendations.append(args))
+    with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        panel.bench_button.click()
+    report = finished.args[0]
+    assert report["kind"] == "bench"
+    assert recommendations == [(model.resolve(), "CPU", report["recommendation"]["depth"])]
+    assert [bar.label for bar in panel.throughput_chart.bars] == ["baseline", "n=1", "n=2"]
+    assert [s.label for s in panel.acceptance_chart.series] == ["n=1", "n=2"]
+    assert panel.table.rowCount() == 3
+    assert panel.banner_title.text().startswith("Recommended:")
+    qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
+    _save(panel, "bench_benchmark.png", screenshot_dir)
+    # A chart rendered for export does not depend on the widget's size on screen.
+    image = panel.acceptance_chart.render_image(QSize(400, 260))
+    assert image.width() == 800 and _colours(image) > 5
+
+
+def test_cancel_stops_a_benchmark_and_saves_nothing(qtbot: QtBot, panel: BenchPanel) -> None:
+    panel.runs_spin.setValue(20)
+    panel.tokens_spin.setValue(400)
+    measured = []
+
+    def on_progress(progress: object) -> None:
+        if "Round" in getattr(progress, "message", "") and not measured:
+            measured.append(progress)
+            panel.cancel()
+
+    panel.job.progress.connect(on_progress)
+    with qtbot.waitSignal(panel.job.cancelled, timeout=RUN_TIMEOUT_MS):
+        panel.bench_button.click()
+    qtbot.waitUntil(lambda: panel.bench_button.isEnabled(), timeout=10_000)
+    assert measured and "Cancelled" in panel.status_label.text()
+    assert not panel.progress_bar.isVisible()
+    assert panel.history_list.count() == 0 and panel.report is None

@@ -1,0 +1,84 @@
+"""`bench` on real models: interleaved rounds, a recommendation, and baseline when MTP loses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qwen_mtp_desktop.core.bench import (
+    BENCH_KEYS,
+    MODE_KEYS,
+    depth_recommendation,
+    recommended_depth,
+    run_benchmark,
+    save_recommendation,
+)
+from qwen_mtp_desktop.core.validate import read_prompt_set, reports_dir
+from tests.integration.test_validate import make_broken_mtp_copy, small_set
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
+    demo_model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from qwen_mtp_desktop import cli
+    from qwen_mtp_desktop.commands import bench, validate
+
+    path = demo_model
+    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, validate, bench))
+    code = cli.main(
+        ["bench", str(path), "--prompts", str(small_set(tmp_path, 32)), "--depths", "1,2",
+         "--runs", "2", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    report = json.loads(out)
+    assert set(report) == BENCH_KEYS
+    assert [m["label"] for m in report["modes"]] == ["baseline", "MTP n=1", "MTP n=2"]
+    for mode in report["modes"]:
+        assert set(mode) == MODE_KEYS
+        assert mode["identical"] and mode["runs"] == 4  # 2 rounds x 2 prompts
+        assert mode["decode_tokens_per_s"]["min"] > 0 and mode["ttft_s"]["median"] > 0
+    runs = report["runs"]
+    assert len(runs) == 3 * 4
+    # The mode that runs first rotates from prompt to prompt and round to round.
+    first = {(r["round"], r["prompt_id"]): r["depth"] for r in runs if r["order"] == 0}
+    assert len(set(first.values())) == 3
+    for run in runs:
+        assert (run["speedup"] is None) == (run["depth"] is None)
+        assert run["peak_rss_bytes"] > 0
+    assert report["memory"]["peak_rss_bytes"] >= report["memory"]["rss_after_load_bytes"]
+    rec = report["recommendation"]
+    stored = depth_recommendation(path, "CPU")
+    assert stored is not None and stored.depth == rec["depth"] and stored.report_id == report["id"]
+    assert recommended_depth(path, "CPU") == rec["depth"]
+    assert any(p.stem == report["id"] for p in reports_dir(path).glob("*.json"))
+    n1, n2 = report["modes"][1:]
+    assert n1["acceptance_rate"] >= 0.6 and n1["mean_accepted_per_step"] > 0.6
+    assert len(n2["acceptance_by_position"]) == 2 and n2["mean_accepted_per_step"] > 1.0
+
+
+def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    broken = make_broken_mtp_copy(demo_model, tmp_path / "broken")
+    report = run_benchmark(
+        broken,
+        [read_prompt_set(small_set(tmp_path, 32))],
+        depths=(1, 2),
+        runs=1,
+    )
+    for mode in report["modes"][1:]:
+        assert mode["identical"]
+        assert mode["acceptance_rate"] < 0.1
+    rec = report["recommendation"]
+    assert rec["depth"] is None and rec["label"] == "baseline" and rec["mtp_slower"]
+    assert "slower" in rec["reason"]
+    save_recommendation(report)
+    assert recommended_depth(broken, "CPU") is None
