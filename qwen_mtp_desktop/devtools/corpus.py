@@ -1,0 +1,420 @@
+"""Deterministic text and chat data for the tiny demo model (pure Python, no torch).
+
+The demo model learns two skills the app can show off: counting ("Count from 3 to 17.") and
+repeating phrases ("Repeat 'the cat sat on the mat' three times."). Samples are rendered with the
+same ChatML template the exported tokenizer carries, so training sees exactly the prompts the app
+sends (thinking on and off, optional system prompt, optional earlier turn).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+ENDOFTEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+# Order matters: ids are assigned in this order right after the BPE vocabulary (as in Qwen).
+SPECIAL_TOKENS: tuple[str, ...] = (
+    ENDOFTEXT,
+    IM_START,
+    IM_END,
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    THINK_OPEN,
+    THINK_CLOSE,
+)
+
+# Qwen3.5-style ChatML template. Kept to constructs that both jinja2 (transformers) and
+# openvino_genai's own Jinja engine understand. Thinking defaults to on, like Qwen3.5; earlier
+# assistant turns lose their reasoning block.
+CHAT_TEMPLATE = r"""{%- macro render_content(content) -%}
+    {%- if content is string -%}
+        {{- content -}}
+    {%- else -%}
+        {%- for item in content -%}
+            {%- if item.type == 'image' -%}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' -}}
+            {%- elif item.type == 'video' -%}
+                {{- '<|vision_start|><|video_pad|><|vision_end|>' -}}
+            {%- elif item.type == 'text' -%}
+                {{- item.text -}}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+{%- endmacro -%}
+{%- for message in messages -%}
+    {%- if message.role == 'assistant' -%}
+        {%- set content = render_content(message.content) -%}
+        {%- if '</think>' in content -%}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
+        {%- endif -%}
+        {{- '<|im_start|>assistant\n' + content + '<|im_end|>\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + message.role + '\n' + render_content(message.content) + '<|im_end|>\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+    {%- if enable_thinking is defined and enable_thinking is false -%}
+        {{- '<think>\n\n</think>\n\n' -}}
+    {%- else -%}
+        {{- '<think>\n' -}}
+    {%- endif -%}
+{%- endif -%}
+"""
+
+SYSTEM_PROMPTS: tuple[str, ...] = (
+    "You are a helpful assistant.",
+    "You are a helpful assistant.",
+    "You are a concise assistant.",
+    "You are Qwen, a helpful assistant.",
+    "You are a tiny demo model. Answer briefly.",
+)
+
+# Words for random phrases; also seed the tokenizer with common English so typed text stays short.
+PHRASE_WORDS: tuple[str, ...] = (
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "bird",
+    "fish",
+    "sat",
+    "ran",
+    "jumps",
+    "flies",
+    "on",
+    "in",
+    "under",
+    "over",
+    "mat",
+    "hat",
+    "box",
+    "tree",
+    "house",
+    "car",
+    "red",
+    "blue",
+    "green",
+    "big",
+    "small",
+    "quick",
+    "brown",
+    "fox",
+    "lazy",
+    "happy",
+    "sun",
+    "moon",
+    "star",
+    "sky",
+    "sea",
+    "rain",
+    "snow",
+    "hello",
+    "world",
+    "good",
+    "morning",
+    "night",
+    "day",
+    "we",
+    "you",
+    "they",
+    "love",
+    "like",
+    "eat",
+    "apples",
+    "bread",
+    "milk",
+    "tea",
+    "coffee",
+    "is",
+    "are",
+    "was",
+    "very",
+    "and",
+    "or",
+    "to",
+    "go",
+    "see",
+    "play",
+    "read",
+    "write",
+    "sing",
+    "song",
+    "book",
+    "word",
+    "time",
+    "home",
+    "road",
+    "light",
+    "dark",
+    "cold",
+    "warm",
+    "fast",
+    "slow",
+    "one",
+    "more",
+    "again",
+    "today",
+    "now",
+    "here",
+    "there",
+    "open",
+    "door",
+    "window",
+    "river",
+    "stone",
+    "bread",
+    "cake",
+    "yes",
+    "no",
+    "please",
+    "thank",
+    "friend",
+    "little",
+    "old",
+    "new",
+    "city",
+    "garden",
+    "flower",
+    "music",
+    "dance",
+)
+
+FAMOUS_PHRASES: tuple[str, ...] = (
+    "the cat sat on the mat",
+    "hello world",
+    "the quick brown fox jumps over the lazy dog",
+    "good morning",
+    "I love tea",
+    "one more time",
+    "we like apples",
+    "the sun is warm",
+)
+
+EXTRA_TEXT: tuple[str, ...] = (
+    "What can you do? Who are you? Tell me a story. Write a poem about the sea.",
+    "Explain this to me. How are you today? Thanks, that is great. Can you help me please?",
+    "Please count the numbers and repeat the words after me. Say it again, one more time.",
+    "This is a small test of the model and the tokenizer, with some punctuation: (a, b); c!",
+)
+
+TIMES_WORDS: dict[int, tuple[str, ...]] = {
+    2: ("twice", "two times", "2 times"),
+    3: ("three times", "3 times"),
+    4: ("four times", "4 times"),
+    5: ("five times", "5 times"),
+}
+
+GREETINGS: tuple[tuple[str, str, str], ...] = (
+    # (user, thinking, answer)
+    ("Hello", "The user is greeting me.", "Hello! I can count and repeat phrases."),
+    ("Hi!", "The user is greeting me.", "Hello! I can count and repeat phrases."),
+    (
+        "What can you do?",
+        "The user asks what I can do.",
+        "I can count and repeat phrases. Try: Count from 1 to 10.",
+    ),
+    (
+        "Who are you?",
+        "The user asks who I am.",
+        "I am a tiny demo model. I can count and repeat phrases.",
+    ),
+)
+
+MAX_NUMBER = 99  # two digits at most: Qwen's pre-tokenizer splits numbers into single digits
+MAX_COUNT_LEN = 20  # numbers per answer; keeps sequences short enough for fast CPU training
+
+
+@dataclass(frozen=True)
+class ChatSample:
+    """One training conversation: the prompt messages plus the assistant's completion."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs, the last one from the user
+    enable_thinking: bool
+    thinking: str  # reasoning text used when enable_thinking is on
+    answer: str
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": role, "content": content} for role, content in self.messages]
+
+    @property
+    def prompt(self) -> str:
+        return render_chat(
+            self.message_dicts(), add_generation_prompt=True, enable_thinking=self.enable_thinking
+        )
+
+    @property
+    def completion(self) -> str:
+        """What the model must generate after the prompt, ending with the eos token."""
+        body = (
+            f"{self.thinking}\n{THINK_CLOSE}\n\n{self.answer}"
+            if self.enable_thinking
+            else (self.answer)
+        )
+        return body + IM_END
+
+
+def render_chat(
+    messages: Sequence[dict[str, str]],
+    *,
+    add_generation_prompt: bool,
+    enable_thinking: bool | None = None,
+) -> str:
+    """Python twin of CHAT_TEMPLATE for string contents (the tests hold the two equal)."""
+    parts: list[str] = []
+    for message in messages:
+        role, content = message["role"], message["content"]
+        if role == "assistant" and THINK_CLOSE in content:
+            content = content.split(THINK_CLOSE)[-1].lstrip("\n")
+        parts.append(f"{IM_START}{role}\n{content}{IM_END}\n")
+    if add_generation_prompt:
+        parts.append(f"{IM_START}assistant\n")
+        parts.append(
+            f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n"
+            if enable_thinking is False
+            else (f"{THINK_OPEN}\n")
+        )
+    return "".join(parts)
+
+
+def count_answer(start: int, end: int) -> str:
+    step = 1 if end >= start else -1
+    return " ".join(str(n) for n in range(start, end + step, step))
+
+
+def repeat_answer(phrase: str, times: int) -> str:
+    return "\n".join([phrase] * times)
+
+
+def _count_task(rng: random.Random) -> tuple[str, str, str]:
+    length = rng.randint(2, MAX_COUNT_LEN)
+    kind = rng.random()
+    if kind < 0.2:
+        end = length
+        user = rng.choice(("Count to {b}.", "Count up to {b}.", "count to {b}", "Count to {b}"))
+        return (
+            user.format(b=end),
+            f"The user wants me to count from 1 to {end}.",
+            count_answer(1, end),
+        )
+    start = rng.randint(0, MAX_NUMBER - length + 1)
+    end = start + length - 1
+    if kind < 0.4:
+        start, end = end, start
+        user = rng.choice(
+            (
+                "Count down from {a} to {b}.",
+                "Count backwards from {a} to {b}.",
+                "Count from {a} down to {b}.",
+                "Count from {a} to {b}.",
+            )
+        )
+        thinking = f"The user wants me to count down from {start} to {end}."
+    else:
+        user = rng.choice(
+            (
+                "Count from {a} to {b}.",
+                "Count from {a} to {b}.",
+                "count from {a} to {b}",
+                "Please count from {a} to {b}.",
+                "Can you count from {a} to {b}?",
+                "List the numbers from {a} to {b}.",
+            )
+        )
+        thinking = f"The user wants me to count from {start} to {end}."
+    return user.format(a=start, b=end), thinking, count_answer(start, end)
+
+
+def random_phrase(rng: random.Random) -> str:
+    if rng.random() < 0.25:
+        return rng.choice(FAMOUS_PHRASES)
+    return " ".join(rng.choice(PHRASE_WORDS) for _ in range(rng.randint(2, 6)))
+
+
+def _repeat_task(rng: random.Random) -> tuple[str, str, str]:
+    phrase = random_phrase(rng)
+    times = rng.randint(2, 5)
+    times_text = rng.choice(TIMES_WORDS[times])
+    quote = rng.choice(("'", '"'))
+    user = rng.choice(
+        (
+            "Repeat {q}{p}{q} {t}.",
+            "Repeat {q}{p}{q} {t}.",
+            "Say {q}{p}{q} {t}.",
+            "Please repeat {q}{p}{q} {t}.",
+            "repeat {q}{p}{q} {t}",
+        )
+    ).format(q=quote, p=phrase, t=times_text)
+    thinking = f"The user wants me to repeat '{phrase}' {TIMES_WORDS[times][-1]}."
+    return user, thinking, repeat_answer(phrase, times)
+
+
+def _task(rng: random.Random) -> tuple[str, str, str]:
+    kind = rng.random()
+    if kind < 0.45:
+        return _count_task(rng)
+    if kind < 0.9:
+        return _repeat_task(rng)
+    return rng.choice(GREETINGS)
+
+
+def make_sample(rng: random.Random) -> ChatSample:
+    """Draws one conversation in the shape the app sends."""
+    messages: list[tuple[str, str]] = []
+    if rng.random() < 0.5:
+        messages.append(("system", rng.choice(SYSTEM_PROMPTS)))
+    if rng.random() < 0.2:
+        # An earlier exchange; its reasoning block (if any) is dropped by the template.
+        old_user, old_thinking, old_answer = _task(rng)
+        old_content = (
+            f"{THINK_OPEN}\n{old_thinking}\n{THINK_CLOSE}\n\n{old_answer}"
+            if rng.random() < 0.5
+            else old_answer
+        )
+        messages += [("user", old_user), ("assistant", old_content)]
+    user, thinking, answer = _task(rng)
+    messages.append(("user", user))
+    return ChatSample(
+        messages=tuple(messages),
+        enable_thinking=rng.random() < 0.3,
+        thinking=thinking,
+        answer=answer,
+    )
+
+
+def generate_samples(count: int, seed: int) -> list[ChatSample]:
+    rng = random.Random(seed)
+    return [make_sample(rng) for _ in range(count)]
+
+
+def iter_samples(seed: int) -> Iterator[ChatSample]:
+    """Endless deterministic stream of samples (the training data)."""
+    rng = random.Random(seed)
+    while True:
+        yield make_sample(rng)
+
+
+TOKENIZER_CORPUS_SEED = 1234  # fixed: the tokenizer does not depend on the model seed
+
+
+def tokenizer_corpus(samples: int = 3000) -> list[str]:
+    """Text for BPE training, without special tokens (those are added afterwards, at the end)."""
+    texts: list[str] = []
+    for sample in generate_samples(samples, TOKENIZER_CORPUS_SEED):
+        text = sample.prompt + sample.completion
+        for token in SPECIAL_TOKENS:
+            text = text.replace(token, "\n")
+        texts.append(text)
+    texts.append(" ".join(PHRASE_WORDS))
+    texts.append(" ".join(w.capitalize() for w in PHRASE_WORDS))
+    texts.extend(EXTRA_TEXT)
+    texts.extend(FAMOUS_PHRASES)
+    return texts
