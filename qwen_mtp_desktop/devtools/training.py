@@ -129,7 +129,7 @@ class MTPHead(nn.Module):
         return self.norm(x)
 
     def checkpoint_tensors(self) -> dict[str, torch.Tensor]:
-        """Parameters as `mtp.<name>` (buffers such as RoPE inv_freq are rebuilt by the exporter)."""
+        """Parameters as `mtp.<name>` (buffers like RoPE inv_freq are rebuilt by the exporter)."""
         return {
             f"mtp.{name}": param.detach().clone().contiguous()
             for name, param in self.named_parameters()
@@ -141,6 +141,7 @@ def _use_small_delta_rule_chunks(model: Any) -> None:
         linear_attn = getattr(layer, "linear_attn", None)
         rule = getattr(linear_attn, "chunk_gated_delta_rule", None)
         if rule is not None and getattr(rule, "__name__", "") == "torch_chunk_gated_delta_rule":
+            assert linear_attn is not None  # it had the rule
             linear_attn.chunk_gated_delta_rule = functools.partial(
                 rule, chunk_size=TRAIN_DELTA_RULE_CHUNK
             )
