@@ -121,6 +121,9 @@ class MainWindow(QMainWindow):
         self.chat.validate_requested.connect(self._validate)
         self.models.validate_requested.connect(self._validate)
         self.models.models_changed.connect(self.bench.set_models)
+        self.bench.recommendation_changed.connect(
+            lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
+        )
         return self.bench
 
     def _show_model(self) -> None:

@@ -257,3 +257,53 @@ def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
     finally:
         app.setPalette(original)
         app.setStyleSheet(stylesheet(False))
+
+
+def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: float) -> None:
+    from qwen_mtp_desktop.core.bench import save_recommendation
+
+    save_recommendation(
+        {
+            "recommendation": {
+                "depth": depth,
+                "label": f"n={depth}" if depth else "baseline",
+                "speedup": speedup,
+                "acceptance_rate": accepted,
+            },
+            "model": {"path": str(model_dir)},
+            "device": "CPU",
+            "created": "2026-11-30T00:00:00",
+            "id": "test",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("depth", "speedup", "expected_mode", "expected_label"),
+    [
+        (2, 1.3, "mtp", "MTP n=2 (auto: 90% accepted, 1.30x)"),
+        (None, 0.6, "baseline", "plain decoding (auto: 90% accepted, MTP would be 0.60x)"),
+    ],
+)
+def test_auto_depth_follows_the_benchmark(
+    qtbot: QtBot, depth: int | None, speedup: float, expected_mode: str, expected_label: str
+) -> None:
+    from qwen_mtp_desktop.core.paths import demo_model_dir
+
+    _recommend(demo_model_dir(), depth, speedup, 0.9)
+    window = _open_window(qtbot)
+    chat = window.chat
+    chat.settings_panel.depth_spin.setValue(0)  # "auto"
+    assert chat.settings_panel.settings.num_assistant_tokens == "auto"
+    qtbot.waitUntil(
+        lambda: (
+            chat._loaded is not None
+            and chat._loaded.mode == expected_mode
+            and expected_label in chat.model_status.text()
+        ),
+        timeout=LONG_WAIT,
+    )
+    _send(qtbot, chat, "Count from 1 to 6.")
+    answer = chat.transcript.messages[-1]
+    assert answer.content.split()[:6] == ["1", "2", "3", "4", "5", "6"]
+    window.close()

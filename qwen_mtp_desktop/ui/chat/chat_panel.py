@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
 from qwen_mtp_desktop.core.chats import (
     ChatSettings,
     ChatStore,
@@ -61,9 +62,14 @@ log = logging.getLogger(__name__)
 STORE_FLUSH_MS = 500
 
 
-def generation_settings(settings: ChatSettings) -> GenerationSettings:
-    """The engine's settings for a chat's settings (temperature 0 means greedy decoding)."""
+def generation_settings(
+    settings: ChatSettings, auto_depth: int | None = None
+) -> GenerationSettings:
+    """The engine's settings for a chat's settings (temperature 0 means greedy decoding).
+    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none)."""
     depth = settings.num_assistant_tokens
+    if depth == "auto":
+        depth = auto_depth or 1
     return GenerationSettings(
         max_new_tokens=settings.max_new_tokens,
         do_sample=settings.temperature > 0,
@@ -72,9 +78,23 @@ def generation_settings(settings: ChatSettings) -> GenerationSettings:
         top_k=settings.top_k,
         repetition_penalty=settings.repetition_penalty,
         seed=settings.seed,
-        num_assistant_tokens=depth if isinstance(depth, int) else 1,
+        num_assistant_tokens=depth,
         thinking=settings.thinking,
     )
+
+
+def _verdict(recommendation: DepthRecommendation) -> str:
+    """The benchmark's reason in a few words, e.g. "78 % accepted, 1.30x" or "MTP 0.93x"."""
+    speedup = recommendation.speedup
+    accepted = recommendation.acceptance_rate
+    parts = []
+    if accepted is not None:
+        parts.append(f"{accepted:.0%} accepted")
+    if speedup is not None:
+        parts.append(
+            f"MTP would be {speedup:.2f}x" if recommendation.depth is None else f"{speedup:.2f}x"
+        )
+    return ", ".join(parts) or recommendation.label
 
 
 class _Stream:
@@ -130,6 +150,8 @@ class ChatPanel(QWidget):
         self._show_drafts = False
         self._search = ""
         self._models: list[Path] = []
+        #: The benchmark's verdict for "auto" depth, per (model dir, device).
+        self._auto: dict[tuple[Path, str], DepthRecommendation | None] = {}
         self._last_deleted: DeletedConversation | None = None
         self._build()
         self._wire_engine()
@@ -266,6 +288,14 @@ class ChatPanel(QWidget):
     def set_devices(self, devices: list[str]) -> None:
         self.settings_panel.set_devices(devices)
 
+    def forget_recommendation(self, model_dir: Path) -> None:
+        """A new benchmark result for `model_dir`: look "auto" up again."""
+        for key in [key for key in self._auto if key[0] == model_dir]:
+            del self._auto[key]
+        if not self.generating:
+            self._want_model = None
+            self._ensure_model()
+
     def use_model(self, model_dir: Path) -> None:
         """Make `model_dir` this chat's model (from the model manager's "Open in chat")."""
         self._default_model = model_dir
@@ -389,16 +419,43 @@ class ChatPanel(QWidget):
     def _default_settings(self) -> ChatSettings:
         return ChatSettings(temperature=0.0)
 
+    def _auto_recommendation(self) -> DepthRecommendation | None:
+        return self._auto.get((self._model_dir(), self.settings_panel.settings.device))
+
+    def _auto_depth(self) -> int | None:
+        found = self._auto_recommendation()
+        return found.depth if found is not None else None
+
+    def _engine_settings(self) -> GenerationSettings:
+        return generation_settings(self.settings_panel.settings, self._auto_depth())
+
     def _ensure_model(self) -> None:
         """Ask the engine thread for this chat's model, device and mode if they differ."""
         settings = self.settings_panel.settings
-        wanted = (self._model_dir(), LoadOptions(device=settings.device, mtp=settings.mtp))
+        key = (self._model_dir(), settings.device)
+        if settings.num_assistant_tokens == "auto" and key not in self._auto:
+            # Look the benchmark's verdict up off the GUI thread, then come back here.
+            def found(recommendation: DepthRecommendation | None) -> None:
+                self._auto[key] = recommendation
+                self._ensure_model()
+                self._update_header()
+
+            self._runner.submit(lambda: depth_recommendation(*key), found, self._on_store_error)
+            return
+        recommendation = self._auto_recommendation()
+        # "auto" runs plain decoding where the benchmark found MTP slower.
+        plain_is_faster = (
+            settings.num_assistant_tokens == "auto"
+            and recommendation is not None
+            and recommendation.depth is None
+        )
+        mtp = settings.mtp and not plain_is_faster
+        wanted = (self._model_dir(), LoadOptions(device=settings.device, mtp=mtp))
         if self._want_model is not None and self._want_model == wanted:
             return
         self._want_model = wanted
         self._engine.load(
-            wanted[0],
-            LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=self._cache_dir()),
+            wanted[0], LoadOptions(device=settings.device, mtp=mtp, cache_dir=self._cache_dir())
         )
         self._update_header()
 
@@ -419,7 +476,7 @@ class ChatPanel(QWidget):
             if message.role == "assistant" and not message.content:
                 continue
             history.append(message.to_engine_message())
-        settings = generation_settings(self.settings_panel.settings)
+        settings = self._engine_settings()
         request_id = self._engine.generate(history, settings)
         widget = self._add_widget("assistant")
         widget.begin_stream()
@@ -466,7 +523,7 @@ class ChatPanel(QWidget):
             if span > 0 and len(stream.sizes) > 1:
                 parts.insert(0, f"{(tokens - stream.sizes[0]) / span:.1f} tok/s")
         if loaded is not None and loaded.mode == "mtp":
-            settings = generation_settings(self.settings_panel.settings)
+            settings = self._engine_settings()
             n = settings.num_assistant_tokens
             drafted, accepted, _ = speculative_stats(
                 stream.sizes, n, "mtp", settings.max_new_tokens
@@ -594,11 +651,7 @@ class ChatPanel(QWidget):
         if self._loading:
             status = f"Loading {name} on {settings.device}…"
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
-            mode = (
-                f"MTP n={generation_settings(settings).num_assistant_tokens}"
-                if self._loaded.mode == "mtp"
-                else "plain decoding"
-            )
+            mode = self._mode_label()
             status = f"{name}  ·  {self._loaded.device}  ·  {mode}"
         else:
             status = f"{name} (not loaded)"
@@ -607,6 +660,25 @@ class ChatPanel(QWidget):
         self.busy_bar.setVisible(self._loading)
         self.banner_wrap.setVisible(is_demo_model(model_dir))
         self.composer.set_vision(False)
+
+    def _mode_label(self) -> str:
+        """What decoding runs, and for "auto" why (the benchmark's verdict)."""
+        loaded = self._loaded
+        settings = self.settings_panel.settings
+        depth = self._engine_settings().num_assistant_tokens
+        auto = settings.num_assistant_tokens == "auto"
+        recommendation = self._auto_recommendation()
+        if loaded is None:
+            return ""
+        if loaded.mode != "mtp":
+            if auto and recommendation is not None and recommendation.depth is None:
+                return f"plain decoding (auto: {_verdict(recommendation)})"
+            return "plain decoding"
+        if not auto:
+            return f"MTP n={depth}"
+        if recommendation is None:
+            return f"MTP n={depth} (auto: not benchmarked on this device yet)"
+        return f"MTP n={depth} (auto: {_verdict(recommendation)})"
 
     # ------------------------------------------------------------------------ user actions
 

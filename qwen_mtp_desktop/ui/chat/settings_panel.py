@@ -69,8 +69,12 @@ class ChatSettingsPanel(QFrame):
         self.mtp_check = QCheckBox("Use the MTP head")
         self.mtp_check.toggled.connect(self._emit)
         self.depth_spin = QSpinBox()
-        self.depth_spin.setRange(1, 8)
-        self.depth_spin.setToolTip("Draft tokens the MTP head proposes per step (1 recommended)")
+        self.depth_spin.setRange(0, 8)
+        self.depth_spin.setSpecialValueText("auto")
+        self.depth_spin.setToolTip(
+            "Draft tokens the MTP head proposes per step. 1 is recommended; auto uses the depth "
+            "the Benchmark panel found fastest for this model and device."
+        )
         self.depth_spin.valueChanged.connect(self._emit)
         self.depth_note = QLabel(EXPERIMENTAL_DEPTH_NOTE)
         self.depth_note.setObjectName("warningNote")
@@ -161,7 +165,7 @@ class ChatSettingsPanel(QFrame):
         self.device_combo.setCurrentText(settings.device)
         self.mtp_check.setChecked(settings.mtp)
         depth = settings.num_assistant_tokens
-        self.depth_spin.setValue(depth if isinstance(depth, int) else 1)
+        self.depth_spin.setValue(depth if isinstance(depth, int) else 0)
         self.thinking_check.setChecked(settings.thinking)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
         self.temperature_spin.setValue(settings.temperature)
@@ -201,7 +205,7 @@ class ChatSettingsPanel(QFrame):
             self._settings,
             device=self.device_combo.currentText() or "CPU",
             mtp=self.mtp_check.isChecked(),
-            num_assistant_tokens=self.depth_spin.value(),
+            num_assistant_tokens=self.depth_spin.value() or "auto",
             thinking=self.thinking_check.isChecked(),
             max_new_tokens=self.max_tokens_spin.value(),
             temperature=self.temperature_spin.value(),
