@@ -39,7 +39,6 @@ def run_gui(
 
     from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
     from qwen_mtp_desktop.ui.main_window import MainWindow, app_icon
-    from qwen_mtp_desktop.ui.style import is_dark, stylesheet
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
@@ -47,7 +46,6 @@ def run_gui(
     app.setApplicationVersion(__version__)
     app.setDesktopFileName(APP_ID)
     app.setWindowIcon(app_icon())
-    app.setStyleSheet(stylesheet(is_dark(app)))
 
     notifier = CrashNotifier()
     crash_handler.set_callback(notifier.notify)

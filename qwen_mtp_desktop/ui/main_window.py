@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop import APP_NAME
+from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_model
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
@@ -26,7 +27,7 @@ from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export_panel import ExportPanel
 from qwen_mtp_desktop.ui.models_panel import ModelsPanel
-from qwen_mtp_desktop.ui.style import is_dark
+from qwen_mtp_desktop.ui.style import is_dark, stylesheet
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -52,6 +53,9 @@ class MainWindow(QMainWindow):
         self.engine = EngineThread()
         self.store_runner = TaskRunner("chat-store")
         self.io_runner = TaskRunner("io")
+        app = QApplication.instance()
+        self.dark = isinstance(app, QApplication) and is_dark(app)
+        self.setStyleSheet(stylesheet(self.dark))
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(app_icon())
         self.setMinimumSize(QSize(760, 520))
@@ -78,6 +82,12 @@ class MainWindow(QMainWindow):
         self.model_label = QLabel()
         self.statusBar().addPermanentWidget(self.model_label)
         self._show_model()
+        # The status bar follows what the engine really has loaded.
+        self.engine.loading.connect(
+            lambda path: self.model_label.setText(f"Loading {display_name(Path(path))}…")
+        )
+        self.engine.loaded.connect(self._on_engine_loaded)
+        self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
         self._restore_geometry()
 
     def panel(self, name: str) -> QWidget:
@@ -90,15 +100,13 @@ class MainWindow(QMainWindow):
 
     def _make_panel(self, name: str) -> QWidget:
         if name == "Chat":
-            app = QApplication.instance()
-            dark = isinstance(app, QApplication) and is_dark(app)
             self.chat = ChatPanel(
                 self.engine,
                 self.store_runner,
                 self._paths.data_dir / "chats.sqlite3",
                 self.model_dir,
                 self._paths.log_file,
-                dark=dark,
+                dark=self.dark,
             )
             self.chat.export_requested.connect(lambda: self.show_panel("Export"))
             self.io_runner.submit(_device_names, self.chat.set_devices)
@@ -125,6 +133,13 @@ class MainWindow(QMainWindow):
             lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
         )
         return self.bench
+
+    def _on_engine_loaded(self, loaded: LoadedModel) -> None:
+        mode = "MTP" if loaded.mode == "mtp" else "plain decoding"
+        self.model_label.setText(
+            f"Model: {display_name(loaded.model_dir)}  ·  {loaded.device}  ·  {mode}  ·  "
+            f"loaded in {loaded.load_s:.1f} s"
+        )
 
     def _show_model(self) -> None:
         device = self._store.settings.device

@@ -227,6 +227,7 @@ class ChatPanel(QWidget):
         self.transcript = Transcript()
         self.live_stats = QLabel()
         self.live_stats.setObjectName("liveStats")
+        self.live_stats.setWordWrap(True)
         self.live_stats.setContentsMargins(20, 4, 20, 0)
         self.live_stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.composer = Composer()

@@ -65,7 +65,9 @@ class ConversationList(QFrame):
         self.search.textChanged.connect(lambda _text: self._debounce.start())
         self.list = QListWidget()
         self.list.setObjectName("conversations")
-        self.list.setWordWrap(True)
+        self.list.setWordWrap(False)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.itemClicked.connect(self._on_clicked)
@@ -78,7 +80,9 @@ class ConversationList(QFrame):
         self.list.clear()
         self._current = current
         for summary in items:
-            preview = " ".join(summary.preview.split())[:70] if summary.preview else "No messages"
+            preview = " ".join(summary.preview.split()) if summary.preview else "No messages"
+            if len(preview) > 34:
+                preview = preview[:33] + "…"
             item = QListWidgetItem(f"{summary.title}\n{preview}")
             item.setData(Qt.ItemDataRole.UserRole, summary.id)
             item.setToolTip(

@@ -180,6 +180,7 @@ class MessageWidget(QFrame):
         outer.addWidget(self.error_label)
         self.stats_label = QLabel()
         self.stats_label.setObjectName("statsLabel")
+        self.stats_label.setWordWrap(True)
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stats_label.setVisible(False)
         outer.addWidget(self.stats_label)
