@@ -227,6 +227,34 @@ def test_compile_cache(demo_model: Path, tmp_path: Path) -> None:
     second_engine.unload()
 
 
+def test_image_turn_in_both_modes(demo_model: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    image = tmp_path / "red square.png"
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(image)
+    messages = [Message("user", "Count from 1 to 5.", image=image)]
+    outputs = {}
+    for mode in ("baseline", "mtp"):
+        engine = Engine()
+        engine.load(demo_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
+        generation = engine.generate(messages, GenerationSettings(max_new_tokens=20))
+        generation.run_to_end()
+        outputs[mode] = generation.token_ids
+        engine.unload()
+    assert outputs["mtp"] == outputs["baseline"] and outputs["mtp"]
+
+
+def test_unreadable_image_is_a_clear_error(demo_model: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "not an image.png"
+    bad.write_text("hello")
+    engine = Engine()
+    engine.load(demo_model)
+    with pytest.raises(EngineError) as info:
+        engine.generate([Message("user", "hi", image=bad)])
+    assert info.value.code == "IMAGE" and "not an image.png" in info.value.message
+    engine.unload()
+
+
 # --- faults -------------------------------------------------------------------------------
 
 

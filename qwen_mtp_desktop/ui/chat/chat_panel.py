@@ -60,6 +60,7 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 log = logging.getLogger(__name__)
 
 STORE_FLUSH_MS = 500
+VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 
 
 def generation_settings(
@@ -660,7 +661,8 @@ class ChatPanel(QWidget):
         self.settings_panel.set_models(self._models, model_dir)
         self.busy_bar.setVisible(self._loading)
         self.banner_wrap.setVisible(is_demo_model(model_dir))
-        self.composer.set_vision(False)
+        # One stat, not a scan: the image button is on only for models that can see.
+        self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
 
     def _mode_label(self) -> str:
         """What decoding runs, and for "auto" why (the benchmark's verdict)."""
