@@ -221,11 +221,12 @@ def main() -> None:
         wait(lambda: chat.conversation is None)
         started = time.perf_counter()
         chat.open_conversation(conversation.id)
-        wait(lambda: len(chat.transcript.messages) == 200)
+        wait(lambda: chat.transcript.hidden_count == 200 - len(chat.transcript.messages) > 0)
         app.processEvents()
         times.append(time.perf_counter() - started)
     print(
-        f"open a 200-message chat: median {statistics.median(times):.3f} s "
+        f"open a 200-message chat ({len(chat.transcript.messages)} newest built): "
+        f"median {statistics.median(times):.3f} s "
         f"(min {min(times):.3f}, max {max(times):.3f})"
     )
     window.close()

@@ -307,3 +307,23 @@ def test_auto_depth_follows_the_benchmark(
     answer = chat.transcript.messages[-1]
     assert answer.content.split()[:6] == ["1", "2", "3", "4", "5", "6"]
     window.close()
+
+
+def test_long_chat_opens_with_the_newest_messages_first(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        conversation = store.create_conversation("long")
+        for i in range(15):
+            store.add_message(conversation.id, "user", f"question {i}")
+            store.add_message(conversation.id, "assistant", f"answer {i}")
+    chat.open_conversation(conversation.id)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == 12, timeout=LONG_WAIT)
+    assert chat.transcript.messages[-1].content == "answer 14"
+    assert chat.transcript.earlier_button.isVisible()
+    assert "18 more" in chat.transcript.earlier_button.text()
+    qtbot.mouseClick(chat.transcript.earlier_button, Qt.MouseButton.LeftButton)
+    assert len(chat.transcript.messages) == 24
+    qtbot.mouseClick(chat.transcript.earlier_button, Qt.MouseButton.LeftButton)
+    assert [w.content for w in chat.transcript.messages[:2]] == ["question 0", "answer 0"]
+    assert len(chat.transcript.messages) == 30
+    assert not chat.transcript.earlier_button.isVisible()

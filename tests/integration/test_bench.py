@@ -28,10 +28,8 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     tmp_path: Path,
 ) -> None:
     from qwen_mtp_desktop import cli
-    from qwen_mtp_desktop.commands import bench, validate
 
     path = demo_model
-    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, validate, bench))
     code = cli.main(
         ["bench", str(path), "--prompts", str(small_set(tmp_path, 32)), "--depths", "1,2",
          "--runs", "2", "--json"]

@@ -35,8 +35,6 @@ CLI = textwrap.dedent(
     import sys
     from qwen_mtp_desktop import cli
     from qwen_mtp_desktop.commands import export
-    if export not in cli.COMMAND_MODULES:
-        cli.COMMAND_MODULES = (*cli.COMMAND_MODULES, export)
     sys.exit(cli.main(sys.argv[1:]))
     """
 )

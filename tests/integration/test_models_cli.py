@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 import qwen_mtp_desktop.cli as cli
-from qwen_mtp_desktop.commands import models as models_command
 from tests.models import cached_checkpoint, cached_export
 from tests.unit.test_models_cli import CLI_BOOT
 
@@ -73,8 +72,6 @@ def damaged_library(root: Path, source: Path) -> dict[str, Path]:
 
 @pytest.fixture(autouse=True)
 def models_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    if models_command not in cli.COMMAND_MODULES:
-        monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, models_command))
     monkeypatch.setenv("QWEN_MTP_DESKTOP_RESOURCES", str(tmp_path / "resources"))
 
 

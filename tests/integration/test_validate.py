@@ -80,9 +80,7 @@ def broken_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def _cli(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     from qwen_mtp_desktop import cli
-    from qwen_mtp_desktop.commands import bench, validate
 
-    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, validate, bench))
     return cli.main(list(args))
 
 

@@ -71,8 +71,6 @@ def test_missing_components(tmp_path: Path) -> None:
 def _run_cli(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str, str]:
-    if export_command_module not in cli.COMMAND_MODULES:
-        monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, export_command_module))
     status = cli.main(list(args))
     out, err = capsys.readouterr()
     return status, out, err

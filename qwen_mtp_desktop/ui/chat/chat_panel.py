@@ -60,6 +60,7 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 log = logging.getLogger(__name__)
 
 STORE_FLUSH_MS = 500
+MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 
 
@@ -226,6 +227,7 @@ class ChatPanel(QWidget):
         self.banner_wrap = banner_wrap
 
         self.transcript = Transcript()
+        self.transcript.earlier_requested.connect(self._show_earlier)
         self.live_stats = QLabel()
         self.live_stats.setObjectName("liveStats")
         self.live_stats.setWordWrap(True)
@@ -391,13 +393,25 @@ class ChatPanel(QWidget):
         self._conversation = conversation
         self._messages = list(messages)
         self.transcript.clear()
-        widgets = [self._message_widget(message) for message in messages]
-        self.transcript.add_messages(widgets)
+        # Build only the newest messages; older ones appear when the user asks for them, so a
+        # long chat opens at once (each message is a handful of widgets).
+        shown = messages[-MESSAGES_PER_PAGE:]
+        self.transcript.add_messages([self._message_widget(message) for message in shown])
+        self.transcript.set_hidden_count(len(messages) - len(shown))
         QTimer.singleShot(0, self.transcript.scroll_to_bottom)
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)
         self._update_header()
         self._ensure_model()
+
+    def _show_earlier(self) -> None:
+        hidden = self.transcript.hidden_count
+        if not hidden:
+            return
+        start = max(hidden - MESSAGES_PER_PAGE, 0)
+        widgets = [self._message_widget(m) for m in self._messages[start:hidden]]
+        self.transcript.prepend_messages(widgets)
+        self.transcript.set_hidden_count(start)
 
     def _after_created(self, conversation: Conversation, text: str, image: Path | None) -> None:
         self._conversation = conversation

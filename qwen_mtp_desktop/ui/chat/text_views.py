@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+STREAM_BLOCK_CHARS = 600
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownNoHTML.value
     | QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
@@ -75,6 +76,12 @@ class AutoHeightText(QTextBrowser):
         fmt = QTextCharFormat()
         if tint is not None:
             fmt.setBackground(tint)
+        # Qt lays out a whole paragraph again on every insertion, so a paragraph that keeps
+        # growing makes each streamed chunk slower. Past a few hundred characters, start a new
+        # block at a word boundary (the finished answer is rendered again as a whole).
+        if cursor.block().length() > STREAM_BLOCK_CHARS and text[:1].isspace():
+            cursor.insertBlock()
+            text = text.lstrip(" ")
         cursor.insertText(text, fmt)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 
 
 class Transcript(QScrollArea):
     """Messages top to bottom. While an answer streams the view follows it, unless the user
-    scrolled up; scrolling back to the bottom resumes following."""
+    scrolled up; scrolling back to the bottom resumes following.
+
+    Signals:
+        earlier_requested(): the user wants to see older messages that are not built yet.
+    """
+
+    earlier_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -23,7 +29,13 @@ class Transcript(QScrollArea):
         self._layout = QVBoxLayout(self._container)
         self._layout.setContentsMargins(24, 16, 24, 16)
         self._layout.setSpacing(10)
+        self.earlier_button = QPushButton()
+        self.earlier_button.setObjectName("earlierButton")
+        self.earlier_button.clicked.connect(self.earlier_requested)
+        self._layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self._layout.addStretch(1)
+        self.hidden_count = 0
+        self.set_hidden_count(0)
         self.setWidget(self._container)
         self.follow = True
         bar = self.verticalScrollBar()
@@ -50,6 +62,21 @@ class Transcript(QScrollArea):
         self._container.setUpdatesEnabled(True)
         self.follow = True
 
+    def prepend_messages(self, widgets: list[MessageWidget]) -> None:
+        """Older messages go above the ones shown, keeping the view where the user is."""
+        bar = self.verticalScrollBar()
+        from_bottom = bar.maximum() - bar.value()
+        self.follow = False
+        for offset, widget in enumerate(widgets):
+            self._layout.insertWidget(1 + offset, widget)
+        self._container.adjustSize()
+        bar.setValue(bar.maximum() - from_bottom)
+
+    def set_hidden_count(self, count: int) -> None:
+        self.hidden_count = count
+        self.earlier_button.setVisible(count > 0)
+        self.earlier_button.setText(f"Show earlier messages ({count} more)" if count else "")
+
     def remove_message(self, widget: MessageWidget) -> None:
         self._layout.removeWidget(widget)
         widget.deleteLater()
@@ -57,6 +84,7 @@ class Transcript(QScrollArea):
     def clear(self) -> None:
         for widget in self.messages:
             self.remove_message(widget)
+        self.set_hidden_count(0)
         self.follow = True
 
     def scroll_to_bottom(self) -> None:
