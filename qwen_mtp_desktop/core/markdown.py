@@ -38,7 +38,9 @@ class StreamingSegmenter:
     """
 
     def __init__(self) -> None:
-        self._pending_line = ""  # the current line, not yet ended by "\n"
+        # The current line, not yet ended by "\n", kept in pieces: joining only when the line
+        # ends keeps a long line's cost linear.
+        self._pending: list[str] = []
         self._lines: list[str] = []  # complete lines of the open segment
         self._code_fence: str | None = None  # the opening fence while inside a code block
         self._language = ""
@@ -48,17 +50,28 @@ class StreamingSegmenter:
         return self._code_fence is not None
 
     @property
+    def _pending_line(self) -> str:
+        return "".join(self._pending)
+
+    @property
     def tail(self) -> Segment | None:
-        lines = [*self._lines, self._pending_line] if self._pending_line else self._lines
+        pending = self._pending_line
+        lines = [*self._lines, pending] if pending else self._lines
         text = "\n".join(lines)
         if self._code_fence is not None:
             return Segment("code", text, self._language)
         return Segment("markdown", text) if text.strip() else None
 
     def feed(self, delta: str) -> list[Segment]:
+        if "\n" not in delta:
+            if delta:
+                self._pending.append(delta)
+            return []
         finished: list[Segment] = []
-        parts = (self._pending_line + delta).split("\n")
-        self._pending_line = parts.pop()
+        parts = delta.split("\n")
+        parts[0] = self._pending_line + parts[0]
+        last = parts.pop()
+        self._pending = [last] if last else []
         for line in parts:
             segment = self._add_line(line)
             if segment is not None:
@@ -67,9 +80,9 @@ class StreamingSegmenter:
 
     def close(self) -> list[Segment]:
         """End of stream: the last line completes, and the open segment ends as it stands."""
-        finished = self.feed("\n") if self._pending_line else []
+        finished = self.feed("\n") if self._pending else []
         tail = self.tail
-        self._lines, self._pending_line = [], ""
+        self._lines, self._pending = [], []
         self._code_fence, self._language = None, ""
         return finished + ([tail] if tail is not None else [])
 

@@ -254,12 +254,9 @@ class ChatSample:
     @property
     def completion(self) -> str:
         """What the model must generate after the prompt, ending with the eos token."""
-        body = (
-            f"{self.thinking}\n{THINK_CLOSE}\n\n{self.answer}"
-            if self.enable_thinking
-            else (self.answer)
-        )
-        return body + IM_END
+        if self.enable_thinking:
+            return f"{self.thinking}\n{THINK_CLOSE}\n\n{self.answer}{IM_END}"
+        return self.answer + IM_END
 
 
 def render_chat(
@@ -277,11 +274,9 @@ def render_chat(
         parts.append(f"{IM_START}{role}\n{content}{IM_END}\n")
     if add_generation_prompt:
         parts.append(f"{IM_START}assistant\n")
-        parts.append(
-            f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n"
-            if enable_thinking is False
-            else (f"{THINK_OPEN}\n")
-        )
+        # Like Qwen3.5: thinking is on unless explicitly switched off.
+        off = enable_thinking is False
+        parts.append(f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n" if off else f"{THINK_OPEN}\n")
     return "".join(parts)
 
 
@@ -300,23 +295,14 @@ def _count_task(rng: random.Random) -> tuple[str, str, str]:
     if kind < 0.2:
         end = length
         user = rng.choice(("Count to {b}.", "Count up to {b}.", "count to {b}", "Count to {b}"))
-        return (
-            user.format(b=end),
-            f"The user wants me to count from 1 to {end}.",
-            count_answer(1, end),
-        )
+        thinking = f"The user wants me to count from 1 to {end}."
+        return user.format(b=end), thinking, count_answer(1, end)
     start = rng.randint(0, MAX_NUMBER - length + 1)
     end = start + length - 1
-    if kind < 0.4:
+    if kind < 0.3:
+        # Counting down always says so: "from 20 to 5" alone would be ambiguous for a tiny model.
         start, end = end, start
-        user = rng.choice(
-            (
-                "Count down from {a} to {b}.",
-                "Count backwards from {a} to {b}.",
-                "Count from {a} down to {b}.",
-                "Count from {a} to {b}.",
-            )
-        )
+        user = rng.choice(("Count down from {a} to {b}.", "Count backwards from {a} to {b}."))
         thinking = f"The user wants me to count down from {start} to {end}."
     else:
         user = rng.choice(
@@ -369,9 +355,9 @@ def _task(rng: random.Random) -> tuple[str, str, str]:
 def make_sample(rng: random.Random) -> ChatSample:
     """Draws one conversation in the shape the app sends."""
     messages: list[tuple[str, str]] = []
-    if rng.random() < 0.5:
+    if rng.random() < 0.4:
         messages.append(("system", rng.choice(SYSTEM_PROMPTS)))
-    if rng.random() < 0.2:
+    if rng.random() < 0.1:
         # An earlier exchange; its reasoning block (if any) is dropped by the template.
         old_user, old_thinking, old_answer = _task(rng)
         old_content = (

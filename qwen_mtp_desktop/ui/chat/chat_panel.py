@@ -518,15 +518,26 @@ class ChatPanel(QWidget):
         stream = self._stream
         if stream is None or stream.request_id != request_id:
             return
+        # One widget update per batch: the widget's cost is per call, not per token.
+        answer: list[str] = []
+        reasoning: list[str] = []
+        drafted: list[tuple[int, int]] = []
+        offset = 0
         for chunk in chunks:
-            stream.widget.append(chunk.answer, chunk.reasoning, chunk.drafted_answer_chars)
-            stream.pending_answer += chunk.answer
-            stream.pending_reasoning += chunk.reasoning
+            if chunk.drafted_answer_chars:
+                drafted.append((offset, offset + chunk.drafted_answer_chars))
+            answer.append(chunk.answer)
+            reasoning.append(chunk.reasoning)
+            offset += len(chunk.answer)
             if chunk.token_ids:
                 stream.sizes.append(len(chunk.token_ids))
                 if stream.first_t is None:
                     stream.first_t = chunk.elapsed_s
                 stream.last_t = chunk.elapsed_s
+        answer_text, reasoning_text = "".join(answer), "".join(reasoning)
+        stream.widget.append(answer_text, reasoning_text, drafted)
+        stream.pending_answer += answer_text
+        stream.pending_reasoning += reasoning_text
         self._show_live(stream)
 
     def _show_live(self, stream: _Stream) -> None:

@@ -3,6 +3,7 @@ and actions. Assistant messages stream: only the open tail changes per chunk."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +238,11 @@ class MessageWidget(QFrame):
             if name in self._buttons:
                 self._buttons[name].setEnabled(False)
 
-    def append(self, answer: str, reasoning: str = "", drafted_chars: int = 0) -> None:
+    def append(
+        self, answer: str, reasoning: str = "", drafted: int | Sequence[tuple[int, int]] = 0
+    ) -> None:
+        """Add streamed text. `drafted` says which characters of `answer` came from accepted
+        MTP drafts: a count from its start, or (start, end) ranges within it."""
         if reasoning:
             if not self.thinking.isVisible():
                 self.thinking.setVisible(True)
@@ -245,11 +250,14 @@ class MessageWidget(QFrame):
         if not answer:
             return
         start = len(self.content)
-        if drafted_chars:
-            if self.drafted_ranges and self.drafted_ranges[-1][1] == start:
-                self.drafted_ranges[-1] = (self.drafted_ranges[-1][0], start + drafted_chars)
+        ranges = [(0, drafted)] if isinstance(drafted, int) else list(drafted)
+        for low, high in ranges:
+            if high <= low:
+                continue
+            if self.drafted_ranges and self.drafted_ranges[-1][1] == start + low:
+                self.drafted_ranges[-1] = (self.drafted_ranges[-1][0], start + high)
             else:
-                self.drafted_ranges.append((start, start + drafted_chars))
+                self.drafted_ranges.append((start + low, start + high))
         self.content += answer
         if self._show_drafts:
             view = self._tail_widget if isinstance(self._tail_widget, AutoHeightText) else None
@@ -258,41 +266,37 @@ class MessageWidget(QFrame):
                 self._tail_widget = view
             self._append_tinted(view, answer, start)
             return
-        assert self._segmenter is not None
-        # Segments that completed are rendered once; the open tail gets the new text.
-        previous_tail = self._segmenter.tail
-        finished = self._segmenter.feed(answer)
-        if finished:
+        segmenter = self._segmenter
+        assert segmenter is not None
+        was_code = segmenter.in_code
+        finished = segmenter.feed(answer)
+        for segment in finished:  # each completed segment is rendered once
             if self._tail_widget is not None:
-                self._tail_widget.deleteLater()
                 self._body.removeWidget(self._tail_widget)
+                self._tail_widget.deleteLater()
                 self._tail_widget = None
-            for segment in finished:
-                widget = self._add_segment(segment)
-                if isinstance(widget, CodeBlock):
-                    widget.finish()
-            previous_tail = None
-        tail = self._segmenter.tail
-        if tail is None:
-            return
-        if self._tail_widget is None or previous_tail is None or previous_tail.kind != tail.kind:
+            widget = self._add_segment(segment)
+            if isinstance(widget, CodeBlock):
+                widget.finish()
+        tail = segmenter.tail
+        if finished or segmenter.in_code != was_code or self._tail_widget is None:
+            # The open segment changed: show it afresh (cost: one segment, once).
             if self._tail_widget is not None:
                 self._body.removeWidget(self._tail_widget)
                 self._tail_widget.deleteLater()
-            self._tail_widget = self._add_segment(Segment(tail.kind, "", tail.language))
-            previous_text = ""
-        else:
-            previous_text = previous_tail.text
-        new_text = tail.text[len(previous_text) :] if tail.text.startswith(previous_text) else None
+                self._tail_widget = None
+            if tail is not None:
+                self._tail_widget = self._add_segment(Segment(tail.kind, "", tail.language))
+                self._append_to_tail(tail.text)
+            return
+        # The open segment grew by exactly this text: append it (cost: this chunk only).
+        self._append_to_tail(answer)
+
+    def _append_to_tail(self, text: str) -> None:
         if isinstance(self._tail_widget, CodeBlock):
-            if new_text is None:
-                self._tail_widget.set_code(tail.text)
-            else:
-                self._tail_widget.append(new_text)
-        elif new_text is None:
-            self._tail_widget.setPlainText(tail.text)
-        else:
-            self._tail_widget.append_plain(new_text)
+            self._tail_widget.append(text)
+        elif self._tail_widget is not None:
+            self._tail_widget.append_plain(text)
 
     def end_stream(self) -> None:
         """Render the finished answer once, properly, as a whole."""

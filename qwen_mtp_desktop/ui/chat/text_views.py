@@ -79,7 +79,9 @@ class AutoHeightText(QTextBrowser):
         # Qt lays out a whole paragraph again on every insertion, so a paragraph that keeps
         # growing makes each streamed chunk slower. Past a few hundred characters, start a new
         # block at a word boundary (the finished answer is rendered again as a whole).
-        if cursor.block().length() > STREAM_BLOCK_CHARS and text[:1].isspace():
+        if cursor.block().length() > STREAM_BLOCK_CHARS and (
+            text[:1].isspace() or cursor.block().text()[-1:].isspace()
+        ):
             cursor.insertBlock()
             text = text.lstrip(" ")
         cursor.insertText(text, fmt)
