@@ -337,3 +337,34 @@ def test_long_chat_opens_with_the_newest_messages_first(qtbot: QtBot, window: Ma
     assert [w.content for w in chat.transcript.messages[:2]] == ["question 0", "answer 0"]
     assert len(chat.transcript.messages) == 30
     assert not chat.transcript.earlier_button.isVisible()
+
+
+def test_system_prompt_and_export(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from PySide6.QtWidgets import QFileDialog
+
+    chat = window.chat
+    chat.settings_panel.system_prompt.setPlainText("You are a counting assistant.")
+    _send(qtbot, chat, "Count from 1 to 4.")
+    conversation = chat.conversation
+    assert (
+        conversation is not None and conversation.system_prompt == "You are a counting assistant."
+    )
+    chat.settings_panel.system_prompt.setPlainText("Be brief.")
+    qtbot.waitUntil(
+        lambda: chat.conversation is not None and chat.conversation.system_prompt == "Be brief.",
+        timeout=LONG_WAIT,
+    )
+    for action, name in (("export-md", "chat.md"), ("export-json", "chat.json")):
+        target = tmp_path / name
+        monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *_a, t=target: (str(t), ""))
+        chat._on_conversation_action(action, conversation.id)
+        qtbot.waitUntil(target.exists, timeout=LONG_WAIT)
+    markdown = (tmp_path / "chat.md").read_text()
+    assert "Count from 1 to 4." in markdown and "MTP" in markdown
+    exported = json.loads((tmp_path / "chat.json").read_text())
+    assistant = next(m for m in exported["messages"] if m["role"] == "assistant")
+    assert assistant["stats"]["mode"] == "mtp" and assistant["stats"]["acceptance_rate"] > 0

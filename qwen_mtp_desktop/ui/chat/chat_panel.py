@@ -106,8 +106,8 @@ class _Stream:
         self.request_id = request_id
         self.widget = widget
         self.message_id: int | None = None
-        self.pending_answer = ""
-        self.pending_reasoning = ""
+        self.pending_answer: list[str] = []
+        self.pending_reasoning: list[str] = []
         self.sizes: list[int] = []
         self.first_t: float | None = None
         self.last_t = 0.0
@@ -245,6 +245,7 @@ class ChatPanel(QWidget):
 
         self.settings_panel = ChatSettingsPanel()
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
+        self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
         self.settings_panel.validate_requested.connect(
             lambda: self.validate_requested.emit(self._model_dir())
@@ -314,6 +315,7 @@ class ChatPanel(QWidget):
         self.transcript.clear()
         self.conversations.set_current(None)
         self.settings_panel.set_settings(self._default_settings())
+        self.settings_panel.set_system_prompt("")
         self._update_header()
         self._ensure_model()
         self.composer.editor.setFocus()
@@ -335,8 +337,11 @@ class ChatPanel(QWidget):
             title = " ".join(text.split())[:60]
             settings = self.settings_panel.settings
             model = str(self._model_dir())
+            system_prompt = self.settings_panel.system_prompt.toPlainText().strip()
             self._runner.submit(
-                lambda: store.create_conversation(title, model_dir=model, settings=settings),
+                lambda: store.create_conversation(
+                    title, model_dir=model, system_prompt=system_prompt, settings=settings
+                ),
                 lambda conversation: self._after_created(conversation, text, image),
                 self._on_store_error,
             )
@@ -401,6 +406,7 @@ class ChatPanel(QWidget):
         QTimer.singleShot(0, self.transcript.scroll_to_bottom)
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)
+        self.settings_panel.set_system_prompt(conversation.system_prompt)
         self._update_header()
         self._ensure_model()
 
@@ -536,8 +542,8 @@ class ChatPanel(QWidget):
                 stream.last_t = chunk.elapsed_s
         answer_text, reasoning_text = "".join(answer), "".join(reasoning)
         stream.widget.append(answer_text, reasoning_text, drafted)
-        stream.pending_answer += answer_text
-        stream.pending_reasoning += reasoning_text
+        stream.pending_answer.append(answer_text)
+        stream.pending_reasoning.append(reasoning_text)
         self._show_live(stream)
 
     def _show_live(self, stream: _Stream) -> None:
@@ -610,8 +616,8 @@ class ChatPanel(QWidget):
         self.composer.set_generating(False)
         self.busy_changed.emit(False)
         store = self._require_store()
-        answer, reasoning = stream.pending_answer, stream.pending_reasoning
-        stream.pending_answer = stream.pending_reasoning = ""
+        answer, reasoning = "".join(stream.pending_answer), "".join(stream.pending_reasoning)
+        stream.pending_answer, stream.pending_reasoning = [], []
         conversation = self._conversation
 
         def finish() -> StoredMessage | None:
@@ -629,11 +635,11 @@ class ChatPanel(QWidget):
 
     def _flush_to_store(self) -> None:
         stream = self._stream
-        if stream is None or not (stream.pending_answer or stream.pending_reasoning):
+        if stream is None or not (any(stream.pending_answer) or any(stream.pending_reasoning)):
             return
         store = self._require_store()
-        answer, reasoning = stream.pending_answer, stream.pending_reasoning
-        stream.pending_answer = stream.pending_reasoning = ""
+        answer, reasoning = "".join(stream.pending_answer), "".join(stream.pending_reasoning)
+        stream.pending_answer, stream.pending_reasoning = [], []
 
         def write() -> None:
             if stream.message_id is not None:
@@ -721,6 +727,16 @@ class ChatPanel(QWidget):
             self._runner.submit(save, self._on_conversation_updated, self._on_store_error)
         if not self.generating:
             self._ensure_model()
+
+    def _on_system_prompt_changed(self, text: str) -> None:
+        if self._conversation is None or self._store is None:
+            return  # a new chat takes it when it is created
+        store, conversation_id = self._store, self._conversation.id
+        self._runner.submit(
+            lambda: store.set_system_prompt(conversation_id, text),
+            self._on_conversation_updated,
+            self._on_store_error,
+        )
 
     def _on_model_changed(self, model_dir: Path) -> None:
         if self._conversation is not None and self._store is not None:

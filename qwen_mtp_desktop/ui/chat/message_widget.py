@@ -122,7 +122,9 @@ class MessageWidget(QFrame):
         self.message_id: int | None = None
         self._dark = dark
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
-        self.content = ""
+        # Streamed text is kept in pieces, joined on demand: appending stays O(chunk).
+        self._parts: list[str] = []
+        self._length = 0
         self.drafted_ranges: list[tuple[int, int]] = []
         self._segmenter: StreamingSegmenter | None = None
         self._tail_widget: AutoHeightText | CodeBlock | None = None
@@ -202,9 +204,16 @@ class MessageWidget(QFrame):
 
     # --- full content -------------------------------------------------------------------
 
+    @property
+    def content(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
     def set_content(self, text: str) -> None:
         self._clear_body()
-        self.content = text
+        self._parts = [text] if text else []
+        self._length = len(text)
         if self._show_drafts and self.role == "assistant":
             view = self._new_text()
             self._append_tinted(view, text, 0)
@@ -230,7 +239,8 @@ class MessageWidget(QFrame):
 
     def begin_stream(self) -> None:
         self._clear_body()
-        self.content = ""
+        self._parts = []
+        self._length = 0
         self.drafted_ranges = []
         self._segmenter = StreamingSegmenter()
         self._tail_widget = None
@@ -249,7 +259,7 @@ class MessageWidget(QFrame):
             self.thinking.append(reasoning)
         if not answer:
             return
-        start = len(self.content)
+        start = self._length
         ranges = [(0, drafted)] if isinstance(drafted, int) else list(drafted)
         for low, high in ranges:
             if high <= low:
@@ -258,7 +268,8 @@ class MessageWidget(QFrame):
                 self.drafted_ranges[-1] = (self.drafted_ranges[-1][0], start + high)
             else:
                 self.drafted_ranges.append((start + low, start + high))
-        self.content += answer
+        self._parts.append(answer)
+        self._length += len(answer)
         if self._show_drafts:
             view = self._tail_widget if isinstance(self._tail_widget, AutoHeightText) else None
             if view is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -31,11 +32,13 @@ EXPERIMENTAL_DEPTH_NOTE = (
 class ChatSettingsPanel(QFrame):
     """Signals:
     settings_changed(ChatSettings): the user changed a generation setting.
+    system_prompt_changed(str): the user edited the system prompt (debounced).
     model_changed(Path): the user picked another model.
     validate_requested(): the user asked to validate MTP on this model.
     """
 
     settings_changed = Signal(object)
+    system_prompt_changed = Signal(str)
     model_changed = Signal(object)
     validate_requested = Signal()
 
@@ -109,6 +112,19 @@ class ChatSettingsPanel(QFrame):
         form.addRow("Repetition penalty", self.repetition_spin)
         form.addRow("Seed", self.seed_spin)
         outer.addLayout(form)
+        prompt_label = QLabel("System prompt")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("Optional instructions for the whole chat")
+        self.system_prompt.setFixedHeight(70)
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(600)
+        self._prompt_timer.timeout.connect(
+            lambda: self.system_prompt_changed.emit(self.system_prompt.toPlainText().strip())
+        )
+        self.system_prompt.textChanged.connect(self._on_prompt_edited)
+        outer.addWidget(prompt_label)
+        outer.addWidget(self.system_prompt)
         hint = QLabel(
             "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
             "Turn MTP off to sample with a temperature."
@@ -175,6 +191,16 @@ class ChatSettingsPanel(QFrame):
         self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
         self._updating = False
         self._sync_enabled()
+
+    def set_system_prompt(self, text: str) -> None:
+        self._updating = True
+        self.system_prompt.setPlainText(text)
+        self._updating = False
+        self._prompt_timer.stop()
+
+    def _on_prompt_edited(self) -> None:
+        if not self._updating:
+            self._prompt_timer.start()
 
     def _sync_enabled(self) -> None:
         mtp = self.mtp_check.isChecked()
