@@ -70,7 +70,9 @@ def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
         broken,
         [read_prompt_set(small_set(tmp_path, 32))],
         depths=(1, 2),
-        runs=1,
+        # The verdict is a median of per-round speed ratios: one round on a busy 2-core VM
+        # once showed MTP "faster" at 0 % acceptance, so take three.
+        runs=3,
     )
     for mode in report["modes"][1:]:
         assert mode["identical"]
