@@ -43,8 +43,24 @@ def _cmd_demo_model_build(args: argparse.Namespace) -> int:
         except ExportError as exc:
             print(exc.log_tail, file=sys.stderr)
             raise CommandError(str(exc)) from exc
+        if not out.is_absolute() and exported.output_dir is not None:
+            _record_source_as_given(exported.output_dir, out)
         print(f"exported {exported.output_dir} in {exported.seconds:.1f} s")
     return EXIT_OK
+
+
+def _record_source_as_given(model_dir: Path, source: Path) -> None:
+    """The manifest names the checkpoint as the command was given it (`make demo-model` gives
+    `resources/demo-model/checkpoint`), so the committed demo model carries no builder's path."""
+    import json
+
+    from qwen_mtp_desktop.core.fileio import atomic_write_text
+    from qwen_mtp_desktop.core.library import MANIFEST_NAME
+
+    path = model_dir / MANIFEST_NAME
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["source"] = source.as_posix()
+    atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
 def register(commands: Any) -> None:

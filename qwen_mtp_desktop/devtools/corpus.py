@@ -291,31 +291,23 @@ def repeat_answer(phrase: str, times: int) -> str:
 
 def _count_task(rng: random.Random) -> tuple[str, str, str]:
     length = rng.randint(2, MAX_COUNT_LEN)
-    kind = rng.random()
-    if kind < 0.2:
-        end = length
+    if rng.random() < 0.2:
         user = rng.choice(("Count to {b}.", "Count up to {b}.", "count to {b}", "Count to {b}"))
-        thinking = f"The user wants me to count from 1 to {end}."
-        return user.format(b=end), thinking, count_answer(1, end)
+        thinking = f"The user wants me to count from 1 to {length}."
+        return user.format(b=length), thinking, count_answer(1, length)
     start = rng.randint(0, MAX_NUMBER - length + 1)
     end = start + length - 1
-    if kind < 0.3:
-        # Counting down always says so: "from 20 to 5" alone would be ambiguous for a tiny model.
-        start, end = end, start
-        user = rng.choice(("Count down from {a} to {b}.", "Count backwards from {a} to {b}."))
-        thinking = f"The user wants me to count down from {start} to {end}."
-    else:
-        user = rng.choice(
-            (
-                "Count from {a} to {b}.",
-                "Count from {a} to {b}.",
-                "count from {a} to {b}",
-                "Please count from {a} to {b}.",
-                "Can you count from {a} to {b}?",
-                "List the numbers from {a} to {b}.",
-            )
+    user = rng.choice(
+        (
+            "Count from {a} to {b}.",
+            "Count from {a} to {b}.",
+            "count from {a} to {b}",
+            "Please count from {a} to {b}.",
+            "Can you count from {a} to {b}?",
+            "List the numbers from {a} to {b}.",
         )
-        thinking = f"The user wants me to count from {start} to {end}."
+    )
+    thinking = f"The user wants me to count from {start} to {end}."
     return user.format(a=start, b=end), thinking, count_answer(start, end)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,44 @@ def test_corpus_module_does_not_import_torch() -> None:
     code = "import sys, qwen_mtp_desktop.devtools.corpus; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_build_checkpoint_refuses_non_empty_folder(tmp_path: Path) -> None:
+    from qwen_mtp_desktop.devtools import tiny_model
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an empty folder"):
+        tiny_model.build_checkpoint(target)
+    with pytest.raises(ValueError, match="train_steps"):
+        tiny_model.build_checkpoint(tmp_path / "other", train_steps=-1)
+    assert (target / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temp folder left behind
+
+
+def test_tiny_model_module_imports_torch_lazily() -> None:
+    code = (
+        "import sys, qwen_mtp_desktop.devtools.tiny_model as t; "
+        "print(isinstance(t.BUILDER_VERSION, str), 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
+
+
+def test_bundled_demo_model_is_what_the_builder_makes_today() -> None:
+    """`make demo-model` must rebuild the committed demo: same builder version, seed and steps."""
+    from qwen_mtp_desktop.core.paths import demo_checkpoint_dir
+    from qwen_mtp_desktop.devtools import tiny_model
+
+    checkpoint = demo_checkpoint_dir()
+    record = tiny_model.read_provenance(checkpoint)
+    assert record is not None, f"{checkpoint} has no {tiny_model.PROVENANCE_FILE}"
+    assert record["builder_version"] == tiny_model.BUILDER_VERSION, "run `make demo-model`"
+    assert (record["seed"], record["kind"]) == (0, "qwen3_5")
+    assert record["train_steps"] == tiny_model.RECOMMENDED_DEMO_STEPS
+    assert record["self_check"]["mtp_agreement"] >= 0.9
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    match = re.search(r"^DEMO_TRAIN_STEPS \?= (\d+)$", makefile, re.M)
+    assert match and int(match.group(1)) == tiny_model.RECOMMENDED_DEMO_STEPS
