@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 HASH := $(shell $(PYTHON) -c "import hashlib; print(hashlib.sha256(open('pyproject.toml', 'rb').read()).hexdigest()[:16])")
 RUN_STAMP := $(VENV)/.stamp-run-$(HASH)
 TEST_STAMP := $(VENV)/.stamp-test-$(HASH)
+PACKAGE_STAMP := $(VENV)/.stamp-package-$(HASH)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck pytest demo-model clean
+.PHONY: run test lint typecheck pytest demo-model package clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,16 +21,22 @@ $(RUN_STAMP): | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-# Runtime + export toolkit (optimum-intel, torch) + dev tools.
+# Runtime + export toolkit (optimum-intel, torch) + dev tools + PyInstaller (a test builds the
+# bundle once).
 $(TEST_STAMP): | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[export,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[export,dev,package]'
+	touch $@ $(RUN_STAMP) $(PACKAGE_STAMP)
+
+# Runtime + PyInstaller (the `package` extra), for building the bundle.
+$(PACKAGE_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[package]'
 	touch $@ $(RUN_STAMP)
 
 run: $(RUN_STAMP)
 	$(BIN)/qwen-mtp-desktop
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check qwen_mtp_desktop tests benchmarks
+	$(BIN)/ruff check qwen_mtp_desktop tests benchmarks packaging
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
@@ -46,8 +53,15 @@ demo-model: $(TEST_STAMP)
 		--train-steps $(DEMO_TRAIN_STEPS) --seed 0 \
 		--export-to resources/demo-model/openvino --weight-format $(DEMO_WEIGHT_FORMAT)
 
-DEMO_TRAIN_STEPS ?= 400
+DEMO_TRAIN_STEPS ?= 1600
 DEMO_WEIGHT_FORMAT ?= fp16
+
+# The one-folder bundle for this OS (dist/qwen-mtp-desktop), its --self-test, its size, and the
+# OS's installer (Linux: dist/qwen-mtp-desktop-VERSION-linux-ARCH.tar.gz). See packaging/README.md.
+package: $(PACKAGE_STAMP)
+	$(BIN)/python packaging/build.py $(PACKAGE_ARGS)
+
+PACKAGE_ARGS ?=
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

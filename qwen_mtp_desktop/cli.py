@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from qwen_mtp_desktop import APP_ID, __version__
+from qwen_mtp_desktop import APP_ID
 from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     CommandError,
@@ -25,13 +25,48 @@ from qwen_mtp_desktop.core.privacy import block_telemetry
 COMMAND_MODULES = (doctor, generate, models, export, validate, bench, demo_model)
 
 
+class VersionAction(argparse.Action):
+    """`--version`: app version, git revision, build kind and runtime versions, then exit."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: str = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from qwen_mtp_desktop.core.buildinfo import build_info
+
+        print(build_info().version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=APP_ID,
         description="Local Qwen3.5 chat on OpenVINO with multi-token-prediction speed-up. "
         "Without a command, opens the app.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        help="show the version, git revision and runtime versions, then exit",
+    )
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="headless check: chat with the bundled demo model with and without MTP, compare "
+        "the outputs, print one line, exit 0 if they are identical and drafts were accepted",
+    )
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
     parser.add_argument("--screenshot", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--quit-after-ms", type=int, help=argparse.SUPPRESS)
@@ -45,6 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     block_telemetry()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.self_test:
+        if args.command is not None:
+            parser.error("--self-test takes no command")
+        from qwen_mtp_desktop.commands.self_test import main_self_test
+
+        return main_self_test()
     if args.command is None:
         from qwen_mtp_desktop.app import run_gui
 

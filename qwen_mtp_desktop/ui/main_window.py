@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QCloseEvent, QIcon
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QIcon
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMainWindow,
+    QMessageBox,
     QStackedWidget,
     QWidget,
 )
@@ -23,6 +24,7 @@ from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_model
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export_panel import ExportPanel
@@ -79,6 +81,12 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
+        help_menu = self.menuBar().addMenu("&Help")
+        self.about_action = QAction(f"&About {APP_NAME}", self)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)  # macOS: the app menu
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.about_action)
+
         self.model_label = QLabel()
         self.statusBar().addPermanentWidget(self.model_label)
         self._show_model()
@@ -89,6 +97,20 @@ class MainWindow(QMainWindow):
         self.engine.loaded.connect(self._on_engine_loaded)
         self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
         self._restore_geometry()
+        #: Notices shown at start-up (e.g. damaged settings kept aside), newest last.
+        self.notices: list[str] = []
+        if store.notice:
+            notice = store.notice
+            QTimer.singleShot(0, lambda: self.show_notice("Settings were reset", notice))
+
+    def show_notice(self, title: str, text: str) -> None:
+        """Tell the user something they should know without blocking anything (non-modal)."""
+        self.notices.append(text)
+        box = QMessageBox(
+            QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok, self
+        )
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
 
     def panel(self, name: str) -> QWidget:
         widget = self.stack.widget(PANELS.index(name))
@@ -133,6 +155,13 @@ class MainWindow(QMainWindow):
             lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
         )
         return self.bench
+
+    def show_about(self) -> AboutDialog:
+        """Help > About: version, git revision and runtime versions (modal)."""
+        dialog = AboutDialog(self, paths=self._paths)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
         mode = "MTP" if loaded.mode == "mtp" else "plain decoding"
