@@ -35,7 +35,7 @@ def run_gui(
 
     import qasync
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QApplication
 
     from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
     from qwen_mtp_desktop.ui.main_window import MainWindow, app_icon
@@ -52,11 +52,21 @@ def run_gui(
 
     if model is not None:
         store.settings.default_model = str(model.resolve())
-    window = MainWindow(paths, store)
+    instance = None
+    if screenshot is None:  # smoke runs may overlap a running app; they only read
+        from qwen_mtp_desktop.ui.single_instance import SingleInstance
+
+        instance = SingleInstance(paths.data_dir)
+        if not instance.claim():
+            log.info("%s is already running; asked it to come forward", APP_NAME)
+            return 0
+    window = MainWindow(paths, store)  # shows store.notice (damaged settings) non-modally
     notifier.set_parent_widget(window)
     window.show()
-    if store.notice:
-        QMessageBox.warning(window, "Settings were reset", store.notice)
+    if instance is not None:
+        from qwen_mtp_desktop.ui.single_instance import bring_to_front
+
+        instance.activated.connect(lambda: bring_to_front(window))
 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
@@ -79,6 +89,8 @@ def run_gui(
         with loop:
             loop.run_until_complete(closed.wait())
     finally:
+        if instance is not None:
+            instance.release()
         crash_handler.uninstall()
         log.info("%s exiting", APP_NAME)
     return 0

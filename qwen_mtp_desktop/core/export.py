@@ -185,7 +185,10 @@ def parse_source(text: str, revision: str | None = None) -> ExportSource:
             "Enter a Hugging Face model id (e.g. Qwen/Qwen3.5-0.8B) or choose a checkpoint folder.",
             code="NO_SOURCE",
         )
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "~name/..." for a user that does not exist
+        path = Path(text)
     if path.exists() or text.startswith(("/", ".", "~", "\\")) or re.match(r"^[A-Za-z]:", text):
         return ExportSource("folder", str(path.resolve()))
     repo, _, rev = text.partition("@")
@@ -913,7 +916,7 @@ def verify_precisions(model_dir: Path, options: ExportOptions) -> Verification:
         try:
             info = read_ir(model_dir / f"{stem}.xml")
         except IrError as exc:
-            result.items.append(VerifyItem("ir", "fail", f"{stem}.xml cannot be read: {exc}"))
+            result.items.append(VerifyItem("ir", "fail", f"{stem}.xml {exc.reason}."))
             continue
         result.precisions[key] = info.precision_summary
         label = PART_LABELS.get(key, key)

@@ -76,7 +76,20 @@ def hub_available() -> bool:
 
 
 def repo_folder(repo_id: str, cache: Path | None = None) -> Path:
-    return (cache or hub_cache_dir()) / f"models--{repo_id.replace('/', '--')}"
+    """The repo's folder in the cache; separators in the id cannot lead out of it."""
+    name = repo_id.replace("/", "--").replace("\\", "--")
+    return (cache or hub_cache_dir()) / f"models--{name}"
+
+
+def _safe_ref(revision: str) -> bool:
+    """A branch or tag name as the cache stores it under refs/ ("main", "refs/pr/1")."""
+    parts = revision.split("/")
+    return (
+        "\\" not in revision
+        and "\x00" not in revision
+        and all(part not in ("", ".", "..") for part in parts)
+        and not re.match(r"^[A-Za-z]:", revision)
+    )
 
 
 def cached_snapshot(
@@ -87,12 +100,14 @@ def cached_snapshot(
     rev = revision or "main"
     if _COMMIT_RE.match(rev):
         commit: str | None = rev
+    elif not _safe_ref(rev):
+        return None  # "../../x" must not read (or point at) anything outside the cache
     else:
         try:
             commit = (folder / "refs" / rev).read_text(encoding="utf-8").strip()
-        except OSError:
+        except (OSError, ValueError):
             commit = None
-    if not commit:
+    if not commit or not _COMMIT_RE.match(commit):
         return None
     snapshot = folder / "snapshots" / commit
     return (snapshot, commit) if snapshot.is_dir() else None

@@ -85,8 +85,9 @@ class IrError(Exception):
     """The IR could not be read at all; `path` is the .xml."""
 
     def __init__(self, path: Path, message: str) -> None:
-        super().__init__(f"{path}: {message}")
+        super().__init__(f"{path} {message}")
         self.path = path
+        #: What is wrong, phrased to follow the file's name ("is not well-formed XML (...)").
         self.reason = message
 
 
@@ -360,7 +361,9 @@ class _ForbiddenXmlError(Exception):
 
 
 def _forbid(*_args: object) -> int:
-    raise _ForbiddenXmlError("DOCTYPE, entity declarations and external references are not allowed")
+    raise _ForbiddenXmlError(
+        "uses DOCTYPE, entity declarations or external references, which are not allowed"
+    )
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -400,7 +403,9 @@ class _Reader:
         self.stack.append(tag)
         if depth == 0:
             if tag != "net":
-                raise IrParseError(self.xml_path, f"root element is <{tag}>, not an OpenVINO <net>")
+                raise IrParseError(
+                    self.xml_path, f"is not an OpenVINO IR (its root element is <{tag}>, not <net>)"
+                )
             self.root_seen = True
             self.model_name = attrs.get("name", "")
             self.ir_version = attrs.get("version", "")
@@ -708,6 +713,13 @@ def _check_bin(reader: _Reader, bin_path: Path) -> int | None:
     return bin_bytes
 
 
+def _expat_reason(exc: xml.parsers.expat.ExpatError) -> str:
+    """'invalid token at line 3, column 7': expat's own wording says "not well-formed" too."""
+    reason = xml.parsers.expat.ErrorString(exc.code) if exc.code else str(exc)
+    reason = reason.removeprefix("not well-formed").strip().strip("()") or "syntax error"
+    return f"{reason} at line {exc.lineno}, column {exc.offset}"
+
+
 def read_ir(xml_path: Path, bin_path: Path | None = None) -> IrInfo:
     """Parse `xml_path` (and stat its .bin) into an `IrInfo`; raise `IrError` if unreadable."""
     xml_path = Path(xml_path)
@@ -728,19 +740,19 @@ def read_ir(xml_path: Path, bin_path: Path | None = None) -> IrInfo:
                 parser.Parse(chunk, False)
             parser.Parse(b"", True)
     except FileNotFoundError as exc:
-        raise IrMissingError(xml_path, "the .xml file does not exist") from exc
+        raise IrMissingError(xml_path, "does not exist") from exc
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
         raise IrUnreadableError(xml_path, f"cannot be opened ({exc.strerror or exc})") from exc
     except OSError as exc:
-        raise IrUnreadableError(xml_path, f"cannot be read ({exc})") from exc
+        raise IrUnreadableError(xml_path, f"cannot be read ({exc.strerror or exc})") from exc
     except xml.parsers.expat.ExpatError as exc:
-        raise IrParseError(xml_path, f"not well-formed XML ({exc})") from exc
+        raise IrParseError(xml_path, f"is not well-formed XML ({_expat_reason(exc)})") from exc
     except _ForbiddenXmlError as exc:
         raise IrParseError(xml_path, str(exc)) from exc
     except RecursionError as exc:
-        raise IrParseError(xml_path, "nested too deeply") from exc
+        raise IrParseError(xml_path, "is nested too deeply to be an OpenVINO IR") from exc
     if not reader.root_seen:
-        raise IrParseError(xml_path, "empty document")
+        raise IrParseError(xml_path, "is empty (no XML element)")
     reader.issues.extend(reader.damage())
     bin_bytes = _check_bin(reader, bin_path)
     return IrInfo(

@@ -13,6 +13,7 @@ prints them and the UI reads them); `ModelReport.to_json_dict` documents the sch
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -990,6 +991,33 @@ def _list_folder(folder: Path) -> tuple[set[str] | None, Diagnostic | None]:
         exists = is_dir or folder.exists()
     except OSError as exc:
         return None, Diagnostic("UNREADABLE", "error", f"{folder} cannot be accessed ({exc}).")
+    if not exists and folder.is_symlink():
+        # exists() is False for a dangling link and for a loop (ELOOP); say which.
+        try:
+            folder.resolve(strict=True)
+        except RuntimeError:  # Python 3.11-3.12 report a loop this way
+            loop = True
+        except OSError as exc:
+            loop = exc.errno == errno.ELOOP
+        else:
+            loop = False
+        if loop:
+            return None, Diagnostic(
+                "SYMLINK_LOOP",
+                "error",
+                f"{folder} is a symbolic link that leads back to itself (a link loop).",
+                "Point the link at the real model folder, or choose that folder instead.",
+            )
+        try:
+            target = str(folder.readlink())
+        except OSError:
+            target = "a place"
+        return None, Diagnostic(
+            "NOT_FOUND",
+            "error",
+            f"{folder} is a symbolic link to {target}, which does not exist.",
+            "Point the link at the model folder again, or remove it from the model list.",
+        )
     if not exists:
         return None, Diagnostic(
             "NOT_FOUND",

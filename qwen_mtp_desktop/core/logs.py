@@ -1,4 +1,9 @@
-"""Logging to a rotating file in the app's log dir (and to stderr for warnings)."""
+"""Logging to a rotating file in the app's log dir (and to stderr for warnings).
+
+Conversations are private: prompts and answers go to the log only through
+`log_conversation`, at DEBUG level, which the app enables only when the user turns on debug
+logging (Settings.debug_logging). Other log lines must never include message text.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,14 @@ import logging.handlers
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
+CONVERSATION_LOGGER = "qwen_mtp_desktop.conversation"
+_conversation = logging.getLogger(CONVERSATION_LOGGER)
+
+
+def log_conversation(kind: str, text: str) -> None:
+    """Log a prompt or an answer, only when debug logging is on (never by default)."""
+    if _conversation.isEnabledFor(logging.DEBUG):
+        _conversation.debug("%s (%d chars): %s", kind, len(text), text)
 
 
 def setup_logging(

@@ -86,7 +86,12 @@ def load_settings(path: Path) -> LoadedSettings:
             raise ValueError("the file does not hold a JSON object")
         return LoadedSettings(_from_dict(_migrate(raw)))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        backup = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = path.with_name(f"{path.name}.damaged-{stamp}")
+        counter = 1
+        while backup.exists():  # never overwrite an earlier backup (two in one second)
+            counter += 1
+            backup = path.with_name(f"{path.name}.damaged-{stamp}-{counter}")
         try:
             path.replace(backup)
             where = f"It was kept as {backup}."

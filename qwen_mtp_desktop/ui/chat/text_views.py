@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -65,7 +65,10 @@ class AutoHeightText(QTextBrowser):
         self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
 
     def loadResource(self, type: int, name: QUrl | str) -> object:  # noqa: N802 (Qt override)
-        return None  # never fetch images or anything else a model's output points at
+        # Never load images or anything else a model's output points at. An empty (not a
+        # null) result matters: on a null one QTextDocument falls back to reading local files
+        # and data: URLs itself, so `![](file:///home/you/photo.png)` would show that file.
+        return QByteArray()
 
     def set_markdown(self, text: str) -> None:
         self.document().setMarkdown(text, MARKDOWN_FEATURES)
@@ -144,7 +147,9 @@ class CodeBlock(QFrame):
         header_layout = QHBoxLayout(header)
         header_layout.setContentsMargins(10, 4, 4, 4)
         label = QLabel(language or "code")
+        label.setTextFormat(Qt.TextFormat.PlainText)  # the info string is model output
         label.setObjectName("codeLanguage")
+        self.language_label = label
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("codeCopy")
         self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)

@@ -1,0 +1,10 @@
+"""Reliability suite: faults, bad input and long runs against the real app code.
+
+The fixtures for real models come from the integration suite. Every test that measures
+something records it with `figures.record`, which keeps the figures of the last run in
+`.cache/reliability/figures.json` (the README's "Reliability" section quotes them).
+"""
+
+from __future__ import annotations
+
+from tests.integration.conftest import demo_copy, demo_model  # noqa: F401 (fixtures)
