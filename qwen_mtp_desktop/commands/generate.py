@@ -11,6 +11,19 @@ from typing import Any
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError, positive_int
 
 
+def depth_or_auto(text: str) -> int | str:
+    """`--num-assistant-tokens`: a positive whole number, or "auto" (core.adaptive)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a positive whole number nor 'auto'"
+        ) from None
+    return positive_int(text)
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine import (
         Engine,
@@ -25,9 +38,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.system:
         messages.append(Message("system", args.system))
     messages.append(Message("user", args.prompt))
+    auto = args.num_assistant_tokens == "auto" and not args.no_mtp
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
-        num_assistant_tokens=args.num_assistant_tokens,
+        num_assistant_tokens=1
+        if args.num_assistant_tokens == "auto"
+        else args.num_assistant_tokens,
         thinking=args.think,
     )
     options = LoadOptions(
@@ -38,6 +54,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         loaded = engine.load(args.model_dir, options)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        decision = None
+        if auto and loaded.mode == "mtp":
+            # The chat's Auto policy: the stored benchmark verdict (n=1 without one), and a
+            # fall back to plain decoding mid-answer if the drafts keep being rejected.
+            from qwen_mtp_desktop.core.adaptive import turn_settings
+            from qwen_mtp_desktop.core.bench import auto_policy
+
+            policy = auto_policy(args.model_dir, args.device)
+            decision = policy.decide()
+            settings = turn_settings(decision, settings, policy, plain_load_s=0.8 * loaded.load_s)
+            print(f"Auto: {decision.summary()}", file=sys.stderr)
         generation = engine.generate(messages, settings)
         try:
             for chunk in generation:
@@ -58,13 +85,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     stats = generation.stats
     assert stats is not None
     if args.json:
-        payload = {
+        payload: dict[str, Any] = {
             "model_dir": str(loaded.model_dir),
             "text": generation.answer,
             "reasoning": generation.reasoning,
             "load_s": loaded.load_s,
             "stats": stats.to_json_dict(),
         }
+        if decision is not None:
+            from qwen_mtp_desktop.core.adaptive import auto_summary
+
+            payload["auto"] = auto_summary(decision, stats)
         print(json.dumps(payload, indent=2))
     else:
         print()
@@ -79,6 +110,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             )
         else:
             summary += "baseline (no MTP)"
+        if stats.switched_to_plain_at is not None:
+            switched = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
+            summary += f"; Auto switched to plain decoding after {switched} tokens"
         print(summary, file=sys.stderr)
     return EXIT_OK
 
@@ -92,10 +126,11 @@ def register(commands: Any) -> None:
     depth = gen.add_mutually_exclusive_group()
     depth.add_argument(
         "--num-assistant-tokens",
-        type=positive_int,
+        type=depth_or_auto,
         default=1,
-        metavar="K",
-        help="MTP draft tokens per step (default 1; more is not validated for every model)",
+        metavar="K|auto",
+        help="MTP draft tokens per step (default 1; more is not validated for every model), "
+        "or auto: the chat's Auto policy (benchmark verdict, plain decoding when drafts lose)",
     )
     depth.add_argument("--no-mtp", action="store_true", help="plain decoding, no MTP head")
     gen.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")

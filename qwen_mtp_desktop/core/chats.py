@@ -123,8 +123,9 @@ class ChatSettings:
 
     device: str = "CPU"
     mtp: bool = True
-    #: Draft tokens per MTP step, or "auto" for the value the benchmark found best.
-    num_assistant_tokens: int | Literal["auto"] = 1
+    #: Draft tokens per MTP step, or "auto" (the default): Auto (core.adaptive) starts from the
+    #: benchmark's depth and adapts turn by turn, down to plain decoding.
+    num_assistant_tokens: int | Literal["auto"] = "auto"
     thinking: bool = False
     max_new_tokens: int = 512
     temperature: float = 0.7
@@ -1041,7 +1042,12 @@ class ChatStore:
             conv = self.get_conversation(conversation_id)
             messages = self.messages(conversation_id)
         s = conv.settings
-        mode = f"MTP (n={s.num_assistant_tokens})" if s.mtp else "baseline"
+        if not s.mtp:
+            mode = "baseline"
+        elif s.num_assistant_tokens == "auto":
+            mode = "MTP (Auto)"
+        else:
+            mode = f"MTP (n={s.num_assistant_tokens})"
         lines = [f"# {conv.title}", ""]
         if conv.model_dir:
             lines.append(f"- Model: `{conv.model_dir}`")
@@ -1086,6 +1092,9 @@ def stats_summary(stats: Mapping[str, Any]) -> str:
         parts.append(str(stats["model"]))
     if isinstance(stats.get("device"), str):
         parts.append(str(stats["device"]))
+    auto = stats.get("auto")
+    if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
+        parts.append(f"Auto: {auto['summary']}")
     if stats.get("mode") == "mtp":
         parts.append(f"MTP n={stats.get('num_assistant_tokens')}")
     elif stats.get("mode") == "baseline":

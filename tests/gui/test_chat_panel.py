@@ -289,33 +289,50 @@ def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: flo
 
 
 @pytest.mark.parametrize(
-    ("depth", "speedup", "expected_mode", "expected_label"),
+    ("depth", "speedup", "start_label", "answer_mode", "answer_summary"),
     [
-        (2, 1.3, "mtp", "MTP n=2 (auto: 90% accepted, 1.30x)"),
-        (None, 0.6, "baseline", "plain decoding (auto: 90% accepted, MTP would be 0.60x)"),
+        (2, 1.3, "Auto · starts at MTP n=2 (benchmark: 90% accepted, 1.30x)", "mtp",
+         "MTP n=2: benchmark: 1.30x"),
+        (None, 0.6, "Auto · starts at plain (benchmark: 90% accepted, MTP would be 0.60x)",
+         "baseline", "plain: benchmark found plain decoding faster, MTP was 0.60x"),
     ],
-)
-def test_auto_depth_follows_the_benchmark(
-    qtbot: QtBot, depth: int | None, speedup: float, expected_mode: str, expected_label: str
+)  # fmt: skip
+def test_auto_starts_from_the_benchmark_and_records_its_choice(
+    qtbot: QtBot,
+    screenshot_dir: Path,
+    depth: int | None,
+    speedup: float,
+    start_label: str,
+    answer_mode: str,
+    answer_summary: str,
 ) -> None:
     from qwen_mtp_desktop.core.paths import demo_model_dir
 
     _recommend(demo_model_dir(), depth, speedup, 0.9)
     window = _open_window(qtbot)
     chat = window.chat
-    chat.settings_panel.depth_spin.setValue(0)  # "auto"
+    # Auto is the default: the MTP pipeline is loaded, plain decoding joins it when needed.
     assert chat.settings_panel.settings.num_assistant_tokens == "auto"
+    assert chat.settings_panel.depth_spin.text() == "Auto"
     qtbot.waitUntil(
         lambda: (
             chat._loaded is not None
-            and chat._loaded.mode == expected_mode
-            and expected_label in chat.model_status.text()
+            and chat._loaded.mode == "mtp"
+            and start_label in chat.model_status.text()
         ),
         timeout=LONG_WAIT,
     )
     _send(qtbot, chat, "Count from 1 to 6.")
     answer = chat.transcript.messages[-1]
     assert answer.content.split()[:6] == ["1", "2", "3", "4", "5", "6"]
+    assert f"Auto · {answer_summary}" in chat.model_status.text()
+    stored = chat._messages[-1].stats
+    assert stored is not None
+    assert stored["mode"] == answer_mode and stored["decoding"] == "auto"
+    assert stored["auto"]["summary"] == answer_summary
+    assert "chunk_times" not in stored
+    assert f"Auto · {answer_summary}" in chat.live_stats.text()
+    window.grab().save(str(screenshot_dir / f"chat-auto-{answer_mode}.png"))
     window.close()
 
 

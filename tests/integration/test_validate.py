@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,42 +24,13 @@ from qwen_mtp_desktop.core.validate import (
     reports_dir,
     run_validation,
 )
+from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
 pytestmark = pytest.mark.slow
 
 MTP_STEM = "openvino_mtp_model"
 
-
-def make_broken_mtp_copy(source: Path, target: Path, seed: int = 0) -> Path:
-    """A copy of `source` whose MTP head has random weights: drafts are (almost) always wrong,
-    but speculative decoding must still produce the plain model's output."""
-    import numpy as np
-    import openvino as ov
-
-    shutil.copytree(source, target)
-    xml = target / f"{MTP_STEM}.xml"
-    model = ov.Core().read_model(xml)
-    rng = np.random.default_rng(seed)
-    replaced = 0
-    for op in model.get_ordered_ops():
-        # Only the named weight matrices: norms' eps, RoPE frequencies and scales stay sane.
-        if op.get_type_name() != "Constant" or ".weight" not in op.get_friendly_name():
-            continue
-        data = op.get_data()
-        if data.ndim < 2 or data.dtype.kind != "f":
-            continue
-        scale = float(np.abs(data).mean()) or 0.02
-        noise = (rng.standard_normal(data.shape) * scale * 4).astype(data.dtype)
-        op.output(0).replace(ov.op.Constant(noise).output(0))
-        replaced += 1
-    assert replaced >= 5, "the MTP IR has no float weight matrices to randomise"
-    staged = target / "mtp-random.xml"
-    ov.save_model(model, staged, compress_to_fp16=False)
-    del model
-    staged.replace(xml)
-    staged.with_suffix(".bin").replace(xml.with_suffix(".bin"))
-    (target / "qwen_mtp_export.json").unlink(missing_ok=True)  # its checksums no longer hold
-    return target
+__all__ = ["make_broken_mtp_copy", "small_set"]
 
 
 def small_set(tmp_path: Path, max_new_tokens: int = 32) -> Path:

@@ -77,7 +77,7 @@ def test_chat_settings_defaults_and_round_trip() -> None:
     assert defaults.to_dict() == {
         "device": "CPU",
         "mtp": True,
-        "num_assistant_tokens": 1,
+        "num_assistant_tokens": "auto",  # Auto (core.adaptive) is the default
         "thinking": False,
         "max_new_tokens": 512,
         "temperature": 0.7,
@@ -884,3 +884,18 @@ def test_large_history_is_fast(db_path: Path) -> None:
     assert list_s < 0.5
     assert chat_s < 0.5
     assert search_s < 0.5
+
+
+def test_stats_summary_shows_auto_and_reads_old_rows() -> None:
+    from qwen_mtp_desktop.core.chats import stats_summary
+
+    old_row = {"mode": "mtp", "num_assistant_tokens": 2, "generated_tokens": 10}
+    assert stats_summary(old_row) == "MTP n=2 · 10 tokens"
+    auto_row = {
+        **old_row,
+        "decoding": "auto",
+        "auto": {"summary": "MTP n=2: 78% accepted, 1.3x", "choice": "MTP n=2"},
+    }
+    assert stats_summary(auto_row).startswith("Auto: MTP n=2: 78% accepted, 1.3x · MTP n=2")
+    broken = {**old_row, "auto": "not a dict"}
+    assert stats_summary(broken) == "MTP n=2 · 10 tokens"

@@ -30,6 +30,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.adaptive import (
+    AdaptivePolicy,
+    Decision,
+    TurnSample,
+    auto_summary,
+    policy_from_recommendation,
+    turn_settings,
+)
 from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
 from qwen_mtp_desktop.core.chats import (
     ChatSettings,
@@ -102,9 +110,18 @@ def _verdict(recommendation: DepthRecommendation) -> str:
 class _Stream:
     """The answer being generated: its widget, store id and text not yet written."""
 
-    def __init__(self, request_id: int, widget: MessageWidget) -> None:
+    def __init__(
+        self,
+        request_id: int,
+        widget: MessageWidget,
+        settings: GenerationSettings,
+        auto: tuple[AdaptivePolicy, Decision] | None = None,
+    ) -> None:
         self.request_id = request_id
         self.widget = widget
+        self.settings = settings
+        #: Auto's policy and its decision for this turn (None when the depth is fixed).
+        self.auto = auto
         self.message_id: int | None = None
         self.pending_answer: list[str] = []
         self.pending_reasoning: list[str] = []
@@ -154,6 +171,8 @@ class ChatPanel(QWidget):
         self._models: list[Path] = []
         #: The benchmark's verdict for "auto" depth, per (model dir, device).
         self._auto: dict[tuple[Path, str], DepthRecommendation | None] = {}
+        #: Auto's policy per (conversation, model dir, device): it learns turn by turn.
+        self._policies: dict[tuple[int, Path, str], AdaptivePolicy] = {}
         self._last_deleted: DeletedConversation | None = None
         self._build()
         self._wire_engine()
@@ -297,6 +316,8 @@ class ChatPanel(QWidget):
         """A new benchmark result for `model_dir`: look "auto" up again."""
         for key in [key for key in self._auto if key[0] == model_dir]:
             del self._auto[key]
+        for policy_key in [k for k in self._policies if k[1] == model_dir]:
+            del self._policies[policy_key]
         if not self.generating:
             self._want_model = None
             self._ensure_model()
@@ -464,14 +485,9 @@ class ChatPanel(QWidget):
 
             self._runner.submit(lambda: depth_recommendation(*key), found, self._on_store_error)
             return
-        recommendation = self._auto_recommendation()
-        # "auto" runs plain decoding where the benchmark found MTP slower.
-        plain_is_faster = (
-            settings.num_assistant_tokens == "auto"
-            and recommendation is not None
-            and recommendation.depth is None
-        )
-        mtp = settings.mtp and not plain_is_faster
+        # Auto keeps the MTP pipeline and adds a plain one beside it when it first runs plain
+        # decoding (Engine), so it can probe MTP again later.
+        mtp = settings.mtp
         wanted = (self._model_dir(), LoadOptions(device=settings.device, mtp=mtp))
         if self._want_model is not None and self._want_model == wanted:
             return
@@ -499,22 +515,36 @@ class ChatPanel(QWidget):
                 continue
             history.append(message.to_engine_message())
         settings = self._engine_settings()
+        auto: tuple[AdaptivePolicy, Decision] | None = None
+        policy = self._policy()
+        if policy is not None:
+            decision = policy.decide()
+            loaded = self._loaded
+            load_s = 0.0 if self._engine.plain_ready else (loaded.load_s if loaded else 1.0)
+            settings = turn_settings(decision, settings, policy, plain_load_s=load_s)
+            auto = (policy, decision)
         request_id = self._engine.generate(history, settings)
         widget = self._add_widget("assistant")
         widget.begin_stream()
         widget.set_show_drafts(self._show_drafts)
-        stream = _Stream(request_id, widget)
+        stream = _Stream(request_id, widget, settings, auto)
+        self._update_header()
         self._stream = stream
         store = self._store
         conversation_id = conversation.id
 
-        def begun(message: StoredMessage) -> None:
+        def begin() -> StoredMessage:
+            message = store.begin_assistant_message(conversation_id)
+            # Set here, on the store thread: the flushes and the final write queued behind this
+            # task must see the id even before `begun` runs on the GUI thread (a fast answer
+            # used to finish first, and its text never reached the database).
             stream.message_id = message.id
+            return message
+
+        def begun(message: StoredMessage) -> None:
             widget.message_id = message.id
 
-        self._runner.submit(
-            lambda: store.begin_assistant_message(conversation_id), begun, self._on_store_error
-        )
+        self._runner.submit(begin, begun, self._on_store_error)
         self.composer.set_generating(True)
         self.live_stats.setText("Waiting for the first token…")
         self._flush_timer.start()
@@ -555,8 +585,8 @@ class ChatPanel(QWidget):
             span = stream.last_t - stream.first_t
             if span > 0 and len(stream.sizes) > 1:
                 parts.insert(0, f"{(tokens - stream.sizes[0]) / span:.1f} tok/s")
-        if loaded is not None and loaded.mode == "mtp":
-            settings = self._engine_settings()
+        settings = stream.settings
+        if loaded is not None and loaded.mode == "mtp" and not settings.plain:
             n = settings.num_assistant_tokens
             drafted, accepted, _ = speculative_stats(
                 stream.sizes, n, "mtp", settings.max_new_tokens
@@ -579,6 +609,13 @@ class ChatPanel(QWidget):
         widget = stream.widget
         widget.end_stream()
         record = self._stats_record(stats, widget)
+        if stream.auto is not None:
+            policy, decision = stream.auto
+            policy.observe(TurnSample.from_stats(stats, stream.settings.max_new_tokens))
+            record["decoding"] = "auto"
+            record["auto"] = auto_summary(decision, stats)
+        else:
+            record["decoding"] = "fixed"
         widget.set_stats(record)
         if stats.finish_reason == "cancelled":
             widget.show_notice("Stopped. The answer so far is kept.")
@@ -650,6 +687,7 @@ class ChatPanel(QWidget):
     def _stats_record(self, stats: GenerationStats, widget: MessageWidget) -> dict[str, Any]:
         record = stats.to_json_dict()
         record.pop("chunk_sizes", None)
+        record.pop("chunk_times", None)
         loaded = self._loaded
         record["model"] = display_name(loaded.model_dir) if loaded else ""
         record["model_dir"] = str(loaded.model_dir) if loaded else ""
@@ -696,23 +734,50 @@ class ChatPanel(QWidget):
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
 
     def _mode_label(self) -> str:
-        """What decoding runs, and for "auto" why (the benchmark's verdict)."""
+        """What decoding runs, and for Auto what it decided and why."""
         loaded = self._loaded
         settings = self.settings_panel.settings
         depth = self._engine_settings().num_assistant_tokens
         auto = settings.num_assistant_tokens == "auto"
-        recommendation = self._auto_recommendation()
         if loaded is None:
             return ""
         if loaded.mode != "mtp":
-            if auto and recommendation is not None and recommendation.depth is None:
-                return f"plain decoding (auto: {_verdict(recommendation)})"
             return "plain decoding"
         if not auto:
             return f"MTP n={depth}"
+        policy = self._policies.get(self._policy_key()) if self._conversation else None
+        if policy is not None and policy.last_decision is not None:
+            return f"Auto · {policy.last_decision.summary()}"
+        recommendation = self._auto_recommendation()
         if recommendation is None:
-            return f"MTP n={depth} (auto: not benchmarked on this device yet)"
-        return f"MTP n={depth} (auto: {_verdict(recommendation)})"
+            return "Auto · starts at MTP n=1 (not benchmarked on this device yet)"
+        start = "plain" if recommendation.depth is None else f"MTP n={recommendation.depth}"
+        return f"Auto · starts at {start} (benchmark: {_verdict(recommendation)})"
+
+    def _policy_key(self) -> tuple[int, Path, str]:
+        conversation_id = self._conversation.id if self._conversation is not None else 0
+        return (conversation_id, self._model_dir(), self.settings_panel.settings.device)
+
+    def _policy(self) -> AdaptivePolicy | None:
+        """This conversation's Auto policy; None when the depth is fixed or MTP is off."""
+        settings = self.settings_panel.settings
+        loaded = self._loaded
+        if settings.num_assistant_tokens != "auto" or not settings.mtp or settings.temperature > 0:
+            return None
+        if loaded is None or loaded.mode != "mtp":
+            return None
+        key = self._policy_key()
+        policy = self._policies.get(key)
+        if policy is None:
+            found = self._auto_recommendation()
+            policy = policy_from_recommendation(
+                found.depth if found else None,
+                benchmarked=found is not None,
+                speedup=found.speedup if found else None,
+                acceptance=found.acceptance_rate if found else None,
+            )
+            self._policies[key] = policy
+        return policy
 
     # ------------------------------------------------------------------------ user actions
 

@@ -30,6 +30,13 @@ def format_stats(stats: dict[str, Any]) -> str:
     """The one-line summary shown under an answer (and live while it streams)."""
     parts: list[str] = []
     mode = stats.get("mode")
+    auto = stats.get("auto")
+    if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
+        # Older rows have no "auto" entry and read as before.
+        parts.append(f"Auto · {auto['summary']}")
+        switched = auto.get("switched_to_plain_after_tokens")
+        if isinstance(switched, int):
+            parts.append(f"switched to plain after {switched} tokens")
     if mode == "mtp":
         parts.append(f"MTP n={stats.get('num_assistant_tokens', 1)}")
         rate = stats.get("acceptance_rate")

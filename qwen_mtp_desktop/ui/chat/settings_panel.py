@@ -73,10 +73,13 @@ class ChatSettingsPanel(QFrame):
         self.mtp_check.toggled.connect(self._emit)
         self.depth_spin = QSpinBox()
         self.depth_spin.setRange(0, 8)
-        self.depth_spin.setSpecialValueText("auto")
+        self.depth_spin.setSpecialValueText("Auto")
         self.depth_spin.setToolTip(
-            "Draft tokens the MTP head proposes per step. 1 is recommended; auto uses the depth "
-            "the Benchmark panel found fastest for this model and device."
+            "Draft tokens the MTP head proposes per step. Auto (the default) starts from the "
+            "depth the Benchmark panel found fastest for this model and device (1 without a "
+            "benchmark), then adapts turn by turn from measured acceptance and speed: deeper, "
+            "shallower, or plain decoding when drafts are rejected. The chat header and each "
+            "answer show what it chose and why."
         )
         self.depth_spin.valueChanged.connect(self._emit)
         self.depth_note = QLabel(EXPERIMENTAL_DEPTH_NOTE)

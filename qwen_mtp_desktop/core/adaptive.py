@@ -1,0 +1,653 @@
+"""Auto MTP: between turns, choose plain decoding or an MTP draft depth from what earlier turns
+measured, and within a turn fall back to plain decoding when the drafts keep being rejected.
+
+Why a model and not a bandit over tokens/s: this machine's speed drifts (RUNTIME-NOTES: up to 2x
+between runs), so comparing one turn's tok/s with another's says little. The policy splits what
+it measures into two parts that do not drift together:
+
+- the cost of a decoding step in each mode (seconds per step: plain, MTP n=1, n=2, ...), a
+  property of model and device, smoothed over turns;
+- the per-draft acceptance at each draft position (draft i accepted given drafts 1..i-1 were), a
+  property of the content, shared by all depths and weighted towards recent turns.
+
+At per-draft acceptances p1, p2, ... an MTP step at depth k yields 1 + p1 + p1 p2 + ... tokens,
+so its predicted rate is that over its step cost; plain decoding yields one token per step.
+Depth moves by one per turn (a neighbour that was never measured is tried when its prediction is
+close); plain decoding is chosen when it is predicted faster; after a fall back MTP is probed
+again after `FIRST_PROBE_AFTER` plain turns, twice as long after each failed probe, so a
+conversation that turns predictable (code, lists) wins again. A probe costs little: the engine
+asks `WithinTurnCheck` after every MTP step and continues the turn with plain decoding once the
+drafts clearly lose (see Engine for how, and the README for what that switch costs).
+
+No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import GenerationSettings
+
+#: None means plain decoding; an int is the MTP draft depth.
+Choice = int | None
+
+MAX_DEPTH = 4
+#: Decode steps a turn needs before its numbers count fully (fewer count proportionally less).
+FULL_WEIGHT_STEPS = 8
+#: Weight of the newest turn in the smoothed step costs.
+COST_ALPHA = 0.5
+#: Per turn (plain turns too), older acceptance evidence keeps this weight: content changes.
+ACCEPTANCE_DECAY = 0.5
+#: A move needs a predicted gain of at least this much (the measurements are noisy).
+SWITCH_MARGIN = 0.05
+#: An option never measured is tried when its prediction is within this band of the current.
+EXPLORE_BAND = 0.10
+#: Cost of one draft relative to a plain step when nothing says otherwise (measured: demo model
+#: 1.0, Qwen3.5-0.8B INT4 on CPU 0.9 at n=1 and less per extra draft).
+PRIOR_DRAFT_COST = 0.75
+#: Acceptance of a draft position never observed: the previous position's, times this.
+POSITION_DECAY = 0.9
+#: While plain decoding was never measured, MTP predicted below this speed-up (from the prior
+#: step cost, which can be far off) is checked against one plain turn.
+CHECK_PLAIN_BELOW = 1.5
+FIRST_PROBE_AFTER = 8
+MAX_PROBE_INTERVAL = 64
+#: Probes may cost at most this share of decoding time: a probe that cost a fraction x of a
+#: plain turn is repeated no sooner than x / PROBE_BUDGET turns later.
+PROBE_BUDGET = 0.03
+#: Within a turn: decode steps to watch before a fall back, and the confidence it needs.
+MIN_STEPS_BEFORE_SWITCH = 4
+#: A within-turn switch must save this many times its estimated cost.
+SWITCH_COST_FACTOR = 1.5
+
+
+def choice_label(choice: Choice) -> str:
+    return "plain" if choice is None else f"MTP n={choice}"
+
+
+def expected_tokens(acceptance: Sequence[float], depth: int) -> float:
+    """Tokens an MTP step at `depth` yields: 1 + p1 + p1 p2 + ... (per-draft acceptances)."""
+    total, run = 1.0, 1.0
+    for i in range(depth):
+        run *= acceptance[i] if i < len(acceptance) else 0.0
+        total += run
+    return total
+
+
+@dataclass(frozen=True)
+class TurnSample:
+    """What one generation measured: the size of every streamed step (the first is the
+    prefill's token) and when it arrived (seconds since the request started).
+
+    `depth` is the MTP depth the turn started with (None: plain). `switched_at` is the index of
+    the first step decoded by the plain pipeline when the turn fell back within the turn; that
+    step includes the re-prefill, so it counts for neither mode's step cost.
+    """
+
+    depth: Choice
+    step_sizes: tuple[int, ...]
+    step_times_s: tuple[float, ...]
+    max_new_tokens: int | None = None
+    switched_at: int | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.step_sizes) != len(self.step_times_s):
+            raise ValueError("step_sizes and step_times_s must have the same length")
+        if self.depth is not None and self.depth < 1:
+            raise ValueError("an MTP depth is at least 1")
+
+    @classmethod
+    def from_stats(cls, stats: GenerationStats, max_new_tokens: int | None = None) -> TurnSample:
+        depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
+        return cls(
+            depth=depth,
+            step_sizes=tuple(stats.chunk_sizes),
+            step_times_s=tuple(stats.chunk_times),
+            max_new_tokens=max_new_tokens,
+            switched_at=stats.switched_to_plain_at,
+        )
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.step_sizes)
+
+    def mtp_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        end = len(self.step_sizes) if self.switched_at is None else self.switched_at
+        if self.depth is None:
+            end = 0
+        return self.step_sizes[:end], self.step_times_s[:end]
+
+    def plain_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Plain decoding's steps, each preceded by the step it is timed from."""
+        if self.depth is None:
+            return self.step_sizes, self.step_times_s
+        if self.switched_at is None:
+            return (), ()
+        return self.step_sizes[self.switched_at :], self.step_times_s[self.switched_at :]
+
+
+def _step_cost(times: Sequence[float]) -> tuple[float, int] | None:
+    """(seconds per decode step, decode steps) from step arrival times; the first time is the
+    prefill's. The median step, not the mean: a pipeline's first generations after loading
+    have steps many times slower (allocation, warm-up) that say nothing about the next turn."""
+    steps = len(times) - 1
+    if steps < 1:
+        return None
+    durations = sorted(b - a for a, b in itertools.pairwise(times))
+    middle = len(durations) // 2
+    median = (
+        durations[middle] if len(durations) % 2 else (durations[middle - 1] + durations[middle]) / 2
+    )
+    if median <= 0:
+        return None
+    return median, steps
+
+
+def draft_trials(
+    sizes: Sequence[int], depth: int, max_new_tokens: int | None = None, generated: int = 0
+) -> tuple[list[int], list[int]]:
+    """Per draft position i (0-based): (trials, accepted). A step that proposed d drafts and
+    wrote 1 + a tokens accepted positions 1..a and, if a < d, rejected position a + 1; later
+    positions were not tried. The first size is the prefill's token and drafts nothing."""
+    trials, accepted = [0] * depth, [0] * depth
+    if not sizes:
+        return trials, accepted
+    produced = generated + sizes[0]
+    for size in sizes[1:]:
+        proposed = depth
+        if max_new_tokens is not None:
+            proposed = max(min(depth, max_new_tokens - produced - 1), 0)
+        got = min(max(size - 1, 0), proposed)
+        for i in range(got):
+            trials[i] += 1
+            accepted[i] += 1
+        if got < proposed:
+            trials[got] += 1
+        produced += size
+    return trials, accepted
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What Auto runs for the next turn, and why, in words for the chat."""
+
+    choice: Choice
+    reason: str
+    #: Predicted speed relative to plain decoding (None when nothing is known yet).
+    predicted_speedup: float | None = None
+    probe: bool = False
+
+    @property
+    def label(self) -> str:
+        return choice_label(self.choice)
+
+    @property
+    def depth(self) -> int | None:
+        return self.choice
+
+    def summary(self) -> str:
+        """E.g. "MTP n=2: 78 % accepted, 1.3x" or "plain: drafts rejected, MTP would be 0.6x"."""
+        return f"{self.label}: {self.reason}"
+
+
+@dataclass
+class _Cost:
+    seconds: float
+    weight: float
+
+
+@dataclass
+class AdaptivePolicy:
+    """Decides plain vs MTP depth turn by turn. Feed it every turn with `observe()`, ask it with
+    `decide()` before the next; `within_turn_check()` gives the engine its mid-turn test.
+
+    `start` is where it begins (the benchmark's recommendation, or 1 when there is none);
+    `start_speedup` / `start_acceptance` are that benchmark's figures, used as priors.
+    """
+
+    start: Choice = 1
+    start_speedup: float | None = None
+    start_acceptance: float | None = None
+    benchmarked: bool = False
+    max_depth: int = MAX_DEPTH
+    first_probe_after: int = FIRST_PROBE_AFTER
+    _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
+    _trials: list[float] = field(default_factory=list, init=False)
+    _accepted: list[float] = field(default_factory=list, init=False)
+    _turn_length: float | None = field(default=None, init=False)
+    _current: Choice = field(default=None, init=False)
+    _turns: int = field(default=0, init=False)
+    _plain_turns: int = field(default=0, init=False)
+    _mtp_turns_in_stint: int = field(default=0, init=False)
+    _probe_interval: int = field(default=FIRST_PROBE_AFTER, init=False)
+    _last: Decision | None = field(default=None, init=False)
+    _draft_cost_prior: float = field(default=PRIOR_DRAFT_COST, init=False)
+    _failures: int = field(default=0, init=False)
+    _last_depth: int | None = field(default=None, init=False)
+    _plain_reason: str | None = field(default=None, init=False)
+    _last_mtp_loss: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.start is not None:
+            self.start = max(1, min(self.start, self.max_depth))
+        self._current = self.start
+        self._probe_interval = self.first_probe_after
+        if self.start_acceptance is not None:
+            # The benchmark's acceptance as weak evidence for the first position.
+            self._trials = [2.0]
+            self._accepted = [2.0 * self.start_acceptance]
+            if self.start_speedup and self.start_speedup > 0:
+                depth = self.start or 1
+                ratio = expected_tokens([self.start_acceptance] * depth, depth) / (
+                    self.start_speedup
+                )
+                self._draft_cost_prior = max((ratio - 1) / depth, 0.05)
+        if self.start is None and self.start_speedup:
+            # Plain from the start: probing costs what the benchmark measured MTP to lose.
+            self._last_mtp_loss = max(1 / self.start_speedup - 1, 0.0)
+            budget = math.ceil(self._last_mtp_loss / PROBE_BUDGET)
+            self._probe_interval = min(max(self.first_probe_after, budget), MAX_PROBE_INTERVAL)
+
+    # --- what is known ------------------------------------------------------------------
+
+    @property
+    def current(self) -> Choice:
+        return self._current
+
+    @property
+    def last_decision(self) -> Decision | None:
+        return self._last
+
+    @property
+    def turns(self) -> int:
+        return self._turns
+
+    def acceptance(self) -> list[float]:
+        """Per-draft acceptance estimates for positions 1..max_depth."""
+        out: list[float] = []
+        previous = 0.5 if self.start_acceptance is None else self.start_acceptance
+        for i in range(self.max_depth):
+            trials = self._trials[i] if i < len(self._trials) else 0.0
+            if trials >= 0.5:
+                # Beta(1, 1) prior: a few rejections do not read as 0 % forever.
+                value = (self._accepted[i] + 1.0) / (trials + 2.0)
+                if i > 0:
+                    value = min(value, 1.0)
+            else:
+                value = previous * POSITION_DECAY if i > 0 else previous
+            out.append(value)
+            previous = value
+        return out
+
+    def acceptance_rate(self) -> float | None:
+        """Accepted drafts over drafts tried, from the recent evidence (None: no drafts yet)."""
+        trials = sum(self._trials)
+        return sum(self._accepted) / trials if trials >= 0.5 else None
+
+    def step_cost(self, choice: Choice) -> float | None:
+        """Seconds per decoding step in `choice`: measured, or estimated from what was."""
+        known = self._costs.get(choice)
+        if known is not None:
+            return known.seconds
+        plain = self._costs.get(None)
+        measured = sorted(c for c in self._costs if c is not None)
+        if choice is None:
+            if not measured:
+                return None
+            depth = measured[0]
+            return self._costs[depth].seconds / (1 + depth * self._draft_cost_prior)
+        base = plain.seconds if plain is not None else self.step_cost(None)
+        if base is None:
+            return None
+        per_draft = self._draft_cost_prior
+        if measured:
+            nearest = min(measured, key=lambda d: abs(d - choice))
+            if plain is not None:
+                per_draft = max((self._costs[nearest].seconds / base - 1) / nearest, 0.0)
+            if nearest < choice:
+                # Beyond the measured depths: the nearest cost plus the per-draft slope.
+                return self._costs[nearest].seconds + (choice - nearest) * per_draft * base
+        return base * (1 + choice * per_draft)
+
+    def predicted_rate(self, choice: Choice) -> float | None:
+        """Tokens per second predicted for `choice`."""
+        cost = self.step_cost(choice)
+        if cost is None or cost <= 0:
+            return None
+        if choice is None:
+            return 1.0 / cost
+        return expected_tokens(self.acceptance(), choice) / cost
+
+    def predicted_speedup(self, choice: Choice) -> float | None:
+        rate, plain = self.predicted_rate(choice), self.predicted_rate(None)
+        if rate is None or plain is None:
+            return None
+        return rate / plain
+
+    # --- learning -----------------------------------------------------------------------
+
+    def observe(self, sample: TurnSample) -> None:
+        """Learn from a finished turn (cancelled and short turns count for what they hold)."""
+        self._turns += 1
+        self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
+        self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
+        if sample.depth is not None:
+            sizes, times = sample.mtp_part()
+            self._learn_cost(sample.depth, times)
+            trials, accepted = draft_trials(sizes, sample.depth, sample.max_new_tokens)
+            if sum(trials):
+                self._learn_acceptance(trials, accepted)
+        _plain_sizes, plain_times = sample.plain_part()
+        if sample.depth is None:
+            self._learn_cost(None, plain_times)
+        elif len(plain_times) > 2:
+            self._learn_cost(None, plain_times[1:])  # the first is the re-prefill
+        generated = sample.generated_tokens
+        if generated:
+            self._turn_length = (
+                float(generated)
+                if self._turn_length is None
+                else 0.5 * self._turn_length + 0.5 * generated
+            )
+        if sample.depth is not None:
+            self._last_mtp_loss = self._turn_loss(sample)
+            self._last_depth = sample.depth
+        ran_mtp = sample.depth is not None and sample.switched_at is None
+        if ran_mtp:
+            self._plain_turns = 0
+            self._mtp_turns_in_stint += 1
+        else:
+            self._plain_turns += 1
+            if sample.depth is not None:  # fell back within the turn
+                self._mtp_turns_in_stint += 1
+                self._current = None
+                self._end_mtp_stint()
+
+    def _learn_cost(self, choice: Choice, times: Sequence[float]) -> None:
+        measured = _step_cost(times)
+        if measured is None:
+            return
+        seconds, steps = measured
+        weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
+        known = self._costs.get(choice)
+        if known is None:
+            self._costs[choice] = _Cost(seconds, weight)
+            return
+        alpha = COST_ALPHA * weight
+        known.seconds = (1 - alpha) * known.seconds + alpha * seconds
+        known.weight = min(known.weight + weight, 10.0)
+
+    def _learn_acceptance(self, trials: Sequence[int], accepted: Sequence[int]) -> None:
+        size = max(len(trials), len(self._trials))
+        self._trials += [0.0] * (size - len(self._trials))
+        self._accepted += [0.0] * (size - len(self._accepted))
+        for i, (t, a) in enumerate(zip(trials, accepted, strict=True)):
+            self._trials[i] += t
+            self._accepted[i] += a
+
+    def _turn_loss(self, sample: TurnSample) -> float:
+        """How much longer this turn's decoding took than plain decoding would have, as a
+        fraction of the plain time (0 when it was faster or plain's cost is unknown)."""
+        plain = self.step_cost(None)
+        tokens = sample.generated_tokens - (sample.step_sizes[0] if sample.step_sizes else 0)
+        if plain is None or tokens <= 0 or len(sample.step_times_s) < 2:
+            return 0.0
+        span = sample.step_times_s[-1] - sample.step_times_s[0]
+        return max(span / (tokens * plain) - 1.0, 0.0)
+
+    def _end_mtp_stint(self) -> None:
+        """MTP just lost to plain decoding: when to probe it again. A stint of one turn was a
+        failed probe, so the wait doubles; the wait also keeps probes within PROBE_BUDGET."""
+        if self._mtp_turns_in_stint > 1:
+            self._failures = 0
+        else:
+            self._failures += 1
+        budget = math.ceil(self._last_mtp_loss / PROBE_BUDGET)
+        interval = max(self.first_probe_after, budget) * 2 ** max(self._failures - 1, 0)
+        self._probe_interval = min(interval, MAX_PROBE_INTERVAL)
+        self._mtp_turns_in_stint = 0
+
+    # --- deciding -----------------------------------------------------------------------
+
+    def decide(self) -> Decision:
+        """What the next turn runs, with the reason in words."""
+        decision = self._first_decision() if self._turns == 0 else self._next_decision()
+        if decision.choice is None and self._current is not None:
+            self._end_mtp_stint()
+        self._current = decision.choice
+        self._last = decision
+        return decision
+
+    def _first_decision(self) -> Decision:
+        if self.start is None:
+            speed = f", MTP was {self.start_speedup:.2f}x" if self.start_speedup else ""
+            return Decision(None, f"benchmark found plain decoding faster{speed}")
+        if not self.benchmarked:
+            return Decision(self.start, "not benchmarked on this device yet; measuring")
+        speed = f"{self.start_speedup:.2f}x" if self.start_speedup else "fastest"
+        return Decision(self.start, f"benchmark: {speed}", predicted_speedup=self.start_speedup)
+
+    def _next_decision(self) -> Decision:
+        current = self._current
+        if current is None:
+            return self._from_plain()
+        options: list[Choice] = [current, None]
+        if current > 1:
+            options.append(current - 1)
+        if current < self.max_depth:
+            options.append(current + 1)
+        scores = self._scores(options)
+        if current not in scores:
+            return Decision(current, "measuring", predicted_speedup=None)
+        best = max(scores, key=lambda option: scores[option])
+        choice: Choice = current
+        if best != current and scores[best] > scores[current] * (1 + SWITCH_MARGIN):
+            choice = best
+        speedup = self.predicted_speedup(choice) if choice is not None else None
+        if None not in self._costs and speedup is not None and speedup < CHECK_PLAIN_BELOW:
+            # Plain decoding's cost is only a guess so far: measure it once.
+            rate = self.acceptance_rate()
+            seen = f"{rate:.0%} accepted; " if rate is not None else ""
+            return Decision(None, f"{seen}one plain turn to compare with MTP n={choice}")
+        return self._explain(choice, explore=choice not in self._costs)
+
+    def _from_plain(self) -> Decision:
+        self_plain_turns = self._plain_turns
+        if self_plain_turns >= self._probe_interval:
+            self._plain_turns = 0
+            depth = 1
+            rate = self.acceptance_rate()
+            seen = f"; last {rate:.0%} accepted" if rate is not None else ""
+            return Decision(
+                depth,
+                f"trying MTP again after {self_plain_turns} plain turns{seen}",
+                predicted_speedup=self.predicted_speedup(depth),
+                probe=True,
+            )
+        plain_rate = self.predicted_rate(None)
+        if self_plain_turns <= 1 and self._last_depth is not None and plain_rate:
+            # Right after MTP ran its acceptance is fresh: go back if it (or a neighbour not
+            # measured yet) is predicted faster.
+            last = self._last_depth
+            scores = self._scores(
+                [d for d in (last - 1, last, last + 1) if 1 <= d <= self.max_depth]
+            )
+            if scores:
+                best = max(scores, key=lambda d: scores[d])
+                if scores[best] > plain_rate * (1 + SWITCH_MARGIN):
+                    self._plain_turns = 0
+                    return self._explain(best, explore=best not in self._costs)
+        return self._explain(None)
+
+    def _scores(self, options: Sequence[Choice]) -> dict[Choice, float]:
+        """Predicted rates, with a bonus for options never measured (worth a turn to see)."""
+        scores: dict[Choice, float] = {}
+        for option in options:
+            rate = self.predicted_rate(option)
+            if rate is None:
+                continue
+            if option not in self._costs:
+                rate *= 1 + EXPLORE_BAND
+            scores[option] = rate
+        return scores
+
+    def _explain(self, choice: Choice, explore: bool = False) -> Decision:
+        rate = self.acceptance_rate()
+        accepted = f"{rate:.0%} accepted" if rate is not None else "no drafts yet"
+        if choice is None and self._current is None and self._plain_reason:
+            return Decision(None, self._plain_reason, predicted_speedup=1.0)  # same stint
+        if choice is None:
+            best = max(
+                (d for d in range(1, self.max_depth + 1)),
+                key=lambda d: self.predicted_rate(d) or 0.0,
+            )
+            speedup = self.predicted_speedup(best)
+            would = f", MTP would be {speedup:.1f}x" if speedup is not None else ""
+            what = "drafts rejected" if rate is None or rate < 0.5 else accepted
+            self._plain_reason = f"{what}{would}"
+            return Decision(None, self._plain_reason, predicted_speedup=1.0)
+        self._plain_reason = None
+        speedup = self.predicted_speedup(choice)
+        ratio = f", {speedup:.1f}x" if speedup is not None and math.isfinite(speedup) else ""
+        note = " (trying this depth)" if explore else ""
+        return Decision(choice, f"{accepted}{ratio}{note}", predicted_speedup=speedup)
+
+    # --- within a turn ------------------------------------------------------------------
+
+    def within_turn_check(
+        self, depth: int, max_new_tokens: int, *, plain_load_s: float = 0.0
+    ) -> WithinTurnCheck:
+        """The engine's test, asked after every MTP step of a turn at `depth`."""
+        plain = self.step_cost(None)
+        return WithinTurnCheck(
+            depth=depth,
+            max_new_tokens=max_new_tokens,
+            plain_step_s=plain,
+            draft_cost=self._draft_cost_prior,
+            expected_length=self._turn_length,
+            plain_load_s=plain_load_s,
+        )
+
+
+@dataclass
+class WithinTurnCheck:
+    """Should this MTP turn continue with plain decoding? Asked with the steps so far.
+
+    It says yes when, at the acceptance this turn has shown (with a Beta(1, 1) prior, so four
+    straight rejections read as 17 %, not 0 %), MTP is predicted slower than plain decoding by
+    more than the margin, and the tokens still expected save more than the switch costs:
+    re-prefilling the prompt and the answer so far (estimated from this turn's own time to first
+    token) plus loading the plain pipeline if it is not loaded yet.
+    """
+
+    depth: int
+    max_new_tokens: int
+    plain_step_s: float | None
+    draft_cost: float = PRIOR_DRAFT_COST
+    expected_length: float | None = None
+    plain_load_s: float = 0.0
+    decided: bool = False
+
+    def __call__(self, sizes: Sequence[int], times: Sequence[float], prompt_tokens: int) -> bool:
+        """`sizes`/`times`: this turn's steps so far (as in TurnSample); `prompt_tokens`: the
+        prompt's length, to scale this turn's prefill time to the re-prefill's."""
+        if self.decided or len(sizes) < MIN_STEPS_BEFORE_SWITCH + 1:
+            return False
+        durations = sorted(b - a for a, b in itertools.pairwise(times))
+        if not durations:
+            return False
+        mtp_step = durations[len(durations) // 2]  # the median: the first steps warm up
+        plain_step = self.plain_step_s
+        if plain_step is None:
+            plain_step = mtp_step / (1 + self.depth * self.draft_cost)
+        trials, accepted = draft_trials(sizes, self.depth, self.max_new_tokens)
+        acceptance = [
+            (a + 1.0) / (t + 2.0) if t else 0.0 for t, a in zip(trials, accepted, strict=True)
+        ]
+        mtp_rate = expected_tokens(acceptance, self.depth) / mtp_step
+        plain_rate = 1.0 / plain_step
+        if mtp_rate * (1 + SWITCH_MARGIN) >= plain_rate:
+            return False
+        generated = sum(sizes)
+        remaining = float(self.max_new_tokens - generated)
+        if self.expected_length is not None:
+            remaining = min(remaining, max(self.expected_length - generated, 0.0))
+        saving = remaining * (1.0 / mtp_rate - 1.0 / plain_rate)
+        prefill = times[0] * (prompt_tokens + generated) / max(prompt_tokens, 1)
+        cost = prefill + self.plain_load_s
+        if saving <= cost * SWITCH_COST_FACTOR:
+            return False
+        self.decided = True
+        return True
+
+
+def policy_from_recommendation(
+    depth: int | None,
+    *,
+    benchmarked: bool,
+    speedup: float | None = None,
+    acceptance: float | None = None,
+    max_depth: int = MAX_DEPTH,
+) -> AdaptivePolicy:
+    """A policy starting from a benchmark's verdict (`benchmarked=False`: none, start at n=1)."""
+    if not benchmarked:
+        return AdaptivePolicy(start=1, max_depth=max_depth)
+    return AdaptivePolicy(
+        start=depth,
+        start_speedup=speedup,
+        start_acceptance=acceptance,
+        benchmarked=True,
+        max_depth=max(max_depth, depth or 1),
+    )
+
+
+__all__ = [
+    "AdaptivePolicy",
+    "Choice",
+    "Decision",
+    "TurnSample",
+    "WithinTurnCheck",
+    "auto_summary",
+    "choice_label",
+    "draft_trials",
+    "expected_tokens",
+    "policy_from_recommendation",
+    "turn_settings",
+]
+
+
+def turn_settings(
+    decision: Decision,
+    settings: GenerationSettings,
+    policy: AdaptivePolicy,
+    *,
+    plain_load_s: float = 0.0,
+) -> GenerationSettings:
+    """`settings` for the turn `decision` chose: plain decoding, or MTP at its depth with the
+    policy's within-turn fall back (`plain_load_s`: what loading the plain pipeline would cost
+    now, 0 when it is loaded)."""
+    if decision.choice is None:
+        return replace(settings, plain=True, within_turn=None)
+    check = policy.within_turn_check(
+        decision.choice, settings.max_new_tokens, plain_load_s=plain_load_s
+    )
+    return replace(settings, plain=False, num_assistant_tokens=decision.choice, within_turn=check)
+
+
+def auto_summary(decision: Decision, stats: GenerationStats) -> dict[str, object]:
+    """What a message's stored stats keep about Auto: its choice, why, and a mid-turn switch."""
+    record: dict[str, object] = {
+        "choice": decision.label,
+        "depth": decision.choice,
+        "reason": decision.reason,
+        "probe": decision.probe,
+        "summary": decision.summary(),
+    }
+    if stats.switched_to_plain_at is not None:
+        tokens = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
+        record["switched_to_plain_after_tokens"] = tokens
+    return record
