@@ -3,7 +3,8 @@
     python benchmarks/engine_overhead.py [MODEL_DIR] [--rounds 5] [--tokens 200]
 
 Prints, for MTP (n=1) and baseline decoding:
-- decode tokens/s through a bare openvino_genai loop, through `Engine.generate()`, and through the
+- decode tokens/s (exactly --tokens per run: end-of-text is ignored) through a bare
+  openvino_genai loop, through `Engine.generate()`, and through the
   app's EngineThread with a Qt receiver, interleaved round by round on the same prompt and
   settings; the ratio engine / bare is the engine's overhead (target: >= 0.97);
 - model load time cold (empty compile cache) and cached;
@@ -57,6 +58,7 @@ def bare_runner(model_dir: Path, mtp: bool, prompt: str, tokens: int) -> Callabl
     config = pipeline.get_generation_config()
     config.max_new_tokens = tokens
     config.apply_chat_template = False
+    config.ignore_eos = True
     if mtp:
         config.num_assistant_tokens = 1
 
@@ -83,7 +85,7 @@ def bare_runner(model_dir: Path, mtp: bool, prompt: str, tokens: int) -> Callabl
 def engine_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
     engine = Engine()
     engine.load(model_dir, LoadOptions(mtp=mtp))
-    settings = GenerationSettings(max_new_tokens=tokens)
+    settings = GenerationSettings(max_new_tokens=tokens, ignore_eos=True)
 
     def run() -> float:
         stats = engine.generate(PROMPT, settings).run_to_end()
@@ -103,7 +105,7 @@ def thread_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
     thread.loaded.connect(lambda _m: loop.quit())
     thread.load(model_dir, LoadOptions(mtp=mtp))
     loop.exec()
-    settings = GenerationSettings(max_new_tokens=tokens)
+    settings = GenerationSettings(max_new_tokens=tokens, ignore_eos=True)
     received: list[int] = []
     thread.chunks.connect(lambda _rid, chunks: received.append(len(chunks)))
 

@@ -6,8 +6,11 @@ No OpenVINO here, so all of it is testable with recorded data.
 
 from __future__ import annotations
 
+import codecs
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Mode = Literal["mtp", "baseline"]
@@ -46,6 +49,115 @@ class IncrementalDecoder:
         text = self._decode(self._window)[self._printed :] if self._window else ""
         self._window = []
         self._printed = 0
+        return text
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2 byte-level BPE's reversible map from printable characters back to bytes."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("\u00a1"), ord("\u00ac") + 1),
+        *range(ord("\u00ae"), ord("\u00ff") + 1),
+    ]
+    chars = list(printable)
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+class ByteLevelVocab:
+    """Token id -> bytes for a byte-level BPE tokenizer (Qwen's), read from tokenizer.json.
+
+    Decoding with it is a table lookup in Python, so the engine's per-step text costs about a
+    microsecond instead of a detokenizer inference (which costs 10-20 % of decode speed at
+    thousands of tokens/s, benchmarks/engine_overhead.py). Special tokens decode to nothing,
+    as the runtime's detokenizer does by default; the engine checks the table against the
+    runtime's detokenizer when it loads a model and keeps the runtime's when they differ.
+    """
+
+    def __init__(self, table: list[bytes]) -> None:
+        self._table = table
+
+    @classmethod
+    def from_tokenizer_json(cls, path: Path) -> ByteLevelVocab | None:
+        """The table, or None when the file is missing or is not a plain byte-level BPE."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            model = data["model"]
+            decoder = data.get("decoder") or {}
+            if model.get("type") != "BPE" or decoder.get("type") != "ByteLevel":
+                return None
+            vocab: dict[str, int] = model["vocab"]
+            added = data.get("added_tokens") or []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        alphabet = _byte_level_alphabet()
+        size = max([*vocab.values(), *(int(t["id"]) for t in added)], default=-1) + 1
+        table = [b""] * size
+        try:
+            for piece, token_id in vocab.items():
+                table[token_id] = bytes(alphabet[ch] for ch in piece)
+            for token in added:
+                table[int(token["id"])] = b"" if token["special"] else token["content"].encode()
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+        return cls(table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
+        table = self._table
+        size = len(table)
+        return b"".join(table[i] if 0 <= i < size else b"" for i in token_ids)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.decode_bytes(token_ids).decode("utf-8", errors="replace")
+
+
+def vocab_agrees(
+    vocab: ByteLevelVocab,
+    decode: Callable[[list[int]], str],
+    sequences: Sequence[Sequence[int]],
+    *,
+    probes: int = 1500,
+) -> bool:
+    """Whether `vocab` decodes like `decode` (the runtime's detokenizer): on the given token
+    sequences, and on `probes` single tokens spread over the vocabulary whose bytes are whole
+    UTF-8 characters (a token holding part of a character has no text of its own to compare)."""
+    size = len(vocab)
+    step = max(1, size // probes)
+    for token_id in range(0, size, step):
+        raw = vocab.decode_bytes([token_id])
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if decode([token_id]) != text:
+            return False
+    return all(decode(list(ids)) == vocab.decode(ids) for ids in sequences)
+
+
+class ByteStreamDecoder:
+    """`IncrementalDecoder`'s contract on a `ByteLevelVocab`: text deltas, with a character
+    split over tokens held back until its bytes are complete."""
+
+    def __init__(self, vocab: ByteLevelVocab) -> None:
+        self._vocab = vocab
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_ids: Sequence[int]) -> str:
+        if not token_ids:
+            return ""
+        text: str = self._utf8.decode(self._vocab.decode_bytes(token_ids))
+        return text
+
+    def flush(self) -> str:
+        text: str = self._utf8.decode(b"", final=True)
         return text
 
 
@@ -111,6 +223,12 @@ class GenerationStats:
     finish_reason: FinishReason
     chunk_sizes: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: When each chunk arrived, seconds since generate() was called (same length as
+    #: chunk_sizes): what Auto (core.adaptive) learns step costs from.
+    chunk_times: list[float] = field(default_factory=list)
+    #: Index of the first chunk decoded without MTP when an MTP turn continued with plain
+    #: decoding midway (Auto's within-turn fall back); None when it did not.
+    switched_to_plain_at: int | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,16 +282,19 @@ def build_stats(
     finish_reason: FinishReason,
     warnings: Sequence[str] = (),
     max_new_tokens: int | None = None,
+    switched_to_plain_at: int | None = None,
 ) -> GenerationStats:
-    """Stats from the per-step record. `chunk_times` are seconds since generate() was called."""
+    """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
+    With `switched_to_plain_at`, only the chunks before it count for draft acceptance."""
     generated = sum(chunk_sizes)
     ttft = chunk_times[0] if chunk_times else 0.0
     decode_time = chunk_times[-1] - chunk_times[0] if len(chunk_times) > 1 else 0.0
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
+    mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
     drafted, accepted, by_position = speculative_stats(
-        chunk_sizes, num_assistant_tokens, mode, max_new_tokens
+        mtp_sizes, num_assistant_tokens, mode, max_new_tokens
     )
-    decode_steps = max(len(chunk_sizes) - 1, 0)
+    decode_steps = max(len(mtp_sizes) - 1, 0)
     return GenerationStats(
         mode=mode,
         num_assistant_tokens=num_assistant_tokens if mode == "mtp" else 0,
@@ -194,4 +315,6 @@ def build_stats(
         finish_reason=finish_reason,
         chunk_sizes=list(chunk_sizes),
         warnings=list(warnings),
+        chunk_times=[round(t, 6) for t in chunk_times],
+        switched_to_plain_at=switched_to_plain_at,
     )

@@ -10,30 +10,51 @@ Runtime facts this relies on (see RUNTIME-NOTES): MTP works through `VLMPipeline
 `draft_model(dir, device, mtp_mode=True)` and prefix caching off; `ChatHistory` fails with MTP,
 so the prompt is rendered with `Tokenizer.apply_chat_template` and sent with
 `apply_chat_template=False`.
+
+Plain decoding beside MTP (for Auto, core.adaptive): the MTP pipeline cannot decode without
+drafts (num_assistant_tokens=0 raises), so an engine loaded with MTP loads a second, plain
+`VLMPipeline` of the same model the first time a request asks for `plain=True` (or
+`load_plain()` is called) and then keeps both. Measured on Qwen3.5-0.8B INT4 (CPU): MTP alone
+1.74 GiB proportional set (1.77 GiB RSS), both 2.26 GiB (2.81 GiB RSS: the plain pipeline maps
+the same weight file, counted twice in RSS; it adds 0.55 GiB of its own compiled buffers).
+Users whose model wins with MTP never pay it.
+
+Within a turn the runtime cannot hand a generation from one pipeline to the other: `generate()`
+takes a text prompt and prefills it from scratch (prefix caching is off with MTP, and the
+pipelines share no KV or linear-attention state). So a within-turn fall back
+(`GenerationSettings.within_turn`) stops the MTP generation at a step boundary and continues with
+the plain pipeline on prompt + answer so far: a full re-prefill, done only when the answer's
+text re-tokenizes to exactly the generated ids (so greedy output stays plain decoding's) and the
+policy predicts the saving exceeds the re-prefill.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from qwen_mtp_desktop.core.decoding import (
+    ByteLevelVocab,
+    ByteStreamDecoder,
     FinishReason,
     GenerationStats,
     IncrementalDecoder,
     Mode,
     ThinkingSplitter,
     build_stats,
+    vocab_agrees,
 )
 from qwen_mtp_desktop.core.environment import family_verdict, package_version
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.logs import log_conversation
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
 if TYPE_CHECKING:
@@ -55,11 +76,24 @@ MTP_UNVALIDATED_NOTE = (
 )
 
 
+#: Texts whose tokens must decode the same through tokenizer.json as through the detokenizer.
+VOCAB_CHECK_TEXTS = (
+    "Count from 1 to 20.\n\n1 2 3 4 5",
+    "Grüße, naïve café: ≥ 5 € — “quoted” ‘text’",
+    "你好，世界。こんにちは、한국어",
+    "emoji 🙂👍🏽 and\ttabs  double  spaces\r\n",
+    "<think>\nreasoning\n</think>\n\nanswer",
+    "def f(x):\n    return x ** 2  # code {}[]<>",
+)
+
+
 class EngineError(UserFacingError):
     """A model could not be loaded or a generation failed; `code` says which case."""
 
 
 Role = Literal["system", "user", "assistant"]
+#: Asked after every MTP step with (step sizes, step times, prompt tokens); True = go plain.
+WithinTurnTest = Callable[[Sequence[int], Sequence[float], int], bool]
 
 
 @dataclass(frozen=True)
@@ -82,11 +116,18 @@ class GenerationSettings:
     #: Draft tokens the MTP head proposes per step (ignored in baseline mode).
     num_assistant_tokens: int = 1
     thinking: bool = False
+    #: Decode without MTP even though the MTP pipeline is loaded (Auto's plain turns); the
+    #: engine loads a plain pipeline of the same model the first time.
+    plain: bool = False
+    #: Auto's within-turn test (see the module docstring); ignored for turns with images.
+    within_turn: WithinTurnTest | None = None
+    #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
+    ignore_eos: bool = False
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
-        if self.num_assistant_tokens < 1:
+        if self.num_assistant_tokens < 1 and not self.plain:
             raise EngineError(
                 "num_assistant_tokens must be at least 1 in MTP mode.",
                 "Turn MTP off for plain decoding instead.",
@@ -150,6 +191,16 @@ class ModelFiles:
 
 def check_model_dir(model_dir: Path) -> ModelFiles:
     """Check a folder before handing it to OpenVINO, raising a specific EngineError."""
+    if not model_dir.exists() and model_dir.is_symlink():
+        try:
+            model_dir.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:  # 3.11 raises RuntimeError for a loop
+            if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+                raise EngineError(
+                    f"{model_dir} is a symbolic link that leads back to itself (a link loop).",
+                    "Point the link at the real model folder, or choose that folder instead.",
+                    code="SYMLINK_LOOP",
+                ) from exc
     if not model_dir.exists():
         raise EngineError(
             f"The model folder {model_dir} does not exist.",
@@ -294,14 +345,79 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
+@dataclass(frozen=True)
+class _RawStep:
+    """What the streamer callback hands over: ids and time only. Decoding them to text happens
+    on the consumer's thread, so the native decoding loop waits for as little Python as
+    possible (at thousands of tokens/s two detokenizer calls per step cost 10-30 % speed)."""
+
+    token_ids: tuple[int, ...]
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class _Ended:
+    chunk_sizes: list[int]
+    chunk_times: list[float]
+    total_s: float
+    prompt_tokens: int
+    finish_reason: FinishReason
+    warnings: list[str]
+    max_new_tokens: int
+    switched_to_plain_at: int | None = None
+
+
+class _StepDecoder:
+    """Turns step token ids into a `StepChunk`: routes reasoning vs answer, detokenizes
+    incrementally and counts how many answer characters came from accepted drafts."""
+
+    def __init__(self, engine: Engine, thinking: bool) -> None:
+        tokenizer = engine._tokenizer
+        assert tokenizer is not None
+        self.splitter = ThinkingSplitter(engine._think_start, engine._think_end, thinking)
+        vocab = engine._vocab
+        self._reasoning: IncrementalDecoder | ByteStreamDecoder
+        self._answer: IncrementalDecoder | ByteStreamDecoder
+        if vocab is not None:
+            self._reasoning, self._answer = ByteStreamDecoder(vocab), ByteStreamDecoder(vocab)
+        else:
+            self._reasoning = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+            self._answer = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+        self._answer_started = False
+
+    def step(self, token_ids: tuple[int, ...], elapsed_s: float, final: bool = False) -> StepChunk:
+        # In a step of k + 1 tokens the first k are accepted drafts, the last the target's.
+        drafted_reasoning_ids, drafted_answer_ids = self.splitter.split(token_ids[:-1])
+        own_reasoning_ids, own_answer_ids = self.splitter.split(token_ids[-1:])
+        if drafted_reasoning_ids or own_reasoning_ids:
+            reasoning = self._reasoning.push(drafted_reasoning_ids + own_reasoning_ids)
+        else:
+            reasoning = ""
+        if drafted_answer_ids:
+            drafted_answer = self._answer.push(drafted_answer_ids)
+            answer = drafted_answer + self._answer.push(own_answer_ids)
+        else:
+            drafted_answer = ""
+            answer = self._answer.push(own_answer_ids)
+        if final:
+            reasoning += self._reasoning.flush()
+            answer += self._answer.flush()
+        drafted_chars = len(drafted_answer)
+        if not self._answer_started and answer:
+            # Qwen3.5 puts blank lines between </think> and the answer.
+            stripped = answer.lstrip("\n")
+            drafted_chars = max(drafted_chars - (len(answer) - len(stripped)), 0)
+            answer = stripped
+            self._answer_started = bool(answer)
+        return StepChunk(token_ids, reasoning, answer, elapsed_s, drafted_chars)
+
+
 class Generation(Iterator[StepChunk]):
     """A running generation. Iterate it for step chunks; `stats` is set once it is exhausted.
 
     `cancel()` is thread-safe and stops the generation at its next step; the chunks produced so
     far stay, and the stats say finish_reason="cancelled".
     """
-
-    _DONE = object()
 
     def __init__(
         self,
@@ -313,7 +429,11 @@ class Generation(Iterator[StepChunk]):
     ) -> None:
         self._engine = engine
         self._settings = settings
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        loaded_mode: Mode = engine.loaded.mode if engine.loaded is not None else "baseline"
+        self._mode: Mode = "baseline" if settings.plain else loaded_mode
+        self._device = engine.loaded.device if engine.loaded is not None else ""
+        self._decoder = _StepDecoder(engine, settings.thinking)
+        self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
         self._cancel = threading.Event()
         self._finished = False
         self.stats: GenerationStats | None = None
@@ -349,16 +469,57 @@ class Generation(Iterator[StepChunk]):
             item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
-        if isinstance(item, StepChunk):
-            self.reasoning += item.reasoning
-            self.answer += item.answer
-            self.token_ids.extend(item.token_ids)
-            return item
+        if isinstance(item, _RawStep):
+            return self._take(self._decoder.step(item.token_ids, item.elapsed_s))
         self._finished = True
         self._thread.join()
         if isinstance(item, BaseException):
             raise item
+        # The held-back tail of a character split over tokens, if any, ends the answer.
+        last = self._decoder.step((), item.total_s, final=True)
+        self.stats = build_stats(
+            mode=self._mode,
+            num_assistant_tokens=self._settings.num_assistant_tokens,
+            device=self._device,
+            prompt_tokens=item.prompt_tokens,
+            chunk_sizes=item.chunk_sizes,
+            chunk_times=item.chunk_times,
+            total_s=item.total_s,
+            reasoning_tokens=self._decoder.splitter.reasoning_tokens,
+            answer_tokens=self._decoder.splitter.answer_tokens,
+            finish_reason=item.finish_reason,
+            warnings=item.warnings,
+            max_new_tokens=item.max_new_tokens,
+            switched_to_plain_at=item.switched_to_plain_at,
+        )
+        log_conversation("answer", self.answer + last.answer)  # only with debug logging on
+        if last.reasoning or last.answer:
+            return self._take(last)
         raise StopIteration
+
+    def next_chunks(self, timeout: float | None = None) -> list[StepChunk]:
+        """Every chunk that is ready, waiting up to `timeout` seconds for the first (an empty
+        list when none came); StopIteration at the end. One wake-up per batch instead of per
+        step keeps a consumer from competing with the decoding loop for the interpreter."""
+        first = self.next_chunk(timeout)
+        if first is None:
+            return []
+        chunks = [first]
+        while not self._finished:
+            try:
+                chunk = self.next_chunk(timeout=0)
+            except StopIteration:
+                break
+            if chunk is None:
+                break
+            chunks.append(chunk)
+        return chunks
+
+    def _take(self, chunk: StepChunk) -> StepChunk:
+        self.reasoning += chunk.reasoning
+        self.answer += chunk.answer
+        self.token_ids.extend(chunk.token_ids)
+        return chunk
 
     def run_to_end(self) -> GenerationStats:
         for _chunk in self:
@@ -385,92 +546,91 @@ class Generation(Iterator[StepChunk]):
         assert loaded is not None and engine._pipeline is not None
         tokenizer = engine._tokenizer
         assert tokenizer is not None
-        splitter = ThinkingSplitter(engine._think_start, engine._think_end, self._settings.thinking)
-        reasoning_decoder = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
-        answer_decoder = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+        use_mtp = self._mode == "mtp"
+        pipeline = engine._pipeline if use_mtp else engine._ensure_plain()
+        within_turn = self._settings.within_turn if use_mtp and not images else None
+        prompt_ids: list[int] = []
+        if within_turn is not None:
+            prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
+        switch_prompt: list[str] = []
         sizes: list[int] = []
         times: list[float] = []
         all_ids: list[int] = []
-        started = time.perf_counter()
-        answer_started = False
+        clock = time.perf_counter
+        started = clock()
         cancel = self._cancel
         out = self._queue
+        running = openvino_genai.StreamingStatus.RUNNING
+        stop = openvino_genai.StreamingStatus.STOP
 
-        def emit(token_ids: Sequence[int], final: bool = False) -> None:
-            nonlocal answer_started
-            # In a step of k + 1 tokens the first k are accepted drafts, the last the target's.
-            drafted_reasoning_ids, drafted_answer_ids = splitter.split(token_ids[:-1])
-            own_reasoning_ids, own_answer_ids = splitter.split(token_ids[-1:])
-            reasoning = reasoning_decoder.push(drafted_reasoning_ids)
-            reasoning += reasoning_decoder.push(own_reasoning_ids)
-            drafted_answer = answer_decoder.push(drafted_answer_ids)
-            answer = drafted_answer + answer_decoder.push(own_answer_ids)
-            if final:
-                reasoning += reasoning_decoder.flush()
-                answer += answer_decoder.flush()
-            drafted_chars = len(drafted_answer)
-            if not answer_started and answer:
-                # Qwen3.5 puts blank lines between </think> and the answer.
-                stripped = answer.lstrip("\n")
-                drafted_chars = max(drafted_chars - (len(answer) - len(stripped)), 0)
-                answer = stripped
-                answer_started = bool(answer)
-            out.put(
-                StepChunk(
-                    tuple(token_ids),
-                    reasoning,
-                    answer,
-                    time.perf_counter() - started,
-                    drafted_chars,
-                )
-            )
+        def switch_to_plain() -> bool:
+            """Ask Auto; if it says so and the answer so far re-tokenizes to exactly the ids
+            generated, keep the continuation prompt and stop the MTP generation."""
+            assert within_turn is not None
+            if switch_prompt or not within_turn(sizes, times, len(prompt_ids)):
+                return False
+            text = prompt + tokenizer.decode(all_ids, skip_special_tokens=False)
+            if [int(i) for i in _token_ids(tokenizer, text)] != prompt_ids + all_ids:
+                log.info("within-turn switch skipped: the answer does not re-tokenize exactly")
+                return False
+            switch_prompt.append(text)
+            return True
 
         class Streamer(openvino_genai.StreamerBase):  # type: ignore[misc]
+            # Called by the native loop once per step, which waits for it: keep it minimal.
             def write(self, token: Any) -> openvino_genai.StreamingStatus:
-                ids = [int(token)] if isinstance(token, int) else [int(t) for t in token]
+                elapsed = clock() - started
+                ids = (token,) if isinstance(token, int) else tuple(token)
                 sizes.append(len(ids))
-                times.append(time.perf_counter() - started)
+                times.append(elapsed)
                 all_ids.extend(ids)
-                emit(ids)
+                out.put(_RawStep(ids, elapsed))
                 if cancel.is_set():
-                    return openvino_genai.StreamingStatus.STOP
-                return openvino_genai.StreamingStatus.RUNNING
+                    return stop
+                if within_turn is not None and switch_to_plain():
+                    return stop
+                return running
 
             def end(self) -> None:
                 pass
 
         try:
-            pipeline = engine._pipeline
             if images:
                 pipeline.generate(
                     prompt, images=images, generation_config=config, streamer=Streamer()
                 )
             else:
                 pipeline.generate(prompt, generation_config=config, streamer=Streamer())
-            emit((), final=True)
-            total = time.perf_counter() - started
-            prompt_tokens = int(
-                tokenizer.encode(prompt, add_special_tokens=False).input_ids.shape[1]
-            )
-            finish = self._finish_reason(all_ids, config)
+            switched_at: int | None = None
+            remaining = config.max_new_tokens - len(all_ids)
+            ended_early = all_ids and all_ids[-1] in _stop_ids(config)
+            if switch_prompt and not cancel.is_set() and remaining > 0 and not ended_early:
+                # Continue with plain decoding: a full re-prefill (module docstring).
+                switched_at = len(sizes)
+                within_turn = None
+                plain = engine._ensure_plain()
+                plain_config = engine._generation_config(self._settings, plain, mtp=False)
+                plain_config.max_new_tokens = remaining
+                plain.generate(
+                    switch_prompt[0], generation_config=plain_config, streamer=Streamer()
+                )
+            total = clock() - started
+            prompt_tokens = len(prompt_ids) if prompt_ids else len(_token_ids(tokenizer, prompt))
             warnings = list(loaded.warnings)
-            if loaded.mode == "mtp" and self._settings.num_assistant_tokens > 1:
+            if use_mtp and self._settings.num_assistant_tokens > 1:
                 warnings.append(MTP_UNVALIDATED_NOTE)
-            self.stats = build_stats(
-                mode=loaded.mode,
-                num_assistant_tokens=self._settings.num_assistant_tokens,
-                device=loaded.device,
-                prompt_tokens=prompt_tokens,
-                chunk_sizes=sizes,
-                chunk_times=times,
-                total_s=total,
-                reasoning_tokens=splitter.reasoning_tokens,
-                answer_tokens=splitter.answer_tokens,
-                finish_reason=finish,
-                warnings=warnings,
-                max_new_tokens=config.max_new_tokens,
+            out.put(
+                _Ended(
+                    sizes,
+                    times,
+                    total,
+                    prompt_tokens,
+                    self._finish_reason(all_ids, config),
+                    warnings,
+                    config.max_new_tokens,
+                    switched_at,
+                )
             )
-            out.put(self._DONE)
         except Exception as exc:  # the native side raises RuntimeError for everything
             log.exception("generation failed")
             out.put(
@@ -488,8 +648,7 @@ class Generation(Iterator[StepChunk]):
     ) -> FinishReason:
         if self._cancel.is_set():
             return "cancelled"
-        eos_ids = set(config.stop_token_ids) | {config.eos_token_id}
-        if token_ids and token_ids[-1] in eos_ids:
+        if token_ids and token_ids[-1] in _stop_ids(config):
             return "eos"
         if len(token_ids) >= config.max_new_tokens:
             return "length"
@@ -504,7 +663,13 @@ class Engine:
     def __init__(self) -> None:
         self.loaded: LoadedModel | None = None
         self._pipeline: Any = None
+        #: The plain pipeline beside an MTP one (loaded on first use; module docstring).
+        self._plain: Any = None
+        self._plain_args: tuple[str, str, dict[str, Any]] | None = None
+        #: Seconds the plain pipeline beside MTP took to load (None: not loaded).
+        self.plain_load_s: float | None = None
         self._tokenizer: Any = None
+        self._vocab: ByteLevelVocab | None = None
         self._think_start: int | None = None
         self._think_end: int | None = None
         self._active: Generation | None = None
@@ -545,9 +710,11 @@ class Engine:
             raise self._load_error(model_dir, options.device, exc) from exc
         load_s = time.perf_counter() - started
         self._pipeline = pipeline
+        self._plain_args = (str(model_dir), options.device, dict(properties)) if use_mtp else None
         self._tokenizer = pipeline.get_tokenizer()
         self._think_start = self._single_token_id("<think>")
         self._think_end = self._single_token_id("</think>")
+        self._vocab = self._fast_vocab(model_dir)
         mode: Mode = "mtp" if use_mtp else "baseline"
         self.loaded = LoadedModel(
             model_dir, options.device, mode, files.model_type, load_s, tuple(warnings)
@@ -559,8 +726,51 @@ class Engine:
         if self._active is not None:
             self._active.close()
         self._pipeline = None
+        self._plain = None
+        self._plain_args = None
+        self.plain_load_s = None
         self._tokenizer = None
+        self._vocab = None
         self.loaded = None
+
+    @property
+    def plain_ready(self) -> bool:
+        """Whether a request with `plain=True` runs without loading anything first."""
+        loaded = self.loaded
+        return loaded is not None and (loaded.mode != "mtp" or self._plain is not None)
+
+    def load_plain(self) -> float:
+        """Load the plain pipeline beside the MTP one now (nothing to do if it is loaded or
+        the engine runs plain decoding anyway); returns the seconds it took."""
+        self._require_loaded()
+        if self.plain_ready:
+            return 0.0
+        started = time.perf_counter()
+        self._ensure_plain()
+        return time.perf_counter() - started
+
+    def _ensure_plain(self) -> Any:
+        loaded = self.loaded
+        assert loaded is not None
+        if loaded.mode != "mtp":
+            return self._pipeline
+        if self._plain is None:
+            import openvino_genai
+
+            assert self._plain_args is not None
+            model_dir, device, properties = self._plain_args
+            started = time.perf_counter()
+            try:
+                scheduler = openvino_genai.SchedulerConfig()
+                scheduler.enable_prefix_caching = False
+                self._plain = openvino_genai.VLMPipeline(
+                    model_dir, device, scheduler_config=scheduler, **properties
+                )
+            except Exception as exc:
+                raise self._load_error(Path(model_dir), device, exc) from exc
+            self.plain_load_s = time.perf_counter() - started
+            log.info("loaded the plain pipeline beside MTP in %.2f s", self.plain_load_s)
+        return self._plain
 
     def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
         """The conversation in the model's own chat template, ending with the assistant turn."""
@@ -594,6 +804,7 @@ class Engine:
         settings.validate()
         self._require_loaded()
         prompt = self.render_prompt(messages, thinking=settings.thinking)
+        log_conversation("prompt", prompt)  # only with debug logging on
         images = [_load_image(m.image) for m in messages if m.image is not None]
         return self._start(prompt, settings, images)
 
@@ -606,7 +817,8 @@ class Engine:
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
         loaded = self._require_loaded()[0]
-        if loaded.mode == "mtp" and settings.do_sample:
+        use_mtp = loaded.mode == "mtp" and not settings.plain
+        if use_mtp and settings.do_sample:
             # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
             # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
             raise EngineError(
@@ -618,7 +830,8 @@ class Engine:
         with self._lock:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
-            config = self._generation_config(settings)
+            pipeline = self._pipeline if use_mtp else self._ensure_plain()
+            config = self._generation_config(settings, pipeline, mtp=use_mtp)
             generation = Generation(self, prompt, config, settings, images)
             self._active = generation
         return generation
@@ -628,10 +841,10 @@ class Engine:
             if self._active is generation:
                 self._active = None
 
-    def _generation_config(self, settings: GenerationSettings) -> openvino_genai.GenerationConfig:
-        loaded = self.loaded
-        assert loaded is not None
-        config = self._pipeline.get_generation_config()
+    def _generation_config(
+        self, settings: GenerationSettings, pipeline: Any, *, mtp: bool
+    ) -> openvino_genai.GenerationConfig:
+        config = pipeline.get_generation_config()
         config.max_new_tokens = settings.max_new_tokens
         config.apply_chat_template = False
         config.do_sample = settings.do_sample
@@ -642,10 +855,11 @@ class Engine:
             if settings.seed is not None:
                 config.rng_seed = settings.seed
         config.repetition_penalty = settings.repetition_penalty
+        config.ignore_eos = settings.ignore_eos
         if settings.stop_strings:
             config.stop_strings = set(settings.stop_strings)
             config.include_stop_str_in_output = False
-        if loaded.mode == "mtp":
+        if mtp:
             config.num_assistant_tokens = settings.num_assistant_tokens
         return config
 
@@ -653,6 +867,24 @@ class Engine:
         if self.loaded is None or self._tokenizer is None:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return self.loaded, self._tokenizer
+
+    def _fast_vocab(self, model_dir: Path) -> ByteLevelVocab | None:
+        """The model's byte-level vocabulary for streaming text, when it decodes exactly like
+        the runtime's detokenizer (checked here); None keeps the detokenizer."""
+        started = time.perf_counter()
+        vocab = ByteLevelVocab.from_tokenizer_json(model_dir / "tokenizer.json")
+        if vocab is None:
+            return None
+        tokenizer = self._tokenizer
+        samples = [
+            [int(i) for i in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+            for text in VOCAB_CHECK_TEXTS
+        ]
+        if not vocab_agrees(vocab, lambda ids: str(tokenizer.decode(ids)), samples):
+            log.warning("%s: tokenizer.json decodes differently; using the detokenizer", model_dir)
+            return None
+        log.info("byte-level vocabulary ready in %.2f s", time.perf_counter() - started)
+        return vocab
 
     def _single_token_id(self, text: str) -> int | None:
         ids = self._tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
@@ -673,6 +905,15 @@ class Engine:
             "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
             code="LOAD_FAILED",
         )
+
+
+def _token_ids(tokenizer: Any, text: str) -> Sequence[int]:
+    ids: Sequence[int] = tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
+    return ids
+
+
+def _stop_ids(config: openvino_genai.GenerationConfig) -> set[int]:
+    return set(config.stop_token_ids) | {config.eos_token_id}
 
 
 def _load_image(path: Path) -> Any:

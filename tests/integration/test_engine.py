@@ -73,7 +73,8 @@ def test_demo_acceptance_and_consistent_stats(exact_engines: dict[str, Engine]) 
     )
     # Every step yields one target token plus its accepted drafts.
     assert stats.generated_tokens == stats.steps + stats.accepted_tokens
-    assert stats.steps == len(chunks) - 1  # the final flush chunk carries no tokens
+    assert stats.steps == len(chunks)  # one chunk per step, and no empty chunks
+    assert all(c.token_ids for c in chunks)
     assert stats.reasoning_tokens + stats.answer_tokens == stats.generated_tokens
     assert stats.ttft_s > 0 and stats.decode_tokens_per_s > 0 and stats.total_s >= stats.ttft_s
     assert stats.prompt_tokens > 5
@@ -342,3 +343,41 @@ def _load_error_with(path: Path, options: LoadOptions) -> EngineError:
     with pytest.raises(EngineError) as info:
         Engine().load(path, options)
     return info.value
+
+
+@pytest.mark.parametrize("fast_vocab", [True, False])
+def test_streamed_text_equals_the_detokenizer(
+    demo_copy: Path, fast_vocab: bool
+) -> None:
+    """Streamed text is the runtime detokenizer's text of the generated ids, whether it came
+    from the tokenizer.json byte table (the fast path) or from the detokenizer itself."""
+    if not fast_vocab:  # without tokenizer.json the engine keeps the runtime's detokenizer
+        (demo_copy / "tokenizer.json").unlink()
+    engine = Engine()
+    engine.load(demo_copy)
+    assert (engine._vocab is not None) is fast_vocab
+    generation = engine.generate(
+        [Message("user", "Repeat 'the quick brown fox jumps over the lazy dog' three times.")],
+        GenerationSettings(max_new_tokens=60, num_assistant_tokens=2, ignore_eos=True),
+    )
+    chunks = list(generation)
+    assert generation.stats is not None and generation.stats.generated_tokens == 60
+    decoded = engine._tokenizer.decode(generation.token_ids)
+    assert "".join(c.answer for c in chunks) == generation.answer == decoded.lstrip("\n")
+    assert "quick brown fox" in generation.answer
+    engine.unload()
+
+
+def test_a_tokenizer_json_that_disagrees_is_not_used(demo_copy: Path) -> None:
+    path = demo_copy / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    one, two = vocab["1"], vocab["2"]
+    vocab["1"], vocab["2"] = two, one  # "1" would decode as "2"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    engine = Engine()
+    engine.load(demo_copy)
+    assert engine._vocab is None
+    stats = engine.generate([Message("user", "Count from 1 to 5.")]).run_to_end()
+    assert stats.generated_tokens > 0
+    engine.unload()

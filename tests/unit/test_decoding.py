@@ -1,14 +1,20 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding import (
+    ByteLevelVocab,
+    ByteStreamDecoder,
     IncrementalDecoder,
     ThinkingSplitter,
     build_stats,
     speculative_stats,
+    vocab_agrees,
 )
 
 
@@ -115,3 +121,74 @@ def test_build_stats_empty_generation() -> None:
     )
     assert stats.generated_tokens == 0 and stats.decode_tokens_per_s == 0.0
     assert stats.num_assistant_tokens == 0
+
+
+# --- ByteLevelVocab: Qwen's byte-level BPE decoded in Python ------------------------------------
+
+
+def _byte_level_json(tmp_path: Path) -> Path:
+    """A real tokenizers BPE with a ByteLevel decoder, trained on text with multi-byte chars."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = ["Grüße aus Köln, 1 2 3 €", "你好世界 hello world", "count from 1 to 20"] * 20
+    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer.add_tokens(["<think>"])  # an added token that is not special
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@given(text=st.text(max_size=40), cuts=st.lists(st.integers(1, 4), min_size=1, max_size=20))
+def test_byte_level_vocab_decodes_like_tokenizers(
+    text: str, cuts: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tokenizers import Tokenizer
+
+    path = _byte_level_json(tmp_path_factory.mktemp("tok"))
+    reference = Tokenizer.from_file(str(path))
+    vocab = ByteLevelVocab.from_tokenizer_json(path)
+    assert vocab is not None
+    ids = reference.encode(text + "<think><|im_end|>").ids
+    assert vocab.decode(ids) == reference.decode(ids, skip_special_tokens=True)
+    # Streamed in arbitrary step sizes, the pieces add up to the same text.
+    stream = ByteStreamDecoder(vocab)
+    pieces, position, index = [], 0, 0
+    while position < len(ids):
+        size = cuts[index % len(cuts)]
+        pieces.append(stream.push(ids[position : position + size]))
+        position += size
+        index += 1
+    pieces.append(stream.flush())
+    assert "".join(pieces) == text + "<think>"
+    assert all("\ufffd" not in piece for piece in pieces) or "\ufffd" in text
+
+
+def test_byte_level_vocab_rejects_other_tokenizers(tmp_path: Path) -> None:
+    assert ByteLevelVocab.from_tokenizer_json(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text("{not json")
+    assert ByteLevelVocab.from_tokenizer_json(tmp_path / "bad.json") is None
+    wordpiece = {"model": {"type": "WordPiece", "vocab": {"a": 0}}, "decoder": None}
+    (tmp_path / "wp.json").write_text(json.dumps(wordpiece))
+    assert ByteLevelVocab.from_tokenizer_json(tmp_path / "wp.json") is None
+
+
+def test_vocab_agrees_catches_a_differing_detokenizer(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    path = _byte_level_json(tmp_path)
+    reference = Tokenizer.from_file(str(path))
+    vocab = ByteLevelVocab.from_tokenizer_json(path)
+    assert vocab is not None
+    samples = [reference.encode("Grüße 你好 count 12").ids]
+    assert vocab_agrees(vocab, lambda ids: reference.decode(ids), samples)
+    # A detokenizer that, say, strips a leading space is told apart.
+    assert not vocab_agrees(vocab, lambda ids: reference.decode(ids).strip(), samples)
+    assert not vocab_agrees(vocab, lambda ids: reference.decode(ids).upper(), samples)
