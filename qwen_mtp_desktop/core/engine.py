@@ -497,15 +497,20 @@ class Generation(Iterator[StepChunk]):
             return self._take(last)
         raise StopIteration
 
-    def next_chunks(self, timeout: float | None = None) -> list[StepChunk]:
-        """Every chunk that is ready, waiting up to `timeout` seconds for the first (an empty
-        list when none came); StopIteration at the end. One wake-up per batch instead of per
-        step keeps a consumer from competing with the decoding loop for the interpreter."""
+    def next_chunks(
+        self, timeout: float | None = None, *, within_s: float | None = None
+    ) -> list[StepChunk]:
+        """The chunks that are ready, waiting up to `timeout` seconds for the first (an empty
+        list when none came) and taking more for at most `within_s` seconds (a consumer that
+        fell behind still sends text regularly); StopIteration at the end. One wake-up per
+        batch instead of per step keeps a consumer from competing with the decoding loop for
+        the interpreter."""
         first = self.next_chunk(timeout)
         if first is None:
             return []
         chunks = [first]
-        while not self._finished:
+        deadline = None if within_s is None else time.monotonic() + within_s
+        while not self._finished and (deadline is None or time.monotonic() < deadline):
             try:
                 chunk = self.next_chunk(timeout=0)
             except StopIteration:

@@ -19,6 +19,7 @@ functions that only the subprocess calls.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
@@ -456,6 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     block_telemetry()
     if argv is None:  # run as the export subprocess
         die_with_parent()
+        # The app's cancel is SIGINT; a process started from a background shell or some
+        # launchers inherits SIGINT ignored, which would leave only the slower SIGTERM.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     mtp, args = split_mtp_option(sys.argv[1:] if argv is None else argv)
     emit("stage", stage="loading")
     try:

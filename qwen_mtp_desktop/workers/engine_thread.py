@@ -112,12 +112,12 @@ class _EngineWorker(QObject):
                     if remaining > 0:
                         time.sleep(remaining)
                     try:
-                        buffer.extend(generation.next_chunks(timeout=0))
+                        buffer.extend(generation.next_chunks(0, within_s=self._coalesce_s))
                     except StopIteration:
                         break
                 else:
                     try:
-                        buffer.extend(generation.next_chunks(timeout=None))
+                        buffer.extend(generation.next_chunks(None, within_s=self._coalesce_s))
                     except StopIteration:
                         break
                     if time.monotonic() - last_emit < self._coalesce_s:

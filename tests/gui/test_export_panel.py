@@ -20,6 +20,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.export import ExportOutcome
 from qwen_mtp_desktop.core.preflight import installed_versions
+from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 from qwen_mtp_desktop.ui import export_panel as panel_module
 from qwen_mtp_desktop.ui.export.widgets import ExportDialogs
 from qwen_mtp_desktop.ui.export_panel import ExportPanel, PreflightEnvironment
@@ -200,7 +201,7 @@ def test_good_source_passes_and_options_explain_the_choices(
     assert (options.weight_format, options.mtp_weight_format) == ("int8", "int4")
     assert options.group_size_fallback == "ignore"  # INT4 head: RoPE-safe default
     assert "RoPE" in panel.mtp_text.text()
-    assert panel.dest_edit.text().endswith("ckpt-v1-dense-t0-s0-int8-mtp-int4")
+    assert panel.dest_edit.text().endswith(f"ckpt-v{BUILDER_VERSION}-dense-t0-s0-int8-mtp-int4")
     assert "Estimated model size" in panel.options_estimate.text()
     shoot(panel, screenshot_dir, "3_options")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -380,4 +381,27 @@ def test_a_tokenizer_json_that_disagrees_is_not_used(demo_copy: Path) -> None:
     assert engine._vocab is None
     stats = engine.generate([Message("user", "Count from 1 to 5.")]).run_to_end()
     assert stats.generated_tokens > 0
+    engine.unload()
+
+
+def test_next_chunks_batches_ready_steps_within_a_time_limit(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model)
+    generation = engine.generate(
+        COUNTING, GenerationSettings(max_new_tokens=80, ignore_eos=True)
+    )
+    first = generation.next_chunks(None)
+    assert first, "the first step always comes"
+    deadline = time.monotonic() + 30
+    while engine._active is generation and time.monotonic() < deadline:
+        time.sleep(0.01)  # let the decoding loop finish: every step is queued now
+    # A consumer that fell behind takes one step per zero-second window ...
+    assert len(generation.next_chunks(0, within_s=0)) == 1
+    # ... and everything that is ready when unbounded.
+    rest = generation.next_chunks(0)
+    with pytest.raises(StopIteration):
+        generation.next_chunks(0)
+    assert generation.stats is not None
+    assert len(first) + 1 + len(rest) == generation.stats.steps
+    assert len(generation.token_ids) == generation.stats.generated_tokens == 80
     engine.unload()

@@ -103,7 +103,12 @@ def test_sigint_is_enough_for_a_python_exporter() -> None:
             cancel.set()
 
     outcome = SupervisedProcess(
-        _python('import time\nprint("ready", flush=True)\ntime.sleep(300)'),
+        # Like core.optimum_cli, the child takes SIGINT even if started with it ignored.
+        _python(
+            "import signal, time\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            'print("ready", flush=True)\ntime.sleep(300)'
+        ),
         on_line=on_line,
         cancel=cancel,
         grace=(20, 20),
