@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--only", choices=("wins", "loses"), help="run one of the two models (each takes long)"
+    )
     args = parser.parse_args(argv)
     # A private app home: the seeded policy's benchmark must not touch a real profile.
     home = tempfile.mkdtemp(prefix="adaptive-bench-")
@@ -205,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         lose = make_broken_mtp_copy(win, Path(home) / "demo with random MTP head")
     results = {}
     for title, model in (("MTP wins", win), ("MTP loses", lose)):
+        if args.only and not title.endswith(args.only):
+            continue
         print(f"{title}: {model}", file=sys.stderr, flush=True)
         results[title] = conversation(model, prompts, args.turns, args.max_new_tokens)
         print_table(title, results[title])

@@ -62,6 +62,7 @@ from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
+from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -203,7 +204,7 @@ class ChatPanel(QWidget):
         header_layout.setContentsMargins(20, 10, 12, 10)
         self.title_label = QLabel("New chat")
         self.title_label.setObjectName("chatTitle")
-        self.model_status = QLabel()
+        self.model_status = ElidedLabel()  # Auto's reason can be long; the tooltip has it all
         self.model_status.setObjectName("muted")
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)
