@@ -24,6 +24,7 @@ No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -551,28 +552,36 @@ class WithinTurnCheck:
     expected_length: float | None = None
     plain_load_s: float = 0.0
     decided: bool = False
+    # Running sums over the steps seen so far: the engine asks after every step on the
+    # decoding thread, so each call only takes in the new steps (no re-scan of the turn).
+    _seen: int = field(default=0, init=False, repr=False)
+    _durations: list[float] = field(default_factory=list, init=False, repr=False)
+    _trials: list[int] = field(default_factory=list, init=False, repr=False)
+    _accepted: list[int] = field(default_factory=list, init=False, repr=False)
+    _produced: int = field(default=0, init=False, repr=False)
 
     def __call__(self, sizes: Sequence[int], times: Sequence[float], prompt_tokens: int) -> bool:
         """`sizes`/`times`: this turn's steps so far (as in TurnSample); `prompt_tokens`: the
         prompt's length, to scale this turn's prefill time to the re-prefill's."""
         if self.decided or len(sizes) < MIN_STEPS_BEFORE_SWITCH + 1:
             return False
-        durations = sorted(b - a for a, b in itertools.pairwise(times))
+        self._take_in(sizes, times)
+        durations = self._durations
         if not durations:
             return False
         mtp_step = durations[len(durations) // 2]  # the median: the first steps warm up
         plain_step = self.plain_step_s
         if plain_step is None:
             plain_step = mtp_step / (1 + self.depth * self.draft_cost)
-        trials, accepted = draft_trials(sizes, self.depth, self.max_new_tokens)
         acceptance = [
-            (a + 1.0) / (t + 2.0) if t else 0.0 for t, a in zip(trials, accepted, strict=True)
+            (a + 1.0) / (t + 2.0) if t else 0.0
+            for t, a in zip(self._trials, self._accepted, strict=True)
         ]
         mtp_rate = expected_tokens(acceptance, self.depth) / mtp_step
         plain_rate = 1.0 / plain_step
         if mtp_rate * (1 + SWITCH_MARGIN) >= plain_rate:
             return False
-        generated = sum(sizes)
+        generated = self._produced
         remaining = float(self.max_new_tokens - generated)
         if self.expected_length is not None:
             remaining = min(remaining, max(self.expected_length - generated, 0.0))
@@ -583,6 +592,27 @@ class WithinTurnCheck:
             return False
         self.decided = True
         return True
+
+    def _take_in(self, sizes: Sequence[int], times: Sequence[float]) -> None:
+        """Add the steps after the ones already seen: sorted step durations, and per-position
+        draft trials exactly as `draft_trials` counts them."""
+        if len(sizes) < self._seen:  # a new turn's steps: start over
+            self._seen, self._produced = 0, 0
+            self._durations.clear()
+        if self._seen == 0:
+            self._trials, self._accepted = [0] * self.depth, [0] * self.depth
+        for index in range(self._seen, len(sizes)):
+            size = sizes[index]
+            if index > 0:
+                bisect.insort(self._durations, times[index] - times[index - 1])
+                new_trials, new_accepted = draft_trials(
+                    (0, size), self.depth, self.max_new_tokens, generated=self._produced
+                )
+                for i in range(self.depth):
+                    self._trials[i] += new_trials[i]
+                    self._accepted[i] += new_accepted[i]
+            self._produced += size
+        self._seen = len(sizes)
 
 
 def policy_from_recommendation(

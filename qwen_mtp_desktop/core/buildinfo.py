@@ -54,23 +54,20 @@ def git_revision(root: Path | None = None) -> str | None:
         return None
     # Never take git's index lock: other git commands may run in the same tree.
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git_output(*args: str) -> str:
+        return subprocess.run(
+            [git, "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+            env=env,
+        ).stdout.strip()
+
     try:
-        revision = subprocess.run(
-            [git, "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-            env=env,
-        ).stdout.strip()
-        status = subprocess.run(
-            [git, "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-            env=env,
-        ).stdout.strip()
+        revision = git_output("rev-parse", "--short=12", "HEAD")
+        status = git_output("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     if not revision:

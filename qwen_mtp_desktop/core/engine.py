@@ -670,7 +670,7 @@ class Engine:
         self._pipeline: Any = None
         #: The plain pipeline beside an MTP one (loaded on first use; module docstring).
         self._plain: Any = None
-        self._plain_args: tuple[str, str, dict[str, Any]] | None = None
+        self._plain_args: tuple[Path, str, dict[str, Any]] | None = None
         #: Seconds the plain pipeline beside MTP took to load (None: not loaded).
         self.plain_load_s: float | None = None
         self._tokenizer: Any = None
@@ -687,8 +687,6 @@ class Engine:
         files = check_model_dir(model_dir)
         _check_runtime()
         block_telemetry()
-        import openvino_genai
-
         properties: dict[str, Any] = {}
         if options.cache_dir is not None:
             options.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -700,22 +698,10 @@ class Engine:
         if options.mtp and not files.has_mtp:
             log.warning("%s: no MTP head, loading in baseline mode", model_dir)
         started = time.perf_counter()
-        try:
-            scheduler = openvino_genai.SchedulerConfig()
-            # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
-            scheduler.enable_prefix_caching = False
-            kwargs: dict[str, Any] = dict(properties)
-            kwargs["scheduler_config"] = scheduler
-            if use_mtp:
-                kwargs["draft_model"] = openvino_genai.draft_model(
-                    str(model_dir), options.device, mtp_mode=True, **properties
-                )
-            pipeline = openvino_genai.VLMPipeline(str(model_dir), options.device, **kwargs)
-        except Exception as exc:
-            raise self._load_error(model_dir, options.device, exc) from exc
+        pipeline = self._open_pipeline(model_dir, options.device, properties, mtp=use_mtp)
         load_s = time.perf_counter() - started
         self._pipeline = pipeline
-        self._plain_args = (str(model_dir), options.device, dict(properties)) if use_mtp else None
+        self._plain_args = (model_dir, options.device, dict(properties)) if use_mtp else None
         self._tokenizer = pipeline.get_tokenizer()
         self._think_start = self._single_token_id("<think>")
         self._think_end = self._single_token_id("</think>")
@@ -760,22 +746,33 @@ class Engine:
         if loaded.mode != "mtp":
             return self._pipeline
         if self._plain is None:
-            import openvino_genai
-
             assert self._plain_args is not None
             model_dir, device, properties = self._plain_args
             started = time.perf_counter()
-            try:
-                scheduler = openvino_genai.SchedulerConfig()
-                scheduler.enable_prefix_caching = False
-                self._plain = openvino_genai.VLMPipeline(
-                    model_dir, device, scheduler_config=scheduler, **properties
-                )
-            except Exception as exc:
-                raise self._load_error(Path(model_dir), device, exc) from exc
+            self._plain = self._open_pipeline(model_dir, device, properties, mtp=False)
             self.plain_load_s = time.perf_counter() - started
             log.info("loaded the plain pipeline beside MTP in %.2f s", self.plain_load_s)
         return self._plain
+
+    def _open_pipeline(
+        self, model_dir: Path, device: str, properties: dict[str, Any], *, mtp: bool
+    ) -> Any:
+        """A `VLMPipeline` of the model, with the MTP head as its draft model when `mtp`."""
+        import openvino_genai
+
+        try:
+            scheduler = openvino_genai.SchedulerConfig()
+            # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
+            scheduler.enable_prefix_caching = False
+            kwargs: dict[str, Any] = dict(properties)
+            kwargs["scheduler_config"] = scheduler
+            if mtp:
+                kwargs["draft_model"] = openvino_genai.draft_model(
+                    str(model_dir), device, mtp_mode=True, **properties
+                )
+            return openvino_genai.VLMPipeline(str(model_dir), device, **kwargs)
+        except Exception as exc:
+            raise self._load_error(model_dir, device, exc) from exc
 
     def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
         """The conversation in the model's own chat template, ending with the assistant turn."""
@@ -881,10 +878,7 @@ class Engine:
         if vocab is None:
             return None
         tokenizer = self._tokenizer
-        samples = [
-            [int(i) for i in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
-            for text in VOCAB_CHECK_TEXTS
-        ]
+        samples = [[int(i) for i in _token_ids(tokenizer, text)] for text in VOCAB_CHECK_TEXTS]
         if not vocab_agrees(vocab, lambda ids: str(tokenizer.decode(ids)), samples):
             log.warning("%s: tokenizer.json decodes differently; using the detokenizer", model_dir)
             return None
@@ -892,7 +886,7 @@ class Engine:
         return vocab
 
     def _single_token_id(self, text: str) -> int | None:
-        ids = self._tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
+        ids = _token_ids(self._tokenizer, text)
         return int(ids[0]) if len(ids) == 1 else None
 
     @staticmethod

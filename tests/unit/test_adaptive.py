@@ -236,3 +236,19 @@ def test_within_turn_does_not_switch_when_the_re_prefill_costs_more() -> None:
     sizes = (1, 1, 1, 1, 1, 1, 1)
     slow_prefill = (5.0, 5.19, 5.38, 5.57, 5.76, 5.95, 6.14)  # 5 s to the first token
     assert not check(sizes, slow_prefill, 2000)
+
+
+def test_within_turn_check_taking_steps_in_one_by_one_equals_a_fresh_look() -> None:
+    """The engine asks after every step; the running sums must give the answer a check that
+    sees the whole prefix at once gives (up to its one decision)."""
+    policy = AdaptivePolicy()
+    policy.observe(synthetic_turn(None, 0.0, tokens=200))
+    for depth, acceptance in ((1, 0.0), (2, 0.3), (3, 0.95)):
+        turn = synthetic_turn(depth, acceptance, tokens=80)
+        running = policy.within_turn_check(depth, 90)
+        for n in range(1, len(turn.step_sizes) + 1):
+            sizes, times = turn.step_sizes[:n], turn.step_times_s[:n]
+            expected = policy.within_turn_check(depth, 90)(sizes, times, 30)
+            assert running(sizes, times, 30) == expected, (depth, n)
+            if expected:
+                break

@@ -23,17 +23,24 @@ def _decode(ids: list[int]) -> str:
     return bytes(ids).decode("utf-8", errors="replace")
 
 
-@given(st.text(max_size=60), st.lists(st.integers(1, 5), min_size=1, max_size=60))
-def test_incremental_decoder_reassembles_any_split(text: str, cuts: list[int]) -> None:
-    data = list(text.encode("utf-8"))
-    decoder = IncrementalDecoder(_decode)
+def _stream(
+    decoder: IncrementalDecoder | ByteStreamDecoder, ids: list[int], cuts: list[int]
+) -> list[str]:
+    """The decoder's text pieces for `ids` pushed in steps of the sizes in `cuts` (cycled),
+    ending with its flush."""
     out, position, index = [], 0, 0
-    while position < len(data):
+    while position < len(ids):
         size = cuts[index % len(cuts)]
-        out.append(decoder.push(data[position : position + size]))
+        out.append(decoder.push(ids[position : position + size]))
         position += size
         index += 1
     out.append(decoder.flush())
+    return out
+
+
+@given(st.text(max_size=60), st.lists(st.integers(1, 5), min_size=1, max_size=60))
+def test_incremental_decoder_reassembles_any_split(text: str, cuts: list[int]) -> None:
+    out = _stream(IncrementalDecoder(_decode), list(text.encode("utf-8")), cuts)
     assert "".join(out) == text
     # Only a character that really is broken shows as U+FFFD.
     assert all("\ufffd" not in piece for piece in out[:-1]) or "\ufffd" in text
@@ -159,14 +166,7 @@ def test_byte_level_vocab_decodes_like_tokenizers(
     ids = reference.encode(text + "<think><|im_end|>").ids
     assert vocab.decode(ids) == reference.decode(ids, skip_special_tokens=True)
     # Streamed in arbitrary step sizes, the pieces add up to the same text.
-    stream = ByteStreamDecoder(vocab)
-    pieces, position, index = [], 0, 0
-    while position < len(ids):
-        size = cuts[index % len(cuts)]
-        pieces.append(stream.push(ids[position : position + size]))
-        position += size
-        index += 1
-    pieces.append(stream.flush())
+    pieces = _stream(ByteStreamDecoder(vocab), ids, cuts)
     assert "".join(pieces) == text + "<think>"
     assert all("\ufffd" not in piece for piece in pieces) or "\ufffd" in text
 
