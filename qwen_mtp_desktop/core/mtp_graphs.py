@@ -1,0 +1,222 @@
+"""OpenVINO graph changes that let the app's own MTP decoder (core.mtp_decoder) run a Qwen3.5
+export: read the IRs once, change them in memory, never write them back.
+
+- Target (`openvino_language_model`): a `last_hidden_state` output (the lm_head's input, i.e.
+  the final-normed hidden state the MTP head takes), a `logits_positions` input so only the
+  positions the decoder asks for are projected onto the 248k-token vocabulary (a prefill of
+  1,000 tokens needs one row, not 1,000), and the Gated DeltaNet states (convolution and
+  recurrent, fixed size) turned from internal variables into explicit inputs and outputs. The
+  decoder double-buffers those, so rejecting drafts costs no copy: the next call simply reads
+  the previous buffers again. Attention KV caches (growing) stay internal and are trimmed.
+- Draft (`openvino_mtp_model`): the target's lm_head restricted to a draft vocabulary (rows
+  chosen by the decoder, stored INT8 per row) and an argmax in the graph, so a draft step costs
+  the MTP layer plus a small projection instead of a full-vocabulary one. openvino-genai grafts
+  the full lm_head onto the MTP model (`graft_lm_head_on_mtp`); this does the same with fewer
+  rows. The target still verifies against the full vocabulary, so output stays exact.
+
+Runtime facts this relies on are in RUNTIME-NOTES: the logits Result is produced by the lm_head
+MatMul whose first input is the last hidden state (openvino-genai's `expose_last_hidden_state`
+relies on the same), and KV states are the variables with a dynamic sequence axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+LOGITS = "logits"
+HIDDEN = "last_hidden_state"
+LOGITS_POSITIONS = "logits_positions"
+DRAFT_INDEX = "draft_index"
+STATE_IN = "state_in."
+STATE_OUT = "state_out."
+
+
+class GraphError(Exception):
+    """The IR does not have the shape the fast decoder needs; the message says what differs."""
+
+
+@dataclass(frozen=True)
+class StatePort:
+    """One Gated DeltaNet state turned into an explicit input/output pair."""
+
+    name: str
+    shape: tuple[int, ...]
+    element_type: Any  # openvino.Type
+
+
+@dataclass(frozen=True)
+class TargetGraph:
+    model: Any  # openvino.Model
+    states: tuple[StatePort, ...]
+    #: Internal (trimmable) variables left: the attention KV caches.
+    kv_states: int
+    hidden_size: int
+    vocab_size: int
+
+
+def _logits_matmul(model: Any) -> Any:
+    for result in model.get_results():
+        if LOGITS in result.output(0).get_names() or LOGITS in result.input_value(0).get_names():
+            node = result.input_value(0).get_node()
+            if node.get_type_name() != "MatMul":
+                raise GraphError(f"the logits output comes from {node.get_type_name()}, not MatMul")
+            return node
+    raise GraphError("the language model has no `logits` output")
+
+
+def lm_head_weight(model: Any) -> tuple[Any, bool]:
+    """The lm_head weight (its decompression subgraph's output) and whether it is transposed."""
+    matmul = _logits_matmul(model)
+    return matmul.input_value(1), bool(matmul.get_attributes().get("transpose_b", False))
+
+
+def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
+    """Change the language model in place (module docstring) and describe the result.
+
+    `compute_type`: the element type (openvino.Type) of the explicit states and of the hidden
+    state output; pass the device's inference precision. The CPU plugin keeps these states in
+    it internally (bf16 on CPUs with bf16), and an f32 port there keeps the neighbouring layers
+    out of bf16: an f32 hidden output alone turned the whole residual stream f32 (96 extra
+    reorders, steps 1.2-1.4x slower on Qwen3.5-0.8B)."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    matmul = _logits_matmul(model)
+    hidden = matmul.input_value(0)
+    hidden_shape = hidden.get_partial_shape()
+    hidden_size = hidden_shape[2].get_length() if hidden_shape.rank.get_length() == 3 else -1
+    logits_shape = matmul.get_output_partial_shape(0)
+    vocab_size = logits_shape[2].get_length() if logits_shape[2].is_static else -1
+    if hidden_size <= 0 or vocab_size <= 0:
+        raise GraphError(f"unexpected lm_head shapes {hidden_shape} -> {logits_shape}")
+
+    hidden_out = hidden if compute_type in (None, hidden.get_element_type()) else None
+    if hidden_out is None:
+        hidden_out = ops.convert(hidden, compute_type).output(0)
+    hidden_result = ops.result(hidden_out)
+    hidden_result.output(0).set_names({HIDDEN})
+    positions = ops.parameter([-1], ov.Type.i64, name=LOGITS_POSITIONS)
+    positions.output(0).set_names({LOGITS_POSITIONS})
+    gathered = ops.gather(hidden, positions, ops.constant(np.int64(1)))
+    matmul.input(0).replace_source_output(gathered.output(0))
+
+    new_params: list[Any] = [positions]
+    new_results: list[Any] = [hidden_result]
+    states: list[StatePort] = []
+    assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
+    kv = 0
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "ReadValue":
+            continue
+        variable_id = node.get_variable_id()
+        shape = node.get_output_partial_shape(0)
+        if not all(shape[i].is_static for i in range(1, shape.rank.get_length())):
+            kv += 1  # a growing cache: stays internal, trimmed by the decoder
+            continue
+        assign = assigns.get(variable_id)
+        if assign is None:
+            raise GraphError(f"state {variable_id} has no Assign")
+        dims = (1, *(shape[i].get_length() for i in range(1, shape.rank.get_length())))
+        original = node.get_output_element_type(0)
+        element = compute_type or original
+        name = f"s{len(states)}"
+        param = ops.parameter(list(dims), element, name=STATE_IN + name)
+        param.output(0).set_names({STATE_IN + name})
+        value = param if element == original else ops.convert(param, original)
+        node.output(0).replace(value.output(0))
+        produced = assign.input_value(0)
+        if element != original:
+            produced = ops.convert(produced, element).output(0)
+        result = ops.result(produced)
+        result.output(0).set_names({STATE_OUT + name})
+        model.remove_sink(assign)
+        model.remove_variable(model.get_variable_by_id(variable_id))
+        new_params.append(param)
+        new_results.append(result)
+        states.append(StatePort(name, dims, element))
+    if not states:
+        raise GraphError("the language model has no fixed-size (Gated DeltaNet) states")
+    if kv == 0:
+        raise GraphError("the language model has no attention KV cache")
+    model.add_parameters(new_params)
+    model.add_results(new_results)
+    model.validate_nodes_and_infer_types()
+    return TargetGraph(model, tuple(states), kv, hidden_size, vocab_size)
+
+
+def lm_head_rows(core: Any, language_model: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """Rows of the target's lm_head weight as float32, computed by OpenVINO from the (possibly
+    INT8/INT4-compressed) weight in chunks, so the full-vocabulary matrix is never in memory."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    weight, transposed = lm_head_weight(language_model)
+    ids = ops.parameter([-1], ov.Type.i64, name="rows")
+    axis = 0 if transposed else 1
+    picked = ops.gather(weight, ids, ops.constant(np.int64(axis)))
+    if picked.get_output_element_type(0) != ov.Type.f32:
+        picked = ops.convert(picked, ov.Type.f32)
+    compiled = core.compile_model(
+        ov.Model([ops.result(picked)], [ids], "lm_head_rows"),
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": "f32"},
+    )
+    request = compiled.create_infer_request()
+    chunks = []
+    for start in range(0, len(rows), 8192):
+        part = rows[start : start + 8192].astype(np.int64)
+        request.infer({0: part})
+        out = np.array(request.get_output_tensor(0).data, dtype=np.float32)
+        chunks.append(out if transposed else out.T)
+    return np.concatenate(chunks, axis=0)
+
+
+def transform_draft(model: Any, rows: npt.NDArray[np.float32], compute_type: Any = None) -> None:
+    """Give the MTP model a draft lm_head (`rows`: [draft vocab, hidden] float32, stored as
+    INT8 with one scale per row) on its last position and an argmax output `draft_index`
+    (an index into the draft vocabulary), in place. Its hidden-state input and output take
+    `compute_type` (see transform_target), so the target's output feeds it unconverted."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    hidden = hidden_result = None
+    for result in model.get_results():
+        if HIDDEN in result.output(0).get_names() or HIDDEN in result.input_value(0).get_names():
+            hidden, hidden_result = result.input_value(0), result
+    if hidden is None or hidden_result is None:
+        raise GraphError("the MTP model has no `last_hidden_state` output")
+    if compute_type is not None and compute_type != hidden.get_element_type():
+        hidden_result.input(0).replace_source_output(ops.convert(hidden, compute_type).output(0))
+        for index, param in enumerate(model.get_parameters()):
+            if "hidden_states" in param.output(0).get_names():
+                typed = ops.parameter(param.get_partial_shape(), compute_type, name="hidden_states")
+                typed.output(0).set_names({"hidden_states"})
+                param.output(0).replace(ops.convert(typed, param.get_element_type()).output(0))
+                model.replace_parameter(index, typed)
+    scale = np.abs(rows).max(axis=1, keepdims=True) / 127.0
+    scale[scale == 0] = 1.0
+    quantized = np.clip(np.rint(rows / scale), -127, 127).astype(np.int8)
+    weight = ops.multiply(
+        ops.convert(ops.constant(quantized), ov.Type.f32), ops.constant(scale.astype(np.float32))
+    )
+    last = ops.slice(
+        hidden,
+        ops.constant(np.array([-1], np.int64)),
+        ops.constant(np.array([np.iinfo(np.int64).max], np.int64)),
+        ops.constant(np.array([1], np.int64)),
+        ops.constant(np.array([1], np.int64)),
+    )
+    logits = ops.matmul(last, weight, transpose_a=False, transpose_b=True)
+    top = ops.topk(logits, ops.constant(np.int64(1)), -1, "max", "none", ov.Type.i32)
+    index = ops.result(top.output(1))
+    index.output(0).set_names({DRAFT_INDEX})
+    model.add_results([index])
+    model.validate_nodes_and_infer_types()
