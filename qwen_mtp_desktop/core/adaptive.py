@@ -560,9 +560,17 @@ class WithinTurnCheck:
     _accepted: list[int] = field(default_factory=list, init=False, repr=False)
     _produced: int = field(default=0, init=False, repr=False)
 
-    def __call__(self, sizes: Sequence[int], times: Sequence[float], prompt_tokens: int) -> bool:
+    def __call__(
+        self,
+        sizes: Sequence[int],
+        times: Sequence[float],
+        prompt_tokens: int,
+        reprefill: bool = True,
+    ) -> bool:
         """`sizes`/`times`: this turn's steps so far (as in TurnSample); `prompt_tokens`: the
-        prompt's length, to scale this turn's prefill time to the re-prefill's."""
+        prompt's length, to scale this turn's prefill time to the re-prefill's; `reprefill`:
+        whether switching re-prefills prompt and answer (openvino-genai) or is free (the app's
+        own decoder continues in the same state at depth 0)."""
         if self.decided or len(sizes) < MIN_STEPS_BEFORE_SWITCH + 1:
             return False
         self._take_in(sizes, times)
@@ -587,7 +595,7 @@ class WithinTurnCheck:
             remaining = min(remaining, max(self.expected_length - generated, 0.0))
         saving = remaining * (1.0 / mtp_rate - 1.0 / plain_rate)
         prefill = times[0] * (prompt_tokens + generated) / max(prompt_tokens, 1)
-        cost = prefill + self.plain_load_s
+        cost = (prefill if reprefill else 0.0) + self.plain_load_s
         if saving <= cost * SWITCH_COST_FACTOR:
             return False
         self.decided = True

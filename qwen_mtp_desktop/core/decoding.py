@@ -229,6 +229,9 @@ class GenerationStats:
     #: Index of the first chunk decoded without MTP when an MTP turn continued with plain
     #: decoding midway (Auto's within-turn fall back); None when it did not.
     switched_to_plain_at: int | None = None
+    #: What decoded the turn: "fast" (the app's own decoder, core.mtp_decoder) or "genai"
+    #: (openvino-genai's pipeline); empty in records from before the fast decoder.
+    decoder: str = ""
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -283,6 +286,7 @@ def build_stats(
     warnings: Sequence[str] = (),
     max_new_tokens: int | None = None,
     switched_to_plain_at: int | None = None,
+    decoder: str = "",
 ) -> GenerationStats:
     """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
     With `switched_to_plain_at`, only the chunks before it count for draft acceptance."""
@@ -317,4 +321,58 @@ def build_stats(
         warnings=list(warnings),
         chunk_times=[round(t, 6) for t in chunk_times],
         switched_to_plain_at=switched_to_plain_at,
+        decoder=decoder,
     )
+
+
+class StopStringFilter:
+    """Streams token ids so that the text ends before the first stop string: ids whose text
+    may begin a stop string are held back until it is clear, and the ones that form it are
+    dropped (openvino-genai's `include_stop_str_in_output = False`). With no stop strings it
+    passes everything through without decoding."""
+
+    #: Emitted ids decoded before the held ones, so a character split over tokens reads right.
+    CONTEXT = 8
+
+    def __init__(self, decode: Callable[[Sequence[int]], str], stop_strings: Sequence[str]):
+        self._decode = decode
+        self._stops = tuple(s for s in stop_strings if s)
+        self._held: list[int] = []
+        self._context: list[int] = []
+
+    def push(self, ids: Sequence[int]) -> tuple[list[int], bool]:
+        """(ids safe to show now, whether a stop string ended the text)."""
+        if not self._stops:
+            return list(ids), False
+        self._held.extend(ids)
+        context = self._context[-self.CONTEXT :]
+        base = len(self._decode(context))
+        full = self._decode(context + self._held)
+        hits = [i for i in (full.find(s) for s in self._stops) if i >= 0]
+        if hits:
+            return self._release(context, base, min(hits)), True
+        limit = len(full)
+        for stop in self._stops:
+            for length in range(min(len(stop) - 1, len(full)), 0, -1):
+                if full.endswith(stop[:length]):
+                    limit = min(limit, len(full) - length)
+                    break
+        return self._release(context, base, limit), False
+
+    def flush(self) -> list[int]:
+        """The held ids, at the end of a generation that met no stop string."""
+        held, self._held = self._held, []
+        return held
+
+    def _release(self, context: list[int], base: int, limit: int) -> list[int]:
+        """Emit the longest run of held ids whose text ends at or before `limit`."""
+        keep = 0
+        for count in range(1, len(self._held) + 1):
+            if len(self._decode(context + self._held[:count])) > limit:
+                break
+            keep = count
+        if limit <= base:
+            keep = 0
+        released, self._held = self._held[:keep], self._held[keep:]
+        self._context.extend(released)
+        return released

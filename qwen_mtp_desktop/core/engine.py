@@ -19,7 +19,15 @@ drafts (num_assistant_tokens=0 raises), so an engine loaded with MTP loads a sec
 the same weight file, counted twice in RSS; it adds 0.55 GiB of its own compiled buffers).
 Users whose model wins with MTP never pay it.
 
-Within a turn the runtime cannot hand a generation from one pipeline to the other: `generate()`
+Text turns run on the app's own decoder (core.mtp_decoder: MTP at any depth, or plain at depth
+0, greedy, exact) when the model allows it; `LoadedModel.decoder` says which path is loaded and
+`decoder_note` why the fast one is not. openvino-genai's pipelines stay for what the fast
+decoder does not do: turns with images, sampling, and models it cannot load. They are opened
+the first time such a turn comes (plain decoding on the stateful SDPA backend, the fastest
+exact plain backend openvino-genai has; MTP on its continuous-batching backend).
+
+With openvino-genai, within a turn the runtime cannot hand a generation from one pipeline to
+the other: `generate()`
 takes a text prompt and prefills it from scratch (prefix caching is off with MTP, and the
 pipelines share no KV or linear-attention state). So a within-turn fall back
 (`GenerationSettings.within_turn`) stops the MTP generation at a step boundary and continues with
@@ -48,6 +56,7 @@ from qwen_mtp_desktop.core.decoding import (
     GenerationStats,
     IncrementalDecoder,
     Mode,
+    StopStringFilter,
     ThinkingSplitter,
     build_stats,
     vocab_agrees,
@@ -55,6 +64,11 @@ from qwen_mtp_desktop.core.decoding import (
 from qwen_mtp_desktop.core.environment import family_verdict, package_version
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.logs import log_conversation
+from qwen_mtp_desktop.core.mtp_decoder import (
+    DEFAULT_DRAFT_VOCAB,
+    DecoderUnavailableError,
+    MtpDecoder,
+)
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
 if TYPE_CHECKING:
@@ -92,8 +106,9 @@ class EngineError(UserFacingError):
 
 
 Role = Literal["system", "user", "assistant"]
-#: Asked after every MTP step with (step sizes, step times, prompt tokens); True = go plain.
-WithinTurnTest = Callable[[Sequence[int], Sequence[float], int], bool]
+#: Asked after every MTP step with (step sizes, step times, prompt tokens, whether switching
+#: needs a re-prefill); True = go plain. The fast decoder switches for free (False).
+WithinTurnTest = Callable[[Sequence[int], Sequence[float], int, bool], bool]
 
 
 @dataclass(frozen=True)
@@ -150,6 +165,13 @@ class LoadOptions:
     cache_dir: Path | None = None
     #: f32 inference without dynamic quantization, for output-equality checks.
     exact_numerics: bool = False
+    #: Decode text turns with the app's own decoder (core.mtp_decoder) when the model allows.
+    fast_decoder: bool = True
+    #: Rows of the fast decoder's draft vocabulary (core.mtp_decoder.DEFAULT_DRAFT_VOCAB).
+    draft_vocab: int = DEFAULT_DRAFT_VOCAB
+
+
+Decoding = Literal["fast", "genai"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +182,10 @@ class LoadedModel:
     model_type: str
     load_s: float
     warnings: tuple[str, ...] = ()
+    #: What decodes text turns: the app's own decoder or openvino-genai's pipeline.
+    decoder: Decoding = "genai"
+    #: Why the fast decoder is not used (empty when it is, or when it was not asked for).
+    decoder_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -423,14 +449,16 @@ class Generation(Iterator[StepChunk]):
         self,
         engine: Engine,
         prompt: str,
-        config: openvino_genai.GenerationConfig,
+        config: openvino_genai.GenerationConfig | None,
         settings: GenerationSettings,
         images: list[Any],
     ) -> None:
+        """`config` None runs the turn on the engine's fast decoder."""
         self._engine = engine
         self._settings = settings
         loaded_mode: Mode = engine.loaded.mode if engine.loaded is not None else "baseline"
         self._mode: Mode = "baseline" if settings.plain else loaded_mode
+        self._decoding: Decoding = "fast" if config is None else "genai"
         self._device = engine.loaded.device if engine.loaded is not None else ""
         self._decoder = _StepDecoder(engine, settings.thinking)
         self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
@@ -440,9 +468,12 @@ class Generation(Iterator[StepChunk]):
         self.reasoning = ""
         self.answer = ""
         self.token_ids: list[int] = []
-        self._thread = threading.Thread(
-            target=self._run, args=(prompt, config, images), name="ov-generate", daemon=True
-        )
+        if config is None:
+            target: Callable[..., None] = self._run_fast
+            args: tuple[Any, ...] = (prompt,)
+        else:
+            target, args = self._run, (prompt, config, images)
+        self._thread = threading.Thread(target=target, args=args, name="ov-generate", daemon=True)
         self._thread.start()
 
     def cancel(self) -> None:
@@ -491,6 +522,7 @@ class Generation(Iterator[StepChunk]):
             warnings=item.warnings,
             max_new_tokens=item.max_new_tokens,
             switched_to_plain_at=item.switched_to_plain_at,
+            decoder=self._decoding,
         )
         log_conversation("answer", self.answer + last.answer)  # only with debug logging on
         if last.reasoning or last.answer:
@@ -548,11 +580,11 @@ class Generation(Iterator[StepChunk]):
 
         engine = self._engine
         loaded = engine.loaded
-        assert loaded is not None and engine._pipeline is not None
+        assert loaded is not None
         tokenizer = engine._tokenizer
         assert tokenizer is not None
         use_mtp = self._mode == "mtp"
-        pipeline = engine._pipeline if use_mtp else engine._ensure_plain()
+        pipeline = engine._ensure_mtp_pipeline() if use_mtp else engine._ensure_plain()
         within_turn = self._settings.within_turn if use_mtp and not images else None
         prompt_ids: list[int] = []
         if within_turn is not None:
@@ -572,7 +604,7 @@ class Generation(Iterator[StepChunk]):
             """Ask Auto; if it says so and the answer so far re-tokenizes to exactly the ids
             generated, keep the continuation prompt and stop the MTP generation."""
             assert within_turn is not None
-            if switch_prompt or not within_turn(sizes, times, len(prompt_ids)):
+            if switch_prompt or not within_turn(sizes, times, len(prompt_ids), True):
                 return False
             text = prompt + tokenizer.decode(all_ids, skip_special_tokens=False)
             if [int(i) for i in _token_ids(tokenizer, text)] != prompt_ids + all_ids:
@@ -630,7 +662,7 @@ class Generation(Iterator[StepChunk]):
                     times,
                     total,
                     prompt_tokens,
-                    self._finish_reason(all_ids, config),
+                    self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens),
                     warnings,
                     config.max_new_tokens,
                     switched_at,
@@ -648,32 +680,125 @@ class Generation(Iterator[StepChunk]):
         finally:
             engine._generation_finished(self)
 
+    def _run_fast(self, prompt: str) -> None:
+        """The turn on the app's own decoder (core.mtp_decoder); same queue protocol as
+        `_run`. Stop strings are applied here: tokens that may begin one are held back, and
+        the ones that form it are dropped, as openvino-genai does."""
+        engine = self._engine
+        loaded, decoder, tokenizer = engine.loaded, engine._fast, engine._tokenizer
+        assert loaded is not None and decoder is not None and tokenizer is not None
+        settings = self._settings
+        use_mtp = self._mode == "mtp"
+        depth = settings.num_assistant_tokens if use_mtp else 0
+        within_turn = settings.within_turn if use_mtp else None
+        sizes: list[int] = []
+        times: list[float] = []
+        emitted: list[int] = []
+        clock = time.perf_counter
+        started = clock()
+        out = self._queue
+        switched_at: list[int] = []
+        stopped = False
+
+        def wanted_depth() -> int:
+            if switched_at:
+                return 0
+            if within_turn is not None and within_turn(sizes, times, len(prompt_ids), False):
+                switched_at.append(len(sizes))
+                return 0
+            return depth
+
+        def emit(ids: Sequence[int]) -> None:
+            elapsed = clock() - started
+            sizes.append(len(ids))
+            times.append(elapsed)
+            emitted.extend(ids)
+            out.put(_RawStep(tuple(ids), elapsed))
+
+        try:
+            prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
+            stops = StopStringFilter(
+                lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+                settings.stop_strings,
+            )
+            steps = decoder.generate(
+                prompt_ids,
+                max_new_tokens=settings.max_new_tokens,
+                depth=wanted_depth if within_turn is not None else depth,
+                stop_ids=engine._stop_ids,
+                cancelled=self._cancel.is_set,
+                ignore_eos=settings.ignore_eos,
+            )
+            for step in steps:
+                ready, stopped = stops.push(step)
+                if ready:
+                    emit(ready)
+                if stopped:
+                    steps.close()
+                    break
+            if not stopped and not self._cancel.is_set():
+                rest = stops.flush()
+                if rest:
+                    emit(rest)
+            warnings = list(loaded.warnings)
+            if use_mtp and depth > 1:
+                warnings.append(MTP_UNVALIDATED_NOTE)
+            out.put(
+                _Ended(
+                    sizes,
+                    times,
+                    clock() - started,
+                    len(prompt_ids),
+                    "stop_string"
+                    if stopped
+                    else self._finish_reason(emitted, engine._stop_ids, settings.max_new_tokens),
+                    warnings,
+                    settings.max_new_tokens,
+                    switched_at[0] if switched_at else None,
+                )
+            )
+        except Exception as exc:  # the native side raises RuntimeError for everything
+            log.exception("generation failed")
+            out.put(
+                EngineError(
+                    f"Generation failed: {_first_line(exc)}",
+                    "Try a shorter conversation or reload the model; details are in the log.",
+                    code="GENERATION_FAILED",
+                )
+            )
+        finally:
+            engine._generation_finished(self)
+
     def _finish_reason(
-        self, token_ids: list[int], config: openvino_genai.GenerationConfig
+        self, token_ids: list[int], stop_ids: set[int] | frozenset[int], max_new_tokens: int
     ) -> FinishReason:
         if self._cancel.is_set():
             return "cancelled"
-        if token_ids and token_ids[-1] in _stop_ids(config):
+        if token_ids and token_ids[-1] in stop_ids:
             return "eos"
-        if len(token_ids) >= config.max_new_tokens:
+        if len(token_ids) >= max_new_tokens:
             return "length"
         return "stop_string" if self._settings.stop_strings else "eos"
 
 
 class Engine:
-    """Owns one loaded pipeline. Not thread-safe by itself: one thread (the app's engine
+    """Owns one loaded model. Not thread-safe by itself: one thread (the app's engine
     thread, or a CLI's main thread) calls load/generate/unload; `Generation.cancel()` is the
     only call meant for other threads."""
 
     def __init__(self) -> None:
         self.loaded: LoadedModel | None = None
+        #: The app's own decoder for text turns (None: openvino-genai decodes everything).
+        self._fast: MtpDecoder | None = None
+        #: openvino-genai's MTP pipeline (None until a turn needs it when `_fast` is loaded).
         self._pipeline: Any = None
-        #: The plain pipeline beside an MTP one (loaded on first use; module docstring).
+        #: openvino-genai's plain pipeline (stateful SDPA), opened on first use.
         self._plain: Any = None
-        self._plain_args: tuple[Path, str, dict[str, Any]] | None = None
+        self._open_args: tuple[Path, str, dict[str, Any]] | None = None
         #: Seconds the plain pipeline beside MTP took to load (None: not loaded).
         self.plain_load_s: float | None = None
         self._tokenizer: Any = None
+        self._stop_ids: frozenset[int] = frozenset()
         self._vocab: ByteLevelVocab | None = None
         self._think_start: int | None = None
         self._think_end: int | None = None
@@ -697,28 +822,64 @@ class Engine:
         warnings = list(files.warnings)
         if options.mtp and not files.has_mtp:
             log.warning("%s: no MTP head, loading in baseline mode", model_dir)
+        self._open_args = (model_dir, options.device, dict(properties))
         started = time.perf_counter()
-        pipeline = self._open_pipeline(model_dir, options.device, properties, mtp=use_mtp)
+        note = ""
+        if use_mtp and options.fast_decoder:
+            self._tokenizer = self._open_tokenizer(model_dir, options.device)
+            self._stop_ids = self._model_stop_ids(model_dir)
+            try:
+                self._fast = MtpDecoder(
+                    model_dir,
+                    options.device,
+                    properties,
+                    draft_vocab=options.draft_vocab,
+                    special_ids=sorted(self._stop_ids),
+                )
+            except DecoderUnavailableError as exc:
+                note = (
+                    f"The fast MTP decoder cannot run this model ({exc}), "
+                    "so openvino-genai decodes it."
+                )
+                log.warning("%s: %s", model_dir, note)
+                warnings.append(note)
+        if self._fast is None:
+            self._pipeline = self._open_pipeline(model_dir, options.device, properties, mtp=use_mtp)
+            self._tokenizer = self._pipeline.get_tokenizer()
+            self._stop_ids = frozenset(_stop_ids(self._pipeline.get_generation_config()))
         load_s = time.perf_counter() - started
-        self._pipeline = pipeline
-        self._plain_args = (model_dir, options.device, dict(properties)) if use_mtp else None
-        self._tokenizer = pipeline.get_tokenizer()
         self._think_start = self._single_token_id("<think>")
         self._think_end = self._single_token_id("</think>")
         self._vocab = self._fast_vocab(model_dir)
         mode: Mode = "mtp" if use_mtp else "baseline"
+        decoder: Decoding = "fast" if self._fast is not None else "genai"
         self.loaded = LoadedModel(
-            model_dir, options.device, mode, files.model_type, load_s, tuple(warnings)
+            model_dir,
+            options.device,
+            mode,
+            files.model_type,
+            load_s,
+            tuple(warnings),
+            decoder,
+            note,
         )
-        log.info("loaded %s on %s (%s) in %.2f s", model_dir, options.device, mode, load_s)
+        log.info(
+            "loaded %s on %s (%s, %s decoder) in %.2f s",
+            model_dir,
+            options.device,
+            mode,
+            decoder,
+            load_s,
+        )
         return self.loaded
 
     def unload(self) -> None:
         if self._active is not None:
             self._active.close()
+        self._fast = None
         self._pipeline = None
         self._plain = None
-        self._plain_args = None
+        self._open_args = None
         self.plain_load_s = None
         self._tokenizer = None
         self._vocab = None
@@ -728,11 +889,13 @@ class Engine:
     def plain_ready(self) -> bool:
         """Whether a request with `plain=True` runs without loading anything first."""
         loaded = self.loaded
-        return loaded is not None and (loaded.mode != "mtp" or self._plain is not None)
+        if loaded is None:
+            return False
+        return self._fast is not None or loaded.mode != "mtp" or self._plain is not None
 
     def load_plain(self) -> float:
-        """Load the plain pipeline beside the MTP one now (nothing to do if it is loaded or
-        the engine runs plain decoding anyway); returns the seconds it took."""
+        """Load openvino-genai's plain pipeline now if plain text turns would need it (nothing
+        to do with the fast decoder, which decodes plain too); returns the seconds it took."""
         self._require_loaded()
         if self.plain_ready:
             return 0.0
@@ -741,38 +904,75 @@ class Engine:
         return time.perf_counter() - started
 
     def _ensure_plain(self) -> Any:
+        """openvino-genai's plain pipeline (stateful SDPA), opened on first use."""
         loaded = self.loaded
-        assert loaded is not None
-        if loaded.mode != "mtp":
+        assert loaded is not None and self._open_args is not None
+        if loaded.mode != "mtp" and self._fast is None:
             return self._pipeline
         if self._plain is None:
-            assert self._plain_args is not None
-            model_dir, device, properties = self._plain_args
+            model_dir, device, properties = self._open_args
             started = time.perf_counter()
             self._plain = self._open_pipeline(model_dir, device, properties, mtp=False)
             self.plain_load_s = time.perf_counter() - started
-            log.info("loaded the plain pipeline beside MTP in %.2f s", self.plain_load_s)
+            log.info("loaded the plain pipeline in %.2f s", self.plain_load_s)
         return self._plain
+
+    def _ensure_mtp_pipeline(self) -> Any:
+        """openvino-genai's MTP pipeline (turns the fast decoder does not take: images)."""
+        if self._pipeline is None:
+            assert self._open_args is not None
+            model_dir, device, properties = self._open_args
+            self._pipeline = self._open_pipeline(model_dir, device, properties, mtp=True)
+        return self._pipeline
 
     def _open_pipeline(
         self, model_dir: Path, device: str, properties: dict[str, Any], *, mtp: bool
     ) -> Any:
-        """A `VLMPipeline` of the model, with the MTP head as its draft model when `mtp`."""
+        """A `VLMPipeline` of the model: with MTP, on the continuous-batching backend with the
+        MTP head as draft model (the only backend openvino-genai runs MTP on); without, on the
+        stateful SDPA backend, the fastest exact plain decoding it offers (issue 14: 1.22x the
+        continuous-batching one on Qwen3.5-0.8B INT4)."""
         import openvino_genai
 
         try:
-            scheduler = openvino_genai.SchedulerConfig()
-            # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
-            scheduler.enable_prefix_caching = False
             kwargs: dict[str, Any] = dict(properties)
-            kwargs["scheduler_config"] = scheduler
             if mtp:
+                scheduler = openvino_genai.SchedulerConfig()
+                # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
+                scheduler.enable_prefix_caching = False
+                kwargs["scheduler_config"] = scheduler
                 kwargs["draft_model"] = openvino_genai.draft_model(
                     str(model_dir), device, mtp_mode=True, **properties
                 )
+            else:
+                kwargs["ATTENTION_BACKEND"] = "SDPA"
             return openvino_genai.VLMPipeline(str(model_dir), device, **kwargs)
         except Exception as exc:
             raise self._load_error(model_dir, device, exc) from exc
+
+    def _open_tokenizer(self, model_dir: Path, device: str) -> Any:
+        import openvino_genai
+
+        try:
+            return openvino_genai.Tokenizer(str(model_dir))
+        except Exception as exc:
+            raise self._load_error(model_dir, device, exc) from exc
+
+    def _model_stop_ids(self, model_dir: Path) -> frozenset[int]:
+        """End-of-text ids as openvino-genai's pipelines read them: generation_config.json's
+        eos and stop ids, else the tokenizer's eos."""
+        import openvino_genai
+
+        config = openvino_genai.GenerationConfig()
+        path = model_dir / "generation_config.json"
+        if path.is_file():
+            try:
+                config = openvino_genai.GenerationConfig(str(path))
+            except Exception as exc:
+                log.warning("%s cannot be read (%s); using the tokenizer's eos", path, exc)
+        if config.eos_token_id < 0:
+            config.set_eos_token_id(self._tokenizer.get_eos_token_id())
+        return frozenset(i for i in _stop_ids(config) if i >= 0)
 
     def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
         """The conversation in the model's own chat template, ending with the assistant turn."""
@@ -829,11 +1029,14 @@ class Engine:
                 "Set temperature to 0, or turn MTP off to sample.",
                 code="MTP_NEEDS_GREEDY",
             )
+        fast = self._fast is not None and not images and not settings.do_sample
         with self._lock:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
-            pipeline = self._pipeline if use_mtp else self._ensure_plain()
-            config = self._generation_config(settings, pipeline, mtp=use_mtp)
+            config = None
+            if not fast:
+                pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
+                config = self._generation_config(settings, pipeline, mtp=use_mtp)
             generation = Generation(self, prompt, config, settings, images)
             self._active = generation
         return generation

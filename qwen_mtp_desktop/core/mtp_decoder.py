@@ -25,7 +25,7 @@ with images go to its pipeline.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,8 +53,9 @@ EMBEDDINGS_MODEL = "openvino_text_embeddings_model"
 #: Draft vocabulary size: the draft projection should cost little next to a target step.
 #: 32,768 rows of INT8 cost about a tenth of the 248k-row projection (benchmarks/README).
 DEFAULT_DRAFT_VOCAB = 32_768
-#: Confirmed tokens waiting to be re-processed before a step verifies nothing but them.
-MAX_PENDING = 6
+#: Confirmed tokens the target may re-process in one verification call; past this (after
+#: many rejections in a row) a separate call brings its state up to date.
+MAX_PENDING = 4
 
 
 class DecoderUnavailableError(Exception):
@@ -269,16 +270,22 @@ class MtpDecoder:
         prompt_ids: Sequence[int],
         *,
         max_new_tokens: int,
-        depth: int,
+        depth: int | Callable[[], int],
         stop_ids: frozenset[int] | set[int],
         cancelled: Callable[[], bool] = lambda: False,
         ignore_eos: bool = False,
-    ) -> Iterator[tuple[int, ...]]:
-        """Yield the tokens of each decoding step (a step with j accepted drafts yields j + 1)
-        until a stop id (included), max_new_tokens or cancellation. depth 0 decodes plain."""
+    ) -> Generator[tuple[int, ...], None, None]:
+        """Yield the tokens of each decoding step until a stop id (included), max_new_tokens
+        or cancellation. A step proposes min(depth, tokens left - 1) drafts and yields the
+        accepted ones plus the target's own token, the rule core.decoding's statistics assume.
+
+        `depth` 0 decodes plain. A callable is asked before every step (Auto's within-turn
+        fall back); once it returns 0 the rest of the turn decodes plain (switching costs
+        nothing here: no re-prefill, no second model)."""
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        if max_new_tokens < 1 or depth < 0:
+        wanted: Callable[[], int] = depth if callable(depth) else (lambda: depth)
+        if max_new_tokens < 1 or wanted() < 0:
             raise ValueError("max_new_tokens must be >= 1 and depth >= 0")
         stops = frozenset() if ignore_eos else frozenset(stop_ids)
         self._reset()
@@ -293,17 +300,23 @@ class MtpDecoder:
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return
+        drafting = wanted() > 0
         draft_from = 0  # the MTP's KV cache holds positions < draft_from
-        draft: int | None = None
-        mtp_hidden = None
-        if depth > 0:
+        draft, mtp_hidden = 0, None
+        if drafting:
             draft, mtp_hidden = self._catch_up_draft(tokens, hidden, draft_from)
             draft_from = len(tokens) - 1
         while not cancelled():
             step_began = time.perf_counter()
+            drafting = drafting and wanted() > 0
+            if len(tokens) - processed > MAX_PENDING:
+                # Many rejections in a row: bring the target's state up to all but the last
+                # confirmed token in a call of its own, so verification calls stay short.
+                self._run_target(tokens[processed:-1], processed, len(tokens) - processed - 2)
+                self._buffers.commit()
+                processed = len(tokens) - 1
             pending = tokens[processed:]
-            room = max_new_tokens - produced
-            k = min(depth, room - 1) if len(pending) < MAX_PENDING else 0
+            k = min(wanted(), max_new_tokens - produced - 1) if drafting else 0
             drafts = self._chain(draft, mtp_hidden, k, draft_from) if k > 0 else []
             hidden, argmax = self._run_target(pending + drafts, processed, len(pending) - 1)
             self.timing.reprocessed_tokens += len(pending) - 1
@@ -311,7 +324,7 @@ class MtpDecoder:
             while accepted < k and drafts[accepted] == int(argmax[accepted]):
                 accepted += 1
             new = [*drafts[:accepted], int(argmax[accepted])]
-            if k and not self._in_draft_vocab[new[-1]] and accepted < k:
+            if accepted < k and not self._in_draft_vocab[new[-1]]:
                 self.timing.out_of_draft_vocab += 1
             if accepted == k:
                 self._buffers.commit()
@@ -332,7 +345,7 @@ class MtpDecoder:
             yield tuple(new)
             if new[-1] in stops or produced >= max_new_tokens:
                 return
-            if depth > 0:
+            if drafting:
                 # The MTP's chained entries were computed from its own hidden states: drop
                 # them and feed the target's, for every position confirmed this step.
                 _trim_kv(self._draft_request, draft_from)
