@@ -253,7 +253,7 @@ def make_bigram(model: Any, head: Any, first_special: int, seed: int) -> None:
         tokens = out[prompt.shape[1] - 1 :]
         return float((bigram(tokens[:-1]) == tokens[1:]).float().mean())
 
-    low, high = -6.0, 2.0  # log2(alpha); agreement grows with alpha
+    low, high = -6.0, 8.0  # log2(alpha); agreement grows with alpha
     for _ in range(7):
         mid = (low + high) / 2
         low, high = (low, mid) if agreement(2**mid) > BIGRAM_AGREEMENT else (mid, high)
@@ -307,6 +307,7 @@ def bench_model(
         depths=depths,
         runs=runs,
         warmup=1,
+        compare_genai_mtp=True,
         progress=progress,
     )
     log(f"  report saved: {save_report(report)}")
@@ -341,14 +342,15 @@ def table(reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None) -> s
     from qwen_mtp_desktop.core.validate import fmt, fmt_spread
 
     lines = [
-        f"{'variant':<8} {'mode':<10} {'decode tok/s (min-max)':<24} {'speed-up (min-max)':<22} "
+        f"{'variant':<8} {'mode':<26} {'decode tok/s (min-max)':<24} {'speed-up (min-max)':<22} "
         f"{'accepted':>8} {'ms/step':>8}",
     ]
     for variant, report in reports.items():
-        for mode in report["modes"]:
-            speedup = fmt_spread(mode["speedup"], "{:.2f}x") if mode["depth"] else "1.00x"
+        lines.append(f"{variant}: speed-ups against {report['baseline']['label']} (fastest plain)")
+        for mode in [*report["modes"], *report.get("comparison", [])]:
+            speedup = fmt_spread(mode["speedup"], "{:.2f}x") if mode["speedup"] else "1.00x"
             lines.append(
-                f"{variant:<8} {mode['label']:<10} {fmt_spread(mode['decode_tokens_per_s']):<24} "
+                f"{variant:<8} {mode['label']:<26} {fmt_spread(mode['decode_tokens_per_s']):<24} "
                 f"{speedup:<22} {fmt(mode['acceptance_rate'], '{:.0%}'):>8} "
                 f"{fmt(mode['step_ms'], '{:.1f}'):>8}"
             )

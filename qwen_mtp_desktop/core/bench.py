@@ -1,10 +1,14 @@
 """Benchmark plain decoding against MTP at several draft depths, and remember the best depth.
 
-Two pipelines stay loaded (plain and MTP; the depth is a per-generation setting). After a
-warm-up, every round runs each prompt in every mode, in an order that rotates from prompt to
-prompt and round to round, so drift on a busy machine hits all modes alike; speed-ups are ratios
-of an MTP run to the plain run of the same prompt in the same round, then summarised as medians
-with min-max. Decode speed excludes the time to first token (TTFT is reported apart).
+Every decoding path the app can run is measured: plain decoding on openvino-genai's stateful
+SDPA pipeline and on the app's own decoder (core.mtp_decoder at depth 0), MTP per depth on the
+decoder the chat uses, and optionally openvino-genai's own MTP for comparison. The baseline is
+the fastest plain path (by median decode speed); it is named in the report, and every speed-up
+is measured against it. After a warm-up, every round runs each prompt in every mode, in an
+order that rotates from prompt to prompt and round to round, so drift on a busy machine hits
+all modes alike; speed-ups are ratios of a run to the baseline run of the same prompt in the
+same round, then summarised as medians with min-max. Decode speed excludes the time to first
+token (TTFT is reported apart).
 
 The recommendation is the fastest depth whose output stayed identical to plain decoding; if none
 beats plain decoding, it is "baseline" (depth None). It is stored per model folder and device in
@@ -19,7 +23,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
     MTP_MODEL,
+    Engine,
     GenerationSettings,
     LoadOptions,
     check_model_dir,
@@ -92,12 +97,15 @@ BENCH_KEYS = frozenset(
         "per_set",
         "memory",
         "recommendation",
+        "baseline",
+        "comparison",
     }
 )
 MODE_KEYS = frozenset(
     {
         "mode",
         "depth",
+        "decoder",
         "label",
         "runs",
         "decode_tokens_per_s",
@@ -135,8 +143,18 @@ def parse_depths(text: str) -> tuple[int, ...]:
     return tuple(depths)
 
 
-def mode_label(depth: int | None) -> str:
-    return "baseline" if depth is None else f"MTP n={depth}"
+#: A measured decoding path: (depth or None for plain, decoder: "fast" or "genai").
+ModeKey = tuple[int | None, str]
+DECODER_NAMES = {"fast": "app decoder", "genai": "openvino-genai"}
+
+
+def mode_label(depth: int | None, decoder: str | None = None) -> str:
+    """Plain always names what decoded it ("plain · openvino-genai", "plain · app decoder");
+    MTP does when it is not the app's own decoder ("MTP n=2" vs "MTP n=2 · openvino-genai")."""
+    base = "plain" if depth is None else f"MTP n={depth}"
+    if decoder is None or (depth is not None and decoder == "fast"):
+        return base
+    return f"{base} · {DECODER_NAMES.get(decoder, decoder)}"
 
 
 class RssSampler:
@@ -181,7 +199,7 @@ class RssSampler:
             self.sample()
 
 
-def _rotated(modes: Sequence[int | None], shift: int) -> list[int | None]:
+def _rotated(modes: Sequence[ModeKey], shift: int) -> list[ModeKey]:
     shift %= len(modes)
     return [*modes[shift:], *modes[:shift]]
 
@@ -197,13 +215,15 @@ def run_benchmark(
     device: str = "CPU",
     exact_numerics: bool = False,
     cache_dir: Path | None = None,
+    compare_genai_mtp: bool = False,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Benchmark plain decoding and MTP at each depth; returns the report (keys: BENCH_KEYS).
+    """Benchmark every plain path and MTP at each depth; returns the report (keys: BENCH_KEYS).
 
     `exact_numerics=False` measures what the chat runs (the device's default precision);
-    outputs are compared within the same numerics either way.
+    outputs are compared within the same numerics either way. `compare_genai_mtp` also runs
+    openvino-genai's own MTP at each depth (reported under "comparison").
     """
     depths = tuple(sorted(set(depths)))
     if not depths or min(depths) < 1 or max(depths) > MAX_DEPTH:
@@ -218,84 +238,107 @@ def run_benchmark(
     check_model_dir(model_dir)  # a wrong folder fails here, before any progress is shown
     started = time.perf_counter()
     created = now_iso()
-    modes: list[int | None] = [None, *depths]
     cases = [(pset, case) for pset in prompt_sets for case in pset.prompts]
-    tracker = Tracker(1 + len(modes) * (warmup + runs * len(cases)), progress, cancel)
 
     def tokens_for(pset: PromptSet) -> int:
         return max_new_tokens or pset.max_new_tokens
 
     run_rows: list[dict[str, Any]] = []
+    groups: list[dict[ModeKey, tuple[list[int], dict[str, Any]]]] = []
+    engines: dict[str, Engine] = {}
     with RssSampler() as sampler:
-        tracker.start(f"Loading {display_name(model_dir)} (plain and MTP pipelines)…")
+        tracker = Tracker(1, progress, cancel)
+        tracker.start(f"Loading {display_name(model_dir)} (plain and MTP)…")
         model = describe_model(model_dir)
         options = LoadOptions(device=device, cache_dir=cache_dir, exact_numerics=exact_numerics)
-        baseline, mtp = load_engine_pair(model_dir, options)
+        try:
+            engines["plain"], engines["mtp"] = load_engine_pair(model_dir, options)
+            chat_decoder = engines["mtp"].require_loaded().decoder
+            modes: list[ModeKey] = [(None, "genai")]
+            if chat_decoder == "fast":
+                modes.append((None, "fast"))
+            modes += [(depth, chat_decoder) for depth in depths]
+            if compare_genai_mtp and chat_decoder == "fast":
+                engines["genai-mtp"] = Engine()
+                engines["genai-mtp"].load(model_dir, replace(options, fast_decoder=False))
+                modes += [(depth, "genai") for depth in depths]
+        except BaseException:
+            for engine in engines.values():
+                engine.unload()
+            raise
         rss_loaded = sampler.sample()
         tracker.done()
+        tracker = Tracker(len(modes) * (warmup + runs * len(cases)), progress, cancel)
+
+        def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], Any]:
+            depth, decoder = key
+            if depth is None:
+                engine = engines["mtp"] if decoder == "fast" else engines["plain"]
+            else:
+                engine = engines["mtp"] if decoder == chat_decoder else engines["genai-mtp"]
+            settings = GenerationSettings(
+                max_new_tokens=new_tokens,
+                num_assistant_tokens=depth or 1,
+                plain=depth is None and decoder == "fast",
+            )
+            return generate_ids(engine, prompt, settings, cancel)
+
         try:
+            plain_engine = engines["plain"]
             rendered = {
-                (pset.name, case.id): baseline.render_prompt(case.messages) for pset, case in cases
+                (pset.name, case.id): plain_engine.render_prompt(case.messages)
+                for pset, case in cases
             }
             first_set, first_case = cases[0]
             for index in range(warmup):
-                for depth in _rotated(modes, index):
-                    tracker.start(f"Warm-up {index + 1}/{warmup}: {mode_label(depth)}")
-                    generate_ids(
-                        baseline if depth is None else mtp,
-                        rendered[(first_set.name, first_case.id)],
-                        GenerationSettings(
-                            max_new_tokens=tokens_for(first_set),
-                            num_assistant_tokens=depth or 1,
-                        ),
-                        cancel,
-                    )
+                for key in _rotated(modes, index):
+                    tracker.start(f"Warm-up {index + 1}/{warmup}: {mode_label(*key)}")
+                    run(key, rendered[(first_set.name, first_case.id)], tokens_for(first_set))
                     tracker.done()
             counter = 0
             for round_index in range(runs):
                 for pset, case in cases:
-                    group: dict[int | None, tuple[list[int], dict[str, Any]]] = {}
+                    group: dict[ModeKey, tuple[list[int], dict[str, Any]]] = {}
                     # Rotate which mode goes first, so no mode always runs on a cold cache.
                     order = _rotated(modes, counter)
                     counter += 1
-                    for position, depth in enumerate(order):
+                    for position, key in enumerate(order):
                         tracker.start(
                             f"Round {round_index + 1}/{runs} · {pset.name}/{case.id} · "
-                            f"{mode_label(depth)}"
+                            f"{mode_label(*key)}"
                         )
                         sampler.window()
-                        ids, stats = generate_ids(
-                            baseline if depth is None else mtp,
-                            rendered[(pset.name, case.id)],
-                            GenerationSettings(
-                                max_new_tokens=tokens_for(pset), num_assistant_tokens=depth or 1
-                            ),
-                            cancel,
-                        )
-                        row = run_record(stats, depth)
+                        ids, stats = run(key, rendered[(pset.name, case.id)], tokens_for(pset))
+                        row = run_record(stats, key[0])
                         row.update(
+                            decoder=key[1],
                             round=round_index,
                             order=position,
                             prompt_set=pset.name,
                             prompt_id=case.id,
                             peak_rss_bytes=sampler.window(),
                         )
-                        group[depth] = (ids, row)
+                        group[key] = (ids, row)
                         tracker.done()
-                    base_ids, base_row = group[None]
-                    for depth, (ids, row) in group.items():
-                        row["identical"] = ids == base_ids
-                        row["speedup"] = (
-                            None
-                            if depth is None or not base_row["decode_tokens_per_s"]
-                            else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
-                        )
-                        run_rows.append(row)
+                    groups.append(group)
         finally:
-            baseline.unload()
-            mtp.unload()
+            for engine in engines.values():
+                engine.unload()
         tracker.finish("Benchmark finished")
-    mode_summaries = summarise_modes(run_rows, modes)
+    baseline_key = fastest_plain(groups)
+    for group in groups:
+        base_ids, base_row = group[baseline_key]
+        for key, (ids, row) in group.items():
+            row["identical"] = ids == base_ids
+            row["speedup"] = (
+                None
+                if key == baseline_key or not base_row["decode_tokens_per_s"]
+                else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
+            )
+            run_rows.append(row)
+    main_modes = [baseline_key, *[(depth, chat_decoder) for depth in depths]]
+    others = [key for key in modes if key not in main_modes]
+    mode_summaries = summarise_modes(run_rows, main_modes, baseline_key)
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "bench",
@@ -317,14 +360,21 @@ def run_benchmark(
             "max_new_tokens_per_set": {pset.name: tokens_for(pset) for pset in prompt_sets},
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS) if exact_numerics else {},
+            "mtp_decoder": chat_decoder,
+        },
+        "baseline": {
+            "decoder": baseline_key[1],
+            "label": mode_label(None, baseline_key[1]),
+            "reason": "the fastest plain decoding measured (median decode tokens/s)",
         },
         "runs": run_rows,
         "modes": mode_summaries,
+        "comparison": summarise_modes(run_rows, others, baseline_key),
         "per_set": [
             {
                 "prompt_set": pset.name,
                 "modes": summarise_modes(
-                    [r for r in run_rows if r["prompt_set"] == pset.name], modes
+                    [r for r in run_rows if r["prompt_set"] == pset.name], main_modes, baseline_key
                 ),
             }
             for pset in prompt_sets
@@ -337,6 +387,16 @@ def run_benchmark(
         "recommendation": recommend(mode_summaries),
     }
     return report
+
+
+def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]]]]) -> ModeKey:
+    """The plain path with the highest median decode speed over all rounds."""
+    speeds: dict[ModeKey, list[float]] = {}
+    for group in groups:
+        for key, (_ids, row) in group.items():
+            if key[0] is None:
+                speeds.setdefault(key, []).append(row["decode_tokens_per_s"])
+    return max(speeds, key=lambda key: statistics.median(speeds[key]))
 
 
 def expected_tokens_per_step(acceptance: float, depth: int) -> float:
@@ -363,20 +423,29 @@ def break_even_acceptance(step_ratio: float, depth: int) -> float | None:
 
 
 def summarise_modes(
-    rows: Sequence[dict[str, Any]], modes: Sequence[int | None]
+    rows: Sequence[dict[str, Any]],
+    modes: Sequence[ModeKey],
+    baseline: ModeKey,
 ) -> list[dict[str, Any]]:
+    """One summary per mode key (plain or MTP depth, decoder); `baseline` is the plain path the
+    speed-ups and projections are relative to."""
+
+    def rows_of(key: ModeKey) -> list[dict[str, Any]]:
+        return [r for r in rows if r["depth"] == key[0] and r.get("decoder", key[1]) == key[1]]
+
     out: list[dict[str, Any]] = []
-    base_rows = [r for r in rows if r["depth"] is None]
-    base_steps = [r["step_ms"] for r in base_rows if r["step_ms"] is not None]
+    base_steps = [r["step_ms"] for r in rows_of(baseline) if r["step_ms"] is not None]
     base_step = statistics.median(base_steps) if base_steps else None
-    for depth in modes:
-        mine = [r for r in rows if r["depth"] == depth]
+    for key in modes:
+        depth, decoder = key
+        mine = rows_of(key)
         steps = [r["step_ms"] for r in mine if r["step_ms"] is not None]
         step_ms = statistics.median(steps) if steps else None
         summary: dict[str, Any] = {
             "mode": "baseline" if depth is None else "mtp",
             "depth": depth,
-            "label": mode_label(depth),
+            "decoder": decoder,
+            "label": mode_label(depth, decoder),
             "runs": len(mine),
             "decode_tokens_per_s": spread([r["decode_tokens_per_s"] for r in mine]),
             "ttft_s": spread([r["ttft_s"] for r in mine]),
@@ -595,7 +664,7 @@ def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
         yield (
             f"| {m['label']} | {fmt_spread(m['decode_tokens_per_s'])} | "
             f"{fmt_spread(m['ttft_s'], '{:.0f}', 1000)} | "
-            f"{fmt_spread(m['speedup'], '{:.2f}x') if m['depth'] else '1.00x'} | "
+            f"{fmt_spread(m['speedup'], '{:.2f}x') if m['speedup'] else '1.00x'} | "
             f"{_pct(m['acceptance_rate'])} | "
             f"{fmt(m['mean_accepted_per_step'], '{:.2f}')} | {positions} | "
             f"{'yes' if m['identical'] else '**no**'} | "
@@ -623,9 +692,16 @@ def bench_markdown(report: dict[str, Any]) -> str:
         f"{settings['warmup']} warm-up · new tokens {lengths} |",
         "",
         "Decode speed excludes the time to first token. Speed-up is the median of per-round "
-        "ratios (an MTP run over the same round's plain run of the same prompt), with min-max.",
+        "ratios (a run over the same round's baseline run of the same prompt), with min-max.",
         "",
     ]
+    baseline = report.get("baseline")
+    if baseline:
+        lines += [
+            f"Baseline: **{md_cell(baseline['label'])}**, {md_cell(baseline['reason'])}. "
+            "Every speed-up is relative to it.",
+            "",
+        ]
     sets = report["per_set"]
     if len(sets) > 1:
         lines += ["## All prompt sets", "", *_mode_rows(report["modes"]), ""]
@@ -634,6 +710,13 @@ def bench_markdown(report: dict[str, Any]) -> str:
             f"## Prompt set: {md_cell(entry['prompt_set'])}",
             "",
             *_mode_rows(entry["modes"]),
+            "",
+        ]
+    if report.get("comparison"):
+        lines += [
+            "## Other decoding paths (for comparison)",
+            "",
+            *_mode_rows(report["comparison"]),
             "",
         ]
     lines += [

@@ -1068,6 +1068,10 @@ class Engine:
             config.num_assistant_tokens = settings.num_assistant_tokens
         return config
 
+    def require_loaded(self) -> LoadedModel:
+        """The loaded model; EngineError NOT_LOADED when there is none."""
+        return self._require_loaded()[0]
+
     def _require_loaded(self) -> tuple[LoadedModel, Any]:
         if self.loaded is None or self._tokenizer is None:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")

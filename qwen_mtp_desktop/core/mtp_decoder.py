@@ -285,7 +285,7 @@ class MtpDecoder:
         if not prompt_ids:
             raise ValueError("the prompt is empty")
         wanted: Callable[[], int] = depth if callable(depth) else (lambda: depth)
-        if max_new_tokens < 1 or wanted() < 0:
+        if max_new_tokens < 1 or (isinstance(depth, int) and depth < 0):
             raise ValueError("max_new_tokens must be >= 1 and depth >= 0")
         stops = frozenset() if ignore_eos else frozenset(stop_ids)
         self._reset()
@@ -300,7 +300,8 @@ class MtpDecoder:
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return
-        drafting = wanted() > 0
+        want = wanted()  # asked once after every step, the prefill's included
+        drafting = want > 0
         draft_from = 0  # the MTP's KV cache holds positions < draft_from
         draft, mtp_hidden = 0, None
         if drafting:
@@ -308,7 +309,6 @@ class MtpDecoder:
             draft_from = len(tokens) - 1
         while not cancelled():
             step_began = time.perf_counter()
-            drafting = drafting and wanted() > 0
             if len(tokens) - processed > MAX_PENDING:
                 # Many rejections in a row: bring the target's state up to all but the last
                 # confirmed token in a call of its own, so verification calls stay short.
@@ -316,7 +316,7 @@ class MtpDecoder:
                 self._buffers.commit()
                 processed = len(tokens) - 1
             pending = tokens[processed:]
-            k = min(wanted(), max_new_tokens - produced - 1) if drafting else 0
+            k = min(want, max_new_tokens - produced - 1) if drafting else 0
             drafts = self._chain(draft, mtp_hidden, k, draft_from) if k > 0 else []
             hidden, argmax = self._run_target(pending + drafts, processed, len(pending) - 1)
             self.timing.reprocessed_tokens += len(pending) - 1
@@ -345,6 +345,8 @@ class MtpDecoder:
             yield tuple(new)
             if new[-1] in stops or produced >= max_new_tokens:
                 return
+            want = wanted() if drafting else 0
+            drafting = want > 0
             if drafting:
                 # The MTP's chained entries were computed from its own hidden states: drop
                 # them and feed the target's, for every position confirmed this step.

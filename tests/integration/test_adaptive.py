@@ -26,9 +26,9 @@ def broken_head(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return make_broken_mtp_copy(demo_model, tmp_path_factory.mktemp("adaptive") / "random head")
 
 
-def _engine(model: Path) -> Engine:
+def _engine(model: Path, *, fast: bool = True) -> Engine:
     engine = Engine()
-    engine.load(model, LoadOptions(mtp=True, exact_numerics=True))
+    engine.load(model, LoadOptions(mtp=True, exact_numerics=True, fast_decoder=fast))
     return engine
 
 
@@ -42,6 +42,15 @@ def demo_engine(demo_model: Path) -> Iterator[Engine]:
 @pytest.fixture(scope="module")
 def broken_engine(broken_head: Path) -> Iterator[Engine]:
     engine = _engine(broken_head)
+    yield engine
+    engine.unload()
+
+
+@pytest.fixture(scope="module", params=["fast", "genai"])
+def broken_engines(broken_head: Path, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """The broken-head model on each decoder: the app's own and openvino-genai's."""
+    engine = _engine(broken_head, fast=request.param == "fast")
+    assert engine.loaded is not None and engine.loaded.decoder == request.param
     yield engine
     engine.unload()
 
@@ -93,18 +102,25 @@ def test_auto_goes_plain_where_the_drafts_are_rejected(broken_engine: Engine) ->
     assert "drafts rejected" in decisions[1][1] and "MTP would be 0." in decisions[1][1]
 
 
-def test_within_turn_switch_continues_with_plain_decoding_exactly(broken_engine: Engine) -> None:
+def test_within_turn_switch_continues_with_plain_decoding_exactly(
+    broken_engines: Engine,
+) -> None:
+    engine = broken_engines
     history = [Message("user", "Count from 1 to 30.")]
-    reference = _plain_ids(broken_engine, history, 80)
+    reference = _plain_ids(engine, history, 80)
     asked: list[int] = []
+    reprefills: set[bool] = set()
 
-    def after_five_steps(sizes: Sequence[int], times: Sequence[float], prompt: int) -> bool:
+    def after_five_steps(
+        sizes: Sequence[int], times: Sequence[float], prompt: int, reprefill: bool
+    ) -> bool:
         asked.append(len(sizes))
+        reprefills.add(reprefill)
         assert prompt > 5 and len(times) == len(sizes)
         return len(sizes) >= 5
 
     settings = GenerationSettings(80, within_turn=after_five_steps)
-    generation = broken_engine.generate(history, settings)
+    generation = engine.generate(history, settings)
     chunks = list(generation)
     stats = generation.stats
     assert stats is not None
@@ -116,24 +132,29 @@ def test_within_turn_switch_continues_with_plain_decoding_exactly(broken_engine:
     # Acceptance counts only the MTP part; the plain part's steps carry one token each.
     assert stats.drafted_tokens == 4
     assert all(size == 1 for size in stats.chunk_sizes[5:])
+    # openvino-genai re-prefills on a switch; the app's decoder continues in the same state.
+    assert reprefills == {stats.decoder == "genai"}
 
 
-def test_plain_pipeline_loads_beside_mtp_on_first_use(demo_model: Path) -> None:
-    engine = Engine()
-    engine.load(demo_model, LoadOptions(mtp=True))
-    try:
-        assert not engine.plain_ready and engine.plain_load_s is None
-        generation = engine.generate(
-            [Message("user", "Count from 1 to 5.")], GenerationSettings(20, plain=True)
-        )
-        stats = generation.run_to_end()
-        assert stats.mode == "baseline" and stats.drafted_tokens == 0
-        assert engine.plain_ready and engine.plain_load_s is not None
-        assert engine.load_plain() == 0.0
-        assert engine.loaded is not None and engine.loaded.mode == "mtp"
-    finally:
-        engine.unload()
-    assert not engine.plain_ready
+def test_plain_decoding_beside_mtp(demo_model: Path) -> None:
+    """openvino-genai loads a plain pipeline on first use; the app's decoder is plain at depth
+    0 with nothing more to load."""
+    for fast in (True, False):
+        engine = _engine(demo_model, fast=fast)
+        try:
+            assert engine.plain_ready == fast and engine.plain_load_s is None
+            generation = engine.generate(
+                [Message("user", "Count from 1 to 5.")], GenerationSettings(20, plain=True)
+            )
+            stats = generation.run_to_end()
+            assert stats.mode == "baseline" and stats.drafted_tokens == 0
+            assert stats.decoder == ("fast" if fast else "genai")
+            assert engine.plain_ready and (engine.plain_load_s is None) == fast
+            assert engine.load_plain() == 0.0
+            assert engine.loaded is not None and engine.loaded.mode == "mtp"
+        finally:
+            engine.unload()
+        assert not engine.plain_ready
 
 
 def test_generate_cli_auto(demo_model: Path, broken_head: Path) -> None:

@@ -63,7 +63,9 @@ def rows(
 
 
 def fake_bench(path: Path, all_rows: list[dict[str, Any]], depths: list[int]) -> dict[str, Any]:
-    modes = summarise_modes(all_rows, [None, *depths])
+    modes = summarise_modes(
+        all_rows, [(None, "genai"), *[(d, "fast") for d in depths]], (None, "genai")
+    )
     return {
         "schema_version": 1,
         "kind": "bench",
@@ -88,6 +90,8 @@ def fake_bench(path: Path, all_rows: list[dict[str, Any]], depths: list[int]) ->
         },
         "runs": all_rows,
         "modes": modes,
+        "baseline": {"decoder": "genai", "label": "plain · openvino-genai", "reason": "fastest"},
+        "comparison": [],
         "per_set": [{"prompt_set": "demo", "modes": modes}],
         "memory": {
             "rss_start_bytes": 2**20,
@@ -125,8 +129,15 @@ def test_summary_and_recommendation_pick_the_fastest_identical_depth() -> None:
         + rows(2, [150.0, 110.0, 160.0], base=base)
         + rows(3, [200.0, 170.0, 230.0], base=base, identical=False)
     )
-    modes = summarise_modes(data, [None, 1, 2, 3])
-    assert [m["label"] for m in modes] == ["baseline", "MTP n=1", "MTP n=2", "MTP n=3"]
+    modes = summarise_modes(
+        data, [(None, "genai"), (1, "fast"), (2, "fast"), (3, "fast")], (None, "genai")
+    )
+    assert [m["label"] for m in modes] == [
+        "plain · openvino-genai",
+        "MTP n=1",
+        "MTP n=2",
+        "MTP n=3",
+    ]
     for mode in modes:
         assert set(mode) == MODE_KEYS
     n2 = modes[2]
@@ -150,11 +161,13 @@ def test_recommendation_is_baseline_when_mtp_is_slower() -> None:
         + rows(1, [60.0, 55.0], base=base)
         + rows(2, [40.0, 45.0], base=base)
     )
-    rec = recommend(summarise_modes(data, [None, 1, 2]))
+    rec = recommend(
+        summarise_modes(data, [(None, "genai"), (1, "fast"), (2, "fast")], (None, "genai"))
+    )
     assert rec["depth"] is None and rec["label"] == "baseline" and rec["mtp_slower"]
     assert "slower" in rec["reason"] and "n=1" in rec["reason"]
     diverged = rows(None, base, base=base) + rows(1, [300.0, 300.0], base=base, identical=False)
-    rec = recommend(summarise_modes(diverged, [None, 1]))
+    rec = recommend(summarise_modes(diverged, [(None, "genai"), (1, "fast")], (None, "genai")))
     assert rec["depth"] is None and not rec["mtp_slower"] and "validate" in rec["reason"]
 
 
@@ -162,10 +175,10 @@ def test_bench_schema_key_set_is_pinned(tmp_path: Path) -> None:
     assert {
         "schema_version", "kind", "id", "created", "app_version", "duration_s", "model",
         "versions", "machine", "device", "numerics", "prompt_sets", "settings", "runs", "modes",
-        "per_set", "memory", "recommendation",
+        "per_set", "memory", "recommendation", "baseline", "comparison",
     } == BENCH_KEYS  # fmt: skip
     assert {
-        "mode", "depth", "label", "runs", "decode_tokens_per_s", "ttft_s", "speedup",
+        "mode", "depth", "decoder", "label", "runs", "decode_tokens_per_s", "ttft_s", "speedup",
         "acceptance_rate", "mean_accepted_per_step", "acceptance_by_position", "identical",
         "step_ms", "peak_rss_bytes", "projected_speedup", "break_even_acceptance",
     } == MODE_KEYS  # fmt: skip
