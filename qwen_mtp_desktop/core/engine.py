@@ -844,7 +844,21 @@ class Engine:
                 log.warning("%s: %s", model_dir, note)
                 warnings.append(note)
         if self._fast is None:
-            self._pipeline = self._open_pipeline(model_dir, options.device, properties, mtp=use_mtp)
+            try:
+                self._pipeline = self._open_pipeline(
+                    model_dir, options.device, properties, mtp=use_mtp
+                )
+            except EngineError as exc:
+                if not (use_mtp and note):
+                    raise
+                # Neither MTP path can run this model: decode plain, and say why.
+                use_mtp = False
+                note = f"MTP cannot run on this model: {note} {exc.message} It decodes plain."
+                log.warning("%s: %s", model_dir, note)
+                warnings[-1] = note
+                self._pipeline = self._open_pipeline(
+                    model_dir, options.device, properties, mtp=False
+                )
             self._tokenizer = self._pipeline.get_tokenizer()
             self._stop_ids = frozenset(_stop_ids(self._pipeline.get_generation_config()))
         load_s = time.perf_counter() - started
