@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from qwen_mtp_desktop.core.decoding import (
     ByteLevelVocab,
     ByteStreamDecoder,
     IncrementalDecoder,
+    StopStringFilter,
     ThinkingSplitter,
     build_stats,
     speculative_stats,
@@ -192,3 +194,56 @@ def test_vocab_agrees_catches_a_differing_detokenizer(tmp_path: Path) -> None:
     # A detokenizer that, say, strips a leading space is told apart.
     assert not vocab_agrees(vocab, lambda ids: reference.decode(ids).strip(), samples)
     assert not vocab_agrees(vocab, lambda ids: reference.decode(ids).upper(), samples)
+
+
+# --- stop strings (the fast decoder applies them itself) ------------------------------------
+
+_PIECES = ["1", " 2", " 7", "3 ", "4", "\n", "ab", "c", " ", "7", "é", "zz"]
+
+
+def _pieces(ids: Sequence[int]) -> str:
+    return "".join(_PIECES[i] for i in ids)
+
+
+@given(
+    ids=st.lists(st.integers(0, len(_PIECES) - 1), max_size=40),
+    chunks=st.lists(st.integers(1, 4), min_size=1, max_size=40),
+    stops=st.lists(st.sampled_from([" 7", "3 4", "\n", "zzz", "ab c", "7"]), max_size=2),
+)
+def test_stop_string_filter_streams_the_text_up_to_the_first_stop(
+    ids: list[int], chunks: list[int], stops: list[str]
+) -> None:
+    filt = StopStringFilter(_pieces, stops)
+    emitted: list[int] = []
+    stopped = False
+    position = 0
+    for size in chunks * 40:
+        if position >= len(ids):
+            break
+        ready, stopped = filt.push(ids[position : position + size])
+        position += size
+        emitted += ready
+        # Nothing shown can be taken back: the shown text never holds a stop string.
+        assert not any(s in _pieces(emitted) for s in stops)
+        if stopped:
+            break
+    if not stopped:
+        emitted += filt.flush()
+    full = _pieces(ids[:position])
+    hits = [full.find(s) for s in stops if s in full]
+    text = _pieces(emitted)
+    assert emitted == ids[: len(emitted)]
+    if hits:
+        assert stopped
+        # Every token that ends before the stop string begins is kept, none after it.
+        kept = [n for n in range(len(ids) + 1) if len(_pieces(ids[:n])) <= min(hits)]
+        assert len(emitted) == max(kept)
+    else:
+        assert not stopped and text == full
+
+
+def test_stop_string_filter_without_stops_passes_ids_through() -> None:
+    calls: list[Sequence[int]] = []
+    filt = StopStringFilter(lambda ids: calls.append(ids) or "", [])
+    assert filt.push([1, 2, 3]) == ([1, 2, 3], False)
+    assert calls == []
