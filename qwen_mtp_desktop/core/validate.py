@@ -654,6 +654,7 @@ def run_validation(
     tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
     model = describe_model(model_dir)
     baseline, mtp = load_engine_pair(model_dir, LoadOptions(device=device, exact_numerics=True))
+    decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
     tracker.done()
     results: list[dict[str, Any]] = []
     try:
@@ -733,6 +734,8 @@ def run_validation(
             "num_assistant_tokens": num_assistant_tokens,
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS),
+            # What decoded each side: "fast" (the app's decoder) or "genai" (openvino-genai).
+            "decoders": decoders,
         },
         "results": results,
         "summary": _validation_summary(results),
@@ -929,6 +932,18 @@ def version_lines(report: dict[str, Any]) -> Iterator[str]:
         yield f"| {name} | {version or 'not installed'} | {exported.get(name, '–')} |"
 
 
+def _decoder_lines(decoders: dict[str, str] | None) -> list[str]:
+    """Which decoder ran each side (reports from before the app's own decoder have none)."""
+    if not decoders:
+        return []
+    names = {"fast": "the app's MTP decoder", "genai": "openvino-genai"}
+    return [
+        f"Plain decoding: {names.get(decoders['plain'], decoders['plain'])}; "
+        f"MTP: {names.get(decoders['mtp'], decoders['mtp'])}.",
+        "",
+    ]
+
+
 def validation_markdown(report: dict[str, Any]) -> str:
     summary = report["summary"]
     settings = report["settings"]
@@ -944,6 +959,7 @@ def validation_markdown(report: dict[str, Any]) -> str:
             "draft tokens per step)."
         ),
         "",
+        *_decoder_lines(settings.get("decoders")),
         *header_lines(report),
         "",
         "## Results",
