@@ -79,27 +79,31 @@ class StepTiming:
 
 
 class _Buffers:
-    """Two sets of Gated DeltaNet state arrays: one the next call reads, one it writes."""
+    """Two sets of Gated DeltaNet state tensors: one the next call reads, one it writes. The
+    two bindings are built once and set with one call each (rebinding 72 tensors one by one
+    cost about 1 ms per step, a few percent of a full-size step)."""
 
     def __init__(self, request: Any, compiled: Any, ports: Sequence[Any]) -> None:
         import openvino as ov
 
         self._request = request
-        self._inputs = [compiled.input(STATE_IN + p.name) for p in ports]
-        self._outputs = [compiled.output(STATE_OUT + p.name) for p in ports]
+        inputs = [compiled.input(STATE_IN + p.name) for p in ports]
+        outputs = [compiled.output(STATE_OUT + p.name) for p in ports]
         # bf16 has no numpy type: OpenVINO owns the memory; zeroing goes through a byte view.
-        self._tensors = [
-            [ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in range(2)
+        self._tensors = [[ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in "ab"]
+        self._bindings = [
+            {
+                **dict(zip(inputs, self._tensors[read], strict=True)),
+                **dict(zip(outputs, self._tensors[1 - read], strict=True)),
+            }
+            for read in (0, 1)
         ]
         self._read = 0
         self._bind()
 
     def _bind(self) -> None:
-        read, write = self._tensors[self._read], self._tensors[1 - self._read]
-        for port, tensor in zip(self._inputs, read, strict=True):
-            self._request.set_tensor(port, tensor)
-        for port, tensor in zip(self._outputs, write, strict=True):
-            self._request.set_tensor(port, tensor)
+        if self._bindings[self._read]:
+            self._request.set_tensors(self._bindings[self._read])
 
     def commit(self) -> None:
         """The last call's outputs become the next call's inputs."""
