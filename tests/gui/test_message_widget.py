@@ -53,3 +53,24 @@ def test_drafted_ranges_merge_and_tint(qtbot: QtBot) -> None:
     widget.append("5 6 ", drafted=4)
     widget.end_stream()
     assert widget.drafted_ranges == [(0, 2), (8, 12)]
+
+
+def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None:
+    from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+
+    base = {
+        "mode": "mtp",
+        "num_assistant_tokens": 2,
+        "acceptance_rate": 0.75,
+        "mean_accepted_per_step": 1.5,
+        "decode_tokens_per_s": 41.25,
+        "ttft_s": 0.12,
+        "generated_tokens": 30,
+    }
+    fast = format_stats({**base, "decoder": "fast"})
+    assert fast.startswith("MTP n=2  ·  75% drafts accepted (1.50/step)  ·  41.2 tok/s")
+    assert "openvino-genai" not in fast
+    assert format_stats({**base, "decoder": "genai"}).startswith("MTP n=2 via openvino-genai  ·  ")
+    # Records from before the fast decoder have no "decoder" and read as before.
+    assert format_stats(base) == fast
+    assert format_stats({"mode": "baseline", "decoder": "fast"}) == "plain decoding"

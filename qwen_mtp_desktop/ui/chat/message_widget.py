@@ -38,7 +38,9 @@ def format_stats(stats: dict[str, Any]) -> str:
         if isinstance(switched, int):
             parts.append(f"switched to plain after {switched} tokens")
     if mode == "mtp":
-        parts.append(f"MTP n={stats.get('num_assistant_tokens', 1)}")
+        # Turns the app's own decoder does not take (images) run on openvino-genai's MTP.
+        via = " via openvino-genai" if stats.get("decoder") == "genai" else ""
+        parts.append(f"MTP n={stats.get('num_assistant_tokens', 1)}{via}")
         rate = stats.get("acceptance_rate")
         if rate is not None:
             parts.append(
