@@ -469,11 +469,12 @@ class Generation(Iterator[StepChunk]):
         self.answer = ""
         self.token_ids: list[int] = []
         if config is None:
-            target: Callable[..., None] = self._run_fast
-            args: tuple[Any, ...] = (prompt,)
+            body: Callable[[], _Ended] = lambda: self._run_fast(prompt)  # noqa: E731
         else:
-            target, args = self._run, (prompt, config, images)
-        self._thread = threading.Thread(target=target, args=args, name="ov-generate", daemon=True)
+            body = lambda: self._run(prompt, config, images)  # noqa: E731
+        self._thread = threading.Thread(
+            target=self._work, args=(body,), name="ov-generate", daemon=True
+        )
         self._thread.start()
 
     def cancel(self) -> None:
@@ -575,7 +576,10 @@ class Generation(Iterator[StepChunk]):
             except EngineError:
                 break
 
-    def _run(self, prompt: str, config: openvino_genai.GenerationConfig, images: list[Any]) -> None:
+    def _run(
+        self, prompt: str, config: openvino_genai.GenerationConfig, images: list[Any]
+    ) -> _Ended:
+        """The turn on an openvino-genai pipeline."""
         import openvino_genai
 
         engine = self._engine
@@ -631,56 +635,35 @@ class Generation(Iterator[StepChunk]):
             def end(self) -> None:
                 pass
 
-        try:
-            if images:
-                pipeline.generate(
-                    prompt, images=images, generation_config=config, streamer=Streamer()
-                )
-            else:
-                pipeline.generate(prompt, generation_config=config, streamer=Streamer())
-            switched_at: int | None = None
-            remaining = config.max_new_tokens - len(all_ids)
-            ended_early = all_ids and all_ids[-1] in _stop_ids(config)
-            if switch_prompt and not cancel.is_set() and remaining > 0 and not ended_early:
-                # Continue with plain decoding: a full re-prefill (module docstring).
-                switched_at = len(sizes)
-                within_turn = None
-                plain = engine._ensure_plain()
-                plain_config = engine._generation_config(self._settings, plain, mtp=False)
-                plain_config.max_new_tokens = remaining
-                plain.generate(
-                    switch_prompt[0], generation_config=plain_config, streamer=Streamer()
-                )
-            total = clock() - started
-            prompt_tokens = len(prompt_ids) if prompt_ids else len(_token_ids(tokenizer, prompt))
-            warnings = list(loaded.warnings)
-            if use_mtp and self._settings.num_assistant_tokens > 1:
-                warnings.append(MTP_UNVALIDATED_NOTE)
-            out.put(
-                _Ended(
-                    sizes,
-                    times,
-                    total,
-                    prompt_tokens,
-                    self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens),
-                    warnings,
-                    config.max_new_tokens,
-                    switched_at,
-                )
-            )
-        except Exception as exc:  # the native side raises RuntimeError for everything
-            log.exception("generation failed")
-            out.put(
-                EngineError(
-                    f"Generation failed: {_first_line(exc)}",
-                    "Try a shorter conversation or reload the model; details are in the log.",
-                    code="GENERATION_FAILED",
-                )
-            )
-        finally:
-            engine._generation_finished(self)
+        if images:
+            pipeline.generate(prompt, images=images, generation_config=config, streamer=Streamer())
+        else:
+            pipeline.generate(prompt, generation_config=config, streamer=Streamer())
+        switched_at: int | None = None
+        remaining = config.max_new_tokens - len(all_ids)
+        ended_early = all_ids and all_ids[-1] in _stop_ids(config)
+        if switch_prompt and not cancel.is_set() and remaining > 0 and not ended_early:
+            # Continue with plain decoding: a full re-prefill (module docstring).
+            switched_at = len(sizes)
+            within_turn = None
+            plain = engine._ensure_plain()
+            plain_config = engine._generation_config(self._settings, plain, mtp=False)
+            plain_config.max_new_tokens = remaining
+            plain.generate(switch_prompt[0], generation_config=plain_config, streamer=Streamer())
+        total = clock() - started
+        prompt_tokens = len(prompt_ids) if prompt_ids else len(_token_ids(tokenizer, prompt))
+        return _Ended(
+            sizes,
+            times,
+            total,
+            prompt_tokens,
+            self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens),
+            self._turn_warnings(loaded, use_mtp),
+            config.max_new_tokens,
+            switched_at,
+        )
 
-    def _run_fast(self, prompt: str) -> None:
+    def _run_fast(self, prompt: str) -> _Ended:
         """The turn on the app's own decoder (core.mtp_decoder); same queue protocol as
         `_run`. Stop strings are applied here: tokens that may begin one are held back, and
         the ones that form it are dropped, as openvino-genai does."""
@@ -715,51 +698,50 @@ class Generation(Iterator[StepChunk]):
             emitted.extend(ids)
             out.put(_RawStep(tuple(ids), elapsed))
 
+        prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
+        stops = StopStringFilter(
+            lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+            settings.stop_strings,
+        )
+        steps = decoder.generate(
+            prompt_ids,
+            max_new_tokens=settings.max_new_tokens,
+            depth=wanted_depth if within_turn is not None else depth,
+            stop_ids=engine._stop_ids,
+            cancelled=self._cancel.is_set,
+            ignore_eos=settings.ignore_eos,
+        )
+        for step in steps:
+            ready, stopped = stops.push(step)
+            if ready:
+                emit(ready)
+            if stopped:
+                steps.close()
+                break
+        if not stopped and not self._cancel.is_set():
+            rest = stops.flush()
+            if rest:
+                emit(rest)
+        return _Ended(
+            sizes,
+            times,
+            clock() - started,
+            len(prompt_ids),
+            "stop_string"
+            if stopped
+            else self._finish_reason(emitted, engine._stop_ids, settings.max_new_tokens),
+            self._turn_warnings(loaded, use_mtp),
+            settings.max_new_tokens,
+            switched_at[0] if switched_at else None,
+        )
+
+    def _work(self, body: Callable[[], _Ended]) -> None:
+        """The worker thread: run the turn, hand its end (or its error) to the consumer."""
         try:
-            prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
-            stops = StopStringFilter(
-                lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
-                settings.stop_strings,
-            )
-            steps = decoder.generate(
-                prompt_ids,
-                max_new_tokens=settings.max_new_tokens,
-                depth=wanted_depth if within_turn is not None else depth,
-                stop_ids=engine._stop_ids,
-                cancelled=self._cancel.is_set,
-                ignore_eos=settings.ignore_eos,
-            )
-            for step in steps:
-                ready, stopped = stops.push(step)
-                if ready:
-                    emit(ready)
-                if stopped:
-                    steps.close()
-                    break
-            if not stopped and not self._cancel.is_set():
-                rest = stops.flush()
-                if rest:
-                    emit(rest)
-            warnings = list(loaded.warnings)
-            if use_mtp and depth > 1:
-                warnings.append(MTP_UNVALIDATED_NOTE)
-            out.put(
-                _Ended(
-                    sizes,
-                    times,
-                    clock() - started,
-                    len(prompt_ids),
-                    "stop_string"
-                    if stopped
-                    else self._finish_reason(emitted, engine._stop_ids, settings.max_new_tokens),
-                    warnings,
-                    settings.max_new_tokens,
-                    switched_at[0] if switched_at else None,
-                )
-            )
+            self._queue.put(body())
         except Exception as exc:  # the native side raises RuntimeError for everything
             log.exception("generation failed")
-            out.put(
+            self._queue.put(
                 EngineError(
                     f"Generation failed: {_first_line(exc)}",
                     "Try a shorter conversation or reload the model; details are in the log.",
@@ -767,7 +749,13 @@ class Generation(Iterator[StepChunk]):
                 )
             )
         finally:
-            engine._generation_finished(self)
+            self._engine._generation_finished(self)
+
+    def _turn_warnings(self, loaded: LoadedModel, use_mtp: bool) -> list[str]:
+        warnings = list(loaded.warnings)
+        if use_mtp and self._settings.num_assistant_tokens > 1:
+            warnings.append(MTP_UNVALIDATED_NOTE)
+        return warnings
 
     def _finish_reason(
         self, token_ids: list[int], stop_ids: set[int] | frozenset[int], max_new_tokens: int
