@@ -31,7 +31,8 @@ from typing import Any
 
 from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark
 from qwen_mtp_desktop.core.paths import HOME_ENV
-from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set, save_report
+from qwen_mtp_desktop.core.reports import save_report
+from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set
 
 VOCAB_SIZE = 248_320
 VARIANTS = ("agree", "random", "bigram")
@@ -264,7 +265,8 @@ def make_bigram(model: Any, head: Any, first_special: int, seed: int) -> None:
 def export_int4(checkpoint: Path, out: Path) -> Path:
     """INT4 through the app's export path; --group-size-fallback ignore keeps the MTP RoPE
     frequencies (a channel of size 1) out of group quantization (RUNTIME-NOTES)."""
-    from qwen_mtp_desktop.core.export import ExportOptions, run_export
+    from qwen_mtp_desktop.core.export.job import run_export
+    from qwen_mtp_desktop.core.export.options import ExportOptions
 
     options = ExportOptions.recommended("int4", group_size_fallback="ignore")
     started = time.perf_counter()
@@ -339,7 +341,7 @@ def projections(
 
 
 def table(reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None) -> str:
-    from qwen_mtp_desktop.core.validate import fmt, fmt_spread
+    from qwen_mtp_desktop.core.reports import fmt, fmt_spread
 
     lines = [
         f"{'variant':<8} {'mode':<26} {'decode tok/s (min-max)':<24} {'speed-up (min-max)':<22} "

@@ -34,12 +34,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.validate import (
-        default_prompt_set_name,
-        fmt,
-        fmt_spread,
-        load_prompt_set,
-    )
+    from qwen_mtp_desktop.core.reports import fmt, fmt_spread
+    from qwen_mtp_desktop.core.validate import default_prompt_set_name, load_prompt_set
 
     specs = [s for spec in (args.prompts or []) for s in spec.split(",") if s.strip()]
     try:

@@ -28,7 +28,8 @@ class ProgressPrinter:
 
 def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Path]:
     """Keep the report in the model's history (unless --no-save) and write --export files."""
-    from qwen_mtp_desktop.core.validate import export_report, save_report
+    from qwen_mtp_desktop.core.report_markdown import export_report
+    from qwen_mtp_desktop.core.reports import save_report
 
     written: list[Path] = []
     try:
@@ -43,9 +44,9 @@ def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Pa
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.reports import fmt
     from qwen_mtp_desktop.core.validate import (
         default_prompt_set_name,
-        fmt,
         load_prompt_set,
         run_validation,
     )

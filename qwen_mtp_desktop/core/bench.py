@@ -41,8 +41,17 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.models import display_name
 from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.validate import (
+from qwen_mtp_desktop.core.reports import (
     REPORT_SCHEMA_VERSION,
+    fmt,
+    fmt_spread,
+    header_lines,
+    md_cell,
+    new_report_id,
+    now_iso,
+    version_lines,
+)
+from qwen_mtp_desktop.core.validate import (
     ProgressCallback,
     PromptSet,
     RunCancelledError,
@@ -51,18 +60,11 @@ from qwen_mtp_desktop.core.validate import (
     acceptance_summary,
     describe_machine,
     describe_model,
-    fmt,
-    fmt_spread,
     generate_ids,
-    header_lines,
     installed_versions,
     load_engine_pair,
-    md_cell,
-    new_report_id,
-    now_iso,
     run_record,
     spread,
-    version_lines,
 )
 
 log = logging.getLogger(__name__)

@@ -17,3 +17,18 @@ class UserFacingError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} {self.fix}".strip() if self.fix else self.message
+
+
+class ValidationError(UserFacingError):
+    """Validation or benchmarking cannot run (bad prompt set, no MTP head, bad settings...)."""
+
+    code = "VALIDATION_FAILED"
+
+
+class RunCancelledError(UserFacingError):
+    """The user cancelled a validation or benchmark run."""
+
+    code = "CANCELLED"
+
+    def __init__(self) -> None:
+        super().__init__("The run was cancelled.")

@@ -8,28 +8,22 @@ both tokens, and the plain model's logit margin between them (computed by runnin
 language model directly), which tells a numerical near-tie from a real fault. Only when every
 prompt is identical does it time the two modes.
 
-This module also holds what validation and benchmarking (`core.bench`) share: prompt sets
-(resources/prompts/*.json), the description of the model and the runtime that every report
-records, and the report history kept per model under the app's data dir (model folders may be
-read-only, like the bundled demo). Reports are plain JSON dicts with a stable key set
-(`VALIDATION_KEYS` / `bench.BENCH_KEYS`); `report_markdown()` renders any saved report.
+This module also holds what validation and benchmarking (`core.bench`) share to run: prompt
+sets (resources/prompts/*.json) and the description of the model and the runtime that every
+report records. Report ids, history and shared Markdown pieces are in `core.reports`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import platform
-import re
-import secrets
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,15 +41,23 @@ from qwen_mtp_desktop.core.engine import (
     check_model_dir,
 )
 from qwen_mtp_desktop.core.environment import package_version
-from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
 from qwen_mtp_desktop.core.library import inspect_model
 from qwen_mtp_desktop.core.models import display_name, is_demo_model
-from qwen_mtp_desktop.core.paths import app_paths, resources_dir
+from qwen_mtp_desktop.core.paths import resources_dir
+from qwen_mtp_desktop.core.reports import (
+    REPORT_SCHEMA_VERSION,
+    fmt,
+    header_lines,
+    md_cell,
+    model_key,
+    new_report_id,
+    now_iso,
+    version_lines,
+)
 
 log = logging.getLogger(__name__)
 
-REPORT_SCHEMA_VERSION = 1
 #: Packages whose installed versions every report records.
 VERSION_PACKAGES = (
     "optimum-intel",
@@ -72,14 +74,6 @@ DEFAULT_MAX_NEW_TOKENS = 64
 NEAR_TIE_MARGIN = 0.05
 TEXT_EMBEDDINGS = "openvino_text_embeddings_model"
 
-ReportKind = Literal["validate", "bench"]
-#: The components whose precision decides speed (the rest stay in the JSON report only).
-COMPONENT_LABELS = {
-    "language_model": "language model",
-    "text_embeddings": "embeddings",
-    "mtp": "MTP head",
-    "model": "language model",
-}
 DivergenceVerdict = Literal["near_tie", "fault", "unknown"]
 
 #: Top-level keys of a validation report (a test pins them; bump the schema to change them).
@@ -162,21 +156,6 @@ DIVERGENCE_KEYS = frozenset(
         "verdict",
     }
 )
-
-
-class ValidationError(UserFacingError):
-    """Validation or benchmarking cannot run (bad prompt set, no MTP head, bad settings...)."""
-
-    code = "VALIDATION_FAILED"
-
-
-class RunCancelledError(UserFacingError):
-    """The user cancelled a validation or benchmark run."""
-
-    code = "CANCELLED"
-
-    def __init__(self) -> None:
-        super().__init__("The run was cancelled.")
 
 
 @dataclass(frozen=True)
@@ -345,14 +324,6 @@ def default_prompt_set_name(model_dir: Path) -> str:
 # --- what every report records -------------------------------------------------------------
 
 
-def model_key(model_dir: Path) -> str:
-    """A folder-name-safe key for one model folder: readable name plus a hash of its path."""
-    resolved = str(Path(model_dir).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:10]
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(resolved).name).strip("-.")[:40] or "model"
-    return f"{slug}-{digest}"
-
-
 def describe_model(model_dir: Path) -> dict[str, Any]:
     """Where the model came from and how it is compressed (no weights are read)."""
     report = inspect_model(model_dir, measure_memory=False)
@@ -392,14 +363,6 @@ def describe_machine(device: str) -> dict[str, Any]:
         "logical_cpus": psutil.cpu_count(logical=True),
         "total_ram_bytes": psutil.virtual_memory().total,
     }
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_report_id(kind: ReportKind) -> str:
-    return f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{kind}-{secrets.token_hex(3)}"
 
 
 def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
@@ -789,147 +752,7 @@ def _validation_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # --- report history ------------------------------------------------------------------------
 
 
-def reports_root() -> Path:
-    return app_paths().data_dir / "reports"
-
-
-def reports_dir(model_dir: Path) -> Path:
-    """Where a model's reports live: under the data dir, since model folders may be read-only."""
-    return reports_root() / model_key(model_dir)
-
-
-def save_report(report: dict[str, Any]) -> Path:
-    """Write the report into its model's history; returns the file."""
-    folder = reports_dir(Path(report["model"]["path"]))
-    path = folder / f"{report['id']}.json"
-    atomic_write_text(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    return path
-
-
-@dataclass(frozen=True)
-class ReportEntry:
-    path: Path
-    kind: ReportKind
-    created: str
-    device: str
-    #: One line for a history list, e.g. "identical 3/3 · n=1 · 71 % accepted".
-    headline: str
-    ok: bool
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError(
-            f"The report {Path(path).name} cannot be read ({exc}).",
-            "Delete it from the reports folder; new runs are not affected.",
-            code="BAD_REPORT",
-        ) from exc
-    if not isinstance(raw, dict) or raw.get("kind") not in ("validate", "bench"):
-        raise ValidationError(
-            f"{Path(path).name} is not a validation or benchmark report.", code="BAD_REPORT"
-        )
-    if raw.get("schema_version") != REPORT_SCHEMA_VERSION:
-        raise ValidationError(
-            f"{Path(path).name} was written by another version of the app "
-            f"(schema {raw.get('schema_version')}).",
-            code="BAD_REPORT",
-        )
-    return raw
-
-
-def headline(report: dict[str, Any]) -> tuple[str, bool]:
-    if report["kind"] == "validate":
-        summary = report["summary"]
-        n = report["settings"]["num_assistant_tokens"]
-        ok = bool(summary["all_identical"])
-        text = f"{'identical' if ok else 'DIFFERENT'} {summary['identical_prompts']}/"
-        text += f"{summary['prompts']} · n={n}"
-        if summary["acceptance_rate"] is not None:
-            text += f" · {summary['acceptance_rate']:.0%} accepted"
-        return text, ok
-    rec = report["recommendation"]
-    text = f"best: {rec['label']}"
-    if rec.get("speedup") is not None and rec.get("depth") is not None:
-        text += f" ({rec['speedup']:.2f}x)"
-    base = next((m for m in report["modes"] if m["depth"] is None), None)
-    if base is not None and base["decode_tokens_per_s"] is not None:
-        text += f" · plain {base['decode_tokens_per_s']['median']:.1f} tok/s"
-    return text, rec.get("depth") is not None
-
-
-def list_reports(model_dir: Path) -> list[ReportEntry]:
-    """The model's saved reports, newest first (unreadable files are skipped)."""
-    folder = reports_dir(model_dir)
-    entries: list[ReportEntry] = []
-    for path in sorted(folder.glob("*.json"), reverse=True) if folder.is_dir() else []:
-        try:
-            data = load_report(path)
-            text, ok = headline(data)
-        except (ValidationError, KeyError, TypeError):
-            log.warning("skipping unreadable report %s", path)
-            continue
-        entries.append(ReportEntry(path, data["kind"], data["created"], data["device"], text, ok))
-    return entries
-
-
 # --- Markdown ------------------------------------------------------------------------------
-
-
-def md_cell(text: object) -> str:
-    """A table-cell-safe string."""
-    return str(text).replace("|", "\\|").replace("\n", "↵ ")
-
-
-def fmt(value: float | None, pattern: str = "{:.1f}") -> str:
-    return "–" if value is None else pattern.format(value)
-
-
-def fmt_spread(value: dict[str, float] | None, pattern: str = "{:.1f}", scale: float = 1) -> str:
-    if value is None:
-        return "–"
-    med, low, high = (value[k] * scale for k in ("median", "min", "max"))
-    return f"{pattern.format(med)} ({pattern.format(low)}–{pattern.format(high)})"
-
-
-def header_lines(report: dict[str, Any]) -> Iterator[str]:
-    model = report["model"]
-    source = model["source_model_id"] or "unknown"
-    revision = model["source_revision"] or "not recorded"
-    precisions = ", ".join(
-        f"{COMPONENT_LABELS[k]} {v}"
-        for k, v in model["precisions"].items()
-        if v and k in COMPONENT_LABELS
-    )
-    yield "| | |"
-    yield "|---|---|"
-    yield f"| Model folder | `{md_cell(model['path'])}` |"
-    yield f"| Source model | {md_cell(source)} (revision {md_cell(revision)}) |"
-    yield f"| Precisions | {md_cell(precisions or 'unknown')} |"
-    machine = report.get("machine", {})
-    device = report["device"]
-    if machine.get("device_name"):
-        device += f" ({machine['device_name']})"
-    yield f"| Device | {md_cell(device)} |"
-    yield f"| Numerics | {report['numerics']} |"
-    yield f"| Prompt set | {md_cell(report_prompt_sets(report))} |"
-    yield f"| Date | {report['created']} · app {report['app_version']} |"
-
-
-def report_prompt_sets(report: dict[str, Any]) -> str:
-    sets = report.get("prompt_sets") or [report.get("prompt_set")]
-    return ", ".join(s["name"] for s in sets if s)
-
-
-def version_lines(report: dict[str, Any]) -> Iterator[str]:
-    yield "## Versions"
-    yield ""
-    yield "| Package | Installed | Exported with |"
-    yield "|---|---|---|"
-    exported = report["model"]["export_versions"]
-    for name, version in report["versions"].items():
-        yield f"| {name} | {version or 'not installed'} | {exported.get(name, '–')} |"
 
 
 def _decoder_lines(decoders: dict[str, str] | None) -> list[str]:
@@ -1012,39 +835,14 @@ VERDICT_TEXT: dict[str, str] = {
 }
 
 
-def report_markdown(report: dict[str, Any]) -> str:
-    if report["kind"] == "bench":
-        from qwen_mtp_desktop.core.bench import bench_markdown
-
-        return bench_markdown(report)
-    return validation_markdown(report)
-
-
-def export_report(report: dict[str, Any], path: Path) -> Path:
-    """Write the report as Markdown (.md) or JSON (anything else)."""
-    path = Path(path)
-    if path.suffix.lower() in (".md", ".markdown"):
-        atomic_write_text(path, report_markdown(report))
-    else:
-        atomic_write_text(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    return path
-
-
 __all__ = [
     "EngineError",
     "Progress",
     "PromptCase",
     "PromptSet",
-    "ReportEntry",
     "RunCancelledError",
     "ValidationError",
     "builtin_prompt_sets",
-    "export_report",
-    "list_reports",
     "load_prompt_set",
-    "load_report",
-    "report_markdown",
-    "reports_dir",
     "run_validation",
-    "save_report",
 ]

@@ -99,7 +99,8 @@ class BenchJob(QObject):
         """Start `validate`; False if a run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
-            from qwen_mtp_desktop.core.validate import load_prompt_set, run_validation, save_report
+            from qwen_mtp_desktop.core.reports import save_report
+            from qwen_mtp_desktop.core.validate import load_prompt_set, run_validation
 
             report = run_validation(
                 model_dir,
@@ -131,7 +132,8 @@ class BenchJob(QObject):
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
-            from qwen_mtp_desktop.core.validate import load_prompt_set, save_report
+            from qwen_mtp_desktop.core.reports import save_report
+            from qwen_mtp_desktop.core.validate import load_prompt_set
 
             report = run_benchmark(
                 model_dir,

@@ -15,7 +15,8 @@ from qwen_mtp_desktop.core.bench import (
     run_benchmark,
     save_recommendation,
 )
-from qwen_mtp_desktop.core.validate import read_prompt_set, reports_dir
+from qwen_mtp_desktop.core.reports import reports_dir
+from qwen_mtp_desktop.core.validate import read_prompt_set
 from tests.integration.test_validate import make_broken_mtp_copy, small_set
 
 pytestmark = pytest.mark.slow

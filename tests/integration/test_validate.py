@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from qwen_mtp_desktop.core import validate as validate_module
+from qwen_mtp_desktop.core.reports import reports_dir
 from qwen_mtp_desktop.core.validate import (
     DIVERGENCE_KEYS,
     MODEL_KEYS,
@@ -21,7 +22,6 @@ from qwen_mtp_desktop.core.validate import (
     RunCancelledError,
     load_prompt_set,
     read_prompt_set,
-    reports_dir,
     run_validation,
 )
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy

@@ -26,12 +26,8 @@ from qwen_mtp_desktop.core.bench import (
     save_recommendation,
     summarise_modes,
 )
-from qwen_mtp_desktop.core.validate import (
-    ValidationError,
-    installed_versions,
-    report_markdown,
-    run_record,
-)
+from qwen_mtp_desktop.core.report_markdown import report_markdown
+from qwen_mtp_desktop.core.validate import ValidationError, installed_versions, run_record
 from tests.unit.test_validate import fake_model, fake_stats
 
 

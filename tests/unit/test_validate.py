@@ -13,6 +13,14 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding import GenerationStats, build_stats
 from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.report_markdown import export_report, report_markdown
+from qwen_mtp_desktop.core.reports import (
+    list_reports,
+    load_report,
+    model_key,
+    reports_dir,
+    save_report,
+)
 from qwen_mtp_desktop.core.validate import (
     DIVERGENCE_KEYS,
     MODEL_KEYS,
@@ -25,18 +33,11 @@ from qwen_mtp_desktop.core.validate import (
     builtin_prompt_set_names,
     builtin_prompt_sets,
     default_prompt_set_name,
-    export_report,
     first_divergence,
     installed_versions,
-    list_reports,
     load_prompt_set,
-    load_report,
-    model_key,
     read_prompt_set,
-    report_markdown,
-    reports_dir,
     run_record,
-    save_report,
     spread,
 )
 

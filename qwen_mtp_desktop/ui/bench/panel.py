@@ -42,7 +42,8 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.models import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.validate import Progress, ReportEntry, fmt, fmt_spread
+from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
+from qwen_mtp_desktop.core.validate import Progress
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, Bar, Series, ThroughputChart
 from qwen_mtp_desktop.ui.style import ACCENT
 from qwen_mtp_desktop.workers.bench_job import BenchJob, JobResult
@@ -793,7 +794,7 @@ class BenchPanel(QWidget):
         model = self.model_dir
         if model is None:
             return
-        from qwen_mtp_desktop.core.validate import list_reports
+        from qwen_mtp_desktop.core.reports import list_reports
 
         self.io.submit(lambda: (model, list_reports(model)), self._on_history, self._on_io_error)
 
@@ -838,7 +839,7 @@ class BenchPanel(QWidget):
     def _on_history_selected(self, item: QListWidgetItem | None) -> None:
         if item is None:
             return
-        from qwen_mtp_desktop.core.validate import load_report
+        from qwen_mtp_desktop.core.reports import load_report
 
         path = Path(item.data(_PATH_ROLE))
         self.io.submit(lambda: load_report(path), self._show_report, self._on_io_error)
@@ -1068,7 +1069,7 @@ class BenchPanel(QWidget):
             else:
                 self._set_status(f"Could not write {chosen}", "error")
             return
-        from qwen_mtp_desktop.core.validate import export_report
+        from qwen_mtp_desktop.core.report_markdown import export_report
 
         self.io.submit(
             lambda: export_report(report, chosen),
