@@ -35,7 +35,8 @@ def _cmd_demo_model_build(args: argparse.Namespace) -> int:
         f"in {result.seconds:.1f} s"
     )
     if args.export_to is not None:
-        from qwen_mtp_desktop.core.export import ExportError, ExportOptions, run_export
+        from qwen_mtp_desktop.core.export.job import run_export
+        from qwen_mtp_desktop.core.export.options import ExportError, ExportOptions
 
         options = ExportOptions(weight_format=args.weight_format)
         try:

@@ -37,18 +37,17 @@ def _gb(value: int) -> str:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.export import (
+    from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
+    from qwen_mtp_desktop.core.export.options import (
         ExportError,
-        ExportJob,
         ExportOptions,
-        ExportRequest,
-        ProgressEvent,
-        cleanup_stale_exports,
         default_destination,
         parse_source,
     )
-    from qwen_mtp_desktop.core.preflight import first_failure, inspect_checkpoint_folder
-    from qwen_mtp_desktop.core.preflight import run_preflight as preflight
+    from qwen_mtp_desktop.core.export.preflight import first_failure, inspect_checkpoint_folder
+    from qwen_mtp_desktop.core.export.preflight import run_preflight as preflight
+    from qwen_mtp_desktop.core.export.progress import ProgressEvent
+    from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
 
     try:
         source = parse_source(args.source, args.revision)
@@ -73,7 +72,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             print(text, file=sys.stderr)
 
     if source.kind == "hub":
-        from qwen_mtp_desktop.core.hub import hub_cache_dir, inspect_hub_checkpoint
+        from qwen_mtp_desktop.core.export.hub import hub_cache_dir, inspect_hub_checkpoint
 
         checkpoint = inspect_hub_checkpoint(source.value, source.revision)
         cache: Path | None = hub_cache_dir()

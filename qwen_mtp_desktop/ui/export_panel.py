@@ -38,22 +38,17 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.export import (
+from qwen_mtp_desktop.core.export.job import ExportOutcome, ExportRequest
+from qwen_mtp_desktop.core.export.options import (
     ExportOptions,
-    ExportOutcome,
-    ExportRequest,
     ExportSource,
     GroupSizeFallback,
     MtpWeightFormat,
-    ProcessStats,
-    ProgressEvent,
     WeightFormat,
-    cleanup_stale_exports,
     default_destination,
     parse_source,
-    pip_stage,
 )
-from qwen_mtp_desktop.core.preflight import (
+from qwen_mtp_desktop.core.export.preflight import (
     CheckpointInfo,
     PreflightReport,
     estimate_export,
@@ -63,6 +58,9 @@ from qwen_mtp_desktop.core.preflight import (
     run_preflight,
     toolkit_missing,
 )
+from qwen_mtp_desktop.core.export.progress import ProgressEvent, pip_stage
+from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
+from qwen_mtp_desktop.core.export.supervisor import ProcessStats
 from qwen_mtp_desktop.ui.export.widgets import (
     FALLBACK_LABELS,
     FALLBACK_TEXT,
@@ -1072,14 +1070,14 @@ def _verify_title(key: str) -> str:
 
 
 def _hub_cache() -> Path:
-    from qwen_mtp_desktop.core.hub import hub_cache_dir
+    from qwen_mtp_desktop.core.export.hub import hub_cache_dir
 
     return hub_cache_dir()
 
 
 def _inspect(source: ExportSource) -> CheckpointInfo:
     if source.kind == "hub":
-        from qwen_mtp_desktop.core.hub import inspect_hub_checkpoint
+        from qwen_mtp_desktop.core.export.hub import inspect_hub_checkpoint
 
         return inspect_hub_checkpoint(source.value, source.revision)
     return inspect_checkpoint_folder(Path(source.value))

@@ -17,16 +17,14 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, Signal, SignalInstance, Slot
 
-from qwen_mtp_desktop.core.export import (
-    ExportError,
+from qwen_mtp_desktop.core.export.job import (
     ExportJob,
     ExportOutcome,
     ExportRequest,
-    ProcessOutcome,
-    ProcessStats,
-    SupervisedProcess,
     explain_failure,
 )
+from qwen_mtp_desktop.core.export.options import ExportError
+from qwen_mtp_desktop.core.export.supervisor import ProcessOutcome, ProcessStats, SupervisedProcess
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.export import ExportOutcome
-from qwen_mtp_desktop.core.preflight import installed_versions
+from qwen_mtp_desktop.core.export.job import ExportOutcome
+from qwen_mtp_desktop.core.export.preflight import installed_versions
 from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 from qwen_mtp_desktop.ui import export_panel as panel_module
 from qwen_mtp_desktop.ui.export.widgets import ExportDialogs

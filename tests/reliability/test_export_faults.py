@@ -31,14 +31,9 @@ import psutil
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.export import (
-    ExportJob,
-    ExportOptions,
-    ExportRequest,
-    ExportSource,
-    cleanup_stale_exports,
-    staging_registry_dir,
-)
+from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports, staging_registry_dir
 from qwen_mtp_desktop.core.library import discover_models, inspect_model, verify_checksums
 from qwen_mtp_desktop.core.paths import app_paths, resources_dir
 from tests.conftest import REPO_ROOT
@@ -56,7 +51,8 @@ import json, sys
 from pathlib import Path
 from qwen_mtp_desktop.core.privacy import block_telemetry
 block_telemetry()
-from qwen_mtp_desktop.core.export import ExportJob, ExportOptions, ExportRequest, ExportSource
+from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
 request = ExportRequest(ExportSource("folder", sys.argv[1]), Path(sys.argv[2]),
                         ExportOptions(weight_format="fp16"))
 def on_event(event):

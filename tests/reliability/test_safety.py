@@ -29,15 +29,11 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core import hub
-from qwen_mtp_desktop.core.export import (
-    ExportOptions,
-    default_destination,
-    export_command,
-    parse_source,
-)
+from qwen_mtp_desktop.core.export import hub
+from qwen_mtp_desktop.core.export.command import export_command
+from qwen_mtp_desktop.core.export.options import ExportOptions, default_destination, parse_source
+from qwen_mtp_desktop.core.export.preflight import inspect_checkpoint_folder, run_preflight
 from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.preflight import inspect_checkpoint_folder, run_preflight
 from qwen_mtp_desktop.core.settings import Settings, save_settings
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
@@ -196,7 +192,7 @@ def test_links_open_only_after_confirmation_and_only_http(
 
 
 def test_trust_remote_code_is_never_on_by_default(tmp_path: Path) -> None:
-    from qwen_mtp_desktop.core.export import WEIGHT_FORMATS
+    from qwen_mtp_desktop.core.export.options import WEIGHT_FORMATS
 
     for fmt in WEIGHT_FORMATS:
         for options in (ExportOptions(weight_format=fmt), ExportOptions.recommended(fmt)):

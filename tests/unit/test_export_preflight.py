@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export import ExportOptions
-from qwen_mtp_desktop.core.preflight import (
+from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.export.preflight import (
     CheckpointError,
     PreflightReport,
     check_toolkit,

@@ -5,17 +5,17 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export import (
-    ExportOptions,
+from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.export.progress import (
     ProgressEvent,
     ProgressParser,
-    _split_lines,
     expected_compressions,
     read_markers,
     stage_plan,
 )
+from qwen_mtp_desktop.core.export.supervisor import _split_lines
 
-# `python -m qwen_mtp_desktop.core.optimum_cli export openvino --task image-text-to-text
+# `python -m qwen_mtp_desktop.core.export.optimum_cli export openvino --task image-text-to-text
 #  --weight-format int4 --group-size 16 --group-size-fallback ignore` on the dense fixture
 # (stdout and stderr merged, tqdm's \r frames split into lines, long lines cut).
 RECORDED_INT4 = """\

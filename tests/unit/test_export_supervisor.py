@@ -14,16 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from qwen_mtp_desktop.core.export import (
-    ExportJob,
-    ExportOptions,
-    ExportRequest,
-    ExportSource,
-    SupervisedProcess,
-    _move_into_place,
+from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.export.staging import (
     cleanup_stale_exports,
+    move_into_place,
     staging_registry_dir,
 )
+from qwen_mtp_desktop.core.export.supervisor import SupervisedProcess
 
 
 def _python(code: str) -> list[str]:
@@ -103,7 +101,7 @@ def test_sigint_is_enough_for_a_python_exporter() -> None:
             cancel.set()
 
     outcome = SupervisedProcess(
-        # Like core.optimum_cli, the child takes SIGINT even if started with it ignored.
+        # Like core.export.optimum_cli, the child takes SIGINT even if started with it ignored.
         _python(
             "import signal, time\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
@@ -195,7 +193,7 @@ def test_cleanup_finds_custom_destinations_through_the_registry(tmp_path: Path) 
     assert not stale.exists() and not entry.exists()
 
 
-def test_move_into_place_replaces_only_when_allowed(tmp_path: Path) -> None:
+def testmove_into_place_replaces_only_when_allowed(tmp_path: Path) -> None:
     new = tmp_path / "new"
     new.mkdir()
     (new / "a").write_text("new")
@@ -203,8 +201,8 @@ def test_move_into_place_replaces_only_when_allowed(tmp_path: Path) -> None:
     destination.mkdir(parents=True)
     (destination / "a").write_text("old")
     with pytest.raises(Exception, match="already exists"):
-        _move_into_place(new, destination, overwrite=False)
-    _move_into_place(new, destination, overwrite=True)
+        move_into_place(new, destination, overwrite=False)
+    move_into_place(new, destination, overwrite=True)
     assert (destination / "a").read_text() == "new"
     assert sorted(p.name for p in destination.parent.iterdir()) == ["m"]
 
@@ -295,7 +293,7 @@ def test_exporter_dies_with_a_hard_killed_app(tmp_path: Path) -> None:
     exporter = textwrap.dedent(
         f"""
         import os, time
-        from qwen_mtp_desktop.core.optimum_cli import die_with_parent
+        from qwen_mtp_desktop.core.export.optimum_cli import die_with_parent
         die_with_parent()
         open({str(pid_file)!r}, "w").write(str(os.getpid()))
         time.sleep(300)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.export import (
-    ExportOptions,
+from qwen_mtp_desktop.core.export.manifest import write_manifest
+from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.export.verify import (
     expected_mtp_format,
     generation_item,
     verify_precisions,
-    write_manifest,
 )
 from qwen_mtp_desktop.core.library import read_manifest, verify_checksums
 from tests.models import cached_checkpoint, cached_export

@@ -7,8 +7,8 @@ looking for a cached model works even without huggingface_hub; describing a mode
 cached (config.json + safetensors headers over HTTP, never the weights) and downloading need
 huggingface_hub, which ships with the export toolkit.
 
-The download runs in a subprocess (`python -m qwen_mtp_desktop.core.hub download REPO`), like the
-exporter, so it is cancelled by signals and leaves the app's memory alone. It prints
+The download runs in a subprocess (`python -m qwen_mtp_desktop.core.export.hub download REPO`),
+like the exporter, so it is cancelled by signals and leaves the app's memory alone. It prints
 `[qmtp] {"event": "download", "done": ..., "total": ...}` lines and, at the end, the snapshot
 folder. Interrupted downloads resume: huggingface_hub keeps `.incomplete` blobs.
 """
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.preflight import (
+from qwen_mtp_desktop.core.export.preflight import (
     CheckItem,
     CheckpointInfo,
     inspect_checkpoint_folder,
@@ -249,7 +249,8 @@ def describe_hub_error(exc: BaseException, repo_id: str) -> tuple[str, str]:
 def download_command(
     repo_id: str, revision: str | None = None, *, python: str | None = None
 ) -> list[str]:
-    command = [python or sys.executable, "-m", "qwen_mtp_desktop.core.hub", "download", repo_id]
+    module = "qwen_mtp_desktop.core.export.hub"
+    command = [python or sys.executable, "-m", module, "download", repo_id]
     if revision:
         command += ["--revision", revision]
     return command
@@ -259,7 +260,7 @@ def make_marker_tqdm(min_seconds: float = 0.5) -> type[Any]:
     """A tqdm class for snapshot_download that prints download markers instead of a bar."""
     from tqdm.std import tqdm as base_tqdm
 
-    from qwen_mtp_desktop.core.optimum_cli import emit
+    from qwen_mtp_desktop.core.export.optimum_cli import emit
 
     lock = threading.Lock()
 
@@ -293,7 +294,7 @@ def make_marker_tqdm(min_seconds: float = 0.5) -> type[Any]:
 
 
 def _download(repo_id: str, revision: str | None) -> int:
-    from qwen_mtp_desktop.core.optimum_cli import emit
+    from qwen_mtp_desktop.core.export.optimum_cli import emit
 
     emit("stage", stage="downloading")
     try:
@@ -321,12 +322,12 @@ def _download(repo_id: str, revision: str | None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    from qwen_mtp_desktop.core.optimum_cli import die_with_parent
+    from qwen_mtp_desktop.core.export.optimum_cli import die_with_parent
 
     if argv is None:  # run as the download subprocess
         die_with_parent()
 
-    parser = argparse.ArgumentParser(prog="python -m qwen_mtp_desktop.core.hub")
+    parser = argparse.ArgumentParser(prog="python -m qwen_mtp_desktop.core.export.hub")
     commands = parser.add_subparsers(dest="command", required=True)
     download = commands.add_parser("download", help="download a model into the HF cache")
     download.add_argument("repo_id")

@@ -1,4 +1,4 @@
-"""`python -m qwen_mtp_desktop.core.optimum_cli ARGS` runs optimum-cli with telemetry blocked.
+"""`python -m qwen_mtp_desktop.core.export.optimum_cli ARGS`: optimum-cli with telemetry blocked.
 
 The export subprocess runs through this entry point, so exports stay as private as chat. It adds
 two things optimum-cli does not have:

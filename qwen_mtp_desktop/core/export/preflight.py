@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.environment import (
 from qwen_mtp_desktop.core.errors import UserFacingError
 
 if TYPE_CHECKING:
-    from qwen_mtp_desktop.core.export import ExportOptions
+    from qwen_mtp_desktop.core.export.options import ExportOptions
 
 Status = Literal["pass", "warn", "fail"]
 

@@ -1,0 +1,46 @@
+"""The command lines of the export's subprocesses (the exporter and the generation check)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from qwen_mtp_desktop.core.export.options import EXPORT_TASK, ExportOptions
+
+
+def export_command(
+    source: str, output_dir: Path, options: ExportOptions, *, python: str | None = None
+) -> list[str]:
+    """The optimum-cli command line for this export, run by the given interpreter."""
+    command = [
+        python or sys.executable,
+        "-m",
+        "qwen_mtp_desktop.core.export.optimum_cli",
+        "export",
+        "openvino",
+        "--model",
+        source,
+        "--task",
+        EXPORT_TASK,
+    ]
+    if options.weight_format is not None:
+        command += ["--weight-format", options.weight_format]
+    if options.group_size is not None:
+        command += ["--group-size", str(options.group_size)]
+    if options.sym:
+        command.append("--sym")
+    if options.ratio is not None:
+        command += ["--ratio", str(options.ratio)]
+    if options.group_size_fallback is not None:
+        command += ["--group-size-fallback", options.group_size_fallback]
+    if options.trust_remote_code:
+        command.append("--trust-remote-code")
+    if options.mtp_weight_format != "default":
+        command += ["--mtp-weight-format", options.mtp_weight_format]
+    command.append(str(output_dir))
+    return command
+
+
+def generation_check_command(model_dir: Path, *, python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "qwen_mtp_desktop.core.export.child",
+            "check-generation", str(model_dir)]  # fmt: skip
