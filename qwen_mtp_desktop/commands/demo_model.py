@@ -56,7 +56,7 @@ def _record_source_as_given(model_dir: Path, source: Path) -> None:
     import json
 
     from qwen_mtp_desktop.core.fileio import atomic_write_text
-    from qwen_mtp_desktop.core.library import MANIFEST_NAME
+    from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
 
     path = model_dir / MANIFEST_NAME
     manifest = json.loads(path.read_text(encoding="utf-8"))

@@ -11,9 +11,9 @@ it is not, 2 on usage errors (bad options, DIR missing or not a folder). `list` 
 JSON output (stable; new keys may be added, none removed or renamed):
 
 - `models inspect --json` prints exactly `ModelReport.to_json_dict()` (schema_version 1,
-  documented on `qwen_mtp_desktop.core.library.ModelReport`): path, name, kind, kind_label,
-  layout, source, manifest, versions, components[] (precision, sizes, issues), mtp, geometry,
-  chat_template, total_bytes, memory (terms with their arithmetic, verdict), diagnostics[]
+  documented on `qwen_mtp_desktop.core.model_folders.report.ModelReport`): path, name, kind,
+  kind_label, layout, source, manifest, versions, components[] (precision, sizes, issues), mtp,
+  geometry, chat_template, total_bytes, memory (terms with their arithmetic, verdict), diagnostics[]
   ({code, severity, message, fix}), usable_for_chat, mtp_usable. With `--verify` the checksum
   findings (CHECKSUMS_OK, CHECKSUM_MISMATCH, CHECKSUM_FILE_MISSING, CHECKSUMS_UNAVAILABLE, ...)
   are appended to `diagnostics`.
@@ -104,7 +104,7 @@ def _status(diagnostics: Sequence[Any]) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.library import inspect_model
+    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
     from qwen_mtp_desktop.core.model_library import (
         format_bytes,
         is_default,
@@ -318,7 +318,9 @@ def _progress_printer(stream: TextIO) -> Any:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.library import default_kv_precision, inspect_model, verify_checksums
+    from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
+    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.model_folders.memory import default_kv_precision
 
     _utf8_safe(sys.stdout)
     _utf8_safe(sys.stderr)

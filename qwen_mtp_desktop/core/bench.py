@@ -39,7 +39,7 @@ from qwen_mtp_desktop.core.engine import (
     check_model_dir,
 )
 from qwen_mtp_desktop.core.fileio import atomic_write_text
-from qwen_mtp_desktop.core.models import display_name
+from qwen_mtp_desktop.core.model_library import display_name
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.reports import (
     REPORT_SCHEMA_VERSION,

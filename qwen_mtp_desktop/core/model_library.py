@@ -1,7 +1,7 @@
 """The model library: which folders it scans, which models it lists, and what the user may do to
 them (add a folder, remove a model from the list, delete it from disk, make it the default).
 
-Qt-free glue over `core.library`, shared by the Models panel and the `models` CLI command.
+Qt-free glue over `core.model_folders`, shared by the Models panel and the `models` CLI command.
 
 The library is the app's managed folder (`AppPaths.models_dir`, where exports land), the folders
 in `Settings.model_folders` (each may be one model or hold many), and the bundled demo model.
@@ -26,17 +26,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from qwen_mtp_desktop.core import library
-from qwen_mtp_desktop.core.library import (
+from qwen_mtp_desktop.core.model_folders.discovery import discover_models
+from qwen_mtp_desktop.core.model_folders.memory import estimate_memory, memory_diagnostics
+from qwen_mtp_desktop.core.model_folders.report import (
     Diagnostic,
     KvPrecision,
     ModelReport,
     Severity,
     Verdict,
-    discover_models,
-    estimate_memory,
 )
-from qwen_mtp_desktop.core.models import DEMO_MODEL_NAME
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths, demo_model_dir, resources_dir
 from qwen_mtp_desktop.core.settings import Settings
 
@@ -100,6 +98,35 @@ class LibraryEntry:
             "origin": self.origin,
             "root": str(self.root) if self.root is not None else None,
         }
+
+
+# --- which model the app opens ------------------------------------------------------------
+
+DEMO_MODEL_NAME = "Demo model"
+DEMO_MODEL_NOTE = (
+    "A tiny model built and trained by this project so the app works offline. It only counts "
+    "and repeats phrases. For real answers, export a Qwen3.5 checkpoint in the Export panel."
+)
+
+
+def is_demo_model(model_dir: Path) -> bool:
+    try:
+        return model_dir.resolve() == demo_model_dir().resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python 3.11
+        return False
+
+
+def selected_model(settings: Settings) -> Path:
+    """The model to open: the user's default if it still exists, else the bundled demo."""
+    if settings.default_model:
+        chosen = Path(settings.default_model)
+        if chosen.is_dir():
+            return chosen
+    return demo_model_dir()
+
+
+def display_name(model_dir: Path) -> str:
+    return DEMO_MODEL_NAME if is_demo_model(model_dir) else model_dir.name
 
 
 # --- paths ---------------------------------------------------------------------------------
@@ -507,7 +534,7 @@ def reestimate(
     )
     kept = [d for d in report.diagnostics if d.code not in MEMORY_CODES]
     # The same wording inspect_model uses, so the panel and the CLI say the same thing.
-    extra = library._memory_diagnostics(memory, total_ram_bytes)
+    extra = memory_diagnostics(memory, total_ram_bytes)
     return replace(report, memory=memory, diagnostics=[*kept, *extra])
 
 

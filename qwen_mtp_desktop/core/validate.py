@@ -42,8 +42,8 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.environment import package_version
 from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
-from qwen_mtp_desktop.core.library import inspect_model
-from qwen_mtp_desktop.core.models import display_name, is_demo_model
+from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import resources_dir
 from qwen_mtp_desktop.core.reports import (
     REPORT_SCHEMA_VERSION,

@@ -600,7 +600,7 @@ class ExportPanel(QWidget):
 
     def prefill_from_model(self, model_dir: Path) -> None:
         """Re-export: start from the checkpoint an exported model was made from, if known."""
-        from qwen_mtp_desktop.core.library import read_manifest
+        from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
 
         try:
             manifest = read_manifest(model_dir)

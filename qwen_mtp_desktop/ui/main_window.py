@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.models import display_name, is_demo_model, selected_model
+from qwen_mtp_desktop.core.model_library import display_name, is_demo_model, selected_model
 from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog

@@ -37,16 +37,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.library import (
+from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+from qwen_mtp_desktop.core.model_folders.memory import (
     DEFAULT_CONTEXT_LENGTH,
-    Diagnostic,
-    KvPrecision,
-    ModelReport,
     available_memory,
     default_kv_precision,
-    inspect_model,
-    verify_checksums,
 )
+from qwen_mtp_desktop.core.model_folders.report import Diagnostic, KvPrecision, ModelReport
 from qwen_mtp_desktop.core.model_library import (
     LibraryEntry,
     LibraryError,

@@ -17,14 +17,14 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.library import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.models.common import ModelDialogs
 from qwen_mtp_desktop.ui.models_panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import stylesheet
-from tests.unit.test_library import make_export
+from tests.unit.test_model_folders import make_export
 
 pytestmark = pytest.mark.gui
 

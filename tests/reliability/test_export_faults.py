@@ -34,7 +34,9 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
 from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports, staging_registry_dir
-from qwen_mtp_desktop.core.library import discover_models, inspect_model, verify_checksums
+from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.model_folders.discovery import discover_models
+from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
 from qwen_mtp_desktop.core.paths import app_paths, resources_dir
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures

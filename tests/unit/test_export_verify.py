@@ -14,7 +14,8 @@ from qwen_mtp_desktop.core.export.verify import (
     generation_item,
     verify_precisions,
 )
-from qwen_mtp_desktop.core.library import read_manifest, verify_checksums
+from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
 from tests.models import cached_checkpoint, cached_export
 
 

@@ -29,7 +29,7 @@ from qwen_mtp_desktop.core.ir import (
 RNG = np.random.default_rng(0)
 
 
-# --- builders (test_library uses them too) -----------------------------------------------------
+# --- builders (test_model_folders uses them too) ----------------------------------------------
 
 
 def save(model: ov.Model, xml_path: Path, *, fp16: bool = False) -> Path:

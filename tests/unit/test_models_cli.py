@@ -1,6 +1,6 @@
 """`models list` / `models inspect` and the library glue under them (core.model_library).
 
-Models here are the tiny IR folders of tests.unit.test_library (real IRs, built in a second);
+Models here are the tiny IR folders of tests.unit.test_model_folders (real IRs, built in a second);
 the real exported fixtures are in tests/integration/test_models_cli.py.
 """
 
@@ -17,10 +17,12 @@ import pytest
 import qwen_mtp_desktop.cli as cli
 from qwen_mtp_desktop.commands import models as models_command
 from qwen_mtp_desktop.core import model_library as ml
-from qwen_mtp_desktop.core.library import MANIFEST_NAME, ExportManifest, KvPrecision, inspect_model
+from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.model_folders.report import KvPrecision
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import Settings, SettingsStore
-from tests.unit.test_library import make_export
+from tests.unit.test_model_folders import make_export
 
 #: The CLI with the `models` command, whether or not cli.py lists it yet.
 CLI_BOOT = textwrap.dedent(

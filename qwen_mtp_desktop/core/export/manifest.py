@@ -62,8 +62,9 @@ def write_manifest(
     extra: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Write `library.MANIFEST_NAME` with checksums of every file; returns what was written."""
-    from qwen_mtp_desktop.core.library import MANIFEST_NAME, ExportManifest
+    """Write `model_folders.manifest.MANIFEST_NAME` with checksums of every file; returns what
+    was written."""
+    from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
 
     files = {}
     for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):

@@ -979,7 +979,7 @@ def run_preflight(
             needs.append((hf_cache, estimate.download_bytes, "the download"))
         items.append(check_disk(needs, free_bytes or free_disk_bytes))
         if memory is None:
-            from qwen_mtp_desktop.core.library import available_memory
+            from qwen_mtp_desktop.core.model_folders.memory import available_memory
 
             memory = available_memory()
         items.append(check_memory(estimate, *memory))

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.models import display_name, is_demo_model
+from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
 from qwen_mtp_desktop.core.validate import Progress

@@ -56,7 +56,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.models import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats

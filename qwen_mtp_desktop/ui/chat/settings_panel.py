@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chats import ChatSettings
-from qwen_mtp_desktop.core.models import display_name
+from qwen_mtp_desktop.core.model_library import display_name
 
 EXPERIMENTAL_DEPTH_NOTE = (
     "More than 1 draft token per step is experimental: not validated for every model and "

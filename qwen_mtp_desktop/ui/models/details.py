@@ -30,7 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.ir import format_shares
-from qwen_mtp_desktop.core.library import MANIFEST_NAME, ComponentReport, Diagnostic, ModelReport
+from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
+from qwen_mtp_desktop.core.model_folders.report import ComponentReport, Diagnostic, ModelReport
 from qwen_mtp_desktop.core.model_library import (
     CONTEXT_CHOICES,
     VERDICT_LABELS,

@@ -1,4 +1,4 @@
-"""core.library: inspect, diagnose, estimate memory, discover and verify model folders.
+"""core.model_folders: inspect, diagnose, estimate memory, discover and verify model folders.
 
 The folders are made of real IRs saved with the openvino API (see tests.unit.test_ir for the
 builders), laid out the way optimum-intel's image-text-to-text export lays them out.
@@ -19,18 +19,16 @@ import openvino as ov
 import pytest
 from openvino import opset13 as ops
 
-from qwen_mtp_desktop.core import library
-from qwen_mtp_desktop.core.library import (
-    COMPONENTS,
-    MANIFEST_NAME,
-    ExportManifest,
-    Geometry,
-    discover_models,
+from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.model_folders.discovery import discover_models
+from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.model_folders.memory import (
+    default_kv_precision,
     estimate_memory,
     geometry_from_config,
-    inspect_model,
-    verify_checksums,
 )
+from qwen_mtp_desktop.core.model_folders.report import COMPONENTS, Geometry, ModelReport
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from tests.unit.test_ir import compressed_linear, mlp_model, save, stateful_model
 
@@ -121,7 +119,7 @@ def make_export(
     return folder
 
 
-def inspect(folder: Path, **kwargs: Any) -> library.ModelReport:
+def inspect(folder: Path, **kwargs: Any) -> ModelReport:
     kwargs.setdefault("available_bytes", PLENTY)
     kwargs.setdefault("total_ram_bytes", PLENTY)
     kwargs.setdefault("installed_versions", SAME_FAMILY)
@@ -424,9 +422,9 @@ def test_int8_lm_head_does_not_count_against_an_int4_mtp(export: Path) -> None:
 
 
 def test_default_kv_precision() -> None:
-    assert library.default_kv_precision("CPU") == "u8"
-    assert library.default_kv_precision("GPU.0") == "f16"
-    assert library.default_kv_precision("AUTO") == "f16"
+    assert default_kv_precision("CPU") == "u8"
+    assert default_kv_precision("GPU.0") == "f16"
+    assert default_kv_precision("AUTO") == "f16"
 
 
 def test_mtp_rope_quantized(export: Path) -> None:
@@ -661,7 +659,7 @@ def test_unreadable_folder(export: Path, monkeypatch: pytest.MonkeyPatch) -> Non
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(library.os, "scandir", scandir)
+    monkeypatch.setattr(os, "scandir", scandir)
     report = inspect(export)
     assert report.codes() == ["UNREADABLE"]
     assert "Permission denied" in report.diagnostics[0].message
@@ -762,7 +760,7 @@ def test_discover_skips_unreadable_folders(tmp_path: Path, monkeypatch: pytest.M
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(library.os, "scandir", scandir)
+    monkeypatch.setattr(os, "scandir", scandir)
     assert discover_models([root]) == [good]
 
 
