@@ -38,7 +38,8 @@ def run_gui(
     from PySide6.QtWidgets import QApplication
 
     from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
-    from qwen_mtp_desktop.ui.main_window import MainWindow, app_icon
+    from qwen_mtp_desktop.ui.main_window import MainWindow
+    from qwen_mtp_desktop.ui.style import app_icon
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)

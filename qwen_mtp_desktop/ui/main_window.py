@@ -6,7 +6,7 @@ import contextlib
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon
+from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -22,22 +22,18 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model, selected_model
-from qwen_mtp_desktop.core.paths import AppPaths, resources_dir
+from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export_panel import ExportPanel
 from qwen_mtp_desktop.ui.models_panel import ModelsPanel
-from qwen_mtp_desktop.ui.style import is_dark, stylesheet
+from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
-
-
-def app_icon() -> QIcon:
-    return QIcon(str(resources_dir() / "icons" / "app.svg"))
 
 
 class MainWindow(QMainWindow):

@@ -1,11 +1,17 @@
-"""The app's look: one stylesheet that follows the palette (light or dark)."""
+"""The app's look: one stylesheet that follows the palette (light or dark), and its icon."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
+from qwen_mtp_desktop.core.paths import resources_dir
+
 ACCENT = "#5b6cff"
+
+
+def app_icon() -> QIcon:
+    return QIcon(str(resources_dir() / "icons" / "app.svg"))
 
 
 def is_dark(app: QApplication) -> bool:
