@@ -58,12 +58,19 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if auto and loaded.mode == "mtp":
             # The chat's Auto policy: the stored benchmark verdict (n=1 without one), and a
             # fall back to plain decoding mid-answer if the drafts keep being rejected.
-            from qwen_mtp_desktop.core.adaptive import turn_settings
-            from qwen_mtp_desktop.core.bench import auto_policy
+            from qwen_mtp_desktop.core.chat_session import AutoDecoding
 
-            policy = auto_policy(args.model_dir, args.device)
-            decision = policy.decide()
-            settings = turn_settings(decision, settings, policy, plain_load_s=0.8 * loaded.load_s)
+            auto_decoding = AutoDecoding()
+            found = AutoDecoding.lookup(args.model_dir, args.device)
+            auto_decoding.remember(args.model_dir, args.device, found)
+            turn = auto_decoding.plan_turn(
+                (0, args.model_dir, args.device),
+                settings,
+                plain_ready=engine.plain_ready,
+                load_s=loaded.load_s,
+            )
+            settings, decision = turn.settings, turn.decision
+            assert decision is not None
             print(f"Auto: {decision.summary()}", file=sys.stderr)
         generation = engine.generate(messages, settings)
         try:

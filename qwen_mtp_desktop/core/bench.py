@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop import __version__
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, policy_from_recommendation
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
@@ -637,20 +636,6 @@ def recommended_depth(model_dir: Path, device: str) -> int | None:
     return found.depth
 
 
-def auto_policy(model_dir: Path, device: str) -> AdaptivePolicy:
-    """A fresh Auto policy for this model and device, starting from the stored benchmark
-    verdict (n=1 when there is none)."""
-    found = depth_recommendation(model_dir, device)
-    if found is None:
-        return policy_from_recommendation(None, benchmarked=False)
-    return policy_from_recommendation(
-        found.depth,
-        benchmarked=True,
-        speedup=found.speedup,
-        acceptance=found.acceptance_rate,
-    )
-
-
 # --- Markdown ------------------------------------------------------------------------------
 
 
@@ -766,7 +751,6 @@ __all__ = [
     "DEFAULT_AUTO_DEPTH",
     "DepthRecommendation",
     "RunCancelledError",
-    "auto_policy",
     "bench_markdown",
     "depth_recommendation",
     "parse_depths",

@@ -30,15 +30,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.adaptive import (
-    AdaptivePolicy,
-    Decision,
-    TurnSample,
-    auto_summary,
-    policy_from_recommendation,
-    turn_settings,
+from qwen_mtp_desktop.core.bench import DepthRecommendation
+from qwen_mtp_desktop.core.chat_session import (
+    AutoDecoding,
+    PolicyKey,
+    Turn,
+    auto_applies,
+    chat_history,
+    generation_settings,
 )
-from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
 from qwen_mtp_desktop.core.chats import (
     ChatSettings,
     ChatStore,
@@ -53,7 +53,6 @@ from qwen_mtp_desktop.core.engine import (
     GenerationSettings,
     LoadedModel,
     LoadOptions,
-    Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
@@ -73,41 +72,6 @@ MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 
 
-def generation_settings(
-    settings: ChatSettings, auto_depth: int | None = None
-) -> GenerationSettings:
-    """The engine's settings for a chat's settings (temperature 0 means greedy decoding).
-    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none)."""
-    depth = settings.num_assistant_tokens
-    if depth == "auto":
-        depth = auto_depth or 1
-    return GenerationSettings(
-        max_new_tokens=settings.max_new_tokens,
-        do_sample=settings.temperature > 0,
-        temperature=settings.temperature if settings.temperature > 0 else 0.7,
-        top_p=settings.top_p,
-        top_k=settings.top_k,
-        repetition_penalty=settings.repetition_penalty,
-        seed=settings.seed,
-        num_assistant_tokens=depth,
-        thinking=settings.thinking,
-    )
-
-
-def _verdict(recommendation: DepthRecommendation) -> str:
-    """The benchmark's reason in a few words, e.g. "78 % accepted, 1.30x" or "MTP 0.93x"."""
-    speedup = recommendation.speedup
-    accepted = recommendation.acceptance_rate
-    parts = []
-    if accepted is not None:
-        parts.append(f"{accepted:.0%} accepted")
-    if speedup is not None:
-        parts.append(
-            f"MTP would be {speedup:.2f}x" if recommendation.depth is None else f"{speedup:.2f}x"
-        )
-    return ", ".join(parts) or recommendation.label
-
-
 class _Stream:
     """The answer being generated: its widget, store id and text not yet written."""
 
@@ -115,14 +79,13 @@ class _Stream:
         self,
         request_id: int,
         widget: MessageWidget,
-        settings: GenerationSettings,
-        auto: tuple[AdaptivePolicy, Decision] | None = None,
+        turn: Turn,
     ) -> None:
         self.request_id = request_id
         self.widget = widget
-        self.settings = settings
-        #: Auto's policy and its decision for this turn (None when the depth is fixed).
-        self.auto = auto
+        #: This answer's settings and, under Auto, its policy and decision.
+        self.turn = turn
+        self.settings = turn.settings
         self.message_id: int | None = None
         self.pending_answer: list[str] = []
         self.pending_reasoning: list[str] = []
@@ -170,10 +133,8 @@ class ChatPanel(QWidget):
         self._show_drafts = False
         self._search = ""
         self._models: list[Path] = []
-        #: The benchmark's verdict for "auto" depth, per (model dir, device).
-        self._auto: dict[tuple[Path, str], DepthRecommendation | None] = {}
-        #: Auto's policy per (conversation, model dir, device): it learns turn by turn.
-        self._policies: dict[tuple[int, Path, str], AdaptivePolicy] = {}
+        #: The benchmark's verdicts and Auto's policies (core.chat_session).
+        self._auto = AutoDecoding()
         self._last_deleted: DeletedConversation | None = None
         self._build()
         self._wire_engine()
@@ -315,10 +276,7 @@ class ChatPanel(QWidget):
 
     def forget_recommendation(self, model_dir: Path) -> None:
         """A new benchmark result for `model_dir`: look "auto" up again."""
-        for key in [key for key in self._auto if key[0] == model_dir]:
-            del self._auto[key]
-        for policy_key in [k for k in self._policies if k[1] == model_dir]:
-            del self._policies[policy_key]
+        self._auto.forget(model_dir)
         if not self.generating:
             self._want_model = None
             self._ensure_model()
@@ -463,28 +421,22 @@ class ChatPanel(QWidget):
     def _default_settings(self) -> ChatSettings:
         return ChatSettings(temperature=0.0)
 
-    def _auto_recommendation(self) -> DepthRecommendation | None:
-        return self._auto.get((self._model_dir(), self.settings_panel.settings.device))
-
-    def _auto_depth(self) -> int | None:
-        found = self._auto_recommendation()
-        return found.depth if found is not None else None
-
     def _engine_settings(self) -> GenerationSettings:
-        return generation_settings(self.settings_panel.settings, self._auto_depth())
+        depth = self._auto.depth(self._model_dir(), self.settings_panel.settings.device)
+        return generation_settings(self.settings_panel.settings, depth)
 
     def _ensure_model(self) -> None:
         """Ask the engine thread for this chat's model, device and mode if they differ."""
         settings = self.settings_panel.settings
         key = (self._model_dir(), settings.device)
-        if settings.num_assistant_tokens == "auto" and key not in self._auto:
+        if settings.num_assistant_tokens == "auto" and not self._auto.known(*key):
             # Look the benchmark's verdict up off the GUI thread, then come back here.
             def found(recommendation: DepthRecommendation | None) -> None:
-                self._auto[key] = recommendation
+                self._auto.remember(*key, recommendation)
                 self._ensure_model()
                 self._update_header()
 
-            self._runner.submit(lambda: depth_recommendation(*key), found, self._on_store_error)
+            self._runner.submit(lambda: AutoDecoding.lookup(*key), found, self._on_store_error)
             return
         # Auto keeps the MTP pipeline and adds a plain one beside it when it first runs plain
         # decoding (Engine), so it can probe MTP again later.
@@ -508,27 +460,21 @@ class ChatPanel(QWidget):
             return
         self._ensure_model()
         conversation = self._conversation
-        history: list[Message] = []
-        if conversation.system_prompt:
-            history.append(Message("system", conversation.system_prompt))
-        for message in self._messages:
-            if message.role == "assistant" and not message.content:
-                continue
-            history.append(message.to_engine_message())
-        settings = self._engine_settings()
-        auto: tuple[AdaptivePolicy, Decision] | None = None
-        policy = self._policy()
-        if policy is not None:
-            decision = policy.decide()
+        history = chat_history(conversation.system_prompt, self._messages)
+        turn = Turn(self._engine_settings())
+        if self._auto_applies():
             loaded = self._loaded
-            load_s = 0.0 if self._engine.plain_ready else (loaded.load_s if loaded else 1.0)
-            settings = turn_settings(decision, settings, policy, plain_load_s=load_s)
-            auto = (policy, decision)
-        request_id = self._engine.generate(history, settings)
+            turn = self._auto.plan_turn(
+                self._policy_key(),
+                turn.settings,
+                plain_ready=self._engine.plain_ready,
+                load_s=loaded.load_s if loaded else None,
+            )
+        request_id = self._engine.generate(history, turn.settings)
         widget = self._add_widget("assistant")
         widget.begin_stream()
         widget.set_show_drafts(self._show_drafts)
-        stream = _Stream(request_id, widget, settings, auto)
+        stream = _Stream(request_id, widget, turn)
         self._update_header()
         self._stream = stream
         store = self._store
@@ -609,14 +555,10 @@ class ChatPanel(QWidget):
             return
         widget = stream.widget
         widget.end_stream()
-        record = self._stats_record(stats, widget)
-        if stream.auto is not None:
-            policy, decision = stream.auto
-            policy.observe(TurnSample.from_stats(stats, stream.settings.max_new_tokens))
-            record["decoding"] = "auto"
-            record["auto"] = auto_summary(decision, stats)
-        else:
-            record["decoding"] = "fixed"
+        loaded = self._loaded
+        record = stream.turn.finish(
+            stats, loaded.model_dir if loaded else None, widget.drafted_ranges
+        )
         widget.set_stats(record)
         if stats.finish_reason == "cancelled":
             widget.show_notice("Stopped. The answer so far is kept.")
@@ -685,16 +627,6 @@ class ChatPanel(QWidget):
 
         self._runner.submit(write, None, self._on_store_error)
 
-    def _stats_record(self, stats: GenerationStats, widget: MessageWidget) -> dict[str, Any]:
-        record = stats.to_json_dict()
-        record.pop("chunk_sizes", None)
-        record.pop("chunk_times", None)
-        loaded = self._loaded
-        record["model"] = display_name(loaded.model_dir) if loaded else ""
-        record["model_dir"] = str(loaded.model_dir) if loaded else ""
-        record["drafted_ranges"] = [list(pair) for pair in widget.drafted_ranges]
-        return record
-
     # ------------------------------------------------------------------------ engine status
 
     def _on_loading(self, model_dir: Path) -> None:
@@ -746,39 +678,19 @@ class ChatPanel(QWidget):
             return "plain decoding"
         if not auto:
             return f"MTP n={depth}"
-        policy = self._policies.get(self._policy_key()) if self._conversation else None
-        if policy is not None and policy.last_decision is not None:
-            return f"Auto · {policy.last_decision.summary()}"
-        recommendation = self._auto_recommendation()
-        if recommendation is None:
-            return "Auto · starts at MTP n=1 (not benchmarked on this device yet)"
-        start = "plain" if recommendation.depth is None else f"MTP n={recommendation.depth}"
-        return f"Auto · starts at {start} (benchmark: {_verdict(recommendation)})"
+        key = self._policy_key() if self._conversation else None
+        return self._auto.status(key, self._model_dir(), settings.device)
 
-    def _policy_key(self) -> tuple[int, Path, str]:
+    def _policy_key(self) -> PolicyKey:
         conversation_id = self._conversation.id if self._conversation is not None else 0
         return (conversation_id, self._model_dir(), self.settings_panel.settings.device)
 
-    def _policy(self) -> AdaptivePolicy | None:
-        """This conversation's Auto policy; None when the depth is fixed or MTP is off."""
-        settings = self.settings_panel.settings
+    def _auto_applies(self) -> bool:
+        """Whether Auto chooses this turn's decoding (not for a fixed depth or without MTP)."""
         loaded = self._loaded
-        if settings.num_assistant_tokens != "auto" or not settings.mtp or settings.temperature > 0:
-            return None
-        if loaded is None or loaded.mode != "mtp":
-            return None
-        key = self._policy_key()
-        policy = self._policies.get(key)
-        if policy is None:
-            found = self._auto_recommendation()
-            policy = policy_from_recommendation(
-                found.depth if found else None,
-                benchmarked=found is not None,
-                speedup=found.speedup if found else None,
-                acceptance=found.acceptance_rate if found else None,
-            )
-            self._policies[key] = policy
-        return policy
+        return auto_applies(self.settings_panel.settings) and (
+            loaded is not None and loaded.mode == "mtp"
+        )
 
     # ------------------------------------------------------------------------ user actions
 

@@ -1,0 +1,242 @@
+"""One chat's decoding, Qt-free: shared by the chat panel, the `generate` command and a server.
+
+- `generation_settings()`: a chat's settings (`ChatSettings`) as the engine's settings.
+- `chat_history()`: what the model reads for the next answer.
+- `AutoDecoding`: the benchmark's verdict per (model folder, device), read once, and Auto's
+  policy per (conversation, model folder, device), which learns turn by turn. `plan_turn()`
+  turns the policy's decision into this turn's settings; `Turn.finish()` teaches the policy
+  what the turn measured and returns the stats record a message keeps.
+- `plain_switch_cost()`: what falling back to plain decoding mid-answer costs, in one place.
+
+Reading a verdict reads the data dir, so `AutoDecoding.lookup()` is the one blocking call: the
+GUI runs it on its store thread and hands the result to `remember()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qwen_mtp_desktop.core.adaptive import (
+    AdaptivePolicy,
+    Decision,
+    TurnSample,
+    auto_summary,
+    policy_from_recommendation,
+    turn_settings,
+)
+from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
+from qwen_mtp_desktop.core.chats import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.core.model_library import display_name
+
+#: The plain pipeline's load time assumed before any model has loaded (seconds).
+DEFAULT_PLAIN_LOAD_S = 1.0
+
+#: (model folder, device): whose benchmark verdict.
+ModelKey = tuple[Path, str]
+#: (conversation id, model folder, device): whose Auto policy (0: a chat not yet stored).
+PolicyKey = tuple[int, Path, str]
+
+
+def generation_settings(
+    settings: ChatSettings, auto_depth: int | None = None
+) -> GenerationSettings:
+    """The engine's settings for a chat's settings (temperature 0 means greedy decoding).
+    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none)."""
+    depth = settings.num_assistant_tokens
+    if depth == "auto":
+        depth = auto_depth or 1
+    return GenerationSettings(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=settings.temperature > 0,
+        temperature=settings.temperature if settings.temperature > 0 else 0.7,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        repetition_penalty=settings.repetition_penalty,
+        seed=settings.seed,
+        num_assistant_tokens=depth,
+        thinking=settings.thinking,
+    )
+
+
+def chat_history(system_prompt: str, messages: Iterable[StoredMessage]) -> list[Message]:
+    """The system prompt, then every stored message except empty answers (a failed or stopped
+    turn that produced nothing)."""
+    history: list[Message] = []
+    if system_prompt:
+        history.append(Message("system", system_prompt))
+    for message in messages:
+        if message.role == "assistant" and not message.content:
+            continue
+        history.append(message.to_engine_message())
+    return history
+
+
+def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
+    """Seconds that switching to plain decoding mid-answer would cost now: nothing when the
+    plain pipeline is loaded, else about what loading the model took (`load_s`)."""
+    if plain_ready:
+        return 0.0
+    return load_s if load_s is not None else DEFAULT_PLAIN_LOAD_S
+
+
+def auto_applies(settings: ChatSettings) -> bool:
+    """Auto chooses the decoding only for "auto" depth with MTP on and greedy decoding."""
+    return settings.num_assistant_tokens == "auto" and settings.mtp and settings.temperature <= 0
+
+
+def policy_for(found: DepthRecommendation | None) -> AdaptivePolicy:
+    """A fresh Auto policy starting from a benchmark verdict (None: never benchmarked, n=1)."""
+    if found is None:
+        return policy_from_recommendation(None, benchmarked=False)
+    return policy_from_recommendation(
+        found.depth,
+        benchmarked=True,
+        speedup=found.speedup,
+        acceptance=found.acceptance_rate,
+    )
+
+
+def verdict_text(recommendation: DepthRecommendation) -> str:
+    """The benchmark's reason in a few words, e.g. "78 % accepted, 1.30x" or "MTP 0.93x"."""
+    speedup = recommendation.speedup
+    accepted = recommendation.acceptance_rate
+    parts = []
+    if accepted is not None:
+        parts.append(f"{accepted:.0%} accepted")
+    if speedup is not None:
+        parts.append(
+            f"MTP would be {speedup:.2f}x" if recommendation.depth is None else f"{speedup:.2f}x"
+        )
+    return ", ".join(parts) or recommendation.label
+
+
+@dataclass
+class Turn:
+    """One answer's decoding: its settings and, under Auto, the policy and its decision."""
+
+    settings: GenerationSettings
+    policy: AdaptivePolicy | None = None
+    decision: Decision | None = None
+
+    def finish(
+        self,
+        stats: GenerationStats,
+        model_dir: Path | None,
+        drafted_ranges: Sequence[tuple[int, int]] = (),
+    ) -> dict[str, Any]:
+        """Teach Auto what this turn measured; returns the stats record the message keeps."""
+        record = stats.to_json_dict()
+        record.pop("chunk_sizes", None)
+        record.pop("chunk_times", None)
+        record["model"] = display_name(model_dir) if model_dir is not None else ""
+        record["model_dir"] = str(model_dir) if model_dir is not None else ""
+        record["drafted_ranges"] = [list(pair) for pair in drafted_ranges]
+        if self.policy is not None and self.decision is not None:
+            self.policy.observe(TurnSample.from_stats(stats, self.settings.max_new_tokens))
+            record["decoding"] = "auto"
+            record["auto"] = auto_summary(self.decision, stats)
+        else:
+            record["decoding"] = "fixed"
+        return record
+
+
+@dataclass
+class AutoDecoding:
+    """Auto's memory for one app (or command) run; see the module docstring."""
+
+    _verdicts: dict[ModelKey, DepthRecommendation | None] = field(default_factory=dict)
+    _policies: dict[PolicyKey, AdaptivePolicy] = field(default_factory=dict)
+
+    @staticmethod
+    def lookup(model_dir: Path, device: str) -> DepthRecommendation | None:
+        """The stored benchmark verdict (blocking: reads the data dir)."""
+        return depth_recommendation(model_dir, device)
+
+    def known(self, model_dir: Path, device: str) -> bool:
+        return (model_dir, device) in self._verdicts
+
+    def remember(
+        self, model_dir: Path, device: str, recommendation: DepthRecommendation | None
+    ) -> None:
+        self._verdicts[(model_dir, device)] = recommendation
+
+    def recommendation(self, model_dir: Path, device: str) -> DepthRecommendation | None:
+        """The verdict `remember()` was given (None when unknown or never benchmarked)."""
+        return self._verdicts.get((model_dir, device))
+
+    def depth(self, model_dir: Path, device: str) -> int | None:
+        found = self.recommendation(model_dir, device)
+        return found.depth if found is not None else None
+
+    def forget(self, model_dir: Path) -> None:
+        """A new benchmark result for `model_dir`: its verdicts and policies start over."""
+        for key in [key for key in self._verdicts if key[0] == model_dir]:
+            del self._verdicts[key]
+        for policy_key in [key for key in self._policies if key[1] == model_dir]:
+            del self._policies[policy_key]
+
+    def existing_policy(self, key: PolicyKey) -> AdaptivePolicy | None:
+        return self._policies.get(key)
+
+    def policy(self, key: PolicyKey) -> AdaptivePolicy:
+        """This conversation's policy on this model and device, made on first use."""
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = policy_for(self.recommendation(key[1], key[2]))
+            self._policies[key] = policy
+        return policy
+
+    def plan_turn(
+        self,
+        key: PolicyKey,
+        settings: GenerationSettings,
+        *,
+        plain_ready: bool,
+        load_s: float | None,
+    ) -> Turn:
+        """The policy's decision for the next answer, as settings with its within-turn check."""
+        policy = self.policy(key)
+        return plan_auto_turn(policy, settings, plain_ready=plain_ready, load_s=load_s)
+
+    def status(self, key: PolicyKey | None, model_dir: Path, device: str) -> str:
+        """What Auto did last in this conversation, or where it will start and why."""
+        policy = self._policies.get(key) if key is not None else None
+        if policy is not None and policy.last_decision is not None:
+            return f"Auto · {policy.last_decision.summary()}"
+        recommendation = self.recommendation(model_dir, device)
+        if recommendation is None:
+            return "Auto · starts at MTP n=1 (not benchmarked on this device yet)"
+        start = "plain" if recommendation.depth is None else f"MTP n={recommendation.depth}"
+        return f"Auto · starts at {start} (benchmark: {verdict_text(recommendation)})"
+
+
+def plan_auto_turn(
+    policy: AdaptivePolicy,
+    settings: GenerationSettings,
+    *,
+    plain_ready: bool,
+    load_s: float | None,
+) -> Turn:
+    decision = policy.decide()
+    cost = plain_switch_cost(plain_ready=plain_ready, load_s=load_s)
+    return Turn(turn_settings(decision, settings, policy, plain_load_s=cost), policy, decision)
+
+
+__all__ = [
+    "AutoDecoding",
+    "ModelKey",
+    "PolicyKey",
+    "Turn",
+    "auto_applies",
+    "chat_history",
+    "generation_settings",
+    "plain_switch_cost",
+    "plan_auto_turn",
+    "policy_for",
+    "verdict_text",
+]

@@ -1,0 +1,135 @@
+"""core.chat_session: one chat's decoding as the chat panel, `generate` and a server share it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qwen_mtp_desktop.core.bench import save_recommendation
+from qwen_mtp_desktop.core.chat_session import (
+    DEFAULT_PLAIN_LOAD_S,
+    AutoDecoding,
+    Turn,
+    auto_applies,
+    chat_history,
+    generation_settings,
+    plain_switch_cost,
+    policy_for,
+)
+from qwen_mtp_desktop.core.chats import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from tests.unit.test_bench import fake_bench, rows
+
+
+def stored(position: int, role: str, content: str) -> StoredMessage:
+    return StoredMessage(
+        position, 1, position, role, content, "", None, 0.0, "complete", None, None  # type: ignore[arg-type]
+    )
+
+
+def benchmarked_model(tmp_path: Path, depth: int, speed: float) -> Path:
+    """A model folder with a stored benchmark verdict: `depth` at `speed` vs plain 100 tok/s."""
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("openvino_language_model", "openvino_mtp_model"):
+        (model / f"{name}.xml").write_text("<net/>")
+        (model / f"{name}.bin").write_bytes(b"\0" * 16)
+    base = [100.0]
+    save_recommendation(
+        fake_bench(model, rows(None, base, base=base) + rows(depth, [speed], base=base), [depth])
+    )
+    return model
+
+
+def test_generation_settings_map_a_chats_settings() -> None:
+    greedy = generation_settings(ChatSettings(temperature=0.0, num_assistant_tokens="auto"), 3)
+    assert (greedy.do_sample, greedy.temperature, greedy.num_assistant_tokens) == (False, 0.7, 3)
+    unbenchmarked = generation_settings(ChatSettings(num_assistant_tokens="auto"), None)
+    assert unbenchmarked.num_assistant_tokens == 1
+    fixed = generation_settings(ChatSettings(temperature=0.4, num_assistant_tokens=2, seed=5), 4)
+    assert (fixed.do_sample, fixed.temperature, fixed.num_assistant_tokens, fixed.seed) == (
+        True,
+        0.4,
+        2,
+        5,
+    )
+
+
+def test_history_starts_with_the_system_prompt_and_skips_empty_answers() -> None:
+    messages = [stored(1, "user", "hi"), stored(2, "assistant", ""), stored(3, "user", "again")]
+    assert chat_history("be brief", messages) == [
+        Message("system", "be brief"),
+        Message("user", "hi", None),
+        Message("user", "again", None),
+    ]
+    assert chat_history("", messages[:1]) == [Message("user", "hi", None)]
+
+
+def test_one_switch_cost_for_every_caller() -> None:
+    assert plain_switch_cost(plain_ready=True, load_s=7.0) == 0.0
+    assert plain_switch_cost(plain_ready=False, load_s=7.0) == 7.0
+    assert plain_switch_cost(plain_ready=False, load_s=None) == DEFAULT_PLAIN_LOAD_S
+
+
+def test_auto_applies_only_to_greedy_auto_depth_with_mtp() -> None:
+    assert auto_applies(ChatSettings(temperature=0.0))
+    assert not auto_applies(ChatSettings(temperature=0.7))
+    assert not auto_applies(ChatSettings(temperature=0.0, num_assistant_tokens=2))
+    assert not auto_applies(ChatSettings(temperature=0.0, mtp=False))
+
+
+def test_auto_starts_from_the_stored_verdict_and_learns(tmp_path: Path) -> None:
+    model = benchmarked_model(tmp_path, depth=2, speed=150.0)
+    auto = AutoDecoding()
+    assert not auto.known(model, "CPU")
+    assert auto.status(None, model, "CPU").startswith("Auto · starts at MTP n=1 (not benchmarked")
+    found = AutoDecoding.lookup(model, "CPU")
+    assert found is not None and found.acceptance_rate is not None
+    auto.remember(model, "CPU", found)
+    assert auto.known(model, "CPU") and auto.depth(model, "CPU") == 2
+    assert auto.status(None, model, "CPU") == (
+        f"Auto · starts at MTP n=2 (benchmark: {found.acceptance_rate:.0%} accepted, 1.50x)"
+    )
+
+    key = (1, model, "CPU")
+    turn = auto.plan_turn(key, GenerationSettings(max_new_tokens=32), plain_ready=False, load_s=2.0)
+    assert turn.decision is not None and turn.decision.choice == 2
+    assert turn.settings.num_assistant_tokens == 2 and not turn.settings.plain
+    assert turn.settings.within_turn is not None
+    assert turn.settings.within_turn.plain_load_s == 2.0
+    assert auto.existing_policy(key) is turn.policy
+
+    stats = build_stats(
+        mode="mtp", num_assistant_tokens=2, device="CPU", prompt_tokens=10,
+        chunk_sizes=[1, 3, 3, 1], chunk_times=[0.1, 0.2, 0.3, 0.4], total_s=0.4,
+        reasoning_tokens=0, answer_tokens=8, finish_reason="stop", max_new_tokens=32,
+    )  # fmt: skip
+    record = turn.finish(stats, model, [(0, 4)])
+    assert turn.policy is not None and turn.policy.turns == 1
+    assert record["decoding"] == "auto" and record["auto"]["depth"] == 2
+    assert record["model_dir"] == str(model) and record["drafted_ranges"] == [[0, 4]]
+    assert "chunk_sizes" not in record and "chunk_times" not in record
+    assert auto.status(key, model, "CPU").startswith("Auto · ")
+
+    auto.forget(model)
+    assert not auto.known(model, "CPU") and auto.existing_policy(key) is None
+
+
+def test_a_fixed_turn_records_fixed_decoding() -> None:
+    stats = build_stats(
+        mode="baseline", num_assistant_tokens=1, device="CPU", prompt_tokens=4,
+        chunk_sizes=[1, 1], chunk_times=[0.1, 0.2], total_s=0.2, reasoning_tokens=0,
+        answer_tokens=2, finish_reason="stop",
+    )  # fmt: skip
+    record = Turn(GenerationSettings()).finish(stats, None)
+    assert record["decoding"] == "fixed" and "auto" not in record and record["model"] == ""
+
+
+@pytest.mark.parametrize(("depth", "speed", "start"), [(2, 150.0, 2), (1, 50.0, None)])
+def test_policy_for_a_verdict(tmp_path: Path, depth: int, speed: float, start: int | None) -> None:
+    found = AutoDecoding.lookup(benchmarked_model(tmp_path, depth, speed), "CPU")
+    assert found is not None
+    assert policy_for(found).current == start
+    assert policy_for(None).current == 1
