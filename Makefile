@@ -37,6 +37,7 @@ run: $(RUN_STAMP)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check qwen_mtp_desktop tests benchmarks packaging
+	$(BIN)/lint-imports
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
