@@ -27,8 +27,8 @@ from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.export_panel import ExportPanel
-from qwen_mtp_desktop.ui.models_panel import ModelsPanel
+from qwen_mtp_desktop.ui.export.panel import ExportPanel
+from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.engine_thread import EngineThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner

@@ -22,7 +22,7 @@ from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.models.common import ModelDialogs
-from qwen_mtp_desktop.ui.models_panel import ModelsPanel
+from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import stylesheet
 from tests.unit.test_model_folders import make_export
 

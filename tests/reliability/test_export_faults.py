@@ -231,7 +231,7 @@ def test_export_faults_never_leave_a_half_model(tmp_path: Path) -> None:
 @pytest.mark.gui
 def test_export_panel_cleans_stale_staging_at_start(qtbot: QtBot, tmp_path: Path) -> None:
     """The "next start" above is the Export panel's own start-up cleanup."""
-    from qwen_mtp_desktop.ui.export_panel import ExportPanel
+    from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.workers.tasks import TaskRunner
 
     models = app_paths().ensure().models_dir

@@ -216,7 +216,7 @@ def test_trust_remote_code_is_never_on_by_default(tmp_path: Path) -> None:
 
 @pytest.mark.gui
 def test_export_panel_never_turns_trust_remote_code_on(qtbot: QtBot, demo_model: Path) -> None:
-    from qwen_mtp_desktop.ui.export_panel import ExportPanel
+    from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.workers.tasks import TaskRunner
 
     manifest = json.loads((demo_model / "qwen_mtp_export.json").read_text())

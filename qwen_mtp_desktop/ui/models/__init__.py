@@ -1,1 +1,1 @@
-"""The Models panel's parts (the panel itself is ui.models_panel.ModelsPanel)."""
+"""The Models panel (panel.ModelsPanel) and its parts."""
