@@ -32,10 +32,6 @@ def _group_size(text: str) -> int:
     return positive_int(text)
 
 
-def _gb(value: int) -> str:
-    return f"{value / 1024**3:.2f} GB" if value >= 1024**3 else f"{value / 1024**2:.1f} MB"
-
-
 def _cmd_export(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
     from qwen_mtp_desktop.core.export.options import (
@@ -48,6 +44,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.export.preflight import run_preflight as preflight
     from qwen_mtp_desktop.core.export.progress import ProgressEvent
     from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
+    from qwen_mtp_desktop.core.units import format_bytes
 
     try:
         source = parse_source(args.source, args.revision)
@@ -91,8 +88,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         est = report.estimate
         say(
             f"exporting {source.display} -> {out} ({options.weight_format}, MTP "
-            f"{options.mtp_weight_format}); estimated output {_gb(est.output_bytes)}, "
-            f"peak RAM {_gb(est.peak_ram_bytes)}"
+            f"{options.mtp_weight_format}); estimated output {format_bytes(est.output_bytes)}, "
+            f"peak RAM {format_bytes(est.peak_ram_bytes)}"
         )
 
     last_label: list[str] = [""]
@@ -124,7 +121,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             say(f"verify {check.status}: {check.message}")
     if not args.json:
         print(
-            f"exported {out} in {outcome.seconds:.1f} s, peak memory {_gb(outcome.peak_rss_bytes)}"
+            f"exported {out} in {outcome.seconds:.1f} s, "
+            f"peak memory {format_bytes(outcome.peak_rss_bytes)}"
         )
     if verification is not None and not verification.ok:
         raise CommandError(outcome.reason())

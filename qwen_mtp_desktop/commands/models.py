@@ -106,12 +106,12 @@ def _status(diagnostics: Sequence[Any]) -> str:
 def _cmd_list(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
     from qwen_mtp_desktop.core.model_library import (
-        format_bytes,
         is_default,
         library_folders,
         scan_library,
         worst_severity,
     )
+    from qwen_mtp_desktop.core.units import format_bytes
 
     _utf8_safe(sys.stdout)
     settings = _settings()
@@ -183,12 +183,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _print_report(report: Any, verified: bool) -> None:
-    from qwen_mtp_desktop.core.model_library import (
-        VERDICT_LABELS,
-        format_bytes,
-        kind_text,
-        parts_text,
-    )
+    from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, kind_text, parts_text
+    from qwen_mtp_desktop.core.units import format_bytes
 
     width = _terminal_width()
     print(report.name)

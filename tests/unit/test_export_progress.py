@@ -122,7 +122,7 @@ def test_download_events_carry_bytes() -> None:
     assert event.stage == "downloading"
     assert event.fraction == 0.25
     assert (event.done_bytes, event.total_bytes) == (1048576, 4194304)
-    assert event.label == "Downloading: 1.0 MB of 4.0 MB"
+    assert event.label == "Downloading: 1.0 MB of 4.2 MB"  # decimal units, as everywhere
     assert 0 < event.overall < 0.25
 
 

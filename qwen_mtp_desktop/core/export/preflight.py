@@ -30,6 +30,7 @@ from qwen_mtp_desktop.core.environment import (
     package_version,
 )
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.units import format_bytes
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.core.export.options import ExportOptions
@@ -740,14 +741,6 @@ def free_disk_bytes(path: Path) -> int:
     return shutil.disk_usage(existing_ancestor(path)).free
 
 
-def _gib(value: int) -> str:
-    if value < 1024**2:
-        return f"{value / 1024:,.0f} KB"
-    if value < 1024**3:
-        return f"{value / 1024**2:,.0f} MB"
-    return f"{value / 1024**3:,.1f} GB"
-
-
 def check_disk(
     needs: Iterable[tuple[Path, int, str]], free_bytes: Callable[[Path], int]
 ) -> CheckItem:
@@ -779,12 +772,14 @@ def check_disk(
                 f"Free space on {anchor} cannot be measured ({exc}).",
                 "Make sure several GB are free before exporting.",
             )
-        summary.append(f"{_gib(amount)} needed ({' + '.join(whats)}), {_gib(free)} free")
+        summary.append(
+            f"{format_bytes(amount)} needed ({' + '.join(whats)}), {format_bytes(free)} free"
+        )
         if amount > free:
             verb = "needs" if len(whats) == 1 else "need"
             problems.append(
-                f"{' + '.join(whats)} {verb} about {_gib(amount)} on {anchor}, but only "
-                f"{_gib(free)} is free"
+                f"{' + '.join(whats)} {verb} about {format_bytes(amount)} on {anchor}, but only "
+                f"{format_bytes(free)} is free"
             )
     if problems:
         return CheckItem(
@@ -805,8 +800,8 @@ def check_memory(estimate: ExportEstimate, available: int | None, total: int | N
             "ram",
             "fail",
             "Memory",
-            f"The export needs about {_gib(need)} of RAM at its peak (about twice the fp32 "
-            f"weights), more than this computer's {_gib(total)}.",
+            f"The export needs about {format_bytes(need)} of RAM at its peak (about twice the fp32 "
+            f"weights), more than this computer's {format_bytes(total)}.",
             "Export on a computer with more RAM, or download an already exported OpenVINO "
             "model of this checkpoint.",
         )
@@ -815,12 +810,13 @@ def check_memory(estimate: ExportEstimate, available: int | None, total: int | N
             "ram",
             "warn",
             "Memory",
-            f"The export needs about {_gib(need)} of RAM at its peak but {_gib(available)} is "
-            "free now: the computer may swap and slow down, or the exporter may be killed.",
+            f"The export needs about {format_bytes(need)} of RAM at its peak but "
+            f"{format_bytes(available)} is free now: the computer may swap and slow down, or the "
+            "exporter may be killed.",
             "Close other applications (and unload the chat model) before exporting.",
         )
-    shown = f", {_gib(available)} free" if available is not None else ""
-    return CheckItem("ram", "pass", "Memory", f"Peak about {_gib(need)}{shown}.")
+    shown = f", {format_bytes(available)} free" if available is not None else ""
+    return CheckItem("ram", "pass", "Memory", f"Peak about {format_bytes(need)}{shown}.")
 
 
 def check_destination(destination: Path, *, overwrite: bool) -> CheckItem:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from qwen_mtp_desktop.core.export.optimum_cli import MARKER, part_name
 from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.units import format_bytes
 
 Stage = Literal[
     "queued",
@@ -216,7 +217,7 @@ class ProgressParser:
             done, total = payload.get("done"), payload.get("total")
             if isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
                 fraction = min(float(done) / float(total), 1.0)
-                label = f"Downloading: {_size(int(done))} of {_size(int(total))}"
+                label = f"Downloading: {format_bytes(int(done))} of {format_bytes(int(total))}"
                 return self._event(
                     "downloading",
                     fraction,
@@ -226,13 +227,6 @@ class ProgressParser:
                 )
             return self._event("downloading", None)
         return None
-
-
-def _size(value: int) -> str:
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value} B"
 
 
 def read_markers(lines: Iterable[str]) -> list[dict[str, Any]]:

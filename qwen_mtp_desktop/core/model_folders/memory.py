@@ -19,6 +19,7 @@ from qwen_mtp_desktop.core.model_folders.report import (
     MemoryTerm,
     Verdict,
 )
+from qwen_mtp_desktop.core.units import format_bytes
 
 DEFAULT_CONTEXT_LENGTH = 4096
 
@@ -297,15 +298,14 @@ def available_memory() -> tuple[int | None, int | None]:
 
 
 def memory_diagnostics(memory: MemoryEstimate, total_ram: int | None) -> list[Diagnostic]:
-    gib = 1024**3
-    need = f"{memory.total_bytes / gib:.1f} GiB"
+    need = format_bytes(memory.total_bytes)
     if total_ram is not None and memory.total_bytes > total_ram:
         return [
             Diagnostic(
                 "TOO_LARGE_FOR_MEMORY",
                 "error",
                 f"The model needs about {need} at {memory.context_length:,} tokens of context, "
-                f"more than this computer's {total_ram / gib:.1f} GiB of RAM.",
+                f"more than this computer's {format_bytes(total_ram)} of RAM.",
                 "Use a smaller model or a stronger compression (INT4), or shorten the context.",
             )
         ]
@@ -315,7 +315,7 @@ def memory_diagnostics(memory: MemoryEstimate, total_ram: int | None) -> list[Di
                 "TOO_LARGE_FOR_MEMORY",
                 "warning",
                 f"The model needs about {need} but only "
-                f"{memory.available_bytes / gib:.1f} GiB of RAM is free now.",
+                f"{format_bytes(memory.available_bytes)} of RAM is free now.",
                 "Close other applications, shorten the context, or use a smaller model.",
             )
         ]

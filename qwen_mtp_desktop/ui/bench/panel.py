@@ -43,6 +43,7 @@ from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
+from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.core.validate import Progress
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, Bar, Series, ThroughputChart
 from qwen_mtp_desktop.ui.style import ACCENT
@@ -1029,8 +1030,7 @@ class BenchPanel(QWidget):
                 f"{', '.join(map(str, settings['depths']))}, "
                 f"{'exact f32' if report['numerics'] == 'exact' else 'default'} numerics"
             )
-            memory = report["memory"]["peak_rss_bytes"] / 2**20
-            what += f", peak memory {memory:,.0f} MiB"
+            what += f", peak memory {format_bytes(report['memory']['peak_rss_bytes'])}"
         else:
             what = f"{report['settings']['max_new_tokens']} new tokens, exact f32 numerics"
         return (

@@ -61,6 +61,7 @@ from qwen_mtp_desktop.core.export.preflight import (
 from qwen_mtp_desktop.core.export.progress import ProgressEvent, pip_stage
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
+from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import (
     FALLBACK_LABELS,
     FALLBACK_TEXT,
@@ -101,12 +102,6 @@ class PreflightEnvironment:
     versions: Callable[[], Mapping[str, str | None]] | None = None
     free_bytes: Callable[[Path], int] | None = None
     memory: Callable[[], tuple[int | None, int | None]] | None = None
-
-
-def _size(value: int) -> str:
-    if value >= 1024**3:
-        return f"{value / 1024**3:.1f} GB"
-    return f"{value / 1024**2:.1f} MB"
 
 
 def _clock(seconds: float) -> str:
@@ -768,9 +763,9 @@ class ExportPanel(QWidget):
             self.estimate_label.setText(
                 f"{estimate.parameters:,} parameters ({estimate.mtp_parameters:,} in the MTP "
                 f"head). With the current options the export needs about "
-                f"{_size(estimate.output_bytes)} for the model plus "
-                f"{_size(estimate.scratch_bytes)} while it works, and about "
-                f"{_size(estimate.peak_ram_bytes)} of RAM at its peak."
+                f"{format_bytes(estimate.output_bytes)} for the model plus "
+                f"{format_bytes(estimate.scratch_bytes)} while it works, and about "
+                f"{format_bytes(estimate.peak_ram_bytes)} of RAM at its peak."
             )
         self._options_changed()
 
@@ -818,9 +813,9 @@ class ExportPanel(QWidget):
         estimate = estimate_export(checkpoint, options) if checkpoint is not None else None
         if estimate is not None:
             self.options_estimate.setText(
-                f"Estimated model size {_size(estimate.output_bytes)}; free space needed "
-                f"while exporting {_size(estimate.output_bytes + estimate.scratch_bytes)}; "
-                f"RAM peak about {_size(estimate.peak_ram_bytes)}."
+                f"Estimated model size {format_bytes(estimate.output_bytes)}; free space needed "
+                f"while exporting {format_bytes(estimate.output_bytes + estimate.scratch_bytes)}; "
+                f"RAM peak about {format_bytes(estimate.peak_ram_bytes)}."
             )
         else:
             self.options_estimate.clear()
@@ -921,7 +916,7 @@ class ExportPanel(QWidget):
             return
         elapsed = time.monotonic() - self._job_started if self._job_started else 0.0
         memory = (
-            f"memory {_size(stats.rss_bytes)} (peak {_size(stats.peak_rss_bytes)})"
+            f"memory {format_bytes(stats.rss_bytes)} (peak {format_bytes(stats.peak_rss_bytes)})"
             if stats.peak_rss_bytes
             else ""
         )
@@ -946,7 +941,7 @@ class ExportPanel(QWidget):
         self._job_started = 0.0
         self.last_outcome = outcome
         self.stats_label.setText(
-            f"Took {_clock(outcome.seconds)} · peak memory {_size(outcome.peak_rss_bytes)}"
+            f"Took {_clock(outcome.seconds)} · peak memory {format_bytes(outcome.peak_rss_bytes)}"
         )
         self.cancel_button.hide()
         self.result_box.show()

@@ -36,10 +36,10 @@ from qwen_mtp_desktop.core.model_library import (
     CONTEXT_CHOICES,
     VERDICT_LABELS,
     LibraryEntry,
-    format_bytes,
     kind_text,
     parts_text,
 )
+from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, VERDICT_STATUS, status_pixmap
 
 _SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse

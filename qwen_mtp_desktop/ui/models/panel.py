@@ -54,7 +54,6 @@ from qwen_mtp_desktop.core.model_library import (
     folder_bytes,
     folder_signature,
     forget_model,
-    format_bytes,
     is_default,
     library_folders,
     reestimate,
@@ -68,6 +67,7 @@ from qwen_mtp_desktop.core.model_library import (
 from qwen_mtp_desktop.core.model_library import add_folder as add_library_folder
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style, status_icon
 from qwen_mtp_desktop.ui.models.details import ModelDetails
 from qwen_mtp_desktop.ui.style import is_dark
