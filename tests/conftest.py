@@ -4,6 +4,7 @@ and the tiny Qwen3.5+MTP models (built once, cached under .cache/fixtures by bui
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +48,29 @@ def no_leaked_threads() -> Iterator[None]:
             break
         time.sleep(0.05)
     assert not leaked, f"test leaked running threads: {[t.name for t in leaked]}"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_qthreads() -> Iterator[None]:
+    """Fail a test that leaves a worker QThread running (every worker thread is made by
+    workers.foundation, which tracks them). Unit tests that never import Qt skip the check."""
+    foundation = sys.modules.get("qwen_mtp_desktop.workers.foundation")
+    before = {id(t) for t in foundation.running_threads()} if foundation is not None else set()
+    yield
+    foundation = sys.modules.get("qwen_mtp_desktop.workers.foundation")
+    if foundation is None:
+        return
+    deadline = time.monotonic() + 5.0
+    while True:
+        leaked = [t for t in foundation.running_threads() if id(t) not in before]
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    names = [t.objectName() for t in leaked]
+    for thread in leaked:  # stop them, so one leak does not fail the tests after it
+        thread.quit()
+        thread.wait(10_000)
+    assert not leaked, f"test left QThreads running: {names}"
 
 
 @pytest.fixture(scope="session")

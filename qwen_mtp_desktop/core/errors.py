@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
 
 class UserFacingError(Exception):
     """Base of every error whose message is shown to the user as-is (never a traceback)."""
@@ -32,3 +37,19 @@ class RunCancelledError(UserFacingError):
 
     def __init__(self) -> None:
         super().__init__("The run was cancelled.")
+
+
+E = TypeVar("E", bound=UserFacingError)
+
+
+def as_user_error(exc: BaseException, kind: type[E]) -> E:
+    """The one path from an exception to what the user sees: `exc` itself when it already is a
+    `kind`, else an INTERNAL `kind` that names it (a bug: its traceback goes to the log)."""
+    if isinstance(exc, kind):
+        return exc
+    log.error("unexpected error", exc_info=exc)
+    return kind(
+        f"Unexpected error: {type(exc).__name__}: {exc}",
+        "Details are in the log file.",
+        code="INTERNAL",
+    )

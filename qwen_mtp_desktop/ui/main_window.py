@@ -30,8 +30,7 @@ from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export.panel import ExportPanel
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
-from qwen_mtp_desktop.workers.engine_thread import EngineThread
-from qwen_mtp_desktop.workers.tasks import TaskRunner
+from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
 
@@ -47,10 +46,11 @@ class MainWindow(QMainWindow):
         self._paths = paths
         self._store = store
         self.model_dir: Path = selected_model(store.settings)
-        # One engine thread for the whole app; one thread for the database, one for file work.
-        self.engine = EngineThread()
-        self.store_runner = TaskRunner("chat-store")
-        self.io_runner = TaskRunner("io")
+        # Every background thread of the app, made once and handed to the panels below.
+        self.threads = BackgroundThreads(self)
+        self.engine = self.threads.engine
+        self.store_runner = self.threads.store
+        self.io_runner = self.threads.io
         app = QApplication.instance()
         self.dark = isinstance(app, QApplication) and is_dark(app)
         self.setStyleSheet(stylesheet(self.dark))
@@ -130,19 +130,31 @@ class MainWindow(QMainWindow):
             self.io_runner.submit(_device_names, self.chat.set_devices)
             return self.chat
         if name == "Models":
-            self.models = ModelsPanel(self._store, self._paths)
+            self.models = ModelsPanel(
+                self._store,
+                self._paths,
+                runner=self.threads.models,
+                verify_runner=self.threads.model_verify,
+            )
             self.models.open_in_chat.connect(self._open_in_chat)
             self.models.models_changed.connect(self.chat.set_models)
             return self.models
         if name == "Export":
-            self.export_panel = ExportPanel(self.io_runner, self._paths.models_dir)
+            self.export_panel = ExportPanel(
+                self.io_runner, self._paths.models_dir, self.threads.exports
+            )
             self.export_panel.open_in_chat.connect(self._open_in_chat)
             self.export_panel.show_in_models.connect(lambda _path: self.show_panel("Models"))
             self.export_panel.model_exported.connect(lambda _path: self.models.rescan())
             self.models.reexport_requested.connect(self._reexport)
             return self.export_panel
         assert name == "Benchmark"
-        self.bench = BenchPanel(self.model_dir, device=self._store.settings.device)
+        self.bench = BenchPanel(
+            self.model_dir,
+            device=self._store.settings.device,
+            job=self.threads.bench,
+            io=self.threads.bench_io,
+        )
         self.io_runner.submit(_device_names, self.bench.set_devices)
         self.chat.validate_requested.connect(self._validate)
         self.models.validate_requested.connect(self._validate)
@@ -197,9 +209,7 @@ class MainWindow(QMainWindow):
         self.chat.shutdown()
         self.export_panel.shutdown()
         self.bench.shutdown()
-        self.store_runner.shutdown()
-        self.io_runner.shutdown()
-        self.engine.shutdown()
+        self.threads.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         if not self.export_panel.confirm_quit():  # an export is running: the user decides

@@ -16,8 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.validate import Progress, RunCancelledError
+from qwen_mtp_desktop.workers.foundation import track
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +44,9 @@ class _JobThread(QThread):
         try:
             result = self._fn(self.progressed.emit)
         except Exception as exc:  # every failure reaches the panel as a signal
-            if not isinstance(exc, UserFacingError):
-                log.exception("benchmark job failed")
             self.errored.emit(exc)
             return
         self.succeeded.emit(result)
-
-
-def _as_user_error(exc: Exception) -> UserFacingError:
-    if isinstance(exc, UserFacingError):
-        return exc
-    return UserFacingError(
-        f"Unexpected error: {type(exc).__name__}: {exc}",
-        "Details are in the log file.",
-        code="INTERNAL",
-    )
 
 
 class BenchJob(QObject):
@@ -172,6 +161,7 @@ class BenchJob(QObject):
         self._cancel = threading.Event()
         thread = _JobThread(fn)
         thread.setObjectName(f"bench-{kind}")
+        track(thread)
         thread.progressed.connect(self.progress)
         thread.succeeded.connect(self._on_succeeded)
         thread.errored.connect(self._on_errored)
@@ -199,4 +189,4 @@ class BenchJob(QObject):
         if isinstance(exc, RunCancelledError):
             self.cancelled.emit()
         else:
-            self.failed.emit(_as_user_error(exc))
+            self.failed.emit(as_user_error(exc, UserFacingError))

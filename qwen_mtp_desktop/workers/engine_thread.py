@@ -7,14 +7,13 @@ generation never blocks the GUI thread. Step chunks are coalesced (at most one s
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from qwen_mtp_desktop.core.engine import (
     Engine,
@@ -26,19 +25,10 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
+from qwen_mtp_desktop.core.errors import as_user_error
+from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
 
 log = logging.getLogger(__name__)
-
-
-def _as_engine_error(exc: Exception) -> EngineError:
-    if isinstance(exc, EngineError):
-        return exc
-    log.exception("unexpected engine failure")
-    return EngineError(
-        f"Unexpected error: {type(exc).__name__}: {exc}",
-        "Details are in the log file.",
-        code="INTERNAL",
-    )
 
 
 class _EngineWorker(QObject):
@@ -75,7 +65,7 @@ class _EngineWorker(QObject):
         try:
             result = self.engine.load(model_dir, options)
         except Exception as exc:
-            self.load_failed.emit(_as_engine_error(exc))
+            self.load_failed.emit(as_user_error(exc, EngineError))
             return
         self.loaded.emit(result)
 
@@ -96,7 +86,7 @@ class _EngineWorker(QObject):
         try:
             generation = self.engine.generate(messages, settings)
         except Exception as exc:
-            self.failed.emit(request_id, _as_engine_error(exc))
+            self.failed.emit(request_id, as_user_error(exc, EngineError))
             return
         with self._lock:
             self._current = (request_id, generation)
@@ -131,7 +121,7 @@ class _EngineWorker(QObject):
         except Exception as exc:
             if buffer:
                 self.chunks.emit(request_id, buffer)
-            self.failed.emit(request_id, _as_engine_error(exc))
+            self.failed.emit(request_id, as_user_error(exc, EngineError))
         finally:
             with self._lock:
                 self._current = None
@@ -173,11 +163,9 @@ class EngineThread(QObject):
 
     def __init__(self, coalesce_ms: int = 30, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._ids = itertools.count(1)
-        self._thread = QThread()
-        self._thread.setObjectName("engine")
+        self._ids = RequestIds()
         self._worker = _EngineWorker(coalesce_ms / 1000)
-        self._worker.moveToThread(self._thread)
+        self._thread = WorkerThread("engine", self._worker)
         self._request_load.connect(self._worker.load)
         self._request_unload.connect(self._worker.unload)
         self._request_generate.connect(self._worker.generate)
@@ -211,7 +199,7 @@ class EngineThread(QObject):
         self._request_unload.emit()
 
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
-        request_id = next(self._ids)
+        request_id = self._ids.next()
         self._request_generate.emit(request_id, list(messages), settings)
         return request_id
 
@@ -221,9 +209,8 @@ class EngineThread(QObject):
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel, release the model and stop the thread. True if it stopped in time."""
-        if not self._thread.isRunning():
+        if not self._thread.running:
             return True
         self._worker.cancel(None)
         self._request_shutdown.emit()
-        self._thread.quit()
-        return self._thread.wait(timeout_ms)
+        return self._thread.stop(timeout_ms)

@@ -8,15 +8,15 @@ signals, coalescing log lines so a chatty exporter cannot flood the GUI thread.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, Signal, SignalInstance, Slot
+from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
+from qwen_mtp_desktop.core.errors import as_user_error
 from qwen_mtp_desktop.core.export.job import (
     ExportJob,
     ExportOutcome,
@@ -25,6 +25,7 @@ from qwen_mtp_desktop.core.export.job import (
 )
 from qwen_mtp_desktop.core.export.options import ExportError
 from qwen_mtp_desktop.core.export.supervisor import ProcessOutcome, ProcessStats, SupervisedProcess
+from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +140,8 @@ class _QueueWorker(QObject):
         try:
             outcome = job.run()
         except Exception as exc:  # a bug must not kill the queue thread
-            log.exception("export job %d crashed", job_id)
-            error = ExportError(
-                f"Unexpected error: {type(exc).__name__}: {exc}",
-                "Details are in the log file.",
-                code="INTERNAL",
-            )
+            log.error("export job %d crashed", job_id)
+            error = as_user_error(exc, ExportError)
             outcome = ExportOutcome(request, "failed", None, 0.0, 0, error=error)
         finally:
             self._end()
@@ -223,13 +220,11 @@ class ExportQueue(QObject):
         self, grace: tuple[float, float] = (5.0, 5.0), parent: QObject | None = None
     ) -> None:
         super().__init__(parent)
-        self._ids = itertools.count(1)
+        self._ids = RequestIds()
         self._pending: dict[int, ExportRequest | InstallRequest] = {}
         self._running: int | None = None
-        self._thread = QThread()
-        self._thread.setObjectName("export")
         self._worker = _QueueWorker(grace)
-        self._worker.moveToThread(self._thread)
+        self._thread = WorkerThread("export", self._worker)
         self._request_export.connect(self._worker.run_export)
         self._request_install.connect(self._worker.run_install)
         self._worker.started.connect(self._on_started)
@@ -261,7 +256,7 @@ class ExportQueue(QObject):
         return self._submit(request, self._request_install)
 
     def _submit(self, request: ExportRequest | InstallRequest, signal: SignalInstance) -> int:
-        job_id = next(self._ids)
+        job_id = self._ids.next()
         was_busy = self.busy
         self._pending[job_id] = request
         signal.emit(job_id, request)
@@ -280,11 +275,10 @@ class ExportQueue(QObject):
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Cancel everything, wait for the subprocesses to be gone, stop the thread."""
-        if not self._thread.isRunning():
+        if not self._thread.running:
             return True
         self.cancel(None)
-        self._thread.quit()
-        return self._thread.wait(timeout_ms)
+        return self._thread.stop(timeout_ms)
 
     @Slot(int)
     def _on_started(self, job_id: int) -> None:

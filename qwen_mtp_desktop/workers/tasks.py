@@ -7,12 +7,13 @@ exception comes back on the GUI thread through the callbacks given to `submit`.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
+
+from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,12 @@ class TaskRunner(QObject):
 
     def __init__(self, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._ids = itertools.count(1)
+        self._ids = RequestIds()
         self._callbacks: dict[
             int, tuple[Callable[[Any], None] | None, Callable[[Exception], None] | None]
         ] = {}
-        self._thread = QThread()
-        self._thread.setObjectName(name)
         self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
+        self._thread = WorkerThread(name, self._worker)
         self._submit.connect(self._worker.run)
         self._worker.done.connect(self._on_done)
         self._worker.failed.connect(self._on_failed)
@@ -67,14 +66,13 @@ class TaskRunner(QObject):
         on_done: Callable[[T], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
-        task_id = next(self._ids)
+        task_id = self._ids.next()
         self._callbacks[task_id] = (on_done, on_error)
         self._submit.emit(task_id, fn)
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Finish queued tasks, then stop the thread. True if it stopped in time."""
-        self._thread.quit()
-        return self._thread.wait(timeout_ms)
+        return self._thread.stop(timeout_ms)
 
     @Slot(int, object)
     def _on_done(self, task_id: int, result: object) -> None:

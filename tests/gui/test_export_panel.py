@@ -21,7 +21,7 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.export.job import ExportOutcome
 from qwen_mtp_desktop.core.export.preflight import installed_versions
 from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
-from qwen_mtp_desktop.ui import export_panel as panel_module
+from qwen_mtp_desktop.ui.export import panel as panel_module
 from qwen_mtp_desktop.ui.export.panel import ExportPanel, PreflightEnvironment
 from qwen_mtp_desktop.ui.export.widgets import ExportDialogs
 from qwen_mtp_desktop.ui.style import stylesheet

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from qwen_mtp_desktop.core import validate as validate_module
+from qwen_mtp_desktop.core.report_markdown import report_markdown
 from qwen_mtp_desktop.core.reports import reports_dir
 from qwen_mtp_desktop.core.validate import (
     DIVERGENCE_KEYS,
@@ -168,7 +169,7 @@ def test_a_divergence_is_located_and_explained(
         assert div["top_token_id"] == div["baseline_token_id"]
         assert div["baseline_margin"] > 0 and div["verdict"] in ("fault", "near_tie")
         assert isinstance(div["baseline_token"], str) and div["context"] is not None
-    text = validate_module.report_markdown(report)
+    text = report_markdown(report)
     assert "**FAIL" in text and "position 3" in text
 
 

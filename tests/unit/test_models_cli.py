@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportMa
 from qwen_mtp_desktop.core.model_folders.report import KvPrecision
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import Settings, SettingsStore
+from qwen_mtp_desktop.core.units import format_bytes
 from tests.unit.test_model_folders import make_export
 
 #: The CLI with the `models` command, whether or not cli.py lists it yet.
@@ -373,4 +374,4 @@ def test_watch_targets_cover_subfolders_and_models(tmp_path: Path) -> None:
     ],
 )
 def test_format_bytes(size: int, text: str) -> None:
-    assert ml.format_bytes(size) == text
+    assert format_bytes(size) == text

@@ -267,12 +267,15 @@ class BenchPanel(QWidget):
         models: Sequence[Path] = (),
         dialogs: BenchDialogs | None = None,
         parent: QWidget | None = None,
+        job: BenchJob | None = None,
+        io: TaskRunner | None = None,
     ) -> None:
         super().__init__(parent)
         self.setStyleSheet(_style())
         self.dialogs = dialogs or BenchDialogs()
-        self.job = BenchJob(self)
-        self.io = TaskRunner("bench-io", self)
+        # The app hands its threads in (workers.threads); a panel on its own makes its own.
+        self.job = job or BenchJob(self)
+        self.io = io or TaskRunner("bench-io", self)
         self.report: dict[str, Any] | None = None
         self.history: list[ReportEntry] = []
         self._set_touched = False

@@ -124,6 +124,8 @@ class ModelsPanel(QWidget):
         memory_probe: MemoryProbe = available_memory,
         debounce_ms: int = WATCH_DEBOUNCE_MS,
         autostart: bool = True,
+        runner: TaskRunner | None = None,
+        verify_runner: TaskRunner | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPanel")
@@ -131,8 +133,9 @@ class ModelsPanel(QWidget):
         self._paths = paths or app_paths()
         self.dialogs = dialogs or ModelDialogs()
         self._memory_probe = memory_probe
-        self._runner = TaskRunner("model-library", self)
-        self._verify_runner = TaskRunner("model-verify", self)
+        # The app hands its threads in (workers.threads); a panel on its own makes its own.
+        self._runner = runner or TaskRunner("model-library", self)
+        self._verify_runner = verify_runner or TaskRunner("model-verify", self)
         self._generation = 0
         self._scanning = False
         self._scans_done = 0

@@ -1,0 +1,53 @@
+"""The app's background threads, made in one place and handed to the panels.
+
+engine: the EngineThread (model loading and generation). store: the chat database's TaskRunner
+(every SQL statement, in order). io: short file and device queries. models / model_verify: the
+Models panel's scans and checksum runs. bench_io / bench: the Benchmark panel's report reads and
+its validation and benchmark runs. exports: the export queue.
+
+`shutdown()` stops them all (each finishes or cancels its work first), the engine last, since
+the store may still be writing what the engine produced.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject
+
+from qwen_mtp_desktop.workers.bench_job import BenchJob
+from qwen_mtp_desktop.workers.engine_thread import EngineThread
+from qwen_mtp_desktop.workers.export_job import ExportQueue
+from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundThreads(QObject):
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine = EngineThread(parent=self)
+        self.store = TaskRunner("chat-store", self)
+        self.io = TaskRunner("io", self)
+        self.models = TaskRunner("model-library", self)
+        self.model_verify = TaskRunner("model-verify", self)
+        self.bench_io = TaskRunner("bench-io", self)
+        self.bench = BenchJob(self)
+        self.exports = ExportQueue(parent=self)
+
+    def shutdown(self, timeout_ms: int = 60_000) -> bool:
+        """Stop every thread; True if all stopped in time."""
+        stopped = [
+            ("exports", self.exports.shutdown(timeout_ms)),
+            ("bench", self.bench.shutdown(timeout_ms)),
+            ("bench-io", self.bench_io.shutdown(timeout_ms)),
+            ("model-verify", self.model_verify.shutdown(timeout_ms)),
+            ("model-library", self.models.shutdown(timeout_ms)),
+            ("io", self.io.shutdown(timeout_ms)),
+            ("chat-store", self.store.shutdown(timeout_ms)),
+            ("engine", self.engine.shutdown(timeout_ms)),
+        ]
+        late = [name for name, ok in stopped if not ok]
+        if late:
+            log.warning("threads still running at shutdown: %s", ", ".join(late))
+        return not late
