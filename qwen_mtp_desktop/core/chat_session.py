@@ -7,6 +7,8 @@
   turns the policy's decision into this turn's settings; `Turn.finish()` teaches the policy
   what the turn measured and returns the stats record a message keeps.
 - `plain_switch_cost()`: what falling back to plain decoding mid-answer costs, in one place.
+- `start_conversation()`, `start_turn()`, `restart_after()`: the store work of one user action
+  (send, edit, regenerate) as one call, so a front end makes one trip to its store thread.
 
 Reading a verdict reads the data dir, so `AutoDecoding.lookup()` is the one blocking call: the
 GUI runs it on its store thread and hands the result to `remember()`.
@@ -28,7 +30,7 @@ from qwen_mtp_desktop.core.adaptive import (
     turn_settings,
 )
 from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
-from qwen_mtp_desktop.core.chats import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.chats import ChatSettings, ChatStore, Conversation, StoredMessage
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.model_library import display_name
@@ -74,6 +76,44 @@ def chat_history(system_prompt: str, messages: Iterable[StoredMessage]) -> list[
             continue
         history.append(message.to_engine_message())
     return history
+
+
+def start_turn(
+    store: ChatStore, conversation_id: int, text: str, image: Path | None = None
+) -> tuple[StoredMessage, StoredMessage]:
+    """The user's message, stored, and the empty answer the model will stream into."""
+    user = store.add_message(conversation_id, "user", text, image_path=image)
+    return user, store.begin_assistant_message(conversation_id)
+
+
+def start_conversation(
+    store: ChatStore,
+    text: str,
+    image: Path | None = None,
+    *,
+    model_dir: str | None,
+    system_prompt: str,
+    settings: ChatSettings,
+) -> tuple[Conversation, StoredMessage, StoredMessage]:
+    """A new conversation titled after its first message, with that message and the answer
+    to stream into (the first send of a new chat)."""
+    title = " ".join(text.split())[:60]
+    conversation = store.create_conversation(
+        title, model_dir=model_dir, system_prompt=system_prompt, settings=settings
+    )
+    user, answer = start_turn(store, conversation.id, text, image)
+    return store.get_conversation(conversation.id), user, answer
+
+
+def restart_after(
+    store: ChatStore, message_id: int, new_text: str | None = None
+) -> StoredMessage:
+    """Regenerate (or, with `new_text`, edit and regenerate) from a user message: drop what
+    followed it and begin the new answer."""
+    if new_text is not None:
+        store.edit_message(message_id, new_text)
+    store.truncate_after(message_id)
+    return store.begin_assistant_message(store.get_message(message_id).conversation_id)
 
 
 def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
@@ -238,5 +278,8 @@ __all__ = [
     "plain_switch_cost",
     "plan_auto_turn",
     "policy_for",
+    "restart_after",
+    "start_conversation",
+    "start_turn",
     "verdict_text",
 ]

@@ -16,8 +16,11 @@ from qwen_mtp_desktop.core.chat_session import (
     generation_settings,
     plain_switch_cost,
     policy_for,
+    restart_after,
+    start_conversation,
+    start_turn,
 )
-from qwen_mtp_desktop.core.chats import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.chats import ChatSettings, ChatStore, StoredMessage
 from qwen_mtp_desktop.core.decoding import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from tests.unit.test_bench import fake_bench, rows
@@ -133,3 +136,43 @@ def test_policy_for_a_verdict(tmp_path: Path, depth: int, speed: float, start: i
     assert found is not None
     assert policy_for(found).current == start
     assert policy_for(None).current == 1
+
+
+def test_each_user_action_is_one_store_call(tmp_path: Path) -> None:
+    with ChatStore(tmp_path / "chats.sqlite3") as store:
+        settings = ChatSettings(temperature=0.0)
+        conversation, user, answer = start_conversation(
+            store, "  Count\n to three ", model_dir="/m", system_prompt="brief", settings=settings
+        )
+        assert (conversation.title, conversation.model_dir, conversation.system_prompt) == (
+            "Count to three",
+            "/m",
+            "brief",
+        )
+        assert conversation.settings == settings
+        assert (user.role, user.content, answer.role, answer.status) == (
+            "user",
+            "  Count\n to three ",
+            "assistant",
+            "streaming",
+        )
+        store.finish_message(answer.id, None, "complete", answer_delta="1 2 3")
+
+        second_user, second_answer = start_turn(store, conversation.id, "again")
+        assert [m.id for m in store.messages(conversation.id)] == [
+            user.id,
+            answer.id,
+            second_user.id,
+            second_answer.id,
+        ]
+
+        # Edit the first message and answer again: what followed it is gone.
+        fresh = restart_after(store, user.id, "Count to four")
+        messages = store.messages(conversation.id)
+        assert [m.id for m in messages] == [user.id, fresh.id]
+        assert messages[0].content == "Count to four" and fresh.status == "streaming"
+
+        # Regenerate without an edit keeps the text.
+        again = restart_after(store, user.id)
+        assert [m.id for m in store.messages(conversation.id)] == [user.id, again.id]
+        assert store.get_message(user.id).content == "Count to four"

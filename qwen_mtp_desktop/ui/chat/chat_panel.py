@@ -38,6 +38,9 @@ from qwen_mtp_desktop.core.chat_session import (
     auto_applies,
     chat_history,
     generation_settings,
+    restart_after,
+    start_conversation,
+    start_turn,
 )
 from qwen_mtp_desktop.core.chats import (
     ChatSettings,
@@ -314,23 +317,27 @@ class ChatPanel(QWidget):
             return
         store = self._store
         if self._conversation is None:
-            title = " ".join(text.split())[:60]
             settings = self.settings_panel.settings
             model = str(self._model_dir())
             system_prompt = self.settings_panel.system_prompt.toPlainText().strip()
             self._runner.submit(
-                lambda: store.create_conversation(
-                    title, model_dir=model, system_prompt=system_prompt, settings=settings
+                lambda: start_conversation(
+                    store,
+                    text,
+                    image,
+                    model_dir=model,
+                    system_prompt=system_prompt,
+                    settings=settings,
                 ),
-                lambda conversation: self._after_created(conversation, text, image),
+                lambda started: self._after_created(*started, text, image),
                 self._on_store_error,
             )
             return
         widget = self._add_widget("user", content=text, image=image)
         conversation_id = self._conversation.id
         self._runner.submit(
-            lambda: store.add_message(conversation_id, "user", text, image_path=image),
-            lambda message: self._on_user_stored(widget, message),
+            lambda: start_turn(store, conversation_id, text, image),
+            lambda stored: self._on_user_stored(widget, *stored),
             self._on_store_error,
         )
 
@@ -399,17 +406,27 @@ class ChatPanel(QWidget):
         self.transcript.prepend_messages(widgets)
         self.transcript.set_hidden_count(start)
 
-    def _after_created(self, conversation: Conversation, text: str, image: Path | None) -> None:
+    def _after_created(
+        self,
+        conversation: Conversation,
+        user: StoredMessage,
+        answer: StoredMessage,
+        text: str,
+        image: Path | None,
+    ) -> None:
         self._conversation = conversation
         self._messages = []
         self._update_header()
         self._refresh_list()
-        self.send(text, image)
+        widget = self._add_widget("user", content=text, image=image)
+        self._on_user_stored(widget, user, answer)
 
-    def _on_user_stored(self, widget: MessageWidget, message: StoredMessage) -> None:
+    def _on_user_stored(
+        self, widget: MessageWidget, message: StoredMessage, answer: StoredMessage
+    ) -> None:
         widget.message_id = message.id
         self._messages.append(message)
-        self._start_generation()
+        self._start_generation(answer)
 
     # ------------------------------------------------------------------------ generation
 
@@ -455,8 +472,16 @@ class ChatPanel(QWidget):
 
         return app_paths().compile_cache_dir
 
-    def _start_generation(self) -> None:
-        if self._conversation is None or self._store is None:
+    def _start_generation(self, answer: StoredMessage) -> None:
+        """Generate into `answer`, the empty message the store has begun for it."""
+        if self._store is None:
+            return
+        if self._conversation is None or self._conversation.id != answer.conversation_id:
+            # The user left that chat while its turn was being stored: no answer is coming.
+            store = self._store
+            self._runner.submit(
+                lambda: store.delete_message(answer.id), None, self._on_store_error
+            )
             return
         self._ensure_model()
         conversation = self._conversation
@@ -475,23 +500,9 @@ class ChatPanel(QWidget):
         widget.begin_stream()
         widget.set_show_drafts(self._show_drafts)
         stream = _Stream(request_id, widget, turn)
+        stream.message_id = widget.message_id = answer.id
         self._update_header()
         self._stream = stream
-        store = self._store
-        conversation_id = conversation.id
-
-        def begin() -> StoredMessage:
-            message = store.begin_assistant_message(conversation_id)
-            # Set here, on the store thread: the flushes and the final write queued behind this
-            # task must see the id even before `begun` runs on the GUI thread (a fast answer
-            # used to finish first, and its text never reached the database).
-            stream.message_id = message.id
-            return message
-
-        def begun(message: StoredMessage) -> None:
-            widget.message_id = message.id
-
-        self._runner.submit(begin, begun, self._on_store_error)
         self.composer.set_generating(True)
         self.live_stats.setText("Waiting for the first token…")
         self._flush_timer.start()
@@ -851,19 +862,17 @@ class ChatPanel(QWidget):
         self._truncate_and_generate(previous_user)
 
     def _edit_and_regenerate(self, user: MessageWidget, text: str) -> None:
-        store = self._require_store()
         assert user.message_id is not None
         message_id = user.message_id
         user.set_content(text)
-        self._runner.submit(
-            lambda: store.edit_message(message_id, text), None, self._on_store_error
-        )
         self._messages = [
             replace(m, content=text) if m.id == message_id else m for m in self._messages
         ]
-        self._truncate_and_generate(user)
+        self._truncate_and_generate(user, text)
 
-    def _truncate_and_generate(self, user: MessageWidget) -> None:
+    def _truncate_and_generate(self, user: MessageWidget, new_text: str | None = None) -> None:
+        """Drop what followed `user` (after an edit, with its new text) and answer again: one
+        store call (core.chat_session.restart_after)."""
         store = self._require_store()
         assert user.message_id is not None
         message_id = user.message_id
@@ -873,8 +882,8 @@ class ChatPanel(QWidget):
         position = next(i for i, m in enumerate(self._messages) if m.id == message_id)
         self._messages = self._messages[: position + 1]
         self._runner.submit(
-            lambda: store.truncate_after(message_id),
-            lambda _removed: self._start_generation(),
+            lambda: restart_after(store, message_id, new_text),
+            self._start_generation,
             self._on_store_error,
         )
 
