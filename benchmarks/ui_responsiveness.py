@@ -33,7 +33,7 @@ block_telemetry()
 from PySide6.QtCore import QElapsedTimer, QObject, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from qwen_mtp_desktop.core.chats import ChatStore  # noqa: E402
+from qwen_mtp_desktop.core.chats.store import ChatStore  # noqa: E402
 from qwen_mtp_desktop.core.engine import StepChunk  # noqa: E402
 
 

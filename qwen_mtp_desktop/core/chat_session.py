@@ -30,7 +30,8 @@ from qwen_mtp_desktop.core.adaptive import (
     turn_settings,
 )
 from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
-from qwen_mtp_desktop.core.chats import ChatSettings, ChatStore, Conversation, StoredMessage
+from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage
+from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.model_library import display_name

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core.chats import ChatStore
+from qwen_mtp_desktop.core.chats.store import ChatStore
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 

@@ -20,7 +20,8 @@ from qwen_mtp_desktop.core.chat_session import (
     start_conversation,
     start_turn,
 )
-from qwen_mtp_desktop.core.chats import ChatSettings, ChatStore, StoredMessage
+from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from tests.unit.test_bench import fake_bench, rows

@@ -14,17 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core import chats
-from qwen_mtp_desktop.core.chats import (
-    DEFAULT_TITLE,
-    MAX_TITLE_CHARS,
-    SCHEMA_VERSION,
+from qwen_mtp_desktop.core.chats import store as chats
+from qwen_mtp_desktop.core.chats.migrations import SCHEMA_VERSION
+from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
-    ChatStore,
     ChatStoreError,
     UnknownConversationError,
     UnknownMessageError,
 )
+from qwen_mtp_desktop.core.chats.store import DEFAULT_TITLE, MAX_TITLE_CHARS, ChatStore
 from qwen_mtp_desktop.core.decoding import build_stats
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.paths import app_paths
@@ -711,7 +709,7 @@ def test_unopenable_path_is_an_error_not_damage(tmp_path: Path) -> None:
 CHILD = """
 import sys, time
 from pathlib import Path
-from qwen_mtp_desktop.core.chats import ChatStore
+from qwen_mtp_desktop.core.chats.store import ChatStore
 
 store = ChatStore(Path(sys.argv[1]))
 conv = store.create_conversation("crash test")
@@ -887,7 +885,7 @@ def test_large_history_is_fast(db_path: Path) -> None:
 
 
 def test_stats_summary_shows_auto_and_reads_old_rows() -> None:
-    from qwen_mtp_desktop.core.chats import stats_summary
+    from qwen_mtp_desktop.core.chats.records import stats_summary
 
     old_row = {"mode": "mtp", "num_assistant_tokens": 2, "generated_tokens": 10}
     assert stats_summary(old_row) == "MTP n=2 · 10 tokens"

@@ -42,14 +42,14 @@ from qwen_mtp_desktop.core.chat_session import (
     start_conversation,
     start_turn,
 )
-from qwen_mtp_desktop.core.chats import (
+from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
-    ChatStore,
     Conversation,
     ConversationSummary,
     DeletedConversation,
     StoredMessage,
 )
+from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import GenerationStats, speculative_stats
 from qwen_mtp_desktop.core.engine import (
     EngineError,

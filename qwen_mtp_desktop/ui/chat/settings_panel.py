@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chats import ChatSettings
+from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.model_library import display_name
 
 EXPERIMENTAL_DEPTH_NOTE = (

@@ -1,4 +1,4 @@
-"""The conversation store: chats, their messages and per-answer statistics in SQLite.
+"""The conversation store (`ChatStore`): chats, their messages and per-answer statistics in SQLite.
 
 One file, `app_paths().data_dir / "chats.sqlite3"`, in WAL mode with foreign keys on. The schema
 is versioned with `PRAGMA user_version`; `MIGRATIONS[i]` takes the database from version i to
@@ -27,18 +27,36 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast
 
+from qwen_mtp_desktop.core.chats.migrations import (
+    FTS_OBJECTS,
+    FTS_TRIGGERS,
+    MIGRATIONS,
+    fts5_trigram_available,
+)
+from qwen_mtp_desktop.core.chats.records import (
+    ROLES,
+    STATUSES,
+    ChatSettings,
+    ChatStoreError,
+    Conversation,
+    ConversationSummary,
+    DeletedConversation,
+    MessageStatus,
+    SearchBackend,
+    StoredMessage,
+    UnknownConversationError,
+    UnknownMessageError,
+    stats_summary,
+)
 from qwen_mtp_desktop.core.decoding import GenerationStats
-from qwen_mtp_desktop.core.engine import Message, Role
-from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.engine import Role
 from qwen_mtp_desktop.core.paths import app_paths
 
 log = logging.getLogger(__name__)
@@ -52,264 +70,6 @@ EXPORT_FORMAT = "qwen-mtp-desktop.chat"
 EXPORT_VERSION = 1
 #: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
 _MIN_FTS_TERM = 3
-
-MessageStatus = Literal["complete", "streaming", "incomplete", "error"]
-SearchBackend = Literal["fts5", "like"]
-_ROLES: tuple[str, ...] = get_args(Role)
-_STATUSES: tuple[str, ...] = get_args(MessageStatus)
-
-
-# --------------------------------------------------------------------------------------- errors
-
-
-class ChatStoreError(UserFacingError):
-    """The conversation store could not do what was asked; `code` says which case."""
-
-    code = "CHAT_STORE"
-
-
-class UnknownConversationError(ChatStoreError, LookupError):
-    code = "UNKNOWN_CONVERSATION"
-
-    def __init__(self, conversation_id: int) -> None:
-        super().__init__(
-            f"Conversation {conversation_id} does not exist; it may have been deleted.",
-            "Pick another chat from the list.",
-        )
-        self.conversation_id = conversation_id
-
-
-class UnknownMessageError(ChatStoreError, LookupError):
-    code = "UNKNOWN_MESSAGE"
-
-    def __init__(self, message_id: int) -> None:
-        super().__init__(
-            f"Message {message_id} does not exist; its chat may have been deleted or truncated."
-        )
-        self.message_id = message_id
-
-
-# ----------------------------------------------------------------------------------- data types
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-#: What each ChatSettings field accepts; the constructor enforces it, `from_dict` falls back to
-#: the default for a field that fails (one bad value in an old row should not lose the others).
-_SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "device": lambda v: isinstance(v, str) and bool(v.strip()),
-    "mtp": lambda v: isinstance(v, bool),
-    "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and v >= 1),
-    "thinking": lambda v: isinstance(v, bool),
-    "max_new_tokens": lambda v: _is_int(v) and v >= 1,
-    "temperature": lambda v: _is_number(v) and v >= 0,
-    "top_p": lambda v: _is_number(v) and 0 < v <= 1,
-    "top_k": lambda v: _is_int(v) and v >= 0,
-    "repetition_penalty": lambda v: _is_number(v) and v > 0,
-    "seed": lambda v: v is None or _is_int(v),
-}
-_FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
-
-
-@dataclass(frozen=True)
-class ChatSettings:
-    """Per-chat generation settings (what the chat's settings panel edits)."""
-
-    device: str = "CPU"
-    mtp: bool = True
-    #: Draft tokens per MTP step, or "auto" (the default): Auto (core.adaptive) starts from the
-    #: benchmark's depth and adapts turn by turn, down to plain decoding.
-    num_assistant_tokens: int | Literal["auto"] = "auto"
-    thinking: bool = False
-    max_new_tokens: int = 512
-    temperature: float = 0.7
-    top_p: float = 0.9
-    top_k: int = 20
-    repetition_penalty: float = 1.0
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        for name, check in _SETTING_CHECKS.items():
-            value = getattr(self, name)
-            if not check(value):
-                raise ValueError(f"chat setting {name!r} has an invalid value: {value!r}")
-            if name in _FLOAT_SETTINGS:
-                object.__setattr__(self, name, float(value))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> ChatSettings:
-        """Settings from a dict; unknown keys are ignored, missing or invalid ones use defaults."""
-        values: dict[str, Any] = {}
-        for name, check in _SETTING_CHECKS.items():
-            if name not in raw:
-                continue
-            if check(raw[name]):
-                values[name] = raw[name]
-            else:
-                log.warning("ignoring invalid chat setting %s=%r", name, raw[name])
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    #: Seconds since the epoch. `updated_at` moves when messages change, not on rename/settings.
-    created_at: float
-    updated_at: float
-    model_dir: str | None
-    system_prompt: str
-    settings: ChatSettings
-
-
-@dataclass(frozen=True)
-class ConversationSummary:
-    """One row of the chat list: newest first, with the start of the last message."""
-
-    id: int
-    title: str
-    created_at: float
-    updated_at: float
-    model_dir: str | None
-    message_count: int
-    preview: str
-    preview_role: Role | None
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    id: int
-    conversation_id: int
-    #: Order within the conversation (gaps are possible after deletions).
-    position: int
-    role: Role
-    content: str
-    reasoning: str
-    image_path: Path | None
-    created_at: float
-    status: MessageStatus
-    error: str | None
-    #: GenerationStats.to_json_dict() plus "model" and "finished_at"; None for user messages.
-    stats: dict[str, Any] | None
-
-    def to_engine_message(self) -> Message:
-        return Message(self.role, self.content, self.image_path)
-
-
-@dataclass(frozen=True)
-class DeletedConversation:
-    """Everything `delete` removed; `restore` puts it back with the same ids (undo)."""
-
-    conversation: Conversation
-    messages: tuple[StoredMessage, ...] = field(default_factory=tuple)
-
-
-# ----------------------------------------------------------------------------------- migrations
-
-Migration = Callable[[sqlite3.Connection], None]
-
-
-def _migration_1_initial(conn: sqlite3.Connection) -> None:
-    # AUTOINCREMENT so a deleted id is never handed out again: undo restores ids verbatim.
-    conn.execute(
-        """
-        CREATE TABLE conversations (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            title TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            model_dir TEXT,
-            system_prompt TEXT NOT NULL DEFAULT '',
-            settings_json TEXT NOT NULL DEFAULT '{}'
-        )
-        """
-    )
-    conn.execute("CREATE INDEX conversations_by_update ON conversations (updated_at, id)")
-    conn.execute(
-        """
-        CREATE TABLE messages (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id INTEGER NOT NULL
-                REFERENCES conversations (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
-            content TEXT NOT NULL DEFAULT '',
-            reasoning TEXT NOT NULL DEFAULT '',
-            image_path TEXT,
-            created_at REAL NOT NULL,
-            status TEXT NOT NULL DEFAULT 'complete'
-                CHECK (status IN ('complete', 'streaming', 'incomplete', 'error')),
-            error TEXT,
-            stats_json TEXT,
-            UNIQUE (conversation_id, position)
-        )
-        """
-    )
-    # Partial index: the crash-recovery scan on open touches only streaming rows.
-    conn.execute("CREATE INDEX messages_streaming ON messages (status) WHERE status = 'streaming'")
-
-
-#: MIGRATIONS[i] upgrades the schema from version i to i + 1. Append; never edit a shipped one.
-MIGRATIONS: list[Migration] = [_migration_1_initial]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-# The search index (created on open when FTS5 with the trigram tokenizer is available).
-# External-content tables: the text lives once, in the base tables; triggers keep the index in step.
-_FTS_OBJECTS = (
-    """CREATE VIRTUAL TABLE IF NOT EXISTS conversations_fts USING fts5(
-        title, content='conversations', content_rowid='id', tokenize='trigram')""",
-    """CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-        content, content='messages', content_rowid='id', tokenize='trigram')""",
-    """CREATE TRIGGER IF NOT EXISTS conversations_fts_ai AFTER INSERT ON conversations BEGIN
-        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title); END""",
-    """CREATE TRIGGER IF NOT EXISTS conversations_fts_ad AFTER DELETE ON conversations BEGIN
-        INSERT INTO conversations_fts (conversations_fts, rowid, title)
-        VALUES ('delete', old.id, old.title); END""",
-    """CREATE TRIGGER IF NOT EXISTS conversations_fts_au AFTER UPDATE OF title ON conversations
-        BEGIN
-        INSERT INTO conversations_fts (conversations_fts, rowid, title)
-        VALUES ('delete', old.id, old.title);
-        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title); END""",
-    """CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content); END""",
-    """CREATE TRIGGER IF NOT EXISTS messages_fts_ad AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content); END""",
-    """CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content);
-        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content); END""",
-)
-_FTS_TRIGGERS = (
-    "conversations_fts_ai",
-    "conversations_fts_ad",
-    "conversations_fts_au",
-    "messages_fts_ai",
-    "messages_fts_ad",
-    "messages_fts_au",
-)
-
-
-def fts5_trigram_available() -> bool:
-    """Whether this SQLite build can create an FTS5 table with the trigram tokenizer (3.34+)."""
-    if sqlite3.sqlite_version_info < (3, 34, 0):
-        return False
-    try:
-        with contextlib.closing(sqlite3.connect(":memory:")) as probe:
-            probe.execute("CREATE VIRTUAL TABLE temp.probe USING fts5(x, tokenize='trigram')")
-    except sqlite3.Error:
-        return False
-    return True
-
 
 # ---------------------------------------------------------------------------------------- store
 
@@ -340,8 +100,8 @@ def _clean_title(title: str) -> str:
 
 
 def _check_role(role: str) -> Role:
-    if role not in _ROLES:
-        raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(_ROLES)}")
+    if role not in ROLES:
+        raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(ROLES)}")
     return cast(Role, role)
 
 
@@ -468,17 +228,17 @@ class ChatStore:
             str(row[0])
             for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         }
-        has_triggers = all(name in present for name in _FTS_TRIGGERS)
+        has_triggers = all(name in present for name in FTS_TRIGGERS)
         if not fts5_trigram_available():
             # Without FTS5 the triggers would make every write fail; drop them. A later build
             # with FTS5 sees them missing and rebuilds the index.
-            for name in _FTS_TRIGGERS:
+            for name in FTS_TRIGGERS:
                 conn.execute(f"DROP TRIGGER IF EXISTS {name}")
             return "like"
         if not has_triggers:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _FTS_OBJECTS:
+                for statement in FTS_OBJECTS:
                     conn.execute(statement)
                 # Rows written without the triggers (older build, fresh upgrade) get indexed.
                 conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
@@ -585,7 +345,7 @@ class ChatStore:
             reasoning=str(row["reasoning"]),
             image_path=Path(row["image_path"]) if row["image_path"] is not None else None,
             created_at=float(row["created_at"]),
-            status=cast(MessageStatus, status) if status in _STATUSES else "error",
+            status=cast(MessageStatus, status) if status in STATUSES else "error",
             error=row["error"],
             stats=_load_json_dict(row["stats_json"], "stats"),
         )
@@ -852,7 +612,7 @@ class ChatStore:
     ) -> StoredMessage:
         """Append a message at the end of the conversation."""
         checked_role = _check_role(role)
-        if status not in _STATUSES:
+        if status not in STATUSES:
             raise ValueError(f"unknown message status {status!r}")
         now = self._now()
         with self._write() as conn:
@@ -919,7 +679,7 @@ class ChatStore:
         if status is None:
             cancelled = stats_dict is not None and stats_dict.get("finish_reason") == "cancelled"
             status = "incomplete" if cancelled else "complete"
-        if status not in _STATUSES or status == "streaming":
+        if status not in STATUSES or status == "streaming":
             raise ValueError(f"a finished message cannot have status {status!r}")
         now = self._now()
         if stats_dict is not None:
@@ -1085,28 +845,3 @@ class ChatStore:
         return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def stats_summary(stats: Mapping[str, Any]) -> str:
-    """An answer's stats on one line: model, device, mode, tokens, TTFT, tok/s, acceptance."""
-    parts: list[str] = []
-    if isinstance(stats.get("model"), str) and stats["model"]:
-        parts.append(str(stats["model"]))
-    if isinstance(stats.get("device"), str):
-        parts.append(str(stats["device"]))
-    auto = stats.get("auto")
-    if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
-        parts.append(f"Auto: {auto['summary']}")
-    if stats.get("mode") == "mtp":
-        parts.append(f"MTP n={stats.get('num_assistant_tokens')}")
-    elif stats.get("mode") == "baseline":
-        parts.append("baseline")
-    if _is_int(stats.get("generated_tokens")):
-        parts.append(f"{stats['generated_tokens']} tokens")
-    if _is_number(stats.get("ttft_s")):
-        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
-    if _is_number(stats.get("decode_tokens_per_s")):
-        parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
-    if stats.get("mode") == "mtp" and _is_number(stats.get("acceptance_rate")):
-        parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
-    if _is_number(stats.get("total_s")):
-        parts.append(f"{stats['total_s']:.1f} s")
-    return " · ".join(parts)

@@ -1,0 +1,199 @@
+"""What the chat store holds: chat settings, conversations, messages, and its errors."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from qwen_mtp_desktop.core.engine import Message, Role
+from qwen_mtp_desktop.core.errors import UserFacingError
+
+log = logging.getLogger(__name__)
+
+MessageStatus = Literal["complete", "streaming", "incomplete", "error"]
+
+SearchBackend = Literal["fts5", "like"]
+
+ROLES: tuple[str, ...] = get_args(Role)
+
+STATUSES: tuple[str, ...] = get_args(MessageStatus)
+
+
+class ChatStoreError(UserFacingError):
+    """The conversation store could not do what was asked; `code` says which case."""
+
+    code = "CHAT_STORE"
+
+
+class UnknownConversationError(ChatStoreError, LookupError):
+    code = "UNKNOWN_CONVERSATION"
+
+    def __init__(self, conversation_id: int) -> None:
+        super().__init__(
+            f"Conversation {conversation_id} does not exist; it may have been deleted.",
+            "Pick another chat from the list.",
+        )
+        self.conversation_id = conversation_id
+
+
+class UnknownMessageError(ChatStoreError, LookupError):
+    code = "UNKNOWN_MESSAGE"
+
+    def __init__(self, message_id: int) -> None:
+        super().__init__(
+            f"Message {message_id} does not exist; its chat may have been deleted or truncated."
+        )
+        self.message_id = message_id
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: What each ChatSettings field accepts; the constructor enforces it, `from_dict` falls back to
+#: the default for a field that fails (one bad value in an old row should not lose the others).
+_SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "device": lambda v: isinstance(v, str) and bool(v.strip()),
+    "mtp": lambda v: isinstance(v, bool),
+    "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and v >= 1),
+    "thinking": lambda v: isinstance(v, bool),
+    "max_new_tokens": lambda v: _is_int(v) and v >= 1,
+    "temperature": lambda v: _is_number(v) and v >= 0,
+    "top_p": lambda v: _is_number(v) and 0 < v <= 1,
+    "top_k": lambda v: _is_int(v) and v >= 0,
+    "repetition_penalty": lambda v: _is_number(v) and v > 0,
+    "seed": lambda v: v is None or _is_int(v),
+}
+
+_FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """Per-chat generation settings (what the chat's settings panel edits)."""
+
+    device: str = "CPU"
+    mtp: bool = True
+    #: Draft tokens per MTP step, or "auto" (the default): Auto (core.adaptive) starts from the
+    #: benchmark's depth and adapts turn by turn, down to plain decoding.
+    num_assistant_tokens: int | Literal["auto"] = "auto"
+    thinking: bool = False
+    max_new_tokens: int = 512
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 20
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, check in _SETTING_CHECKS.items():
+            value = getattr(self, name)
+            if not check(value):
+                raise ValueError(f"chat setting {name!r} has an invalid value: {value!r}")
+            if name in _FLOAT_SETTINGS:
+                object.__setattr__(self, name, float(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ChatSettings:
+        """Settings from a dict; unknown keys are ignored, missing or invalid ones use defaults."""
+        values: dict[str, Any] = {}
+        for name, check in _SETTING_CHECKS.items():
+            if name not in raw:
+                continue
+            if check(raw[name]):
+                values[name] = raw[name]
+            else:
+                log.warning("ignoring invalid chat setting %s=%r", name, raw[name])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    #: Seconds since the epoch. `updated_at` moves when messages change, not on rename/settings.
+    created_at: float
+    updated_at: float
+    model_dir: str | None
+    system_prompt: str
+    settings: ChatSettings
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One row of the chat list: newest first, with the start of the last message."""
+
+    id: int
+    title: str
+    created_at: float
+    updated_at: float
+    model_dir: str | None
+    message_count: int
+    preview: str
+    preview_role: Role | None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    conversation_id: int
+    #: Order within the conversation (gaps are possible after deletions).
+    position: int
+    role: Role
+    content: str
+    reasoning: str
+    image_path: Path | None
+    created_at: float
+    status: MessageStatus
+    error: str | None
+    #: GenerationStats.to_json_dict() plus "model" and "finished_at"; None for user messages.
+    stats: dict[str, Any] | None
+
+    def to_engine_message(self) -> Message:
+        return Message(self.role, self.content, self.image_path)
+
+
+@dataclass(frozen=True)
+class DeletedConversation:
+    """Everything `delete` removed; `restore` puts it back with the same ids (undo)."""
+
+    conversation: Conversation
+    messages: tuple[StoredMessage, ...] = field(default_factory=tuple)
+
+
+def stats_summary(stats: Mapping[str, Any]) -> str:
+    """An answer's stats on one line: model, device, mode, tokens, TTFT, tok/s, acceptance."""
+    parts: list[str] = []
+    if isinstance(stats.get("model"), str) and stats["model"]:
+        parts.append(str(stats["model"]))
+    if isinstance(stats.get("device"), str):
+        parts.append(str(stats["device"]))
+    auto = stats.get("auto")
+    if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
+        parts.append(f"Auto: {auto['summary']}")
+    if stats.get("mode") == "mtp":
+        parts.append(f"MTP n={stats.get('num_assistant_tokens')}")
+    elif stats.get("mode") == "baseline":
+        parts.append("baseline")
+    if _is_int(stats.get("generated_tokens")):
+        parts.append(f"{stats['generated_tokens']} tokens")
+    if _is_number(stats.get("ttft_s")):
+        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
+    if _is_number(stats.get("decode_tokens_per_s")):
+        parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
+    if stats.get("mode") == "mtp" and _is_number(stats.get("acceptance_rate")):
+        parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
+    if _is_number(stats.get("total_s")):
+        parts.append(f"{stats['total_s']:.1f} s")
+    return " · ".join(parts)
