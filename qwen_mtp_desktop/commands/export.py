@@ -33,6 +33,7 @@ def _group_size(text: str) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
     from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
     from qwen_mtp_desktop.core.export.options import (
         ExportError,
@@ -40,7 +41,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         default_destination,
         parse_source,
     )
-    from qwen_mtp_desktop.core.export.preflight import first_failure, inspect_checkpoint_folder
+    from qwen_mtp_desktop.core.export.preflight import first_failure
     from qwen_mtp_desktop.core.export.preflight import run_preflight as preflight
     from qwen_mtp_desktop.core.export.progress import ProgressEvent
     from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports

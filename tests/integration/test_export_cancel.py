@@ -19,9 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
 from qwen_mtp_desktop.core.export.job import ExportJob, ExportOutcome, ExportRequest
 from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
-from qwen_mtp_desktop.core.export.preflight import inspect_checkpoint_folder, run_preflight
+from qwen_mtp_desktop.core.export.preflight import run_preflight
 from qwen_mtp_desktop.core.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports, staging_registry_dir
 from tests.models import cached_checkpoint

@@ -30,9 +30,10 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.export import hub
+from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
 from qwen_mtp_desktop.core.export.command import export_command
 from qwen_mtp_desktop.core.export.options import ExportOptions, default_destination, parse_source
-from qwen_mtp_desktop.core.export.preflight import inspect_checkpoint_folder, run_preflight
+from qwen_mtp_desktop.core.export.preflight import run_preflight
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import Settings, save_settings
 from tests.conftest import REPO_ROOT

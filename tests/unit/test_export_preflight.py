@@ -12,19 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export.options import ExportOptions
-from qwen_mtp_desktop.core.export.preflight import (
+from qwen_mtp_desktop.core.export.checkpoint import (
     CheckpointError,
-    PreflightReport,
-    check_toolkit,
     checkpoint_tensors,
-    estimate_export,
     inspect_checkpoint_folder,
-    install_command,
     read_safetensors_header,
-    run_preflight,
-    toolkit_missing,
 )
+from qwen_mtp_desktop.core.export.estimate import estimate_export
+from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.export.preflight import PreflightReport, run_preflight
+from qwen_mtp_desktop.core.export.toolkit import check_toolkit, install_command, toolkit_missing
 
 GOOD_VERSIONS: dict[str, str | None] = {
     "openvino": "2026.4.1",

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.export.preflight import (
-    CheckItem,
+from qwen_mtp_desktop.core.export.checklist import CheckItem
+from qwen_mtp_desktop.core.export.checkpoint import (
     CheckpointInfo,
     inspect_checkpoint_folder,
     summarize_headers,

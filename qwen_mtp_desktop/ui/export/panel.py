@@ -38,6 +38,8 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.export.checkpoint import CheckpointInfo, inspect_checkpoint_folder
+from qwen_mtp_desktop.core.export.estimate import estimate_export
 from qwen_mtp_desktop.core.export.job import ExportOutcome, ExportRequest
 from qwen_mtp_desktop.core.export.options import (
     ExportOptions,
@@ -48,19 +50,15 @@ from qwen_mtp_desktop.core.export.options import (
     default_destination,
     parse_source,
 )
-from qwen_mtp_desktop.core.export.preflight import (
-    CheckpointInfo,
-    PreflightReport,
-    estimate_export,
-    inspect_checkpoint_folder,
-    install_command,
-    installed_versions,
-    run_preflight,
-    toolkit_missing,
-)
+from qwen_mtp_desktop.core.export.preflight import PreflightReport, run_preflight
 from qwen_mtp_desktop.core.export.progress import ProgressEvent, pip_stage
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
+from qwen_mtp_desktop.core.export.toolkit import (
+    install_command,
+    installed_versions,
+    toolkit_missing,
+)
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import (
     FALLBACK_LABELS,
