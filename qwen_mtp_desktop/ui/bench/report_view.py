@@ -1,0 +1,116 @@
+"""A report as the Benchmark panel shows it, without widgets: chart data, verdict, local time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from qwen_mtp_desktop.core.reports import fmt
+from qwen_mtp_desktop.ui.bench.charts import Bar, Series
+
+
+def chart_data(
+    report: dict[str, Any], prompt_set: str | None = None
+) -> tuple[list[Bar], list[Series]]:
+    """Throughput bars and acceptance series for a report (one prompt set, or all)."""
+    if report["kind"] == "validate":
+        timed = [r["timing"] for r in report["results"] if r["timing"] is not None]
+        n = report["settings"]["num_assistant_tokens"]
+        bars: list[Bar] = []
+        summary = report["summary"]
+        base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
+        if timed and base and mtp:
+            speedup = summary["speedup"]
+            bars = [
+                Bar("baseline", base["median"], base["min"], base["max"], "baseline", "1.00x"),
+                Bar(
+                    f"MTP n={n}",
+                    mtp["median"],
+                    mtp["min"],
+                    mtp["max"],
+                    "mtp",
+                    fmt(speedup and speedup["median"], "{:.2f}x"),
+                ),
+            ]
+        positions = summary["acceptance_by_position"]
+        return bars, ([Series(f"n={n}", tuple(positions))] if positions else [])
+    modes = report["modes"]
+    if prompt_set is not None:
+        modes = next(e["modes"] for e in report["per_set"] if e["prompt_set"] == prompt_set)
+    best = report["recommendation"]["depth"]
+    bars = []
+    series = []
+    for mode in modes:
+        speed = mode["decode_tokens_per_s"]
+        if speed is None:
+            continue
+        if mode["depth"] is None:
+            kind, note = "baseline", "1.00x"
+        else:
+            kind = (
+                "diverged" if not mode["identical"] else "best" if mode["depth"] == best else "mtp"
+            )
+            note = fmt(mode["speedup"] and mode["speedup"]["median"], "{:.2f}x")
+            if not mode["identical"]:
+                note += " · differs"
+            series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
+        bars.append(
+            Bar(
+                mode["label"].replace("MTP ", ""),
+                speed["median"],
+                speed["min"],
+                speed["max"],
+                kind,
+                note,
+            )
+        )
+    return bars, series
+
+
+def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
+    """(status, title, detail) for the banner."""
+    if report["kind"] == "validate":
+        summary = report["summary"]
+        n = report["settings"]["num_assistant_tokens"]
+        if summary["all_identical"]:
+            detail = (
+                f"MTP n={n} reproduced plain greedy decoding token for token on all "
+                f"{summary['prompts']} prompts ({report['settings']['max_new_tokens']} new "
+                f"tokens, exact f32 numerics); {fmt(summary['acceptance_rate'], '{:.0%}')} of "
+                "drafts accepted."
+            )
+            speedup = summary["speedup"]
+            if speedup:
+                detail += f" Speed: {speedup['median']:.2f}x plain decoding."
+            return "ok", "Validation passed: MTP output is identical", detail
+        first = next(r for r in report["results"] if not r["identical"])
+        div = first["divergence"]
+        margin = div["baseline_margin"]
+        kind = {
+            "near_tie": "a numerical near-tie, not a fault",
+            "fault": "a clear margin: a real fault",
+            "unknown": "margin unknown",
+        }[div["verdict"]]
+        detail = (
+            f"Different on {summary['prompts'] - summary['identical_prompts']} of "
+            f"{summary['prompts']} prompts. First: “{first['prompt'][:60]}” at token "
+            f"{div['position']}: plain {div['baseline_token']!r} vs MTP {div['mtp_token']!r} "
+            f"(logit margin {fmt(margin, '{:.4f}')}, {kind})."
+        )
+        status = "warning" if div["verdict"] == "near_tie" else "error"
+        return status, "Validation failed: MTP changed the output", detail
+    rec = report["recommendation"]
+    if rec["depth"] is not None:
+        return "ok", f"Recommended: MTP {rec['label']} ({rec['speedup']:.2f}x)", rec["reason"]
+    if rec["mtp_slower"]:
+        return "warning", "Recommended: plain decoding (MTP is slower here)", rec["reason"]
+    return "error", "Recommended: plain decoding", rec["reason"]
+
+
+def local_time(created: str, pattern: str = "%d %b %H:%M") -> str:
+    """A report's UTC timestamp in the user's time zone ("30 Nov 01:16")."""
+    try:
+        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return created
+    return moment.astimezone().strftime(pattern)
