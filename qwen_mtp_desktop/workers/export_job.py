@@ -2,7 +2,7 @@
 
 Jobs outlive the wizard page: the queue belongs to the export panel, which lives as long as the
 main window, and `busy` / `busy_changed` let the window ask before quitting. The heavy work is
-`core.export.ExportJob` (a supervised subprocess); this module only relays its callbacks as
+`core.export.job.ExportJob` (a supervised subprocess); this module only relays its callbacks as
 signals, coalescing log lines so a chatty exporter cannot flood the GUI thread.
 """
 
