@@ -94,7 +94,7 @@ def test_validate_shows_the_verdict_charts_history_and_exports(
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
     assert panel.validate_button.isEnabled() and not panel.cancel_button.isEnabled()
     assert "passed" in panel.banner_title.text()
-    assert [bar.label for bar in panel.throughput_chart.bars] == ["baseline", "MTP n=2"]
+    assert [bar.label for bar in panel.throughput_chart.bars] == ["plain", "MTP n=2"]
     assert panel.acceptance_chart.series[0].label == "n=2"
     assert panel.table.rowCount() == 2
     chart = panel.throughput_chart.grab().toImage()
@@ -126,7 +126,7 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     report = finished.args[0]
     assert report["kind"] == "bench"
     assert recommendations == [(model.resolve(), "CPU", report["recommendation"]["depth"])]
-    assert [bar.label for bar in panel.throughput_chart.bars] == ["baseline", "n=1", "n=2"]
+    assert [bar.label for bar in panel.throughput_chart.bars] == ["plain", "n=1", "n=2"]
     assert [s.label for s in panel.acceptance_chart.series] == ["n=1", "n=2"]
     assert panel.table.rowCount() == 3
     assert panel.banner_title.text().startswith("Recommended:")

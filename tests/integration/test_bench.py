@@ -39,18 +39,28 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     assert code == 0
     report = json.loads(out)
     assert set(report) == BENCH_KEYS
-    assert [m["label"] for m in report["modes"]] == ["baseline", "MTP n=1", "MTP n=2"]
-    for mode in report["modes"]:
+    # Both plain paths ran; the faster is the baseline, named, and the other is a comparison.
+    plain_labels = {"plain · openvino-genai", "plain · app decoder"}
+    baseline = report["baseline"]
+    assert baseline["label"] in plain_labels and "fastest" in baseline["reason"]
+    assert [m["label"] for m in report["modes"]] == [baseline["label"], "MTP n=1", "MTP n=2"]
+    assert [m["label"] for m in report["comparison"]] == list(plain_labels - {baseline["label"]})
+    for mode in [*report["modes"], *report["comparison"]]:
         assert set(mode) == MODE_KEYS
         assert mode["identical"] and mode["runs"] == 4  # 2 rounds x 2 prompts
         assert mode["decode_tokens_per_s"]["min"] > 0 and mode["ttft_s"]["median"] > 0
+    assert report["comparison"][0]["speedup"]["median"] <= 1.0  # it was not the fastest
+    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast"]
     runs = report["runs"]
-    assert len(runs) == 3 * 4
+    assert len(runs) == 4 * 4
     # The mode that runs first rotates from prompt to prompt and round to round.
-    first = {(r["round"], r["prompt_id"]): r["depth"] for r in runs if r["order"] == 0}
-    assert len(set(first.values())) == 3
+    first = {
+        (r["round"], r["prompt_id"]): (r["depth"], r["decoder"]) for r in runs if r["order"] == 0
+    }
+    assert len(set(first.values())) == 4
     for run in runs:
-        assert (run["speedup"] is None) == (run["depth"] is None)
+        is_baseline = run["depth"] is None and run["decoder"] == baseline["decoder"]
+        assert (run["speedup"] is None) == is_baseline
         assert run["peak_rss_bytes"] > 0
     assert report["memory"]["peak_rss_bytes"] >= report["memory"]["rss_after_load_bytes"]
     rec = report["recommendation"]
@@ -80,6 +90,7 @@ def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
         assert mode["acceptance_rate"] < 0.1
     rec = report["recommendation"]
     assert rec["depth"] is None and rec["label"] == "baseline" and rec["mtp_slower"]
+    assert report["modes"][0]["label"] == report["baseline"]["label"]
     assert "slower" in rec["reason"]
     save_recommendation(report)
     assert recommended_depth(broken, "CPU") is None

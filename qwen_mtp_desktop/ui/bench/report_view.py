@@ -22,7 +22,7 @@ def chart_data(
         if timed and base and mtp:
             speedup = summary["speedup"]
             bars = [
-                Bar("baseline", base["median"], base["min"], base["max"], "baseline", "1.00x"),
+                Bar("plain", base["median"], base["min"], base["max"], "baseline", "1.00x"),
                 Bar(
                     f"MTP n={n}",
                     mtp["median"],
@@ -56,7 +56,8 @@ def chart_data(
             series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
         bars.append(
             Bar(
-                mode["label"].replace("MTP ", ""),
+                # The bar says "plain"; the banner names which plain path was the baseline.
+                "plain" if mode["depth"] is None else mode["label"].replace("MTP ", ""),
                 speed["median"],
                 speed["min"],
                 speed["max"],
@@ -100,11 +101,15 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
         status = "warning" if div["verdict"] == "near_tie" else "error"
         return status, "Validation failed: MTP changed the output", detail
     rec = report["recommendation"]
+    detail = rec["reason"]
+    baseline = report.get("baseline")  # reports from before it was measured have none
+    if baseline:
+        detail += f" Speed-ups are against {baseline['label']}, {baseline['reason']}."
     if rec["depth"] is not None:
-        return "ok", f"Recommended: MTP {rec['label']} ({rec['speedup']:.2f}x)", rec["reason"]
+        return "ok", f"Recommended: MTP {rec['label']} ({rec['speedup']:.2f}x)", detail
     if rec["mtp_slower"]:
-        return "warning", "Recommended: plain decoding (MTP is slower here)", rec["reason"]
-    return "error", "Recommended: plain decoding", rec["reason"]
+        return "warning", "Recommended: plain decoding (MTP is slower here)", detail
+    return "error", "Recommended: plain decoding", detail
 
 
 def local_time(created: str, pattern: str = "%d %b %H:%M") -> str:
