@@ -18,6 +18,7 @@ from qwen_mtp_desktop.commands import (
     export,
     generate,
     models,
+    output_file,
     validate,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the outputs, print one line, exit 0 if they are identical and drafts were accepted",
     )
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
-    parser.add_argument("--screenshot", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--screenshot", type=output_file, help=argparse.SUPPRESS)
     parser.add_argument("--quit-after-ms", type=int, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:

@@ -7,6 +7,7 @@ Every command prints a one-line reason and exits non-zero on bad input; no trace
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -25,3 +26,16 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def output_file(text: str) -> Path:
+    """A file the command will write: refused up front (usage error) when it is a device, a
+    FIFO, a symbolic link or a folder, before any long run starts."""
+    from qwen_mtp_desktop.core.safe_files import UnsafeFileError, check_output_target
+
+    path = Path(text)
+    try:
+        check_output_target(path)
+    except UnsafeFileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return path

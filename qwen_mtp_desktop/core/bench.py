@@ -41,6 +41,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.models import display_name
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 from qwen_mtp_desktop.core.validate import (
     REPORT_SCHEMA_VERSION,
     ProgressCallback,
@@ -559,10 +560,10 @@ def model_fingerprint(model_dir: Path) -> list[list[Any]]:
 
 def _read_store() -> dict[str, Any]:
     try:
-        raw = json.loads(recommendations_file().read_text(encoding="utf-8"))
+        raw = read_json_file(recommendations_file(), kind=FileKind("recommendations", ""))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):
         log.warning("ignoring unreadable %s", recommendations_file(), exc_info=True)
         return {}
     if not isinstance(raw, dict) or raw.get("schema_version") != RECOMMENDATIONS_SCHEMA:

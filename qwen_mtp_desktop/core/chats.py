@@ -40,6 +40,7 @@ from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import Message, Role
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import parse_json_text
 
 log = logging.getLogger(__name__)
 
@@ -349,8 +350,8 @@ def _load_json_dict(text: str | None, what: str) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = parse_json_text(text)
+    except (ValueError, RecursionError):
         log.warning("ignoring unreadable %s JSON in the chat store", what)
         return None
     return value if isinstance(value, dict) else None

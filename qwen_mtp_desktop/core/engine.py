@@ -39,7 +39,6 @@ policy predicts the saving exceeds the re-prefill.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import queue
 import threading
@@ -70,6 +69,7 @@ from qwen_mtp_desktop.core.mtp_decoder import (
     MtpDecoder,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -298,8 +298,8 @@ def _model_type(model_dir: Path, entries: set[str]) -> str:
             code="NOT_A_MODEL",
         )
     try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = read_json_file(model_dir / "config.json", kind=FileKind("config.json", ""))
+    except (OSError, ValueError) as exc:
         raise EngineError(
             f"{model_dir.name}/config.json cannot be read ({exc}).",
             "Re-export the model; the config file is damaged.",

@@ -43,6 +43,7 @@ from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.ir import WeightInfo
 from qwen_mtp_desktop.core.optimum_cli import MARKER, part_name
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 WeightFormat = Literal["fp32", "fp16", "int8", "int4"]
 GroupSizeFallback = Literal["error", "ignore", "adjust"]
@@ -701,7 +702,7 @@ def _owner_alive(owner: dict[str, Any]) -> bool:
 
 def _read_owner(folder: Path) -> dict[str, Any]:
     try:
-        raw = json.loads((folder / OWNER_FILE).read_text(encoding="utf-8"))
+        raw = read_json_file(folder / OWNER_FILE, kind=FileKind(OWNER_FILE, ""))
     except (OSError, ValueError):
         return {}
     return raw if isinstance(raw, dict) else {}
@@ -758,7 +759,7 @@ def cleanup_stale_exports(roots: Iterable[Path] = ()) -> list[Path]:
     if registry.is_dir():
         for entry in sorted(registry.glob("*.json")):
             try:
-                raw = json.loads(entry.read_text(encoding="utf-8"))
+                raw = read_json_file(entry, kind=FileKind(entry.name, ""))
             except (OSError, ValueError):
                 raw = {}
             if isinstance(raw, dict) and _owner_alive(raw):
@@ -800,6 +801,11 @@ def _move_into_place(source: Path, destination: Path, *, overwrite: bool) -> Non
         if destination.is_dir() and not any(destination.iterdir()):
             destination.rmdir()
         elif overwrite:
+            from qwen_mtp_desktop.core.export_guard import replace_problem
+
+            problem = replace_problem(destination)  # checked again: only an export goes
+            if problem is not None:
+                raise ExportError(problem, "Choose a new folder name.", code="DESTINATION_EXISTS")
             aside = destination.parent / (
                 f".{destination.name}{REPLACED_INFIX}{secrets.token_hex(4)}"
             )
@@ -1486,7 +1492,12 @@ class ExportJob:
     def _check_destination(self, destination: Path) -> None:
         from qwen_mtp_desktop.core.preflight import check_destination
 
-        item = check_destination(destination, overwrite=self.request.overwrite)
+        source = self.request.source
+        item = check_destination(
+            destination,
+            overwrite=self.request.overwrite,
+            source=Path(source.value) if source.kind == "folder" else None,
+        )
         if item.status == "fail":
             raise ExportError(item.message, item.fix, code="BAD_DESTINATION")
 

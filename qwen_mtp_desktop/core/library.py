@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import re
 import stat
@@ -37,6 +36,12 @@ from qwen_mtp_desktop.core.ir import (
     PrecisionShare,
     RtInfo,
     read_ir,
+)
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    UnsafeFileError,
+    read_json_file,
+    read_json_object,
 )
 
 #: Our own record of an export, written next to the IR by the export job.
@@ -195,15 +200,11 @@ def read_manifest(model_dir: Path) -> ExportManifest | None:
     """The folder's export manifest; None if absent. ValueError if present but unusable."""
     path = Path(model_dir) / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_json_file(path, kind=FileKind(MANIFEST_NAME, ""))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{MANIFEST_NAME} cannot be read ({exc})") from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{MANIFEST_NAME} is not valid JSON ({exc})") from exc
+    except UnsafeFileError as exc:
+        raise ValueError(exc.message) from exc
     return ExportManifest.from_json_dict(raw)
 
 
@@ -818,14 +819,11 @@ def available_memory() -> tuple[int | None, int | None]:
 def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(object, None), (None, None) when absent, or (None, reason) when unreadable."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return read_json_object(path, kind=FileKind(path.name, "")), None
     except FileNotFoundError:
         return None, None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, str(exc)
-    if not isinstance(raw, dict):
-        return None, "not a JSON object"
-    return raw, None
+    except UnsafeFileError as exc:
+        return None, exc.message
 
 
 def _kind(config: Mapping[str, Any] | None) -> tuple[Kind, str, str | None]:

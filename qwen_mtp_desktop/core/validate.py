@@ -48,10 +48,11 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.environment import package_version
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.fileio import atomic_write_text, write_user_file
 from qwen_mtp_desktop.core.library import inspect_model
 from qwen_mtp_desktop.core.models import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, resources_dir
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 log = logging.getLogger(__name__)
 
@@ -286,14 +287,14 @@ def _role(value: str) -> Role:
 
 def read_prompt_set(path: Path) -> PromptSet:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_json_file(path, kind=FileKind(f"The prompt set {path.name}", ""))
     except FileNotFoundError as exc:
         raise ValidationError(
             f"The prompt set {path} does not exist.",
             f"Use a built-in set ({', '.join(builtin_prompt_set_names())}) or a JSON file.",
             code="BAD_PROMPT_SET",
         ) from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise _bad_set(path, f"it cannot be read as JSON ({exc})") from exc
     if isinstance(raw, list):  # a bare list of prompts is accepted too
         raw = {"prompts": raw}
@@ -819,8 +820,8 @@ class ReportEntry:
 
 def load_report(path: Path) -> dict[str, Any]:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = read_json_file(Path(path), kind=FileKind(f"The report {Path(path).name}", ""))
+    except (OSError, ValueError) as exc:
         raise ValidationError(
             f"The report {Path(path).name} cannot be read ({exc}).",
             "Delete it from the reports folder; new runs are not affected.",
@@ -1024,9 +1025,9 @@ def export_report(report: dict[str, Any], path: Path) -> Path:
     """Write the report as Markdown (.md) or JSON (anything else)."""
     path = Path(path)
     if path.suffix.lower() in (".md", ".markdown"):
-        atomic_write_text(path, report_markdown(report))
+        write_user_file(path, report_markdown(report))
     else:
-        atomic_write_text(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        write_user_file(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return path
 
 

@@ -866,9 +866,9 @@ class ChatPanel(QWidget):
                 export = store.export_markdown if suffix == ".md" else store.export_json
 
                 def write() -> None:
-                    from qwen_mtp_desktop.core.fileio import atomic_write_text
+                    from qwen_mtp_desktop.core.fileio import write_user_file
 
-                    atomic_write_text(Path(filename), export(conversation_id))
+                    write_user_file(Path(filename), export(conversation_id))
 
                 self._runner.submit(write, None, self._on_store_error)
 
