@@ -56,13 +56,15 @@ _MAX_ITEMS = 256
 
 
 def _text(value: object) -> str | None:
-    ok = isinstance(value, str) and 0 < len(value) <= _MAX_TEXT and "\x00" not in value
-    return value if ok else None
+    if isinstance(value, str) and 0 < len(value) <= _MAX_TEXT and "\x00" not in value:
+        return value
+    return None
 
 
 def _device(value: object) -> str | None:
-    ok = isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable()
-    return value if ok else None
+    if isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable():
+        return value
+    return None
 
 
 def _folders(value: object) -> list[str] | None:
