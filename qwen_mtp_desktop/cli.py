@@ -13,6 +13,7 @@ from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     CommandError,
     bench,
+    bounded_int,
     demo_model,
     doctor,
     export,
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
     parser.add_argument("--screenshot", type=output_file, help=argparse.SUPPRESS)
-    parser.add_argument("--quit-after-ms", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--quit-after-ms", type=bounded_int(0, 86_400_000), help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(commands)

@@ -14,7 +14,9 @@ from typing import Any
 from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     EXIT_OK,
+    MAX_DRAFT_TOKENS,
     CommandError,
+    bounded_int,
     output_file,
     positive_int,
 )
@@ -145,7 +147,7 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--num-assistant-tokens",
-        type=positive_int,
+        type=bounded_int(1, MAX_DRAFT_TOKENS),
         default=1,
         metavar="K",
         help="MTP draft tokens per step (default 1)",

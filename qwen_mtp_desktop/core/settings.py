@@ -116,9 +116,7 @@ def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-_KIND = FileKind(
-    "The settings file", "Delete it to start with default settings, or fix its JSON."
-)
+_KIND = FileKind("The settings file", "Delete it to start with default settings, or fix its JSON.")
 
 
 def _move_aside(path: Path) -> str:
