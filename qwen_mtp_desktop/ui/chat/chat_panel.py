@@ -995,17 +995,21 @@ class ChatPanel(QWidget):
         return widget
 
     def _open_link(self, url: QUrl) -> None:
+        from qwen_mtp_desktop.core.link_display import link_target
+
+        # The real target: punycode host, control and bidi characters shown as escapes.
+        target = link_target(url.toString())
         if url.scheme() not in ("http", "https"):
             QMessageBox.information(
                 self,
                 "Link not opened",
-                f"Only web links can be opened from a chat:\n{url.toString()}",
+                f"Only web links can be opened from a chat:\n{target.address}",
             )
             return
         answer = QMessageBox.question(
             self,
             "Open link?",
-            f"The model's answer links to:\n\n{url.toString()}\n\nOpen it in your browser?",
+            f"The model's answer links to:\n\n{target.describe()}\n\nOpen it in your browser?",
         )
         if answer == QMessageBox.StandardButton.Yes:
             QDesktopServices.openUrl(url)
