@@ -91,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         from qwen_mtp_desktop.app import run_gui
 
+        if args.model is not None and not args.model.expanduser().is_dir():
+            # Never fall back to the demo model silently: the user asked for this one.
+            what = "is not a folder" if args.model.expanduser().exists() else "does not exist"
+            parser.error(f"--model {args.model} {what}; give the folder of an exported model")
+
         return run_gui(
             model=args.model, screenshot=args.screenshot, quit_after_ms=args.quit_after_ms
         )
