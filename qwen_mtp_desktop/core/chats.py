@@ -39,6 +39,7 @@ from typing import Any, Literal, cast, get_args
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import Message, Role
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.message_stats import clean_stats
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.safe_files import parse_json_text
 
@@ -357,6 +358,11 @@ def _load_json_dict(text: str | None, what: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _stored_stats(text: str | None) -> dict[str, Any] | None:
+    raw = _load_json_dict(text, "stats")
+    return clean_stats(raw) if raw is not None else None
+
+
 def _like_pattern(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -588,7 +594,7 @@ class ChatStore:
             created_at=float(row["created_at"]),
             status=cast(MessageStatus, status) if status in _STATUSES else "error",
             error=row["error"],
-            stats=_load_json_dict(row["stats_json"], "stats"),
+            stats=_stored_stats(row["stats_json"]),
         )
 
     def _get_message(self, conn: sqlite3.Connection, message_id: int) -> StoredMessage:
