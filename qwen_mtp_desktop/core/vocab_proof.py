@@ -116,15 +116,12 @@ def prove(table: ByteTable, decode_batch: DecodeBatch, emit_limit: int = 0) -> P
     byte_ids = single_byte_ids(table)
     total = max(size, emit_limit)
     sequences: list[list[int]] = [[i] for i in range(total)]
-    expected: list[str] = [table.decode_bytes([i]).decode("utf-8", "replace") for i in range(total)]
+    raws = [table.decode_bytes([i]) for i in range(size)]
+    expected = [raw.decode("utf-8", "replace") for raw in raws] + [""] * (total - size)
     contexts = 0
-    for token_id in range(size):
-        raw = table.decode_bytes([token_id])
-        try:
-            raw.decode("utf-8")
-            continue
-        except UnicodeDecodeError:
-            pass
+    for token_id, raw in enumerate(raws):
+        if "\ufffd" not in expected[token_id]:
+            continue  # whole characters: compared alone (a real U+FFFD is compared alone too)
         completion = _completion(raw)
         if completion is None:
             continue
