@@ -29,6 +29,10 @@ def _seconds(value: object) -> float | None:
     return number_in_range(value, 0.0, 1e9)
 
 
+def _timestamp(value: object) -> float | None:
+    return number_in_range(value, 0.0, 1e11)  # seconds since 1970, up to year 5138
+
+
 def _share(value: object) -> float | None:
     return number_in_range(value, 0.0, 1.0)
 
@@ -82,7 +86,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "ttft_s": _seconds,
     "decode_tokens_per_s": _seconds,
     "total_s": _seconds,
-    "finished_at": _seconds,
+    "finished_at": _timestamp,
     "acceptance_rate": _share,
     "mean_accepted_per_step": _seconds,
     "drafted_ranges": _ranges,
