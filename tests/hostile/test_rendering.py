@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PySide6.QtWidgets import QPushButton, QTextBrowser
+from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.markdown import Segment, first_page
 from tests.conftest import REPO_ROOT
@@ -336,3 +339,43 @@ class TestRenderingCostIsLinear:
             pages += 1
             assert pages <= len(segments) + sum(len(t) for _, t in texts) + 1
         assert "".join(s.text for s in shown) == "".join(t for _, t in texts)
+
+
+@pytest.mark.gui
+def test_screenshots_of_hostile_answers(qtbot: QtBot, screenshot_dir: Path) -> None:
+    """What the user sees: image placeholders, code past the widget cap, and "Show more"."""
+    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, PAGE_CHARS, MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript import Transcript
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    fences = "".join(
+        f"Step {i}:\n\n```python\nprint({i})\n```\n\n" for i in range(MAX_CODE_WIDGETS + 3)
+    )
+    answers = [
+        "Here is the file you asked for: ![my photo](file:///home/you/Pictures/secret.png) "
+        "and a [link](https://example.com/docs).\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        fences,
+        ("A very long answer. " * 40 + "\n\n") * (PAGE_CHARS // 800 + 2),
+    ]
+    widgets = [MessageWidget("assistant", dark=False, content=a) for a in answers]
+    transcript.add_messages(widgets)
+    texts = [v.toPlainText() for v in widgets[0].findChildren(QTextBrowser)]
+    assert any("[image not loaded: file:///home/you/Pictures/secret.png]" in t for t in texts)
+    assert widgets[2].findChild(QPushButton, "showMoreButton") is not None
+    for width, height in ((1024, 700), (1600, 1000)):
+        transcript.resize(width, height)
+        transcript.show()
+        qtbot.waitExposed(transcript)
+        for name, target in (("top", widgets[0]), ("code", widgets[1]), ("more", widgets[2])):
+            if name == "code":
+                transcript.ensureWidgetVisible(target, 0, 0)
+                bar = transcript.verticalScrollBar()
+                bar.setValue(target.y() + target.height() - height + 40)
+            elif name == "more":
+                transcript.scroll_to_bottom()
+            else:
+                transcript.verticalScrollBar().setValue(0)
+            qtbot.wait(50)
+            path = screenshot_dir / f"hostile_answers_{name}_{width}x{height}.png"
+            assert transcript.grab().save(str(path))

@@ -27,6 +27,10 @@ MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
 )
 
 
+#: Pixels between Markdown pieces appended to one document (a blank line's worth).
+PARAGRAPH_GAP = 10
+
+
 def image_placeholder(source: str) -> str:
     shown = visible(source, limit=80)
     return f"[image not loaded: {shown}]" if shown else "[image not loaded]"
@@ -65,9 +69,17 @@ def append_markdown(document: QTextDocument, text: str) -> None:
     fragment = QTextDocumentFragment(markdown_document(text))
     cursor = QTextCursor(document)
     cursor.movePosition(QTextCursor.MoveOperation.End)
-    if not document.isEmpty():
+    separate = not document.isEmpty()
+    if separate:
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+    start = cursor.position()
     cursor.insertFragment(fragment)
+    if separate:  # the gap a blank line makes between paragraphs
+        first = QTextCursor(document)
+        first.setPosition(start)
+        spaced = first.blockFormat()
+        spaced.setTopMargin(max(spaced.topMargin(), PARAGRAPH_GAP))
+        first.setBlockFormat(spaced)
 
 
 def append_code(document: QTextDocument, code: str, language: str, mono_family: str) -> None:
@@ -82,9 +94,13 @@ def append_code(document: QTextDocument, code: str, language: str, mono_family: 
     chars.setFontFamilies([mono_family])
     label = QTextCharFormat(chars)
     label.setForeground(QColor(127, 127, 127))
-    for index, line in enumerate([language or "code", *code.split("\n")]):
+    lines = [language or "code", *code.split("\n")]
+    for index, line in enumerate(lines):
+        spaced = QTextBlockFormat(block)  # a gap above and below the block, not between lines
+        spaced.setTopMargin(8 if index == 0 else 0)
+        spaced.setBottomMargin(8 if index == len(lines) - 1 else 0)
         if index or not document.isEmpty():
-            cursor.insertBlock(block, chars)
+            cursor.insertBlock(spaced, chars)
         else:
-            cursor.setBlockFormat(block)
+            cursor.setBlockFormat(spaced)
         cursor.insertText(line, label if index == 0 else chars)
