@@ -71,7 +71,7 @@ from qwen_mtp_desktop.core.mtp_decoder import (
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
-from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file, special_entries
+from qwen_mtp_desktop.core.safe_files import FileKind, model_folder_problem, read_json_file
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -1168,14 +1168,15 @@ def _load_image(path: Path) -> Any:
 
 
 def _refuse_special_files(model_dir: Path) -> None:
-    """A FIFO or device in the folder would block the native loader forever (issue 19)."""
-    special = special_entries(model_dir)
-    if special:
-        name, what = special[0]
+    """A FIFO or device in the folder would block the native loader forever, and its JSON
+    side files are parsed natively: both are checked first (issue 19, core.safe_files)."""
+    problem = model_folder_problem(model_dir)
+    if problem is not None:
+        code, message = problem
         raise EngineError(
-            f"{model_dir.name}/{name} is {what}, not a regular file; the model was not loaded.",
-            "Replace it with the real file (or remove it), or re-export the model.",
-            code="NOT_REGULAR",
+            f"{message}; the model was not loaded.",
+            "Replace the file with the real one (or remove it), or re-export the model.",
+            code=code,
         )
 
 

@@ -287,3 +287,24 @@ def check_output_target(path: Path, *, what: str = "the output file") -> None:
             "Name a new file or an existing regular file.",
             code="NOT_REGULAR",
         )
+
+
+def model_folder_problem(folder: Path) -> tuple[str, str] | None:
+    """(code, message) for the first file of a model folder the native runtime must not be
+    handed: a special file (it would block or read forever), or a JSON side file (config,
+    generation config, processor and tokenizer configs, read natively) that is too big, too
+    deep or not JSON. None when the folder is fine. tokenizer.json is not read natively."""
+    special = special_entries(folder)
+    if special:
+        name, what = special[0]
+        return "NOT_REGULAR", f"{folder.name}/{name} is {what}, not a regular file"
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "tokenizer.json":
+            continue
+        try:
+            read_json_file(path, kind=FileKind(f"{folder.name}/{path.name}", ""))
+        except UnsafeFileError as exc:
+            return "IR_CORRUPT", exc.message.rstrip(".")
+        except OSError:
+            continue
+    return None
