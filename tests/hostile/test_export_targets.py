@@ -80,9 +80,8 @@ def _build(root: Path, layout: dict[str, Any]) -> tuple[Path, Path]:
         if record == "valid":
             manifest.write_text(json.dumps({"source": "s", "files": listed}))
         elif record == "partial":  # does not list the last file
-            manifest.write_text(
-                json.dumps({"source": "s", "files": dict(list(listed.items())[:1])})
-            )
+            partial = dict(list(listed.items())[:-1])
+            manifest.write_text(json.dumps({"source": "s", "files": partial}))
         elif record == "damaged":
             manifest.write_text('{"files": ')
         elif record == "empty_files":
