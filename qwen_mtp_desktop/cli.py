@@ -13,11 +13,13 @@ from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     CommandError,
     bench,
+    bounded_int,
     demo_model,
     doctor,
     export,
     generate,
     models,
+    output_file,
     validate,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
@@ -68,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the outputs, print one line, exit 0 if they are identical and drafts were accepted",
     )
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
-    parser.add_argument("--screenshot", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--quit-after-ms", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--screenshot", type=output_file, help=argparse.SUPPRESS)
+    parser.add_argument("--quit-after-ms", type=bounded_int(0, 86_400_000), help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(commands)
@@ -88,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_self_test()
     if args.command is None:
         from qwen_mtp_desktop.app import run_gui
+
+        if args.model is not None and not args.model.expanduser().is_dir():
+            # Never fall back to the demo model silently: the user asked for this one.
+            what = "is not a folder" if args.model.expanduser().exists() else "does not exist"
+            parser.error(f"--model {args.model} {what}; give the folder of an exported model")
 
         return run_gui(
             model=args.model, screenshot=args.screenshot, quit_after_ms=args.quit_after_ms

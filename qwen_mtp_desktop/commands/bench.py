@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from qwen_mtp_desktop.commands import EXIT_OK, CommandError, positive_int
+from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, whole_number
 from qwen_mtp_desktop.commands.validate import (
     ProgressPrinter,
     add_common_arguments,
@@ -25,9 +25,7 @@ def _depths(text: str) -> tuple[int, ...]:
 
 
 def _non_negative(text: str) -> int:
-    if text.strip() == "0":
-        return 0
-    return positive_int(text)
+    return whole_number(text, 0, 100)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -119,7 +117,11 @@ def register(commands: Any) -> None:
         help="MTP draft depths to try (default 1,2,3,4)",
     )
     parser.add_argument(
-        "--runs", type=positive_int, default=3, metavar="N", help="measured rounds (default 3)"
+        "--runs",
+        type=bounded_int(1, 1000),
+        default=3,
+        metavar="N",
+        help="measured rounds (default 3)",
     )
     parser.add_argument(
         "--warmup", type=_non_negative, default=1, metavar="N", help="warm-up rounds (default 1)"

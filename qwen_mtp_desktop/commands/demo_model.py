@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.commands import EXIT_OK, CommandError
+from qwen_mtp_desktop.commands import EXIT_OK, MAX_COUNT, CommandError, bounded_int
 
 
 def _cmd_demo_model_build(args: argparse.Namespace) -> int:
@@ -71,9 +71,12 @@ def register(commands: Any) -> None:
     build.add_argument("out", type=Path, help="new folder for the Hugging Face checkpoint")
     build.add_argument("--moe", action="store_true", help="Qwen3.5-MoE instead of dense")
     build.add_argument(
-        "--train-steps", type=int, default=0, help="joint training steps (0: random)"
+        "--train-steps",
+        type=bounded_int(0, MAX_COUNT),
+        default=0,
+        help="joint training steps (0: random)",
     )
-    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0)
     build.add_argument("--export-to", type=Path, help="also export it to this OpenVINO folder")
     build.add_argument(
         "--weight-format",

@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.commands import EXIT_OK, CommandError, positive_int
+from qwen_mtp_desktop.commands import (
+    EXIT_OK,
+    MAX_DRAFT_TOKENS,
+    CommandError,
+    positive_int,
+    whole_number,
+)
 
 
 def depth_or_auto(text: str) -> int | str:
@@ -21,7 +27,7 @@ def depth_or_auto(text: str) -> int | str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither a positive whole number nor 'auto'"
         ) from None
-    return positive_int(text)
+    return whole_number(text, 1, MAX_DRAFT_TOKENS)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:

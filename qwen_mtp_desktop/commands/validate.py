@@ -11,7 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.commands import EXIT_FAILED, EXIT_OK, CommandError, positive_int
+from qwen_mtp_desktop.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    MAX_DRAFT_TOKENS,
+    CommandError,
+    bounded_int,
+    output_file,
+    positive_int,
+)
 
 
 class ProgressPrinter:
@@ -28,6 +36,7 @@ class ProgressPrinter:
 
 def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Path]:
     """Keep the report in the model's history (unless --no-save) and write --export files."""
+    from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.report_markdown import export_report
     from qwen_mtp_desktop.core.reports import save_report
 
@@ -37,7 +46,7 @@ def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Pa
             written.append(save_report(report))
         for target in args.export or []:
             written.append(export_report(report, target))
-    except OSError as exc:
+    except (OSError, UserFacingError) as exc:
         raise CommandError(f"the report could not be written: {exc}") from exc
     return written
 
@@ -112,7 +121,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--export",
-        type=Path,
+        type=output_file,
         action="append",
         metavar="FILE",
         help="also write the report to FILE (.md for Markdown, else JSON); repeatable",
@@ -139,7 +148,7 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--num-assistant-tokens",
-        type=positive_int,
+        type=bounded_int(1, MAX_DRAFT_TOKENS),
         default=1,
         metavar="K",
         help="MTP draft tokens per step (default 1)",

@@ -50,6 +50,7 @@ from qwen_mtp_desktop.core.reports import (
     now_iso,
     version_lines,
 )
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 from qwen_mtp_desktop.core.validate import (
     ProgressCallback,
     PromptSet,
@@ -560,10 +561,10 @@ def model_fingerprint(model_dir: Path) -> list[list[Any]]:
 
 def _read_store() -> dict[str, Any]:
     try:
-        raw = json.loads(recommendations_file().read_text(encoding="utf-8"))
+        raw = read_json_file(recommendations_file(), kind=FileKind("recommendations", ""))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):
         log.warning("ignoring unreadable %s", recommendations_file(), exc_info=True)
         return {}
     if not isinstance(raw, dict) or raw.get("schema_version") != RECOMMENDATIONS_SCHEMA:

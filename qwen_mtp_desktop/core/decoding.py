@@ -7,14 +7,22 @@ No OpenVINO here, so all of it is testable with recorded data.
 from __future__ import annotations
 
 import codecs
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.safe_files import (
+    TOKENIZER_JSON_BYTES,
+    FileKind,
+    read_json_file,
+)
+
 Mode = Literal["mtp", "baseline"]
 FinishReason = Literal["eos", "length", "stop_string", "cancelled"]
+TOKENIZER_JSON = FileKind("tokenizer.json", "Re-export the model.")
+#: Far above any real vocabulary (Qwen3.5: 248,320 ids).
+MAX_VOCAB_SIZE = 4_000_000
 
 
 class IncrementalDecoder:
@@ -86,7 +94,7 @@ class ByteLevelVocab:
     def from_tokenizer_json(cls, path: Path) -> ByteLevelVocab | None:
         """The table, or None when the file is missing or is not a plain byte-level BPE."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json_file(path, kind=TOKENIZER_JSON, max_bytes=TOKENIZER_JSON_BYTES)
             model = data["model"]
             decoder = data.get("decoder") or {}
             if model.get("type") != "BPE" or decoder.get("type") != "ByteLevel":
@@ -96,14 +104,16 @@ class ByteLevelVocab:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         alphabet = _byte_level_alphabet()
-        size = max([*vocab.values(), *(int(t["id"]) for t in added)], default=-1) + 1
-        table = [b""] * size
         try:
+            ids = [*vocab.values(), *(t["id"] for t in added)]
+            if not all(type(i) is int and 0 <= i < MAX_VOCAB_SIZE for i in ids):
+                return None  # an absurd id would allocate gigabytes; a negative one aliases
+            table = [b""] * (max(ids, default=-1) + 1)
             for piece, token_id in vocab.items():
                 table[token_id] = bytes(alphabet[ch] for ch in piece)
             for token in added:
                 table[int(token["id"])] = b"" if token["special"] else token["content"].encode()
-        except (KeyError, IndexError, TypeError, ValueError):
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             return None
         return cls(table)
 

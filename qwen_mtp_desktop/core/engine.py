@@ -39,7 +39,6 @@ policy predicts the saving exceeds the re-prefill.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import queue
 import threading
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from qwen_mtp_desktop.core.context_limit import check_fits
 from qwen_mtp_desktop.core.decoding import (
     ByteLevelVocab,
     ByteStreamDecoder,
@@ -70,6 +70,8 @@ from qwen_mtp_desktop.core.mtp_decoder import (
     MtpDecoder,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
+from qwen_mtp_desktop.core.safe_files import FileKind, model_folder_problem, read_json_file
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -253,6 +255,7 @@ def check_model_dir(model_dir: Path) -> ModelFiles:
             "Export a Qwen3.5 checkpoint into it with the Export panel.",
             code="EMPTY_DIR",
         )
+    _refuse_special_files(model_dir)
     model_type = _model_type(model_dir, entries)
     if model_type not in QWEN35_MODEL_TYPES:
         what = f"a {model_type!r} model" if model_type else "not a Qwen3.5 model"
@@ -298,8 +301,8 @@ def _model_type(model_dir: Path, entries: set[str]) -> str:
             code="NOT_A_MODEL",
         )
     try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = read_json_file(model_dir / "config.json", kind=FileKind("config.json", ""))
+    except (OSError, ValueError) as exc:
         raise EngineError(
             f"{model_dir.name}/config.json cannot be read ({exc}).",
             "Re-export the model; the config file is damaged.",
@@ -788,6 +791,7 @@ class Engine:
         self._tokenizer: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self._vocab: ByteLevelVocab | None = None
+        self._guards: PromptGuards | None = None
         self._think_start: int | None = None
         self._think_end: int | None = None
         self._active: Generation | None = None
@@ -810,6 +814,7 @@ class Engine:
         warnings = list(files.warnings)
         if options.mtp and not files.has_mtp:
             log.warning("%s: no MTP head, loading in baseline mode", model_dir)
+        _check_device(options.device)
         self._open_args = (model_dir, options.device, dict(properties))
         started = time.perf_counter()
         note = ""
@@ -852,7 +857,8 @@ class Engine:
         load_s = time.perf_counter() - started
         self._think_start = self._single_token_id("<think>")
         self._think_end = self._single_token_id("</think>")
-        self._vocab = self._fast_vocab(model_dir)
+        self._vocab = self._fast_vocab(model_dir, options.cache_dir)
+        self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
         mode: Mode = "mtp" if use_mtp else "baseline"
         decoder: Decoding = "fast" if self._fast is not None else "genai"
         self.loaded = LoadedModel(
@@ -885,6 +891,7 @@ class Engine:
         self.plain_load_s = None
         self._tokenizer = None
         self._vocab = None
+        self._guards = None
         self.loaded = None
 
     @property
@@ -983,12 +990,18 @@ class Engine:
             raise EngineError(
                 "The conversation must end with a user message.", code="BAD_CONVERSATION"
             )
+        guards = self._guards
+        assert guards is not None
         history = []
         for message in messages:
-            content = message.content
+            content = guards.escape(message.content)  # typed text never becomes a token
             if message.image is not None:
                 content = f"<|vision_start|><|image_pad|><|vision_end|>{content}"
             history.append({"role": message.role, "content": content})
+        try:
+            guards.check_template(history, thinking)  # bounded, before the native call
+        except UserFacingError as exc:
+            raise EngineError(exc.message, exc.fix, code=exc.code) from exc
         try:
             rendered: str = tokenizer.apply_chat_template(
                 history, add_generation_prompt=True, extra_context={"enable_thinking": thinking}
@@ -1008,6 +1021,7 @@ class Engine:
         settings.validate()
         self._require_loaded()
         prompt = self.render_prompt(messages, thinking=settings.thinking)
+        self._check_context(prompt)
         log_conversation("prompt", prompt)  # only with debug logging on
         images = [_load_image(m.image) for m in messages if m.image is not None]
         return self._start(prompt, settings, images)
@@ -1017,6 +1031,7 @@ class Engine:
         settings = settings or GenerationSettings()
         settings.validate()
         self._require_loaded()
+        self._check_context(prompt)
         return self._start(prompt, settings, [])
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
@@ -1079,7 +1094,15 @@ class Engine:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return self.loaded, self._tokenizer
 
-    def _fast_vocab(self, model_dir: Path) -> ByteLevelVocab | None:
+    def _check_context(self, prompt: str) -> None:
+        guards = self._guards
+        if guards is not None and guards.context_length is not None:
+            try:
+                check_fits(len(_token_ids(self._tokenizer, prompt)), guards.context_length)
+            except UserFacingError as exc:
+                raise EngineError(exc.message, exc.fix, code=exc.code) from exc
+
+    def _fast_vocab(self, model_dir: Path, cache_dir: Path | None = None) -> ByteLevelVocab | None:
         """The model's byte-level vocabulary for streaming text, when it decodes exactly like
         the runtime's detokenizer (checked here); None keeps the detokenizer."""
         started = time.perf_counter()
@@ -1088,7 +1111,9 @@ class Engine:
             return None
         tokenizer = self._tokenizer
         samples = [[int(i) for i in _token_ids(tokenizer, text)] for text in VOCAB_CHECK_TEXTS]
-        if not vocab_agrees(vocab, lambda ids: str(tokenizer.decode(ids)), samples):
+        if not vocab_agrees(
+            vocab, lambda ids: str(tokenizer.decode(ids)), samples
+        ) or not proven_equal(vocab, tokenizer, model_dir, cache_dir):
             log.warning("%s: tokenizer.json decodes differently; using the detokenizer", model_dir)
             return None
         log.info("byte-level vocabulary ready in %.2f s", time.perf_counter() - started)
@@ -1140,3 +1165,28 @@ def _load_image(path: Path) -> Any:
             code="IMAGE",
         ) from exc
     return openvino.Tensor(array[None])
+
+
+def _refuse_special_files(model_dir: Path) -> None:
+    """A FIFO or device in the folder would block the native loader forever, and its JSON
+    side files are parsed natively: both are checked first (issue 19, core.safe_files)."""
+    problem = model_folder_problem(model_dir)
+    if problem is not None:
+        code, message = problem
+        raise EngineError(
+            f"{message}; the model was not loaded.",
+            "Replace the file with the real one (or remove it), or re-export the model.",
+            code=code,
+        )
+
+
+def _check_device(device: str) -> None:
+    from qwen_mtp_desktop.core.devices import available_devices, missing_device_error
+
+    try:
+        found = available_devices()
+    except Exception:  # no device list: let the runtime report it
+        return
+    problem = missing_device_error(device, found)
+    if problem is not None:
+        raise EngineError(problem.message, problem.fix, code=problem.code)

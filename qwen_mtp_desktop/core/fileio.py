@@ -22,3 +22,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             Path(tmp_name).unlink()
         raise
+
+
+def write_user_file(path: Path, text: str) -> None:
+    """Write a file the user named (an export, a report): atomically, and never in place of a
+    device node, a FIFO or a symbolic link (the rename would replace it with a regular file)."""
+    from qwen_mtp_desktop.core.safe_files import check_output_target
+
+    check_output_target(path)
+    atomic_write_text(path, text)

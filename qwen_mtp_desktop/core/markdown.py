@@ -114,3 +114,24 @@ class StreamingSegmenter:
         text = "\n".join(self._lines)
         self._lines = []
         return Segment("markdown", text) if text.strip() else None
+
+
+def first_page(segments: list[Segment], limit: int) -> tuple[list[Segment], list[Segment]]:
+    """(the segments to render now, the rest) so that at most `limit` characters render at
+    once: rendering cost grows with the text, so an answer of any size costs at most a page
+    until the user asks for more. A segment larger than the page is cut at the limit."""
+    page: list[Segment] = []
+    used = 0
+    for index, segment in enumerate(segments):
+        room = limit - used
+        if len(segment.text) <= room:
+            page.append(segment)
+            used += len(segment.text)
+            continue
+        if room > 0 or not page:  # cut: the rest of this segment opens the next page
+            cut = max(room, 1)
+            page.append(Segment(segment.kind, segment.text[:cut], segment.language))
+            rest = Segment(segment.kind, segment.text[cut:], segment.language)
+            return page, [rest, *segments[index + 1 :]]
+        return page, segments[index:]
+    return page, []

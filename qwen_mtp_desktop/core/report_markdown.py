@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.bench import bench_markdown
-from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.fileio import write_user_file
 from qwen_mtp_desktop.core.validate import validation_markdown
 
 
@@ -21,7 +21,7 @@ def export_report(report: dict[str, Any], path: Path) -> Path:
     """Write the report as Markdown (.md) or JSON (anything else)."""
     path = Path(path)
     if path.suffix.lower() in (".md", ".markdown"):
-        atomic_write_text(path, report_markdown(report))
+        write_user_file(path, report_markdown(report))
     else:
-        atomic_write_text(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        write_user_file(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return path

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,8 @@ class ReportEntry:
 
 def load_report(path: Path) -> dict[str, Any]:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = read_json_file(Path(path), kind=FileKind(f"The report {Path(path).name}", ""))
+    except (OSError, ValueError) as exc:
         raise ValidationError(
             f"The report {Path(path).name} cannot be read ({exc}).",
             "Delete it from the reports folder; new runs are not affected.",

@@ -9,11 +9,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    UnsafeFileError,
+    checked_fields,
+    int_in_range,
+    read_json_object,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,32 +50,63 @@ class LoadedSettings:
     notice: str | None = None
 
 
-def _from_dict(raw: dict[str, Any]) -> Settings:
-    defaults = Settings()
-    known = {f.name for f in fields(Settings)}
-    values: dict[str, Any] = {}
-    for name in known:
-        if name not in raw:
-            continue
-        value = raw[name]
-        expected = getattr(defaults, name)
-        # Accept None for optional fields; otherwise the type must match the default's.
-        if value is None and name == "default_model":
-            values[name] = None
-        elif isinstance(expected, bool) != isinstance(value, bool) or not isinstance(
-            value, type(expected) if expected is not None else str
-        ):
-            raise ValueError(f"setting {name!r} has the wrong type ({type(value).__name__})")
-        else:
-            values[name] = value
-    values["schema_version"] = SCHEMA_VERSION
-    return Settings(**values)
+#: What each setting may hold; a value outside it falls back to the default (with a notice).
+_MAX_TEXT = 4096
+_MAX_ITEMS = 256
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str) and 0 < len(value) <= _MAX_TEXT and "\x00" not in value:
+        return value
+    return None
+
+
+def _device(value: object) -> str | None:
+    if isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable():
+        return value
+    return None
+
+
+def _folders(value: object) -> list[str] | None:
+    if not isinstance(value, list) or len(value) > _MAX_ITEMS:
+        return None
+    items = [_text(item) for item in value]
+    return [item for item in items if item is not None] if None not in items else None
+
+
+def _ui_state(value: object) -> dict[str, str] | None:
+    if not isinstance(value, dict) or len(value) > _MAX_ITEMS:
+        return None
+    ok = all(
+        _text(key) is not None and isinstance(item, str) and len(item) <= 65536
+        for key, item in value.items()
+    )
+    return dict(value) if ok else None
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+_VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    "default_model": _text,
+    "device": _device,
+    "model_folders": _folders,
+    "debug_logging": _flag,
+    "ui_state": _ui_state,
+}
+
+
+def _from_dict(raw: dict[str, Any]) -> tuple[Settings, list[str]]:
+    """The settings, and the names of values that were damaged (their defaults are used)."""
+    values, bad = checked_fields(raw, _VALIDATORS)  # null default_model: the demo, as default
+    return Settings(**values), bad
 
 
 def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
     version = raw.get("schema_version", 1)
-    if not isinstance(version, int) or version < 1:
-        raise ValueError(f"unknown settings schema_version {version!r}")
+    if int_in_range(version, 1, 1_000_000) is None:
+        raise ValueError(f"unknown settings schema_version {str(version)[:40]!r}")
     if version > SCHEMA_VERSION:
         raise ValueError(
             f"settings were written by a newer version of the app (schema {version}, "
@@ -77,32 +116,50 @@ def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def load_settings(path: Path) -> LoadedSettings:
-    if not path.exists():
-        return LoadedSettings(Settings())
+_KIND = FileKind("The settings file", "Delete it to start with default settings, or fix its JSON.")
+
+
+def _move_aside(path: Path) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = path.with_name(f"{path.name}.damaged-{stamp}")
+    counter = 1
+    while backup.exists():  # never overwrite an earlier backup (two in one second)
+        counter += 1
+        backup = path.with_name(f"{path.name}.damaged-{stamp}-{counter}")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raise ValueError("the file does not hold a JSON object")
-        return LoadedSettings(_from_dict(_migrate(raw)))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        backup = path.with_name(f"{path.name}.damaged-{stamp}")
-        counter = 1
-        while backup.exists():  # never overwrite an earlier backup (two in one second)
-            counter += 1
-            backup = path.with_name(f"{path.name}.damaged-{stamp}-{counter}")
-        try:
-            path.replace(backup)
-            where = f"It was kept as {backup}."
-        except OSError:
-            where = "It could not be moved aside."
-        log.warning("settings file %s unreadable (%s); using defaults", path, exc)
+        path.replace(backup)
+        return f"It was kept as {backup}."
+    except OSError:
+        return "It could not be moved aside."
+
+
+def load_settings(path: Path) -> LoadedSettings:
+    """The settings; a damaged file is kept aside, and each damaged value falls back to its
+    default (the others are kept), saying so in `notice`."""
+    try:
+        raw = read_json_object(path, kind=_KIND, max_bytes=1024 * 1024)
+        settings, bad = _from_dict(_migrate(raw))
+    except FileNotFoundError:
+        return LoadedSettings(Settings())
+    except (UnsafeFileError, ValueError) as exc:
+        reason = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
+        where = _move_aside(path)
+        log.warning("settings file %s unreadable (%s); using defaults", path, reason)
         return LoadedSettings(
             Settings(),
-            notice=f"Your settings file could not be read ({exc}). {where} "
+            notice=f"Your settings file could not be read ({reason}). {where} "
             "The app started with default settings.",
         )
+    if not bad:
+        return LoadedSettings(settings)
+    where = _move_aside(path)
+    names = ", ".join(bad)
+    log.warning("settings file %s: damaged values %s; using their defaults", path, names)
+    return LoadedSettings(
+        settings,
+        notice=f"Some settings were damaged ({names}) and were reset to their default "
+        f"settings; the others were kept. {where}",
+    )
 
 
 def save_settings(path: Path, settings: Settings) -> None:

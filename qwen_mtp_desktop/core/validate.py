@@ -15,7 +15,6 @@ report records. Report ids, history and shared Markdown pieces are in `core.repo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import platform
@@ -55,6 +54,7 @@ from qwen_mtp_desktop.core.reports import (
     now_iso,
     version_lines,
 )
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 log = logging.getLogger(__name__)
 
@@ -265,14 +265,14 @@ def _role(value: str) -> Role:
 
 def read_prompt_set(path: Path) -> PromptSet:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_json_file(path, kind=FileKind(f"The prompt set {path.name}", ""))
     except FileNotFoundError as exc:
         raise ValidationError(
             f"The prompt set {path} does not exist.",
             f"Use a built-in set ({', '.join(builtin_prompt_set_names())}) or a JSON file.",
             code="BAD_PROMPT_SET",
         ) from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise _bad_set(path, f"it cannot be read as JSON ({exc})") from exc
     if isinstance(raw, list):  # a bare list of prompts is accepted too
         raw = {"prompts": raw}

@@ -279,6 +279,14 @@ def test_destination_exists_and_is_not_empty(tmp_path: Path) -> None:
     report = preflight(folder, tmp_path, destination=taken)
     assert "already exists and is not empty" in failure(report)
     assert "--force" in failure(report)
+    # Issue 19: a folder that is not a previous export is never replaced, even with --force...
+    refused = preflight(folder, tmp_path, destination=taken, overwrite=True)
+    assert status(refused, "destination") == "fail"
+    assert "not a model exported by this app" in failure(refused)
+    # ...while a previous export (its manifest lists every file) is.
+    (taken / "qwen_mtp_export.json").write_text(
+        json.dumps({"source": "x", "files": {"old.txt": "0" * 64}})
+    )
     replaced = preflight(folder, tmp_path, destination=taken, overwrite=True)
     assert replaced.ok and status(replaced, "destination") == "warn"
 

@@ -202,6 +202,11 @@ def testmove_into_place_replaces_only_when_allowed(tmp_path: Path) -> None:
     (destination / "a").write_text("old")
     with pytest.raises(Exception, match="already exists"):
         move_into_place(new, destination, overwrite=False)
+    # Issue 19: with overwrite, only a previous export (recognised by its manifest) goes.
+    with pytest.raises(Exception, match="not a model exported by this app"):
+        move_into_place(new, destination, overwrite=True)
+    assert (destination / "a").read_text() == "old"
+    (destination / "qwen_mtp_export.json").write_text('{"source": "x", "files": {"a": "0"}}')
     move_into_place(new, destination, overwrite=True)
     assert (destination / "a").read_text() == "new"
     assert sorted(p.name for p in destination.parent.iterdir()) == ["m"]

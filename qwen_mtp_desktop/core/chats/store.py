@@ -57,7 +57,9 @@ from qwen_mtp_desktop.core.chats.records import (
 )
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import Role
+from qwen_mtp_desktop.core.message_stats import clean_stats
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import parse_json_text
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +111,16 @@ def _load_json_dict(text: str | None, what: str) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = parse_json_text(text)
+    except (ValueError, RecursionError):
         log.warning("ignoring unreadable %s JSON in the chat store", what)
         return None
     return value if isinstance(value, dict) else None
+
+
+def _stored_stats(text: str | None) -> dict[str, Any] | None:
+    raw = _load_json_dict(text, "stats")
+    return clean_stats(raw) if raw is not None else None
 
 
 def _like_pattern(term: str) -> str:
@@ -347,7 +354,7 @@ class ChatStore:
             created_at=float(row["created_at"]),
             status=cast(MessageStatus, status) if status in STATUSES else "error",
             error=row["error"],
-            stats=_load_json_dict(row["stats_json"], "stats"),
+            stats=_stored_stats(row["stats_json"]),
         )
 
     def _get_message(self, conn: sqlite3.Connection, message_id: int) -> StoredMessage:

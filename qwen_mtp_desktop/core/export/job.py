@@ -405,7 +405,12 @@ class ExportJob:
     def _check_destination(self, destination: Path) -> None:
         from qwen_mtp_desktop.core.export.preflight import check_destination
 
-        item = check_destination(destination, overwrite=self.request.overwrite)
+        source = self.request.source
+        item = check_destination(
+            destination,
+            overwrite=self.request.overwrite,
+            source=Path(source.value) if source.kind == "folder" else None,
+        )
         if item.status == "fail":
             raise ExportError(item.message, item.fix, code="BAD_DESTINATION")
 

@@ -39,8 +39,24 @@ from qwen_mtp_desktop.core.export.toolkit import check_toolkit, installed_versio
 if TYPE_CHECKING:
     from qwen_mtp_desktop.core.export.options import ExportOptions
 
-def check_destination(destination: Path, *, overwrite: bool) -> CheckItem:
+def check_destination(
+    destination: Path, *, overwrite: bool, source: Path | None = None
+) -> CheckItem:
+    """`source`: the checkpoint folder (a local export), which the destination must not overlap.
+    Only a previous export is replaced (core.export_guard)."""
+    from qwen_mtp_desktop.core.export_guard import overlap_problem, replace_problem
+
     destination = Path(destination)
+    overlap = overlap_problem(source, destination) if source is not None else None
+    if overlap is not None:
+        return CheckItem(
+            "destination",
+            "fail",
+            "Destination",
+            overlap,
+            "Choose a destination outside the checkpoint folder (the default is the app's "
+            "Models folder).",
+        )
     anchor = existing_ancestor(destination.parent)
     if anchor.exists() and not anchor.is_dir():
         return CheckItem(
@@ -77,6 +93,16 @@ def check_destination(destination: Path, *, overwrite: bool) -> CheckItem:
                 f"{destination} already exists and is not empty.",
                 "Choose a new folder name, or confirm that the existing folder may be replaced "
                 "(CLI: --force).",
+            )
+        problem = replace_problem(destination) if occupied else None
+        if problem is not None:
+            return CheckItem(
+                "destination",
+                "fail",
+                "Destination",
+                problem,
+                "Choose a new folder name; only a previous export made by this app can be "
+                "replaced.",
             )
         if occupied:
             return CheckItem(
@@ -182,7 +208,8 @@ def run_preflight(
     items.extend(check_options(config, options))
     versions = versions if versions is not None else installed_versions()
     items.extend(check_toolkit(versions, hub=checkpoint.kind == "hub"))
-    items.append(check_destination(destination, overwrite=overwrite))
+    source = checkpoint.local_dir if checkpoint.kind == "folder" else None
+    items.append(check_destination(destination, overwrite=overwrite, source=source))
     estimate = estimate_export(checkpoint, options)
     if estimate is not None:
         needs = [

@@ -17,6 +17,7 @@ import psutil
 from qwen_mtp_desktop.core.export.options import ExportError
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 STAGING_INFIX = ".exporting-"
 
@@ -56,7 +57,7 @@ def _owner_alive(owner: dict[str, Any]) -> bool:
 
 def _read_owner(folder: Path) -> dict[str, Any]:
     try:
-        raw = json.loads((folder / OWNER_FILE).read_text(encoding="utf-8"))
+        raw = read_json_file(folder / OWNER_FILE, kind=FileKind(OWNER_FILE, ""))
     except (OSError, ValueError):
         return {}
     return raw if isinstance(raw, dict) else {}
@@ -113,7 +114,7 @@ def cleanup_stale_exports(roots: Iterable[Path] = ()) -> list[Path]:
     if registry.is_dir():
         for entry in sorted(registry.glob("*.json")):
             try:
-                raw = json.loads(entry.read_text(encoding="utf-8"))
+                raw = read_json_file(entry, kind=FileKind(entry.name, ""))
             except (OSError, ValueError):
                 raw = {}
             if isinstance(raw, dict) and _owner_alive(raw):
@@ -155,6 +156,11 @@ def move_into_place(source: Path, destination: Path, *, overwrite: bool) -> None
         if destination.is_dir() and not any(destination.iterdir()):
             destination.rmdir()
         elif overwrite:
+            from qwen_mtp_desktop.core.export_guard import replace_problem
+
+            problem = replace_problem(destination)  # checked again: only an export goes
+            if problem is not None:
+                raise ExportError(problem, "Choose a new folder name.", code="DESTINATION_EXISTS")
             aside = destination.parent / (
                 f".{destination.name}{REPLACED_INFIX}{secrets.token_hex(4)}"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from qwen_mtp_desktop.core.chat_template import template_source
 from qwen_mtp_desktop.core.environment import release_family
 from qwen_mtp_desktop.core.ir import (
     IrInfo,
@@ -179,10 +180,20 @@ def tokenizer_diagnostics(report: ModelReport, names: set[str]) -> list[Diagnost
         )
     tokenizer = report.component("tokenizer")
     tokenizer_ir = tokenizer.ir if tokenizer is not None else None
-    report.chat_template = bool(
-        (tokenizer_ir is not None and tokenizer_ir.rt_value("chat_template"))
-        or "chat_template.jinja" in names
-    )
+    # Where the runtime finds it (core.chat_template), so inspect and the engine agree.
+    source = None
+    if tokenizer_ir is not None:
+        source = template_source(report.path, tokenizer_ir.rt_value("chat_template") or None)
+    report.chat_template = source is not None and source.usable
+    if source is not None and source.problem is not None:
+        out.append(
+            Diagnostic(
+                "CHAT_TEMPLATE",
+                "error",
+                f"The chat template file cannot be used: {source.problem}",
+                "Remove chat_template.jinja or replace it with the model's original template.",
+            )
+        )
     if tokenizer_ir is not None and not report.chat_template:
         out.append(
             Diagnostic(

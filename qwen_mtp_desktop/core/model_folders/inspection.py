@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -50,19 +49,17 @@ from qwen_mtp_desktop.core.model_folders.report import (
     ModelReport,
     SourceInfo,
 )
+from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_json_object
 
 
 def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(object, None), (None, None) when absent, or (None, reason) when unreadable."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return read_json_object(path, kind=FileKind(path.name, "")), None
     except FileNotFoundError:
         return None, None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, str(exc)
-    if not isinstance(raw, dict):
-        return None, "not a JSON object"
-    return raw, None
+    except UnsafeFileError as exc:
+        return None, exc.message
 
 
 def _kind(config: Mapping[str, Any] | None) -> tuple[Kind, str, str | None]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_json_file
 
 #: Our own record of an export, written next to the IR by the export job.
 MANIFEST_NAME = "qwen_mtp_export.json"
@@ -75,13 +76,9 @@ def read_manifest(model_dir: Path) -> ExportManifest | None:
     """The folder's export manifest; None if absent. ValueError if present but unusable."""
     path = Path(model_dir) / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_json_file(path, kind=FileKind(MANIFEST_NAME, ""))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{MANIFEST_NAME} cannot be read ({exc})") from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{MANIFEST_NAME} is not valid JSON ({exc})") from exc
+    except UnsafeFileError as exc:
+        raise ValueError(exc.message) from exc
     return ExportManifest.from_json_dict(raw)

@@ -957,6 +957,13 @@ class BenchPanel(QWidget):
         if chosen.suffix.lower() != f".{fmt_name}":
             chosen = chosen.with_name(chosen.name + f".{fmt_name}")
         if fmt_name == "png":
+            from qwen_mtp_desktop.core.safe_files import UnsafeFileError, check_output_target
+
+            try:
+                check_output_target(chosen)
+            except UnsafeFileError as exc:
+                self._set_status(str(exc), "error")
+                return
             if self.chart_image().save(str(chosen)):
                 self._set_status(f"Charts saved to {chosen}", "ok")
             else:

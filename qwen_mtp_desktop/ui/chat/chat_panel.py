@@ -789,9 +789,9 @@ class ChatPanel(QWidget):
                 export = store.export_markdown if suffix == ".md" else store.export_json
 
                 def write() -> None:
-                    from qwen_mtp_desktop.core.fileio import atomic_write_text
+                    from qwen_mtp_desktop.core.fileio import write_user_file
 
-                    atomic_write_text(Path(filename), export(conversation_id))
+                    write_user_file(Path(filename), export(conversation_id))
 
                 self._runner.submit(write, None, self._on_store_error)
 
@@ -916,17 +916,21 @@ class ChatPanel(QWidget):
         return widget
 
     def _open_link(self, url: QUrl) -> None:
+        from qwen_mtp_desktop.core.link_display import link_target
+
+        # The real target: punycode host, control and bidi characters shown as escapes.
+        target = link_target(url.toString())
         if url.scheme() not in ("http", "https"):
             QMessageBox.information(
                 self,
                 "Link not opened",
-                f"Only web links can be opened from a chat:\n{url.toString()}",
+                f"Only web links can be opened from a chat:\n{target.address}",
             )
             return
         answer = QMessageBox.question(
             self,
             "Open link?",
-            f"The model's answer links to:\n\n{url.toString()}\n\nOpen it in your browser?",
+            f"The model's answer links to:\n\n{target.describe()}\n\nOpen it in your browser?",
         )
         if answer == QMessageBox.StandardButton.Yes:
             QDesktopServices.openUrl(url)

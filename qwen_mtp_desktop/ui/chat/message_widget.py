@@ -14,14 +14,26 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from qwen_mtp_desktop.core.markdown import Segment, StreamingSegmenter, split_segments
+from qwen_mtp_desktop.core.markdown import (
+    Segment,
+    StreamingSegmenter,
+    first_page,
+    split_segments,
+)
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 
+#: Characters rendered at once (issue 19): any answer costs at most this much until the user
+#: asks for more, and a streaming answer keeps at most this much rendered above its tail.
+PAGE_CHARS = 32_000
+#: Code blocks per page that get their own widget (Copy button, highlighting); the rest are
+#: monospace text in the page's document, so 5,000 fences do not make 5,000 widgets.
+MAX_CODE_WIDGETS = 24
 DRAFT_TINT_LIGHT = QColor(120, 200, 140, 90)
 DRAFT_TINT_DARK = QColor(60, 160, 90, 110)
 
@@ -138,6 +150,15 @@ class MessageWidget(QFrame):
         self._segmenter: StreamingSegmenter | None = None
         self._tail_widget: AutoHeightText | CodeBlock | None = None
         self._show_drafts = False
+        # Rendering in pages, Markdown runs in one document (see PAGE_CHARS).
+        self._run: AutoHeightText | None = None  # the document finished Markdown goes into
+        self._code_widgets = 0
+        self._unrendered: list[Segment] = []  # segments past the page shown
+        self._plain_offset = 0  # for plain pages (user text, drafts view)
+        self._more_button: QPushButton | None = None
+        self._stream_shown = 0  # characters of finished segments shown while streaming
+        self._stream_hidden = 0
+        self._stream_notice: QLabel | None = None
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(14, 10, 14, 8)
@@ -223,18 +244,52 @@ class MessageWidget(QFrame):
         self._clear_body()
         self._parts = [text] if text else []
         self._length = len(text)
-        if self._show_drafts and self.role == "assistant":
-            view = self._new_text()
-            self._append_tinted(view, text, 0)
+        self._plain_offset = 0
+        self._unrendered = []
+        if self.role == "user" or (self._show_drafts and self.role == "assistant"):
+            self._render_plain_page()
             return
-        if self.role == "user":
-            view = self._new_text()
-            view.setPlainText(text)
-            return
-        for segment in split_segments(text):
+        self._unrendered = split_segments(text)
+        self._render_page()
+
+    def show_more(self) -> None:
+        """Render the next page of a long message (the "Show more" button)."""
+        if self._unrendered:
+            self._render_page()
+        else:
+            self._render_plain_page()
+
+    def _render_page(self) -> None:
+        page, self._unrendered = first_page(self._unrendered, PAGE_CHARS)
+        for segment in page:
             widget = self._add_segment(segment)
             if isinstance(widget, CodeBlock):
                 widget.finish()
+        self._update_more_button(sum(len(s.text) for s in self._unrendered))
+
+    def _render_plain_page(self) -> None:
+        text = self.content
+        start, end = self._plain_offset, min(self._plain_offset + PAGE_CHARS, len(text))
+        view = self._run or self._new_text()
+        self._run = view
+        if self.role == "user":
+            view.append_plain(text[start:end])
+        else:
+            self._append_tinted(view, text[start:end], start)
+        self._plain_offset = end
+        self._update_more_button(len(text) - end)
+
+    def _update_more_button(self, remaining: int) -> None:
+        if self._more_button is not None:
+            self._body.removeWidget(self._more_button)
+            self._more_button.deleteLater()
+            self._more_button = None
+        if remaining > 0:
+            button = QPushButton(f"Show more ({remaining:,} more characters)")
+            button.setObjectName("showMoreButton")
+            button.clicked.connect(self.show_more)
+            self._body.addWidget(button)
+            self._more_button = button
 
     def set_show_drafts(self, show: bool) -> None:
         """Switch to plain text with accepted MTP drafts tinted (and back to Markdown)."""
@@ -253,6 +308,7 @@ class MessageWidget(QFrame):
         self.drafted_ranges = []
         self._segmenter = StreamingSegmenter()
         self._tail_widget = None
+        self._stream_shown = self._stream_hidden = 0
         for name in ("regenerate", "edit"):
             if name in self._buttons:
                 self._buttons[name].setEnabled(False)
@@ -295,18 +351,21 @@ class MessageWidget(QFrame):
                 self._body.removeWidget(self._tail_widget)
                 self._tail_widget.deleteLater()
                 self._tail_widget = None
+            if self._stream_shown + len(segment.text) > PAGE_CHARS:
+                self._hide_streamed()
             widget = self._add_segment(segment)
+            self._stream_shown += len(segment.text)
             if isinstance(widget, CodeBlock):
                 widget.finish()
-        tail = segmenter.tail
         if finished or segmenter.in_code != was_code or self._tail_widget is None:
             # The open segment changed: show it afresh (cost: one segment, once).
             if self._tail_widget is not None:
                 self._body.removeWidget(self._tail_widget)
                 self._tail_widget.deleteLater()
                 self._tail_widget = None
+            tail = segmenter.tail  # joins the open segment: only when it changed
             if tail is not None:
-                self._tail_widget = self._add_segment(Segment(tail.kind, "", tail.language))
+                self._tail_widget = self._new_tail(tail)
                 self._append_to_tail(tail.text)
             return
         # The open segment grew by exactly this text: append it (cost: this chunk only).
@@ -318,9 +377,31 @@ class MessageWidget(QFrame):
         elif self._tail_widget is not None:
             self._tail_widget.append_plain(text)
 
+    def _hide_streamed(self) -> None:
+        """Drop the rendered part of a streaming answer that grew past a page: the live view
+        keeps a bounded amount of text (it is all shown, in pages, when the answer ends)."""
+        self._stream_hidden += self._stream_shown
+        self._stream_shown = 0
+        self._clear_body()
+        notice = QLabel(
+            f"{self._stream_hidden:,} characters above are shown when the answer is complete."
+        )
+        notice.setObjectName("streamNotice")
+        self._body.addWidget(notice)
+        self._stream_notice = notice
+
+    def _new_tail(self, tail: Segment) -> AutoHeightText | CodeBlock:
+        """The widget the open segment streams into (replaced when the segment completes)."""
+        if tail.kind == "code" and self._code_widgets < MAX_CODE_WIDGETS:
+            block = CodeBlock(tail.language, self._dark)
+            self._body.addWidget(block)
+            return block
+        return self._new_text()
+
     def end_stream(self) -> None:
         """Render the finished answer once, properly, as a whole."""
         self._segmenter = None
+        self._stream_shown = self._stream_hidden = 0
         self._tail_widget = None
         self.set_content(self.content)
         for button in self._buttons.values():
@@ -360,15 +441,24 @@ class MessageWidget(QFrame):
         return view
 
     def _add_segment(self, segment: Segment) -> AutoHeightText | CodeBlock:
-        if segment.kind == "code":
+        """Render a finished segment: Markdown goes on into the current document; a code
+        block gets its own widget while a page has fewer than MAX_CODE_WIDGETS."""
+        if segment.kind == "code" and self._code_widgets < MAX_CODE_WIDGETS:
             block = CodeBlock(segment.language, self._dark)
             if segment.text:
                 block.set_code(segment.text)
             self._body.addWidget(block)
+            self._code_widgets += 1
+            self._run = None
             return block
-        view = self._new_text()
-        if segment.text:
-            view.set_markdown(segment.text)
+        view = self._run
+        if view is None:
+            view = self._new_text()
+            self._run = view
+        if segment.kind == "code":
+            view.append_code(segment.text, segment.language)
+        elif segment.text:
+            view.append_markdown(segment.text)
         return view
 
     def _append_tinted(self, view: AutoHeightText, text: str, offset: int) -> None:
@@ -386,6 +476,10 @@ class MessageWidget(QFrame):
             view.append_plain(text[position:])
 
     def _clear_body(self) -> None:
+        self._run = None
+        self._code_widgets = 0
+        self._more_button = None
+        self._stream_notice = None
         while self._body.count():
             item = self._body.takeAt(0)
             widget = item.widget() if item is not None else None

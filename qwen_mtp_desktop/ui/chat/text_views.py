@@ -16,7 +16,6 @@ from PySide6.QtGui import (
     QResizeEvent,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
 )
 from PySide6.QtWidgets import (
     QApplication,
@@ -30,11 +29,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.ui.chat.markdown_view import MARKDOWN_FEATURES, append_code, append_markdown
+
+__all__ = ["MARKDOWN_FEATURES", "AutoHeightText", "CodeBlock"]
+
 STREAM_BLOCK_CHARS = 600
-MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
-    QTextDocument.MarkdownFeature.MarkdownNoHTML.value
-    | QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
-)
+#: A streamed line without any whitespace is broken here anyway: Qt's line breaking of one
+#: unbreakable paragraph costs more per character the longer it gets (issue 19).
+STREAM_HARD_BREAK_CHARS = 2000
 
 
 class AutoHeightText(QTextBrowser):
@@ -71,7 +73,15 @@ class AutoHeightText(QTextBrowser):
         return QByteArray()
 
     def set_markdown(self, text: str) -> None:
-        self.document().setMarkdown(text, MARKDOWN_FEATURES)
+        self.document().clear()
+        append_markdown(self.document(), text)
+
+    def append_markdown(self, text: str) -> None:
+        """Render more Markdown below what is shown (cost: this text only)."""
+        append_markdown(self.document(), text)
+
+    def append_code(self, code: str, language: str) -> None:
+        append_code(self.document(), code, language, monospace_font().family())
 
     def append_plain(self, text: str, tint: QColor | None = None) -> None:
         cursor = QTextCursor(self.document())
@@ -81,13 +91,18 @@ class AutoHeightText(QTextBrowser):
             fmt.setBackground(tint)
         # Qt lays out a whole paragraph again on every insertion, so a paragraph that keeps
         # growing makes each streamed chunk slower. Past a few hundred characters, start a new
-        # block at a word boundary (the finished answer is rendered again as a whole).
-        if cursor.block().length() > STREAM_BLOCK_CHARS and (
-            text[:1].isspace() or cursor.block().text()[-1:].isspace()
-        ):
-            cursor.insertBlock()
-            text = text.lstrip(" ")
-        cursor.insertText(text, fmt)
+        # block at a word boundary, and past a few thousand anyway (the finished answer is
+        # rendered again as a whole). Long texts go in in pieces so the rule holds for them too.
+        for start in range(0, len(text), STREAM_BLOCK_CHARS):
+            piece = text[start : start + STREAM_BLOCK_CHARS]
+            length = cursor.block().length()
+            if length > STREAM_HARD_BREAK_CHARS or (
+                length > STREAM_BLOCK_CHARS
+                and (piece[:1].isspace() or cursor.block().text()[-1:].isspace())
+            ):
+                cursor.insertBlock()
+                piece = piece.lstrip(" ")
+            cursor.insertText(piece, fmt)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(super().sizeHint().width(), self._content_height())

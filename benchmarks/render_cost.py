@@ -1,0 +1,174 @@
+"""What rendering a hostile answer costs: time, per-chunk streaming cost, widgets and memory.
+
+    python benchmarks/render_cost.py [--size 1000000] [--smoke] [--json]
+
+For each answer shape (no whitespace at all, 10,000 paragraphs, 5,000 code fences, mixed
+Markdown, 2,000 image references) of `--size` characters:
+- render: building the finished message (MessageWidget(content=...)) and laying it out at
+  800 px width, in seconds (target: < 1 s for 1 MB);
+- stream: the answer fed in chunks of 64 characters, as the chat streams it, with the layout
+  done after every 32 chunks; the mean cost per chunk over the first and the last tenth of the
+  answer (flat: the last tenth may not cost much more than the first) and the final render;
+- widgets: QWidget objects under the message when done;
+- rss: growth of the process's resident memory over the whole shape, in MB.
+
+`--smoke` runs 100 kB answers (the test suite runs it and checks the same targets).
+Runs offscreen; each shape in a fresh message widget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QApplication, QWidget
+
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+
+CHUNK = 64
+LAYOUT_EVERY = 32
+WIDTH = 800
+
+
+def _repeat_to(unit: Callable[[int], str], size: int) -> str:
+    parts: list[str] = []
+    total = index = 0
+    while total < size:
+        piece = unit(index)
+        parts.append(piece)
+        total += len(piece)
+        index += 1
+    return "".join(parts)[:size]
+
+
+def shapes(size: int) -> dict[str, str]:
+    scale = size / 1_000_000
+    paragraphs = max(1, int(10_000 * scale))
+    fences = max(1, int(5_000 * scale))
+    images = max(1, int(2_000 * scale))
+    return {
+        "no_whitespace": _repeat_to(lambda i: f"x{i % 10}", size),
+        "paragraphs": _repeat_to(
+            lambda i: f"Paragraph {i} " + "word " * 17 + "\n\n", size // paragraphs * paragraphs
+        ),
+        "code_fences": _repeat_to(
+            lambda i: "```python\n" + f"def f{i}(x):\n    return x * {i}\n" * 5 + "```\n",
+            size // fences * fences,
+        ),
+        "mixed_markdown": _repeat_to(
+            lambda i: f"## Heading {i}\n\n- item **bold** *it* `code` [link](https://e.com/{i})\n"
+            f"- second\n\n| a | b |\n|---|---|\n| {i} | x |\n\n> quote {i}\n\n",
+            size,
+        ),
+        "images": _repeat_to(
+            lambda i: f"![pic {i}](/nonexistent/{i}.png) ![r][ref{i}]\n\n[ref{i}]: file:///etc/passwd\n\n",
+            size // images * images,
+        ),
+    }
+
+
+def _settle(app: QApplication, widget: QWidget) -> None:
+    widget.adjustSize()
+    app.processEvents()
+    # deleteLater() runs in the event loop; a benchmark without one runs it here.
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+def measure(app: QApplication, name: str, text: str) -> dict[str, float | int | str]:
+    process = psutil.Process()
+    gc.collect()
+    rss0 = process.memory_info().rss
+    host = QWidget()
+    host.resize(WIDTH, 600)
+    started = time.perf_counter()
+    done = MessageWidget("assistant", dark=False, content=text, parent=host)
+    done.setFixedWidth(WIDTH)
+    _settle(app, done)
+    render_s = time.perf_counter() - started
+    widgets = len(done.findChildren(QWidget))
+    done.deleteLater()
+    _settle(app, host)
+
+    streaming = MessageWidget("assistant", dark=False, parent=host)
+    streaming.setFixedWidth(WIDTH)
+    streaming.begin_stream()
+    chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
+    costs: list[float] = []
+    group_started = time.perf_counter()
+    for index, chunk in enumerate(chunks, 1):
+        streaming.append(chunk)
+        if index % LAYOUT_EVERY == 0 or index == len(chunks):
+            _settle(app, streaming)
+            now = time.perf_counter()
+            costs.append((now - group_started) / LAYOUT_EVERY)
+            group_started = now
+    stream_s = sum(costs) * LAYOUT_EVERY
+    started = time.perf_counter()
+    streaming.end_stream()
+    _settle(app, streaming)
+    end_s = time.perf_counter() - started
+    tenth = max(1, len(costs) // 10)
+    first = sum(costs[:tenth]) / tenth
+    last = sum(costs[-tenth - 1 : -1] or costs[-1:]) / len(costs[-tenth - 1 : -1] or costs[-1:])
+    streaming.deleteLater()
+    host.deleteLater()
+    app.processEvents()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+    rss_mb = (process.memory_info().rss - rss0) / 1e6
+    return {
+        "shape": name,
+        "chars": len(text),
+        "render_s": round(render_s, 3),
+        "widgets": widgets,
+        "stream_total_s": round(stream_s, 3),
+        "chunk_first_ms": round(first * 1000, 3),
+        "chunk_last_ms": round(last * 1000, 3),
+        "end_stream_s": round(end_s, 3),
+        "rss_mb": round(rss_mb, 1),
+    }
+
+
+def run(size: int) -> list[dict[str, float | int | str]]:
+    app = QApplication.instance() or QApplication([])
+    assert isinstance(app, QApplication)
+    return [measure(app, name, text) for name, text in shapes(size).items()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1_000_000, help="characters per answer")
+    parser.add_argument("--smoke", action="store_true", help="100 kB answers (the test suite)")
+    parser.add_argument("--json", action="store_true", help="print one JSON list")
+    args = parser.parse_args()
+    results = run(100_000 if args.smoke else args.size)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    header = (
+        f"{'shape':16} {'chars':>9} {'render s':>9} {'widgets':>8} {'stream s':>9} "
+        f"{'chunk first ms':>15} {'chunk last ms':>14} {'end s':>7} {'rss MB':>7}"
+    )
+    print(header)
+    for r in results:
+        print(
+            f"{r['shape']:16} {r['chars']:>9,} {r['render_s']:>9.3f} {r['widgets']:>8} "
+            f"{r['stream_total_s']:>9.3f} {r['chunk_first_ms']:>15.3f} "
+            f"{r['chunk_last_ms']:>14.3f} {r['end_stream_s']:>7.3f} {r['rss_mb']:>7.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""Markdown into a QTextDocument with no resource ever loaded, and appended in pieces.
+
+Qt's text layout loads an image the moment it lays one out, reading a local path itself when
+the resource hook gives nothing usable, so `![](/dev/tty)` would block the GUI thread and
+`![](file:///home/you/photo.png)` would show that file. By construction no image reaches a
+document that is laid out: Markdown is parsed into a detached document (no layout, so nothing
+is loaded), every image it produced - whatever syntax made it - is replaced by a text
+placeholder, and only then is the result copied into the view's document.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import (
+    QColor,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextDocumentFragment,
+)
+
+from qwen_mtp_desktop.core.link_display import visible
+
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+    | QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+)
+
+
+#: Pixels between Markdown pieces appended to one document (a blank line's worth).
+PARAGRAPH_GAP = 10
+
+
+def image_placeholder(source: str) -> str:
+    shown = visible(source, limit=80)
+    return f"[image not loaded: {shown}]" if shown else "[image not loaded]"
+
+
+def image_positions(document: QTextDocument) -> list[tuple[int, str]]:
+    """(position, source) of every image character in `document`."""
+    found: list[tuple[int, str]] = []
+    block = document.begin()
+    while block.isValid():
+        pieces = block.begin()
+        while not pieces.atEnd():
+            fragment = pieces.fragment()
+            if fragment.charFormat().isImageFormat():
+                name = fragment.charFormat().toImageFormat().name()
+                found.extend((fragment.position() + i, name) for i in range(fragment.length()))
+            pieces += 1
+        block = block.next()
+    return found
+
+
+def markdown_document(text: str) -> QTextDocument:
+    """`text` parsed into a detached document whose images are all text placeholders."""
+    document = QTextDocument()
+    document.setMarkdown(text, MARKDOWN_FEATURES)
+    for position, source in reversed(image_positions(document)):
+        cursor = QTextCursor(document)
+        cursor.setPosition(position)
+        cursor.setPosition(position + 1, QTextCursor.MoveMode.KeepAnchor)
+        cursor.insertText(image_placeholder(source), QTextCharFormat())
+    return document
+
+
+def append_markdown(document: QTextDocument, text: str) -> None:
+    """Render `text` at the end of `document` (cost: this text only)."""
+    fragment = QTextDocumentFragment(markdown_document(text))
+    cursor = QTextCursor(document)
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+    separate = not document.isEmpty()
+    if separate:
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+    start = cursor.position()
+    cursor.insertFragment(fragment)
+    if separate:  # the gap a blank line makes between paragraphs
+        first = QTextCursor(document)
+        first.setPosition(start)
+        spaced = first.blockFormat()
+        spaced.setTopMargin(max(spaced.topMargin(), PARAGRAPH_GAP))
+        first.setBlockFormat(spaced)
+
+
+def append_code(document: QTextDocument, code: str, language: str, mono_family: str) -> None:
+    """A code block as plain monospace text inside `document` (used past the number of code
+    blocks that get their own widget, so 5,000 fences cost text, not 5,000 widgets)."""
+    cursor = QTextCursor(document)
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+    block = QTextBlockFormat()
+    block.setBackground(QColor(127, 127, 127, 40))
+    block.setLeftMargin(8)
+    chars = QTextCharFormat()
+    chars.setFontFamilies([mono_family])
+    label = QTextCharFormat(chars)
+    label.setForeground(QColor(127, 127, 127))
+    lines = [language or "code", *code.split("\n")]
+    for index, line in enumerate(lines):
+        spaced = QTextBlockFormat(block)  # a gap above and below the block, not between lines
+        spaced.setTopMargin(8 if index == 0 else 0)
+        spaced.setBottomMargin(8 if index == len(lines) - 1 else 0)
+        if index or not document.isEmpty():
+            cursor.insertBlock(spaced, chars)
+        else:
+            cursor.setBlockFormat(spaced)
+        cursor.insertText(line, label if index == 0 else chars)

@@ -1,0 +1,386 @@
+"""Class 1: rendering never loads a resource. Class 2: rendering cost is linear and bounded.
+
+Class 1: hypothesis writes answers whose Markdown images (inline, reference, titled, in
+links, lists and tables) point at a FIFO, a terminal-like device, the user's own picture (as a
+path, a file: URL and a relative name), a data: URL and a local HTTP server. The real message
+widget renders each finished and streamed, and paints it. The case runs in a child process
+with a time and memory limit: opening the FIFO would hang it, reading /dev/zero would exhaust
+its memory limit. No document may hold an image, and the server sees no connection.
+
+Class 2: `benchmarks/render_cost.py --smoke` (100 kB answers of every hostile shape) and
+hypothesis-composed answers up to 300 kB: the finished answer renders in under 1 s, streaming
+costs the same per chunk at the end as at the start, memory and widget counts stay bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PySide6.QtWidgets import QPushButton, QTextBrowser
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.markdown import Segment, first_page
+from tests.conftest import REPO_ROOT
+from tests.hostile.conftest import snapshot, touched
+from tests.hostile.isolation import run_isolated
+from tests.reliability import figures
+
+RESOURCE_EXAMPLES = 120
+COST_EXAMPLES = 60
+_PNG = base64.b64encode(
+    base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+).decode()
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def _targets(fifo: str, picture: str, port: int) -> list[str]:
+    return [
+        fifo,
+        f"file://{fifo}",
+        "/dev/zero",
+        "/dev/tty",
+        picture,
+        f"file://{picture}",
+        f"<{picture}>",
+        "secret.png",
+        f"data:image/png;base64,{_PNG}",
+        f"http://127.0.0.1:{port}/x.png",
+        f"//127.0.0.1:{port}/y.png",
+        "qrc:/qt-project.org/styles/commonstyle/images/file-16.png",
+    ]
+
+
+@st.composite
+def image_answer(draw: st.DrawFn, targets: list[str]) -> str:
+    parts: list[str] = []
+    for index in range(draw(st.integers(min_value=1, max_value=5))):
+        target = draw(st.sampled_from(targets))
+        alt = draw(st.text(alphabet="ab []!()", max_size=6))
+        form = draw(
+            st.sampled_from(["inline", "titled", "reference", "in_link", "list", "table", "nested"])
+        )
+        if form == "inline":
+            parts.append(f"![{alt}]({target})")
+        elif form == "titled":
+            parts.append(f'![{alt}]({target} "title")')
+        elif form == "reference":
+            parts.append(f"![{alt}][r{index}]\n\n[r{index}]: {target}\n")
+        elif form == "in_link":
+            parts.append(f"[![{alt}]({target})](https://example.com/{index})")
+        elif form == "list":
+            parts.append(f"- item\n- ![{alt}]({target})\n")
+        elif form == "table":
+            parts.append(f"| a | b |\n|---|---|\n| ![{alt}]({target}) | x |\n")
+        else:
+            parts.append(f"> quote ![{alt}](<{target}>) **bold ![x]({target})**")
+        parts.append(draw(st.sampled_from(["\n\n", " text ", "\n", "\n```\ncode\n```\n"])))
+    return "".join(parts)
+
+
+def resources_case(examples: int, fifo: str, picture: str) -> dict[str, Any]:
+    """Runs in the child (offscreen Qt): render every answer finished and streamed, paint
+    it, and look for images in every document."""
+    from PySide6.QtWidgets import QApplication, QTextBrowser
+
+    from qwen_mtp_desktop.ui.chat.markdown_view import image_positions
+    from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+
+    app = QApplication.instance() or QApplication([])
+    listener = _Listener()
+    os.chdir(Path(picture).parent)  # "secret.png" resolves to the user's picture from here
+    tried = 0
+    placeholders = 0
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(answer=image_answer(_targets(fifo, picture, listener.port)), chunk=st.integers(1, 40))
+    def case(answer: str, chunk: int) -> None:
+        nonlocal tried, placeholders
+        tried += 1
+        done = MessageWidget("assistant", dark=False, content=answer)
+        streamed = MessageWidget("assistant", dark=False)
+        streamed.begin_stream()
+        for start in range(0, len(answer), chunk):
+            streamed.append(answer[start : start + chunk])
+            if start % (chunk * 8) == 0:
+                streamed.resize(700, 400)
+                streamed.grab()  # lay out and paint mid-stream too
+        half = MessageWidget("assistant", dark=False)  # as left by an interrupted stream
+        half.begin_stream()
+        half.append(answer[: len(answer) // 2])
+        for widget in (done, streamed, half):
+            widget.resize(700, 400)
+            widget.show()
+            app.processEvents()
+            widget.grab()
+            for view in widget.findChildren(QTextBrowser):
+                assert image_positions(view.document()) == [], answer
+                placeholders += view.toPlainText().count("[image not loaded")
+        streamed.end_stream()
+        streamed.grab()
+        for view in streamed.findChildren(QTextBrowser):
+            assert image_positions(view.document()) == [], answer
+        for widget in (done, streamed, half):
+            widget.close()
+            widget.deleteLater()
+        app.processEvents()
+
+    case()
+    time.sleep(0.3)
+    listener.close()
+    assert listener.connections == 0
+    return {"tried": tried, "placeholders": placeholders, "connections": listener.connections}
+
+
+def cost_case(examples: int) -> dict[str, Any]:
+    """Runs in the child: composed hostile answers render within a second, in bounded
+    widgets."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, MessageWidget
+    from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+
+    app = QApplication.instance() or QApplication([])
+    per_code = len(CodeBlock("python", False).findChildren(QWidget)) + 1
+    per_text = len(AutoHeightText().findChildren(QWidget)) + 1
+    slowest = 0.0
+    most_widgets = 0
+    tried = 0
+    pieces = st.sampled_from(
+        [
+            "x" * 5000,
+            "word " * 200 + "\n\n",
+            "```py\nprint(1)\n```\n",
+            "![a](/dev/zero)\n\n",
+            "## h\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n",
+            "- a\n  - b\n    - c\n",
+            "> " * 50 + "deep quote\n\n",
+            "[l](https://e.com) `c` **b** *i* ~~s~~\n",
+            "\n" * 200,
+        ]
+    )
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(parts=st.lists(pieces, min_size=1, max_size=12), repeat=st.integers(1, 300))
+    def case(parts: list[str], repeat: int) -> None:
+        nonlocal slowest, most_widgets, tried
+        tried += 1
+        answer = ("".join(parts) * repeat)[:300_000]
+        started = time.perf_counter()
+        widget = MessageWidget("assistant", dark=False, content=answer)
+        widget.setFixedWidth(800)
+        widget.adjustSize()
+        app.processEvents()
+        elapsed = time.perf_counter() - started
+        widgets = len(widget.findChildren(QWidget))
+        slowest = max(slowest, elapsed)
+        most_widgets = max(most_widgets, widgets)
+        assert elapsed < 1.0, f"{elapsed:.2f} s for {len(answer):,} characters"
+        # Bounded by the page, whatever the answer's size: each code widget may split the
+        # page's Markdown into one more document.
+        assert widgets <= 30 + MAX_CODE_WIDGETS * (per_code + per_text) + per_text, widgets
+        widget.deleteLater()
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+    case()
+    return {"tried": tried, "slowest_s": round(slowest, 3), "most_widgets": most_widgets}
+
+
+class TestRenderingLoadsNothing:
+    def test_images_are_never_loaded(self, decoy: Path) -> None:
+        folder = Path(tempfile.mkdtemp(prefix="hostile-render-"))
+        fifo = folder / "pipe.png"
+        os.mkfifo(fifo)
+        picture = decoy / "Pictures" / "secret.png"
+        before = snapshot(decoy)
+        try:
+            result = run_isolated(
+                "tests.hostile.test_rendering:resources_case",
+                timeout_s=RESOURCE_EXAMPLES * 4 + 120,
+                memory_mb=3072,
+                examples=RESOURCE_EXAMPLES,
+                fifo=str(fifo),
+                picture=str(picture),
+            )
+        finally:
+            fifo.unlink()
+            folder.rmdir()
+        assert result["tried"] >= RESOURCE_EXAMPLES * 0.9
+        assert result["placeholders"] > 0
+        figures.record(
+            "hostile",
+            render_resource_inputs=result["tried"],
+            render_placeholders_shown=result["placeholders"],
+            render_connections=result["connections"],
+            render_crashes=0,
+            render_hangs=0,
+            render_files_touched=touched(before, snapshot(decoy)),
+        )
+
+
+class TestRenderingCostIsLinear:
+    def test_benchmark_smoke(self) -> None:
+        command = [sys.executable, str(REPO_ROOT / "benchmarks" / "render_cost.py"), "--smoke"]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import resource, runpy, sys; "
+                "resource.setrlimit(resource.RLIMIT_DATA, (3 << 30, 3 << 30)); "
+                "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+                *command[1:],
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results = json.loads(done.stdout)
+        assert {r["shape"] for r in results} == {
+            "no_whitespace",
+            "paragraphs",
+            "code_fences",
+            "mixed_markdown",
+            "images",
+        }
+        for r in results:
+            assert r["render_s"] < 1.0, r
+            assert r["end_stream_s"] < 1.0, r
+            assert r["chunk_last_ms"] <= 3 * r["chunk_first_ms"] + 1.0, r  # flat, not growing
+            assert r["rss_mb"] < 300, r
+            assert r["widgets"] < 400, r
+        figures.record(
+            "hostile",
+            render_smoke={
+                r["shape"]: {k: v for k, v in r.items() if k != "shape"} for r in results
+            },
+        )
+
+    def test_composed_answers_render_within_a_second(self) -> None:
+        result = run_isolated(
+            "tests.hostile.test_rendering:cost_case",
+            timeout_s=COST_EXAMPLES * 10 + 120,
+            memory_mb=3072,
+            examples=COST_EXAMPLES,
+        )
+        assert result["tried"] >= COST_EXAMPLES * 0.9
+        figures.record(
+            "hostile",
+            render_cost_inputs=result["tried"],
+            render_cost_slowest_s=result["slowest_s"],
+            render_cost_most_widgets=result["most_widgets"],
+        )
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(
+        texts=st.lists(
+            st.tuples(st.sampled_from(["markdown", "code"]), st.text(max_size=300)), max_size=20
+        ),
+        limit=st.integers(min_value=1, max_value=2000),
+    )
+    def test_pages_cover_the_answer_exactly(self, texts: list[tuple[str, str]], limit: int) -> None:
+        segments = [Segment(kind, text) for kind, text in texts]  # type: ignore[arg-type]
+        shown: list[Segment] = []
+        rest = segments
+        pages = 0
+        while rest:
+            page, rest = first_page(rest, limit)
+            assert page, "every page shows something"
+            assert sum(len(s.text) for s in page) <= max(limit, 1) or len(page) == 1
+            shown.extend(page)
+            pages += 1
+            assert pages <= len(segments) + sum(len(t) for _, t in texts) + 1
+        assert "".join(s.text for s in shown) == "".join(t for _, t in texts)
+
+
+@pytest.mark.gui
+def test_screenshots_of_hostile_answers(qtbot: QtBot, screenshot_dir: Path) -> None:
+    """What the user sees: image placeholders, code past the widget cap, and "Show more"."""
+    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, PAGE_CHARS, MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript import Transcript
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    fences = "".join(
+        f"Step {i}:\n\n```python\nprint({i})\n```\n\n" for i in range(MAX_CODE_WIDGETS + 3)
+    )
+    answers = [
+        "Here is the file you asked for: ![my photo](file:///home/you/Pictures/secret.png) "
+        "and a [link](https://example.com/docs).\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        fences,
+        ("A very long answer. " * 40 + "\n\n") * (PAGE_CHARS // 800 + 2),
+    ]
+    widgets = [MessageWidget("assistant", dark=False, content=a) for a in answers]
+    transcript.add_messages(widgets)
+    texts = [v.toPlainText() for v in widgets[0].findChildren(QTextBrowser)]
+    assert any("[image not loaded: file:///home/you/Pictures/secret.png]" in t for t in texts)
+    assert widgets[2].findChild(QPushButton, "showMoreButton") is not None
+    for width, height in ((1024, 700), (1600, 1000)):
+        transcript.resize(width, height)
+        transcript.show()
+        qtbot.waitExposed(transcript)
+        for name, target in (("top", widgets[0]), ("code", widgets[1]), ("more", widgets[2])):
+            if name == "code":
+                transcript.ensureWidgetVisible(target, 0, 0)
+                bar = transcript.verticalScrollBar()
+                bar.setValue(target.y() + target.height() - height + 40)
+            elif name == "more":
+                transcript.scroll_to_bottom()
+            else:
+                transcript.verticalScrollBar().setValue(0)
+            qtbot.wait(50)
+            path = screenshot_dir / f"hostile_answers_{name}_{width}x{height}.png"
+            assert transcript.grab().save(str(path))
