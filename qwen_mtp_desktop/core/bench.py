@@ -252,7 +252,12 @@ def run_benchmark(
         tracker = Tracker(1, progress, cancel)
         tracker.start(f"Loading {display_name(model_dir)} (plain and MTP)…")
         model = describe_model(model_dir)
-        options = LoadOptions(device=device, cache_dir=cache_dir, exact_numerics=exact_numerics)
+        options = LoadOptions(
+            device=device,
+            cache_dir=cache_dir,
+            exact_numerics=exact_numerics,
+            plain_decoder="fast",  # the "plain · app decoder" row; genai's plain has its engine
+        )
         try:
             engines["plain"], engines["mtp"] = load_engine_pair(model_dir, options)
             chat_decoder = engines["mtp"].require_loaded().decoder

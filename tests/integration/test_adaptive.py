@@ -137,19 +137,27 @@ def test_within_turn_switch_continues_with_plain_decoding_exactly(
 
 
 def test_plain_decoding_beside_mtp(demo_model: Path) -> None:
-    """openvino-genai loads a plain pipeline on first use; the app's decoder is plain at depth
-    0 with nothing more to load."""
-    for fast in (True, False):
-        engine = _engine(demo_model, fast=fast)
+    """Plain turns run on openvino-genai's SDPA pipeline (the fastest plain path), opened on
+    first use, whichever decoder runs MTP; or, asked for, on the app's decoder at depth 0
+    with nothing more to load."""
+    for fast, plain_decoder in ((True, "genai"), (False, "genai"), (True, "fast")):
+        engine = Engine()
+        engine.load(
+            demo_model,
+            LoadOptions(
+                mtp=True, exact_numerics=True, fast_decoder=fast, plain_decoder=plain_decoder
+            ),
+        )
+        on_fast = fast and plain_decoder == "fast"
         try:
-            assert engine.plain_ready == fast and engine.plain_load_s is None
+            assert engine.plain_ready == on_fast and engine.plain_load_s is None
             generation = engine.generate(
                 [Message("user", "Count from 1 to 5.")], GenerationSettings(20, plain=True)
             )
             stats = generation.run_to_end()
             assert stats.mode == "baseline" and stats.drafted_tokens == 0
-            assert stats.decoder == ("fast" if fast else "genai")
-            assert engine.plain_ready and (engine.plain_load_s is None) == fast
+            assert stats.decoder == ("fast" if on_fast else "genai")
+            assert engine.plain_ready and (engine.plain_load_s is None) == on_fast
             assert engine.load_plain() == 0.0
             assert engine.loaded is not None and engine.loaded.mode == "mtp"
         finally:
