@@ -628,11 +628,10 @@ def smoke_problems(
                 elif variant == "agree" and rate < 0.9:
                     # Both heads emit all-zero logits: every draft must match the target.
                     problems.append(f"{what}: acceptance {rate:.0%} on the agree variant")
-            if not any(line.split()[:1] == [variant] and mode["label"] in line for line in lines):
+            if not any(line.startswith(f"{variant:<8} {mode['label']:<26} ") for line in lines):
                 problems.append(f"table has no row for {what}")
-    for depth, step, pipeline, direct in projections(
-        reports.get("agree") or next(iter(reports.values())), steps
-    ):
+    source = reports.get("agree") or next(iter(reports.values()), None)
+    for depth, step, pipeline, direct in projections(source, steps) if source else ():
         positive(f"n={depth} ms/step", step)
         for value in [*pipeline, *(direct or [])]:
             positive(f"n={depth} projected speed-up", value)
