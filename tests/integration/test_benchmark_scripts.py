@@ -71,11 +71,15 @@ def positive(rows: list[tuple[float, ...]]) -> None:
 
 
 def test_every_script_has_a_smoke_test() -> None:
+    """Here (run_smoke) or in another test module that runs it with --smoke."""
     scripts = sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
-    tested = sorted(
-        {m.group(1) for m in re.finditer(r'run_smoke\("(\w+\.py)"', Path(__file__).read_text())}
-    )
-    assert scripts == tested
+    here = Path(__file__).read_text()
+    tested = {m.group(1) for m in re.finditer(r'run_smoke\("(\w+\.py)"', here)}
+    for module in (REPO_ROOT / "tests").rglob("test_*.py"):
+        text = module.read_text()
+        if module != Path(__file__) and '"--smoke"' in text:
+            tested |= {script for script in scripts if f'"{script}"' in text}
+    assert scripts == sorted(tested)
     readme = (BENCHMARKS / "README.md").read_text()
     for script in scripts:
         assert re.search(rf"`{script} --smoke[` ]", readme), f"no smoke line for {script}"
