@@ -488,7 +488,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     for variant in args.variants:
         checkpoint, exported = _paths(args.exports, args.geometry, variant)
+        # Written when a variant is complete (exported and, for bigram, tuned in place).
+        done = exported.with_name(exported.name + ".done")
         missing = missing_components(exported) if exported.exists() else []
+        if args.rebuild_incomplete and exported.exists() and not done.exists():
+            missing = missing or ["the end of its build (interrupted?)"]
         if missing:
             if not args.rebuild_incomplete:
                 raise SystemExit(
@@ -509,6 +513,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             export_int4(checkpoint, exported)
             if variant == "bigram":
                 tune_bigram(exported)
+            done.write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
             if not args.keep_checkpoints:
                 shutil.rmtree(checkpoint)  # 3+ GB of fp32 weights; the export is what we run
         else:
@@ -565,9 +570,10 @@ def build_fingerprint() -> str:
     never reuses a stale cached export."""
     from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 
-    builders = (make_config, build_checkpoint, make_bigram, export_int4)
-    parts = [inspect.getsource(builder) for builder in builders]
-    parts += [json.dumps(GEOMETRIES, sort_keys=True), str(VOCAB_SIZE), str(BIGRAM_AGREEMENT)]
+    builders = (make_config, build_checkpoint, make_bigram, export_int4, tune_bigram)
+    parts = [inspect.getsource(builder) for builder in (*builders, scale_embeddings)]
+    parts += [json.dumps(GEOMETRIES, sort_keys=True), str(VOCAB_SIZE)]
+    parts += [str(BIGRAM_AGREEMENT), str(BIGRAM_TARGET), EMBEDDING_SCALE]
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
     return f"v{BUILDER_VERSION}-{digest}"
 
