@@ -17,6 +17,7 @@ are compared with plain decoding's.
     .venv/bin/python benchmarks/adaptive.py                      # demo model + broken copy
     .venv/bin/python benchmarks/adaptive.py --fullsize /tmp/qwen35-fullsize --max-new-tokens 32
       (needs qwen3.5-0.8b-agree-int4 and qwen3.5-0.8b-random-int4 from benchmarks/fullsize.py)
+    .venv/bin/python benchmarks/adaptive.py --smoke              # 2 turns of 12 tokens; checks
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample, policy_from_recommendation
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
+from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set
 
 FIXED: tuple[int | None, ...] = (None, 1, 2, 3)
@@ -181,6 +183,33 @@ def print_table(title: str, result: dict[str, Any]) -> None:
                 print(f"  re-prefill per within-turn switch (ms): {row['reprefill_ms']}")
 
 
+SETTINGS = [label(d) for d in FIXED] + ["Auto (cold)", "Auto (bench-seeded)"]
+
+
+def check_smoke(results: dict[str, Any], turns: int) -> int:
+    """Both models ran, every setting has a speed, and every answer equals plain decoding's
+    (greedy MTP must not change the output, whatever the drafts)."""
+    from _smoke import SmokeCheck
+
+    check = SmokeCheck("adaptive.py")
+    check.require(sorted(results) == ["MTP loses", "MTP wins"], f"models run: {sorted(results)}")
+    for title, result in results.items():
+        rows = {row["setting"]: row for row in result["rows"]}
+        check.require(list(rows) == SETTINGS, f"{title}: settings {list(rows)}")
+        for name, row in rows.items():
+            check.positive(f"{title} / {name} tok/s", row["tok_s"])
+            check.positive(f"{title} / {name} vs plain", row["vs_plain"])
+            check.require(
+                row["answers_equal_plain"] == f"{turns}/{turns}",
+                f"{title} / {name}: answers equal to plain {row['answers_equal_plain']}",
+            )
+            if name.startswith("Auto"):
+                check.require(
+                    len(row["choices"]) == turns, f"{title} / {name}: choices {row['choices']}"
+                )
+    return check.finish()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fullsize", type=Path, help="work dir of benchmarks/fullsize.py")
@@ -192,11 +221,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=("wins", "loses"), help="run one of the two models (each takes long)"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 turns of 12 tokens on the demo models, then check every row; exit 1 if not",
+    )
     args = parser.parse_args(argv)
-    # A private app home: the seeded policy's benchmark must not touch a real profile.
-    home = tempfile.mkdtemp(prefix="adaptive-bench-")
-    os.environ["QWEN_MTP_DESKTOP_HOME"] = home
-    prompts = load_prompt_set(args.prompts)
+    if args.smoke:
+        args.turns, args.max_new_tokens, args.only = 2, 12, None
+    if args.turns < 1 or args.max_new_tokens < 1:
+        parser.error("--turns and --max-new-tokens must be at least 1")
+    try:
+        prompts = load_prompt_set(args.prompts)
+        # A private app home: the seeded policy's benchmark must not touch a real profile.
+        with tempfile.TemporaryDirectory(prefix="adaptive-bench-") as home:
+            os.environ["QWEN_MTP_DESKTOP_HOME"] = home
+            results = run_all(args, prompts, Path(home))
+    except UserFacingError as error:  # a bad prompt set or model folder: say so, no traceback
+        print(f"adaptive.py: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return check_smoke(results, args.turns) if args.smoke else 0
+
+
+def run_all(args: argparse.Namespace, prompts: PromptSet, home: Path) -> dict[str, Any]:
     if args.fullsize:
         win = args.fullsize / f"qwen3.5-{args.geometry}-agree-int4"
         lose = args.fullsize / f"qwen3.5-{args.geometry}-random-int4"
@@ -205,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
         win = demo_model_dir()
-        lose = make_broken_mtp_copy(win, Path(home) / "demo with random MTP head")
+        lose = make_broken_mtp_copy(win, home / "demo with random MTP head")
     results = {}
     for title, model in (("MTP wins", win), ("MTP loses", lose)):
         if args.only and not title.endswith(args.only):
@@ -213,9 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{title}: {model}", file=sys.stderr, flush=True)
         results[title] = conversation(model, prompts, args.turns, args.max_new_tokens)
         print_table(title, results[title])
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
-    return 0
+    return results
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Engine overhead, load times and memory across load/unload cycles.
 
-    python benchmarks/engine_overhead.py [MODEL_DIR] [--rounds 5] [--tokens 200]
+    python benchmarks/engine_overhead.py [MODEL_DIR] [--rounds 5] [--tokens 200] [--cycles 10]
+    python benchmarks/engine_overhead.py --smoke    # 1 round of 16 tokens, 2 cycles; checks
 
 Prints, for MTP (n=1) and baseline decoding:
 - decode tokens/s (exactly --tokens per run: end-of-text is ignored) through a bare
@@ -8,7 +9,7 @@ Prints, for MTP (n=1) and baseline decoding:
   app's EngineThread with a Qt receiver, interleaved round by round on the same prompt and
   settings; the ratio engine / bare is the engine's overhead (target: >= 0.97);
 - model load time cold (empty compile cache) and cached;
-- process RSS before and after 10 load/unload cycles.
+- process RSS before and after --cycles load/unload cycles.
 Speed on this VM drifts between runs, so modes are interleaved and ratios are taken per round.
 """
 
@@ -126,13 +127,46 @@ def thread_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
     return (app, thread), run
 
 
-def main() -> None:
+def check_smoke(results: dict[str, Any]) -> int:
+    from _smoke import SmokeCheck
+
+    check = SmokeCheck("engine_overhead.py")
+    for label in ("MTP n=1", "baseline"):
+        rates = results.get(label, {})
+        check.require(
+            sorted(rates) == ["bare", "engine", "thread"], f"{label}: rates of {sorted(rates)}"
+        )
+        for name, values in rates.items():
+            check.require(bool(values), f"{label} {name}: no runs")
+            for value in values:
+                check.positive(f"{label} {name} tok/s", value)
+    check.positive("cold load s", results.get("cold_load_s"))
+    check.positive("cached load s", results.get("cached_load_s"))
+    check.positive("RSS before cycles", results.get("rss_before"))
+    check.positive("RSS after cycles", results.get("rss_after"))
+    return check.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", nargs="?", type=Path, default=demo_model_dir())
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=200)
-    args = parser.parse_args()
+    parser.add_argument("--cycles", type=int, default=10, help="load/generate/unload cycles")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1 round of 16 tokens, 2 cycles, then check every number is there; exit 1 if not",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.tokens, args.cycles = 1, 16, 2
+    if min(args.rounds, args.tokens, args.cycles) < 1:
+        parser.error("--rounds, --tokens and --cycles must be at least 1")
     model_dir: Path = args.model_dir
+    if not (model_dir / "openvino_language_model.xml").is_file():
+        parser.error(f"{model_dir} is not an exported model folder")
+    results: dict[str, Any] = {}
 
     probe = Engine()
     probe.load(model_dir, LoadOptions(mtp=False))
@@ -157,6 +191,7 @@ def main() -> None:
             rates["thread"].append(t)
             ratios_engine.append(e / b)
             ratios_thread.append(t / b)
+        results[label] = rates
         print(f"{label}:")
         for name, values in rates.items():
             print(
@@ -175,6 +210,7 @@ def main() -> None:
         warm_engine = Engine()
         warm = warm_engine.load(model_dir, LoadOptions(cache_dir=Path(cache))).load_s
         warm_engine.unload()
+    results.update(cold_load_s=cold, cached_load_s=warm)
     print(f"load time (MTP): cold {cold:.2f} s, with compile cache {warm:.2f} s\n")
 
     process = psutil.Process()
@@ -185,17 +221,19 @@ def main() -> None:
     engine.unload()
     gc.collect()
     before = process.memory_info().rss
-    for _ in range(10):
+    for _ in range(args.cycles):
         engine.load(model_dir)
         engine.generate(PROMPT, GenerationSettings(max_new_tokens=20)).run_to_end()
         engine.unload()
         gc.collect()
     after = process.memory_info().rss
+    results.update(rss_before=before, rss_after=after)
     print(
-        f"RSS across 10 load/generate/unload cycles: {before / 2**20:.1f} MiB -> "
+        f"RSS across {args.cycles} load/generate/unload cycles: {before / 2**20:.1f} MiB -> "
         f"{after / 2**20:.1f} MiB ({(after - before) / 2**20:+.1f} MiB)"
     )
+    return check_smoke(results) if args.smoke else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -14,6 +14,7 @@
           a real greedy run (`make_bigram`). Same shapes, so the target does the same work.
 
     .venv/bin/python benchmarks/fullsize.py all --geometry 0.8b --work /tmp/qwen35-fullsize
+    .venv/bin/python benchmarks/fullsize.py --smoke    # tiny geometry, cached exports; checks
 
 See benchmarks/README.md for the steps one by one, memory and time needs.
 """
@@ -21,18 +22,30 @@ See benchmarks/README.md for the steps one by one, memory and time needs.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
+import math
 import os
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark
-from qwen_mtp_desktop.core.paths import HOME_ENV
-from qwen_mtp_desktop.core.reports import save_report
-from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":
+    # This checkout's app (before an installed copy), and step_costs.py beside this file.
+    sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
+
+from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark  # noqa: E402
+from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
+from qwen_mtp_desktop.core.paths import HOME_ENV  # noqa: E402
+from qwen_mtp_desktop.core.reports import save_report  # noqa: E402
+from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set  # noqa: E402
 
 VOCAB_SIZE = 248_320
 VARIANTS = ("agree", "random", "bigram")
@@ -41,6 +54,15 @@ BIGRAM_AGREEMENT = 0.8
 PROJECTION = (0.6, 0.8, 0.9)
 #: Decoding step costs must match between variants: the target does the same work in both.
 PARITY_LIMIT = 0.10
+#: `--smoke`: the real steps (build + export once, cached; benchmark; table), made tiny.
+SMOKE = {
+    "geometry": "tiny",
+    "variants": ["agree", "bigram"],
+    "depths": (1, 2),
+    "runs": 1,
+    "prompts": 1,
+    "max_new_tokens": 16,
+}
 
 #: Text geometries from the published config.json files (Qwen/Qwen3.5-0.8B, Qwen/Qwen3.5-2B):
 #: 24 layers (3 linear-attention : 1 full-attention), 8 query / 2 KV heads of 256, Gated
@@ -415,16 +437,18 @@ def table(reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None) -> s
                 f"{speedup:<22} {fmt(mode['acceptance_rate'], '{:.0%}'):>8} "
                 f"{fmt(mode['step_ms'], '{:.1f}'):>8}"
             )
-    if {"agree", "random"} <= set(reports):
+    if "agree" in reports and len(reports) > 1:
+        # Every variant makes the target do the same work, so their baselines must agree.
+        lines.append("")
         agree = _mode(reports["agree"], None)["decode_tokens_per_s"]["median"]
-        rand = _mode(reports["random"], None)["decode_tokens_per_s"]["median"]
-        gap = abs(agree - rand) / max(agree, rand)
-        verdict = "OK" if gap <= PARITY_LIMIT else "FAIL: the variants are not comparable"
-        lines += [
-            "",
-            f"baseline parity: agree {agree:.2f} vs random {rand:.2f} tok/s, {gap:.1%} apart "
-            f"(limit {PARITY_LIMIT:.0%}): {verdict}",
-        ]
+        for other in (v for v in reports if v != "agree"):
+            theirs = _mode(reports[other], None)["decode_tokens_per_s"]["median"]
+            gap = abs(agree - theirs) / max(agree, theirs)
+            verdict = "OK" if gap <= PARITY_LIMIT else "FAIL: the variants are not comparable"
+            lines.append(
+                f"baseline parity: agree {agree:.2f} vs {other} {theirs:.2f} tok/s, {gap:.1%} "
+                f"apart (limit {PARITY_LIMIT:.0%}): {verdict}"
+            )
     source = reports.get("agree") or next(iter(reports.values()))
     header = " ".join(f"{p:>6.0%}" for p in PROJECTION)
     lines += [
@@ -452,19 +476,44 @@ def table(reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None) -> s
 # --- command line ----------------------------------------------------------------------------
 
 
-def _paths(work: Path, geometry: str, variant: str) -> tuple[Path, Path]:
-    return work / f"qwen3.5-{geometry}-{variant}-ckpt", work / f"qwen3.5-{geometry}-{variant}-int4"
+def _paths(exports: Path, geometry: str, variant: str) -> tuple[Path, Path]:
+    return (
+        exports / f"qwen3.5-{geometry}-{variant}-ckpt",
+        exports / f"qwen3.5-{geometry}-{variant}-int4",
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.export.options import missing_components
+
     for variant in args.variants:
-        checkpoint, exported = _paths(args.work, args.geometry, variant)
+        checkpoint, exported = _paths(args.exports, args.geometry, variant)
+        # Written when a variant is complete (exported and, for bigram, tuned in place).
+        done = exported.with_name(exported.name + ".done")
+        missing = missing_components(exported) if exported.exists() else []
+        if args.rebuild_incomplete and exported.exists() and not done.exists():
+            missing = missing or ["the end of its build (interrupted?)"]
+        if missing:
+            if not args.rebuild_incomplete:
+                raise SystemExit(
+                    f"{exported} is incomplete (no {', '.join(missing)}); "
+                    "remove it and run the build step again"
+                )
+            log(f"{exported} is incomplete, building it again")
+            shutil.rmtree(exported)
         if not exported.exists():
-            if not checkpoint.exists():
-                build_checkpoint(checkpoint, args.geometry, variant, args.seed)
+            try:
+                if not checkpoint.exists():
+                    build_checkpoint(checkpoint, args.geometry, variant, args.seed)
+            except ImportError as error:
+                raise SystemExit(
+                    f"building {checkpoint.name} needs the export toolkit ({error.name} is "
+                    "missing): pip install -e '.[export]'"
+                ) from None
             export_int4(checkpoint, exported)
             if variant == "bigram":
                 tune_bigram(exported)
+            done.write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
             if not args.keep_checkpoints:
                 shutil.rmtree(checkpoint)  # 3+ GB of fp32 weights; the export is what we run
         else:
@@ -472,13 +521,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def run_variants(
+    args: argparse.Namespace,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None, str]:
+    """Benchmark every variant; (reports by variant, direct step costs or None, the table)."""
     from step_costs import measure_step_costs
 
     reports: dict[str, dict[str, Any]] = {}
     steps: dict[str, Any] | None = None
     for variant in args.variants:
-        _checkpoint, exported = _paths(args.work, args.geometry, variant)
+        _checkpoint, exported = _paths(args.exports, args.geometry, variant)
         if not exported.exists():
             raise SystemExit(f"{exported} is missing; run the build step first")
         log(f"benchmarking {exported.name}")
@@ -488,19 +540,157 @@ def cmd_run(args: argparse.Namespace) -> int:
         if steps is None and not args.no_step_costs:
             log("measuring step costs by calling the IRs directly")
             steps = measure_step_costs(exported, args.depths)
-    text = table(reports, steps)
+    return reports, steps, table(reports, steps)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    write_results(args, *run_variants(args))
+    return 0
+
+
+def write_results(
+    args: argparse.Namespace,
+    reports: dict[str, dict[str, Any]],
+    steps: dict[str, Any] | None,
+    text: str,
+) -> None:
     (args.work / f"table-{args.geometry}.txt").write_text(text + "\n")
     print(text)
     summary = {variant: report["id"] for variant, report in reports.items()}
     (args.work / f"reports-{args.geometry}.json").write_text(
         json.dumps({"reports": summary, "step_costs": steps, "table": text}, indent=2)
     )
+
+
+# --- smoke run -------------------------------------------------------------------------------
+
+
+def build_fingerprint() -> str:
+    """A hash of everything that decides what the build step produces, so a changed builder
+    never reuses a stale cached export."""
+    from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
+
+    builders = (make_config, build_checkpoint, make_bigram, export_int4, tune_bigram)
+    parts = [inspect.getsource(builder) for builder in (*builders, scale_embeddings)]
+    parts += [json.dumps(GEOMETRIES, sort_keys=True), str(VOCAB_SIZE)]
+    parts += [str(BIGRAM_AGREEMENT), str(BIGRAM_TARGET), EMBEDDING_SCALE]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+    return f"v{BUILDER_VERSION}-{digest}"
+
+
+def smoke_cache_dir() -> Path:
+    """The smoke run's exports: in the test fixture cache (QWEN_MTP_TEST_CACHE, as in
+    tests/conftest.py), keyed by builder version like tests/models.py's fixtures."""
+    root = Path(os.environ.get("QWEN_MTP_TEST_CACHE", REPO_ROOT / ".cache" / "fixtures"))
+    return root / f"fullsize-{build_fingerprint()}"
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One builder at a time per cache folder (test runs may share the cache)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no concurrent test runs to guard against
+        yield
+        return
+    with (folder.parent / f".{folder.name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def smoke_problems(
+    reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None, text: str
+) -> list[str]:
+    """What is wrong with a smoke run's results: a missing row, a number that is not a finite
+    positive speed or time, an acceptance outside [0, 1], an `agree` draft rejected."""
+    problems: list[str] = []
+
+    def positive(what: str, value: object) -> None:
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            problems.append(f"{what} is {value!r}, expected a finite positive number")
+
+    if list(reports) != SMOKE["variants"]:
+        problems.append(f"variants benchmarked: {list(reports)}, expected {SMOKE['variants']}")
+    lines = text.splitlines()
+    for variant, report in reports.items():
+        depths = [m["depth"] for m in report["modes"]]
+        if depths != [None, *SMOKE["depths"]]:
+            problems.append(f"{variant}: modes for depths {depths}")
+        if not report.get("comparison"):
+            problems.append(f"{variant}: no comparison rows (openvino-genai MTP, other plain)")
+        for mode in [*report["modes"], *report.get("comparison", [])]:
+            what = f"{variant} / {mode['label']}"
+            speed = mode["decode_tokens_per_s"] or {}
+            for key in ("median", "min", "max"):
+                positive(f"{what} decode tok/s {key}", speed.get(key))
+            positive(f"{what} ms/step", mode["step_ms"])
+            if mode["speedup"] is not None:
+                positive(f"{what} speed-up", mode["speedup"]["median"])
+            if mode["depth"] is not None:
+                rate = mode["acceptance_rate"]
+                if not (isinstance(rate, float | int) and 0 <= rate <= 1):
+                    problems.append(f"{what}: acceptance {rate!r}")
+                elif variant == "agree" and rate < 0.9:
+                    # Both heads emit all-zero logits: every draft must match the target.
+                    problems.append(f"{what}: acceptance {rate:.0%} on the agree variant")
+            if not any(line.startswith(f"{variant:<8} {mode['label']:<26} ") for line in lines):
+                problems.append(f"table has no row for {what}")
+    source = reports.get("agree") or next(iter(reports.values()), None)
+    for depth, step, pipeline, direct in projections(source, steps) if source else ():
+        positive(f"n={depth} ms/step", step)
+        for value in [*pipeline, *(direct or [])]:
+            positive(f"n={depth} projected speed-up", value)
+        if not any(line.startswith(f"n={depth} ") for line in lines):
+            problems.append(f"table has no projection row for n={depth}")
+    if steps is None:
+        problems.append("no direct step costs measured")
+    else:
+        for key in ("target_ms", "draft_ms", "mtp_ms", "lm_head_ms"):
+            positive(f"step costs {key}", steps[key])
+        for depth, value in steps["verify_ms"].items():
+            positive(f"step costs verify_ms[{depth}]", value)
+    for heading in ("baseline parity: agree", "speed-up this machine would give", "step costs"):
+        if heading not in text:
+            problems.append(f"table has no {heading!r} line")
+    return problems
+
+
+def cmd_smoke(work: Path) -> int:
+    """Build (once: cached) and benchmark the tiny geometry, print the table, check it."""
+    args = argparse.Namespace(
+        **SMOKE,
+        work=work,
+        exports=smoke_cache_dir(),
+        seed=0,
+        keep_checkpoints=False,
+        rebuild_incomplete=True,  # the cache folder is ours
+        no_step_costs=False,
+    )
+    log(f"smoke run; exports cached in {args.exports}")
+    with _locked(args.exports):
+        cmd_build(args)
+    results = run_variants(args)
+    write_results(args, *results)
+    problems = smoke_problems(*results)
+    if problems:
+        print("fullsize.py smoke check FAILED:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    print("fullsize.py smoke check passed")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="build (cached in the test fixture cache) and run the tiny geometry's agree and "
+        "bigram variants at depths 1,2 with 16 tokens, then check the table; exit 1 if wrong",
+    )
+    sub = parser.add_subparsers(dest="command")
     for name, func, help_text in (
         ("build", cmd_build, "build and export the checkpoints (INT4)"),
         ("run", cmd_run, "benchmark the exported variants and print the table"),
@@ -521,15 +711,25 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--no-step-costs", action="store_true")
         command.set_defaults(func=func)
     args = parser.parse_args(argv)
-    args.work.mkdir(parents=True, exist_ok=True)
-    # Reports go to the app's history; keep these runs out of the user's real profile.
-    os.environ.setdefault(HOME_ENV, str(args.work / "app-home"))
-    if args.command == "all":
-        return cmd_build(args) or cmd_run(args)
-    result: int = args.func(args)
-    return result
+    if args.smoke == bool(args.command):
+        parser.error("give one of build, run, all, or --smoke")
+    try:
+        if args.smoke:
+            with tempfile.TemporaryDirectory(prefix="fullsize-smoke-") as work:
+                # Reports go to the app's history; keep these runs out of the user's profile.
+                os.environ.setdefault(HOME_ENV, str(Path(work) / "app-home"))
+                return cmd_smoke(Path(work))
+        args.exports, args.rebuild_incomplete = args.work, False
+        args.work.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault(HOME_ENV, str(args.work / "app-home"))
+        if args.command == "all":
+            return cmd_build(args) or cmd_run(args)
+        result: int = args.func(args)
+        return result
+    except UserFacingError as error:  # a failed export, a bad model folder: one line, no trace
+        print(f"fullsize.py: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # step_costs.py beside this file
     sys.exit(main())

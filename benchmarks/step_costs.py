@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -146,17 +147,55 @@ def measure_step_costs(
     }
 
 
-def main() -> None:
+def check_smoke(costs: dict[str, Any], depths: Sequence[int]) -> int:
+    from _smoke import SmokeCheck
+
+    check = SmokeCheck("step_costs.py")
+    for key in ("target_ms", "mtp_ms", "lm_head_ms", "draft_ms"):
+        check.positive(key, costs.get(key))
+    verify = costs.get("verify_ms", {})
+    check.require(
+        sorted(verify) == sorted(str(d) for d in depths),
+        f"verify_ms has depths {sorted(verify)}, expected {[str(d) for d in depths]}",
+    )
+    for depth, value in verify.items():
+        check.positive(f"verify_ms[{depth}]", value)
+    return check.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model_dir", type=Path)
+    parser.add_argument(
+        "model_dir", type=Path, nargs="?", help="an exported model (--smoke: the demo model)"
+    )
     parser.add_argument("--depths", default="1,2,3")
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--repeats", type=int, default=8)
-    args = parser.parse_args()
-    depths = tuple(int(d) for d in args.depths.split(","))
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny run (demo model unless MODEL_DIR is given, depths 1,2, 2 repeats) that "
+        "checks every cost is measured; exit 1 if not",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        from qwen_mtp_desktop.core.paths import demo_model_dir
+
+        args.model_dir = args.model_dir or demo_model_dir()
+        args.depths, args.repeats = "1,2", 2
+    if args.model_dir is None:
+        parser.error("give MODEL_DIR, an exported model folder (or --smoke)")
+    if not (args.model_dir / "openvino_mtp_model.xml").is_file():
+        parser.error(f"{args.model_dir} is not an exported model with an MTP head")
+    try:
+        depths = tuple(int(d) for d in args.depths.split(","))
+    except ValueError:
+        parser.error(f"--depths {args.depths!r}: give whole numbers separated by commas")
     costs = measure_step_costs(args.model_dir, depths, device=args.device, repeats=args.repeats)
     print(json.dumps(costs, indent=2))
+    return check_smoke(costs, depths) if args.smoke else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's app
+    raise SystemExit(main())

@@ -1,6 +1,7 @@
 """Chat UI responsiveness while answers stream, and the time to open a long chat.
 
-    python benchmarks/ui_responsiveness.py [--tokens 2000] [--rate 2000]
+    python benchmarks/ui_responsiveness.py [--tokens 2000] [--rate 2000] [--opens 5]
+    python benchmarks/ui_responsiveness.py --smoke   # 500 tokens at 1000/s, 2 opens; checks
 
 Prints:
 - synthetic stream: a source on another thread emits `--tokens` tokens at `--rate` tokens/s
@@ -8,7 +9,7 @@ Prints:
   (p50/p99/max), whether rendering kept up (lag at the end), and the cost of handling one
   chunk early vs late in the answer (it must not grow with the answer's length);
 - demo model: the same measurements while the real engine streams a long counting answer;
-- opening a chat of 200 messages (store read + widgets built), median of 5.
+- opening a chat of 200 messages (store read + widgets built), median of --opens.
 Runs offscreen; targets: heartbeat p99 < 50 ms, no backlog, open < 0.5 s.
 """
 
@@ -22,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,11 +64,22 @@ class Heartbeat:
         self.gaps.append(now - self._last)
         self._last = now
 
-    def summary(self) -> str:
+    def percentiles(self) -> dict[str, float]:
+        """Gap p50, p99 and max in ms (empty when the timer never fired)."""
         gaps = sorted(self.gaps)
-        p99 = gaps[int(len(gaps) * 0.99) - 1] if gaps else 0
-        median = statistics.median(gaps)
-        return f"heartbeat p50 {median:.0f} ms, p99 {p99:.0f} ms, max {gaps[-1]:.0f} ms"
+        if not gaps:
+            return {}
+        p99 = gaps[max(int(len(gaps) * 0.99) - 1, 0)]
+        return {"p50": statistics.median(gaps), "p99": p99, "max": gaps[-1]}
+
+    def summary(self) -> str:
+        gaps = self.percentiles()
+        if not gaps:
+            return "heartbeat: no ticks (the GUI thread never ran its timer)"
+        return (
+            f"heartbeat p50 {gaps['p50']:.0f} ms, p99 {gaps['p99']:.0f} ms, "
+            f"max {gaps['max']:.0f} ms"
+        )
 
 
 class SyntheticSource(QObject):
@@ -109,33 +122,102 @@ def timed_chunks(panel: object, handler_times: list[tuple[int, float]]) -> None:
     engine.chunks.connect(wrapped)
 
 
-def growth(handler_times: list[tuple[int, float]]) -> str:
+def early_late(handler_times: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Median per-token handling time (ms) of the first and last tenth of the chunks."""
     if len(handler_times) < 10:
-        return "too few chunks to compare"
+        return None
     tenth = len(handler_times) // 10
     early = statistics.median(t for _l, t in handler_times[:tenth]) * 1e3
     late = statistics.median(t for _l, t in handler_times[-tenth:]) * 1e3
-    return f"per-token handling early {early:.3f} ms, late {late:.3f} ms (ratio {late / early:.2f})"
+    return early, late
 
 
-def main() -> None:
+def growth(handler_times: list[tuple[int, float]]) -> str:
+    found = early_late(handler_times)
+    if found is None:
+        return "too few chunks to compare"
+    early, late = found
+    ratio = f"{late / early:.2f}" if early > 0 else "–"
+    return f"per-token handling early {early:.3f} ms, late {late:.3f} ms (ratio {ratio})"
+
+
+def check_smoke(results: dict[str, Any]) -> int:
+    from _smoke import SmokeCheck
+
+    check = SmokeCheck("ui_responsiveness.py")
+    for part in ("synthetic", "demo"):
+        gaps = results.get(part, {}).get("heartbeat", {})
+        check.require(sorted(gaps) == ["max", "p50", "p99"], f"{part}: heartbeat {gaps}")
+        for name, value in gaps.items():
+            check.positive(f"{part} heartbeat {name} ms", value)
+    synthetic = results.get("synthetic", {})
+    check.require(
+        synthetic.get("rendered") == synthetic.get("tokens"),
+        f"synthetic: {synthetic.get('rendered')} of {synthetic.get('tokens')} tokens rendered",
+    )
+    check.positive("synthetic seconds", synthetic.get("seconds"))
+    check.positive("synthetic lag s", synthetic.get("lag_s"))
+    handling = synthetic.get("early_late")
+    check.require(handling is not None, "synthetic: too few chunks to compare handling times")
+    for value in handling or ():
+        check.positive("synthetic per-token handling ms", value)
+    demo = results.get("demo", {})
+    check.positive("demo words", demo.get("words"))
+    check.positive("demo seconds", demo.get("seconds"))
+    check.require("tok/s" in demo.get("stats", ""), f"demo stats line {demo.get('stats')!r}")
+    opened = results.get("open", {})
+    check.require(bool(opened.get("times")), "open: no timings")
+    for value in opened.get("times", ()):
+        check.positive("open seconds", value)
+    check.positive("open: messages built", opened.get("built"))
+    return check.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=2000.0)
-    args = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="qmd-ui-bench-")
-    os.environ["QWEN_MTP_DESKTOP_HOME"] = home
+    parser.add_argument("--opens", type=int, default=5, help="times the long chat is opened")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="500 tokens at 1000 tok/s, 2 opens, then check every number; exit 1 if not",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.tokens, args.rate, args.opens = 500, 1000.0, 2
+    if args.tokens < 1 or args.rate <= 0 or args.opens < 1:
+        parser.error("--tokens, --rate and --opens must be positive")
+    with tempfile.TemporaryDirectory(prefix="qmd-ui-bench-") as home:
+        os.environ["QWEN_MTP_DESKTOP_HOME"] = home
+        results = measure(args)
+    return check_smoke(results) if args.smoke else 0
 
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """The three measurements in one offscreen main window (imports need the app home set)."""
     from qwen_mtp_desktop.core.paths import app_paths
     from qwen_mtp_desktop.core.settings import SettingsStore
-    from qwen_mtp_desktop.ui.chat.chat_panel import _Stream
     from qwen_mtp_desktop.ui.main_window import MainWindow
 
-    app = QApplication([])
+    app = QApplication.instance() or QApplication([])
     paths = app_paths().ensure()
     window = MainWindow(paths, SettingsStore(paths.settings_file))
     window.resize(1280, 800)
     window.show()
+    try:
+        return measure_window(args, app, window, paths.data_dir)
+    finally:
+        window.close()  # stops the window's worker threads
+
+
+def measure_window(
+    args: argparse.Namespace, app: Any, window: Any, data_dir: Path
+) -> dict[str, Any]:
+    from qwen_mtp_desktop.core.chat_session import Turn
+    from qwen_mtp_desktop.ui.chat.chat_panel import _Stream
+
+    results: dict[str, Any] = {}
     chat = window.chat
     heartbeat = Heartbeat()
 
@@ -155,7 +237,8 @@ def main() -> None:
     source.chunks.connect(chat._on_chunks, Qt.ConnectionType.QueuedConnection)
     widget = chat._add_widget("assistant")
     widget.begin_stream()
-    chat._stream = _Stream(1, widget)
+    # What _start_generation does without the engine: the panel's own settings for this turn.
+    chat._stream = _Stream(1, widget, Turn(chat._engine_settings()))
     finished = threading.Event()
     source.done.connect(finished.set)
     heartbeat.start()
@@ -177,6 +260,14 @@ def main() -> None:
     print(f"  {heartbeat.summary()}")
     print(f"  rendering lag at the end: {lag * 1000:.0f} ms (backlog if large)")
     print(f"  {growth(handler_times)}\n")
+    results["synthetic"] = {
+        "tokens": args.tokens,
+        "rendered": widget.content.count(" "),
+        "seconds": produced_at - started,
+        "lag_s": lag,
+        "heartbeat": heartbeat.percentiles(),
+        "early_late": early_late(handler_times),
+    }
 
     # --- the demo model -----------------------------------------------------------------
     handler_times.clear()
@@ -194,9 +285,15 @@ def main() -> None:
     )
     print(f"  {heartbeat.summary()}")
     print(f"  {growth(handler_times)}\n")
+    results["demo"] = {
+        "words": len(answer.content.split()),
+        "seconds": time.perf_counter() - started,
+        "stats": answer.stats_label.text(),
+        "heartbeat": heartbeat.percentiles(),
+    }
 
     # --- opening a 200-message chat ------------------------------------------------------
-    with ChatStore(paths.data_dir / "chats.sqlite3") as store:
+    with ChatStore(data_dir / "chats.sqlite3") as store:
         conversation = store.create_conversation("long chat")
         for i in range(100):
             store.add_message(conversation.id, "user", f"Question {i}: count from 1 to 20.")
@@ -216,7 +313,7 @@ def main() -> None:
                 },
             )
     times = []
-    for _ in range(5):
+    for _ in range(args.opens):
         chat.new_chat()
         wait(lambda: chat.conversation is None)
         started = time.perf_counter()
@@ -229,8 +326,9 @@ def main() -> None:
         f"median {statistics.median(times):.3f} s "
         f"(min {min(times):.3f}, max {max(times):.3f})"
     )
-    window.close()
+    results["open"] = {"times": times, "built": len(chat.transcript.messages)}
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""Every script in benchmarks/ runs in its `--smoke` mode, as a real subprocess, so none of them
+rots: the same code path as a real run, tiny sizes. Each script checks its own results and exits
+1 when they are not sane; here the printed numbers are parsed again and checked independently
+(present, finite, positive), so a script that prints nothing useful cannot pass either."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from tests.conftest import CACHE_ROOT, REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+def run_script(script: str, args: list[str], cwd: Path, timeout: float) -> CompletedProcess[str]:
+    """`python benchmarks/SCRIPT ARGS` with this checkout importable, offscreen Qt, the hub
+    offline and the shared fixture cache."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {
+        **os.environ,
+        "PYTHONPATH": path,
+        "QT_QPA_PLATFORM": "offscreen",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "QWEN_MTP_TEST_CACHE": str(CACHE_ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        cwd=cwd,  # anything a script writes by accident lands in the test's folder
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_smoke(script: str, cwd: Path, timeout: float = 600) -> str:
+    """The script's --smoke run; its stdout, after checking it exited 0 and said it passed."""
+    result = run_script(script, ["--smoke"], cwd, timeout)
+    output = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 0, f"{script} --smoke exited {result.returncode}\n{output}"
+    assert "Traceback" not in result.stderr, output
+    assert f"{script} smoke check passed" in result.stdout, output
+    return result.stdout
+
+
+def numbers(pattern: str, text: str, count: int | None = None) -> list[tuple[float, ...]]:
+    """Every match of `pattern` with its groups as floats; each must be finite and >= 0."""
+    found = [tuple(float(g) for g in m.groups()) for m in re.finditer(pattern, text, re.M)]
+    assert found, f"no {pattern!r} in:\n{text}"
+    if count is not None:
+        assert len(found) == count, f"{len(found)} x {pattern!r}, expected {count}:\n{text}"
+    for values in found:
+        assert all(math.isfinite(v) and v >= 0 for v in values), (pattern, values)
+    return found
+
+
+def positive(rows: list[tuple[float, ...]]) -> None:
+    for values in rows:
+        assert all(v > 0 for v in values), values
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    """Here (run_smoke) or in another test module that runs it with --smoke."""
+    scripts = sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
+    here = Path(__file__).read_text()
+    tested = {m.group(1) for m in re.finditer(r'run_smoke\("(\w+\.py)"', here)}
+    for module in (REPO_ROOT / "tests").rglob("test_*.py"):
+        text = module.read_text()
+        if module != Path(__file__) and '"--smoke"' in text:
+            tested |= {script for script in scripts if f'"{script}"' in text}
+    assert scripts == sorted(tested)
+    readme = (BENCHMARKS / "README.md").read_text()
+    for script in scripts:
+        assert re.search(rf"`{script} --smoke[` ]", readme), f"no smoke line for {script}"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        ("step_costs.py", ["."], "is not an exported model with an MTP head"),
+        ("engine_overhead.py", [".", "--smoke"], "is not an exported model folder"),
+        ("adaptive.py", ["--prompts", "no-such-set"], "no built-in prompt set called"),
+        ("fullsize.py", [], "give one of build, run, all, or --smoke"),
+        ("ui_responsiveness.py", ["--tokens", "0"], "must be positive"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    script: str, args: list[str], message: str, tmp_path: Path
+) -> None:
+    result = run_script(script, args, tmp_path, timeout=120)
+    assert result.returncode in (1, 2), result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.gui
+def test_ui_responsiveness(tmp_path: Path) -> None:
+    out = run_smoke("ui_responsiveness.py", tmp_path)
+    positive(numbers(rf"synthetic stream: {NUMBER} tokens at {NUMBER} tok/s in {NUMBER} s", out))
+    heartbeats = numbers(rf"heartbeat p50 {NUMBER} ms, p99 {NUMBER} ms, max {NUMBER} ms", out, 2)
+    positive(heartbeats)
+    assert all(p50 <= p99 <= top for p50, p99, top in heartbeats), heartbeats
+    numbers(rf"rendering lag at the end: {NUMBER} ms", out, 1)  # 0 ms is the ideal
+    positive(numbers(rf"per-token handling early {NUMBER} ms, late {NUMBER} ms", out))
+    positive(numbers(rf"demo model: {NUMBER} words in {NUMBER} s", out, 1))
+    opened = numbers(
+        rf"open a 200-message chat \({NUMBER} newest built\): median {NUMBER} s "
+        rf"\(min {NUMBER}, max {NUMBER}\)",
+        out,
+        1,
+    )
+    positive(opened)
+    _built, median, low, high = opened[0]
+    assert low <= median <= high
+
+
+def test_step_costs(tmp_path: Path) -> None:
+    out = run_smoke("step_costs.py", tmp_path)
+    costs, _end = json.JSONDecoder().raw_decode(out)
+    values = [costs[k] for k in ("target_ms", "mtp_ms", "lm_head_ms", "draft_ms")]
+    assert set(costs["verify_ms"]) == {"1", "2"}
+    values += list(costs["verify_ms"].values())
+    assert all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in values), costs
+    assert costs["draft_ms"] == pytest.approx(costs["mtp_ms"] + costs["lm_head_ms"])
+
+
+@pytest.mark.slow
+def test_engine_overhead(tmp_path: Path) -> None:
+    out = run_smoke("engine_overhead.py", tmp_path)
+    assert "MTP n=1:" in out and "baseline:" in out
+    rates = rf"^\s+(?:bare|engine|thread)\s+median\s+{NUMBER} tok/s \(min {NUMBER}, max {NUMBER}\)"
+    positive(numbers(rates, out, 6))
+    positive(numbers(rf"median ratio {NUMBER}", out, 4))
+    positive(numbers(rf"load time \(MTP\): cold {NUMBER} s, with compile cache {NUMBER} s", out, 1))
+    positive(numbers(rf"RSS across 2 load/generate/unload cycles: {NUMBER} MiB -> {NUMBER}", out))
+
+
+@pytest.mark.slow
+def test_adaptive(tmp_path: Path) -> None:
+    out = run_smoke("adaptive.py", tmp_path)
+    settings = ["plain", "MTP n=1", "MTP n=2", "MTP n=3", "Auto (cold)", "Auto (bench-seeded)"]
+    row = re.compile(
+        rf"^\| ([^|]+) \| {NUMBER} \| {NUMBER} \| {NUMBER} \| (\d+)/(\d+) \| (\d+) \|$", re.M
+    )
+    for title in ("MTP wins", "MTP loses"):
+        section = out.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+        rows = {m.group(1): m.groups()[1:] for m in row.finditer(section)}
+        assert list(rows) == settings, section
+        for name, (tok_s, vs_plain, vs_best, same, turns, _switches) in rows.items():
+            assert float(tok_s) > 0 and float(vs_plain) > 0 and float(vs_best) > 0, name
+            assert same == turns == "2", f"{title} / {name}: answers differ from plain decoding"
+        assert rows["plain"][1] == "1.000"
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_fullsize(tmp_path: Path) -> None:
+    """The tiny geometry (real 248k vocabulary): build + export once (cached in the fixture
+    cache, a few minutes), then the benchmark and every part of the printed table."""
+    out = run_smoke("fullsize.py", tmp_path, timeout=1800)
+    row = re.compile(
+        rf"^(agree|bigram)\s+(\S.*?)\s+{NUMBER} \({NUMBER}–{NUMBER}\)\s+{NUMBER}x"
+        rf"(?: \({NUMBER}x–{NUMBER}x\))?\s+(\d+%|–)\s+{NUMBER}$",
+        re.M,
+    )
+    rows = {(m.group(1), m.group(2)): m.groups()[2:] for m in row.finditer(out)}
+    for variant in ("agree", "bigram"):
+        labels = [label for v, label in rows if v == variant]
+        assert {"MTP n=1", "MTP n=2"} <= set(labels), labels
+        assert any(label.startswith("plain · ") for label in labels), labels
+    for (variant, label), (med, low, high, speedup, s_low, s_high, accepted, step) in rows.items():
+        speeds = [float(v) for v in (med, low, high, speedup, step)]
+        assert all(math.isfinite(v) and v > 0 for v in speeds), (variant, label, speeds)
+        assert float(low) <= float(med) <= float(high)
+        if label.startswith("MTP"):
+            assert s_low is not None and s_high is not None, (variant, label)
+            assert accepted.endswith("%") and 0 <= int(accepted[:-1]) <= 100
+            if variant == "agree":  # both heads emit all-zero logits: every draft matches
+                assert int(accepted[:-1]) >= 90, (label, accepted)
+        else:
+            assert accepted == "–"
+    positive(numbers(rf"baseline parity: agree {NUMBER} vs bigram {NUMBER} tok/s", out, 1))
+    projection = rf"^n=[12]\s+{NUMBER}\s+" + r"\s+".join([rf"{NUMBER}x"] * 6) + "$"
+    positive(numbers(projection, out, 2))
+    positive(
+        numbers(
+            rf"target 1 token {NUMBER}; verify 2 tokens {NUMBER}, 3 tokens {NUMBER}; "
+            rf"MTP draft call {NUMBER} \(MTP layer {NUMBER} \+ lm_head {NUMBER}\)",
+            out,
+            1,
+        )
+    )
