@@ -819,6 +819,8 @@ class BenchPanel(QWidget):
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 item = QTableWidgetItem(text)
+                if c == 0:
+                    item.setToolTip(text)  # the full mode name where the column is narrow
                 if c > 0:
                     item.setTextAlignment(
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
@@ -837,6 +839,9 @@ class BenchPanel(QWidget):
         first = self.table.horizontalHeaderItem(0)
         if first is not None:
             first.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        self.table.setWordWrap(True)
+        self.table.resizeColumnsToContents()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.resizeRowsToContents()
         height = self.table.horizontalHeader().height() + 4
         height += sum(self.table.rowHeight(r) for r in range(len(rows)))
