@@ -357,9 +357,10 @@ class MtpDecoder:
             want = wanted() if drafting else 0
             drafting = want > 0
             if drafting:
-                # The MTP's chained entries were computed from its own hidden states: drop
-                # them and feed the target's, for every position confirmed this step.
-                _trim_kv(self._draft_request, draft_from)
+                # The MTP's chained entries (k > 1) were computed from its own hidden states:
+                # drop them and feed the target's, for every position confirmed this step.
+                if k > 1:
+                    _trim_kv(self._draft_request, draft_from)
                 valid = hidden[len(pending) - 1 : len(pending) + accepted]
                 draft, mtp_hidden = self._catch_up_draft(tokens, valid, draft_from)
                 draft_from = len(tokens) - 1

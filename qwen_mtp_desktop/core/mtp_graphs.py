@@ -53,8 +53,6 @@ class StatePort:
 class TargetGraph:
     model: Any  # openvino.Model
     states: tuple[StatePort, ...]
-    #: Internal (trimmable) variables left: the attention KV caches.
-    kv_states: int
     hidden_size: int
     vocab_size: int
 
@@ -110,7 +108,6 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     new_results: list[Any] = [hidden_result]
     states: list[StatePort] = []
     assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
-    kv = 0
     for node in model.get_ordered_ops():
         if node.get_type_name() != "ReadValue":
             continue
@@ -120,7 +117,6 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
             # A growing cache stays internal; the decoder trims it on axis 2.
             if shape.rank.get_length() != 4 or shape[2].is_static:
                 raise GraphError(f"state {variable_id} is not a [batch, heads, seq, dim] cache")
-            kv += 1
             continue
         assign = assigns.get(variable_id)
         if assign is None:
@@ -146,7 +142,7 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     model.add_parameters(new_params)
     model.add_results(new_results)
     model.validate_nodes_and_infer_types()
-    return TargetGraph(model, tuple(states), kv, hidden_size, vocab_size)
+    return TargetGraph(model, tuple(states), hidden_size, vocab_size)
 
 
 def lm_head_rows(core: Any, language_model: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
