@@ -12,6 +12,11 @@ def _main() -> int:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, Path(os.devnull).open("w", encoding="utf-8"))  # noqa: SIM115
+    if sys.argv[1:3] == ["-m", "qwen_mtp_desktop.host"]:
+        # The window's engine process (workers.engine_process.host_command).
+        from qwen_mtp_desktop.host.engine_host import main as engine_host
+
+        return engine_host()
     if len(sys.argv) > 1 and sys.argv[1] == "-m":
         # The exporter and the toolkit installer run `python -m ...`; a bundle has no Python.
         print(

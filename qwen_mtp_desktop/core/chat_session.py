@@ -106,9 +106,7 @@ def start_conversation(
     return store.get_conversation(conversation.id), user, answer
 
 
-def restart_after(
-    store: ChatStore, message_id: int, new_text: str | None = None
-) -> StoredMessage:
+def restart_after(store: ChatStore, message_id: int, new_text: str | None = None) -> StoredMessage:
     """Regenerate (or, with `new_text`, edit and regenerate) from a user message: drop what
     followed it and begin the new answer."""
     if new_text is not None:

@@ -1,9 +1,10 @@
 """The app's background threads, made in one place and handed to the panels.
 
-engine: the EngineThread (model loading and generation). store: the chat database's TaskRunner
-(every SQL statement, in order). io: short file and device queries. models / model_verify: the
-Models panel's scans and checksum runs. bench_io / bench: the Benchmark panel's report reads and
-its validation and benchmark runs. exports: the export queue.
+engine: the EngineProcess (model loading and generation run in the engine host process).
+store: the chat database's TaskRunner (every SQL statement, in order). io: short file and device
+queries. models / model_verify: the Models panel's scans and checksum runs. bench_io / bench:
+the Benchmark panel's report reads and its validation and benchmark runs. exports: the export
+queue.
 
 `shutdown()` stops them all (each finishes or cancels its work first), the engine last, since
 the store may still be writing what the engine produced.
@@ -16,7 +17,7 @@ import logging
 from PySide6.QtCore import QObject
 
 from qwen_mtp_desktop.workers.bench_job import BenchJob
-from qwen_mtp_desktop.workers.engine_thread import EngineThread
+from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.export_job import ExportQueue
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 class BackgroundThreads(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.engine = EngineThread(parent=self)
+        self.engine = EngineProcess(parent=self)
         self.store = TaskRunner("chat-store", self)
         self.io = TaskRunner("io", self)
         self.models = TaskRunner("model-library", self)

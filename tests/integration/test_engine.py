@@ -347,9 +347,7 @@ def _load_error_with(path: Path, options: LoadOptions) -> EngineError:
 
 
 @pytest.mark.parametrize("fast_vocab", [True, False])
-def test_streamed_text_equals_the_detokenizer(
-    demo_copy: Path, fast_vocab: bool
-) -> None:
+def test_streamed_text_equals_the_detokenizer(demo_copy: Path, fast_vocab: bool) -> None:
     """Streamed text is the runtime detokenizer's text of the generated ids, whether it came
     from the tokenizer.json byte table (the fast path) or from the detokenizer itself."""
     if not fast_vocab:  # without tokenizer.json the engine keeps the runtime's detokenizer
@@ -387,9 +385,7 @@ def test_a_tokenizer_json_that_disagrees_is_not_used(demo_copy: Path) -> None:
 def test_next_chunks_batches_ready_steps_within_a_time_limit(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
-    generation = engine.generate(
-        COUNTING, GenerationSettings(max_new_tokens=80, ignore_eos=True)
-    )
+    generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=80, ignore_eos=True))
     first = generation.next_chunks(None)
     assert first, "the first step always comes"
     deadline = time.monotonic() + 30

@@ -29,7 +29,17 @@ from tests.unit.test_bench import fake_bench, rows
 
 def stored(position: int, role: str, content: str) -> StoredMessage:
     return StoredMessage(
-        position, 1, position, role, content, "", None, 0.0, "complete", None, None  # type: ignore[arg-type]
+        position,
+        1,
+        position,
+        role,
+        content,
+        "",
+        None,
+        0.0,
+        "complete",
+        None,
+        None,  # type: ignore[arg-type]
     )
 
 

@@ -850,5 +850,3 @@ class ChatStore:
             if m.stats:
                 lines += [f"*{stats_summary(m.stats)}*", ""]
         return "\n".join(lines).rstrip("\n") + "\n"
-
-

@@ -26,5 +26,3 @@ class CheckItem:
             "message": self.message,
             "fix": self.fix,
         }
-
-

@@ -43,6 +43,7 @@ from qwen_mtp_desktop.core.export.verify import Verification, generation_item, v
 
 JobStatus = Literal["succeeded", "failed", "cancelled"]
 
+
 @dataclass(frozen=True)
 class ExportRequest:
     source: ExportSource

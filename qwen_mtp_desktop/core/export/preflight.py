@@ -39,6 +39,7 @@ from qwen_mtp_desktop.core.export.toolkit import check_toolkit, installed_versio
 if TYPE_CHECKING:
     from qwen_mtp_desktop.core.export.options import ExportOptions
 
+
 def check_destination(
     destination: Path, *, overwrite: bool, source: Path | None = None
 ) -> CheckItem:

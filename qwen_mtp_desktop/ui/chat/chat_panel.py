@@ -1,6 +1,6 @@
 """The chat panel: conversations, the streaming transcript, live MTP readouts and settings.
 
-Threads: the model runs on the engine thread (EngineThread); every database call runs on the
+Threads: the model runs in the engine process (EngineProcess); every database call runs on the
 store's TaskRunner thread. The GUI thread only updates widgets, so it never waits for either.
 Streamed text reaches the database at most every STORE_FLUSH_MS, so a crash loses at most that
 much of an answer, and the store marks the answer incomplete on the next start.
@@ -65,7 +65,7 @@ from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
-from qwen_mtp_desktop.workers.engine_thread import EngineThread
+from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class ChatPanel(QWidget):
 
     def __init__(
         self,
-        engine: EngineThread,
+        engine: EngineProcess,
         store_runner: TaskRunner,
         database: Path,
         default_model: Path,
@@ -479,9 +479,7 @@ class ChatPanel(QWidget):
         if self._conversation is None or self._conversation.id != answer.conversation_id:
             # The user left that chat while its turn was being stored: no answer is coming.
             store = self._store
-            self._runner.submit(
-                lambda: store.delete_message(answer.id), None, self._on_store_error
-            )
+            self._runner.submit(lambda: store.delete_message(answer.id), None, self._on_store_error)
             return
         self._ensure_model()
         conversation = self._conversation

@@ -1,0 +1,185 @@
+"""The engine host process: `python -m qwen_mtp_desktop.host`, started by the app's window.
+
+It reads requests (core.engine_protocol) from stdin and writes events to a private copy of its
+stdout; fd 1 itself is pointed at stderr first, so whatever the native runtime prints cannot
+corrupt the protocol. Everything it logs goes to stderr, which the window forwards to the app's
+log file (one writer per file).
+
+Threads:
+- main: reads requests. Cancel is handled right there; everything else is queued in order.
+- window-requests: runs the queued requests one by one (load, unload, generate), each taking its
+  turn on the `EngineService`, which other front ends (the local API server) share.
+The host ends when its stdin closes: the window closed it, or the window's process died (the
+pipe closes with it), so the engine never outlives the app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from typing import IO
+
+from qwen_mtp_desktop.core.engine import EngineError, Generation
+from qwen_mtp_desktop.core.engine_protocol import (
+    Cancel,
+    Chunks,
+    Failed,
+    Finished,
+    FrameWriter,
+    Generate,
+    Load,
+    Loaded,
+    LoadFailed,
+    Loading,
+    ProtocolError,
+    Ready,
+    Shutdown,
+    Started,
+    Unload,
+    Unloaded,
+    read_frame,
+)
+from qwen_mtp_desktop.core.engine_service import EngineService, coalesced
+from qwen_mtp_desktop.core.errors import as_user_error
+from qwen_mtp_desktop.core.privacy import block_telemetry
+
+log = logging.getLogger("qwen_mtp_desktop.host")
+
+
+class WindowSession:
+    """Serves the window's requests over one pair of pipes."""
+
+    def __init__(self, requests: IO[bytes], events: FrameWriter, service: EngineService) -> None:
+        self._requests = requests
+        self._events = events
+        self._service = service
+        self._queue: queue.SimpleQueue[Load | Unload | Generate | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._cancelled: set[int] = set()
+        self._current: tuple[int, Generation] | None = None
+
+    def run(self) -> None:
+        """Until the window closes the pipe or says Shutdown."""
+        worker = threading.Thread(target=self._work, name="window-requests", daemon=True)
+        worker.start()
+        self._events.send(Ready(os.getpid()))
+        try:
+            while True:
+                try:
+                    request = read_frame(self._requests)
+                except ProtocolError:
+                    log.exception("bad request frame; closing")
+                    break
+                if request is None or isinstance(request, Shutdown):
+                    break
+                if isinstance(request, Cancel):
+                    self._cancel(request.request_id)
+                elif isinstance(request, Load | Unload | Generate):
+                    self._queue.put(request)
+                else:
+                    log.error("unknown request %s", type(request).__name__)
+        finally:
+            self._cancel(None)
+            self._queue.put(None)
+            worker.join(timeout=10)
+
+    def _cancel(self, request_id: int | None) -> None:
+        with self._lock:
+            if request_id is not None:
+                self._cancelled.add(request_id)
+            current = self._current
+            if current is not None and request_id in (None, current[0]):
+                current[1].cancel()
+
+    def _work(self) -> None:
+        while (request := self._queue.get()) is not None:
+            try:
+                if isinstance(request, Load):
+                    self._load(request)
+                elif isinstance(request, Unload):
+                    with self._service.exclusive() as engine:
+                        engine.unload()
+                    self._events.send(Unloaded())
+                else:
+                    self._generate(request)
+            except OSError:  # the window is gone; the main thread sees the pipe close
+                return
+        with self._service.exclusive() as engine:
+            engine.unload()
+
+    def _load(self, request: Load) -> None:
+        with self._service.exclusive() as engine:
+            self._events.send(Loading(request.model_dir))
+            try:
+                model = engine.load(request.model_dir, request.options)
+            except Exception as exc:
+                self._events.send(LoadFailed(as_user_error(exc, EngineError)))
+                return
+            self._events.send(Loaded(model, engine.plain_ready))
+
+    def _generate(self, request: Generate) -> None:
+        rid = request.request_id
+        with self._lock:
+            if rid in self._cancelled:  # cancelled while still queued
+                self._cancelled.discard(rid)
+                self._events.send(Failed(rid, EngineError("Cancelled.", code="CANCELLED")))
+                return
+
+        def gave_up() -> bool:
+            return rid in self._cancelled
+
+        try:
+            with self._service.turn(request.messages, request.settings, gave_up) as generation:
+                with self._lock:
+                    self._current = (rid, generation)
+                    if rid in self._cancelled:
+                        generation.cancel()
+                self._events.send(Started(rid))
+                for batch in coalesced(generation, request.coalesce_s):
+                    self._events.send(Chunks(rid, batch, time.time()))
+                assert generation.stats is not None
+                stats = generation.stats
+            self._events.send(Finished(rid, stats, self._service.engine.plain_ready))
+        except OSError:
+            raise
+        except Exception as exc:
+            self._events.send(Failed(rid, as_user_error(exc, EngineError)))
+        finally:
+            with self._lock:
+                self._current = None
+                self._cancelled.discard(rid)
+
+
+def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
+    """stdin for requests, and a private copy of stdout for events; fd 1 becomes stderr."""
+    events_fd = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    if sys.platform == "win32":
+        import msvcrt
+
+        msvcrt.setmode(events_fd, os.O_BINARY)
+    return sys.stdin.buffer, os.fdopen(events_fd, "wb", buffering=0)
+
+
+def main() -> int:
+    requests, events = _protocol_streams()
+    faulthandler.enable()  # a native crash leaves its Python stack in the app's log
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    block_telemetry()
+    session = WindowSession(requests, FrameWriter(events), EngineService())
+    with contextlib.suppress(OSError):  # the window is gone
+        session.run()
+    # Skip interpreter teardown: native runtime objects may still be referenced by daemon
+    # threads, and nothing is left to save.
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,391 @@
+"""The engine process: the window's handle of the engine host (qwen_mtp_desktop.host).
+
+The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash,
+an out-of-memory kill or a hang in the runtime cannot take the window down. This object has the
+signals the panels connect to; requests are frames on the child's stdin (core.engine_protocol),
+events come back on its stdout and are read by a reader thread, which hands them to the GUI
+thread as queued signals. Nothing here blocks the GUI thread except `shutdown()` at exit.
+
+When the child dies (a signal, an exit, a broken protocol), the request that was running fails
+with ENGINE_STOPPED (the chat keeps the partial answer and marks it), `engine_stopped` says what
+happened, and a new child starts and reloads the model that was loaded; `engine_restarted` says
+when it is back. A child that dies three times within two minutes is not restarted until the
+next load, so a model that crashes the runtime on load does not loop. The child exits when its
+stdin closes, which happens when this app exits or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from qwen_mtp_desktop.core.engine import (
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    LoadOptions,
+    Message,
+)
+from qwen_mtp_desktop.core.engine_protocol import (
+    Cancel,
+    Chunks,
+    Failed,
+    Finished,
+    FrameWriter,
+    Generate,
+    Load,
+    Loaded,
+    LoadFailed,
+    Loading,
+    ProtocolError,
+    Ready,
+    Shutdown,
+    Started,
+    Unload,
+    Unloaded,
+    read_frame,
+)
+from qwen_mtp_desktop.workers.foundation import RequestIds
+
+log = logging.getLogger(__name__)
+host_log = logging.getLogger("qwen_mtp_desktop.host")
+
+#: Deaths within this many seconds that stop automatic restarts.
+RESTART_WINDOW_S = 120.0
+MAX_RESTARTS_IN_WINDOW = 3
+STOPPED_CODE = "ENGINE_STOPPED"
+
+
+def host_command() -> list[str]:
+    """How to start the engine host: the same interpreter, or the frozen app itself (its entry
+    point runs this module for `-m qwen_mtp_desktop.host`)."""
+    return [sys.executable, "-m", "qwen_mtp_desktop.host"]
+
+
+def describe_exit(returncode: int | None) -> str:
+    """A child's end in plain words: "SIGSEGV", "exit code 3", "out of memory (SIGKILL)"."""
+    if returncode is None:
+        return "no exit status"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+        return name
+    if sys.platform == "win32" and returncode >= 0x80000000:
+        known = {0xC0000005: "access violation", 0xC00000FD: "stack overflow"}
+        return known.get(returncode, f"exception 0x{returncode:08X}")
+    return f"exit code {returncode}"
+
+
+@dataclass(frozen=True)
+class _Exited:
+    returncode: int | None
+    detail: str = ""
+
+
+@dataclass
+class _Child:
+    process: subprocess.Popen[bytes]
+    writer: FrameWriter
+    incarnation: int
+    reader: threading.Thread
+    log_reader: threading.Thread
+
+
+class EngineProcess(QObject):
+    """GUI-side handle of the engine host process.
+
+    Signals:
+        loading(Path): a load started.
+        loaded(LoadedModel): the model is ready (mode says mtp or baseline, warnings included).
+        load_failed(EngineError): the model could not be loaded; the previous one is unloaded.
+        unloaded(): the model was released.
+        started(int): request id began generating.
+        chunks(int, list[StepChunk]): new steps for a request, coalesced.
+        finished(int, GenerationStats): a request ended (also after cancel: finish_reason says).
+        failed(int, EngineError): a request could not run or failed midway (chunks already
+            delivered stay valid); code ENGINE_STOPPED when the engine process died.
+        engine_stopped(str): the engine process died; the text says how, in plain words.
+        engine_restarted(str): a new engine process is up (and the model reloaded, if one was).
+    """
+
+    loading = Signal(object)
+    loaded = Signal(object)
+    load_failed = Signal(object)
+    unloaded = Signal()
+    started = Signal(int)
+    chunks = Signal(int, object)
+    finished = Signal(int, object)
+    failed = Signal(int, object)
+    engine_stopped = Signal(str)
+    engine_restarted = Signal(str)
+
+    _event = Signal(int, object)  # incarnation, event: from the reader thread
+
+    def __init__(
+        self,
+        coalesce_ms: int = 30,
+        parent: QObject | None = None,
+        command: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._coalesce_s = coalesce_ms / 1000
+        self._command = list(command or host_command())
+        self._ids = RequestIds()
+        self._incarnations = 0
+        self._child: _Child | None = None
+        self._closing = False
+        self._loaded: LoadedModel | None = None
+        self._plain_ready = False
+        #: The last load asked for, reloaded after a restart (None after unload()).
+        self._want: tuple[Path, LoadOptions] | None = None
+        self._outstanding: set[int] = set()
+        self._deaths: deque[float] = deque()
+        self._restart_note: str | None = None
+        #: Seconds from the host sending a chunk batch to this thread receiving it.
+        self.hop_s: deque[float] = deque(maxlen=4096)
+        self._event.connect(self._on_event)
+        self._start()
+
+    # ------------------------------------------------------------------ what panels read
+
+    @property
+    def loaded_model(self) -> LoadedModel | None:
+        return self._loaded
+
+    @property
+    def plain_ready(self) -> bool:
+        """Whether plain decoding runs without loading a pipeline first (Auto's switch cost)."""
+        return self._plain_ready
+
+    @property
+    def pid(self) -> int | None:
+        """The engine process's id (None while it is not running)."""
+        return self._child.process.pid if self._child is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._child is not None and self._child.process.poll() is None
+
+    # ------------------------------------------------------------------ requests
+
+    def load(self, model_dir: Path, options: LoadOptions | None = None) -> None:
+        options = options or LoadOptions()
+        self._want = (model_dir, options)
+        if self._child is None:  # stopped restarting after repeated crashes: try again
+            self._deaths.clear()
+            self._start()
+        self._send(Load(model_dir, options))
+
+    def unload(self) -> None:
+        self._want = None
+        self._send(Unload())
+
+    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
+        request_id = self._ids.next()
+        self._outstanding.add(request_id)
+        if self._child is None:
+            self._fail(request_id, "the inference engine is not running", restarting=False)
+            return request_id
+        self._send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
+        return request_id
+
+    def cancel(self, request_id: int | None = None) -> None:
+        """Stop a request (or the running one) at its next decoding step."""
+        self._send(Cancel(request_id))
+
+    def shutdown(self, timeout_ms: int = 30_000) -> bool:
+        """Cancel, let the host release the model and exit. True if it ended in time (else
+        it is killed)."""
+        self._closing = True
+        child, self._child = self._child, None
+        if child is None:
+            return True
+        try:
+            child.writer.send(Cancel(None))
+            child.writer.send(Shutdown())
+            child.writer.close()
+        except OSError:
+            pass
+        in_time = True
+        try:
+            child.process.wait(timeout_ms / 1000)
+        except subprocess.TimeoutExpired:
+            in_time = False
+            child.process.kill()
+            child.process.wait()
+        child.reader.join(timeout=5)
+        child.log_reader.join(timeout=5)
+        return in_time
+
+    # ------------------------------------------------------------------ the child
+
+    def _start(self) -> None:
+        self._incarnations += 1
+        incarnation = self._incarnations
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        process = subprocess.Popen(
+            self._command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        assert process.stderr is not None
+        reader = threading.Thread(
+            target=self._read_events,
+            args=(process, process.stdout, incarnation),
+            name=f"engine-events-{incarnation}",
+            daemon=True,
+        )
+        log_reader = threading.Thread(
+            target=_forward_log,
+            args=(process.stderr,),
+            name=f"engine-log-{incarnation}",
+            daemon=True,
+        )
+        self._child = _Child(process, FrameWriter(process.stdin), incarnation, reader, log_reader)
+        reader.start()
+        log_reader.start()
+        log.info("engine process %d started", process.pid)
+
+    def _read_events(self, process: subprocess.Popen[bytes], stream: IO[bytes], n: int) -> None:
+        """The reader thread: every event to the GUI thread, then how the child ended."""
+        detail = ""
+        try:
+            while (event := read_frame(stream)) is not None:
+                if isinstance(event, Chunks):
+                    self.hop_s.append(time.time() - event.sent_at)
+                self._event.emit(n, event)
+        except ProtocolError as exc:
+            detail = str(exc)
+            log.error("engine process %d broke the protocol: %s", process.pid, exc)
+            process.kill()
+        except OSError as exc:
+            detail = str(exc)
+        returncode = process.wait()
+        self._event.emit(n, _Exited(returncode, detail))
+
+    def _send(self, request: object) -> None:
+        child = self._child
+        if child is None:
+            return
+        with contextlib.suppress(OSError):  # the child is gone; its reader says how it ended
+            child.writer.send(request)
+
+    # ------------------------------------------------------------------ events (GUI thread)
+
+    @Slot(int, object)
+    def _on_event(self, incarnation: int, event: Any) -> None:
+        if incarnation != self._incarnations or self._closing:
+            return  # a late event of a child that was replaced or is being shut down
+        if isinstance(event, Ready):
+            return
+        if isinstance(event, Loading):
+            self.loading.emit(event.model_dir)
+        elif isinstance(event, Loaded):
+            self._loaded, self._plain_ready = event.model, event.plain_ready
+            self.loaded.emit(event.model)
+            self._announce_restart("model reloaded")
+        elif isinstance(event, LoadFailed):
+            self._loaded, self._plain_ready = None, False
+            self._want = None  # a clean refusal: a restart must not try it again
+            self.load_failed.emit(event.error)
+            self._announce_restart("the model could not be reloaded")
+        elif isinstance(event, Unloaded):
+            self._loaded, self._plain_ready = None, False
+            self.unloaded.emit()
+        elif isinstance(event, Started):
+            self.started.emit(event.request_id)
+        elif isinstance(event, Chunks):
+            self.chunks.emit(event.request_id, event.chunks)
+        elif isinstance(event, Finished):
+            self._outstanding.discard(event.request_id)
+            self._plain_ready = event.plain_ready
+            self.finished.emit(event.request_id, event.stats)
+        elif isinstance(event, Failed):
+            self._outstanding.discard(event.request_id)
+            self.failed.emit(event.request_id, event.error)
+        elif isinstance(event, _Exited):
+            self._on_exit(event)
+
+    def _on_exit(self, exited: _Exited) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            child.reader.join(timeout=1)
+        how = describe_exit(exited.returncode)
+        log.error("engine process stopped (%s) %s", how, exited.detail)
+        self._loaded, self._plain_ready = None, False
+        now = time.monotonic()
+        self._deaths.append(now)
+        while self._deaths and now - self._deaths[0] > RESTART_WINDOW_S:
+            self._deaths.popleft()
+        restart = len(self._deaths) < MAX_RESTARTS_IN_WINDOW
+        for request_id in sorted(self._outstanding):
+            self._fail(request_id, f"the inference engine stopped ({how})", restarting=restart)
+        if restart:
+            self._start()
+            if self._want is not None:
+                self._restart_note = f"The inference engine stopped ({how}); restarted"
+                self._send(Load(*self._want))
+                self.engine_stopped.emit(
+                    f"The inference engine stopped ({how}); restarting and reloading the model."
+                )
+            else:
+                self.engine_stopped.emit(f"The inference engine stopped ({how}); restarted.")
+                self.engine_restarted.emit(f"The inference engine stopped ({how}); restarted.")
+        else:
+            text = (
+                f"The inference engine stopped ({how}) {len(self._deaths)} times in two "
+                "minutes; it was not restarted."
+            )
+            self.engine_stopped.emit(text)
+            if self._want is not None:
+                self.load_failed.emit(
+                    EngineError(
+                        text,
+                        "Send a message or load a model to start it again, or choose another "
+                        "model or device.",
+                        code=STOPPED_CODE,
+                    )
+                )
+
+    def _announce_restart(self, what: str) -> None:
+        if self._restart_note is not None:
+            note, self._restart_note = self._restart_note, None
+            self.engine_restarted.emit(f"{note}, {what}.")
+
+    def _fail(self, request_id: int, what: str, *, restarting: bool) -> None:
+        self._outstanding.discard(request_id)
+        fix = (
+            "The partial answer is kept. Regenerate to try again once the model is reloaded."
+            if restarting
+            else "The partial answer is kept. Load the model again to continue."
+        )
+        error = EngineError(f"The answer stopped: {what}.", fix, code=STOPPED_CODE)
+        self.failed.emit(request_id, error)
+
+
+def _forward_log(stream: IO[bytes]) -> None:
+    """The child's stderr (its log, and what a native crash prints) into the app's log."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip()
+        if line:
+            host_log.info("%s", line)
+    stream.close()
