@@ -92,6 +92,9 @@ class MainWindow(QMainWindow):
         )
         self.engine.loaded.connect(self._on_engine_loaded)
         self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
+        # The engine runs in its own process; when it dies the window stays and says so.
+        self.engine.engine_stopped.connect(self.statusBar().showMessage)
+        self.engine.engine_restarted.connect(self.statusBar().showMessage)
         self._restore_geometry()
         #: Notices shown at start-up (e.g. damaged settings kept aside), newest last.
         self.notices: list[str] = []

@@ -1,7 +1,7 @@
 """The engine process: the window's handle of the engine host (qwen_mtp_desktop.host).
 
-The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash,
-an out-of-memory kill or a hang in the runtime cannot take the window down. This object has the
+The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash or
+an out-of-memory kill in the runtime cannot take the window down. This object has the
 signals the panels connect to; requests are frames on the child's stdin (core.engine_protocol),
 events come back on its stdout and are read by a reader thread, which hands them to the GUI
 thread as queued signals. Nothing here blocks the GUI thread except `shutdown()` at exit.
@@ -9,9 +9,10 @@ thread as queued signals. Nothing here blocks the GUI thread except `shutdown()`
 When the child dies (a signal, an exit, a broken protocol), the request that was running fails
 with ENGINE_STOPPED (the chat keeps the partial answer and marks it), `engine_stopped` says what
 happened, and a new child starts and reloads the model that was loaded; `engine_restarted` says
-when it is back. A child that dies three times within two minutes is not restarted until the
-next load, so a model that crashes the runtime on load does not loop. The child exits when its
-stdin closes, which happens when this app exits or dies.
+when it is back. After three deaths in a row with no model loaded in between (a model that
+crashes the runtime while loading, a broken install) it is not restarted until the next load,
+so nothing loops. The child exits when its stdin closes, which happens when this app exits or
+dies.
 """
 
 from __future__ import annotations
@@ -63,9 +64,8 @@ from qwen_mtp_desktop.workers.foundation import RequestIds
 log = logging.getLogger(__name__)
 host_log = logging.getLogger("qwen_mtp_desktop.host")
 
-#: Deaths within this many seconds that stop automatic restarts.
-RESTART_WINDOW_S = 120.0
-MAX_RESTARTS_IN_WINDOW = 3
+#: Deaths in a row without a model loaded in between that stop automatic restarts.
+MAX_DEATHS_IN_A_ROW = 3
 STOPPED_CODE = "ENGINE_STOPPED"
 
 
@@ -154,7 +154,7 @@ class EngineProcess(QObject):
         #: The last load asked for, reloaded after a restart (None after unload()).
         self._want: tuple[Path, LoadOptions] | None = None
         self._outstanding: set[int] = set()
-        self._deaths: deque[float] = deque()
+        self._deaths_in_a_row = 0
         self._restart_note: str | None = None
         #: Seconds from the host sending a chunk batch to this thread receiving it.
         self.hop_s: deque[float] = deque(maxlen=4096)
@@ -187,7 +187,7 @@ class EngineProcess(QObject):
         options = options or LoadOptions()
         self._want = (model_dir, options)
         if self._child is None:  # stopped restarting after repeated crashes: try again
-            self._deaths.clear()
+            self._deaths_in_a_row = 0
             self._start()
         self._send(Load(model_dir, options))
 
@@ -296,11 +296,14 @@ class EngineProcess(QObject):
         if incarnation != self._incarnations or self._closing:
             return  # a late event of a child that was replaced or is being shut down
         if isinstance(event, Ready):
+            if self._want is None:
+                self._deaths_in_a_row = 0  # up and useful: nothing to load
             return
         if isinstance(event, Loading):
             self.loading.emit(event.model_dir)
         elif isinstance(event, Loaded):
             self._loaded, self._plain_ready = event.model, event.plain_ready
+            self._deaths_in_a_row = 0
             self.loaded.emit(event.model)
             self._announce_restart("model reloaded")
         elif isinstance(event, LoadFailed):
@@ -332,11 +335,8 @@ class EngineProcess(QObject):
         how = describe_exit(exited.returncode)
         log.error("engine process stopped (%s) %s", how, exited.detail)
         self._loaded, self._plain_ready = None, False
-        now = time.monotonic()
-        self._deaths.append(now)
-        while self._deaths and now - self._deaths[0] > RESTART_WINDOW_S:
-            self._deaths.popleft()
-        restart = len(self._deaths) < MAX_RESTARTS_IN_WINDOW
+        self._deaths_in_a_row += 1
+        restart = self._deaths_in_a_row < MAX_DEATHS_IN_A_ROW
         for request_id in sorted(self._outstanding):
             self._fail(request_id, f"the inference engine stopped ({how})", restarting=restart)
         if restart:
@@ -352,8 +352,8 @@ class EngineProcess(QObject):
                 self.engine_restarted.emit(f"The inference engine stopped ({how}); restarted.")
         else:
             text = (
-                f"The inference engine stopped ({how}) {len(self._deaths)} times in two "
-                "minutes; it was not restarted."
+                f"The inference engine stopped ({how}) {self._deaths_in_a_row} times in a row "
+                "before a model was loaded; it was not restarted."
             )
             self.engine_stopped.emit(text)
             if self._want is not None:

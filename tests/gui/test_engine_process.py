@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, Message
 from qwen_mtp_desktop.core.paths import demo_model_dir
-from qwen_mtp_desktop.workers.engine_process import MAX_RESTARTS_IN_WINDOW, EngineProcess
+from qwen_mtp_desktop.workers.engine_process import MAX_DEATHS_IN_A_ROW, EngineProcess
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
@@ -118,28 +119,41 @@ def test_engine_death_fails_the_request_and_reloads(
     assert blocker.args[1].generated_tokens == 10
 
 
-def test_repeated_deaths_stop_the_restarts(qtbot: QtBot, engine: EngineProcess) -> None:
-    _load(qtbot, engine, demo_model_dir())
+def test_an_engine_that_keeps_dying_is_not_restarted_in_a_loop(qtbot: QtBot) -> None:
+    """A broken engine (here: one that crashes as it starts) is tried three times, then left
+    stopped with a plain message until the user loads a model again."""
+    crashing = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    engine = EngineProcess(command=crashing)
     stopped: list[str] = []
     engine.engine_stopped.connect(stopped.append)
-    for _ in range(MAX_RESTARTS_IN_WINDOW - 1):
-        with qtbot.waitSignal(engine.engine_restarted, timeout=120_000):
-            pid = engine.pid
-            assert pid is not None
-            os.kill(pid, signal.SIGKILL)
-    with qtbot.waitSignal(engine.load_failed, timeout=60_000) as blocker:
-        pid = engine.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: len(stopped) == MAX_DEATHS_IN_A_ROW, timeout=60_000)
+    assert all("SIGSEGV" in text for text in stopped)
     assert "not restarted" in stopped[-1]
-    assert blocker.args[0].code == "ENGINE_STOPPED"
     assert engine.pid is None and not engine.running
+    qtbot.wait(500)
+    assert len(stopped) == MAX_DEATHS_IN_A_ROW  # no loop
     with qtbot.waitSignal(engine.failed, timeout=10_000) as failed:
         engine.generate(COUNTING, GenerationSettings(max_new_tokens=5))
     assert failed.args[1].code == "ENGINE_STOPPED"
-    # Loading again starts a new process.
+    # Loading tries again (three more times), and says so once more.
+    with qtbot.waitSignal(engine.load_failed, timeout=60_000) as blocker:
+        engine.load(demo_model_dir())
+    assert blocker.args[0].code == "ENGINE_STOPPED"
+    assert len(stopped) == 2 * MAX_DEATHS_IN_A_ROW
+    assert engine.shutdown()
+
+
+def test_the_engine_restarts_after_every_death_once_it_loaded(
+    qtbot: QtBot, engine: EngineProcess
+) -> None:
     _load(qtbot, engine, demo_model_dir())
-    assert engine.running
+    for _ in range(MAX_DEATHS_IN_A_ROW + 1):
+        pid = engine.pid
+        assert pid is not None
+        with qtbot.waitSignal(engine.engine_restarted, timeout=120_000) as restarted:
+            os.kill(pid, signal.SIGKILL)
+        assert "model reloaded" in restarted.args[0]
+        assert engine.loaded_model is not None
 
 
 def test_engine_process_ends_when_its_stdin_closes(qtbot: QtBot) -> None:

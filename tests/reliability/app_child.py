@@ -2,7 +2,7 @@
 
 Run as `python -m tests.reliability.app_child MODE [options]` with QWEN_MTP_DESKTOP_HOME set.
 It boots like `app.run_gui` does (block telemetry, settings, logging, `MainWindow` with its
-chat panel, engine thread and store runner), offscreen, and then types prompts into the chat
+chat panel, engine process and store runner), offscreen, and then types prompts into the chat
 panel's composer one after another. It reports on stdout, one JSON object a line:
 
     {"event": "ready", "startup_s": ...}
@@ -11,9 +11,10 @@ panel's composer one after another. It reports on stdout, one JSON object a line
     {"event": "finished", "turn": k}
     {"event": "done", ...}                                            (after --turns turns)
 
-`--step-delay S` delays each decoding step as seen by the engine thread by S seconds, so the
-tiny demo model (hundreds of tokens a second) streams at a real model's pace and the chat's
-periodic store flushes happen mid-answer. Everything else is the app's own code.
+`--step-delay S` delays each decoding step as the engine process takes it by S seconds
+(tests.reliability.paced_host), so the tiny demo model (hundreds of tokens a second) streams at
+a real model's pace and the chat's periodic store flushes happen mid-answer. Everything else is
+the app's own code.
 """
 
 from __future__ import annotations
@@ -93,17 +94,11 @@ def main() -> int:
     setup_logging(paths.log_file, debug=settings.settings.debug_logging)
 
     if args.step_delay > 0:
-        from qwen_mtp_desktop.core import engine as engine_module
+        # The engine runs in its own process: start it as the paced test host.
+        from qwen_mtp_desktop.workers import engine_process
+        from tests.reliability import paced_host
 
-        original = engine_module.Generation.next_chunk
-
-        def paced(self: Any, timeout: float | None = None) -> Any:
-            chunk = original(self, timeout)
-            if chunk is not None:
-                time.sleep(args.step_delay)
-            return chunk
-
-        engine_module.Generation.next_chunk = paced  # type: ignore[method-assign]
+        engine_process.host_command = lambda: paced_host.command(args.step_delay)
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -147,7 +142,7 @@ def main() -> int:
             if args.max_new_tokens:
                 chat.settings_panel.max_tokens_spin.setValue(args.max_new_tokens)
             state["phase"] = "chat"
-            emit("ready", startup_s=time.monotonic() - started)
+            emit("ready", startup_s=time.monotonic() - started, engine_pid=window.engine.pid)
             return
         if args.turns and state["turn"] >= args.turns:
             timer.stop()

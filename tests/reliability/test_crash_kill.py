@@ -1,7 +1,7 @@
 """Item 1: SIGKILL the app at random moments while an answer streams; nothing is lost.
 
 Each round starts the real app (`app_child`: MainWindow offscreen, its chat panel, engine
-thread and store runner on the bundled demo model) on one shared database, waits until an
+process and store runner on the bundled demo model) on one shared database, waits until an
 answer streams, sleeps a random delay and kills the process with SIGKILL. Then the database
 is opened the way the app opens it and checked:
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from qwen_mtp_desktop.core.chats.store import ChatStore
@@ -115,7 +116,23 @@ def _run_and_kill(home: Path, delay: float) -> Round:
         child.stdout.close()
         child.stderr.close()
     assert child.returncode == -signal.SIGKILL
+    engine_pids = [e["engine_pid"] for e in result.events if e["event"] == "ready"]
+    assert engine_pids and engine_pids[0], "the app did not report its engine process"
+    _assert_ends(engine_pids[0], within_s=30)
     return result
+
+
+def _assert_ends(pid: int, within_s: float) -> None:
+    """The engine process dies with the app (its stdin closes with the app)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the engine process {pid} outlived the app by {within_s} s")
 
 
 def _snapshot(store: ChatStore) -> dict[int, tuple[Any, ...]]:

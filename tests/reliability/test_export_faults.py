@@ -247,3 +247,51 @@ def test_export_panel_cleans_stale_staging_at_start(qtbot: QtBot, tmp_path: Path
     assert sorted(p.name for p in models.iterdir()) == []
     panel.shutdown()
     runner.shutdown()
+
+
+def test_a_crashed_generation_check_runs_again_and_shows_both_outcomes(tmp_path: Path) -> None:
+    """Issue 16 item 4: the export's generation check dies by SIGSEGV once (as the runtime did
+    once under load); the check runs again, the good export is kept, and the user sees both
+    runs: a warning, never a silent pass or a failed export."""
+    destination = tmp_path / "out"
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_first_check() -> None:
+        while not stop.is_set() and not killed:
+            for process in _exporters("qwen_mtp_desktop.core.export.child"):
+                os.kill(process.pid, signal.SIGSEGV)
+                killed.append(process.pid)
+                return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=kill_first_check, daemon=True)
+    watcher.start()
+    lines: list[str] = []
+    job = ExportJob(
+        ExportRequest(
+            ExportSource("folder", str(CHECKPOINT)),
+            destination,
+            ExportOptions(weight_format="fp16"),
+            verify_generation=True,
+        ),
+        on_line=lines.append,
+    )
+    try:
+        outcome = job.run()
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    assert len(killed) == 1, "the generation check never started"
+    assert outcome.succeeded, outcome.reason()
+    assert outcome.verification is not None
+    generation = outcome.verification.generation
+    assert generation is not None
+    assert generation["first_run"] == "stopped by SIGSEGV"
+    assert generation["equal"] is True
+    item = next(i for i in outcome.verification.items if i.key == "generation")
+    assert item.status == "warn"
+    assert item.message.startswith("The check's first run was stopped by SIGSEGV")
+    assert "Second run: Loads with its MTP head; greedy MTP output" in item.message
+    assert any("running it once more" in line for line in lines)
+    assert (destination / "openvino_language_model.xml").is_file()

@@ -98,3 +98,22 @@ def test_generation_mismatch_names_the_position() -> None:
     assert broken.status == "fail" and "could not be run" in broken.message
     ok = generation_item({"equal": True, "num_assistant_tokens": 1, "tokens": 32})
     assert ok.status == "pass" and "32 tokens" in ok.message
+
+
+def test_a_check_that_crashed_once_is_a_warning_with_both_outcomes() -> None:
+    passed = generation_item(
+        {"equal": True, "num_assistant_tokens": 2, "tokens": 32, "first_run": "stopped by SIGSEGV"}
+    )
+    assert passed.status == "warn"
+    assert "first run was stopped by SIGSEGV" in passed.message
+    assert "Second run: Loads with its MTP head" in passed.message
+    assert passed.fix
+    crashed_twice = generation_item(
+        {
+            "equal": False,
+            "error": "The verification was stopped by SIGSEGV.",
+            "first_run": "stopped by SIGSEGV",
+        }
+    )
+    assert crashed_twice.status == "fail"
+    assert "Second run: The exported model could not be run" in crashed_twice.message
