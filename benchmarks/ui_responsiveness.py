@@ -5,7 +5,7 @@
 
 Prints:
 - synthetic stream: a source on another thread emits `--tokens` tokens at `--rate` tokens/s
-  through the same coalescing path as the engine thread; the GUI thread's heartbeat gaps
+  in 30 ms batches as the engine process sends them; the GUI thread's heartbeat gaps
   (p50/p99/max), whether rendering kept up (lag at the end), and the cost of handling one
   chunk early vs late in the answer (it must not grow with the answer's length);
 - demo model: the same measurements while the real engine streams a long counting answer;
@@ -83,7 +83,7 @@ class Heartbeat:
 
 
 class SyntheticSource(QObject):
-    """Emits chunks from a worker thread like EngineThread does (coalesced every 30 ms)."""
+    """Emits chunks from a worker thread as the engine process does (one batch per 30 ms)."""
 
     chunks = Signal(int, object)
     done = Signal()
@@ -233,7 +233,7 @@ def measure_window(
     handler_times: list[tuple[int, float]] = []
     timed_chunks(chat, handler_times)
     source = SyntheticSource()
-    # Queued, like the engine thread's signals: handled on the GUI thread.
+    # Queued, like the engine process's signals: handled on the GUI thread.
     source.chunks.connect(chat._on_chunks, Qt.ConnectionType.QueuedConnection)
     widget = chat._add_widget("assistant")
     widget.begin_stream()

@@ -37,9 +37,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.gui]
 
 KILLS = int(os.environ.get("QMTP_RELIABILITY_KILLS", "30"))
 SEED = 20261130
-#: Each decoding step reaches the engine thread this late: a demo answer (about 20 MTP steps)
-#: then streams for about a second, like a real model's, so kills land mid-answer and after
-#: the chat's periodic store flushes (every 0.5 s).
+#: Each decoding step reaches the engine host's consumer this late: a demo answer (about 20 MTP
+#: steps) then streams for about a second, like a real model's, so kills land mid-answer and
+#: after the chat's periodic store flushes (every 0.5 s).
 STEP_DELAY_S = 0.05
 MAX_DELAY_S = 2.5
 

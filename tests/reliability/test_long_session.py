@@ -1,5 +1,5 @@
 """Item 7: a scripted 200-turn session on the demo model through the real main window (chat
-panel, engine thread, store runner): memory stays flat and the UI stays responsive.
+panel, engine process, store runner): memory stays flat and the UI stays responsive.
 
 Turns go in ten chats of twenty (a long day of chatting; one 200-turn chat would outgrow the
 demo model's context). RSS is sampled after a warm-up chat and at the end; a 50 ms heartbeat

@@ -443,7 +443,7 @@ class ChatPanel(QWidget):
         return generation_settings(self.settings_panel.settings, depth)
 
     def _ensure_model(self) -> None:
-        """Ask the engine thread for this chat's model, device and mode if they differ."""
+        """Ask the engine process for this chat's model, device and mode if they differ."""
         settings = self.settings_panel.settings
         key = (self._model_dir(), settings.device)
         if settings.num_assistant_tokens == "auto" and not self._auto.known(*key):
