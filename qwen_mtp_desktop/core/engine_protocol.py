@@ -72,6 +72,15 @@ class Shutdown:
     pass
 
 
+@dataclass(frozen=True)
+class ServeApi:
+    """Run the local API server on the host's engine (None: stop it)."""
+
+    host: str | None
+    port: int = 0
+    api_key: str | None = None
+
+
 # --- events: host -> window ------------------------------------------------------------------
 
 
@@ -127,8 +136,27 @@ class Failed:
     error: EngineError
 
 
-Request = Load | Unload | Generate | Cancel | Shutdown
-Event = Ready | Loading | Loaded | LoadFailed | Unloaded | Started | Chunks | Finished | Failed
+@dataclass(frozen=True)
+class ApiState:
+    """The local API server: its URL while it runs, else None; the error that stopped it."""
+
+    url: str | None
+    error: EngineError | None = None
+
+
+Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi
+Event = (
+    Ready
+    | Loading
+    | Loaded
+    | LoadFailed
+    | Unloaded
+    | Started
+    | Chunks
+    | Finished
+    | Failed
+    | ApiState
+)
 
 
 class FrameWriter:

@@ -41,6 +41,12 @@ class Settings:
     debug_logging: bool = False
     #: Opaque UI state (window geometry etc.), owned by the UI layer.
     ui_state: dict[str, str] = field(default_factory=dict)
+    #: The local OpenAI-compatible API server (off by default), run by the engine process.
+    api_server: bool = False
+    api_server_port: int = 8000
+    #: Listen on every network interface instead of this computer only (needs a key).
+    api_server_lan: bool = False
+    api_server_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,12 +94,31 @@ def _flag(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _port(value: object) -> int | None:
+    return int_in_range(value, 1, 65535)
+
+
+def _api_key(value: object) -> str | None:
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= 256
+        and value.isprintable()
+        and value.strip() == value
+    ):
+        return value
+    return None
+
+
 _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "default_model": _text,
     "device": _device,
     "model_folders": _folders,
     "debug_logging": _flag,
     "ui_state": _ui_state,
+    "api_server": _flag,
+    "api_server_port": _port,
+    "api_server_lan": _flag,
+    "api_server_key": _api_key,
 }
 
 

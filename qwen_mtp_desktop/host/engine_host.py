@@ -9,6 +9,9 @@ Threads:
 - main: reads requests. Cancel is handled right there; everything else is queued in order.
 - window-requests: runs the queued requests one by one (load, unload, generate), each taking its
   turn on the `EngineService`, which other front ends (the local API server) share.
+- api-control: starts and stops the local API server (qwen_mtp_desktop.server) when the window
+  asks; uvicorn then serves on its own thread, on the same EngineService, so the window and API
+  clients take turns on the one loaded model.
 The host ends when its stdin closes: the window closed it, or the window's process died (the
 pipe closes with it), so the engine never outlives the app.
 """
@@ -23,10 +26,11 @@ import queue
 import sys
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 from qwen_mtp_desktop.core.engine import EngineError, Generation
 from qwen_mtp_desktop.core.engine_protocol import (
+    ApiState,
     Cancel,
     Chunks,
     Failed,
@@ -39,6 +43,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Loading,
     ProtocolError,
     Ready,
+    ServeApi,
     Shutdown,
     Started,
     Unload,
@@ -46,7 +51,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     read_frame,
 )
 from qwen_mtp_desktop.core.engine_service import EngineService, coalesced
-from qwen_mtp_desktop.core.errors import as_user_error
+from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
 log = logging.getLogger("qwen_mtp_desktop.host")
@@ -63,6 +68,7 @@ class WindowSession:
         self._lock = threading.Lock()
         self._cancelled: set[int] = set()
         self._current: tuple[int, Generation] | None = None
+        self._api: ApiControl = ApiControl(service, events)
 
     def run(self) -> None:
         """Until the window closes the pipe or says Shutdown."""
@@ -80,12 +86,15 @@ class WindowSession:
                     break
                 if isinstance(request, Cancel):
                     self._cancel(request.request_id)
+                elif isinstance(request, ServeApi):
+                    self._api.request(request)
                 elif isinstance(request, Load | Unload | Generate):
                     self._queue.put(request)
                 else:
                     log.error("unknown request %s", type(request).__name__)
         finally:
             self._cancel(None)
+            self._api.close(timeout=10)
             self._queue.put(None)
             worker.join(timeout=10)
 
@@ -154,6 +163,66 @@ class WindowSession:
             with self._lock:
                 self._current = None
                 self._cancelled.discard(rid)
+
+
+class ApiControl:
+    """Starts and stops the local API server on its own thread, one change at a time, the
+    newest request winning (a start overtaken by a stop never serves)."""
+
+    def __init__(self, service: EngineService, events: FrameWriter) -> None:
+        self._service = service
+        self._events = events
+        #: ServeApi requests; None ends the thread.
+        self._wanted: queue.SimpleQueue[ServeApi | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._handle: Any = None  # server.runner.ServerHandle while it runs
+
+    def request(self, request: ServeApi) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="api-control", daemon=True)
+            self._thread.start()
+        self._wanted.put(request)
+
+    def close(self, timeout: float) -> None:
+        """Stop the server, if any, and end the thread."""
+        if self._thread is not None:
+            self._wanted.put(None)
+            self._thread.join(timeout)
+
+    def _work(self) -> None:
+        while True:
+            request = self._wanted.get()
+            while request is not None and not self._wanted.empty():
+                request = self._wanted.get()  # only the newest wish counts
+            self._stop()
+            if request is None:
+                return
+            if request.host is None:
+                self._send(ApiState(None))
+                continue
+            try:
+                # Imported on demand: a window that never serves never loads the web stack.
+                from qwen_mtp_desktop.server.runner import ServerConfig, start_server_thread
+
+                config = ServerConfig(host=request.host, port=request.port, api_key=request.api_key)
+                self._handle = start_server_thread(self._service, config)
+            except UserFacingError as exc:
+                self._send(ApiState(None, EngineError(exc.message, exc.fix, code=exc.code)))
+                continue
+            except Exception as exc:
+                self._send(ApiState(None, as_user_error(exc, EngineError)))
+                continue
+            log.info("local API server at %s", self._handle.url)
+            self._send(ApiState(self._handle.url))
+
+    def _stop(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.stop()
+
+    def _send(self, state: ApiState) -> None:
+        with contextlib.suppress(OSError):
+            self._events.send(state)
 
 
 def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:

@@ -41,6 +41,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
 )
 from qwen_mtp_desktop.core.engine_protocol import (
+    ApiState,
     Cancel,
     Chunks,
     Failed,
@@ -53,6 +54,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Loading,
     ProtocolError,
     Ready,
+    ServeApi,
     Shutdown,
     Started,
     Unload,
@@ -121,6 +123,8 @@ class EngineProcess(QObject):
             delivered stay valid); code ENGINE_STOPPED when the engine process died.
         engine_stopped(str): the engine process died; the text says how, in plain words.
         engine_restarted(str): a new engine process is up (and the model reloaded, if one was).
+        api_state(str | None, EngineError | None): the local API server's URL while it runs
+            (None when stopped), and the error that kept it from starting.
     """
 
     loading = Signal(object)
@@ -133,6 +137,7 @@ class EngineProcess(QObject):
     failed = Signal(int, object)
     engine_stopped = Signal(str)
     engine_restarted = Signal(str)
+    api_state = Signal(object, object)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -156,6 +161,9 @@ class EngineProcess(QObject):
         self._outstanding: set[int] = set()
         self._deaths_in_a_row = 0
         self._restart_note: str | None = None
+        #: The local API server as the user wants it (re-applied after a restart).
+        self._api_wanted: ServeApi | None = None
+        self.api_url: str | None = None
         #: Seconds from the host sending a chunk batch to this thread receiving it.
         self.hop_s: deque[float] = deque(maxlen=4096)
         self._event.connect(self._on_event)
@@ -203,6 +211,16 @@ class EngineProcess(QObject):
             return request_id
         self._send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
         return request_id
+
+    def serve_api(self, host: str, port: int, api_key: str | None) -> None:
+        """Run the local API server in the engine process, on its engine (`api_state` says
+        where, or why not)."""
+        self._api_wanted = ServeApi(host, port, api_key)
+        self._send(self._api_wanted)
+
+    def stop_api(self) -> None:
+        self._api_wanted = None
+        self._send(ServeApi(None))
 
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
@@ -264,6 +282,8 @@ class EngineProcess(QObject):
         reader.start()
         log_reader.start()
         log.info("engine process %d started", process.pid)
+        if self._api_wanted is not None:  # the server was on: it comes back with the engine
+            self._send(self._api_wanted)
 
     def _read_events(self, process: subprocess.Popen[bytes], stream: IO[bytes], n: int) -> None:
         """The reader thread: every event to the GUI thread, then how the child ended."""
@@ -325,6 +345,9 @@ class EngineProcess(QObject):
         elif isinstance(event, Failed):
             self._outstanding.discard(event.request_id)
             self.failed.emit(event.request_id, event.error)
+        elif isinstance(event, ApiState):
+            self.api_url = event.url
+            self.api_state.emit(event.url, event.error)
         elif isinstance(event, _Exited):
             self._on_exit(event)
 
@@ -335,6 +358,9 @@ class EngineProcess(QObject):
         how = describe_exit(exited.returncode)
         log.error("engine process stopped (%s) %s", how, exited.detail)
         self._loaded, self._plain_ready = None, False
+        if self.api_url is not None:
+            self.api_url = None
+            self.api_state.emit(None, None)
         self._deaths_in_a_row += 1
         restart = self._deaths_in_a_row < MAX_DEATHS_IN_A_ROW
         for request_id in sorted(self._outstanding):
