@@ -20,11 +20,12 @@ from qwen_mtp_desktop.commands import (
     generate,
     models,
     output_file,
+    serve,
     validate,
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, models, export, validate, bench, demo_model)
+COMMAND_MODULES = (doctor, generate, serve, models, export, validate, bench, demo_model)
 
 
 class VersionAction(argparse.Action):

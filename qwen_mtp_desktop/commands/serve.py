@@ -1,0 +1,164 @@
+"""`serve`: the local OpenAI-compatible API (qwen_mtp_desktop.server) over one model, headless,
+until Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, positive_int
+from qwen_mtp_desktop.commands.generate import depth_or_auto
+
+#: Read when --api-key is not given, so the key need not show in the process list.
+API_KEY_ENV = "QWEN_MTP_API_KEY"
+
+
+def curl_example(url: str, model_id: str, api_key: str | None) -> str:
+    """A copyable request that works against this server (the app shows the same).
+    `api_key` is put in double quotes, so "$VARIABLE" works as well as the key itself."""
+    body = json.dumps(
+        {"model": model_id, "messages": [{"role": "user", "content": "Count from 1 to 10."}]}
+    )
+    lines = [f"curl {url}/v1/chat/completions", "-H 'Content-Type: application/json'"]
+    if api_key:
+        lines.append(f'-H "Authorization: Bearer {api_key}"')
+    lines.append(f"-d {shlex.quote(body)}")
+    return " \\\n  ".join(lines)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.engine import EngineError, LoadOptions
+    from qwen_mtp_desktop.core.engine_service import EngineService
+    from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.server.app import model_id_for
+    from qwen_mtp_desktop.server.runner import (
+        ServerConfig,
+        bind_socket,
+        check_config,
+        run_server,
+        url_of,
+    )
+    from qwen_mtp_desktop.server.turns import TurnDefaults
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        model_id=args.model_id,
+        defaults=TurnDefaults(
+            max_tokens=args.max_new_tokens,
+            depth=args.num_assistant_tokens,
+            thinking=args.think,
+        ),
+        access_log=args.access_log,
+    )
+    try:
+        check_config(config)  # before the model loads: a refusal should not take a minute
+    except UserFacingError as exc:
+        raise CommandError(str(exc)) from exc
+    service = EngineService(max_waiting=args.max_queue)
+    options = LoadOptions(
+        device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
+    )
+    print(f"Loading {args.model_dir} on {args.device}...", file=sys.stderr)
+    try:
+        with service.exclusive() as engine:
+            loaded = engine.load(args.model_dir, options)
+    except EngineError as exc:
+        raise CommandError(str(exc)) from exc
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    model_id = args.model_id or model_id_for(loaded.model_dir)
+    mode = (
+        f"MTP, {args.num_assistant_tokens} draft tokens per step"
+        if loaded.mode == "mtp" and args.num_assistant_tokens != "auto"
+        else "MTP, Auto depth"
+        if loaded.mode == "mtp"
+        else "plain decoding (no MTP)"
+    )
+    if args.access_log:
+        access = logging.getLogger("uvicorn.access")
+        access.addHandler(logging.StreamHandler(sys.stderr))
+        access.setLevel(logging.INFO)
+    try:
+        sock = bind_socket(config.host, config.port)
+        url = url_of(sock)
+        key_note = f" (with {API_KEY_ENV} set to the API key)" if api_key else ""
+        print(
+            f"Serving {model_id!r} ({mode}, {loaded.load_s:.1f} s to load) at {url}/v1\n"
+            "OpenAI-compatible: GET /v1/models, POST /v1/chat/completions. Requests are served "
+            f"one at a time, in order; Ctrl+C stops. Try it{key_note}:\n\n"
+            f"{curl_example(url, model_id, '$' + API_KEY_ENV if api_key else None)}\n",
+            flush=True,
+        )
+        run_server(service, config, sock)
+    except UserFacingError as exc:
+        raise CommandError(str(exc)) from exc
+    except KeyboardInterrupt:
+        pass
+    finally:
+        with service.exclusive() as engine:
+            engine.unload()
+    print("Server stopped.", file=sys.stderr)
+    return EXIT_OK
+
+
+def register(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve a model over a local OpenAI-compatible API (/v1/chat/completions)",
+        description="Serve MODEL_DIR over an OpenAI-compatible HTTP API with MTP statistics "
+        "per response. Loopback only unless an API key is set.",
+    )
+    serve.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument(
+        "--port", type=bounded_int(0, 65535), default=8000, help="port (8000; 0 = any free one)"
+    )
+    serve.add_argument(
+        "--api-key",
+        help=f"require 'Authorization: Bearer KEY' (needed off loopback; or set {API_KEY_ENV})",
+    )
+    serve.add_argument("--model-id", help="the model's id for clients (default: folder name)")
+    serve.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")
+    depth = serve.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--num-assistant-tokens",
+        type=depth_or_auto,
+        default=1,
+        metavar="K|auto",
+        help="MTP draft tokens per step (default 1), or auto: the chat's Auto policy; a "
+        "request may set its own with the num_assistant_tokens field",
+    )
+    depth.add_argument("--no-mtp", action="store_true", help="plain decoding, no MTP head")
+    serve.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=512,
+        help="answer length when a request gives no max_tokens (512)",
+    )
+    serve.add_argument(
+        "--think",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="let Qwen3.5 think first unless a request says otherwise "
+        "(chat_template_kwargs.enable_thinking); reasoning is sent as reasoning_content",
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=bounded_int(0, 10_000),
+        default=16,
+        help="requests that may wait beside the running one; more get 429 (16)",
+    )
+    serve.add_argument(
+        "--access-log", action="store_true", help="log one line per request to stderr"
+    )
+    serve.set_defaults(func=_cmd_serve)

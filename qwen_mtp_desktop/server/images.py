@@ -1,0 +1,112 @@
+"""Image parts of a request: `data:` URLs only, decoded under limits into files the engine reads.
+
+The server never fetches a URL on a client's behalf (that would let any local program make
+this machine reach out to the network, and a slow host would hold the engine queue). An image
+is checked with Pillow before the engine sees it: the format must be one Pillow reads and the
+pixel count bounded (a small PNG can declare gigapixels).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+import warnings
+from pathlib import Path
+
+from qwen_mtp_desktop.server.errors import ApiError
+
+#: Decoded bytes per image; the request body limit bounds the total.
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: Pixels per image (Pillow warns at 89 M; a vision encoder gains nothing from that many).
+MAX_IMAGE_PIXELS = 40_000_000
+_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp"}
+_DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?);base64,", re.I)
+
+
+def decode_data_url(url: str, param: str) -> tuple[bytes, str]:
+    """(image bytes, file suffix) of a base64 `data:` URL; ApiError 400 for anything else."""
+    head = url[:300]
+    if not head.lower().startswith("data:"):
+        scheme = head.split(":", 1)[0].lower() if ":" in head else ""
+        where = f"a {scheme}: URL" if scheme and len(scheme) < 12 else "not a data: URL"
+        raise ApiError(
+            400,
+            f"Image URLs must be base64 data: URLs (data:image/png;base64,...); this one is "
+            f"{where}. The server does not fetch remote images: download the image and send "
+            "its bytes.",
+            code="invalid_image_url",
+            param=param,
+        )
+    match = _DATA_URL.match(head)
+    if match is None:
+        raise ApiError(
+            400,
+            "The image's data: URL is not base64-encoded (expected data:image/png;base64,...).",
+            code="invalid_image_url",
+            param=param,
+        )
+    payload = url[match.end() :]
+    if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+        raise ApiError(
+            400,
+            f"The image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB; send a "
+            "smaller one.",
+            code="image_too_large",
+            param=param,
+        )
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(
+            400, "The image's base64 data is damaged.", code="invalid_image", param=param
+        ) from None
+    return data, _check_image(data, param)
+
+
+def _check_image(data: bytes, param: str) -> str:
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+                fmt = image.format or ""
+                if width * height > MAX_IMAGE_PIXELS:
+                    raise ApiError(
+                        400,
+                        f"The image is {width}x{height} pixels; at most "
+                        f"{MAX_IMAGE_PIXELS // 1_000_000} million pixels are accepted.",
+                        code="image_too_large",
+                        param=param,
+                    )
+                image.verify()
+    except ApiError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ApiError(
+            400, "The image declares too many pixels.", code="image_too_large", param=param
+        ) from None
+    except Exception as exc:  # Pillow raises many kinds for damaged data
+        raise ApiError(
+            400,
+            f"The image cannot be read ({type(exc).__name__}); send a PNG, JPEG or WebP.",
+            code="invalid_image",
+            param=param,
+        ) from None
+    if fmt not in _FORMATS:
+        raise ApiError(
+            400,
+            f"Images in {fmt or 'this'} format are not accepted; send a PNG, JPEG or WebP.",
+            code="invalid_image",
+            param=param,
+        )
+    return _FORMATS[fmt]
+
+
+def write_image(folder: Path, index: int, data: bytes, suffix: str) -> Path:
+    path = folder / f"image-{index}{suffix}"
+    path.write_bytes(data)
+    return path

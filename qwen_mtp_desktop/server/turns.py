@@ -1,0 +1,358 @@
+"""One API request's turn on the engine, run on a thread of its own.
+
+The event loop never blocks on the engine: a request becomes a `TurnJob` whose thread waits for
+the engine in `EngineService`'s fair queue, runs the generation and hands events back to the
+loop (`Started`, `Chunks`, `Finished`, `Failed`, `Gone`) through a callback that is safe to call
+from any thread. `TurnJob.cancel()` (the client went away, the server stops) takes effect at
+once: a waiting job leaves the queue, a running generation stops at its next step.
+
+Also here, as plain functions: what the engine is asked (`plan_messages`, `plan_settings`) and
+the speculative-decoding statistics a response carries (`mtp_stats`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
+from qwen_mtp_desktop.core.engine_service import EngineService, WaitCancelledError, coalesced
+from qwen_mtp_desktop.server.errors import ApiError, from_engine_error
+from qwen_mtp_desktop.server.images import decode_data_url, write_image
+from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart, TextPart
+
+log = logging.getLogger(__name__)
+
+#: The server's draft setting: a fixed depth, or the chat's Auto policy.
+Depth = int | Literal["auto"]
+
+
+@dataclass(frozen=True)
+class TurnDefaults:
+    """What a request that does not say otherwise gets."""
+
+    max_tokens: int = 512
+    depth: Depth = 1
+    thinking: bool = False
+
+
+# --- what the engine is asked ------------------------------------------------------------------
+
+
+def plan_messages(
+    request: ChatCompletionRequest, *, vision: bool, image_dir: Callable[[], Path]
+) -> list[Message]:
+    """The request's messages as the engine's, images written to files under `image_dir()`.
+    ApiError 400 for what the engine cannot take."""
+    messages: list[Message] = []
+    images = 0
+    for index, message in enumerate(request.messages):
+        where = f"messages[{index}]"
+        if message.tool_calls:
+            raise ApiError(400, "Tool calls are not supported.", code="unsupported", param=where)
+        role = "system" if message.role == "developer" else message.role
+        content = message.content
+        image: Path | None = None
+        if content is None:
+            if role != "assistant":
+                raise ApiError(400, f"{where} has no content.", param=f"{where}.content")
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        else:
+            texts = []
+            for part_index, part in enumerate(content):
+                param = f"{where}.content[{part_index}]"
+                if isinstance(part, TextPart):
+                    texts.append(part.text)
+                    continue
+                assert isinstance(part, ImagePart)
+                if not vision:
+                    raise ApiError(
+                        400,
+                        "This model has no vision encoder, so it cannot read images; send text "
+                        "only, or serve a vision-capable export.",
+                        code="images_not_supported",
+                        param=param,
+                    )
+                if role != "user":
+                    raise ApiError(400, "Only user messages may hold images.", param=param)
+                if image is not None:
+                    raise ApiError(
+                        400,
+                        "At most one image per message is supported; send the others in "
+                        "messages of their own.",
+                        code="too_many_images",
+                        param=param,
+                    )
+                data, suffix = decode_data_url(part.image_url.url, f"{param}.image_url.url")
+                image = write_image(image_dir(), images, data, suffix)
+                images += 1
+            text = "\n".join(texts)
+        messages.append(Message(role, text, image))
+    return messages
+
+
+def plan_settings(
+    request: ChatCompletionRequest, defaults: TurnDefaults, *, mtp_loaded: bool
+) -> tuple[GenerationSettings, bool]:
+    """(the engine's settings, whether Auto may choose the depth). Temperature 0 or absent
+    decodes greedily; sampling runs plain decoding because MTP decodes greedily."""
+    if request.n is not None and request.n > 1:
+        raise ApiError(
+            400,
+            "n > 1 is not supported: the engine decodes one answer at a time. Send n separate "
+            "requests instead.",
+            code="unsupported_value",
+            param="n",
+        )
+    if request.tools:
+        raise ApiError(400, "Tools (function calling) are not supported.", param="tools")
+    if request.logprobs:
+        raise ApiError(400, "logprobs are not supported.", param="logprobs")
+    fmt = request.response_format
+    if fmt is not None and fmt.get("type", "text") != "text":
+        raise ApiError(
+            400, "Only response_format {\"type\": \"text\"} is supported.", param="response_format"
+        )
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(request, name):
+            raise ApiError(
+                400,
+                f"{name} is not supported; use repetition_penalty (e.g. 1.1) instead.",
+                code="unsupported_value",
+                param=name,
+            )
+    sample = bool(request.temperature)
+    depth = request.num_assistant_tokens or defaults.depth
+    thinking = defaults.thinking
+    kwargs = request.chat_template_kwargs
+    if kwargs is not None and kwargs.enable_thinking is not None:
+        thinking = kwargs.enable_thinking
+    settings = GenerationSettings(
+        max_new_tokens=request.token_budget() or defaults.max_tokens,
+        do_sample=sample,
+        temperature=request.temperature if sample and request.temperature else 0.7,
+        top_p=request.top_p if request.top_p is not None else GenerationSettings.top_p,
+        top_k=request.top_k if request.top_k is not None else GenerationSettings.top_k,
+        repetition_penalty=request.repetition_penalty or 1.0,
+        seed=request.seed,
+        stop_strings=request.stop_strings(),
+        num_assistant_tokens=1 if depth == "auto" else depth,
+        thinking=thinking,
+        plain=sample and mtp_loaded,
+        ignore_eos=request.ignore_eos,
+    )
+    try:
+        settings.validate()
+    except EngineError as exc:
+        raise ApiError(400, str(exc), code="invalid_value") from exc
+    auto = depth == "auto" and mtp_loaded and not sample
+    return settings, auto
+
+
+# --- what a response reports -------------------------------------------------------------------
+
+#: OpenAI's finish reasons for the engine's (a cancelled turn has no client left to tell).
+FINISH_REASONS = {"eos": "stop", "stop_string": "stop", "length": "length", "cancelled": "stop"}
+
+
+def mtp_stats(
+    stats: GenerationStats, record: dict[str, Any], *, queue_wait_s: float
+) -> dict[str, Any]:
+    """The `mtp` extension object of a response (README, "Local API server")."""
+    mtp = stats.mode == "mtp"
+    switched = stats.switched_to_plain_at
+    result: dict[str, Any] = {
+        "mode": "mtp" if mtp else "plain",
+        "draft_tokens_per_step": stats.num_assistant_tokens if mtp else 0,
+        "decoding": record.get("decoding", "fixed"),
+        "decoder": stats.decoder,
+        "drafted_tokens": stats.drafted_tokens,
+        "accepted_tokens": stats.accepted_tokens,
+        "acceptance_rate": round(stats.acceptance_rate, 4),
+        "mean_accepted_per_step": round(stats.mean_accepted_per_step, 4),
+        "acceptance_by_position": [round(p, 4) for p in stats.acceptance_by_position],
+        "steps": stats.steps,
+        "ttft_s": round(stats.ttft_s, 6),
+        "decode_tokens_per_s": round(stats.decode_tokens_per_s, 2),
+        "total_s": round(stats.total_s, 6),
+        "queue_wait_s": round(queue_wait_s, 6),
+        "switched_to_plain_after_tokens": sum(stats.chunk_sizes[:switched])
+        if switched is not None
+        else None,
+    }
+    if "auto" in record:
+        auto = record["auto"]
+        result["auto"] = {"choice": auto["choice"], "reason": auto["reason"]}
+    return result
+
+
+# --- the job -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    queue_wait_s: float
+
+
+@dataclass(frozen=True)
+class Chunks:
+    chunks: list[StepChunk]
+
+
+@dataclass(frozen=True)
+class Finished:
+    stats: GenerationStats
+    answer: str
+    reasoning: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: ApiError
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The job was cancelled while it waited for the engine."""
+
+
+Event = Started | Chunks | Finished | Failed | Gone
+
+
+@dataclass
+class AutoState:
+    """The server's Auto policy: one conversation's worth of learning per model and device,
+    shared by every client (requests are served one at a time, so turns are ordered)."""
+
+    decoding: AutoDecoding = field(default_factory=AutoDecoding)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def plan(self, service: EngineService, settings: GenerationSettings) -> Turn:
+        engine = service.engine
+        loaded = engine.require_loaded()
+        with self.lock:
+            if not self.decoding.known(loaded.model_dir, loaded.device):
+                found = AutoDecoding.lookup(loaded.model_dir, loaded.device)
+                self.decoding.remember(loaded.model_dir, loaded.device, found)
+            return self.decoding.plan_turn(
+                (0, loaded.model_dir, loaded.device),
+                settings,
+                plain_ready=engine.plain_ready,
+                load_s=loaded.load_s,
+            )
+
+    def finish(self, turn: Turn, stats: GenerationStats, model_dir: Path | None) -> dict[str, Any]:
+        with self.lock:
+            return turn.finish(stats, model_dir)
+
+
+class TurnJob:
+    """One request's turn; `start()` runs it on a daemon thread, events go to `emit`."""
+
+    def __init__(
+        self,
+        service: EngineService,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        emit: Callable[[Event], None],
+        *,
+        auto: AutoState | None = None,
+        stream_interval_s: float = 0.0,
+        image_dir: Path | None = None,
+    ) -> None:
+        self._service = service
+        self._messages = list(messages)
+        self._settings = settings
+        self._emit = emit
+        self._auto = auto
+        self._interval = stream_interval_s
+        self._image_dir = image_dir
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._generation: Any = None
+        self._thread = threading.Thread(target=self._run, name="api-turn", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Thread-safe; stops the job at once (waiting) or at its next step (running)."""
+        with self._lock:
+            self._cancel.set()
+            if self._generation is not None:
+                self._generation.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        arrived = time.monotonic()
+        try:
+            turn = Turn(self._settings)
+            if self._auto is not None:
+                turn = self._auto.plan(self._service, self._settings)
+            with self._service.turn(
+                self._messages, turn.settings, cancelled=self._cancel.is_set
+            ) as generation:
+                with self._lock:
+                    self._generation = generation
+                    if self._cancel.is_set():
+                        generation.cancel()
+                self._emit(Started(time.monotonic() - arrived))
+                if self._interval > 0:
+                    for batch in coalesced(generation, self._interval):
+                        self._emit(Chunks(batch))
+                else:
+                    generation.run_to_end()
+                stats = generation.stats
+                assert stats is not None
+                loaded = self._service.engine.loaded
+                model_dir = loaded.model_dir if loaded is not None else None
+                record = (
+                    self._auto.finish(turn, stats, model_dir)
+                    if self._auto is not None
+                    else turn.finish(stats, model_dir)
+                )
+                self._emit(Finished(stats, generation.answer, generation.reasoning, record))
+        except WaitCancelledError:
+            self._emit(Gone())
+        except ApiError as exc:
+            self._emit(Failed(exc))
+        except EngineError as exc:
+            self._emit(Failed(from_engine_error(exc)))
+        except Exception as exc:  # a bug: the client gets a message, the log the traceback
+            log.exception("API request failed")
+            self._emit(
+                Failed(
+                    ApiError(
+                        500,
+                        f"Internal error ({type(exc).__name__}); details are in the app's log.",
+                        type="server_error",
+                        code="internal_error",
+                    )
+                )
+            )
+        finally:
+            if self._image_dir is not None:
+                shutil.rmtree(self._image_dir, ignore_errors=True)
+
+
+def image_folder() -> Path:
+    """A private folder for one request's images (removed when its job ends)."""
+    return Path(tempfile.mkdtemp(prefix="qwen-mtp-api-"))
