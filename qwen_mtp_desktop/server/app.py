@@ -24,6 +24,7 @@ import contextlib
 import hmac
 import json
 import logging
+import shutil
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.engine_service import EngineService
 from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.server.errors import (
@@ -50,7 +52,7 @@ from qwen_mtp_desktop.server.errors import (
     ApiError,
     error_body,
 )
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart
 from qwen_mtp_desktop.server.turns import (
     FINISH_REASONS,
     AutoState,
@@ -79,6 +81,8 @@ DEFAULT_STREAM_INTERVAL_S = 0.02
 #: The file whose presence makes an export vision-capable (as the chat panel checks).
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+T = TypeVar("T")
 
 
 def model_id_for(model_dir: Path) -> str:
@@ -241,7 +245,9 @@ def parse_request(raw: bytes) -> ChatCompletionRequest:
     except UnicodeDecodeError:
         raise ApiError(400, "The request body is not UTF-8 text.", code="invalid_json") from None
     except RecursionError:
-        raise ApiError(400, "The request body's JSON is nested too deeply.", code="invalid_json")
+        raise ApiError(
+            400, "The request body's JSON is nested too deeply.", code="invalid_json"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN
         raise ApiError(
             400, f"The request body is not valid JSON: {exc}.", code="invalid_json"
@@ -254,7 +260,9 @@ def parse_request(raw: bytes) -> ChatCompletionRequest:
         message, param = _validation_message(exc)
         raise ApiError(400, message, code="invalid_value", param=param) from None
     except RecursionError:
-        raise ApiError(400, "The request body's JSON is nested too deeply.", code="invalid_json")
+        raise ApiError(
+            400, "The request body's JSON is nested too deeply.", code="invalid_json"
+        ) from None
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -406,15 +414,17 @@ def create_app(
             return folder[0]
 
         vision = (model_dir / VISION_ENCODER).is_file()
-        try:
-            # Decoding images is CPU work; keep it off the event loop.
-            messages = await asyncio.to_thread(
-                plan_messages, body, vision=vision, image_dir=image_dir
-            )
-        except BaseException:
-            if folder:
-                await asyncio.to_thread(_remove, folder[0])
-            raise
+
+        def plan() -> list[Message]:
+            try:
+                return plan_messages(body, vision=vision, image_dir=image_dir)
+            except BaseException:
+                if folder:
+                    shutil.rmtree(folder[0], ignore_errors=True)
+                raise
+
+        # Decoding and checking images is CPU work: off the event loop.
+        messages = await _in_thread(plan) if _has_images(body) else plan()
         return await _run(
             request, body, name, messages, settings, use_auto, folder[0] if folder else None
         )
@@ -432,11 +442,20 @@ def create_app(
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def emit(event: Event) -> None:
+            # Counted here, on the job's thread: a client that went away reads no events.
+            if isinstance(event, Finished):
+                stats = event.stats
+                activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
+            elif isinstance(event, Gone):
+                activity.finished(request_id, "cancelled", 0)
+            elif isinstance(event, Failed):
+                activity.count("rejected" if event.error.status == 429 else "failed")
             try:
                 loop.call_soon_threadsafe(events.put_nowait, event)
             except RuntimeError:  # the loop is gone: the server stopped
                 job.cancel()
 
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         ahead = service.waiting + (1 if service.busy else 0)
         job = TurnJob(
             service,
@@ -447,7 +466,6 @@ def create_app(
             stream_interval_s=stream_interval_s if body.stream else 0.0,
             image_dir=image_dir,
         )
-        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         with activity.lock:
             activity.jobs.add(job)
         job.start()
@@ -467,9 +485,7 @@ def create_app(
         if isinstance(first, Failed | Gone):
             done()
             if isinstance(first, Gone):
-                activity.finished(request_id, "cancelled", 0)
                 return Response(status_code=499)
-            activity.count("rejected" if first.error.status == 429 else "failed")
             raise first.error
         assert isinstance(first, Started)
         headers = {
@@ -483,10 +499,8 @@ def create_app(
             finally:
                 done()
             if isinstance(final, Failed):
-                activity.count("failed")
                 raise final.error
             assert isinstance(final, Finished)
-            activity.finished(request_id, final.stats.finish_reason, final.stats.generated_tokens)
             return JSONResponse(
                 _completion(request_id, name, final, first.queue_wait_s), headers=headers
             )
@@ -533,7 +547,6 @@ def create_app(
                         yield _sse(chunk(delta))
                 elif isinstance(event, Finished):
                     stats = event.stats
-                    activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
                     mtp = mtp_stats(stats, event.record, queue_wait_s=queue_wait_s)
                     last = chunk({}, FINISH_REASONS[stats.finish_reason])
                     last["mtp"] = mtp
@@ -547,7 +560,6 @@ def create_app(
                     yield b"data: [DONE]\n\n"
                     return
                 elif isinstance(event, Failed):
-                    activity.count("failed")
                     yield _sse(event.error.body())
                     yield b"data: [DONE]\n\n"
                     return
@@ -612,7 +624,36 @@ def _completion(
     }
 
 
-def _remove(folder: Path) -> None:
-    import shutil
+def _has_images(body: ChatCompletionRequest) -> bool:
+    return any(
+        isinstance(part, ImagePart)
+        for message in body.messages
+        if isinstance(message.content, list)
+        for part in message.content
+    )
 
-    shutil.rmtree(folder, ignore_errors=True)
+
+async def _in_thread(work: Callable[[], T]) -> T:
+    """`work()` on a daemon thread of its own (a pool's threads would outlive the server
+    and keep a stopping process waiting)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="api-prepare", daemon=True).start()
+    return await future
