@@ -60,36 +60,36 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ),
         access_log=args.access_log,
     )
+    if args.access_log:
+        access = logging.getLogger("uvicorn.access")
+        access.addHandler(logging.StreamHandler(sys.stderr))
+        access.setLevel(logging.INFO)
     try:
-        check_config(config)  # before the model loads: a refusal should not take a minute
+        # Refusals and a taken port come before the model loads, which can take a minute.
+        check_config(config)
+        sock = bind_socket(config.host, config.port)
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
     service = EngineService(max_waiting=args.max_queue)
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
     )
-    print(f"Loading {args.model_dir} on {args.device}...", file=sys.stderr)
     try:
-        with service.exclusive() as engine:
-            loaded = engine.load(args.model_dir, options)
-    except EngineError as exc:
-        raise CommandError(str(exc)) from exc
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    model_id = args.model_id or model_id_for(loaded.model_dir)
-    mode = (
-        f"MTP, {args.num_assistant_tokens} draft tokens per step"
-        if loaded.mode == "mtp" and args.num_assistant_tokens != "auto"
-        else "MTP, Auto depth"
-        if loaded.mode == "mtp"
-        else "plain decoding (no MTP)"
-    )
-    if args.access_log:
-        access = logging.getLogger("uvicorn.access")
-        access.addHandler(logging.StreamHandler(sys.stderr))
-        access.setLevel(logging.INFO)
-    try:
-        sock = bind_socket(config.host, config.port)
+        print(f"Loading {args.model_dir} on {args.device}...", file=sys.stderr, flush=True)
+        try:
+            with service.exclusive() as engine:
+                loaded = engine.load(args.model_dir, options)
+        except EngineError as exc:
+            raise CommandError(str(exc)) from exc
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        model_id = args.model_id or model_id_for(loaded.model_dir)
+        if loaded.mode != "mtp":
+            mode = "plain decoding (no MTP)"
+        elif args.num_assistant_tokens == "auto":
+            mode = "MTP, Auto depth"
+        else:
+            mode = f"MTP, {args.num_assistant_tokens} draft tokens per step"
         url = url_of(sock)
         key_note = f" (with {API_KEY_ENV} set to the API key)" if api_key else ""
         print(
@@ -105,6 +105,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        sock.close()
         with service.exclusive() as engine:
             engine.unload()
     print("Server stopped.", file=sys.stderr)

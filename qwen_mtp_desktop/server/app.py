@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -42,6 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.engine_service import EngineService
 from qwen_mtp_desktop.core.model_library import is_demo_model
@@ -309,6 +311,10 @@ def create_app(
         _Guard, api_key=api_key, max_body_bytes=max_body_bytes, allowed_hosts=allowed_hosts
     )
 
+    @functools.cache
+    def context_limit(model_dir: Path) -> int | None:
+        return context_length(model_dir)
+
     def current_model() -> tuple[str, Path] | None:
         loaded = service.engine.loaded
         if loaded is None:
@@ -402,6 +408,17 @@ def create_app(
         name, model_dir = current
         if body.model != name:
             raise _unknown_model(body.model, current)
+        limit = context_limit(model_dir)
+        budget = body.token_budget()
+        if limit is not None and budget is not None and budget >= limit:
+            field = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
+            raise ApiError(
+                400,
+                f"{field} is {budget:,}, but this model reads at most {limit:,} tokens "
+                "(its context length), prompt included; ask for fewer.",
+                code="context_length_exceeded",
+                param=field,
+            )
         loaded = service.engine.loaded
         settings, use_auto = plan_settings(
             body, defaults, mtp_loaded=loaded is not None and loaded.mode == "mtp"
@@ -501,6 +518,8 @@ def create_app(
             if isinstance(final, Failed):
                 raise final.error
             assert isinstance(final, Finished)
+            if final.stats.finish_reason == "cancelled":  # the server is stopping
+                raise _stopping()
             return JSONResponse(
                 _completion(request_id, name, final, first.queue_wait_s), headers=headers
             )
@@ -547,6 +566,10 @@ def create_app(
                         yield _sse(chunk(delta))
                 elif isinstance(event, Finished):
                     stats = event.stats
+                    if stats.finish_reason == "cancelled":  # the server is stopping
+                        yield _sse(_stopping().body())
+                        yield b"data: [DONE]\n\n"
+                        return
                     mtp = mtp_stats(stats, event.record, queue_wait_s=queue_wait_s)
                     last = chunk({}, FINISH_REASONS[stats.finish_reason])
                     last["mtp"] = mtp
@@ -577,6 +600,15 @@ async def _watch_disconnect(request: Request, job: TurnJob) -> None:
             if message["type"] == "http.disconnect":
                 job.cancel()
                 return
+
+
+def _stopping() -> ApiError:
+    return ApiError(
+        503,
+        "The server stopped before the answer was complete.",
+        type=SERVER_ERROR,
+        code="server_stopping",
+    )
 
 
 def _unknown_model(name: str, current: tuple[str, Path] | None) -> ApiError:

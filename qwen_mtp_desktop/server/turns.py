@@ -302,6 +302,14 @@ class TurnJob:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        try:
+            final = self._turn()
+        finally:
+            self._remove_images()  # before the client hears the end: nothing is left behind
+        self._emit(final)
+
+    def _turn(self) -> Event:
+        """Emits Started and Chunks; returns the last event (Finished, Failed or Gone)."""
         arrived = time.monotonic()
         try:
             turn = Turn(self._settings)
@@ -314,6 +322,7 @@ class TurnJob:
                     self._generation = generation
                     if self._cancel.is_set():
                         generation.cancel()
+                self._remove_images()  # the engine has read them
                 self._emit(Started(time.monotonic() - arrived))
                 if self._interval > 0:
                     for batch in coalesced(generation, self._interval):
@@ -329,28 +338,28 @@ class TurnJob:
                     if self._auto is not None
                     else turn.finish(stats, model_dir)
                 )
-                self._emit(Finished(stats, generation.answer, generation.reasoning, record))
+                return Finished(stats, generation.answer, generation.reasoning, record)
         except WaitCancelledError:
-            self._emit(Gone())
+            return Gone()
         except ApiError as exc:
-            self._emit(Failed(exc))
+            return Failed(exc)
         except EngineError as exc:
-            self._emit(Failed(from_engine_error(exc)))
+            return Failed(from_engine_error(exc))
         except Exception as exc:  # a bug: the client gets a message, the log the traceback
             log.exception("API request failed")
-            self._emit(
-                Failed(
-                    ApiError(
-                        500,
-                        f"Internal error ({type(exc).__name__}); details are in the app's log.",
-                        type="server_error",
-                        code="internal_error",
-                    )
+            return Failed(
+                ApiError(
+                    500,
+                    f"Internal error ({type(exc).__name__}); details are in the app's log.",
+                    type="server_error",
+                    code="internal_error",
                 )
             )
-        finally:
-            if self._image_dir is not None:
-                shutil.rmtree(self._image_dir, ignore_errors=True)
+
+    def _remove_images(self) -> None:
+        if self._image_dir is not None:
+            shutil.rmtree(self._image_dir, ignore_errors=True)
+            self._image_dir = None
 
 
 def image_folder() -> Path:

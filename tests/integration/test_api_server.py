@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine import LoadOptions
@@ -277,7 +278,9 @@ def test_image_part_on_the_vision_model(client: openai.OpenAI) -> None:
 
 
 def test_eight_clients_five_requests_each(server: ServerHandle, client: openai.OpenAI) -> None:
-    prompts = [[f"Count from {c * 5 + r + 1} to {c * 5 + r + 6}." for r in range(5)] for c in range(8)]
+    prompts = [
+        [f"Count from {c * 5 + r + 1} to {c * 5 + r + 6}." for r in range(5)] for c in range(8)
+    ]
     expected = {p: chat(client, p).choices[0].message.content for row in prompts for p in row}
     results: dict[str, list[str]] = {}
     positions: list[int] = []
@@ -357,7 +360,9 @@ def test_disconnect_while_queued_leaves_the_queue(
     assert_healthy(server)
 
 
-def test_full_queue_gives_429(server: ServerHandle, service: EngineService, http: httpx.Client) -> None:
+def test_full_queue_gives_429(
+    server: ServerHandle, service: EngineService, http: httpx.Client
+) -> None:
     body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
     rejected = server.activity.snapshot()["rejected"]
     service.max_waiting = 0
@@ -380,13 +385,21 @@ def test_full_queue_gives_429(server: ServerHandle, service: EngineService, http
 GOOD = {"model": MODEL, "messages": [{"role": "user", "content": "Count from 1 to 3."}]}
 
 
+def said(role: str, content: Any) -> dict[str, Any]:
+    return {**GOOD, "messages": [{"role": role, "content": content}]}
+
+
+def image(url: str) -> dict[str, Any]:
+    return said("user", [{"type": "image_url", "image_url": {"url": url}}])
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code", "needle"),
     [
         (b'{"model": "demo-model", "messages": [', 400, "invalid_json", "not valid JSON"),
         (b"\xff\xfe not text", 400, "invalid_json", "UTF-8"),
         (b"[1, 2]", 400, "invalid_json", "JSON object"),
-        (b'{"model": "demo-model", "temperature": NaN, "messages": []}', 400, "invalid_json", "NaN"),
+        (b'{"model": "demo-model", "top_p": NaN}', 400, "invalid_json", "NaN"),
         (b"[" * 100_000, 400, "invalid_json", "nested"),
         ({**GOOD, "messages": "hello"}, 400, "invalid_value", "messages"),
         ({**GOOD, "messages": []}, 400, "invalid_value", "messages"),
@@ -398,14 +411,15 @@ GOOD = {"model": MODEL, "messages": [{"role": "user", "content": "Count from 1 t
         ({**GOOD, "top_p": 0}, 400, "invalid_value", "top_p"),
         ({**GOOD, "n": 2}, 400, "unsupported_value", "n > 1"),
         ({**GOOD, "presence_penalty": 0.5}, 400, "unsupported_value", "repetition_penalty"),
-        ({**GOOD, "messages": [{"role": "tool", "content": "x"}]}, 400, "invalid_value", "role"),
-        ({**GOOD, "messages": [{"role": "user", "content": "\ud800"}]}, 400, "invalid_value", "surrogate"),
+        (said("tool", "x"), 400, "invalid_value", "role"),
+        (said("user", "\ud800"), 400, "invalid_value", "surrogate"),
         ({**GOOD, "model": "gpt-4o"}, 404, "model_not_found", "demo-model"),
-        ({**GOOD, "messages": [{"role": "assistant", "content": "1 2"}]}, 400, "invalid_messages", "user message"),
-        ({**GOOD, "messages": [{"role": "user", "content": "1 " * 40_000}]}, 400, "context_length_exceeded", "context length"),
-        ({**GOOD, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]}, 400, "invalid_image_url", "does not fetch"),
-        ({**GOOD, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, 400, "invalid_image", "cannot be read"),
-        ({**GOOD, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@"}}]}]}, 400, "invalid_image", "damaged"),
+        (said("assistant", "1 2"), 400, "invalid_messages", "user message"),
+        (said("user", "1 " * 40_000), 400, "context_length_exceeded", "context length"),
+        ({**GOOD, "max_tokens": 40_000}, 400, "context_length_exceeded", "context length"),
+        (image("https://example.com/a.png"), 400, "invalid_image_url", "does not fetch"),
+        (image("data:image/png;base64,AAAA"), 400, "invalid_image", "cannot be read"),
+        (image("data:image/png;base64,@@"), 400, "invalid_image", "damaged"),
     ],
 )  # fmt: skip
 def test_bad_request_gets_a_clear_error(
@@ -432,6 +446,17 @@ def test_wrong_or_missing_key_is_401(server: ServerHandle) -> None:
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"  # no key needed
 
 
+def _read_reply(sock: socket.socket) -> str:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))  # type: ignore[union-attr]
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return (head + b"\r\n\r\n" + rest).decode()
+
+
 def test_oversize_body_is_refused_before_it_is_read(server: ServerHandle) -> None:
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -441,7 +466,7 @@ def test_oversize_body_is_refused_before_it_is_read(server: ServerHandle) -> Non
             b"Authorization: Bearer " + API_KEY.encode() + b"\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n{"
         )
-        reply = sock.recv(65536).decode()
+        reply = _read_reply(sock)
     assert reply.startswith("HTTP/1.1 413"), reply
     assert "request_too_large" in reply and "Traceback" not in reply
 
@@ -482,6 +507,48 @@ def test_loopback_server_without_key_checks_the_host(service: EngineService) -> 
         handle.stop()
 
 
+def test_auto_depth_reports_its_choice(service: EngineService) -> None:
+    handle = start_server_thread(
+        service, ServerConfig(port=0, defaults=TurnDefaults(depth="auto", max_tokens=64))
+    )
+    try:
+        client = openai.OpenAI(base_url=f"{handle.url}/v1", api_key="unused", max_retries=0)
+        for _ in range(2):
+            response = chat(client, "Count from 1 to 18.")
+            assert response.choices[0].message.content.split()[:18] == [
+                str(i) for i in range(1, 19)
+            ]
+            mtp = mtp_of(response)
+            assert mtp["decoding"] == "auto"
+            assert mtp["auto"]["choice"] in ("plain", *(f"MTP n={n}" for n in range(1, 5)))
+            assert mtp["auto"]["reason"]
+        fixed = mtp_of(chat(client, "Count from 1 to 4.", extra_body={"num_assistant_tokens": 2}))
+        assert fixed["decoding"] == "fixed" and fixed["draft_tokens_per_step"] == 2
+    finally:
+        handle.stop()
+
+
+def test_stopping_the_server_ends_streams_with_an_error(service: EngineService) -> None:
+    handle = start_server_thread(service, ServerConfig(port=0))
+    lines: list[str] = []
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    try:
+        with (
+            httpx.Client(base_url=handle.url, timeout=60) as http,
+            http.stream("POST", "/v1/chat/completions", json=body | LONG) as response,
+        ):
+            for line in response.iter_lines():
+                lines.append(line)
+                if len(lines) == 3:
+                    threading.Thread(target=handle.stop, daemon=True).start()
+    finally:
+        handle.stop()
+    assert not handle.running
+    assert any("server_stopping" in line for line in lines), lines[-3:]
+    assert [line for line in lines if line][-1] == "data: [DONE]"
+    wait_for(lambda: not service.busy)
+
+
 # --- junk ---------------------------------------------------------------------------------------
 
 _json_leaf = (
@@ -493,18 +560,22 @@ _json_leaf = (
 )
 _json = st.recursive(
     _json_leaf,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 _message = st.fixed_dictionaries(
-    {},
+    {"role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | _json},
     optional={
-        "role": st.sampled_from(["user", "system", "assistant", "developer", "tool", ""]) | _json,
         "content": st.text(max_size=30)
         | st.lists(
             st.fixed_dictionaries(
                 {"type": st.sampled_from(["text", "image_url", "audio"]) | _json},
-                optional={"text": _json, "image_url": _json | st.fixed_dictionaries({"url": st.text(max_size=40)})},
+                optional={
+                    "text": _json,
+                    "image_url": _json | st.fixed_dictionaries({"url": st.text(max_size=40)}),
+                },
             ),
             max_size=3,
         )
@@ -528,8 +599,44 @@ _request = st.fixed_dictionaries(
         "chat_template_kwargs": _json,
     },
 )
+_valid_message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "system", "assistant", "developer"]),
+        "content": st.text(max_size=30)
+        | st.lists(
+            st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=20)}),
+            max_size=2,
+        ),
+    }
+)
+_field_values = {
+    "stream": st.booleans(),
+    "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+    "temperature": st.sampled_from([0, 0.0, 0.7]),
+    "top_p": st.floats(min_value=0.05, max_value=1),
+    "stop": st.text(min_size=1, max_size=3) | st.lists(st.text(min_size=1, max_size=3), max_size=3),
+    "seed": st.integers(min_value=0, max_value=2**32),
+    "num_assistant_tokens": st.integers(min_value=1, max_value=4),
+    "chat_template_kwargs": st.fixed_dictionaries({"enable_thinking": st.booleans()}),
+    "model": st.sampled_from([MODEL, "other"]),
+}
+# Nearly valid requests (most are answered), with one field perhaps junk.
+_near_valid = st.builds(
+    lambda history, last, extra, junk: {
+        "model": MODEL,
+        "max_tokens": 3,
+        "messages": [*history, {"role": "user", "content": last}],
+        **extra,
+        **junk,
+    },
+    st.lists(_valid_message, max_size=2),
+    st.text(max_size=30),
+    st.fixed_dictionaries({}, optional=_field_values),
+    st.dictionaries(st.sampled_from([*_field_values, "messages", "max_tokens"]), _json, max_size=1),
+)
 _body = (
-    _request.map(lambda d: json.dumps(d).encode())
+    _near_valid.map(lambda d: json.dumps(d).encode())
+    | _request.map(lambda d: json.dumps(d).encode())
     | _json.map(lambda d: json.dumps(d).encode())
     | st.binary(max_size=64)
     | st.text(max_size=64).map(str.encode)
@@ -545,6 +652,7 @@ def test_junk_bodies_never_break_the_server(server: ServerHandle, body: bytes) -
         headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
         timeout=60,
     )
+    event(f"status {response.status_code}")
     assert response.status_code < 500, response.text
     assert "Traceback" not in response.text and 'File "' not in response.text
     if response.status_code != 200:
