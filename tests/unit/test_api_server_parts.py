@@ -1,0 +1,237 @@
+"""The API server's pure parts, without a model: request parsing, settings, image data URLs,
+the bind rules, the `mtp` object and the printed curl example."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.commands.serve import curl_example
+from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
+from qwen_mtp_desktop.server.app import _host_name, parse_request
+from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.images import decode_data_url
+from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats, plan_messages, plan_settings
+
+GOOD: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def parsed(**fields: Any) -> Any:
+    return parse_request(json.dumps({**GOOD, **fields}).encode())
+
+
+def refusal(raw: bytes) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        parse_request(raw)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_parse_accepts_openai_shapes() -> None:
+    request = parsed(
+        temperature=0,
+        top_p=1,
+        stop="x",
+        max_completion_tokens=5,
+        max_tokens=9,
+        user="ignored",
+        stream_options={"include_usage": True},
+    )
+    assert request.temperature == 0 and request.stop_strings() == ("x",)
+    assert request.token_budget() == 5  # the newer name wins
+    parts = parsed(messages=[{"role": "user", "content": [{"type": "text", "text": "a"}]}])
+    assert parts.messages[0].content[0].text == "a"
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"max_tokens": "5"}, "max_tokens"),  # strict: no coercion from strings
+        ({"max_tokens": 5.5}, "max_tokens"),
+        ({"temperature": 2.5}, "temperature"),
+        ({"stream": "yes"}, "stream"),
+        ({"stop": ["a"] * 17}, "stop"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+    ],
+)
+def test_parse_names_the_bad_field(fields: dict[str, Any], param: str) -> None:
+    error = refusal(json.dumps({**GOOD, **fields}).encode())
+    assert error.param is not None and error.param.startswith(param), error.message
+    assert error.message.startswith("Invalid request: ")
+
+
+def test_parse_refuses_what_is_not_json() -> None:
+    assert "not valid JSON" in refusal(b'{"a": Infinity}').message
+    assert "nested too deeply" in refusal(b"[" * 50_000).message
+    assert "JSON object" in refusal(b'"text"').message
+    assert "not valid JSON" in refusal(b'{"n": ' + b"9" * 5000 + b"}").message
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.binary(max_size=200)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["model", "messages", "role", "content", "stop", "n", "x"]),
+                inner,
+                max_size=3,
+            )
+        ),
+        max_leaves=12,
+    ).map(lambda v: json.dumps(v).encode())
+)
+def test_parse_raises_only_api_errors(raw: bytes) -> None:
+    try:
+        parse_request(raw)
+    except ApiError as exc:
+        assert exc.status == 400 and exc.message
+        assert "Traceback" not in exc.message
+
+
+def test_settings_greedy_by_default_sampling_runs_plain() -> None:
+    defaults = TurnDefaults(max_tokens=77, depth=2)
+    greedy, auto = plan_settings(parsed(), defaults, mtp_loaded=True)
+    assert not greedy.do_sample and not greedy.plain and not auto
+    assert greedy.max_new_tokens == 77 and greedy.num_assistant_tokens == 2
+    sampled, auto = plan_settings(parsed(temperature=0.5, seed=3), defaults, mtp_loaded=True)
+    assert sampled.do_sample and sampled.plain and sampled.seed == 3 and not auto
+    own, _ = plan_settings(parsed(num_assistant_tokens=4), defaults, mtp_loaded=True)
+    assert own.num_assistant_tokens == 4
+    _, auto = plan_settings(parsed(), TurnDefaults(depth="auto"), mtp_loaded=True)
+    assert auto
+    thinking, _ = plan_settings(
+        parsed(chat_template_kwargs={"enable_thinking": True}), defaults, mtp_loaded=True
+    )
+    assert thinking.thinking
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"n": 2}, "n > 1"),
+        ({"tools": [{"type": "function"}]}, "Tools"),
+        ({"logprobs": True}, "logprobs"),
+        ({"frequency_penalty": 1.0}, "repetition_penalty"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+    ],
+)
+def test_settings_refuse_what_cannot_be_honoured(fields: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        plan_settings(parsed(**fields), TurnDefaults(), mtp_loaded=True)
+    assert caught.value.status == 400 and needle in caught.value.message
+
+
+def _png(size: tuple[int, int] = (4, 4), mode: str = "RGB") -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new(mode, size).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_images_only_as_data_urls(tmp_path: Path) -> None:
+    import base64
+
+    data = _png()
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    assert decode_data_url(url, "p") == (data, ".png")
+    for bad, code in (
+        ("https://example.com/cat.png", "invalid_image_url"),
+        ("file:///etc/passwd", "invalid_image_url"),
+        ("data:image/png,rawbytes", "invalid_image_url"),
+        ("data:image/png;base64,!!!!", "invalid_image"),
+        ("data:text/plain;base64," + base64.b64encode(b"hello").decode(), "invalid_image"),
+    ):
+        with pytest.raises(ApiError) as caught:
+            decode_data_url(bad, "p")
+        assert caught.value.code == code and caught.value.param == "p"
+    huge = "data:image/png;base64," + base64.b64encode(_png((8000, 6000), "1")).decode()
+    with pytest.raises(ApiError, match="million pixels"):
+        decode_data_url(huge, "p")
+
+    def folder() -> Path:
+        return tmp_path
+
+    message = {"type": "image_url", "image_url": {"url": url}}
+    with_image = parsed(messages=[{"role": "user", "content": [message]}])
+    with pytest.raises(ApiError, match="no vision encoder"):
+        plan_messages(with_image, vision=False, image_dir=folder)
+    two = parsed(messages=[{"role": "user", "content": [message, message]}])
+    with pytest.raises(ApiError, match="one image per message"):
+        plan_messages(two, vision=True, image_dir=folder)
+    [engine_message] = plan_messages(with_image, vision=True, image_dir=folder)
+    assert engine_message.image is not None and engine_message.image.read_bytes() == data
+
+
+def test_developer_role_is_system_and_parts_join() -> None:
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    request = parsed(
+        messages=[
+            {"role": "developer", "content": "be brief"},
+            {"role": "user", "content": parts},
+        ]
+    )
+    system, user = plan_messages(request, vision=False, image_dir=Path)
+    assert (system.role, system.content) == ("system", "be brief")
+    assert user.content == "a\nb"
+
+
+def test_bind_rules() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert is_loopback("127.8.9.10") and is_loopback("[::1]")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+    assert not is_loopback("example.com")
+    check_config(ServerConfig())
+    check_config(ServerConfig(host="0.0.0.0", api_key="secret"))
+    with pytest.raises(ServerConfigError, match="without an API key"):
+        check_config(ServerConfig(host="0.0.0.0"))
+    with pytest.raises(ServerConfigError, match="spaces"):
+        check_config(ServerConfig(api_key=" secret"))
+    assert _host_name("127.0.0.1:8000") == "127.0.0.1"
+    assert _host_name("[::1]:8000") == "::1"
+    assert _host_name("LocalHost") == "localhost"
+    assert _host_name("evil.example:80") == "evil.example"
+
+
+def test_mtp_object_from_stats() -> None:
+    stats = build_stats(
+        mode="mtp",
+        num_assistant_tokens=2,
+        device="CPU",
+        prompt_tokens=10,
+        chunk_sizes=[1, 3, 1, 2],
+        chunk_times=[0.1, 0.2, 0.3, 0.4],
+        total_s=0.41,
+        reasoning_tokens=0,
+        answer_tokens=7,
+        finish_reason="eos",
+        decoder="fast",
+    )
+    mtp = mtp_stats(stats, {"decoding": "fixed"}, queue_wait_s=0.05)
+    assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == 2
+    assert (mtp["drafted_tokens"], mtp["accepted_tokens"]) == (6, 3)
+    assert mtp["acceptance_rate"] == 0.5 and mtp["mean_accepted_per_step"] == 1.0
+    assert mtp["acceptance_by_position"] == [0.6667, 0.3333]
+    assert mtp["ttft_s"] == 0.1 and mtp["decode_tokens_per_s"] == pytest.approx(20.0)
+    assert mtp["queue_wait_s"] == 0.05 and "auto" not in mtp
+
+
+def test_curl_example_is_a_valid_command() -> None:
+    text = curl_example("http://127.0.0.1:8000", "it's a model", "$QWEN_MTP_API_KEY")
+    words = shlex.split(text.replace("\\\n", " "))
+    assert words[0] == "curl" and words[1] == "http://127.0.0.1:8000/v1/chat/completions"
+    assert "Authorization: Bearer $QWEN_MTP_API_KEY" in words
+    body = json.loads(words[words.index("-d") + 1])
+    assert body["model"] == "it's a model"
