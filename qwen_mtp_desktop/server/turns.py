@@ -17,14 +17,20 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
 from qwen_mtp_desktop.core.decoding import GenerationStats
-from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
+from qwen_mtp_desktop.core.engine import (
+    EngineError,
+    Generation,
+    GenerationSettings,
+    Message,
+    StepChunk,
+)
 from qwen_mtp_desktop.core.engine_service import EngineService, WaitCancelledError, coalesced
 from qwen_mtp_desktop.server.errors import ApiError, from_engine_error
 from qwen_mtp_desktop.server.images import decode_data_url, write_image
@@ -32,6 +38,8 @@ from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart, Tex
 
 log = logging.getLogger(__name__)
 
+#: Longest a streaming turn keeps gathering ready steps before sending them (seconds).
+READY_BATCH_S = 0.05
 #: The server's draft setting: a fixed depth, or the chat's Auto policy.
 Depth = int | Literal["auto"]
 
@@ -258,8 +266,22 @@ class AutoState:
             return turn.finish(stats, model_dir)
 
 
+def _ready_batches(generation: Generation) -> Iterator[list[StepChunk]]:
+    """The generation's chunks as they come, each batch holding every step that was ready
+    when this thread woke: no added latency, and no more wake-ups than the consumer can take."""
+    while True:
+        try:
+            batch = generation.next_chunks(None, within_s=READY_BATCH_S)
+        except StopIteration:
+            return
+        if batch:
+            yield batch
+
+
 class TurnJob:
-    """One request's turn; `start()` runs it on a daemon thread, events go to `emit`."""
+    """One request's turn; `start()` runs it on a daemon thread, events go to `emit`.
+    `stream`: emit Chunks, batched by `stream_interval_s` (core.engine_service.coalesced) or,
+    at 0, as they come (`_ready_batches`)."""
 
     def __init__(
         self,
@@ -269,6 +291,7 @@ class TurnJob:
         emit: Callable[[Event], None],
         *,
         auto: AutoState | None = None,
+        stream: bool = False,
         stream_interval_s: float = 0.0,
         image_dir: Path | None = None,
     ) -> None:
@@ -277,6 +300,7 @@ class TurnJob:
         self._settings = settings
         self._emit = emit
         self._auto = auto
+        self._stream = stream
         self._interval = stream_interval_s
         self._image_dir = image_dir
         self._cancel = threading.Event()
@@ -324,11 +348,14 @@ class TurnJob:
                         generation.cancel()
                 self._remove_images()  # the engine has read them
                 self._emit(Started(time.monotonic() - arrived))
-                if self._interval > 0:
+                if not self._stream:
+                    generation.run_to_end()
+                elif self._interval > 0:
                     for batch in coalesced(generation, self._interval):
                         self._emit(Chunks(batch))
                 else:
-                    generation.run_to_end()
+                    for batch in _ready_batches(generation):
+                        self._emit(Chunks(batch))
                 stats = generation.stats
                 assert stats is not None
                 loaded = self._service.engine.loaded
