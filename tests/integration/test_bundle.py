@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -107,6 +108,52 @@ def test_bundle_opens_its_window(build: tuple[Path, str], tmp_path: Path) -> Non
     screenshots = REPO_ROOT / ".cache" / "screenshots"
     screenshots.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, screenshots / "bundle_main_window.png")
+
+
+def test_bundle_serves_the_api(build: tuple[Path, str], tmp_path: Path) -> None:
+    """`serve` from the bundle: uvicorn picks its protocol and loop modules by name at run
+    time, which PyInstaller's import analysis cannot see (its uvicorn hook collects them)."""
+    import re
+
+    import httpx
+
+    root, _output = build
+    demo = REPO_ROOT / "resources" / "demo-model" / "openvino"
+    process = subprocess.Popen(
+        [str(_executable(root)), "serve", str(demo), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    try:
+        assert process.stdout is not None
+        url = None
+        for line in process.stdout:
+            found = re.search(r"at (http://127\.0\.0\.1:\d+)/v1$", line.strip())
+            if found:
+                url = found.group(1)
+                break
+        assert url, process.stderr.read() if process.stderr else ""
+        [model] = httpx.get(f"{url}/v1/models", timeout=60).json()["data"]
+        answer = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={
+                "model": model["id"],
+                "messages": [{"role": "user", "content": "Count from 1 to 4."}],
+            },
+            timeout=120,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"].split() == ["1", "2", "3", "4"]
+        assert answer.json()["mtp"]["mode"] == "mtp"
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+        assert process.returncode == 0 and "Server stopped." in err, err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
 
 
 def test_bundle_holds_every_runtime_file(build: tuple[Path, str]) -> None:

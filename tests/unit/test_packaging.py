@@ -160,7 +160,7 @@ def test_app_imports_without_the_excluded_modules() -> None:
         import openvino, openvino_genai, openvino_tokenizers
         import qwen_mtp_desktop.app, qwen_mtp_desktop.cli
         for pkg in ("qwen_mtp_desktop.ui", "qwen_mtp_desktop.workers", "qwen_mtp_desktop.core",
-                    "qwen_mtp_desktop.commands"):
+                    "qwen_mtp_desktop.commands", "qwen_mtp_desktop.server"):
             module = importlib.import_module(pkg)
             for info in pkgutil.walk_packages(module.__path__, pkg + "."):
                 importlib.import_module(info.name)
