@@ -469,6 +469,9 @@ def create_app(
                 activity.finished(request_id, "cancelled", 0)
             elif isinstance(event, Failed):
                 activity.count("rejected" if event.error.status == 429 else "failed")
+            if isinstance(event, Finished | Failed | Gone):
+                with activity.lock:  # even when no response ever ran to its end
+                    activity.jobs.discard(job)
             try:
                 loop.call_soon_threadsafe(events.put_nowait, event)
             except RuntimeError:  # the loop is gone: the server stopped
