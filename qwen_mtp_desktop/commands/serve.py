@@ -4,32 +4,15 @@ until Ctrl+C."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, positive_int
 from qwen_mtp_desktop.commands.generate import depth_or_auto
-
-#: Read when --api-key is not given, so the key need not show in the process list.
-API_KEY_ENV = "QWEN_MTP_API_KEY"
-
-
-def curl_example(url: str, model_id: str, api_key: str | None) -> str:
-    """A copyable request that works against this server (the app shows the same).
-    `api_key` is put in double quotes, so "$VARIABLE" works as well as the key itself."""
-    body = json.dumps(
-        {"model": model_id, "messages": [{"role": "user", "content": "Count from 1 to 10."}]}
-    )
-    lines = [f"curl {url}/v1/chat/completions", "-H 'Content-Type: application/json'"]
-    if api_key:
-        lines.append(f'-H "Authorization: Bearer {api_key}"')
-    lines.append(f"-d {shlex.quote(body)}")
-    return " \\\n  ".join(lines)
+from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

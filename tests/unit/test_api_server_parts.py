@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.commands.serve import curl_example
 from qwen_mtp_desktop.core.decoding import build_stats
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
 from qwen_mtp_desktop.server.app import _host_name, parse_request
 from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.examples import curl_example
 from qwen_mtp_desktop.server.images import decode_data_url
 from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats, plan_messages, plan_settings
 
@@ -235,3 +235,19 @@ def test_curl_example_is_a_valid_command() -> None:
     assert "Authorization: Bearer $QWEN_MTP_API_KEY" in words
     body = json.loads(words[words.index("-d") + 1])
     assert body["model"] == "it's a model"
+
+
+def test_the_curl_example_needs_no_web_stack() -> None:
+    """The window shows the example; its process must not load fastapi or uvicorn for it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from qwen_mtp_desktop.server.examples import curl_example; "
+        "curl_example('http://x', 'm', None); "
+        "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'pydantic') "
+        "if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
