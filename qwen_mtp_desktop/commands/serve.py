@@ -25,6 +25,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ServerConfig,
         bind_socket,
         check_config,
+        network_urls,
         run_server,
         url_of,
     )
@@ -74,10 +75,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         else:
             mode = f"MTP, {args.num_assistant_tokens} draft tokens per step"
         url = url_of(sock)
+        elsewhere = network_urls(sock)
         key_note = f" (with {API_KEY_ENV} set to the API key)" if api_key else ""
         print(
             f"Serving {model_id!r} ({mode}, {loaded.load_s:.1f} s to load) at {url}/v1\n"
-            "OpenAI-compatible: GET /v1/models, POST /v1/chat/completions. Requests are served "
+            + "".join(f"  also at {other}/v1 from other machines\n" for other in elsewhere)
+            + "OpenAI-compatible: GET /v1/models, POST /v1/chat/completions. Requests are served "
             f"one at a time, in order; Ctrl+C stops. Try it{key_note}:\n\n"
             f"{curl_example(url, model_id, '$' + API_KEY_ENV if api_key else None)}\n",
             flush=True,

@@ -126,10 +126,36 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def url_of(sock: socket.socket) -> str:
+    """The URL a client on this machine connects to (a wildcard bind is reached on loopback)."""
     host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return _http_url(host, port)
+
+
+def network_urls(sock: socket.socket) -> list[str]:
+    """The URLs other machines use, when the socket listens on every address (0.0.0.0 or ::):
+    one per non-loopback address of this machine's interfaces; empty otherwise."""
+    host, port = sock.getsockname()[:2]
+    if host not in ("0.0.0.0", "::"):
+        return []
+    import psutil
+
+    family = socket.AF_INET if host == "0.0.0.0" else socket.AF_INET6
+    urls = []
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            ip = address.address.split("%")[0]
+            if address.family != family or is_loopback(ip):
+                continue
+            if family == socket.AF_INET6 and ipaddress.ip_address(ip).is_link_local:
+                continue
+            urls.append(_http_url(ip, port))
+    return sorted(set(urls))
 
 
 def build_app(service: EngineService, config: ServerConfig) -> FastAPI:
@@ -172,6 +198,8 @@ class ServerHandle:
         self._sock = sock
         self.app = app
         self.url = url_of(sock)
+        #: For a server listening on every address: where other machines reach it.
+        self.network_urls = network_urls(sock)
 
     @property
     def activity(self) -> Activity:

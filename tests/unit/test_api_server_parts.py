@@ -251,3 +251,15 @@ def test_the_curl_example_needs_no_web_stack() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_urls_of_a_wildcard_bind() -> None:
+    from qwen_mtp_desktop.server.runner import bind_socket, network_urls, url_of
+
+    with bind_socket("0.0.0.0", 0) as everywhere, bind_socket("127.0.0.1", 0) as local:
+        port = everywhere.getsockname()[1]
+        assert url_of(everywhere) == f"http://127.0.0.1:{port}"  # connectable from here
+        others = network_urls(everywhere)
+        assert all(u.endswith(f":{port}") and "127.0.0.1" not in u for u in others), others
+        assert url_of(local) == f"http://127.0.0.1:{local.getsockname()[1]}"
+        assert network_urls(local) == []
