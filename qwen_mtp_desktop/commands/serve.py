@@ -12,7 +12,7 @@ from typing import Any
 
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, positive_int
 from qwen_mtp_desktop.commands.generate import depth_or_auto
-from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example
+from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example, model_id_for
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -20,7 +20,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine_service import EngineService
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.server.app import model_id_for
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
         bind_socket,

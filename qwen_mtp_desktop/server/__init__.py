@@ -17,7 +17,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from qwen_mtp_desktop.server.app import create_app, model_id_for
+    from qwen_mtp_desktop.server.app import create_app
+    from qwen_mtp_desktop.server.examples import model_id_for
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
         ServerConfigError,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 #: Loaded on first use, so `server.examples` (the window's curl example) needs no web stack.
 _EXPORTS = {
     "create_app": "app",
-    "model_id_for": "app",
+    "model_id_for": "examples",
     "ServerConfig": "runner",
     "ServerConfigError": "runner",
     "ServerHandle": "runner",

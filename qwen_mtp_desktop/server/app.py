@@ -46,7 +46,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.engine_service import EngineService
-from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.server.errors import (
     AUTHENTICATION,
     NOT_FOUND,
@@ -54,6 +53,7 @@ from qwen_mtp_desktop.server.errors import (
     ApiError,
     error_body,
 )
+from qwen_mtp_desktop.server.examples import model_id_for
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart
 from qwen_mtp_desktop.server.turns import (
     FINISH_REASONS,
@@ -86,11 +86,6 @@ VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 T = TypeVar("T")
-
-
-def model_id_for(model_dir: Path) -> str:
-    """The id clients use for a model folder: its name ("demo-model" for the bundled demo)."""
-    return "demo-model" if is_demo_model(model_dir) else model_dir.name
 
 
 @dataclass

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
+
+from qwen_mtp_desktop.core.model_library import is_demo_model
 
 #: Read by `serve` when --api-key is not given, so the key need not show in the process list.
 API_KEY_ENV = "QWEN_MTP_API_KEY"
+
+
+def model_id_for(model_dir: Path) -> str:
+    """The id clients use for a model folder: its name ("demo-model" for the bundled demo)."""
+    return "demo-model" if is_demo_model(model_dir) else model_dir.name
 
 
 def curl_example(url: str, model_id: str, api_key: str | None) -> str:

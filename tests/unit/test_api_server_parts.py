@@ -243,8 +243,9 @@ def test_the_curl_example_needs_no_web_stack() -> None:
     import sys
 
     code = (
-        "import sys; from qwen_mtp_desktop.server.examples import curl_example; "
-        "curl_example('http://x', 'm', None); "
+        "import sys, pathlib; "
+        "from qwen_mtp_desktop.server.examples import curl_example, model_id_for; "
+        "curl_example('http://x', model_id_for(pathlib.Path('/m')), None); "
         "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'pydantic') "
         "if m in sys.modules))"
     )
