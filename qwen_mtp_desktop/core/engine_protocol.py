@@ -142,6 +142,8 @@ class ApiState:
 
     url: str | None
     error: EngineError | None = None
+    #: Where other computers reach it, when it listens on every address.
+    network_urls: tuple[str, ...] = ()
 
 
 Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi

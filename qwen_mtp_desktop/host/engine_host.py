@@ -213,7 +213,7 @@ class ApiControl:
                 self._send(ApiState(None, as_user_error(exc, EngineError)))
                 continue
             log.info("local API server at %s", self._handle.url)
-            self._send(ApiState(self._handle.url))
+            self._send(ApiState(self._handle.url, None, tuple(self._handle.network_urls)))
 
     def _stop(self) -> None:
         if self._handle is not None:

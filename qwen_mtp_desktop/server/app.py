@@ -398,9 +398,7 @@ def create_app(
         body = parse_request(await _read_body(request, max_body_bytes))
         current = current_model()
         if current is None:
-            raise ApiError(
-                503, "No model is loaded.", type=SERVER_ERROR, code="model_not_loaded"
-            )
+            raise ApiError(503, "No model is loaded.", type=SERVER_ERROR, code="model_not_loaded")
         name, model_dir = current
         if body.model != name:
             raise _unknown_model(body.model, current)
@@ -641,9 +639,7 @@ def _usage(stats: Any) -> dict[str, Any]:
     }
 
 
-def _completion(
-    request_id: str, name: str, final: Finished, queue_wait_s: float
-) -> dict[str, Any]:
+def _completion(request_id: str, name: str, final: Finished, queue_wait_s: float) -> dict[str, Any]:
     stats = final.stats
     message: dict[str, Any] = {"role": "assistant", "content": final.answer}
     if final.reasoning:

@@ -51,8 +51,7 @@ def decode_data_url(url: str, param: str) -> tuple[bytes, str]:
     if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
         raise ApiError(
             400,
-            f"The image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB; send a "
-            "smaller one.",
+            f"The image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB; send a smaller one.",
             code="image_too_large",
             param=param,
         )

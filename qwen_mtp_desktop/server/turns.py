@@ -130,7 +130,7 @@ def plan_settings(
     fmt = request.response_format
     if fmt is not None and fmt.get("type", "text") != "text":
         raise ApiError(
-            400, "Only response_format {\"type\": \"text\"} is supported.", param="response_format"
+            400, 'Only response_format {"type": "text"} is supported.', param="response_format"
         )
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(request, name):

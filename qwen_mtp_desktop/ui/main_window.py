@@ -29,6 +29,7 @@ from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.export.panel import ExportPanel
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
@@ -77,6 +78,11 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
+        tools_menu = self.menuBar().addMenu("&Tools")
+        self.server_action = QAction("Local &API server…", self)
+        self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
+        self.server_action.triggered.connect(self.show_server_dialog)
+        tools_menu.addAction(self.server_action)
         help_menu = self.menuBar().addMenu("&Help")
         self.about_action = QAction(f"&About {APP_NAME}", self)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)  # macOS: the app menu
@@ -84,7 +90,14 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.about_action)
 
         self.model_label = QLabel()
+        self.api_label = QLabel()
+        self.api_label.setVisible(False)
+        self.api_label.setToolTip("The local API server is running (Tools > Local API server)")
+        self.statusBar().addPermanentWidget(self.api_label)
         self.statusBar().addPermanentWidget(self.model_label)
+        self.engine.api_state.connect(self._on_api_state)
+        apply_saved(self.engine, store)
+        self._server_dialog: ServerDialog | None = None
         self._show_model()
         # The status bar follows what the engine really has loaded.
         self.engine.loading.connect(
@@ -173,6 +186,21 @@ class MainWindow(QMainWindow):
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
         return dialog
+
+    def show_server_dialog(self) -> ServerDialog:
+        """Tools > Local API server (non-modal; one at a time)."""
+        if self._server_dialog is None:
+            self._server_dialog = ServerDialog(self.engine, self._store, self)
+        self._server_dialog.show()
+        self._server_dialog.raise_()
+        return self._server_dialog
+
+    def _on_api_state(self, url: str | None, error: object) -> None:
+        self.api_label.setVisible(url is not None)
+        if url is not None:
+            self.api_label.setText(f"API: {url.replace('://0.0.0.0:', '://all interfaces:')}")
+        elif error is not None:
+            self.statusBar().showMessage(f"The local API server did not start: {error}")
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
         mode = "MTP" if loaded.mode == "mtp" else "plain decoding"

@@ -124,7 +124,8 @@ class EngineProcess(QObject):
         engine_stopped(str): the engine process died; the text says how, in plain words.
         engine_restarted(str): a new engine process is up (and the model reloaded, if one was).
         api_state(str | None, EngineError | None): the local API server's URL while it runs
-            (None when stopped), and the error that kept it from starting.
+            (None when stopped), and the error that kept it from starting; `api_network_urls`
+            says where other computers reach it.
     """
 
     loading = Signal(object)
@@ -164,6 +165,7 @@ class EngineProcess(QObject):
         #: The local API server as the user wants it (re-applied after a restart).
         self._api_wanted: ServeApi | None = None
         self.api_url: str | None = None
+        self.api_network_urls: tuple[str, ...] = ()
         #: Seconds from the host sending a chunk batch to this thread receiving it.
         self.hop_s: deque[float] = deque(maxlen=4096)
         self._event.connect(self._on_event)
@@ -346,7 +348,7 @@ class EngineProcess(QObject):
             self._outstanding.discard(event.request_id)
             self.failed.emit(event.request_id, event.error)
         elif isinstance(event, ApiState):
-            self.api_url = event.url
+            self.api_url, self.api_network_urls = event.url, event.network_urls
             self.api_state.emit(event.url, event.error)
         elif isinstance(event, _Exited):
             self._on_exit(event)
@@ -359,7 +361,7 @@ class EngineProcess(QObject):
         log.error("engine process stopped (%s) %s", how, exited.detail)
         self._loaded, self._plain_ready = None, False
         if self.api_url is not None:
-            self.api_url = None
+            self.api_url, self.api_network_urls = None, ()
             self.api_state.emit(None, None)
         self._deaths_in_a_row += 1
         restart = self._deaths_in_a_row < MAX_DEATHS_IN_A_ROW
