@@ -1,9 +1,9 @@
 """The engine process: the window's handle of the engine host (qwen_mtp_desktop.host).
 
 The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash or
-an out-of-memory kill in the runtime cannot take the window down. This object has the
-signals the panels connect to; requests are frames on the child's stdin (core.engine_protocol),
-events come back on its stdout and are read by a reader thread, which hands them to the GUI
+an out-of-memory kill in the runtime cannot take the window down. This object has the signals
+the panels connect to; requests are frames on the child's stdin (core.engine_protocol), events
+come back on its stdout, read on a thread (core.host_process.HostProcess) and handed to the GUI
 thread as queued signals. Nothing here blocks the GUI thread except `shutdown()` at exit.
 
 When the child dies (a signal, an exit, a broken protocol), the request that was running fails
@@ -11,25 +11,15 @@ with ENGINE_STOPPED (the chat keeps the partial answer and marks it), `engine_st
 happened, and a new child starts and reloads the model that was loaded; `engine_restarted` says
 when it is back. After three deaths in a row with no model loaded in between (a model that
 crashes the runtime while loading, a broken install) it is not restarted until the next load,
-so nothing loops. The child exits when its stdin closes, which happens when this app exits or
-dies.
+so nothing loops (core.host_process.RestartPolicy). The child exits when its stdin closes,
+which happens when this app exits or dies.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -46,66 +36,27 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Chunks,
     Failed,
     Finished,
-    FrameWriter,
     Generate,
     Load,
     Loaded,
     LoadFailed,
     Loading,
-    ProtocolError,
     Ready,
     ServeApi,
-    Shutdown,
     Started,
     Unload,
     Unloaded,
-    read_frame,
+)
+from qwen_mtp_desktop.core.host_process import (
+    MAX_DEATHS_IN_A_ROW,
+    STOPPED_CODE,
+    Exited,
+    HostProcess,
+    RestartPolicy,
 )
 from qwen_mtp_desktop.workers.foundation import RequestIds
 
-log = logging.getLogger(__name__)
-host_log = logging.getLogger("qwen_mtp_desktop.host")
-
-#: Deaths in a row without a model loaded in between that stop automatic restarts.
-MAX_DEATHS_IN_A_ROW = 3
-STOPPED_CODE = "ENGINE_STOPPED"
-
-
-def host_command() -> list[str]:
-    """How to start the engine host: the same interpreter, or the frozen app itself (its entry
-    point runs this module for `-m qwen_mtp_desktop.host`)."""
-    return [sys.executable, "-m", "qwen_mtp_desktop.host"]
-
-
-def describe_exit(returncode: int | None) -> str:
-    """A child's end in plain words: "SIGSEGV", "exit code 3", "out of memory (SIGKILL)"."""
-    if returncode is None:
-        return "no exit status"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-        return name
-    if sys.platform == "win32" and returncode >= 0x80000000:
-        known = {0xC0000005: "access violation", 0xC00000FD: "stack overflow"}
-        return known.get(returncode, f"exception 0x{returncode:08X}")
-    return f"exit code {returncode}"
-
-
-@dataclass(frozen=True)
-class _Exited:
-    returncode: int | None
-    detail: str = ""
-
-
-@dataclass
-class _Child:
-    process: subprocess.Popen[bytes]
-    writer: FrameWriter
-    incarnation: int
-    reader: threading.Thread
-    log_reader: threading.Thread
+__all__ = ["MAX_DEATHS_IN_A_ROW", "STOPPED_CODE", "EngineProcess"]
 
 
 class EngineProcess(QObject):
@@ -150,24 +101,22 @@ class EngineProcess(QObject):
     ) -> None:
         super().__init__(parent)
         self._coalesce_s = coalesce_ms / 1000
-        self._command = list(command or host_command())
         self._ids = RequestIds()
-        self._incarnations = 0
-        self._child: _Child | None = None
+        self._host = HostProcess(self._event.emit, command)
+        self._policy = RestartPolicy()
         self._closing = False
         self._loaded: LoadedModel | None = None
         self._plain_ready = False
         #: The last load asked for, reloaded after a restart (None after unload()).
         self._want: tuple[Path, LoadOptions] | None = None
         self._outstanding: set[int] = set()
-        self._deaths_in_a_row = 0
         self._restart_note: str | None = None
         #: The local API server as the user wants it (re-applied after a restart).
         self._api_wanted: ServeApi | None = None
         self.api_url: str | None = None
         self.api_network_urls: tuple[str, ...] = ()
-        #: Seconds from the host sending a chunk batch to this thread receiving it.
-        self.hop_s: deque[float] = deque(maxlen=4096)
+        #: Seconds from the host sending a chunk batch to this process receiving it.
+        self.hop_s = self._host.hop_s
         self._event.connect(self._on_event)
         self._start()
 
@@ -185,19 +134,19 @@ class EngineProcess(QObject):
     @property
     def pid(self) -> int | None:
         """The engine process's id (None while it is not running)."""
-        return self._child.process.pid if self._child is not None else None
+        return self._host.pid
 
     @property
     def running(self) -> bool:
-        return self._child is not None and self._child.process.poll() is None
+        return self._host.running
 
     # ------------------------------------------------------------------ requests
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> None:
         options = options or LoadOptions()
         self._want = (model_dir, options)
-        if self._child is None:  # stopped restarting after repeated crashes: try again
-            self._deaths_in_a_row = 0
+        if self._host.pid is None:  # stopped restarting after repeated crashes: try again
+            self._policy.useful()
             self._start()
         self._send(Load(model_dir, options))
 
@@ -208,7 +157,7 @@ class EngineProcess(QObject):
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         request_id = self._ids.next()
         self._outstanding.add(request_id)
-        if self._child is None:
+        if self._host.pid is None:
             self._fail(request_id, "the inference engine is not running", restarting=False)
             return request_id
         self._send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
@@ -232,100 +181,33 @@ class EngineProcess(QObject):
         """Cancel, let the host release the model and exit. True if it ended in time (else
         it is killed)."""
         self._closing = True
-        child, self._child = self._child, None
-        if child is None:
-            return True
-        try:
-            child.writer.send(Cancel(None))
-            child.writer.send(Shutdown())
-            child.writer.close()
-        except OSError:
-            pass
-        in_time = True
-        try:
-            child.process.wait(timeout_ms / 1000)
-        except subprocess.TimeoutExpired:
-            in_time = False
-            child.process.kill()
-            child.process.wait()
-        child.reader.join(timeout=5)
-        child.log_reader.join(timeout=5)
-        return in_time
+        return self._host.stop(timeout_ms / 1000)
 
     # ------------------------------------------------------------------ the child
 
     def _start(self) -> None:
-        self._incarnations += 1
-        incarnation = self._incarnations
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        process = subprocess.Popen(
-            self._command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        assert process.stdin is not None and process.stdout is not None
-        assert process.stderr is not None
-        reader = threading.Thread(
-            target=self._read_events,
-            args=(process, process.stdout, incarnation),
-            name=f"engine-events-{incarnation}",
-            daemon=True,
-        )
-        log_reader = threading.Thread(
-            target=_forward_log,
-            args=(process.stderr,),
-            name=f"engine-log-{incarnation}",
-            daemon=True,
-        )
-        self._child = _Child(process, FrameWriter(process.stdin), incarnation, reader, log_reader)
-        reader.start()
-        log_reader.start()
-        log.info("engine process %d started", process.pid)
+        self._host.start()
         if self._api_wanted is not None:  # the server was on: it comes back with the engine
             self._send(self._api_wanted)
 
-    def _read_events(self, process: subprocess.Popen[bytes], stream: IO[bytes], n: int) -> None:
-        """The reader thread: every event to the GUI thread, then how the child ended."""
-        detail = ""
-        try:
-            while (event := read_frame(stream)) is not None:
-                if isinstance(event, Chunks):
-                    self.hop_s.append(time.time() - event.sent_at)
-                self._event.emit(n, event)
-        except ProtocolError as exc:
-            detail = str(exc)
-            log.error("engine process %d broke the protocol: %s", process.pid, exc)
-            process.kill()
-        except OSError as exc:
-            detail = str(exc)
-        returncode = process.wait()
-        self._event.emit(n, _Exited(returncode, detail))
-
     def _send(self, request: object) -> None:
-        child = self._child
-        if child is None:
-            return
-        with contextlib.suppress(OSError):  # the child is gone; its reader says how it ended
-            child.writer.send(request)
+        self._host.send(request)
 
     # ------------------------------------------------------------------ events (GUI thread)
 
     @Slot(int, object)
     def _on_event(self, incarnation: int, event: Any) -> None:
-        if incarnation != self._incarnations or self._closing:
+        if incarnation != self._host.incarnation or self._closing:
             return  # a late event of a child that was replaced or is being shut down
         if isinstance(event, Ready):
             if self._want is None:
-                self._deaths_in_a_row = 0  # up and useful: nothing to load
+                self._policy.useful()  # up, with nothing to load
             return
         if isinstance(event, Loading):
             self.loading.emit(event.model_dir)
         elif isinstance(event, Loaded):
             self._loaded, self._plain_ready = event.model, event.plain_ready
-            self._deaths_in_a_row = 0
+            self._policy.useful()
             self.loaded.emit(event.model)
             self._announce_restart("model reloaded")
         elif isinstance(event, LoadFailed):
@@ -350,21 +232,17 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiState):
             self.api_url, self.api_network_urls = event.url, event.network_urls
             self.api_state.emit(event.url, event.error)
-        elif isinstance(event, _Exited):
+        elif isinstance(event, Exited):
             self._on_exit(event)
 
-    def _on_exit(self, exited: _Exited) -> None:
-        child, self._child = self._child, None
-        if child is not None:
-            child.reader.join(timeout=1)
-        how = describe_exit(exited.returncode)
-        log.error("engine process stopped (%s) %s", how, exited.detail)
+    def _on_exit(self, exited: Exited) -> None:
+        self._host.forget()
+        how = exited.how
         self._loaded, self._plain_ready = None, False
         if self.api_url is not None:
             self.api_url, self.api_network_urls = None, ()
             self.api_state.emit(None, None)
-        self._deaths_in_a_row += 1
-        restart = self._deaths_in_a_row < MAX_DEATHS_IN_A_ROW
+        restart = self._policy.died()
         for request_id in sorted(self._outstanding):
             self._fail(request_id, f"the inference engine stopped ({how})", restarting=restart)
         if restart:
@@ -379,9 +257,10 @@ class EngineProcess(QObject):
                 self.engine_stopped.emit(f"The inference engine stopped ({how}); restarted.")
                 self.engine_restarted.emit(f"The inference engine stopped ({how}); restarted.")
         else:
+            deaths = self._policy.deaths_in_a_row
             text = (
-                f"The inference engine stopped ({how}) {self._deaths_in_a_row} times in a row "
-                "before a model was loaded; it was not restarted."
+                f"The inference engine stopped ({how}) {deaths} times in a row before a model "
+                "was loaded; it was not restarted."
             )
             self.engine_stopped.emit(text)
             if self._want is not None:
@@ -408,12 +287,3 @@ class EngineProcess(QObject):
         )
         error = EngineError(f"The answer stopped: {what}.", fix, code=STOPPED_CODE)
         self.failed.emit(request_id, error)
-
-
-def _forward_log(stream: IO[bytes]) -> None:
-    """The child's stderr (its log, and what a native crash prints) into the app's log."""
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", errors="replace").rstrip()
-        if line:
-            host_log.info("%s", line)
-    stream.close()

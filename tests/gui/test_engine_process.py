@@ -160,8 +160,9 @@ def test_engine_process_ends_when_its_stdin_closes(qtbot: QtBot) -> None:
     """What happens when the app dies: the pipe closes and the engine exits."""
     engine = EngineProcess()
     _load(qtbot, engine, demo_model_dir())
-    child = engine._child
-    assert child is not None
-    child.writer.close()
-    assert child.process.wait(timeout=30) == 0
+    process = engine._host._process
+    writer = engine._host._writer
+    assert process is not None and writer is not None
+    writer.close()
+    assert process.wait(timeout=30) == 0
     engine.shutdown()

@@ -95,10 +95,10 @@ def main() -> int:
 
     if args.step_delay > 0:
         # The engine runs in its own process: start it as the paced test host.
-        from qwen_mtp_desktop.workers import engine_process
+        from qwen_mtp_desktop.core import host_process
         from tests.reliability import paced_host
 
-        engine_process.host_command = lambda: paced_host.command(args.step_delay)
+        host_process.host_command = lambda: paced_host.command(args.step_delay)
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication

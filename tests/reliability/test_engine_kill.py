@@ -25,11 +25,11 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core import host_process
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.workers import engine_process
 from tests.reliability import figures, paced_host
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
@@ -44,7 +44,7 @@ LONG_WAIT = 180_000
 
 @pytest.fixture
 def window(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
-    monkeypatch.setattr(engine_process, "host_command", lambda: paced_host.command(STEP_DELAY_S))
+    monkeypatch.setattr(host_process, "host_command", lambda: paced_host.command(STEP_DELAY_S))
     paths = app_paths().ensure()
     window = MainWindow(paths, SettingsStore(paths.settings_file))
     qtbot.addWidget(window)
