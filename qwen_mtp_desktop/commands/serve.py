@@ -17,6 +17,7 @@ from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example, model_id
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine import EngineError, LoadOptions
+    from qwen_mtp_desktop.core.engine_client import RemoteEngine
     from qwen_mtp_desktop.core.engine_service import EngineService
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.paths import app_paths
@@ -53,14 +54,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sock = bind_socket(config.host, config.port)
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
-    service = EngineService(max_waiting=args.max_queue)
+    # The engine runs in its own process: a crash in the runtime ends the answer that was
+    # streaming with an error event, and the server carries on with a restarted engine.
+    engine = RemoteEngine(on_stopped=lambda text: print(text, file=sys.stderr, flush=True))
+    service = EngineService(engine, max_waiting=args.max_queue)
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
     )
     try:
         print(f"Loading {args.model_dir} on {args.device}...", file=sys.stderr, flush=True)
         try:
-            with service.exclusive() as engine:
+            with service.exclusive():
                 loaded = engine.load(args.model_dir, options)
         except EngineError as exc:
             raise CommandError(str(exc)) from exc
@@ -91,8 +95,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         sock.close()
-        with service.exclusive() as engine:
-            engine.unload()
+        with service.exclusive():
+            engine.close()
     print("Server stopped.", file=sys.stderr)
     return EXIT_OK
 

@@ -27,6 +27,11 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
+from qwen_mtp_desktop.core.engine_client import RemoteEngine, RemoteGeneration
+
+#: The engine in this process, or one in an engine host process (`serve`).
+AnyEngine = Engine | RemoteEngine
+AnyGeneration = Generation | RemoteGeneration
 
 #: Requests that may wait for the engine beside the running one.
 DEFAULT_MAX_WAITING = 16
@@ -45,8 +50,10 @@ class WaitCancelledError(EngineError):
 class EngineService:
     """Owns an `Engine` and hands it out one request at a time, in arrival order."""
 
-    def __init__(self, engine: Engine | None = None, *, max_waiting: int = DEFAULT_MAX_WAITING):
-        self.engine = engine or Engine()
+    def __init__(
+        self, engine: AnyEngine | None = None, *, max_waiting: int = DEFAULT_MAX_WAITING
+    ) -> None:
+        self.engine: AnyEngine = engine or Engine()
         self.max_waiting = max_waiting
         self._lock = threading.Condition()
         self._busy = False
@@ -64,7 +71,7 @@ class EngineService:
             return self._busy
 
     @contextmanager
-    def exclusive(self, cancelled: Callable[[], bool] | None = None) -> Iterator[Engine]:
+    def exclusive(self, cancelled: Callable[[], bool] | None = None) -> Iterator[AnyEngine]:
         """The engine, for as long as the block runs (load, unload, a CLI's own loop)."""
         self._acquire(cancelled)
         try:
@@ -78,7 +85,7 @@ class EngineService:
         messages: Sequence[Message],
         settings: GenerationSettings,
         cancelled: Callable[[], bool] | None = None,
-    ) -> Iterator[Generation]:
+    ) -> Iterator[AnyGeneration]:
         """Wait for the engine, start the answer and yield its `Generation`. Leaving the block
         cancels whatever is still running (a client that went away) and frees the engine."""
         self._acquire(cancelled)
@@ -119,7 +126,7 @@ class EngineService:
             self._lock.notify_all()
 
 
-def coalesced(generation: Generation, coalesce_s: float) -> Iterator[list[StepChunk]]:
+def coalesced(generation: AnyGeneration, coalesce_s: float) -> Iterator[list[StepChunk]]:
     """The generation's step chunks in batches, at most one batch per `coalesce_s` (the last
     one right at the end). Raises what the generation raises (EngineError).
 

@@ -67,8 +67,8 @@ _REQUEST_CODES = {
 
 def from_engine_error(exc: EngineError) -> ApiError:
     """The HTTP answer for an engine failure: the request's fault (400), a full queue (429),
-    no model (503), or the engine's own failure (500); the message is the engine's, which is
-    written for users."""
+    no model or an engine process that died and is being restarted (503), or the engine's own
+    failure (500); the message is the engine's, which is written for users."""
     message = str(exc)
     if exc.code == "BUSY":
         return ApiError(
@@ -83,4 +83,12 @@ def from_engine_error(exc: EngineError) -> ApiError:
         return ApiError(400, message, code=_REQUEST_CODES[exc.code], param=param)
     if exc.code == "NOT_LOADED":
         return ApiError(503, message, type=SERVER_ERROR, code="model_not_loaded")
+    if exc.code == "ENGINE_STOPPED":  # the engine process died; it is restarted (engine_client)
+        return ApiError(
+            503,
+            message,
+            type=SERVER_ERROR,
+            code="engine_stopped",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return ApiError(500, message, type=SERVER_ERROR, code=exc.code.lower())

@@ -26,12 +26,16 @@ from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
-    Generation,
     GenerationSettings,
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.engine_service import EngineService, WaitCancelledError, coalesced
+from qwen_mtp_desktop.core.engine_service import (
+    AnyGeneration,
+    EngineService,
+    WaitCancelledError,
+    coalesced,
+)
 from qwen_mtp_desktop.server.errors import ApiError, from_engine_error
 from qwen_mtp_desktop.server.images import decode_data_url, write_image
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart, TextPart
@@ -266,7 +270,7 @@ class AutoState:
             return turn.finish(stats, model_dir)
 
 
-def _ready_batches(generation: Generation) -> Iterator[list[StepChunk]]:
+def _ready_batches(generation: AnyGeneration) -> Iterator[list[StepChunk]]:
     """The generation's chunks as they come, each batch holding every step that was ready
     when this thread woke: no added latency, and no more wake-ups than the consumer can take."""
     while True:

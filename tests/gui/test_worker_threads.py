@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psutil
 import pytest
 from pytestqt.qtbot import QtBot
 
@@ -14,7 +15,6 @@ from qwen_mtp_desktop.workers.threads import BackgroundThreads
 pytestmark = pytest.mark.gui
 
 APP_THREADS = {
-    "engine",
     "chat-store",
     "io",
     "model-library",
@@ -28,8 +28,11 @@ def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
     before = set(map(id, running_threads()))
     threads = BackgroundThreads()
     started = [t for t in running_threads() if id(t) not in before]
-    # The benchmark job starts its thread per run, so it is not running yet.
+    # The benchmark job starts its thread per run, so it is not running yet; the engine runs
+    # in its own process, which starts with the threads and stops with them.
     assert sorted(t.objectName() for t in started) == sorted(APP_THREADS)
+    engine_pid = threads.engine.pid
+    assert engine_pid is not None and threads.engine.running
 
     results: list[int] = []
     threads.store.submit(lambda: 6 * 7, results.append)
@@ -37,6 +40,10 @@ def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
 
     assert threads.shutdown(10_000)
     assert not [t for t in running_threads() if id(t) not in before]
+    assert not threads.engine.running
+    assert not psutil.pid_exists(engine_pid) or (
+        psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
+    )
 
 
 def test_a_runner_reports_errors_and_stops(qtbot: QtBot) -> None:

@@ -167,3 +167,48 @@ def test_serve_reports_a_missing_model(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "does not exist" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_engine_death_mid_stream_is_an_error_event_and_the_server_recovers(
+    served: tuple[subprocess.Popen[str], str, str], sig: int
+) -> None:
+    """The engine runs in its own process under `serve`: killing it mid-answer ends that
+    stream with an error event, the server stays up, restarts the engine, reloads the model,
+    and the next request is answered."""
+    import psutil
+
+    process, url, _banner = served
+    engines = [
+        child
+        for child in psutil.Process(process.pid).children()
+        if "qwen_mtp_desktop.host" in " ".join(child.cmdline())
+    ]
+    assert len(engines) == 1
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120)
+    stream = client.chat.completions.create(
+        model="demo-model",
+        messages=[{"role": "user", "content": "Count from 1 to 300."}],
+        max_tokens=3000,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    received = ""
+    with pytest.raises(openai.APIError) as failed:
+        for event in stream:
+            if event.choices and event.choices[0].delta.content:
+                received += event.choices[0].delta.content
+                if len(received.split()) >= 3 and engines[0].is_running():
+                    os.kill(engines[0].pid, sig)
+    assert received.split()[:3] == ["1", "2", "3"]
+    assert f"inference engine stopped ({signal.Signals(sig).name})" in str(failed.value)
+    assert process.poll() is None  # the server is still up
+    # The next request waits for the reload and is answered by a new engine process.
+    answer = client.chat.completions.create(
+        model="demo-model", messages=[{"role": "user", "content": "Count from 1 to 5."}]
+    )
+    assert answer.choices[0].message.content.split() == ["1", "2", "3", "4", "5"]
+    now = [c for c in psutil.Process(process.pid).children() if c.pid != engines[0].pid]
+    assert any("qwen_mtp_desktop.host" in " ".join(c.cmdline()) for c in now)
+    health = httpx.get(f"{url}/health", timeout=10).json()
+    assert health["status"] == "ok", health
