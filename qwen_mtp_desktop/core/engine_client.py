@@ -296,6 +296,12 @@ class RemoteEngine:
             # While the model reloads, `loaded` stays: requests queue behind the reload in the
             # new host, so the server need not turn them away.
             self.loaded = None
+        text = f"The inference engine stopped ({exited.how}); " + (
+            "restarting it and reloading the model." if restart else "it was not restarted."
+        )
+        log.error("%s", text)
+        if self._on_stopped is not None:
+            self._on_stopped(text)
         error = _stopped(exited.how, restart)
         for generation in self._generations.values():
             generation._inbox.put(error)
@@ -306,9 +312,3 @@ class RemoteEngine:
             self._host.start()
             if self._want is not None:
                 self._send(Load(*self._want))  # requests sent after this wait behind it
-        text = f"The inference engine stopped ({exited.how}); " + (
-            "restarting it and reloading the model." if restart else "it was not restarted."
-        )
-        log.error("%s", text)
-        if self._on_stopped is not None:
-            self._on_stopped(text)
