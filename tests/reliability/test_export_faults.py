@@ -259,10 +259,11 @@ def test_a_crashed_generation_check_runs_again_and_shows_both_outcomes(tmp_path:
 
     def kill_first_check() -> None:
         while not stop.is_set() and not killed:
-            for process in _exporters("qwen_mtp_desktop.core.export.child"):
-                os.kill(process.pid, signal.SIGSEGV)
-                killed.append(process.pid)
-                return
+            for process in _exporters(f".{destination.name}.exporting-"):  # this export's only
+                if "qwen_mtp_desktop.core.export.child" in " ".join(process.cmdline()):
+                    os.kill(process.pid, signal.SIGSEGV)
+                    killed.append(process.pid)
+                    return
             time.sleep(0.02)
 
     watcher = threading.Thread(target=kill_first_check, daemon=True)
