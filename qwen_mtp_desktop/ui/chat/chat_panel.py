@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtGui import QDesktopServices, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -59,6 +59,7 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
@@ -73,6 +74,8 @@ log = logging.getLogger(__name__)
 STORE_FLUSH_MS = 500
 MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
+#: The conversation keeps at least this width; below it a side column closes.
+MIN_CONVERSATION_WIDTH = 560
 
 
 class _Stream:
@@ -186,6 +189,13 @@ class ChatPanel(QWidget):
         self.settings_toggle.setText("Settings")
         self.settings_toggle.setCheckable(True)
         self.settings_toggle.setChecked(False)
+        self.settings_toggle.setToolTip("Show or hide this chat's settings")
+        self.chats_toggle = QToolButton()
+        self.chats_toggle.setText("Chats")
+        self.chats_toggle.setCheckable(True)
+        self.chats_toggle.setChecked(True)
+        self.chats_toggle.setToolTip("Show or hide the list of chats")
+        header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
         header_layout.addWidget(self.model_status)
@@ -234,7 +244,8 @@ class ChatPanel(QWidget):
         self.settings_panel.validate_requested.connect(
             lambda: self.validate_requested.emit(self._model_dir())
         )
-        self.settings_toggle.toggled.connect(self.settings_panel.setVisible)
+        self.settings_toggle.toggled.connect(self._on_settings_toggled)
+        self.chats_toggle.toggled.connect(self._on_chats_toggled)
         self.settings_panel.setVisible(False)
 
         layout = QHBoxLayout(self)
@@ -247,6 +258,29 @@ class ChatPanel(QWidget):
         QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
         self._update_header()
+
+    # The two side columns share the width with the conversation: when both do not fit next
+    # to a readable conversation, opening one closes the other.
+
+    def _narrow(self) -> bool:
+        sides = self.conversations.width() + self.settings_panel.width()
+        return self.width() - sides < MIN_CONVERSATION_WIDTH
+
+    def _on_settings_toggled(self, show: bool) -> None:
+        if show and self.conversations.isVisibleTo(self) and self._narrow():
+            self.chats_toggle.setChecked(False)
+        self.settings_panel.setVisible(show)
+
+    def _on_chats_toggled(self, show: bool) -> None:
+        if show and self.settings_panel.isVisibleTo(self) and self._narrow():
+            self.settings_toggle.setChecked(False)
+        self.conversations.setVisible(show)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        both = self.conversations.isVisibleTo(self) and self.settings_panel.isVisibleTo(self)
+        if both and self._narrow():
+            self.chats_toggle.setChecked(False)
 
     def _wire_engine(self) -> None:
         self._engine.loading.connect(self._on_loading)
@@ -556,7 +590,7 @@ class ChatPanel(QWidget):
                 parts.append(f"MTP n={n}")
         elif loaded is not None:
             parts.append("plain decoding")
-        self.live_stats.setText("Generating  ·  " + "  ·  ".join(parts))
+        self.live_stats.setText(keep_units("Generating  ·  " + "  ·  ".join(parts)))
 
     def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
         stream = self._stream
@@ -578,7 +612,7 @@ class ChatPanel(QWidget):
                 mid, record, status, model=record["model"], answer_delta=a, reasoning_delta=r
             ),
         )
-        self.live_stats.setText("Last answer  ·  " + format_stats(record))
+        self.live_stats.setText(keep_units("Last answer  ·  " + format_stats(record)))
 
     def _on_failed(self, request_id: int, error: EngineError) -> None:
         stream = self._stream

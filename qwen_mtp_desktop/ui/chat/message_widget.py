@@ -26,6 +26,7 @@ from qwen_mtp_desktop.core.markdown import (
     first_page,
     split_segments,
 )
+from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 
 #: Characters rendered at once (issue 19): any answer costs at most this much until the user
@@ -410,7 +411,7 @@ class MessageWidget(QFrame):
     # --- footer -----------------------------------------------------------------------------
 
     def set_stats(self, stats: dict[str, Any]) -> None:
-        self.stats_label.setText(format_stats(stats))
+        self.stats_label.setText(keep_units(format_stats(stats)))
         self.stats_label.setVisible(True)
         reasoning = stats.get("reasoning_tokens")
         if reasoning and self.thinking.isVisible():

@@ -175,7 +175,9 @@ class ModelsPanel(QWidget):
 
         library = QFrame()
         library.setObjectName("modelLibrary")
-        library.setFixedWidth(420)
+        # Narrower on a small window, so the details keep room for their buttons and text.
+        library.setMinimumWidth(340)
+        library.setMaximumWidth(420)
         side = QVBoxLayout(library)
         side.setContentsMargins(16, 18, 12, 12)
         side.setSpacing(8)
@@ -237,7 +239,7 @@ class ModelsPanel(QWidget):
         self.status_label.setObjectName("muted")
         self.status_label.setWordWrap(True)
         side.addWidget(self.status_label)
-        root.addWidget(library)
+        root.addWidget(library, 2)
 
         self.details = ModelDetails()
         self.details.show_empty("Looking for models…")
@@ -252,7 +254,7 @@ class ModelsPanel(QWidget):
         d.reexport_button.clicked.connect(self._on_reexport_clicked)
         d.remove_button.clicked.connect(self.remove_selected)
         d.delete_button.clicked.connect(self.delete_selected)
-        root.addWidget(self.details, 1)
+        root.addWidget(self.details, 5)
 
     # --- public API ------------------------------------------------------------------------
 
