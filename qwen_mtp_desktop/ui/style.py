@@ -71,6 +71,7 @@ def stylesheet(dark: bool) -> str:
     }}
     QLabel#roleLabel {{ font-weight: 600; }}
     QLabel#statsLabel, QLabel#liveStats {{ color: {muted}; font-size: 12px; }}
+    QLabel#legend {{ color: {muted}; font-size: 11px; }}
     QLabel#messageError[severity="error"] {{ color: {error}; }}
     QLabel#messageError[severity="notice"] {{ color: {muted}; font-style: italic; }}
     QLabel#warningNote {{ color: #b26a00; font-size: 12px; }}

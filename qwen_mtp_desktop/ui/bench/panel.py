@@ -46,6 +46,7 @@ from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.core.validate import Progress
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart
 from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict
+from qwen_mtp_desktop.ui.figures import COLUMN_HELP
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
 from qwen_mtp_desktop.ui.style import ACCENT
 from qwen_mtp_desktop.workers.bench_job import BenchJob, JobResult
@@ -820,6 +821,10 @@ class BenchPanel(QWidget):
         self.table.setColumnCount(len(headers))
         self.table.setRowCount(len(rows))
         self.table.setHorizontalHeaderLabels(headers)
+        for column, name in enumerate(headers):
+            header_item = self.table.horizontalHeaderItem(column)
+            if header_item is not None:
+                header_item.setToolTip(COLUMN_HELP.get(name, ""))
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 item = QTableWidgetItem(text)

@@ -66,6 +66,7 @@ from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -227,6 +228,12 @@ class ChatPanel(QWidget):
         self.live_stats.setWordWrap(True)
         self.live_stats.setContentsMargins(20, 4, 20, 0)
         self.live_stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # What the figures mean, one line, shown while figures are (tooltips say more).
+        self.legend = QLabel(LEGEND)
+        self.legend.setObjectName("legend")
+        self.legend.setWordWrap(True)
+        self.legend.setContentsMargins(20, 0, 20, 0)
+        self.legend.setVisible(False)
         self.composer = Composer()
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -235,6 +242,7 @@ class ChatPanel(QWidget):
         center_layout.addWidget(banner_wrap)
         center_layout.addWidget(self.transcript, 1)
         center_layout.addWidget(self.live_stats)
+        center_layout.addWidget(self.legend)
         center_layout.addWidget(self.composer)
 
         self.settings_panel = ChatSettingsPanel()
@@ -330,6 +338,7 @@ class ChatPanel(QWidget):
         self._conversation = None
         self._messages = []
         self.transcript.clear()
+        self._show_last_figures()  # none: the previous chat's figures are not this one's
         self.conversations.set_current(None)
         self.settings_panel.set_settings(self._default_settings())
         self.settings_panel.set_system_prompt("")
@@ -425,6 +434,7 @@ class ChatPanel(QWidget):
         self.transcript.add_messages([self._message_widget(message) for message in shown])
         self.transcript.set_hidden_count(len(messages) - len(shown))
         QTimer.singleShot(0, self.transcript.scroll_to_bottom)
+        self._show_last_figures()
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)
         self.settings_panel.set_system_prompt(conversation.system_prompt)
@@ -582,15 +592,14 @@ class ChatPanel(QWidget):
                 stream.sizes, n, "mtp", settings.max_new_tokens
             )
             steps = len(stream.sizes) - 1
+            parts.append(f"MTP n={n}")
             if drafted:
                 parts.append(
-                    f"MTP n={n}: {accepted / drafted:.0%} accepted ({accepted / steps:.2f}/step)"
+                    f"{accepted / drafted:.0%} drafts accepted ({accepted / steps:.2f}/step)"
                 )
-            else:
-                parts.append(f"MTP n={n}")
         elif loaded is not None:
             parts.append("plain decoding")
-        self.live_stats.setText(keep_units("Generating  ·  " + "  ·  ".join(parts)))
+        self._show_figures("Generating  ·  " + "  ·  ".join(parts))
 
     def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
         stream = self._stream
@@ -612,7 +621,7 @@ class ChatPanel(QWidget):
                 mid, record, status, model=record["model"], answer_delta=a, reasoning_delta=r
             ),
         )
-        self.live_stats.setText(keep_units("Last answer  ·  " + format_stats(record)))
+        self._show_figures("Last answer  ·  " + format_stats(record))
 
     def _on_failed(self, request_id: int, error: EngineError) -> None:
         stream = self._stream
@@ -631,7 +640,7 @@ class ChatPanel(QWidget):
             store.fail_message(message_id, message)
 
         self._end_stream(stream, fail)
-        self.live_stats.setText("")
+        self._clear_figures()
 
     def _end_stream(self, stream: _Stream, write: Any) -> None:
         self._stream = None
@@ -874,6 +883,7 @@ class ChatPanel(QWidget):
             )
             self._messages = [m for m in self._messages if m.id != message_id]
             self.transcript.remove_message(widget)
+            self._show_last_figures()  # the deleted answer's figures must not stay
         elif action == "regenerate":
             self._regenerate_from(widget)
         elif action == "edit":
@@ -967,8 +977,31 @@ class ChatPanel(QWidget):
         if answer == QMessageBox.StandardButton.Yes:
             QDesktopServices.openUrl(url)
 
+    def _show_figures(self, text: str) -> None:
+        """The live or last answer's figures, with the legend and a tooltip explaining them."""
+        self.live_stats.setText(keep_units(text))
+        self.live_stats.setToolTip(stats_tooltip(text))
+        self.legend.setVisible(True)
+
+    def _show_last_figures(self) -> None:
+        """The figures of this chat's last answer, or none."""
+        last = next(
+            (m for m in reversed(self._messages) if m.role == "assistant" and m.stats), None
+        )
+        if last is None or last.stats is None:
+            self._clear_figures()
+        else:
+            self._show_figures("Last answer  ·  " + format_stats(last.stats))
+
+    def _clear_figures(self) -> None:
+        self.live_stats.setText("")
+        self.live_stats.setToolTip("")
+        self.legend.setVisible(False)
+
     def _show_problem(self, text: str, severity: str = "error") -> None:
         self.live_stats.setText(("Warning: " if severity == "warning" else "Problem: ") + text)
+        self.live_stats.setToolTip("")
+        self.legend.setVisible(False)
 
     def _require_store(self) -> ChatStore:
         if self._store is None:
