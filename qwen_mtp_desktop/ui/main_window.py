@@ -141,6 +141,7 @@ class MainWindow(QMainWindow):
                 self.model_dir,
                 self._paths.log_file,
                 dark=self.dark,
+                ui_state=self._store.settings.ui_state,
             )
             self.chat.export_requested.connect(lambda: self.show_panel("Export"))
             self.io_runner.submit(_device_names, self.chat.set_devices)

@@ -3,13 +3,16 @@ and never stale, example prompts in an empty chat."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.core.units import NBSP
 from qwen_mtp_desktop.ui.figures import LEGEND
 from qwen_mtp_desktop.ui.main_window import MainWindow
@@ -56,3 +59,76 @@ def test_figures_are_live_explained_and_never_stale(qtbot: QtBot, window: MainWi
     chat._on_message_action(chat.transcript.messages[1], "delete")
     QApplication.processEvents()
     assert chat.live_stats.text() == "" and not chat.legend.isVisibleTo(chat)
+
+
+@pytest.fixture
+def damaged_head(tmp_path: Path) -> Path:
+    """The demo model with a truncated MTP head (a copy cut short, a disk error)."""
+    folder = tmp_path / "damaged-head"
+    shutil.copytree(demo_model_dir(), folder)
+    head = folder / "openvino_mtp_model.bin"
+    head.write_bytes(head.read_bytes()[:1000])
+    return folder
+
+
+def test_settings_follow_what_the_model_can_do(
+    qtbot: QtBot, window: MainWindow, damaged_head: Path
+) -> None:
+    chat = window.chat
+    panel = chat.settings_panel
+    chat.settings_toggle.setChecked(True)
+    assert panel.mtp_check.isEnabled() and panel.mtp_check.isChecked()
+    assert not panel.temperature_spin.isEnabled()  # MTP decodes greedily
+
+    chat.use_model(damaged_head)
+    qtbot.waitUntil(
+        lambda: chat._loaded is not None and chat._loaded.model_dir == damaged_head,
+        timeout=LONG_WAIT,
+    )
+    # The head is damaged: MTP off with the reason, Validate off, sampling open.
+    assert not panel.mtp_check.isEnabled() and not panel.mtp_check.isChecked()
+    assert panel.mtp_note.isVisible()
+    assert panel.mtp_note.text().startswith("This model's MTP head is damaged")
+    assert "openvino_mtp_model.bin is truncated" in panel.mtp_note.text()
+    assert not panel.validate_button.isEnabled()
+    assert "damaged" in panel.validate_button.toolTip()
+    assert panel.temperature_spin.isEnabled()
+    assert "Plain decoding" in panel.sampling_hint.text()
+    assert "plain decoding" in chat.model_status.text()
+    # The chat's own choice is kept: a repaired model would use MTP again.
+    assert panel.settings.mtp
+    panel.temperature_spin.setValue(0.8)
+    assert panel.settings.temperature == 0.8 and panel.top_p_spin.isEnabled()
+    _send(qtbot, chat, "Count from 1 to 5.")
+    answer = chat.transcript.messages[-1]
+    assert "plain decoding" in answer.stats_label.text()
+
+    # Back on the intact demo model: MTP on, greedy; turning MTP off brings 0.8 back.
+    chat.use_model(demo_model_dir())
+    qtbot.waitUntil(
+        lambda: chat._loaded is not None and chat._loaded.model_dir == demo_model_dir(),
+        timeout=LONG_WAIT,
+    )
+    assert panel.mtp_check.isEnabled() and panel.mtp_check.isChecked()
+    assert not panel.mtp_note.isVisible() and panel.validate_button.isEnabled()
+    assert panel.temperature_spin.value() == 0.0 and not panel.temperature_spin.isEnabled()
+    panel.mtp_check.setChecked(False)
+    assert panel.temperature_spin.isEnabled() and panel.temperature_spin.value() == 0.8
+    assert panel.settings.temperature == 0.8 and not panel.settings.mtp
+
+
+def test_drafts_toggle_and_new_chat_settings_are_remembered(qtbot: QtBot) -> None:
+    window = _open_window(qtbot)
+    chat = window.chat
+    assert not chat.drafts_toggle.isChecked()
+    chat.drafts_toggle.setChecked(True)
+    chat.settings_panel.max_tokens_spin.setValue(200)
+    chat.settings_panel.thinking_check.setChecked(True)
+    window.close()
+
+    again = _open_window(qtbot)
+    assert again.chat.drafts_toggle.isChecked()
+    again.chat.new_chat()
+    settings = again.chat.settings_panel.settings
+    assert settings.max_new_tokens == 200 and settings.thinking
+    again.close()

@@ -8,6 +8,7 @@ much of an answer, and the store marks the answer incomplete on the next start.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -77,6 +78,9 @@ MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 #: The conversation keeps at least this width; below it a side column closes.
 MIN_CONVERSATION_WIDTH = 560
+#: ui_state keys: the Drafts toggle, and the settings a new chat starts with (the last chosen).
+DRAFTS_KEY = "chat_show_drafts"
+NEW_CHAT_SETTINGS_KEY = "chat_new_settings"
 
 
 class _Stream:
@@ -123,8 +127,11 @@ class ChatPanel(QWidget):
         parent: QWidget | None = None,
         *,
         dark: bool = False,
+        ui_state: dict[str, str] | None = None,
     ) -> None:
         super().__init__(parent)
+        #: The app settings' UI state (saved with them): what this panel remembers between runs.
+        self._ui_state = ui_state if ui_state is not None else {}
         self._engine = engine
         self._runner = store_runner
         self._store: ChatStore | None = None
@@ -140,10 +147,13 @@ class ChatPanel(QWidget):
         self._show_drafts = False
         self._search = ""
         self._models: list[Path] = []
+        #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
+        self._mtp_problems: dict[Path, str] = {}
         #: The benchmark's verdicts and Auto's policies (core.chat_session).
         self._auto = AutoDecoding()
         self._last_deleted: DeletedConversation | None = None
         self._build()
+        self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STORE_FLUSH_MS)
@@ -480,6 +490,15 @@ class ChatPanel(QWidget):
         return self._default_model
 
     def _default_settings(self) -> ChatSettings:
+        """A new chat's settings: the ones last chosen, else greedy decoding with MTP."""
+        raw = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
+        if raw:
+            try:
+                saved = json.loads(raw)
+            except ValueError:
+                saved = None
+            if isinstance(saved, dict):
+                return ChatSettings.from_dict(saved)
         return ChatSettings(temperature=0.0)
 
     def _engine_settings(self) -> GenerationSettings:
@@ -683,11 +702,23 @@ class ChatPanel(QWidget):
 
     def _on_loading(self, model_dir: Path) -> None:
         self._loading = True
+        self.settings_panel.set_mtp_problem(self._mtp_problems.get(Path(model_dir), ""))
         self._update_header()
 
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self._loading = False
         self._loaded = loaded
+        wanted_mtp = self._want_model is not None and self._want_model[1].mtp
+        if loaded.mode == "mtp":
+            self._mtp_problems.pop(loaded.model_dir, None)
+        elif wanted_mtp:
+            # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
+            # the MTP controls are, and open sampling (plain decoding can sample).
+            reason = next((w for w in loaded.warnings if "MTP" in w), "")
+            self._mtp_problems[loaded.model_dir] = (
+                reason or "This model cannot decode with MTP, so it decodes plain."
+            )
+        self.settings_panel.set_mtp_problem(self._mtp_problems.get(loaded.model_dir, ""))
         self._update_header()
         for warning in loaded.warnings:
             self._show_problem(warning, severity="warning")
@@ -747,6 +778,7 @@ class ChatPanel(QWidget):
     # ------------------------------------------------------------------------ user actions
 
     def _on_settings_changed(self, settings: ChatSettings) -> None:
+        self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(settings.to_dict())
         self._update_header()
         if self._conversation is not None and self._store is not None:
             store, conversation_id = self._store, self._conversation.id
@@ -798,6 +830,7 @@ class ChatPanel(QWidget):
 
     def _on_show_drafts(self, show: bool) -> None:
         self._show_drafts = show
+        self._ui_state[DRAFTS_KEY] = "1" if show else "0"
         for widget in self.transcript.messages:
             if widget.role == "assistant":
                 widget.set_show_drafts(show)
