@@ -204,7 +204,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"The local API server did not start: {error}")
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
-        mode = "MTP" if loaded.mode == "mtp" else "plain decoding"
+        # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
+        mode = "MTP ready" if loaded.mode == "mtp" else "plain decoding"
+        self.model_label.setToolTip(
+            "MTP ready: the model's MTP head is loaded. Whether an answer used it (Auto decides "
+            "turn by turn) is written under the answer and in the chat header."
+            if loaded.mode == "mtp"
+            else "Plain decoding: this model runs without MTP guesses."
+        )
         self.model_label.setText(
             f"Model: {display_name(loaded.model_dir)}  ·  {loaded.device}  ·  {mode}  ·  "
             f"loaded in {loaded.load_s:.1f} s"

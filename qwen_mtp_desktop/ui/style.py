@@ -91,4 +91,8 @@ def stylesheet(dark: bool) -> str:
     }}
     QPushButton#sendButton[stop="true"] {{ background: #d9534f; }}
     QPushButton#sendButton:disabled {{ background: {border}; }}
+    QPushButton#promptChip {{
+        border: 1px solid {border}; border-radius: 12px; padding: 4px 12px; background: {surface};
+    }}
+    QPushButton#promptChip:hover {{ border-color: {ACCENT}; }}
     """

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.chat_session import DEMO_EXAMPLES
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.core.units import NBSP
 from qwen_mtp_desktop.ui.figures import LEGEND
@@ -132,3 +133,33 @@ def test_drafts_toggle_and_new_chat_settings_are_remembered(qtbot: QtBot) -> Non
     settings = again.chat.settings_panel.settings
     assert settings.max_new_tokens == 200 and settings.thinking
     again.close()
+
+
+def test_example_chips_and_a_demo_chat_that_stays_correct(qtbot: QtBot, window: MainWindow) -> None:
+    chat = window.chat
+    chat.new_chat()
+    assert chat.examples.isVisible()
+    assert [chip.text() for chip in chat.examples.chips] == list(DEMO_EXAMPLES)
+    assert "demo model" in chat.examples.title.text()
+    assert not chat.demo_turn_note.isVisible()
+    count_chip = chat.examples.chips[0]
+    assert count_chip.text() == "Count from 1 to 20."
+    qtbot.mouseClick(count_chip, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == 2, timeout=LONG_WAIT)
+    assert not chat.examples.isVisible()
+    qtbot.waitUntil(lambda: not chat.generating and chat._runner.pending == 0, timeout=LONG_WAIT)
+    first = chat.transcript.messages[1]
+    assert first.content.split() == [str(i) for i in range(1, 21)]
+
+    # Later turns stay correct: the demo model reads only the latest message.
+    _send(qtbot, chat, "Count from 35 to 52.")
+    _send(qtbot, chat, "List the numbers from 5 to 16.")
+    _send(qtbot, chat, "Count from 1 to 10.")
+    answers = [w.content for w in chat.transcript.messages if w.role == "assistant"]
+    assert answers[2].split() == [str(i) for i in range(5, 17)]
+    assert answers[3].split() == [str(i) for i in range(1, 11)]
+    assert chat.demo_turn_note.isVisible()
+
+    # The same chips come back in a fresh chat.
+    chat.new_chat()
+    assert chat.examples.isVisible() and not chat.demo_turn_note.isVisible()

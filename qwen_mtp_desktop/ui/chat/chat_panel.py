@@ -33,13 +33,16 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.bench import DepthRecommendation
 from qwen_mtp_desktop.core.chat_session import (
+    DEMO_SINGLE_TURN_NOTE,
     AutoDecoding,
     PolicyKey,
     Turn,
     auto_applies,
     chat_history,
+    example_prompts,
     generation_settings,
     restart_after,
+    single_turn,
     start_conversation,
     start_turn,
 )
@@ -63,6 +66,7 @@ from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, i
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
+from qwen_mtp_desktop.ui.chat.examples import ExamplePrompts
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
@@ -221,9 +225,18 @@ class ChatPanel(QWidget):
         banner_layout.setContentsMargins(14, 8, 10, 8)
         banner_text = QLabel(DEMO_MODEL_NOTE)
         banner_text.setWordWrap(True)
+        # Shown once a demo chat has earlier turns: why the model does not see them.
+        self.demo_turn_note = QLabel(DEMO_SINGLE_TURN_NOTE)
+        self.demo_turn_note.setWordWrap(True)
+        self.demo_turn_note.setObjectName("muted")
+        self.demo_turn_note.setVisible(False)
+        banner_texts = QVBoxLayout()
+        banner_texts.setSpacing(4)
+        banner_texts.addWidget(banner_text)
+        banner_texts.addWidget(self.demo_turn_note)
         banner_button = QPushButton("Open Export")
         banner_button.clicked.connect(self.export_requested)
-        banner_layout.addWidget(banner_text, 1)
+        banner_layout.addLayout(banner_texts, 1)
         banner_layout.addWidget(banner_button)
         banner_wrap = QWidget()
         banner_wrap_layout = QVBoxLayout(banner_wrap)
@@ -251,6 +264,9 @@ class ChatPanel(QWidget):
         center_layout.addWidget(header)
         center_layout.addWidget(banner_wrap)
         center_layout.addWidget(self.transcript, 1)
+        self.examples = ExamplePrompts()
+        self.examples.chosen.connect(self.send)
+        center_layout.addWidget(self.examples)
         center_layout.addWidget(self.live_stats)
         center_layout.addWidget(self.legend)
         center_layout.addWidget(self.composer)
@@ -547,6 +563,8 @@ class ChatPanel(QWidget):
         self._ensure_model()
         conversation = self._conversation
         history = chat_history(conversation.system_prompt, self._messages)
+        if is_demo_model(self._model_dir()):
+            history = single_turn(history)  # its answers go wrong with earlier turns
         turn = Turn(self._engine_settings())
         if self._auto_applies():
             loaded = self._loaded
@@ -745,9 +763,22 @@ class ChatPanel(QWidget):
         self.model_status.setText(status)
         self.settings_panel.set_models(self._models, model_dir)
         self.busy_bar.setVisible(self._loading)
-        self.banner_wrap.setVisible(is_demo_model(model_dir))
+        demo = is_demo_model(model_dir)
+        self.banner_wrap.setVisible(demo)
+        self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
+
+    def _sync_examples(self) -> None:
+        """Example prompts in an empty chat only: the demo's own skills, or everyday tasks."""
+        demo = is_demo_model(self._model_dir())
+        self.examples.set_prompts(
+            "Try what the demo model can do:" if demo else "Try an example:",
+            example_prompts(demo),
+        )
+        messages = self.transcript.messages
+        self.examples.setVisible(not messages and self._stream is None)
+        self.demo_turn_note.setVisible(demo and any(w.role == "assistant" for w in messages))
 
     def _mode_label(self) -> str:
         """What decoding runs, and for Auto what it decided and why."""
@@ -916,7 +947,8 @@ class ChatPanel(QWidget):
             )
             self._messages = [m for m in self._messages if m.id != message_id]
             self.transcript.remove_message(widget)
-            self._show_last_figures()  # the deleted answer's figures must not stay
+            self._show_last_figures()
+            self._sync_examples()  # the deleted answer's figures must not stay
         elif action == "regenerate":
             self._regenerate_from(widget)
         elif action == "edit":
@@ -988,6 +1020,7 @@ class ChatPanel(QWidget):
         widget.link_requested.connect(self._open_link)
         self.transcript.add_message(widget)
         self.transcript.scroll_to_bottom()
+        self._sync_examples()
         return widget
 
     def _open_link(self, url: QUrl) -> None:
