@@ -322,6 +322,30 @@ def add_folder(settings: Settings, folder: Path) -> bool:
     return True
 
 
+def in_library(settings: Settings, model_dir: Path, paths: AppPaths | None = None) -> bool:
+    """Whether a scan reaches `model_dir`: it lies inside a library folder, at most SCAN_DEPTH
+    folders down (hidden or not)."""
+    key = resolved(model_dir)
+    for folder in library_folders(settings, paths):
+        root = resolved(folder.path)
+        if _inside(key, root) and len(key.relative_to(root).parts) <= SCAN_DEPTH:
+            return True
+    return False
+
+
+def adopt_model(settings: Settings, model_dir: Path, paths: AppPaths | None = None) -> bool:
+    """Make sure the library lists `model_dir` (e.g. an export written outside the managed
+    folder): add it as a folder of its own when no library folder reaches it, and show it
+    again when hidden. True when the settings changed (the caller saves them)."""
+    key = resolved(model_dir)
+    hidden = hidden_models(settings)
+    kept = [text for text in hidden if resolved(Path(text)) != key]
+    _set_hidden(settings, kept)
+    if in_library(settings, model_dir, paths):
+        return len(kept) != len(hidden)
+    return add_folder(settings, model_dir) or len(kept) != len(hidden)
+
+
 def remove_folder(settings: Settings, folder: Path) -> bool:
     """Stop scanning a user folder; the files stay. False when it was not in the settings."""
     key = resolved(folder)

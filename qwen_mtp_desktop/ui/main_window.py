@@ -161,8 +161,11 @@ class MainWindow(QMainWindow):
                 self.io_runner, self._paths.models_dir, self.threads.exports
             )
             self.export_panel.open_in_chat.connect(self._open_in_chat)
-            self.export_panel.show_in_models.connect(lambda _path: self.show_panel("Models"))
-            self.export_panel.model_exported.connect(lambda _path: self.models.rescan())
+            self.export_panel.show_in_models.connect(self._show_in_models)
+            # Every finished export is listed and selected, wherever it was written.
+            self.export_panel.model_exported.connect(
+                lambda path: self.models.show_model(Path(path))
+            )
             self.models.reexport_requested.connect(self._reexport)
             return self.export_panel
         assert name == "Benchmark"
@@ -237,6 +240,10 @@ class MainWindow(QMainWindow):
     def _reexport(self, model_dir: Path) -> None:
         self.export_panel.prefill_from_model(model_dir)
         self.show_panel("Export")
+
+    def _show_in_models(self, model_dir: Path) -> None:
+        self.models.show_model(Path(model_dir))
+        self.show_panel("Models")
 
     def _open_in_chat(self, model_dir: Path) -> None:
         self.chat.use_model(model_dir)

@@ -49,6 +49,7 @@ from qwen_mtp_desktop.core.model_library import (
     LibraryEntry,
     LibraryError,
     LibraryFolder,
+    adopt_model,
     delete_model_dir,
     deletion_problem,
     folder_bytes,
@@ -151,6 +152,8 @@ class ModelsPanel(QWidget):
         self._memory: tuple[int | None, int | None] = (None, None)
         self._context_length = DEFAULT_CONTEXT_LENGTH
         self._selected: Path | None = None
+        #: A model to select when the next scan has listed it (a finished export).
+        self._select_after_scan: Path | None = None
         self._closed = False
         self._message = ""  # the last action's outcome, kept above the scan summary
         self._build()
@@ -344,6 +347,19 @@ class ModelsPanel(QWidget):
             lambda exc: self._on_scan_failed(generation, exc),
         )
 
+    def show_model(self, model_dir: Path) -> None:
+        """List `model_dir` (a finished export, wherever it was written) and select it once the
+        scan that follows has found it."""
+        try:
+            changed = adopt_model(self._store.settings, model_dir, self._paths)
+        except LibraryError as exc:
+            self.dialogs.inform(self, "Cannot add this model", str(exc))
+            return
+        if changed and not self._save_settings():
+            return
+        self._select_after_scan = model_dir
+        self.rescan()
+
     def add_folder(self, folder: Path) -> bool:
         """Add a folder to the library (what "Add folder…" does with the chosen folder)."""
         try:
@@ -481,7 +497,10 @@ class ModelsPanel(QWidget):
         self._watch(result.watch)
         self._fill_folders()
         self._fill_list()
-        if self._selected is None or self._selected not in current:
+        wanted, self._select_after_scan = self._select_after_scan, None
+        if wanted is not None and self.select(wanted):
+            pass  # a model the user just exported
+        elif self._selected is None or self._selected not in current:
             self._select_initial()
         else:
             self._show_selected()
