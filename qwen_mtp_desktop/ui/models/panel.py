@@ -804,12 +804,14 @@ class ModelsPanel(QWidget):
         self._verify_cancel = threading.Event()
         self._verified[path] = (signature, list(findings))
         worst = worst_severity(findings)
-        codes = ", ".join(sorted({d.code for d in findings}))
-        self._set_status(
-            f"Integrity check of {path.name}: "
-            + ("problems found" if worst == "error" else "done")
-            + f" ({codes})."
-        )
+        # In words, not codes: "All 16 files match the export record." or the worst finding.
+        if worst == "error":
+            problems = [d for d in findings if d.severity == "error"]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            summary = f"problems found: {problems[0].message}{more}"
+        else:
+            summary = " ".join(d.message for d in findings) or "done."
+        self._set_status(f"Integrity check of {path.name}: {summary}")
         self._fill_list()
         self._show_selected()
         self.verify_finished.emit(path)
