@@ -37,7 +37,7 @@ def run_gui(
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
+    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier, announce_previous_crash
     from qwen_mtp_desktop.ui.main_window import MainWindow
     from qwen_mtp_desktop.ui.style import app_icon
 
@@ -64,6 +64,7 @@ def run_gui(
     window = MainWindow(paths, store)  # shows store.notice (damaged settings) non-modally
     notifier.set_parent_widget(window)
     window.show()
+    announce_previous_crash(window, crash_handler)  # non-modal, over the window
     if instance is not None:
         from qwen_mtp_desktop.ui.single_instance import bring_to_front
 
