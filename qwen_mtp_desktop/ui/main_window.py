@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent
@@ -25,13 +26,15 @@ from qwen_mtp_desktop.core.model_library import display_name, is_demo_model, sel
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
-from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.export.panel import ExportPanel
-from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
+
+if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
+    from qwen_mtp_desktop.ui.bench import BenchPanel
+    from qwen_mtp_desktop.ui.export.panel import ExportPanel
+    from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
 
@@ -64,10 +67,18 @@ class MainWindow(QMainWindow):
         self.sidebar.setFixedWidth(150)
         self.sidebar.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.stack = QStackedWidget()
+        # Chat first; the app builds the other panels once the window is painted (app.run_gui
+        # calls build_panels), so the window shows sooner (issue 18); any use of one builds
+        # them at once. Until then, placeholders.
+        self._models: ModelsPanel | None = None
+        self._export_panel: ExportPanel | None = None
+        self._bench: BenchPanel | None = None
         for name in PANELS:
             QListWidgetItem(name, self.sidebar)
-            self.stack.addWidget(self._make_panel(name))
-        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.stack.addWidget(self._make_chat())
+        for _name in PANELS[1:]:
+            self.stack.addWidget(QWidget())
+        self.sidebar.currentRowChanged.connect(self._on_row_changed)
         self.sidebar.setCurrentRow(0)
 
         central = QWidget()
@@ -132,57 +143,96 @@ class MainWindow(QMainWindow):
     def show_panel(self, name: str) -> None:
         self.sidebar.setCurrentRow(PANELS.index(name))
 
-    def _make_panel(self, name: str) -> QWidget:
-        if name == "Chat":
-            self.chat = ChatPanel(
-                self.engine,
-                self.store_runner,
-                self._paths.data_dir / "chats.sqlite3",
-                self.model_dir,
-                self._paths.log_file,
-                dark=self.dark,
-                ui_state=self._store.settings.ui_state,
-            )
-            self.chat.export_requested.connect(lambda: self.show_panel("Export"))
-            self.io_runner.submit(_device_names, self.chat.set_devices)
-            return self.chat
-        if name == "Models":
-            self.models = ModelsPanel(
-                self._store,
-                self._paths,
-                runner=self.threads.models,
-                verify_runner=self.threads.model_verify,
-            )
-            self.models.open_in_chat.connect(self._open_in_chat)
-            self.models.models_changed.connect(self.chat.set_models)
-            return self.models
-        if name == "Export":
-            self.export_panel = ExportPanel(
-                self.io_runner, self._paths.models_dir, self.threads.exports
-            )
-            self.export_panel.open_in_chat.connect(self._open_in_chat)
-            self.export_panel.show_in_models.connect(self._show_in_models)
-            # Every finished export is listed and selected, wherever it was written.
-            self.export_panel.model_exported.connect(
-                lambda path: self.models.show_model(Path(path))
-            )
-            self.models.reexport_requested.connect(self._reexport)
-            return self.export_panel
-        assert name == "Benchmark"
-        self.bench = BenchPanel(
+    @property
+    def panels_built(self) -> bool:
+        return self._models is not None
+
+    @property
+    def models(self) -> ModelsPanel:
+        self.build_panels()
+        assert self._models is not None
+        return self._models
+
+    @property
+    def export_panel(self) -> ExportPanel:
+        self.build_panels()
+        assert self._export_panel is not None
+        return self._export_panel
+
+    @property
+    def bench(self) -> BenchPanel:
+        self.build_panels()
+        assert self._bench is not None
+        return self._bench
+
+    def _on_row_changed(self, row: int) -> None:
+        if row > 0:
+            self.build_panels()
+        self.stack.setCurrentIndex(row)
+
+    def _make_chat(self) -> ChatPanel:
+        self.chat = ChatPanel(
+            self.engine,
+            self.store_runner,
+            self._paths.data_dir / "chats.sqlite3",
+            self.model_dir,
+            self._paths.log_file,
+            dark=self.dark,
+            ui_state=self._store.settings.ui_state,
+        )
+        self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+        self.chat.validate_requested.connect(self._validate)
+        self.io_runner.submit(_device_names, self.chat.set_devices)
+        return self.chat
+
+    def build_panels(self) -> None:
+        """Build Models, Export and Benchmark (once): after the first paint, or at once when
+        one of them is asked for."""
+        if self._models is not None:
+            return
+        from qwen_mtp_desktop.ui.bench import BenchPanel
+        from qwen_mtp_desktop.ui.export.panel import ExportPanel
+        from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+
+        models = ModelsPanel(
+            self._store,
+            self._paths,
+            runner=self.threads.models,
+            verify_runner=self.threads.model_verify,
+        )
+        self._models = models
+        models.open_in_chat.connect(self._open_in_chat)
+        models.models_changed.connect(self.chat.set_models)
+
+        export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
+        self._export_panel = export_panel
+        export_panel.open_in_chat.connect(self._open_in_chat)
+        export_panel.show_in_models.connect(self._show_in_models)
+        # Every finished export is listed and selected, wherever it was written.
+        export_panel.model_exported.connect(lambda path: models.show_model(Path(path)))
+        models.reexport_requested.connect(self._reexport)
+
+        bench = BenchPanel(
             self.model_dir,
             device=self._store.settings.device,
             job=self.threads.bench,
             io=self.threads.bench_io,
         )
-        self.io_runner.submit(_device_names, self.bench.set_devices)
-        self.chat.validate_requested.connect(self._validate)
-        self.models.validate_requested.connect(self._validate)
-        self.models.models_changed.connect(self.bench.set_models)
-        self.bench.recommendation_changed.connect(
+        self._bench = bench
+        self.io_runner.submit(_device_names, bench.set_devices)
+        models.validate_requested.connect(self._validate)
+        models.models_changed.connect(bench.set_models)
+        bench.recommendation_changed.connect(
             lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
         )
-        return self.bench
+        row = self.sidebar.currentRow()
+        for index, panel in enumerate((models, export_panel, bench), start=1):
+            placeholder = self.stack.widget(index)
+            assert placeholder is not None
+            self.stack.insertWidget(index, panel)
+            self.stack.removeWidget(placeholder)
+            placeholder.deleteLater()
+        self.stack.setCurrentIndex(max(row, 0))
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
@@ -251,14 +301,18 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop generating, write what is pending, stop every worker thread."""
-        self.models.shutdown()
+        if self._models is not None:
+            self._models.shutdown()
         self.chat.shutdown()
-        self.export_panel.shutdown()
-        self.bench.shutdown()
+        if self._export_panel is not None:
+            self._export_panel.shutdown()
+        if self._bench is not None:
+            self._bench.shutdown()
         self.threads.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
-        if not self.export_panel.confirm_quit():  # an export is running: the user decides
+        exports = self._export_panel
+        if exports is not None and not exports.confirm_quit():  # the user decides
             event.ignore()
             return
         self.shutdown()
