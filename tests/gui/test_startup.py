@@ -13,9 +13,11 @@ import pytest
 
 pytestmark = pytest.mark.gui
 
-#: Measured here: 0.7-1.5 s with 4 busy processes on the 2 cores (before issue 18: 1.9-3.2 s).
-#: The bound leaves room for a loaded machine; the log of each run has the figure.
-VISIBLE_BOUND_S = 2.0
+#: Measured here: 0.7-1.0 s (up to 1.5 s with 4 busy processes on the 2 cores); before issue 18,
+#: 1.9-3.2 s. The best of RUNS launches must beat the bound: one slow launch on a loaded
+#: machine is noise, three are a regression.
+VISIBLE_BOUND_S = 1.8
+RUNS = 3
 
 
 def test_main_window_module_imports_neither_openvino_nor_numpy() -> None:
@@ -32,8 +34,8 @@ def test_main_window_module_imports_neither_openvino_nor_numpy() -> None:
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_window_is_visible_soon_after_launch(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def _launch_visible_s(tmp_path: Path, run: int) -> float:
+    home = tmp_path / f"home-{run}"
     env = {**os.environ, "QWEN_MTP_DESKTOP_HOME": str(home)}
     result = subprocess.run(
         [sys.executable, "-m", "qwen_mtp_desktop", "--screenshot", str(tmp_path / "shot.png")],
@@ -45,7 +47,12 @@ def test_window_is_visible_soon_after_launch(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     logs = "".join(p.read_text("utf-8") for p in home.rglob("*.log"))
     found = re.findall(r"window visible (\d+\.\d+) s after launch", logs)
-    assert found, logs[-2000:]
-    visible_s = float(found[-1])
-    print(f"window visible {visible_s:.2f} s after launch")
-    assert 0 < visible_s < VISIBLE_BOUND_S
+    assert len(found) == 1, logs[-2000:]
+    return float(found[0])
+
+
+def test_window_is_visible_soon_after_launch(tmp_path: Path) -> None:
+    times = [_launch_visible_s(tmp_path, run) for run in range(RUNS)]
+    print("window visible after launch (s):", times)
+    assert all(t > 0 for t in times)
+    assert min(times) < VISIBLE_BOUND_S, times
