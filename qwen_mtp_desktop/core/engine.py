@@ -301,7 +301,7 @@ def check_model_dir(model_dir: Path) -> ModelFiles:
         except EngineError as exc:
             has_mtp = False
             warnings = (
-                f"This model's MTP head is damaged ({exc.message}), so it runs without "
+                f"This model's MTP head is damaged ({exc.message.rstrip('.')}), so it runs without "
                 "speculative decoding. Re-export the model to get the speed-up back.",
             )
     return ModelFiles(model_type, has_mtp, warnings)

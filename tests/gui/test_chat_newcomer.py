@@ -29,7 +29,17 @@ def window(qtbot: QtBot) -> Iterator[MainWindow]:
     window.close()
 
 
-def test_figures_are_live_explained_and_never_stale(qtbot: QtBot, window: MainWindow) -> None:
+def _shots(window: MainWindow, screenshot_dir: Path, name: str) -> None:
+    """The window at the two sizes the layout tests check."""
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        QApplication.processEvents()
+        assert window.grab().save(str(screenshot_dir / f"{name}-{width}x{height}.png"))
+
+
+def test_figures_are_live_explained_and_never_stale(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
     chat = window.chat
     assert not chat.legend.isVisibleTo(chat) and chat.live_stats.text() == ""
     live: list[str] = []
@@ -46,6 +56,7 @@ def test_figures_are_live_explained_and_never_stale(qtbot: QtBot, window: MainWi
         assert f"<b>{figure}</b>" in tooltip, figure
     assert chat.legend.isVisibleTo(chat) and chat.legend.text() == LEGEND
     assert "tok/s" in chat.live_stats.toolTip()
+    _shots(window, screenshot_dir, "chat-figures")
 
     # A new chat shows none of the previous chat's figures.
     chat.new_chat()
@@ -73,7 +84,7 @@ def damaged_head(tmp_path: Path) -> Path:
 
 
 def test_settings_follow_what_the_model_can_do(
-    qtbot: QtBot, window: MainWindow, damaged_head: Path
+    qtbot: QtBot, window: MainWindow, damaged_head: Path, screenshot_dir: Path
 ) -> None:
     chat = window.chat
     panel = chat.settings_panel
@@ -103,6 +114,7 @@ def test_settings_follow_what_the_model_can_do(
     _send(qtbot, chat, "Count from 1 to 5.")
     answer = chat.transcript.messages[-1]
     assert "plain decoding" in answer.stats_label.text()
+    _shots(window, screenshot_dir, "chat-damaged-head")
 
     # Back on the intact demo model: MTP on, greedy; turning MTP off brings 0.8 back.
     chat.use_model(demo_model_dir())

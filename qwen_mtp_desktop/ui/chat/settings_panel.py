@@ -117,7 +117,6 @@ class ChatSettingsPanel(QFrame):
         form.addRow("Model", self.model_combo)
         form.addRow("Device", self.device_combo)
         form.addRow("", self.mtp_check)
-        form.addRow("", self.mtp_note)
         form.addRow("Draft tokens", self.depth_spin)
         form.addRow("", self.depth_note)
         form.addRow("", self.thinking_check)
@@ -128,6 +127,8 @@ class ChatSettingsPanel(QFrame):
         form.addRow("Repetition penalty", self.repetition_spin)
         form.addRow("Seed", self.seed_spin)
         outer.addLayout(form)
+        # Full width under the form: a form row would clip a wrapped, several-line reason.
+        outer.addWidget(self.mtp_note)
         prompt_label = QLabel("System prompt")
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("Optional instructions for the whole chat")
