@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -37,6 +38,22 @@ if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.buil
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
+
+
+def shortcuts() -> list[tuple[str, str]]:
+    """What Help > Keyboard shortcuts lists, the keys as Qt names them on this platform (only
+    once the application exists: standard keys come from the platform)."""
+
+    def key(standard: QKeySequence.StandardKey, fallback: str) -> str:
+        return QKeySequence(standard).toString() or fallback
+
+    return [
+        (key(QKeySequence.StandardKey.New, "Ctrl+N"), "New chat"),
+        ("Enter", "Send the message"),
+        ("Shift+Enter", "New line in the message"),
+        ("Esc", "Stop the answer being written"),
+        (key(QKeySequence.StandardKey.Quit, "Ctrl+Q"), "Quit"),
+    ]
 
 
 class MainWindow(QMainWindow):
@@ -89,12 +106,36 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
+        #: Opens a folder in the system's file manager (tests record the URLs instead).
+        self.open_url: Callable[[QUrl], object] = QDesktopServices.openUrl
+        file_menu = self.menuBar().addMenu("&File")
+        # The key itself is the chat panel's shortcut; a second one here would be ambiguous.
+        new_chat = QAction(f"&New chat\t{shortcuts()[0][0]}", self)
+        new_chat.triggered.connect(self._new_chat)
+        file_menu.addAction(new_chat)
+        file_menu.addSeparator()
+        self.quit_action = QAction("&Quit", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        self.quit_action.triggered.connect(self.close)  # asks first while an export runs
+        file_menu.addAction(self.quit_action)
+
         tools_menu = self.menuBar().addMenu("&Tools")
         self.server_action = QAction("Local &API server…", self)
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
         tools_menu.addAction(self.server_action)
         help_menu = self.menuBar().addMenu("&Help")
+        self.shortcuts_action = QAction("&Keyboard shortcuts", self)
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(self.shortcuts_action)
+        self.open_logs_action = QAction("Open the &log folder", self)
+        self.open_logs_action.triggered.connect(lambda: self._open_folder(paths.log_dir))
+        help_menu.addAction(self.open_logs_action)
+        self.open_data_action = QAction("Open the &data folder (chats, models)", self)
+        self.open_data_action.triggered.connect(lambda: self._open_folder(paths.data_dir))
+        help_menu.addAction(self.open_data_action)
+        help_menu.addSeparator()
         self.about_action = QAction(f"&About {APP_NAME}", self)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)  # macOS: the app menu
         self.about_action.triggered.connect(self.show_about)
@@ -233,6 +274,26 @@ class MainWindow(QMainWindow):
             self.stack.removeWidget(placeholder)
             placeholder.deleteLater()
         self.stack.setCurrentIndex(max(row, 0))
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help > Keyboard shortcuts (non-modal)."""
+        rows = "".join(
+            f"<tr><td><b>{keys}</b></td><td>{what}</td></tr>" for keys, what in shortcuts()
+        )
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", "", parent=self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(f"<table cellspacing='6'>{rows}</table>")
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return box
+
+    def _new_chat(self) -> None:
+        self.show_panel("Chat")
+        self.chat.new_chat()
+
+    def _open_folder(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.open_url(QUrl.fromLocalFile(str(folder)))
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
