@@ -37,6 +37,7 @@ from qwen_mtp_desktop.core.model_folders.report import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths, demo_model_dir, resources_dir
 from qwen_mtp_desktop.core.settings import Settings
+from qwen_mtp_desktop.core.units import format_bytes
 
 #: `Settings.ui_state` key holding the JSON list of model folders removed from the library.
 HIDDEN_KEY = "model_library.hidden"
@@ -560,6 +561,16 @@ def reestimate(
     # The same wording inspect_model uses, so the panel and the CLI say the same thing.
     extra = memory_diagnostics(memory, total_ram_bytes)
     return replace(report, memory=memory, diagnostics=[*kept, *extra])
+
+
+def picker_text(report: ModelReport) -> str:
+    """A model at a glance, for the chat's model picker: 'Qwen3.5 dense · 1.8 MB · FP16 · MTP'
+    (size on disk, the language model's weight precision, whether MTP can run)."""
+    parts = [kind_text(report), format_bytes(report.total_bytes)]
+    if report.mtp.main_precision:
+        parts.append(report.mtp.main_precision)
+    parts.append("MTP" if report.mtp_usable else "no MTP")
+    return " · ".join(parts)
 
 
 def kind_text(report: ModelReport) -> str:

@@ -23,7 +23,12 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model, selected_model
+from qwen_mtp_desktop.core.model_library import (
+    display_name,
+    is_demo_model,
+    picker_text,
+    selected_model,
+)
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
@@ -244,6 +249,7 @@ class MainWindow(QMainWindow):
         self._models = models
         models.open_in_chat.connect(self._open_in_chat)
         models.models_changed.connect(self.chat.set_models)
+        models.models_changed.connect(self._describe_models)
 
         export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
         self._export_panel = export_panel
@@ -286,6 +292,15 @@ class MainWindow(QMainWindow):
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.open()
         return box
+
+    def _describe_models(self, paths: list[Path]) -> None:
+        """Tell the chat's model picker what each model is (from the Models panel's reports)."""
+        details = {}
+        for path in paths:
+            report = self.models.report(path)
+            if report is not None:
+                details[path] = picker_text(report)
+        self.chat.set_model_details(details)
 
     def _new_chat(self) -> None:
         self.show_panel("Chat")

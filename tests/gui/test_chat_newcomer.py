@@ -175,3 +175,51 @@ def test_example_chips_and_a_demo_chat_that_stays_correct(qtbot: QtBot, window: 
     # The same chips come back in a fresh chat.
     chat.new_chat()
     assert chat.examples.isVisible() and not chat.demo_turn_note.isVisible()
+
+
+def test_model_picker_in_the_chat_header(
+    qtbot: QtBot, window: MainWindow, damaged_head: Path, screenshot_dir: Path
+) -> None:
+    chat, models = window.chat, window.models
+    qtbot.waitUntil(lambda: models.scans_done >= 1 and not models.busy, timeout=LONG_WAIT)
+    models.show_model(damaged_head)
+    picker = chat.model_picker
+
+    def items() -> list[tuple[str, str]]:
+        model = picker.model()
+        return [
+            (model.index(row, 0).data(), model.index(row, 1).data())
+            for row in range(model.rowCount())
+        ]
+
+    qtbot.waitUntil(lambda: len(items()) == 2 and "no MTP" in str(items()), timeout=LONG_WAIT)
+    (demo, demo_about), (damaged, damaged_about) = items()
+    assert demo == "Demo model" and damaged == "damaged-head"
+    assert demo_about.startswith("Qwen3.5 dense · ") and demo_about.endswith("· FP16 · MTP")
+    assert damaged_about.endswith("· no MTP")
+    assert picker.currentText() == "Demo model"  # closed: the name only
+    assert str(damaged_head) == picker.itemData(1, Qt.ItemDataRole.ToolTipRole)
+    window.resize(1024, 700)
+    picker.showPopup()
+    QApplication.processEvents()
+    popup = picker.view().window()
+    assert popup.width() >= picker.view().columnWidth(0) + picker.view().columnWidth(1)
+    assert window.grab().save(str(screenshot_dir / "chat-model-picker-1024x700.png"))
+    assert popup.grab().save(str(screenshot_dir / "chat-model-picker-popup.png"))
+    picker.hidePopup()
+
+    # Choosing in the header is choosing in Settings: the chat loads that model.
+    picker.setCurrentIndex(1)
+    picker.activated.emit(1)
+    qtbot.waitUntil(
+        lambda: chat._loaded is not None and chat._loaded.model_dir == damaged_head,
+        timeout=LONG_WAIT,
+    )
+    assert chat.settings_panel.model_combo.currentText() == "damaged-head"
+    assert "plain decoding" in chat.model_status.text()
+    # While an answer is written the picker is off: the answer needs its model.
+    seen: list[bool] = []
+    window.engine.chunks.connect(lambda _rid, _batch: seen.append(picker.isEnabled()))
+    _send(qtbot, chat, "Count from 1 to 8.")
+    assert seen and not any(seen)
+    assert picker.isEnabled()

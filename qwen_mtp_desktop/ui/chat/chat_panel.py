@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeySequence, QResizeEvent, QShortcut
+from PySide6.QtGui import (
+    QDesktopServices,
+    QKeySequence,
+    QResizeEvent,
+    QShortcut,
+    QStandardItem,
+    QStandardItemModel,
+)
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -27,6 +35,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QToolButton,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
@@ -210,9 +219,29 @@ class ChatPanel(QWidget):
         self.chats_toggle.setCheckable(True)
         self.chats_toggle.setChecked(True)
         self.chats_toggle.setToolTip("Show or hide the list of chats")
+        # The model picker, as users know it from LM Studio and Jan: name, size, precision,
+        # MTP; the same choice as Settings > Model.
+        self.model_picker = QComboBox()
+        self.model_picker.setObjectName("modelPicker")
+        self.model_picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_picker.setMinimumContentsLength(12)
+        self.model_picker.setToolTip("The model this chat uses")
+        # Closed: the name. Open: name and what it is, in two columns.
+        picker_view = QTreeView()
+        picker_view.setHeaderHidden(True)
+        picker_view.setRootIsDecorated(False)
+        picker_view.setItemsExpandable(False)
+        picker_view.setAllColumnsShowFocus(True)
+        self.model_picker.setView(picker_view)
+        self.model_picker.activated.connect(self._on_picker)
+        self._picker_key: tuple[object, ...] = ()
+        self._model_details: dict[Path, str] = {}
         header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
+        header_layout.addWidget(self.model_picker)
         header_layout.addWidget(self.model_status)
         header_layout.addWidget(self.busy_bar)
         header_layout.addStretch(1)
@@ -341,6 +370,45 @@ class ChatPanel(QWidget):
     def set_models(self, models: list[Path]) -> None:
         self._models = models
         self.settings_panel.set_models(models, self._model_dir())
+        self._fill_picker()
+
+    def set_model_details(self, details: dict[Path, str]) -> None:
+        """What the picker says about each model ("Qwen3.5 dense · 1.8 MB · FP16 · MTP")."""
+        self._model_details = dict(details)
+        self._fill_picker()
+
+    def _fill_picker(self) -> None:
+        current = self._model_dir()
+        models = self._models if current in self._models else [current, *self._models]
+        key = (current, tuple(models), tuple(sorted(self._model_details.items())))
+        if key == self._picker_key:
+            return
+        self._picker_key = key
+        picker = self.model_picker
+        picker.blockSignals(True)
+        model = QStandardItemModel(0, 2, picker)
+        for path in models:
+            detail = self._model_details.get(path, "")
+            name = QStandardItem(display_name(path))
+            name.setData(str(path), Qt.ItemDataRole.UserRole)
+            name.setToolTip(str(path))
+            about = QStandardItem(detail)
+            about.setToolTip(str(path))
+            about.setForeground(self.palette().placeholderText())
+            model.appendRow([name, about])
+        picker.setModel(model)
+        picker.setCurrentIndex(models.index(current))
+        view = picker.view()
+        assert isinstance(view, QTreeView)
+        view.resizeColumnToContents(0)
+        view.resizeColumnToContents(1)
+        view.setMinimumWidth(view.columnWidth(0) + view.columnWidth(1) + 24)
+        picker.blockSignals(False)
+
+    def _on_picker(self, index: int) -> None:
+        path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
+        if path != self._model_dir():
+            self._on_model_changed(path)
 
     def set_devices(self, devices: list[str]) -> None:
         self.settings_panel.set_devices(devices)
@@ -582,6 +650,7 @@ class ChatPanel(QWidget):
         stream.message_id = widget.message_id = answer.id
         self._update_header()
         self._stream = stream
+        self.model_picker.setEnabled(False)
         self.composer.set_generating(True)
         self.live_stats.setText("Waiting for the first token…")
         self._flush_timer.start()
@@ -681,6 +750,7 @@ class ChatPanel(QWidget):
 
     def _end_stream(self, stream: _Stream, write: Any) -> None:
         self._stream = None
+        self.model_picker.setEnabled(True)
         self._flush_timer.stop()
         self.composer.set_generating(False)
         self.busy_changed.emit(False)
@@ -757,11 +827,13 @@ class ChatPanel(QWidget):
             status = f"Loading {name} on {settings.device}…"
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self._mode_label()
-            status = f"{name}  ·  {self._loaded.device}  ·  {mode}"
+            status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
         else:
-            status = f"{name} (not loaded)"
+            status = "not loaded"
         self.model_status.setText(status)
         self.settings_panel.set_models(self._models, model_dir)
+        self._fill_picker()
+        self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
         self.busy_bar.setVisible(self._loading)
         demo = is_demo_model(model_dir)
         self.banner_wrap.setVisible(demo)
