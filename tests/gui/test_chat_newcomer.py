@@ -223,3 +223,38 @@ def test_model_picker_in_the_chat_header(
     _send(qtbot, chat, "Count from 1 to 8.")
     assert seen and not any(seen)
     assert picker.isEnabled()
+
+
+def test_compare_shows_mtp_at_work_beside_plain_decoding(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    chat = window.chat
+    chat.new_chat()
+    assert not chat.compare_button.isEnabled()
+    assert "Send a message first" in chat.compare_button.toolTip()
+    _send(qtbot, chat, "Count from 1 to 20.")
+    assert chat.compare_button.isEnabled()
+    qtbot.mouseClick(chat.compare_button, Qt.MouseButton.LeftButton)
+    dialog = chat.compare_dialog
+    assert dialog is not None and dialog.isVisible()
+    assert not chat.compare_button.isEnabled()  # one comparison at a time
+    qtbot.waitUntil(lambda: not dialog.running, timeout=LONG_WAIT)
+    counting = " ".join(str(i) for i in range(1, 21))
+    assert dialog.plain.text.split() == dialog.mtp.text.split() == counting.split()
+    # The plain side has no drafts; MTP's kept guesses are tinted.
+    assert dialog.plain.answer.drafted_ranges == []
+    assert dialog.mtp.answer.drafted_ranges
+    plain_stats, mtp_stats = dialog.plain.stats, dialog.mtp.stats
+    assert plain_stats is not None and mtp_stats is not None
+    assert plain_stats.mode == "baseline" and mtp_stats.mode == "mtp"
+    assert mtp_stats.acceptance_rate > 0.5
+    assert f"{NBSP}tok/s" in dialog.plain.status.text()
+    assert "drafts accepted" in dialog.mtp.status.text()
+    summary = dialog.summary.text()
+    assert "as fast as plain decoding" in summary and "the same answer" in summary
+    assert dialog.grab().save(str(screenshot_dir / "chat-compare.png"))
+    # The chat itself is untouched: still its one exchange.
+    assert len(chat.transcript.messages) == 2
+    dialog.reject()
+    qtbot.waitUntil(lambda: chat.compare_dialog is None, timeout=10_000)
+    assert chat.compare_button.isEnabled()

@@ -69,10 +69,12 @@ from qwen_mtp_desktop.core.engine import (
     GenerationSettings,
     LoadedModel,
     LoadOptions,
+    Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
 from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.compare import CompareDialog
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
 from qwen_mtp_desktop.ui.chat.examples import ExamplePrompts
@@ -209,6 +211,10 @@ class ChatPanel(QWidget):
             "Show drafted tokens: tint the text that came from accepted MTP drafts"
         )
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
+        self.compare_button = QToolButton()
+        self.compare_button.setText("Compare")
+        self.compare_button.clicked.connect(self.compare)
+        self.compare_dialog: CompareDialog | None = None
         self.settings_toggle = QToolButton()
         self.settings_toggle.setText("Settings")
         self.settings_toggle.setCheckable(True)
@@ -245,6 +251,7 @@ class ChatPanel(QWidget):
         header_layout.addWidget(self.model_status)
         header_layout.addWidget(self.busy_bar)
         header_layout.addStretch(1)
+        header_layout.addWidget(self.compare_button)
         header_layout.addWidget(self.drafts_toggle)
         header_layout.addWidget(self.settings_toggle)
 
@@ -409,6 +416,53 @@ class ChatPanel(QWidget):
         path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
         if path != self._model_dir():
             self._on_model_changed(path)
+
+    def compare(self) -> CompareDialog | None:
+        """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
+        history = self._compare_history()
+        loaded = self._loaded
+        if not history or loaded is None or loaded.mode != "mtp" or self.generating:
+            return None
+        settings = replace(self._engine_settings(), do_sample=False)  # MTP decodes greedily
+        dialog = CompareDialog(self._engine, history, settings, self, dark=self._dark)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.compared.connect(self._sync_compare)
+        dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
+        self.compare_dialog = dialog
+        dialog.show()
+        dialog.start()
+        self._sync_compare()
+        return dialog
+
+    def _compare_history(self) -> list[Message]:
+        """What Compare sends: the chat up to its last message of the user's."""
+        if self._conversation is None:
+            return []
+        history = chat_history(self._conversation.system_prompt, self._messages)
+        last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+        history = history[: last_user + 1]
+        if history and is_demo_model(self._model_dir()):
+            history = single_turn(history)
+        return history
+
+    def _sync_compare(self) -> None:
+        """Compare needs a message to run, a model that decodes with MTP, and a free engine."""
+        loaded = self._loaded
+        busy = self.generating or (self.compare_dialog is not None and self.compare_dialog.running)
+        if loaded is None or loaded.mode != "mtp":
+            reason = "Compare needs a model that can decode with MTP."
+        elif not any(m.role == "user" for m in self._messages):
+            reason = "Send a message first: Compare runs your last message again."
+        elif busy:
+            reason = "Wait for the answer being written."
+        else:
+            reason = ""
+        self.compare_button.setEnabled(not reason)
+        self.compare_button.setToolTip(
+            reason
+            or "Run your last message again with plain decoding and with MTP, side by side: "
+            "both speeds, and the text MTP's guesses wrote"
+        )
 
     def set_devices(self, devices: list[str]) -> None:
         self.settings_panel.set_devices(devices)
@@ -651,6 +705,7 @@ class ChatPanel(QWidget):
         self._update_header()
         self._stream = stream
         self.model_picker.setEnabled(False)
+        self._sync_compare()
         self.composer.set_generating(True)
         self.live_stats.setText("Waiting for the first token…")
         self._flush_timer.start()
@@ -769,6 +824,7 @@ class ChatPanel(QWidget):
             if message is not None and conversation is self._conversation:
                 self._messages.append(message)
             self._refresh_list()
+            self._sync_compare()
 
         self._runner.submit(finish, done, self._on_store_error)
 
@@ -834,6 +890,7 @@ class ChatPanel(QWidget):
         self.settings_panel.set_models(self._models, model_dir)
         self._fill_picker()
         self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
+        self._sync_compare()
         self.busy_bar.setVisible(self._loading)
         demo = is_demo_model(model_dir)
         self.banner_wrap.setVisible(demo)
@@ -1019,8 +1076,9 @@ class ChatPanel(QWidget):
             )
             self._messages = [m for m in self._messages if m.id != message_id]
             self.transcript.remove_message(widget)
-            self._show_last_figures()
-            self._sync_examples()  # the deleted answer's figures must not stay
+            self._show_last_figures()  # the deleted answer's figures must not stay
+            self._sync_examples()
+            self._sync_compare()
         elif action == "regenerate":
             self._regenerate_from(widget)
         elif action == "edit":

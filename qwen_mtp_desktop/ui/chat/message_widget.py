@@ -301,6 +301,11 @@ class MessageWidget(QFrame):
         if self._segmenter is None:
             self.set_content(self.content)
 
+    def keep_actions(self, *names: str) -> None:
+        """Show only these action buttons (e.g. "copy" where a message is not in a chat)."""
+        for name, button in self._buttons.items():
+            button.setVisible(name in names)
+
     # --- streaming ------------------------------------------------------------------------
 
     def begin_stream(self) -> None:
