@@ -195,7 +195,8 @@ class ChatPanel(QWidget):
         header.setObjectName("chatHeader")
         header_layout = QHBoxLayout(header)
         header_layout.setContentsMargins(20, 10, 12, 10)
-        self.title_label = QLabel("New chat")
+        self.title_label = ElidedLabel("New chat")  # a long title yields to the buttons
+        self.title_label.setMinimumWidth(120)  # ...but keeps a few words
         self.title_label.setObjectName("chatTitle")
         self.model_status = ElidedLabel()  # Auto's reason can be long; the tooltip has it all
         self.model_status.setObjectName("muted")
@@ -212,7 +213,7 @@ class ChatPanel(QWidget):
         )
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
         self.compare_button = QToolButton()
-        self.compare_button.setText("Compare")
+        self.compare_button.setText("Compare with plain")
         self.compare_button.clicked.connect(self.compare)
         self.compare_dialog: CompareDialog | None = None
         self.settings_toggle = QToolButton()
@@ -232,7 +233,7 @@ class ChatPanel(QWidget):
         self.model_picker.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.model_picker.setMinimumContentsLength(12)
+        self.model_picker.setMinimumContentsLength(10)
         self.model_picker.setToolTip("The model this chat uses")
         # Closed: the name. Open: name and what it is, in two columns.
         picker_view = QTreeView()
@@ -251,7 +252,6 @@ class ChatPanel(QWidget):
         header_layout.addWidget(self.model_status)
         header_layout.addWidget(self.busy_bar)
         header_layout.addStretch(1)
-        header_layout.addWidget(self.compare_button)
         header_layout.addWidget(self.drafts_toggle)
         header_layout.addWidget(self.settings_toggle)
 
@@ -303,7 +303,12 @@ class ChatPanel(QWidget):
         self.examples = ExamplePrompts()
         self.examples.chosen.connect(self.send)
         center_layout.addWidget(self.examples)
-        center_layout.addWidget(self.live_stats)
+        # The figures, and beside them Compare: the same message plain and with MTP.
+        figures_row = QHBoxLayout()
+        figures_row.setContentsMargins(0, 0, 20, 0)
+        figures_row.addWidget(self.live_stats, 1)
+        figures_row.addWidget(self.compare_button, 0, Qt.AlignmentFlag.AlignBottom)
+        center_layout.addLayout(figures_row)
         center_layout.addWidget(self.legend)
         center_layout.addWidget(self.composer)
 
