@@ -551,7 +551,17 @@ class ChatPanel(QWidget):
     def _on_store_opened(self, store: ChatStore) -> None:
         self._store = store
         if store.notice:
-            QMessageBox.warning(self, "Chat history was reset", store.notice)
+            # Non-modal: a modal box here would hold start-up (it can arrive before the
+            # event loop runs, while the window paints for the first time).
+            box = QMessageBox(
+                QMessageBox.Icon.Warning,
+                "Chat history was reset",
+                store.notice,
+                QMessageBox.StandardButton.Ok,
+                self,
+            )
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
         self.settings_panel.set_settings(self._default_settings())
         self._refresh_list(open_newest=True)
         self._ensure_model()
