@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
 
 from qwen_mtp_desktop import APP_ID, APP_NAME, __version__
@@ -15,6 +16,22 @@ from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.settings import SettingsStore
 
 log = logging.getLogger(__name__)
+
+
+def seconds_since_launch() -> float:
+    """Wall time since this process started, interpreter start-up included. On Linux from
+    /proc to 10 ms (psutil's create_time() rests on a boot time in whole seconds)."""
+    try:
+        import os
+
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - started
+    except (OSError, ValueError, IndexError):
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
 
 
 def run_gui(
@@ -33,11 +50,10 @@ def run_gui(
     crash_handler = CrashHandler(paths.log_dir, paths.log_file)
     crash_handler.install()
 
-    import qasync
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
+    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier, announce_previous_crash
     from qwen_mtp_desktop.ui.main_window import MainWindow
     from qwen_mtp_desktop.ui.style import app_icon
 
@@ -64,6 +80,15 @@ def run_gui(
     window = MainWindow(paths, store)  # shows store.notice (damaged settings) non-modally
     notifier.set_parent_widget(window)
     window.show()
+    # Paint it now, before the event loop's own imports (qasync, asyncio): the start time
+    # users feel (issue 18: < 1 s). openvino and numpy load later, on worker threads.
+    app.processEvents()
+    log.info("window visible %.2f s after launch", seconds_since_launch())
+    QTimer.singleShot(0, window.build_panels)  # Models, Export, Benchmark: right after
+    announce_previous_crash(window, crash_handler)  # non-modal, over the window
+
+    import qasync
+
     if instance is not None:
         from qwen_mtp_desktop.ui.single_instance import bring_to_front
 

@@ -24,6 +24,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     devices = ", ".join(f"{d.name} ({d.full_name})" for d in report.devices) or "none"
     print(f"Devices: {devices}")
     print(f"Export toolkit: {report.export_toolkit}")
+    if report.missing_display_libraries is not None:
+        missing = report.missing_display_libraries
+        print(
+            "Desktop window (X11): "
+            + ("libraries found" if not missing else f"missing {', '.join(missing)}")
+        )
     for label, folder in report.dirs.items():
         print(f"{label.capitalize()} dir: {folder}")
     for note in report.notes:

@@ -63,6 +63,7 @@ from qwen_mtp_desktop.core.validate import (
     generate_ids,
     installed_versions,
     load_engine_pair,
+    prompt_caption,
     run_record,
     spread,
 )
@@ -304,15 +305,15 @@ def run_benchmark(
                     tracker.done()
             counter = 0
             for round_index in range(runs):
-                for pset, case in cases:
+                for number, (pset, case) in enumerate(cases):
                     group: dict[ModeKey, tuple[list[int], dict[str, Any]]] = {}
                     # Rotate which mode goes first, so no mode always runs on a cold cache.
                     order = _rotated(modes, counter)
                     counter += 1
                     for position, key in enumerate(order):
                         tracker.start(
-                            f"Round {round_index + 1}/{runs} · {pset.name}/{case.id} · "
-                            f"{mode_label(*key)}"
+                            f"Round {round_index + 1}/{runs} · "
+                            f"{prompt_caption(case, number, len(cases))} · {mode_label(*key)}"
                         )
                         sampler.window()
                         ids, stats = run(key, rendered[(pset.name, case.id)], tokens_for(pset))

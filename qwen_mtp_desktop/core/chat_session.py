@@ -66,6 +66,40 @@ def generation_settings(
     )
 
 
+#: What an empty chat offers to send with one click: for the demo model the things it was
+#: trained to do (resources/prompts/demo.json), for a real model everyday tasks.
+DEMO_EXAMPLES = (
+    "Count from 1 to 20.",
+    "List the numbers from 5 to 16.",
+    "Repeat 'the quick brown fox jumps over the lazy dog' three times.",
+    'Say "we like apples" four times.',
+)
+GENERAL_EXAMPLES = (
+    "Explain in a few sentences why the sky is blue.",
+    "Write a polite email to a colleague asking to move our Tuesday meeting to Thursday.",
+    "Write a Python function that checks whether a number is prime.",
+    "Give me five short tips for a job interview.",
+)
+
+#: Said wherever the demo model's chat is shown: why earlier turns do not reach it.
+DEMO_SINGLE_TURN_NOTE = (
+    "The demo model answers each message on its own: it was trained on single requests and "
+    "goes wrong when it reads earlier turns, so they are not sent to it."
+)
+
+
+def example_prompts(demo: bool) -> tuple[str, ...]:
+    return DEMO_EXAMPLES if demo else GENERAL_EXAMPLES
+
+
+def single_turn(history: Sequence[Message]) -> list[Message]:
+    """The system prompt and the latest user message only: what the demo model reads, because
+    its training never saw a multi-turn chat (from the third turn its answers go wrong)."""
+    system = [m for m in history if m.role == "system"]
+    last_user = next((m for m in reversed(history) if m.role == "user"), None)
+    return system + ([last_user] if last_user is not None else [])
+
+
 def chat_history(system_prompt: str, messages: Iterable[StoredMessage]) -> list[Message]:
     """The system prompt, then every stored message except empty answers (a failed or stopped
     turn that produced nothing)."""

@@ -44,9 +44,16 @@ class CrashHandler:
         self._previous_excepthook = sys.excepthook
         self._previous_threading_hook = threading.excepthook
         self._lock = threading.Lock()
+        #: The native crash dump of the previous run, found by install() (None: it ended well).
+        self.previous_native_crash: str | None = None
 
     def set_callback(self, on_crash: CrashCallback | None) -> None:
         self._on_crash = on_crash
+
+    @property
+    def previous_native_crash_file(self) -> Path:
+        """Where the previous run's native crash dump is kept once it has been read."""
+        return self._native_file.with_suffix(".previous.log")
 
     def take_previous_native_crash(self) -> str | None:
         """The faulthandler dump left by a previous run that died natively, if any (read once)."""
@@ -56,8 +63,7 @@ class CrashHandler:
             return None
         if not text:
             return None
-        kept = self._native_file.with_suffix(".previous.log")
-        self._native_file.replace(kept)
+        self._native_file.replace(self.previous_native_crash_file)
         return text
 
     def install(self) -> None:
@@ -65,6 +71,7 @@ class CrashHandler:
         previous = self.take_previous_native_crash()
         if previous:
             log.error("the previous run crashed natively:\n%s", previous)
+            self.previous_native_crash = previous
         self._native_handle = self._native_file.open("w", encoding="utf-8")
         faulthandler.enable(self._native_handle, all_threads=True)
         sys.excepthook = self._excepthook

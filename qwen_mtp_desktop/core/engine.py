@@ -285,7 +285,8 @@ def check_model_dir(model_dir: Path) -> ModelFiles:
                 code="TOKENIZER_MISSING",
             )
     for xml_name in sorted(name for name in entries if name.endswith(".xml")):
-        _check_ir_pair(model_dir / xml_name)
+        if xml_name != f"{MTP_MODEL}.xml":
+            _check_ir_pair(model_dir / xml_name)
     has_mtp = f"{MTP_MODEL}.xml" in entries and f"{MTP_MODEL}.bin" in entries
     warnings: tuple[str, ...] = ()
     if not has_mtp:
@@ -293,6 +294,16 @@ def check_model_dir(model_dir: Path) -> ModelFiles:
             "This model has no MTP head (openvino_mtp_model.xml), so it runs without "
             "speculative decoding. Re-export it with optimum-intel 2.2 or newer to get one.",
         )
+    else:
+        # A damaged MTP head costs the speed-up, not the chat: the model decodes plain.
+        try:
+            _check_ir_pair(model_dir / f"{MTP_MODEL}.xml")
+        except EngineError as exc:
+            has_mtp = False
+            warnings = (
+                f"This model's MTP head is damaged ({exc.message.rstrip('.')}), so it runs without "
+                "speculative decoding. Re-export the model to get the speed-up back.",
+            )
     return ModelFiles(model_type, has_mtp, warnings)
 
 

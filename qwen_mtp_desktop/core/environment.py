@@ -7,10 +7,14 @@ them. `doctor()` is what `qwen-mtp-desktop doctor` prints.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import platform
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop import __version__
@@ -102,6 +106,88 @@ def available_devices() -> tuple[list[Device], str | None]:
         return [], f"{type(exc).__name__}: {exc}"
 
 
+#: Shared libraries Qt's xcb platform plugin (the Linux desktop window) loads, and the Debian/
+#: Ubuntu package of each: what `doctor` names when one is missing (README: Linux libraries).
+XCB_LIBRARY_PACKAGES = {
+    "libxcb-cursor.so.0": "libxcb-cursor0",
+    "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxcb-keysyms.so.1": "libxcb-keysyms1",
+    "libxcb-image.so.0": "libxcb-image0",
+    "libxcb-randr.so.0": "libxcb-randr0",
+    "libxcb-render-util.so.0": "libxcb-render-util0",
+    "libxcb-render.so.0": "libxcb-render0",
+    "libxcb-shape.so.0": "libxcb-shape0",
+    "libxcb-shm.so.0": "libxcb-shm0",
+    "libxcb-sync.so.1": "libxcb-sync1",
+    "libxcb-util.so.1": "libxcb-util1",
+    "libxcb-xfixes.so.0": "libxcb-xfixes0",
+    "libxcb-xinerama.so.0": "libxcb-xinerama0",
+    "libxcb-xkb.so.1": "libxcb-xkb1",
+    "libxcb.so.1": "libxcb1",
+    "libX11-xcb.so.1": "libx11-xcb1",
+    "libX11.so.6": "libx11-6",
+    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libxkbcommon.so.0": "libxkbcommon0",
+    "libEGL.so.1": "libegl1",
+    "libGL.so.1": "libgl1",
+    "libfontconfig.so.1": "libfontconfig1",
+    "libfreetype.so.6": "libfreetype6",
+    "libdbus-1.so.3": "libdbus-1-3",
+    "libglib-2.0.so.0": "libglib2.0-0",
+}
+
+
+def xcb_plugin() -> Path | None:
+    """PySide6's xcb platform plugin, found without importing Qt."""
+    spec = importlib.util.find_spec("PySide6")
+    if spec is None or spec.origin is None:
+        return None
+    plugin = Path(spec.origin).parent / "Qt" / "plugins" / "platforms" / "libqxcb.so"
+    return plugin if plugin.is_file() else None
+
+
+def missing_from_ldd(text: str) -> list[str]:
+    """The libraries `ldd` printed as "name => not found", each once, in order."""
+    missing: list[str] = []
+    for line in text.splitlines():
+        name, arrow, target = line.strip().partition(" => ")
+        if arrow and target.strip() == "not found" and name not in missing:
+            missing.append(name)
+    return missing
+
+
+def missing_display_libraries() -> list[str] | None:
+    """The libraries the Linux desktop window (Qt's xcb plugin) needs that cannot be loaded, or
+    None when that cannot be checked (not Linux, no plugin, no `ldd`)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    plugin, ldd = xcb_plugin(), shutil.which("ldd")
+    if plugin is None or ldd is None:
+        return None
+    try:
+        result = subprocess.run(
+            [ldd, str(plugin)], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return missing_from_ldd(result.stdout)
+
+
+def display_libraries_note(missing: list[str]) -> str:
+    packages = [XCB_LIBRARY_PACKAGES[name] for name in missing if name in XCB_LIBRARY_PACKAGES]
+    unknown = [name for name in missing if name not in XCB_LIBRARY_PACKAGES]
+    text = (
+        "the desktop window cannot open on X11: Qt's xcb plugin needs "
+        + ", ".join(missing)
+        + " (the command line works without them)."
+    )
+    if packages:
+        text += f" Debian/Ubuntu: sudo apt install {' '.join(packages)}."
+    if unknown:
+        text += " Install the packages that provide " + ", ".join(unknown) + "."
+    return text
+
+
 @dataclass
 class DoctorReport:
     app_version: str
@@ -115,6 +201,8 @@ class DoctorReport:
     dirs: dict[str, str]
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Libraries the Linux desktop window needs but cannot load (None: not checked).
+    missing_display_libraries: list[str] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,6 +255,9 @@ def doctor() -> DoctorReport:
         elif not devices:
             problems.append("OpenVINO found no device to run on")
     export_status, notes = export_toolkit_status(versions)
+    display_missing = missing_display_libraries()
+    if display_missing:
+        notes.append(display_libraries_note(display_missing))
     paths = app_paths()
     return DoctorReport(
         app_version=__version__,
@@ -185,4 +276,5 @@ def doctor() -> DoctorReport:
         },
         problems=problems,
         notes=notes,
+        missing_display_libraries=display_missing,
     )

@@ -37,6 +37,7 @@ from qwen_mtp_desktop.core.model_folders.report import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths, demo_model_dir, resources_dir
 from qwen_mtp_desktop.core.settings import Settings
+from qwen_mtp_desktop.core.units import format_bytes
 
 #: `Settings.ui_state` key holding the JSON list of model folders removed from the library.
 HIDDEN_KEY = "model_library.hidden"
@@ -322,6 +323,30 @@ def add_folder(settings: Settings, folder: Path) -> bool:
     return True
 
 
+def in_library(settings: Settings, model_dir: Path, paths: AppPaths | None = None) -> bool:
+    """Whether a scan reaches `model_dir`: it lies inside a library folder, at most SCAN_DEPTH
+    folders down (hidden or not)."""
+    key = resolved(model_dir)
+    for folder in library_folders(settings, paths):
+        root = resolved(folder.path)
+        if _inside(key, root) and len(key.relative_to(root).parts) <= SCAN_DEPTH:
+            return True
+    return False
+
+
+def adopt_model(settings: Settings, model_dir: Path, paths: AppPaths | None = None) -> bool:
+    """Make sure the library lists `model_dir` (e.g. an export written outside the managed
+    folder): add it as a folder of its own when no library folder reaches it, and show it
+    again when hidden. True when the settings changed (the caller saves them)."""
+    key = resolved(model_dir)
+    hidden = hidden_models(settings)
+    kept = [text for text in hidden if resolved(Path(text)) != key]
+    _set_hidden(settings, kept)
+    if in_library(settings, model_dir, paths):
+        return len(kept) != len(hidden)
+    return add_folder(settings, model_dir) or len(kept) != len(hidden)
+
+
 def remove_folder(settings: Settings, folder: Path) -> bool:
     """Stop scanning a user folder; the files stay. False when it was not in the settings."""
     key = resolved(folder)
@@ -536,6 +561,16 @@ def reestimate(
     # The same wording inspect_model uses, so the panel and the CLI say the same thing.
     extra = memory_diagnostics(memory, total_ram_bytes)
     return replace(report, memory=memory, diagnostics=[*kept, *extra])
+
+
+def picker_text(report: ModelReport) -> str:
+    """A model at a glance, for the chat's model picker: 'Qwen3.5 dense · 1.8 MB · FP16 · MTP'
+    (size on disk, the language model's weight precision, whether MTP can run)."""
+    parts = [kind_text(report), format_bytes(report.total_bytes)]
+    if report.mtp.main_precision:
+        parts.append(report.mtp.main_precision)
+    parts.append("MTP" if report.mtp_usable else "no MTP")
+    return " · ".join(parts)
 
 
 def kind_text(report: ModelReport) -> str:

@@ -118,7 +118,8 @@ def headline(report: dict[str, Any]) -> tuple[str, bool]:
             text += f" · {summary['acceptance_rate']:.0%} accepted"
         return text, ok
     rec = report["recommendation"]
-    text = f"best: {rec['label']}"
+    # Stored reports call plain decoding "baseline"; the app's one word for it is "plain".
+    text = "best: plain" if rec.get("depth") is None else f"best: MTP {rec['label']}"
     if rec.get("speedup") is not None and rec.get("depth") is not None:
         text += f" ({rec['speedup']:.2f}x)"
     base = next((m for m in report["modes"] if m["depth"] is None), None)

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+NBSP = "\u00a0"
+# A number and its unit ("41.2 tok/s", "120 ms", "1.8 MB", "512 tokens"), and a label glued to
+# its number ("TTFT 120 ms", "n=1" has no space): a line may break between figures, not inside.
+_NUMBER_UNIT = re.compile(
+    r"(?<=\d) (?=(?:tok/s|tokens?|ms|s|B|KB|MB|GB|TB|GiB|MiB|%|×|x)(?![\w/]))"
+)
+_LABEL_NUMBER = re.compile(r"(?<=\bTTFT) (?=\d)")
+
 
 def format_bytes(size: int | None) -> str:
     """Decimal units, as file managers show them: 950 B, 12.3 KB, 1.4 MB, 2.05 GB."""
@@ -18,4 +28,10 @@ def format_bytes(size: int | None) -> str:
     return f"{value:.2f} {unit}" if unit in ("GB", "TB") and value < 10 else f"{value:.1f} {unit}"
 
 
-__all__ = ["format_bytes"]
+def keep_units(text: str) -> str:
+    """`text` with a no-break space between each number and its unit, so a wrapped label never
+    shows "41.2" at the end of one line and "tok/s" at the start of the next."""
+    return _LABEL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(NBSP, text))
+
+
+__all__ = ["NBSP", "format_bytes", "keep_units"]

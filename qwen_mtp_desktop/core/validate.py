@@ -553,6 +553,15 @@ def describe_divergence(
     }
 
 
+def prompt_caption(case: PromptCase, index: int, total: int) -> str:
+    """How progress names a prompt: its place and its first words, not its internal id
+    ("prompt 2/5 “Count from 35 to 52.”")."""
+    words = " ".join(case.text.split())
+    if len(words) > 40:
+        words = words[:39].rstrip() + "…"
+    return f"prompt {index + 1}/{total} “{words}”"
+
+
 class Tracker:
     """Counts units of work for the progress callback and checks for cancellation."""
 
@@ -627,18 +636,19 @@ def run_validation(
             max_new_tokens=new_tokens, num_assistant_tokens=num_assistant_tokens
         )
         rendered: dict[str, str] = {}
-        for case in prompts:
+        for number, case in enumerate(prompts):
+            caption = prompt_caption(case, number, len(prompts))
             prompt = rendered[case.id] = baseline.render_prompt(case.messages)
-            tracker.start(f"{case.id}: plain decoding")
+            tracker.start(f"{caption}: plain decoding")
             base_ids, base_stats = generate_ids(baseline, prompt, settings, cancel)
             tracker.done()
-            tracker.start(f"{case.id}: MTP decoding (n={num_assistant_tokens})")
+            tracker.start(f"{caption}: MTP decoding (n={num_assistant_tokens})")
             mtp_ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
             tracker.done()
             position = first_divergence(base_ids, mtp_ids)
             divergence = None
             if position is not None:
-                tracker.start(f"{case.id}: output differs at token {position}; reading logits")
+                tracker.start(f"{caption}: output differs at token {position}; reading logits")
                 divergence = describe_divergence(
                     tokens, probe, tokens.encode(prompt), base_ids, mtp_ids, position
                 )
@@ -658,12 +668,13 @@ def run_validation(
             )
         if timing and all(r["identical"] for r in results):
             # The correctness pass doubles as warm-up; this pass is what the speed figures use.
-            for result in results:
+            for number, (case, result) in enumerate(zip(prompts, results, strict=True)):
+                caption = prompt_caption(case, number, len(prompts))
                 prompt = rendered[result["prompt_id"]]
-                tracker.start(f"{result['prompt_id']}: timing plain decoding")
+                tracker.start(f"{caption}: timing plain decoding")
                 _ids, base_stats = generate_ids(baseline, prompt, settings, cancel)
                 tracker.done()
-                tracker.start(f"{result['prompt_id']}: timing MTP decoding")
+                tracker.start(f"{caption}: timing MTP decoding")
                 _ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
                 tracker.done()
                 base_rec = run_record(base_stats, None)

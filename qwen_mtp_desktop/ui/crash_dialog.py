@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from qwen_mtp_desktop.core.crash import CrashReport
+from qwen_mtp_desktop.core.crash import CrashHandler, CrashReport
+
+
+class _Notices(Protocol):
+    def show_notice(self, title: str, text: str) -> None: ...
+
+
+def announce_previous_crash(window: _Notices, handler: CrashHandler) -> bool:
+    """Tell the user, in the window, that the previous run ended in a native crash (until now
+    only the log said so). True when there was one."""
+    dump = handler.previous_native_crash
+    if not dump:
+        return False
+    first = next((line.strip() for line in dump.splitlines() if line.strip()), "")
+    window.show_notice(
+        "The app closed unexpectedly last time",
+        "The previous session ended in a crash of the native runtime "
+        f"({first}). Your conversations are kept; an answer that was being written is marked "
+        f"incomplete.\n\nThe crash report is saved in {handler.previous_native_crash_file} "
+        "(please attach it when you report the problem).",
+    )
+    return True
 
 
 class CrashNotifier(QObject):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -21,19 +23,42 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model, selected_model
+from qwen_mtp_desktop.core.model_library import (
+    display_name,
+    is_demo_model,
+    picker_text,
+    selected_model,
+)
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
-from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.export.panel import ExportPanel
-from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
+if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
+    from qwen_mtp_desktop.ui.bench import BenchPanel
+    from qwen_mtp_desktop.ui.export.panel import ExportPanel
+    from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+
 PANELS = ("Chat", "Models", "Export", "Benchmark")
+
+
+def shortcuts() -> list[tuple[str, str]]:
+    """What Help > Keyboard shortcuts lists, the keys as Qt names them on this platform (only
+    once the application exists: standard keys come from the platform)."""
+
+    def key(standard: QKeySequence.StandardKey, fallback: str) -> str:
+        return QKeySequence(standard).toString() or fallback
+
+    return [
+        (key(QKeySequence.StandardKey.New, "Ctrl+N"), "New chat"),
+        ("Enter", "Send the message"),
+        ("Shift+Enter", "New line in the message"),
+        ("Esc", "Stop the answer being written"),
+        (key(QKeySequence.StandardKey.Quit, "Ctrl+Q"), "Quit"),
+    ]
 
 
 class MainWindow(QMainWindow):
@@ -64,10 +89,18 @@ class MainWindow(QMainWindow):
         self.sidebar.setFixedWidth(150)
         self.sidebar.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.stack = QStackedWidget()
+        # Chat first; the app builds the other panels once the window is painted (app.run_gui
+        # calls build_panels), so the window shows sooner (issue 18); any use of one builds
+        # them at once. Until then, placeholders.
+        self._models: ModelsPanel | None = None
+        self._export_panel: ExportPanel | None = None
+        self._bench: BenchPanel | None = None
         for name in PANELS:
             QListWidgetItem(name, self.sidebar)
-            self.stack.addWidget(self._make_panel(name))
-        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.stack.addWidget(self._make_chat())
+        for _name in PANELS[1:]:
+            self.stack.addWidget(QWidget())
+        self.sidebar.currentRowChanged.connect(self._on_row_changed)
         self.sidebar.setCurrentRow(0)
 
         central = QWidget()
@@ -78,12 +111,36 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
+        #: Opens a folder in the system's file manager (tests record the URLs instead).
+        self.open_url: Callable[[QUrl], object] = QDesktopServices.openUrl
+        file_menu = self.menuBar().addMenu("&File")
+        # The key itself is the chat panel's shortcut; a second one here would be ambiguous.
+        new_chat = QAction(f"&New chat\t{shortcuts()[0][0]}", self)
+        new_chat.triggered.connect(self._new_chat)
+        file_menu.addAction(new_chat)
+        file_menu.addSeparator()
+        self.quit_action = QAction("&Quit", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        self.quit_action.triggered.connect(self.close)  # asks first while an export runs
+        file_menu.addAction(self.quit_action)
+
         tools_menu = self.menuBar().addMenu("&Tools")
         self.server_action = QAction("Local &API server…", self)
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
         tools_menu.addAction(self.server_action)
         help_menu = self.menuBar().addMenu("&Help")
+        self.shortcuts_action = QAction("&Keyboard shortcuts", self)
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(self.shortcuts_action)
+        self.open_logs_action = QAction("Open the &log folder", self)
+        self.open_logs_action.triggered.connect(lambda: self._open_folder(paths.log_dir))
+        help_menu.addAction(self.open_logs_action)
+        self.open_data_action = QAction("Open the &data folder (chats, models)", self)
+        self.open_data_action.triggered.connect(lambda: self._open_folder(paths.data_dir))
+        help_menu.addAction(self.open_data_action)
+        help_menu.addSeparator()
         self.about_action = QAction(f"&About {APP_NAME}", self)
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)  # macOS: the app menu
         self.about_action.triggered.connect(self.show_about)
@@ -132,53 +189,126 @@ class MainWindow(QMainWindow):
     def show_panel(self, name: str) -> None:
         self.sidebar.setCurrentRow(PANELS.index(name))
 
-    def _make_panel(self, name: str) -> QWidget:
-        if name == "Chat":
-            self.chat = ChatPanel(
-                self.engine,
-                self.store_runner,
-                self._paths.data_dir / "chats.sqlite3",
-                self.model_dir,
-                self._paths.log_file,
-                dark=self.dark,
-            )
-            self.chat.export_requested.connect(lambda: self.show_panel("Export"))
-            self.io_runner.submit(_device_names, self.chat.set_devices)
-            return self.chat
-        if name == "Models":
-            self.models = ModelsPanel(
-                self._store,
-                self._paths,
-                runner=self.threads.models,
-                verify_runner=self.threads.model_verify,
-            )
-            self.models.open_in_chat.connect(self._open_in_chat)
-            self.models.models_changed.connect(self.chat.set_models)
-            return self.models
-        if name == "Export":
-            self.export_panel = ExportPanel(
-                self.io_runner, self._paths.models_dir, self.threads.exports
-            )
-            self.export_panel.open_in_chat.connect(self._open_in_chat)
-            self.export_panel.show_in_models.connect(lambda _path: self.show_panel("Models"))
-            self.export_panel.model_exported.connect(lambda _path: self.models.rescan())
-            self.models.reexport_requested.connect(self._reexport)
-            return self.export_panel
-        assert name == "Benchmark"
-        self.bench = BenchPanel(
+    @property
+    def panels_built(self) -> bool:
+        return self._models is not None
+
+    @property
+    def models(self) -> ModelsPanel:
+        self.build_panels()
+        assert self._models is not None
+        return self._models
+
+    @property
+    def export_panel(self) -> ExportPanel:
+        self.build_panels()
+        assert self._export_panel is not None
+        return self._export_panel
+
+    @property
+    def bench(self) -> BenchPanel:
+        self.build_panels()
+        assert self._bench is not None
+        return self._bench
+
+    def _on_row_changed(self, row: int) -> None:
+        if row > 0:
+            self.build_panels()
+        self.stack.setCurrentIndex(row)
+
+    def _make_chat(self) -> ChatPanel:
+        self.chat = ChatPanel(
+            self.engine,
+            self.store_runner,
+            self._paths.data_dir / "chats.sqlite3",
+            self.model_dir,
+            self._paths.log_file,
+            dark=self.dark,
+            ui_state=self._store.settings.ui_state,
+        )
+        self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+        self.chat.validate_requested.connect(self._validate)
+        self.io_runner.submit(_device_names, self.chat.set_devices)
+        return self.chat
+
+    def build_panels(self) -> None:
+        """Build Models, Export and Benchmark (once): after the first paint, or at once when
+        one of them is asked for."""
+        if self._models is not None:
+            return
+        from qwen_mtp_desktop.ui.bench import BenchPanel
+        from qwen_mtp_desktop.ui.export.panel import ExportPanel
+        from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+
+        models = ModelsPanel(
+            self._store,
+            self._paths,
+            runner=self.threads.models,
+            verify_runner=self.threads.model_verify,
+        )
+        self._models = models
+        models.open_in_chat.connect(self._open_in_chat)
+        models.models_changed.connect(self.chat.set_models)
+        models.models_changed.connect(self._describe_models)
+
+        export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
+        self._export_panel = export_panel
+        export_panel.open_in_chat.connect(self._open_in_chat)
+        export_panel.show_in_models.connect(self._show_in_models)
+        # Every finished export is listed and selected, wherever it was written.
+        export_panel.model_exported.connect(lambda path: models.show_model(Path(path)))
+        models.reexport_requested.connect(self._reexport)
+
+        bench = BenchPanel(
             self.model_dir,
             device=self._store.settings.device,
             job=self.threads.bench,
             io=self.threads.bench_io,
         )
-        self.io_runner.submit(_device_names, self.bench.set_devices)
-        self.chat.validate_requested.connect(self._validate)
-        self.models.validate_requested.connect(self._validate)
-        self.models.models_changed.connect(self.bench.set_models)
-        self.bench.recommendation_changed.connect(
+        self._bench = bench
+        self.io_runner.submit(_device_names, bench.set_devices)
+        models.validate_requested.connect(self._validate)
+        models.models_changed.connect(bench.set_models)
+        bench.recommendation_changed.connect(
             lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
         )
-        return self.bench
+        row = self.sidebar.currentRow()
+        for index, panel in enumerate((models, export_panel, bench), start=1):
+            placeholder = self.stack.widget(index)
+            assert placeholder is not None
+            self.stack.insertWidget(index, panel)
+            self.stack.removeWidget(placeholder)
+            placeholder.deleteLater()
+        self.stack.setCurrentIndex(max(row, 0))
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help > Keyboard shortcuts (non-modal)."""
+        rows = "".join(
+            f"<tr><td><b>{keys}</b></td><td>{what}</td></tr>" for keys, what in shortcuts()
+        )
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", "", parent=self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(f"<table cellspacing='6'>{rows}</table>")
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return box
+
+    def _describe_models(self, paths: list[Path]) -> None:
+        """Tell the chat's model picker what each model is (from the Models panel's reports)."""
+        details = {}
+        for path in paths:
+            report = self.models.report(path)
+            if report is not None:
+                details[path] = picker_text(report)
+        self.chat.set_model_details(details)
+
+    def _new_chat(self) -> None:
+        self.show_panel("Chat")
+        self.chat.new_chat()
+
+    def _open_folder(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.open_url(QUrl.fromLocalFile(str(folder)))
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
@@ -203,7 +333,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"The local API server did not start: {error}")
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
-        mode = "MTP" if loaded.mode == "mtp" else "plain decoding"
+        # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
+        mode = "MTP ready" if loaded.mode == "mtp" else "plain decoding"
+        self.model_label.setToolTip(
+            "MTP ready: the model's MTP head is loaded. Whether an answer used it (Auto decides "
+            "turn by turn) is written under the answer and in the chat header."
+            if loaded.mode == "mtp"
+            else "Plain decoding: this model runs without MTP guesses."
+        )
         self.model_label.setText(
             f"Model: {display_name(loaded.model_dir)}  ·  {loaded.device}  ·  {mode}  ·  "
             f"loaded in {loaded.load_s:.1f} s"
@@ -230,20 +367,28 @@ class MainWindow(QMainWindow):
         self.export_panel.prefill_from_model(model_dir)
         self.show_panel("Export")
 
+    def _show_in_models(self, model_dir: Path) -> None:
+        self.models.show_model(Path(model_dir))
+        self.show_panel("Models")
+
     def _open_in_chat(self, model_dir: Path) -> None:
         self.chat.use_model(model_dir)
         self.show_panel("Chat")
 
     def shutdown(self) -> None:
         """Stop generating, write what is pending, stop every worker thread."""
-        self.models.shutdown()
+        if self._models is not None:
+            self._models.shutdown()
         self.chat.shutdown()
-        self.export_panel.shutdown()
-        self.bench.shutdown()
+        if self._export_panel is not None:
+            self._export_panel.shutdown()
+        if self._bench is not None:
+            self._bench.shutdown()
         self.threads.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
-        if not self.export_panel.confirm_quit():  # an export is running: the user decides
+        exports = self._export_panel
+        if exports is not None and not exports.confirm_quit():  # the user decides
             event.ignore()
             return
         self.shutdown()

@@ -71,6 +71,7 @@ def stylesheet(dark: bool) -> str:
     }}
     QLabel#roleLabel {{ font-weight: 600; }}
     QLabel#statsLabel, QLabel#liveStats {{ color: {muted}; font-size: 12px; }}
+    QLabel#legend {{ color: {muted}; font-size: 11px; }}
     QLabel#messageError[severity="error"] {{ color: {error}; }}
     QLabel#messageError[severity="notice"] {{ color: {muted}; font-style: italic; }}
     QLabel#warningNote {{ color: #b26a00; font-size: 12px; }}
@@ -90,4 +91,8 @@ def stylesheet(dark: bool) -> str:
     }}
     QPushButton#sendButton[stop="true"] {{ background: #d9534f; }}
     QPushButton#sendButton:disabled {{ background: {border}; }}
+    QPushButton#promptChip {{
+        border: 1px solid {border}; border-radius: 12px; padding: 4px 12px; background: {surface};
+    }}
+    QPushButton#promptChip:hover {{ border-color: {ACCENT}; }}
     """

@@ -31,3 +31,48 @@ def test_first_crash_is_shown_once_with_log_path(qtbot: QtBot, tmp_path: Path) -
     qtbot.wait(50)
     assert len(_boxes()) == 1
     box.close()
+
+
+def test_native_crash_of_the_previous_run_is_announced_in_the_window(qtbot: QtBot) -> None:
+    """A real segfault in one run; the next start says so in the window, not only the log."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from qwen_mtp_desktop.core.crash import CrashHandler
+    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.ui.crash_dialog import announce_previous_crash
+    from qwen_mtp_desktop.ui.main_window import MainWindow
+
+    paths = app_paths().ensure()
+    code = f"""
+        import faulthandler
+        from pathlib import Path
+        from qwen_mtp_desktop.core.crash import CrashHandler
+        CrashHandler(Path({str(paths.log_dir)!r}), Path({str(paths.log_file)!r})).install()
+        faulthandler._sigsegv()
+    """
+    crashed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True)
+    assert crashed.returncode != 0
+    handler = CrashHandler(paths.log_dir, paths.log_file)
+    handler.install()
+    try:
+        window = MainWindow(paths, SettingsStore(paths.settings_file))
+        qtbot.addWidget(window)
+        window.show()
+        assert announce_previous_crash(window, handler)
+        (notice,) = window.notices
+        assert "Segmentation fault" in notice
+        assert str(paths.log_dir / "native-crash.previous.log") in notice
+        assert "Your conversations are kept" in notice
+    finally:
+        handler.uninstall()
+    # A clean start announces nothing.
+    again = CrashHandler(paths.log_dir, paths.log_file)
+    again.install()
+    try:
+        assert again.previous_native_crash is None
+        assert not announce_previous_crash(window, again)
+    finally:
+        again.uninstall()

@@ -281,6 +281,16 @@ def test_wizard_exports_dense_int8_end_to_end(
         assert stage in stages
     assert panel.progress.value() == 1000
     assert 0 < panel.log_view.document().blockCount() <= panel_module.LOG_LINE_CAP
+    # The exporter's Python warnings are counted but hidden until asked for.
+    warnings = panel._log_warnings
+    assert warnings > 0 and f"({warnings})" in panel.warnings_check.text()
+    hidden_text = panel.log_view.toPlainText()
+    assert "Warning: " not in hidden_text
+    panel.warnings_check.setChecked(True)
+    assert "Warning: " in panel.log_view.toPlainText()
+    assert len(panel.log_view.toPlainText()) > len(hidden_text)
+    panel.warnings_check.setChecked(False)
+    assert panel.log_view.toPlainText() == hidden_text
     assert panel.chat_button.isVisible() and panel.models_button.isVisible()
     opened: list[Path] = []
     shown: list[Path] = []
@@ -306,6 +316,12 @@ def test_wizard_cancel_then_export_again(
     panel.jobs.progress.connect(lambda _id, event: stages.append(event.stage))
     panel.start_export()
     qtbot.waitUntil(lambda: "converting" in stages, timeout=120_000)
+    # Cancel asks first; "no" keeps the export running.
+    dialogs.answers.append(False)
+    qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)
+    assert dialogs.asked[-1] == "Cancel the export?"
+    assert panel.jobs.busy and panel.cancel_button.isEnabled() and panel.last_outcome is None
+    dialogs.answers.append(True)
     qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)
     outcome = _wait_outcome(qtbot, panel, 60)
     assert outcome.status == "cancelled"

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QImage, QKeySequence
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
@@ -68,3 +68,27 @@ def test_app_starts_and_quits_like_make_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert QImage(str(shot)).width() >= 760
     assert "Traceback" not in result.stderr
+
+
+def test_file_and_help_menus(qtbot: QtBot) -> None:
+    from PySide6.QtCore import QUrl
+
+    window = _window(qtbot)
+    menus = [action.text() for action in window.menuBar().actions()]
+    assert menus == ["&File", "&Tools", "&Help"]
+    opened: list[QUrl] = []
+    window.open_url = opened.append
+    window.open_logs_action.trigger()
+    window.open_data_action.trigger()
+    paths = app_paths()
+    assert [url.toLocalFile() for url in opened] == [str(paths.log_dir), str(paths.data_dir)]
+    box = window.show_shortcuts()
+    for words in ("New chat", "Send the message", "Stop the answer", "Quit", "Esc"):
+        assert words in box.text(), words
+    box.close()
+    assert (
+        window.quit_action.shortcut().matches(QKeySequence(QKeySequence.StandardKey.Quit))
+        == QKeySequence.SequenceMatch.ExactMatch
+    )
+    window.quit_action.trigger()
+    assert not window.isVisible()

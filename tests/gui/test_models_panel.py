@@ -357,6 +357,10 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
         qtbot.mouseClick(details.verify_button, LEFT)
         assert not details.verify_button.isEnabled()
     assert [row.code for row in details.integrity_rows] == ["CHECKSUMS_OK"]
+    # In words, not a raw code.
+    assert panel.status_label.text() == (
+        f"Integrity check of {model.name}: All 3 files match the export record."
+    )
     assert progress and progress[-1][0] == progress[-1][1] > 24 * 1024 * 1024
     assert [d for d, _t in progress] == sorted(d for d, _t in progress)
     assert not details.verify_row.isVisible() and details.verify_button.isEnabled()

@@ -289,8 +289,27 @@ def test_truncated_bin(demo_copy: Path) -> None:
 
 
 def test_garbage_xml(demo_copy: Path) -> None:
-    (demo_copy / "openvino_mtp_model.xml").write_text("this is not xml <<<")
+    (demo_copy / "openvino_language_model.xml").write_text("this is not xml <<<")
     assert _load_error(demo_copy).code == "IR_CORRUPT"
+
+
+@pytest.mark.parametrize("damage", ["garbage xml", "truncated bin"])
+def test_damaged_mtp_head_loads_plain_with_warning(demo_copy: Path, damage: str) -> None:
+    """A damaged MTP head costs the speed-up, not the chat (issue 18)."""
+    if damage == "garbage xml":
+        (demo_copy / "openvino_mtp_model.xml").write_text("this is not xml <<<")
+    else:
+        path = demo_copy / "openvino_mtp_model.bin"
+        path.write_bytes(path.read_bytes()[:1000])
+    engine = Engine()
+    loaded = engine.load(demo_copy)
+    assert loaded.mode == "baseline"
+    (warning,) = loaded.warnings
+    assert warning.startswith("This model's MTP head is damaged (openvino_mtp_model.")
+    assert "Re-export the model" in warning
+    stats = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10)).run_to_end()
+    assert stats.mode == "baseline" and stats.generated_tokens == 10
+    engine.unload()
 
 
 def test_foreign_xml(demo_copy: Path) -> None:

@@ -191,3 +191,6 @@ def test_validation_can_be_cancelled(demo_model: Path, tmp_path: Path) -> None:
         )
     assert not any("timing" in m for m in messages)
     assert not reports_dir(demo_model).exists()
+    # Progress names prompts by place and words, never by their internal ids.
+    assert "prompt 1/2 “Count from 1 to 20.”: plain decoding" in messages
+    assert not any("count-up" in m for m in messages), messages

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,3 +62,46 @@ def test_doctor_on_this_machine() -> None:
     assert report.release_family.family == "2026.4"
     assert any(d.name == "CPU" for d in report.devices)
     assert set(report.dirs) == {"data", "config", "cache", "logs"}
+
+
+def test_missing_display_libraries_are_read_from_ldd() -> None:
+    from qwen_mtp_desktop.core.environment import display_libraries_note, missing_from_ldd
+
+    text = (
+        "\tlinux-vdso.so.1 (0x00007ffd)\n"
+        "\tlibxcb-cursor.so.0 => /lib/x86_64-linux-gnu/libxcb-cursor.so.0 (0x00007f84)\n"
+        "\tlibxcb-icccm.so.4 => not found\n"
+        "\tlibxcb-keysyms.so.1 => not found\n"
+        "\tlibweird.so.9 => not found\n"
+        "\tlibxcb-icccm.so.4 => not found\n"
+    )
+    missing = missing_from_ldd(text)
+    assert missing == ["libxcb-icccm.so.4", "libxcb-keysyms.so.1", "libweird.so.9"]
+    note = display_libraries_note(missing)
+    assert "sudo apt install libxcb-icccm4 libxcb-keysyms1." in note
+    assert "provide libweird.so.9" in note
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux xcb plugin only")
+def test_doctor_checks_the_real_xcb_plugin() -> None:
+    """What doctor reports missing is exactly what the dynamic loader cannot load."""
+    import ctypes
+
+    from qwen_mtp_desktop.core.environment import (
+        XCB_LIBRARY_PACKAGES,
+        doctor,
+        missing_display_libraries,
+        xcb_plugin,
+    )
+
+    assert xcb_plugin() is not None
+    missing = missing_display_libraries()
+    assert missing is not None
+    for name in missing:
+        with pytest.raises(OSError):
+            ctypes.CDLL(name)
+    # Every library the plugin needs is one the README and the note can name a package for.
+    assert set(missing) <= set(XCB_LIBRARY_PACKAGES)
+    report = doctor()
+    assert report.missing_display_libraries == missing
+    assert any("xcb plugin needs" in note for note in report.notes) == bool(missing)

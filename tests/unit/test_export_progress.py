@@ -174,3 +174,34 @@ def test_parser_is_monotonic_on_shuffled_real_lines(lines: list[str]) -> None:
     overall = [e.overall for e in (parser.feed(line) for line in lines) if e is not None]
     assert overall == sorted(overall)
     assert all(0 <= value <= 1 for value in overall)
+
+
+def test_python_warnings_in_the_exporter_log_are_recognised() -> None:
+    from qwen_mtp_desktop.core.export.progress import python_warning_lines
+
+    lines = [
+        "Loading checkpoint shards: 100%",
+        "/x/torch/jit/_trace.py:165: TracerWarning: Converting a tensor to a Python boolean",
+        "  if a.grad is not None:",
+        "WARNING:nncf:Layer skipped",
+        "Exporting the MTP model",
+        "    indented but not after a warning",
+        "",
+    ]
+    assert python_warning_lines(lines) == [False, True, True, True, False, False, False]
+    assert python_warning_lines(["  source line"], after_warning=True) == [True]
+
+
+@given(
+    st.lists(st.sampled_from(["a", "  b", "x.py:1: UserWarning: w", "WARNING:n:m", ""])), st.data()
+)
+def test_python_warning_flags_do_not_depend_on_batching(
+    lines: list[str], data: st.DataObject
+) -> None:
+    """Lines arrive in batches: flagging batch by batch equals flagging them all at once."""
+    from qwen_mtp_desktop.core.export.progress import python_warning_lines
+
+    cut = data.draw(st.integers(0, len(lines)))
+    first = python_warning_lines(lines[:cut])
+    rest = python_warning_lines(lines[cut:], after_warning=bool(first) and first[-1])
+    assert first + rest == python_warning_lines(lines)

@@ -876,3 +876,18 @@ def test_copied_export_keeps_its_report(export: Path, tmp_path: Path) -> None:
         data.pop("path")
         data.pop("name")
     assert original == copied
+
+
+def test_a_damaged_mtp_head_is_one_warning_not_an_error_and_a_warning(export: Path) -> None:
+    """Inspection calls a broken MTP head a warning (chat works); Verify must agree."""
+    names = ["openvino_language_model.bin", "openvino_mtp_model.bin", "openvino_mtp_model.xml"]
+    _write_manifest(export, {n: _sha(export / n) for n in names})
+    with (export / "openvino_mtp_model.bin").open("r+b") as handle:
+        handle.write(b"\xff")
+    (export / "openvino_mtp_model.xml").unlink()
+    result = verify_checksums(export)
+    assert sorted((d.code, d.severity) for d in result) == [
+        ("CHECKSUM_FILE_MISSING", "warning"),
+        ("CHECKSUM_MISMATCH", "warning"),
+    ]
+    assert all("Chat still works, without speculative decoding." in d.message for d in result)

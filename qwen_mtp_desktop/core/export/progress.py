@@ -254,3 +254,23 @@ def pip_stage(line: str) -> str | None:
             what = line[len(prefix) :].split()[0] if label in ("Resolving", "Downloading") else ""
             return f"{label} {what}".strip()
     return None
+
+
+# Python's warnings module prints "file.py:12: TracerWarning: message" and then the source
+# line, indented; libraries log "WARNING:nncf:…". Useful to a developer, noise to most users.
+_WARNING_HEADER = re.compile(r"\b[A-Z]\w*Warning: |^\s*warnings\.warn\(|^WARNING[:\s]")
+
+
+def python_warning_lines(lines: Sequence[str], *, after_warning: bool = False) -> list[bool]:
+    """For each exporter log line, whether it belongs to a Python warning (its header, or the
+    indented source line printed under it). `after_warning`: the line before `lines` did."""
+    flags: list[bool] = []
+    previous = after_warning
+    for line in lines:
+        if _WARNING_HEADER.search(line):
+            flag = True
+        else:
+            flag = previous and line[:1] in (" ", "\t") and bool(line.strip())
+        flags.append(flag)
+        previous = flag
+    return flags

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
-from qwen_mtp_desktop.core.model_folders.report import Diagnostic
+from qwen_mtp_desktop.core.model_folders.report import Diagnostic, Severity
 
 _HASH_CHUNK = 1 << 20
 
@@ -19,6 +19,17 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 def _safe_relative(name: str) -> bool:
     path = Path(name)
     return bool(name) and not path.is_absolute() and ".." not in path.parts and "\\" not in name
+
+
+def _damage_weight(name: str) -> tuple[Severity, str]:
+    """How bad a damaged `name` is, as the inspector says it (component_diagnostics): a broken
+    MTP head or vision part costs the speed-up or images, not the chat, so it is a warning."""
+    stem = Path(name).name.split(".", 1)[0]
+    if stem == "openvino_mtp_model":
+        return "warning", " Chat still works, without speculative decoding."
+    if stem.startswith("openvino_vision_embeddings"):
+        return "warning", " Chat still works, without image input."
+    return "error", ""
 
 
 def verify_checksums(
@@ -64,11 +75,12 @@ def verify_checksums(
         try:
             size = path.stat().st_size
         except FileNotFoundError:
+            severity, consequence = _damage_weight(name)
             out.append(
                 Diagnostic(
                     "CHECKSUM_FILE_MISSING",
-                    "error",
-                    f"{name} is listed in the export record but missing.",
+                    severity,
+                    f"{name} is listed in the export record but missing.{consequence}",
                     "Copy the file from the original export, or re-export the model.",
                 )
             )
@@ -104,12 +116,13 @@ def verify_checksums(
             continue
         checked += 1
         if digest.hexdigest() != expected:
+            severity, consequence = _damage_weight(name)
             out.append(
                 Diagnostic(
                     "CHECKSUM_MISMATCH",
-                    "error",
+                    severity,
                     f"{name} differs from the file the export wrote (SHA-256 mismatch): it is "
-                    "damaged or was replaced.",
+                    f"damaged or was replaced.{consequence}",
                     "Re-export the model or copy it again from a good source.",
                 )
             )

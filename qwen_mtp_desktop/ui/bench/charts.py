@@ -200,8 +200,13 @@ class ThroughputChart(_Chart):
             value_text = f"{bar.median:.0f}" if bar.median >= 10 else f"{bar.median:.1f}"
             text_w = max(metrics_small.horizontalAdvance(value_text) + 8, width)
             if body.height() >= 22:
-                painter.setPen(QColor("white"))
                 value_rect = QRectF(center - text_w / 2, body.bottom() - 19, text_w, 16)
+                # A patch of the bar's colour under the figure, so a whisker reaching down to
+                # a slow run never strikes through it.
+                painter.setPen(Qt.PenStyle.NoPen)
+                painter.setBrush(color)
+                painter.drawRect(value_rect.adjusted(2, 0, -2, 0))
+                painter.setPen(QColor("white"))
             else:
                 value_rect = QRectF(center - text_w / 2, y(bar.high) - 18, text_w, 16)
             painter.drawText(value_rect, Qt.AlignmentFlag.AlignCenter, value_text)

@@ -42,10 +42,12 @@ from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
-from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.core.validate import Progress
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart
 from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict
+from qwen_mtp_desktop.ui.figures import COLUMN_HELP
+from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
 from qwen_mtp_desktop.ui.style import ACCENT
 from qwen_mtp_desktop.workers.bench_job import BenchJob, JobResult
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -56,6 +58,8 @@ ALL_SETS = "*"
 OTHER_FILE = "file"
 STATUS_COLORS = {"ok": "#2e9d57", "warning": "#d08400", "error": "#d93025", "info": "#3c78d8"}
 _PATH_ROLE = Qt.ItemDataRole.UserRole
+#: Below this width the two charts go one above the other, so their titles stay whole.
+CHARTS_SIDE_BY_SIDE_MIN = 760
 
 
 def _choose_model_dir(parent: QWidget) -> Path | None:
@@ -361,14 +365,14 @@ class BenchPanel(QWidget):
         banner_layout.addWidget(self.banner_detail)
         layout.addWidget(self.banner)
 
-        view_row = QHBoxLayout()
+        view_widget = QWidget()
+        view_row = FlowLayout(view_widget)  # wraps on a narrow window instead of clipping
         self.view_set_label = QLabel("Show prompt set")
         self.view_set_label.setObjectName("formLabel")
         self.view_set_combo = QComboBox()
         self.view_set_combo.currentIndexChanged.connect(self._on_view_set_changed)
         view_row.addWidget(self.view_set_label)
         view_row.addWidget(self.view_set_combo)
-        view_row.addStretch(1)
         export_label = QLabel("Export")
         export_label.setObjectName("formLabel")
         view_row.addWidget(export_label)
@@ -380,10 +384,11 @@ class BenchPanel(QWidget):
         self.export_png_button.clicked.connect(lambda: self._on_export("png"))
         for button in (self.export_md_button, self.export_json_button, self.export_png_button):
             view_row.addWidget(button)
-        layout.addLayout(view_row)
+        layout.addWidget(view_widget)
 
         self.charts = QWidget()
-        charts_layout = QHBoxLayout(self.charts)
+        # Side by side when there is room, one above the other when not (titles stay whole).
+        charts_layout = ResponsiveRow(self.charts, min_width=CHARTS_SIDE_BY_SIDE_MIN)
         charts_layout.setContentsMargins(0, 0, 0, 0)
         charts_layout.setSpacing(12)
         self.throughput_chart = ThroughputChart()
@@ -770,7 +775,7 @@ class BenchPanel(QWidget):
         status, title, detail = verdict(report)
         self.banner.setProperty("status", status)
         self.banner_title.setText(title)
-        self.banner_detail.setText(detail)
+        self.banner_detail.setText(keep_units(detail))
         self._repolish(self.banner)
         sets = [e["prompt_set"] for e in report.get("per_set", [])]
         self.view_set_combo.blockSignals(True)
@@ -783,7 +788,7 @@ class BenchPanel(QWidget):
         self.view_set_label.setVisible(len(sets) > 1)
         self.view_set_combo.setVisible(len(sets) > 1)
         self._show_set(None)
-        self.meta_label.setText(self._meta_text(report))
+        self.meta_label.setText(keep_units(self._meta_text(report)))
         self.report_shown.emit(report)
 
     def _on_view_set_changed(self) -> None:
@@ -816,6 +821,10 @@ class BenchPanel(QWidget):
         self.table.setColumnCount(len(headers))
         self.table.setRowCount(len(rows))
         self.table.setHorizontalHeaderLabels(headers)
+        for column, name in enumerate(headers):
+            header_item = self.table.horizontalHeaderItem(column)
+            if header_item is not None:
+                header_item.setToolTip(COLUMN_HELP.get(name, ""))
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 item = QTableWidgetItem(text)

@@ -8,6 +8,7 @@ much of an answer, and the store marks the answer incomplete on the next start.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -15,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtGui import (
+    QDesktopServices,
+    QKeySequence,
+    QResizeEvent,
+    QShortcut,
+    QStandardItem,
+    QStandardItemModel,
+)
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -26,19 +35,23 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QToolButton,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
 
 from qwen_mtp_desktop.core.bench import DepthRecommendation
 from qwen_mtp_desktop.core.chat_session import (
+    DEMO_SINGLE_TURN_NOTE,
     AutoDecoding,
     PolicyKey,
     Turn,
     auto_applies,
     chat_history,
+    example_prompts,
     generation_settings,
     restart_after,
+    single_turn,
     start_conversation,
     start_turn,
 )
@@ -56,15 +69,20 @@ from qwen_mtp_desktop.core.engine import (
     GenerationSettings,
     LoadedModel,
     LoadOptions,
+    Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.compare import CompareDialog
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
+from qwen_mtp_desktop.ui.chat.examples import ExamplePrompts
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -73,6 +91,11 @@ log = logging.getLogger(__name__)
 STORE_FLUSH_MS = 500
 MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
+#: The conversation keeps at least this width; below it a side column closes.
+MIN_CONVERSATION_WIDTH = 560
+#: ui_state keys: the Drafts toggle, and the settings a new chat starts with (the last chosen).
+DRAFTS_KEY = "chat_show_drafts"
+NEW_CHAT_SETTINGS_KEY = "chat_new_settings"
 
 
 class _Stream:
@@ -119,8 +142,11 @@ class ChatPanel(QWidget):
         parent: QWidget | None = None,
         *,
         dark: bool = False,
+        ui_state: dict[str, str] | None = None,
     ) -> None:
         super().__init__(parent)
+        #: The app settings' UI state (saved with them): what this panel remembers between runs.
+        self._ui_state = ui_state if ui_state is not None else {}
         self._engine = engine
         self._runner = store_runner
         self._store: ChatStore | None = None
@@ -136,10 +162,13 @@ class ChatPanel(QWidget):
         self._show_drafts = False
         self._search = ""
         self._models: list[Path] = []
+        #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
+        self._mtp_problems: dict[Path, str] = {}
         #: The benchmark's verdicts and Auto's policies (core.chat_session).
         self._auto = AutoDecoding()
         self._last_deleted: DeletedConversation | None = None
         self._build()
+        self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STORE_FLUSH_MS)
@@ -166,7 +195,8 @@ class ChatPanel(QWidget):
         header.setObjectName("chatHeader")
         header_layout = QHBoxLayout(header)
         header_layout.setContentsMargins(20, 10, 12, 10)
-        self.title_label = QLabel("New chat")
+        self.title_label = ElidedLabel("New chat")  # a long title yields to the buttons
+        self.title_label.setMinimumWidth(120)  # ...but keeps a few words
         self.title_label.setObjectName("chatTitle")
         self.model_status = ElidedLabel()  # Auto's reason can be long; the tooltip has it all
         self.model_status.setObjectName("muted")
@@ -182,12 +212,43 @@ class ChatPanel(QWidget):
             "Show drafted tokens: tint the text that came from accepted MTP drafts"
         )
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
+        self.compare_button = QToolButton()
+        self.compare_button.setText("Compare with plain")
+        self.compare_button.clicked.connect(self.compare)
+        self.compare_dialog: CompareDialog | None = None
         self.settings_toggle = QToolButton()
         self.settings_toggle.setText("Settings")
         self.settings_toggle.setCheckable(True)
         self.settings_toggle.setChecked(False)
+        self.settings_toggle.setToolTip("Show or hide this chat's settings")
+        self.chats_toggle = QToolButton()
+        self.chats_toggle.setText("Chats")
+        self.chats_toggle.setCheckable(True)
+        self.chats_toggle.setChecked(True)
+        self.chats_toggle.setToolTip("Show or hide the list of chats")
+        # The model picker, as users know it from LM Studio and Jan: name, size, precision,
+        # MTP; the same choice as Settings > Model.
+        self.model_picker = QComboBox()
+        self.model_picker.setObjectName("modelPicker")
+        self.model_picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_picker.setMinimumContentsLength(10)
+        self.model_picker.setToolTip("The model this chat uses")
+        # Closed: the name. Open: name and what it is, in two columns.
+        picker_view = QTreeView()
+        picker_view.setHeaderHidden(True)
+        picker_view.setRootIsDecorated(False)
+        picker_view.setItemsExpandable(False)
+        picker_view.setAllColumnsShowFocus(True)
+        self.model_picker.setView(picker_view)
+        self.model_picker.activated.connect(self._on_picker)
+        self._picker_key: tuple[object, ...] = ()
+        self._model_details: dict[Path, str] = {}
+        header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
+        header_layout.addWidget(self.model_picker)
         header_layout.addWidget(self.model_status)
         header_layout.addWidget(self.busy_bar)
         header_layout.addStretch(1)
@@ -200,9 +261,18 @@ class ChatPanel(QWidget):
         banner_layout.setContentsMargins(14, 8, 10, 8)
         banner_text = QLabel(DEMO_MODEL_NOTE)
         banner_text.setWordWrap(True)
+        # Shown once a demo chat has earlier turns: why the model does not see them.
+        self.demo_turn_note = QLabel(DEMO_SINGLE_TURN_NOTE)
+        self.demo_turn_note.setWordWrap(True)
+        self.demo_turn_note.setObjectName("muted")
+        self.demo_turn_note.setVisible(False)
+        banner_texts = QVBoxLayout()
+        banner_texts.setSpacing(4)
+        banner_texts.addWidget(banner_text)
+        banner_texts.addWidget(self.demo_turn_note)
         banner_button = QPushButton("Open Export")
         banner_button.clicked.connect(self.export_requested)
-        banner_layout.addWidget(banner_text, 1)
+        banner_layout.addLayout(banner_texts, 1)
         banner_layout.addWidget(banner_button)
         banner_wrap = QWidget()
         banner_wrap_layout = QVBoxLayout(banner_wrap)
@@ -217,6 +287,12 @@ class ChatPanel(QWidget):
         self.live_stats.setWordWrap(True)
         self.live_stats.setContentsMargins(20, 4, 20, 0)
         self.live_stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # What the figures mean, one line, shown while figures are (tooltips say more).
+        self.legend = QLabel(LEGEND)
+        self.legend.setObjectName("legend")
+        self.legend.setWordWrap(True)
+        self.legend.setContentsMargins(20, 0, 20, 0)
+        self.legend.setVisible(False)
         self.composer = Composer()
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -224,7 +300,16 @@ class ChatPanel(QWidget):
         center_layout.addWidget(header)
         center_layout.addWidget(banner_wrap)
         center_layout.addWidget(self.transcript, 1)
-        center_layout.addWidget(self.live_stats)
+        self.examples = ExamplePrompts()
+        self.examples.chosen.connect(self.send)
+        center_layout.addWidget(self.examples)
+        # The figures, and beside them Compare: the same message plain and with MTP.
+        figures_row = QHBoxLayout()
+        figures_row.setContentsMargins(0, 0, 20, 0)
+        figures_row.addWidget(self.live_stats, 1)
+        figures_row.addWidget(self.compare_button, 0, Qt.AlignmentFlag.AlignBottom)
+        center_layout.addLayout(figures_row)
+        center_layout.addWidget(self.legend)
         center_layout.addWidget(self.composer)
 
         self.settings_panel = ChatSettingsPanel()
@@ -234,7 +319,8 @@ class ChatPanel(QWidget):
         self.settings_panel.validate_requested.connect(
             lambda: self.validate_requested.emit(self._model_dir())
         )
-        self.settings_toggle.toggled.connect(self.settings_panel.setVisible)
+        self.settings_toggle.toggled.connect(self._on_settings_toggled)
+        self.chats_toggle.toggled.connect(self._on_chats_toggled)
         self.settings_panel.setVisible(False)
 
         layout = QHBoxLayout(self)
@@ -247,6 +333,29 @@ class ChatPanel(QWidget):
         QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
         self._update_header()
+
+    # The two side columns share the width with the conversation: when both do not fit next
+    # to a readable conversation, opening one closes the other.
+
+    def _narrow(self) -> bool:
+        sides = self.conversations.width() + self.settings_panel.width()
+        return self.width() - sides < MIN_CONVERSATION_WIDTH
+
+    def _on_settings_toggled(self, show: bool) -> None:
+        if show and self.conversations.isVisibleTo(self) and self._narrow():
+            self.chats_toggle.setChecked(False)
+        self.settings_panel.setVisible(show)
+
+    def _on_chats_toggled(self, show: bool) -> None:
+        if show and self.settings_panel.isVisibleTo(self) and self._narrow():
+            self.settings_toggle.setChecked(False)
+        self.conversations.setVisible(show)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        both = self.conversations.isVisibleTo(self) and self.settings_panel.isVisibleTo(self)
+        if both and self._narrow():
+            self.chats_toggle.setChecked(False)
 
     def _wire_engine(self) -> None:
         self._engine.loading.connect(self._on_loading)
@@ -273,6 +382,92 @@ class ChatPanel(QWidget):
     def set_models(self, models: list[Path]) -> None:
         self._models = models
         self.settings_panel.set_models(models, self._model_dir())
+        self._fill_picker()
+
+    def set_model_details(self, details: dict[Path, str]) -> None:
+        """What the picker says about each model ("Qwen3.5 dense · 1.8 MB · FP16 · MTP")."""
+        self._model_details = dict(details)
+        self._fill_picker()
+
+    def _fill_picker(self) -> None:
+        current = self._model_dir()
+        models = self._models if current in self._models else [current, *self._models]
+        key = (current, tuple(models), tuple(sorted(self._model_details.items())))
+        if key == self._picker_key:
+            return
+        self._picker_key = key
+        picker = self.model_picker
+        picker.blockSignals(True)
+        model = QStandardItemModel(0, 2, picker)
+        for path in models:
+            detail = self._model_details.get(path, "")
+            name = QStandardItem(display_name(path))
+            name.setData(str(path), Qt.ItemDataRole.UserRole)
+            name.setToolTip(str(path))
+            about = QStandardItem(detail)
+            about.setToolTip(str(path))
+            about.setForeground(self.palette().placeholderText())
+            model.appendRow([name, about])
+        picker.setModel(model)
+        picker.setCurrentIndex(models.index(current))
+        view = picker.view()
+        assert isinstance(view, QTreeView)
+        view.resizeColumnToContents(0)
+        view.resizeColumnToContents(1)
+        view.setMinimumWidth(view.columnWidth(0) + view.columnWidth(1) + 24)
+        picker.blockSignals(False)
+
+    def _on_picker(self, index: int) -> None:
+        path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
+        if path != self._model_dir():
+            self._on_model_changed(path)
+
+    def compare(self) -> CompareDialog | None:
+        """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
+        history = self._compare_history()
+        loaded = self._loaded
+        if not history or loaded is None or loaded.mode != "mtp" or self.generating:
+            return None
+        settings = replace(self._engine_settings(), do_sample=False)  # MTP decodes greedily
+        dialog = CompareDialog(self._engine, history, settings, self, dark=self._dark)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.compared.connect(self._sync_compare)
+        dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
+        self.compare_dialog = dialog
+        dialog.show()
+        dialog.start()
+        self._sync_compare()
+        return dialog
+
+    def _compare_history(self) -> list[Message]:
+        """What Compare sends: the chat up to its last message of the user's."""
+        if self._conversation is None:
+            return []
+        history = chat_history(self._conversation.system_prompt, self._messages)
+        last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+        history = history[: last_user + 1]
+        if history and is_demo_model(self._model_dir()):
+            history = single_turn(history)
+        return history
+
+    def _sync_compare(self) -> None:
+        """Compare needs a message to run, a model that decodes with MTP, and a free engine."""
+        loaded = self._loaded
+        busy = self.generating or (self.compare_dialog is not None and self.compare_dialog.running)
+        if loaded is None or loaded.mode != "mtp":
+            reason = "Compare needs a model that can decode with MTP."
+        elif not any(m.role == "user" for m in self._messages):
+            reason = "Send a message first: Compare runs your last message again."
+        elif busy:
+            reason = "Wait for the answer being written."
+        else:
+            reason = ""
+        self.compare_button.setEnabled(not reason)
+        self.compare_button.setToolTip(
+            reason
+            or "Run your last message again with plain decoding and with MTP, side by side: "
+            "both speeds, and the text MTP's guesses wrote"
+        )
 
     def set_devices(self, devices: list[str]) -> None:
         self.settings_panel.set_devices(devices)
@@ -296,6 +491,7 @@ class ChatPanel(QWidget):
         self._conversation = None
         self._messages = []
         self.transcript.clear()
+        self._show_last_figures()  # none: the previous chat's figures are not this one's
         self.conversations.set_current(None)
         self.settings_panel.set_settings(self._default_settings())
         self.settings_panel.set_system_prompt("")
@@ -355,7 +551,17 @@ class ChatPanel(QWidget):
     def _on_store_opened(self, store: ChatStore) -> None:
         self._store = store
         if store.notice:
-            QMessageBox.warning(self, "Chat history was reset", store.notice)
+            # Non-modal: a modal box here would hold start-up (it can arrive before the
+            # event loop runs, while the window paints for the first time).
+            box = QMessageBox(
+                QMessageBox.Icon.Warning,
+                "Chat history was reset",
+                store.notice,
+                QMessageBox.StandardButton.Ok,
+                self,
+            )
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
         self.settings_panel.set_settings(self._default_settings())
         self._refresh_list(open_newest=True)
         self._ensure_model()
@@ -391,6 +597,7 @@ class ChatPanel(QWidget):
         self.transcript.add_messages([self._message_widget(message) for message in shown])
         self.transcript.set_hidden_count(len(messages) - len(shown))
         QTimer.singleShot(0, self.transcript.scroll_to_bottom)
+        self._show_last_figures()
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)
         self.settings_panel.set_system_prompt(conversation.system_prompt)
@@ -436,6 +643,15 @@ class ChatPanel(QWidget):
         return self._default_model
 
     def _default_settings(self) -> ChatSettings:
+        """A new chat's settings: the ones last chosen, else greedy decoding with MTP."""
+        raw = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
+        if raw:
+            try:
+                saved = json.loads(raw)
+            except ValueError:
+                saved = None
+            if isinstance(saved, dict):
+                return ChatSettings.from_dict(saved)
         return ChatSettings(temperature=0.0)
 
     def _engine_settings(self) -> GenerationSettings:
@@ -484,6 +700,8 @@ class ChatPanel(QWidget):
         self._ensure_model()
         conversation = self._conversation
         history = chat_history(conversation.system_prompt, self._messages)
+        if is_demo_model(self._model_dir()):
+            history = single_turn(history)  # its answers go wrong with earlier turns
         turn = Turn(self._engine_settings())
         if self._auto_applies():
             loaded = self._loaded
@@ -501,6 +719,8 @@ class ChatPanel(QWidget):
         stream.message_id = widget.message_id = answer.id
         self._update_header()
         self._stream = stream
+        self.model_picker.setEnabled(False)
+        self._sync_compare()
         self.composer.set_generating(True)
         self.live_stats.setText("Waiting for the first token…")
         self._flush_timer.start()
@@ -548,15 +768,14 @@ class ChatPanel(QWidget):
                 stream.sizes, n, "mtp", settings.max_new_tokens
             )
             steps = len(stream.sizes) - 1
+            parts.append(f"MTP n={n}")
             if drafted:
                 parts.append(
-                    f"MTP n={n}: {accepted / drafted:.0%} accepted ({accepted / steps:.2f}/step)"
+                    f"{accepted / drafted:.0%} drafts accepted ({accepted / steps:.2f}/step)"
                 )
-            else:
-                parts.append(f"MTP n={n}")
         elif loaded is not None:
             parts.append("plain decoding")
-        self.live_stats.setText("Generating  ·  " + "  ·  ".join(parts))
+        self._show_figures("Generating  ·  " + "  ·  ".join(parts))
 
     def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
         stream = self._stream
@@ -578,7 +797,7 @@ class ChatPanel(QWidget):
                 mid, record, status, model=record["model"], answer_delta=a, reasoning_delta=r
             ),
         )
-        self.live_stats.setText("Last answer  ·  " + format_stats(record))
+        self._show_figures("Last answer  ·  " + format_stats(record))
 
     def _on_failed(self, request_id: int, error: EngineError) -> None:
         stream = self._stream
@@ -597,10 +816,11 @@ class ChatPanel(QWidget):
             store.fail_message(message_id, message)
 
         self._end_stream(stream, fail)
-        self.live_stats.setText("")
+        self._clear_figures()
 
     def _end_stream(self, stream: _Stream, write: Any) -> None:
         self._stream = None
+        self.model_picker.setEnabled(True)
         self._flush_timer.stop()
         self.composer.set_generating(False)
         self.busy_changed.emit(False)
@@ -619,6 +839,7 @@ class ChatPanel(QWidget):
             if message is not None and conversation is self._conversation:
                 self._messages.append(message)
             self._refresh_list()
+            self._sync_compare()
 
         self._runner.submit(finish, done, self._on_store_error)
 
@@ -640,11 +861,23 @@ class ChatPanel(QWidget):
 
     def _on_loading(self, model_dir: Path) -> None:
         self._loading = True
+        self.settings_panel.set_mtp_problem(self._mtp_problems.get(Path(model_dir), ""))
         self._update_header()
 
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self._loading = False
         self._loaded = loaded
+        wanted_mtp = self._want_model is not None and self._want_model[1].mtp
+        if loaded.mode == "mtp":
+            self._mtp_problems.pop(loaded.model_dir, None)
+        elif wanted_mtp:
+            # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
+            # the MTP controls are, and open sampling (plain decoding can sample).
+            reason = next((w for w in loaded.warnings if "MTP" in w), "")
+            self._mtp_problems[loaded.model_dir] = (
+                reason or "This model cannot decode with MTP, so it decodes plain."
+            )
+        self.settings_panel.set_mtp_problem(self._mtp_problems.get(loaded.model_dir, ""))
         self._update_header()
         for warning in loaded.warnings:
             self._show_problem(warning, severity="warning")
@@ -665,15 +898,31 @@ class ChatPanel(QWidget):
             status = f"Loading {name} on {settings.device}…"
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self._mode_label()
-            status = f"{name}  ·  {self._loaded.device}  ·  {mode}"
+            status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
         else:
-            status = f"{name} (not loaded)"
+            status = "not loaded"
         self.model_status.setText(status)
         self.settings_panel.set_models(self._models, model_dir)
+        self._fill_picker()
+        self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
+        self._sync_compare()
         self.busy_bar.setVisible(self._loading)
-        self.banner_wrap.setVisible(is_demo_model(model_dir))
+        demo = is_demo_model(model_dir)
+        self.banner_wrap.setVisible(demo)
+        self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
+
+    def _sync_examples(self) -> None:
+        """Example prompts in an empty chat only: the demo's own skills, or everyday tasks."""
+        demo = is_demo_model(self._model_dir())
+        self.examples.set_prompts(
+            "Try what the demo model can do:" if demo else "Try an example:",
+            example_prompts(demo),
+        )
+        messages = self.transcript.messages
+        self.examples.setVisible(not messages and self._stream is None)
+        self.demo_turn_note.setVisible(demo and any(w.role == "assistant" for w in messages))
 
     def _mode_label(self) -> str:
         """What decoding runs, and for Auto what it decided and why."""
@@ -704,6 +953,7 @@ class ChatPanel(QWidget):
     # ------------------------------------------------------------------------ user actions
 
     def _on_settings_changed(self, settings: ChatSettings) -> None:
+        self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(settings.to_dict())
         self._update_header()
         if self._conversation is not None and self._store is not None:
             store, conversation_id = self._store, self._conversation.id
@@ -755,6 +1005,7 @@ class ChatPanel(QWidget):
 
     def _on_show_drafts(self, show: bool) -> None:
         self._show_drafts = show
+        self._ui_state[DRAFTS_KEY] = "1" if show else "0"
         for widget in self.transcript.messages:
             if widget.role == "assistant":
                 widget.set_show_drafts(show)
@@ -840,6 +1091,9 @@ class ChatPanel(QWidget):
             )
             self._messages = [m for m in self._messages if m.id != message_id]
             self.transcript.remove_message(widget)
+            self._show_last_figures()  # the deleted answer's figures must not stay
+            self._sync_examples()
+            self._sync_compare()
         elif action == "regenerate":
             self._regenerate_from(widget)
         elif action == "edit":
@@ -911,6 +1165,7 @@ class ChatPanel(QWidget):
         widget.link_requested.connect(self._open_link)
         self.transcript.add_message(widget)
         self.transcript.scroll_to_bottom()
+        self._sync_examples()
         return widget
 
     def _open_link(self, url: QUrl) -> None:
@@ -933,8 +1188,31 @@ class ChatPanel(QWidget):
         if answer == QMessageBox.StandardButton.Yes:
             QDesktopServices.openUrl(url)
 
+    def _show_figures(self, text: str) -> None:
+        """The live or last answer's figures, with the legend and a tooltip explaining them."""
+        self.live_stats.setText(keep_units(text))
+        self.live_stats.setToolTip(stats_tooltip(text))
+        self.legend.setVisible(True)
+
+    def _show_last_figures(self) -> None:
+        """The figures of this chat's last answer, or none."""
+        last = next(
+            (m for m in reversed(self._messages) if m.role == "assistant" and m.stats), None
+        )
+        if last is None or last.stats is None:
+            self._clear_figures()
+        else:
+            self._show_figures("Last answer  ·  " + format_stats(last.stats))
+
+    def _clear_figures(self) -> None:
+        self.live_stats.setText("")
+        self.live_stats.setToolTip("")
+        self.legend.setVisible(False)
+
     def _show_problem(self, text: str, severity: str = "error") -> None:
         self.live_stats.setText(("Warning: " if severity == "warning" else "Problem: ") + text)
+        self.live_stats.setToolTip("")
+        self.legend.setVisible(False)
 
     def _require_store(self) -> ChatStore:
         if self._store is None:

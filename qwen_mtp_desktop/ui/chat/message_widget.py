@@ -26,7 +26,9 @@ from qwen_mtp_desktop.core.markdown import (
     first_page,
     split_segments,
 )
+from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+from qwen_mtp_desktop.ui.figures import stats_tooltip
 
 #: Characters rendered at once (issue 19): any answer costs at most this much until the user
 #: asks for more, and a streaming answer keeps at most this much rendered above its tail.
@@ -299,6 +301,11 @@ class MessageWidget(QFrame):
         if self._segmenter is None:
             self.set_content(self.content)
 
+    def keep_actions(self, *names: str) -> None:
+        """Show only these action buttons (e.g. "copy" where a message is not in a chat)."""
+        for name, button in self._buttons.items():
+            button.setVisible(name in names)
+
     # --- streaming ------------------------------------------------------------------------
 
     def begin_stream(self) -> None:
@@ -410,7 +417,9 @@ class MessageWidget(QFrame):
     # --- footer -----------------------------------------------------------------------------
 
     def set_stats(self, stats: dict[str, Any]) -> None:
-        self.stats_label.setText(format_stats(stats))
+        text = format_stats(stats)
+        self.stats_label.setText(keep_units(text))
+        self.stats_label.setToolTip(stats_tooltip(text))
         self.stats_label.setVisible(True)
         reasoning = stats.get("reasoning_tokens")
         if reasoning and self.thinking.isVisible():

@@ -48,6 +48,10 @@ class ChatSettingsPanel(QFrame):
         self.setFixedWidth(300)
         self._settings = ChatSettings()
         self._updating = False
+        #: Why the loaded model cannot use MTP ("" when it can, or while that is unknown).
+        self._mtp_problem = ""
+        #: The temperature the user chose (0: none yet), kept while MTP forces greedy decoding.
+        self._sampling_temperature = 0.0
         outer = QVBoxLayout(self)
         outer.setContentsMargins(16, 16, 16, 16)
         outer.setSpacing(10)
@@ -70,7 +74,15 @@ class ChatSettingsPanel(QFrame):
         self.device_combo.addItem("CPU")
         self.device_combo.activated.connect(self._emit)
         self.mtp_check = QCheckBox("Use the MTP head")
+        self.mtp_check.setToolTip(
+            "Let the model's MTP head guess tokens ahead; the answer stays the same, only faster "
+            "when guesses are kept. Off: plain decoding, with sampling."
+        )
         self.mtp_check.toggled.connect(self._emit)
+        self.mtp_note = QLabel()
+        self.mtp_note.setObjectName("warningNote")
+        self.mtp_note.setWordWrap(True)
+        self.mtp_note.setVisible(False)
         self.depth_spin = QSpinBox()
         self.depth_spin.setRange(0, 8)
         self.depth_spin.setSpecialValueText("Auto")
@@ -115,6 +127,8 @@ class ChatSettingsPanel(QFrame):
         form.addRow("Repetition penalty", self.repetition_spin)
         form.addRow("Seed", self.seed_spin)
         outer.addLayout(form)
+        # Full width under the form: a form row would clip a wrapped, several-line reason.
+        outer.addWidget(self.mtp_note)
         prompt_label = QLabel("System prompt")
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("Optional instructions for the whole chat")
@@ -128,13 +142,10 @@ class ChatSettingsPanel(QFrame):
         self.system_prompt.textChanged.connect(self._on_prompt_edited)
         outer.addWidget(prompt_label)
         outer.addWidget(self.system_prompt)
-        hint = QLabel(
-            "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
-            "Turn MTP off to sample with a temperature."
-        )
-        hint.setObjectName("muted")
-        hint.setWordWrap(True)
-        outer.addWidget(hint)
+        self.sampling_hint = QLabel()
+        self.sampling_hint.setObjectName("muted")
+        self.sampling_hint.setWordWrap(True)
+        outer.addWidget(self.sampling_hint)
         self.validate_button = QPushButton("Validate MTP on this model…")
         self.validate_button.clicked.connect(self.validate_requested)
         outer.addWidget(self.validate_button)
@@ -176,13 +187,30 @@ class ChatSettingsPanel(QFrame):
         self.device_combo.setCurrentIndex(max(index, 0))
         self._updating = False
 
+    @property
+    def mtp_problem(self) -> str:
+        return self._mtp_problem
+
+    def set_mtp_problem(self, problem: str) -> None:
+        """What the loaded model can do: "" when it can decode with MTP, else why it cannot
+        (then the MTP controls are off with the reason, and sampling is open). The chat's own
+        MTP setting is kept, so a repaired model uses MTP again."""
+        self._mtp_problem = problem
+        self._updating = True
+        self.mtp_check.setChecked(self._settings.mtp and not problem)
+        self._updating = False
+        self._sync_enabled()
+        self._settings = replace(self._settings, temperature=self.temperature_spin.value())
+
     def set_settings(self, settings: ChatSettings) -> None:
         self._updating = True
         self._settings = settings
+        if settings.temperature > 0:
+            self._sampling_temperature = settings.temperature
         if self.device_combo.findText(settings.device) < 0:
             self.device_combo.addItem(settings.device)
         self.device_combo.setCurrentText(settings.device)
-        self.mtp_check.setChecked(settings.mtp)
+        self.mtp_check.setChecked(settings.mtp and not self._mtp_problem)
         depth = settings.num_assistant_tokens
         self.depth_spin.setValue(depth if isinstance(depth, int) else 0)
         self.thinking_check.setChecked(settings.thinking)
@@ -194,6 +222,7 @@ class ChatSettingsPanel(QFrame):
         self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
         self._updating = False
         self._sync_enabled()
+        self._settings = replace(self._settings, temperature=self.temperature_spin.value())
 
     def set_system_prompt(self, text: str) -> None:
         self._updating = True
@@ -206,16 +235,44 @@ class ChatSettingsPanel(QFrame):
             self._prompt_timer.start()
 
     def _sync_enabled(self) -> None:
-        mtp = self.mtp_check.isChecked()
+        problem = self._mtp_problem
+        self.mtp_check.setEnabled(not problem)
+        self.mtp_note.setText(problem)
+        self.mtp_note.setVisible(bool(problem))
+        self.validate_button.setEnabled(not problem)
+        self.validate_button.setToolTip(problem)
+        mtp = self.mtp_check.isChecked() and not problem
         self.depth_spin.setEnabled(mtp)
         self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
-        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only.
+        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only; plain decoding samples.
         self.temperature_spin.setEnabled(not mtp)
         self.temperature_spin.setToolTip(
-            "MTP decodes greedily; turn MTP off to sample" if mtp else ""
+            "MTP decodes greedily; turn MTP off to sample" if mtp else "0 = greedy"
         )
+        updating, self._updating = self._updating, True
         if mtp and self.temperature_spin.value() > 0:
+            self._sampling_temperature = self.temperature_spin.value()
             self.temperature_spin.setValue(0.0)
+        elif (
+            not mtp
+            and self.temperature_spin.value() == 0
+            and self._settings.mtp
+            and self._sampling_temperature > 0
+        ):
+            # MTP forced greedy decoding; plain decoding gets the user's temperature back.
+            self.temperature_spin.setValue(self._sampling_temperature)
+        self._updating = updating
+        if mtp:
+            hint = (
+                "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
+                "Turn MTP off to sample with a temperature."
+            )
+        else:
+            hint = (
+                "Plain decoding: temperature, top-p, top-k and seed apply "
+                "(temperature 0 is greedy)."
+            )
+        self.sampling_hint.setText(hint)
         sampling = self.temperature_spin.value() > 0
         for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
             widget.setEnabled(sampling)
@@ -230,10 +287,13 @@ class ChatSettingsPanel(QFrame):
         if self._updating:
             return
         seed = self.seed_spin.value()
+        if self.temperature_spin.value() > 0:
+            self._sampling_temperature = self.temperature_spin.value()
         self._settings = replace(
             self._settings,
             device=self.device_combo.currentText() or "CPU",
-            mtp=self.mtp_check.isChecked(),
+            # While the model cannot use MTP the box is off and disabled: keep the choice.
+            mtp=self.mtp_check.isChecked() if not self._mtp_problem else self._settings.mtp,
             num_assistant_tokens=self.depth_spin.value() or "auto",
             thinking=self.thinking_check.isChecked(),
             max_new_tokens=self.max_tokens_spin.value(),

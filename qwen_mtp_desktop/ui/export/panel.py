@@ -51,7 +51,11 @@ from qwen_mtp_desktop.core.export.options import (
     parse_source,
 )
 from qwen_mtp_desktop.core.export.preflight import PreflightReport, run_preflight
-from qwen_mtp_desktop.core.export.progress import ProgressEvent, pip_stage
+from qwen_mtp_desktop.core.export.progress import (
+    ProgressEvent,
+    pip_stage,
+    python_warning_lines,
+)
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.export.toolkit import (
@@ -523,7 +527,7 @@ class ExportPanel(QWidget):
         stats_row.addWidget(self.stats_label, 1)
         self.cancel_button = QPushButton("Cancel export")
         self.cancel_button.setObjectName("dangerAction")
-        self.cancel_button.clicked.connect(self.cancel_export)
+        self.cancel_button.clicked.connect(self._on_cancel_clicked)
         stats_row.addWidget(self.cancel_button)
         layout.addLayout(stats_row)
 
@@ -556,7 +560,18 @@ class ExportPanel(QWidget):
         self.result_box.hide()
         layout.addWidget(self.result_box)
 
-        layout.addWidget(_label("Exporter log", "checkTitle", wrap=False))
+        log_row = QHBoxLayout()
+        log_row.addWidget(_label("Exporter log", "checkTitle", wrap=False))
+        log_row.addStretch(1)
+        # The exporter's Python warnings (tracer, deprecation…) mean nothing to most users and
+        # bury the stages: hidden unless asked for.
+        self.warnings_check = QCheckBox("Show Python warnings")
+        self.warnings_check.toggled.connect(self._render_log)
+        log_row.addWidget(self.warnings_check)
+        layout.addLayout(log_row)
+        self._log_lines: list[str] = []
+        self._log_warnings = 0
+        self._last_was_warning = False
         self.log_view = QPlainTextEdit()
         self.log_view.setObjectName("exportLog")
         self.log_view.setReadOnly(True)
@@ -846,7 +861,7 @@ class ExportPanel(QWidget):
             overwrite=overwrite,
             verify_generation=self._verify_generation,
         )
-        self.log_view.clear()
+        self._clear_log()
         self.result_box.hide()
         self.progress.setValue(0)
         self.percent_label.clear()
@@ -861,6 +876,53 @@ class ExportPanel(QWidget):
         self.show_page(3)
 
     # --- run page -------------------------------------------------------------------------
+
+    def _on_cancel_clicked(self) -> None:
+        if self._dialogs.confirm(
+            self,
+            "Cancel the export?",
+            "The export stops and its partial output is removed; the source is untouched.",
+            "Cancel export",
+        ):
+            self.cancel_export()
+
+    def _clear_log(self) -> None:
+        self._log_lines = []
+        self._log_warnings = 0
+        self._last_was_warning = False
+        self.log_view.clear()
+        self._update_warnings_check()
+
+    def _add_log_lines(self, lines: list[str]) -> None:
+        flags = python_warning_lines(lines, after_warning=self._last_was_warning)
+        self._last_was_warning = bool(flags) and flags[-1]
+        self._log_lines.extend(lines)
+        self._log_warnings += sum(flags)
+        del self._log_lines[:-LOG_LINE_CAP]
+        shown = [
+            line
+            for line, warning in zip(lines, flags, strict=True)
+            if self.warnings_check.isChecked() or not warning
+        ]
+        if shown:
+            self.log_view.appendPlainText("\n".join(shown))
+        self._update_warnings_check()
+
+    def _render_log(self) -> None:
+        lines = self._log_lines
+        if not self.warnings_check.isChecked():
+            lines = [
+                line
+                for line, warning in zip(lines, python_warning_lines(lines), strict=True)
+                if not warning
+            ]
+        self.log_view.setPlainText("\n".join(lines))
+
+    def _update_warnings_check(self) -> None:
+        count = self._log_warnings
+        self.warnings_check.setText(
+            f"Show Python warnings ({count})" if count else "Show Python warnings"
+        )
 
     def cancel_export(self) -> None:
         if self._job_id is not None:
@@ -897,7 +959,7 @@ class ExportPanel(QWidget):
                     self.install_status.setText(stage)
             return
         if job_id == self._job_id:
-            self.log_view.appendPlainText("\n".join(lines))
+            self._add_log_lines(lines)
 
     def _on_progress(self, job_id: int, event: ProgressEvent) -> None:
         if job_id != self._job_id:
@@ -972,8 +1034,8 @@ class ExportPanel(QWidget):
                 f"{error.message}\n{error.fix}".strip() if error else outcome.reason()
             )
             self.stage_label.setText("Failed")
-            if outcome.log_tail and not self.log_view.toPlainText().strip():
-                self.log_view.appendPlainText(outcome.log_tail)
+            if outcome.log_tail and not self._log_lines:
+                self._add_log_lines(outcome.log_tail.splitlines())
         items = verification.items if verification is not None else []
         self.verify_list.set_items(
             [(i.status, _verify_title(i.key), i.message, i.fix) for i in items]

@@ -39,7 +39,8 @@ from qwen_mtp_desktop.core.model_library import (
     kind_text,
     parts_text,
 )
-from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.core.units import format_bytes, keep_units
+from qwen_mtp_desktop.ui.flow_layout import FlowLayout
 from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, VERDICT_STATUS, status_pixmap
 
 _SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
@@ -135,7 +136,7 @@ class _Form(QWidget):
             self.values[name] = value
 
     def set(self, name: str, text: str, tooltip: str = "") -> None:
-        self.values[name].setText(text)
+        self.values[name].setText(keep_units(text))
         self.values[name].setToolTip(tooltip)
 
 
@@ -250,16 +251,21 @@ class ModelDetails(QStackedWidget):
         self.remove_button.setToolTip("Take it off this list; the files stay where they are")
         self.delete_button = QPushButton("Delete from disk…")
         self.delete_button.setObjectName("dangerAction")
-        for row in (
-            (self.open_button, self.default_button, self.validate_button, self.verify_button),
-            (self.reveal_button, self.reexport_button, self.remove_button, self.delete_button),
+        # One flowing row: on a narrow window the buttons wrap instead of running off screen.
+        actions = QWidget()
+        line = FlowLayout(actions)
+        for button in (
+            self.open_button,
+            self.default_button,
+            self.validate_button,
+            self.verify_button,
+            self.reveal_button,
+            self.reexport_button,
+            self.remove_button,
+            self.delete_button,
         ):
-            line = QHBoxLayout()
-            line.setSpacing(8)
-            for button in row:
-                line.addWidget(button)
-            line.addStretch(1)
-            outer.addLayout(line)
+            line.addWidget(button)
+        outer.addWidget(actions)
 
         self.overview = _Form(
             [
@@ -616,7 +622,9 @@ class ModelDetails(QStackedWidget):
             return
         self.set_context_length(memory.context_length)
         self.kv_label.setText(f"KV cache precision: {memory.kv_precision}")
-        self.memory_need_label.setText(f"Needs about {format_bytes(memory.total_bytes)}")
+        self.memory_need_label.setText(
+            keep_units(f"Needs about {format_bytes(memory.total_bytes)}")
+        )
         verdict = VERDICT_LABELS[memory.verdict]
         self.verdict_label.setText(verdict)
         self.verdict_label.setProperty("status", VERDICT_STATUS[memory.verdict])
@@ -630,7 +638,7 @@ class ModelDetails(QStackedWidget):
             )
         else:
             available = "Free RAM is unknown on this system."
-        self.memory_available_label.setText(available)
+        self.memory_available_label.setText(keep_units(available))
         muted = _muted_color(self.palette())
         rows = []
         tip_lines = []
@@ -652,7 +660,7 @@ class ModelDetails(QStackedWidget):
         tooltip = "\n".join(tip_lines)
         self.memory_need_label.setToolTip(tooltip)
         self.verdict_label.setToolTip(tooltip)
-        self.memory_notes.setText("\n".join(f"• {note}" for note in memory.notes))
+        self.memory_notes.setText(keep_units("\n".join(f"• {note}" for note in memory.notes)))
 
     def _show_integrity(
         self,
@@ -713,7 +721,7 @@ class ModelDetails(QStackedWidget):
             text = f"{count} warning{'s' if count > 1 else ''}: {problems[0].message}" + (
                 " (see Diagnostics)" if count > 1 else ""
             )
-        self.summary_label.setText(text)
+        self.summary_label.setText(keep_units(text))
 
     def _show_diagnostics(self, diagnostics: Sequence[Diagnostic]) -> None:
         _clear(self.diagnostics_box)

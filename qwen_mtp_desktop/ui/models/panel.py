@@ -49,6 +49,7 @@ from qwen_mtp_desktop.core.model_library import (
     LibraryEntry,
     LibraryError,
     LibraryFolder,
+    adopt_model,
     delete_model_dir,
     deletion_problem,
     folder_bytes,
@@ -151,6 +152,8 @@ class ModelsPanel(QWidget):
         self._memory: tuple[int | None, int | None] = (None, None)
         self._context_length = DEFAULT_CONTEXT_LENGTH
         self._selected: Path | None = None
+        #: A model to select when the next scan has listed it (a finished export).
+        self._select_after_scan: Path | None = None
         self._closed = False
         self._message = ""  # the last action's outcome, kept above the scan summary
         self._build()
@@ -175,7 +178,9 @@ class ModelsPanel(QWidget):
 
         library = QFrame()
         library.setObjectName("modelLibrary")
-        library.setFixedWidth(420)
+        # Narrower on a small window, so the details keep room for their buttons and text.
+        library.setMinimumWidth(340)
+        library.setMaximumWidth(420)
         side = QVBoxLayout(library)
         side.setContentsMargins(16, 18, 12, 12)
         side.setSpacing(8)
@@ -237,7 +242,7 @@ class ModelsPanel(QWidget):
         self.status_label.setObjectName("muted")
         self.status_label.setWordWrap(True)
         side.addWidget(self.status_label)
-        root.addWidget(library)
+        root.addWidget(library, 2)
 
         self.details = ModelDetails()
         self.details.show_empty("Looking for models…")
@@ -252,7 +257,7 @@ class ModelsPanel(QWidget):
         d.reexport_button.clicked.connect(self._on_reexport_clicked)
         d.remove_button.clicked.connect(self.remove_selected)
         d.delete_button.clicked.connect(self.delete_selected)
-        root.addWidget(self.details, 1)
+        root.addWidget(self.details, 5)
 
     # --- public API ------------------------------------------------------------------------
 
@@ -341,6 +346,19 @@ class ModelsPanel(QWidget):
             lambda result: self._on_scanned(generation, result),
             lambda exc: self._on_scan_failed(generation, exc),
         )
+
+    def show_model(self, model_dir: Path) -> None:
+        """List `model_dir` (a finished export, wherever it was written) and select it once the
+        scan that follows has found it."""
+        try:
+            changed = adopt_model(self._store.settings, model_dir, self._paths)
+        except LibraryError as exc:
+            self.dialogs.inform(self, "Cannot add this model", str(exc))
+            return
+        if changed and not self._save_settings():
+            return
+        self._select_after_scan = model_dir
+        self.rescan()
 
     def add_folder(self, folder: Path) -> bool:
         """Add a folder to the library (what "Add folder…" does with the chosen folder)."""
@@ -479,7 +497,10 @@ class ModelsPanel(QWidget):
         self._watch(result.watch)
         self._fill_folders()
         self._fill_list()
-        if self._selected is None or self._selected not in current:
+        wanted, self._select_after_scan = self._select_after_scan, None
+        if wanted is not None and self.select(wanted):
+            pass  # a model the user just exported
+        elif self._selected is None or self._selected not in current:
             self._select_initial()
         else:
             self._show_selected()
@@ -783,12 +804,14 @@ class ModelsPanel(QWidget):
         self._verify_cancel = threading.Event()
         self._verified[path] = (signature, list(findings))
         worst = worst_severity(findings)
-        codes = ", ".join(sorted({d.code for d in findings}))
-        self._set_status(
-            f"Integrity check of {path.name}: "
-            + ("problems found" if worst == "error" else "done")
-            + f" ({codes})."
-        )
+        # In words, not codes: "All 16 files match the export record." or the worst finding.
+        if worst == "error":
+            problems = [d for d in findings if d.severity == "error"]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            summary = f"problems found: {problems[0].message}{more}"
+        else:
+            summary = " ".join(d.message for d in findings) or "done."
+        self._set_status(f"Integrity check of {path.name}: {summary}")
         self._fill_list()
         self._show_selected()
         self.verify_finished.emit(path)

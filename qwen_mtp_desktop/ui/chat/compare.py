@@ -1,0 +1,227 @@
+"""Compare: the same prompt decoded plain and with MTP, side by side, so a user sees MTP at work
+on any model: both speeds, the drafted text tinted, and whether the two answers are the same.
+
+It runs on the chat's engine, one request after the other (plain first, so MTP does not win by
+a warm cache alone), and ignores every other request's chunks (the chat's own work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
+from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.figures import stats_tooltip
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.workers.engine_process import EngineProcess
+
+
+def compare_summary(plain: GenerationStats, mtp: GenerationStats, same_text: bool) -> str:
+    """One line: how much faster MTP was, how many drafts were kept, and whether the text
+    is the same."""
+    parts = []
+    if plain.decode_tokens_per_s > 0 and mtp.decode_tokens_per_s > 0:
+        ratio = mtp.decode_tokens_per_s / plain.decode_tokens_per_s
+        parts.append(
+            f"MTP wrote {ratio:.2f}x as fast as plain decoding "
+            f"({mtp.decode_tokens_per_s:.1f} vs {plain.decode_tokens_per_s:.1f} tok/s)"
+        )
+    parts.append(
+        f"{mtp.acceptance_rate:.0%} drafts accepted ({mtp.mean_accepted_per_step:.2f}/step)"
+    )
+    parts.append(
+        "the same answer, as it should be"
+        if same_text
+        else "the answers differ (sampling, or a numerics difference: see Benchmark › Validate)"
+    )
+    return keep_units("  ·  ".join(parts))
+
+
+class _Side(QFrame):
+    """One column: a title, the streaming answer (drafts tinted) and its figures."""
+
+    def __init__(self, title: str, dark: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("compareSide")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        heading = QLabel(title)
+        heading.setObjectName("sectionTitle")
+        self.answer = MessageWidget("assistant", dark=dark)
+        self.answer.set_show_drafts(True)
+        self.answer.keep_actions("copy")
+        self.answer.action.connect(
+            lambda action: self.answer.copy_text() if action == "copy" else None
+        )
+        self.status = QLabel("Waiting…")
+        self.status.setObjectName("muted")
+        self.status.setWordWrap(True)
+        layout.addWidget(heading)
+        layout.addWidget(self.answer)
+        layout.addWidget(self.status)
+        layout.addStretch(1)
+        self.text = ""
+        self.stats: GenerationStats | None = None
+
+    def add(self, chunks: Sequence[StepChunk]) -> None:
+        answer: list[str] = []
+        drafted: list[tuple[int, int]] = []
+        offset = 0
+        for chunk in chunks:
+            if chunk.drafted_answer_chars:
+                drafted.append((offset, offset + chunk.drafted_answer_chars))
+            answer.append(chunk.answer)
+            offset += len(chunk.answer)
+        text = "".join(answer)
+        self.answer.append(text, "".join(c.reasoning for c in chunks), drafted)
+        self.text += text
+
+
+class CompareDialog(QDialog):
+    """Signals:
+    compared(): both runs ended (finished or failed).
+    """
+
+    compared = Signal()
+
+    def __init__(
+        self,
+        engine: EngineProcess,
+        history: Sequence[Message],
+        settings: GenerationSettings,
+        parent: QWidget | None = None,
+        *,
+        dark: bool = False,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Compare plain decoding and MTP")
+        self.resize(900, 560)
+        self._engine = engine
+        self._history = list(history)
+        self._settings = settings
+        prompt = next((m.content for m in reversed(history) if m.role == "user"), "")
+        intro = QLabel(
+            f"The same message, decoded twice: plain (one token per step), then MTP "
+            f"(n={settings.num_assistant_tokens}: the MTP head guesses ahead, the model keeps "
+            f"what it would have written). Tinted text came from kept guesses.\n\n“{prompt}”"
+        )
+        intro.setWordWrap(True)
+        self.plain = _Side("Plain decoding", dark)
+        self.mtp = _Side(f"MTP n={settings.num_assistant_tokens}", dark)
+        columns = QWidget()
+        row = QHBoxLayout(columns)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(16)
+        row.addWidget(self.plain, 1)
+        row.addWidget(self.mtp, 1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(columns)
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.summary.setObjectName("sectionTitle")
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.buttons)
+        self._request: int | None = None
+        self._side: _Side | None = None
+        self._connected = True
+        self.running = False
+        engine.chunks.connect(self._on_chunks)
+        engine.finished.connect(self._on_finished)
+        engine.failed.connect(self._on_failed)
+
+    def start(self) -> None:
+        self.running = True
+        self._run(self.plain, replace(self._settings, plain=True))
+
+    def _run(self, side: _Side, settings: GenerationSettings) -> None:
+        self._side = side
+        side.status.setText("Writing…")
+        side.answer.begin_stream()
+        self._request = self._engine.generate(self._history, settings)
+
+    def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
+        if request_id == self._request and self._side is not None:
+            self._side.add(chunks)
+
+    def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
+        side = self._side
+        if request_id != self._request or side is None:
+            return
+        side.answer.end_stream()
+        side.stats = stats
+        figures = (
+            f"{stats.decode_tokens_per_s:.1f} tok/s  ·  TTFT {stats.ttft_s * 1000:.0f} ms  ·  "
+            f"{stats.generated_tokens} tokens"
+        )
+        if stats.mode == "mtp":
+            figures = (
+                f"{stats.acceptance_rate:.0%} drafts accepted "
+                f"({stats.mean_accepted_per_step:.2f}/step)  ·  " + figures
+            )
+        side.status.setText(keep_units(figures))
+        side.status.setToolTip(stats_tooltip(figures))
+        if side is self.plain:
+            self._run(self.mtp, replace(self._settings, plain=False))
+            return
+        self._end()
+        assert self.plain.stats is not None
+        self.summary.setText(
+            compare_summary(self.plain.stats, stats, self.plain.text == self.mtp.text)
+        )
+
+    def _on_failed(self, request_id: int, error: EngineError) -> None:
+        side = self._side
+        if request_id != self._request or side is None:
+            return
+        side.answer.end_stream()
+        side.status.setText(f"Failed: {error.message}")
+        self.summary.setText("The comparison did not finish.")
+        self._end()
+
+    def _end(self) -> None:
+        self._request = None
+        self._side = None
+        self.running = False
+        self.compared.emit()
+
+    def reject(self) -> None:
+        if self._request is not None:
+            self._engine.cancel(self._request)
+        self._disconnect()
+        super().reject()
+
+    def _disconnect(self) -> None:
+        if not self._connected:
+            return
+        self._connected = False
+        for signal, slot in (
+            (self._engine.chunks, self._on_chunks),
+            (self._engine.finished, self._on_finished),
+            (self._engine.failed, self._on_failed),
+        ):
+            signal.disconnect(slot)

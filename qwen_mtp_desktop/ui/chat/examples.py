@@ -1,0 +1,50 @@
+"""Example prompts as clickable chips, shown in an empty chat: a first message in one click."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+from qwen_mtp_desktop.ui.flow_layout import FlowLayout
+
+
+class ExamplePrompts(QWidget):
+    """Signals:
+    chosen(str): the user clicked an example; the chat sends it.
+    """
+
+    chosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("examplePrompts")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 8, 20, 4)
+        layout.setSpacing(6)
+        self.title = QLabel()
+        self.title.setObjectName("muted")
+        layout.addWidget(self.title)
+        self._chips_box = QWidget()
+        self._flow = FlowLayout(self._chips_box)
+        layout.addWidget(self._chips_box)
+        self.chips: list[QPushButton] = []
+        self._prompts: tuple[str, ...] = ()
+
+    def set_prompts(self, title: str, prompts: Sequence[str]) -> None:
+        if tuple(prompts) == self._prompts and title == self.title.text():
+            return
+        self._prompts = tuple(prompts)
+        self.title.setText(title)
+        for chip in self.chips:
+            self._flow.removeWidget(chip)
+            chip.deleteLater()
+        self.chips = []
+        for prompt in prompts:
+            chip = QPushButton(prompt)
+            chip.setObjectName("promptChip")
+            chip.setToolTip("Send this message")
+            chip.clicked.connect(lambda _checked=False, text=prompt: self.chosen.emit(text))
+            self._flow.addWidget(chip)
+            self.chips.append(chip)

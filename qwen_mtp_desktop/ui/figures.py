@@ -1,0 +1,82 @@
+"""What every figure the app shows means, in words a new user understands: the one-line legend
+under the chat, and the tooltips of the stats lines and benchmark columns."""
+
+from __future__ import annotations
+
+from html import escape
+
+#: One line, shown under the chat's stats.
+LEGEND = (
+    "tok/s: writing speed  ·  TTFT: wait for the first token  ·  drafts accepted: MTP's guesses "
+    "the model kept (per step: extra tokens each step)  ·  MTP n=k: k guesses per step  ·  "
+    "plain: no MTP"
+)
+
+#: Each figure and its explanation, in the order the stats line shows them.
+FIGURES: tuple[tuple[str, str], ...] = (
+    (
+        "MTP n=k",
+        "Decoded with the model's MTP head guessing k tokens ahead each step (Settings › Draft "
+        "tokens). The model checks the guesses and keeps only what it would have written itself, "
+        "so the answer is the same as plain decoding, only faster when guesses are kept.",
+    ),
+    ("plain", "Plain decoding: one token per step, no MTP guesses."),
+    (
+        "drafts accepted",
+        "The share of MTP's guessed tokens the model kept. Higher means more tokens per step.",
+    ),
+    (
+        "/step",
+        "Guessed tokens kept per decoding step: 1.00/step means every step wrote two tokens "
+        "instead of one.",
+    ),
+    (
+        "tok/s",
+        "Tokens per second while the answer is being written (after the first token).",
+    ),
+    (
+        "TTFT",
+        "Time to first token: from sending until the answer starts; mostly reading the prompt.",
+    ),
+    ("tokens", "Tokens in the answer (a token is a word or part of a word)."),
+    (
+        "Auto",
+        "Auto picks the draft depth from the benchmark and adapts it turn by turn; it decodes "
+        "plain when guesses are rarely kept.",
+    ),
+)
+
+#: Tooltips of the benchmark table's columns.
+COLUMN_HELP = {
+    "Mode": "Plain decoding, or MTP with n guessed tokens per step",
+    "Decode tok/s (min–max)": "Writing speed after the first token: median of the runs, "
+    "with the slowest and fastest",
+    "Speed-up (min–max)": "Decode speed relative to plain decoding (1.00x = the same)",
+    "TTFT ms": "Time to first token, in milliseconds",
+    "Accepted": "Share of MTP's guessed tokens the model kept",
+    "Per step": "Guessed tokens kept per decoding step",
+    "By position": "Acceptance of the 1st, 2nd, … guessed token of each step",
+    "Identical": "Whether the output equals plain decoding token for token",
+    "First difference": "Where MTP's output first differs from plain decoding",
+    "Plain tok/s": "Writing speed of plain decoding",
+    "MTP tok/s": "Writing speed with MTP",
+    "Speed-up": "MTP's speed relative to plain decoding",
+}
+
+
+def stats_tooltip(text: str) -> str:
+    """Rich-text explanation of the figures that appear in the stats line `text`."""
+    rows = [
+        f"<tr><td><b>{escape(name)}</b></td><td>{escape(help_text)}</td></tr>"
+        for name, help_text in FIGURES
+        if _shows(name, text)
+    ]
+    if not rows:
+        return ""
+    return "<table cellspacing='4'>" + "".join(rows) + "</table>"
+
+
+def _shows(name: str, text: str) -> bool:
+    if name == "MTP n=k":
+        return "MTP n=" in text
+    return name in text
