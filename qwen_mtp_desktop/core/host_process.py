@@ -10,6 +10,7 @@ model loaded in between (a model that crashes the runtime while loading, a broke
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -206,9 +207,25 @@ class HostProcess:
 
 
 def _forward_log(stream: IO[bytes]) -> None:
-    """The child's stderr (its log, and what a native crash prints) into this process's log."""
+    """The child's stderr into this process's log: its log records (one JSON line each, see
+    host.engine_host.RecordLines) as the records they were, anything else (what the native
+    runtime or a crash prints) as lines of the host's log."""
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", errors="replace").rstrip()
         if line:
-            host_log.info("%s", line)
+            _log_line(line)
     stream.close()
+
+
+def _log_line(line: str) -> None:
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+            level, name, message = record["level"], record["name"], record["message"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        else:
+            if isinstance(level, int) and isinstance(name, str) and isinstance(message, str):
+                logging.getLogger(name).log(level, "%s", message)
+                return
+    host_log.info("%s", line)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
 CONVERSATION_LOGGER = "qwen_mtp_desktop.conversation"
+#: Set while debug logging is on, so the processes the app starts (the engine host) log the
+#: same way; their log reaches the app's file through the app.
+DEBUG_LOG_ENV = "QWEN_MTP_DESKTOP_DEBUG_LOG"
 _conversation = logging.getLogger(CONVERSATION_LOGGER)
 
 
@@ -43,3 +47,7 @@ def setup_logging(
         handler._qwen_mtp_desktop = True  # type: ignore[union-attr]  # marks our own handlers
         root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.INFO)
+    if debug:
+        os.environ[DEBUG_LOG_ENV] = "1"
+    else:
+        os.environ.pop(DEBUG_LOG_ENV, None)

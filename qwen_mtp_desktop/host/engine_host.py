@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
 import logging
 import os
 import queue
@@ -52,6 +53,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
 )
 from qwen_mtp_desktop.core.engine_service import AnyGeneration, EngineService, coalesced
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
 log = logging.getLogger("qwen_mtp_desktop.host")
@@ -225,6 +227,17 @@ class ApiControl:
             self._events.send(state)
 
 
+class RecordLines(logging.Formatter):
+    """Each log record as one JSON line (level, logger, message with its newlines), so the app
+    writes it to its log as the record it was (core.host_process.forward_log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + self.formatException(record.exc_info)
+        return json.dumps({"level": record.levelno, "name": record.name, "message": message})
+
+
 def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
     """stdin for requests, and a private copy of stdout for events; fd 1 becomes stderr."""
     events_fd = os.dup(sys.stdout.fileno())
@@ -239,10 +252,11 @@ def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
 def main() -> int:
     requests, events = _protocol_streams()
     faulthandler.enable()  # a native crash leaves its Python stack in the app's log
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RecordLines())
     logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if os.environ.get(DEBUG_LOG_ENV) else logging.INFO,
+        handlers=[handler],
     )
     block_telemetry()
     session = WindowSession(requests, FrameWriter(events), EngineService())
