@@ -18,7 +18,9 @@ from qwen_mtp_desktop.core.safe_files import (
     read_json_file,
 )
 
-Mode = Literal["mtp", "baseline"]
+#: What drafted a turn's tokens: the MTP head, nothing (plain decoding, "baseline" in records),
+#: or prompt lookup (core.prompt_lookup: n-grams of the prompt and answer).
+Mode = Literal["mtp", "baseline", "lookup"]
 FinishReason = Literal["eos", "length", "stop_string", "cancelled"]
 TOKENIZER_JSON = FileKind("tokenizer.json", "Re-export the model.")
 #: Far above any real vocabulary (Qwen3.5: 248,320 ids).
@@ -242,6 +244,8 @@ class GenerationStats:
     #: What decoded the turn: "fast" (the app's own decoder, core.mtp_decoder) or "genai"
     #: (openvino-genai's pipeline); empty in records from before the fast decoder.
     decoder: str = ""
+    #: Prompt lookup's longest n-gram (0 for other modes and older records).
+    max_ngram_size: int = 0
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -252,8 +256,12 @@ def speculative_stats(
     num_assistant_tokens: int,
     mode: Mode,
     max_new_tokens: int | None = None,
+    proposed: Sequence[int] | None = None,
 ) -> tuple[int, int, list[float]]:
     """(drafted, accepted, acceptance by position) from per-step chunk sizes.
+
+    `proposed` (drafts proposed per chunk, same length as `chunk_sizes`) is for prompt
+    lookup, which proposes a varying number (core.prompt_lookup); MTP proposes n per step.
 
     A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
     always adds one token of its own). The first write comes from the prefill, which drafts
@@ -261,16 +269,22 @@ def speculative_stats(
     d = min(n, max_new_tokens - generated - 1), so a final step cut short by the budget is not
     counted as rejected drafts (this matches ContinuousBatchingPipeline's acceptance rate).
     """
-    if mode != "mtp" or num_assistant_tokens <= 0 or not chunk_sizes:
+    if mode == "baseline" or num_assistant_tokens <= 0 or not chunk_sizes:
+        return 0, 0, []
+    if mode == "lookup" and (proposed is None or len(proposed) < len(chunk_sizes)):
         return 0, 0, []
     n = num_assistant_tokens
     generated = chunk_sizes[0]
     proposed_per_step: list[int] = []
     accepted_per_step: list[int] = []
-    for size in chunk_sizes[1:]:
-        proposed = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
-        proposed_per_step.append(proposed)
-        accepted_per_step.append(min(max(size - 1, 0), proposed))
+    for i, size in enumerate(chunk_sizes[1:], start=1):
+        if mode == "lookup":
+            assert proposed is not None
+            count = proposed[i]
+        else:
+            count = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
+        proposed_per_step.append(count)
+        accepted_per_step.append(min(max(size - 1, 0), count))
         generated += size
     drafted = sum(proposed_per_step)
     accepted = sum(accepted_per_step)
@@ -297,6 +311,8 @@ def build_stats(
     max_new_tokens: int | None = None,
     switched_to_plain_at: int | None = None,
     decoder: str = "",
+    proposed: Sequence[int] | None = None,
+    max_ngram_size: int = 0,
 ) -> GenerationStats:
     """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
     With `switched_to_plain_at`, only the chunks before it count for draft acceptance."""
@@ -306,12 +322,12 @@ def build_stats(
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
     mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
     drafted, accepted, by_position = speculative_stats(
-        mtp_sizes, num_assistant_tokens, mode, max_new_tokens
+        mtp_sizes, num_assistant_tokens, mode, max_new_tokens, proposed
     )
     decode_steps = max(len(mtp_sizes) - 1, 0)
     return GenerationStats(
         mode=mode,
-        num_assistant_tokens=num_assistant_tokens if mode == "mtp" else 0,
+        num_assistant_tokens=num_assistant_tokens if mode != "baseline" else 0,
         device=device,
         prompt_tokens=prompt_tokens,
         generated_tokens=generated,
@@ -332,6 +348,7 @@ def build_stats(
         chunk_times=[round(t, 6) for t in chunk_times],
         switched_to_plain_at=switched_to_plain_at,
         decoder=decoder,
+        max_ngram_size=max_ngram_size if mode == "lookup" else 0,
     )
 
 

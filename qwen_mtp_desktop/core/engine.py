@@ -34,6 +34,11 @@ pipelines share no KV or linear-attention state). So a within-turn fall back
 the plain pipeline on prompt + answer so far: a full re-prefill, done only when the answer's
 text re-tokenizes to exactly the generated ids (so greedy output stays plain decoding's) and the
 policy predicts the saving exceeds the re-prefill.
+
+Prompt lookup (`GenerationSettings.prompt_lookup`) drafts from n-grams of the prompt and answer
+instead of the MTP head, on a third openvino-genai pipeline (`prompt_lookup=True`, continuous
+batching) opened on the first such turn; it works without an MTP head too. Its drafts per step
+vary, so the stats replay the runtime's candidate search (core.prompt_lookup) to count them.
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ from qwen_mtp_desktop.core.mtp_decoder import (
 )
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_MAX_NGRAM_SIZE,
+    MAX_LOOKUP_TOKENS,
+    MAX_NGRAM_SIZE,
+    LookupRecorder,
+)
 from qwen_mtp_desktop.core.safe_files import FileKind, model_folder_problem, read_json_file
 
 if TYPE_CHECKING:
@@ -140,6 +151,12 @@ class GenerationSettings:
     within_turn: WithinTurnTest | None = None
     #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
     ignore_eos: bool = False
+    #: Draft by prompt lookup (n-grams of prompt and answer, core.prompt_lookup) instead of
+    #: the MTP head, on openvino-genai's prompt-lookup pipeline (opened on first use);
+    #: num_assistant_tokens is then the drafts per step.
+    prompt_lookup: bool = False
+    #: Prompt lookup's longest n-gram searched.
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:
@@ -150,12 +167,39 @@ class GenerationSettings:
                 "Turn MTP off for plain decoding instead.",
                 code="BAD_SETTINGS",
             )
+        if self.prompt_lookup:
+            self._validate_lookup()
         if self.do_sample and self.temperature <= 0:
             raise EngineError("temperature must be above 0 when sampling.", code="BAD_SETTINGS")
         if not 0 < self.top_p <= 1:
             raise EngineError("top-p must be in (0, 1].", code="BAD_SETTINGS")
         if self.top_k < 0 or self.repetition_penalty <= 0:
             raise EngineError("top-k must be >= 0 and repetition penalty > 0.", code="BAD_SETTINGS")
+
+    def _validate_lookup(self) -> None:
+        if self.plain:
+            raise EngineError(
+                "Prompt lookup and plain decoding were both asked for.",
+                "Choose one decoding method.",
+                code="BAD_SETTINGS",
+            )
+        if not 1 <= self.num_assistant_tokens <= MAX_LOOKUP_TOKENS:
+            raise EngineError(
+                f"Prompt lookup needs 1 to {MAX_LOOKUP_TOKENS} draft tokens per step.",
+                code="BAD_SETTINGS",
+            )
+        if not 1 <= self.max_ngram_size <= MAX_NGRAM_SIZE:
+            raise EngineError(
+                f"The n-gram size for prompt lookup must be 1 to {MAX_NGRAM_SIZE}.",
+                code="BAD_SETTINGS",
+            )
+        if self.do_sample:
+            raise EngineError(
+                "Prompt lookup decodes greedily here (temperature 0), so its output equals "
+                "plain decoding.",
+                "Set temperature to 0, or choose plain decoding to sample.",
+                code="LOOKUP_NEEDS_GREEDY",
+            )
 
 
 @dataclass(frozen=True)
@@ -410,6 +454,8 @@ class _Ended:
     warnings: list[str]
     max_new_tokens: int
     switched_to_plain_at: int | None = None
+    #: Prompt lookup: drafts proposed per chunk (core.prompt_lookup).
+    proposed: list[int] | None = None
 
 
 class _StepDecoder:
@@ -477,6 +523,8 @@ class Generation(Iterator[StepChunk]):
         self._settings = settings
         loaded_mode: Mode = engine.loaded.mode if engine.loaded is not None else "baseline"
         self._mode: Mode = "baseline" if settings.plain else loaded_mode
+        if settings.prompt_lookup:
+            self._mode = "lookup"
         self._decoding: Decoding = "fast" if config is None else "genai"
         self._device = engine.loaded.device if engine.loaded is not None else ""
         self._decoder = _StepDecoder(engine, settings.thinking)
@@ -543,6 +591,8 @@ class Generation(Iterator[StepChunk]):
             max_new_tokens=item.max_new_tokens,
             switched_to_plain_at=item.switched_to_plain_at,
             decoder=self._decoding,
+            proposed=item.proposed,
+            max_ngram_size=self._settings.max_ngram_size,
         )
         log_conversation("answer", self.answer + last.answer)  # only with debug logging on
         if last.reasoning or last.answer:
@@ -607,11 +657,27 @@ class Generation(Iterator[StepChunk]):
         tokenizer = engine._tokenizer
         assert tokenizer is not None
         use_mtp = self._mode == "mtp"
-        pipeline = engine._ensure_mtp_pipeline() if use_mtp else engine._ensure_plain()
+        lookup = self._mode == "lookup"
+        if lookup:
+            pipeline = engine._ensure_lookup()
+        else:
+            pipeline = engine._ensure_mtp_pipeline() if use_mtp else engine._ensure_plain()
         within_turn = self._settings.within_turn if use_mtp and not images else None
         prompt_ids: list[int] = []
-        if within_turn is not None:
+        if within_turn is not None or lookup:
             prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
+        recorder = None
+        if lookup:
+            recorder = LookupRecorder(
+                prompt_ids,
+                config.num_assistant_tokens,
+                config.max_ngram_size,
+                config.max_new_tokens,
+                StopStringFilter(
+                    lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+                    self._settings.stop_strings,
+                ),
+            )
         switch_prompt: list[str] = []
         sizes: list[int] = []
         times: list[float] = []
@@ -641,6 +707,15 @@ class Generation(Iterator[StepChunk]):
             def write(self, token: Any) -> openvino_genai.StreamingStatus:
                 elapsed = clock() - started
                 ids = (token,) if isinstance(token, int) else tuple(token)
+                if recorder is not None:
+                    ids = tuple(recorder.step(ids, elapsed))
+                    if recorder.stopped or cancel.is_set():
+                        if ids:
+                            all_ids.extend(ids)
+                            out.put(_RawStep(ids, elapsed))
+                        return stop
+                    if not ids:
+                        return running
                 sizes.append(len(ids))
                 times.append(elapsed)
                 all_ids.extend(ids)
@@ -669,6 +744,18 @@ class Generation(Iterator[StepChunk]):
             plain_config = engine._generation_config(self._settings, plain, mtp=False)
             plain_config.max_new_tokens = remaining
             plain.generate(switch_prompt[0], generation_config=plain_config, streamer=Streamer())
+        proposed = None
+        finish = self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens)
+        if recorder is not None:
+            rest = recorder.flush() if not cancel.is_set() else []
+            if rest:
+                all_ids.extend(rest)
+                out.put(_RawStep(tuple(rest), clock() - started))
+            sizes, times, proposed = recorder.step_record()
+            if recorder.stopped:
+                finish = "stop_string"
+            elif finish == "stop_string":  # the runtime saw no stop string: it ended
+                finish = "eos"
         total = clock() - started
         prompt_tokens = len(prompt_ids) if prompt_ids else len(_token_ids(tokenizer, prompt))
         return _Ended(
@@ -676,10 +763,11 @@ class Generation(Iterator[StepChunk]):
             times,
             total,
             prompt_tokens,
-            self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens),
+            finish,
             self._turn_warnings(loaded, use_mtp),
             config.max_new_tokens,
             switched_at,
+            proposed,
         )
 
     def _run_fast(self, prompt: str) -> _Ended:
@@ -803,6 +891,8 @@ class Engine:
         self._pipeline: Any = None
         #: openvino-genai's plain pipeline (stateful SDPA), opened on first use.
         self._plain: Any = None
+        #: openvino-genai's prompt-lookup pipeline, opened on the first prompt-lookup turn.
+        self._lookup: Any = None
         self._open_args: tuple[Path, str, dict[str, Any]] | None = None
         #: Seconds the plain pipeline beside MTP took to load (None: not loaded).
         self.plain_load_s: float | None = None
@@ -906,6 +996,7 @@ class Engine:
         self._fast = None
         self._pipeline = None
         self._plain = None
+        self._lookup = None
         self._open_args = None
         self.plain_load_s = None
         self._tokenizer = None
@@ -954,22 +1045,42 @@ class Engine:
             self._pipeline = self._open_pipeline(model_dir, device, properties, mtp=True)
         return self._pipeline
 
+    def _ensure_lookup(self) -> Any:
+        """openvino-genai's prompt-lookup pipeline, opened on the first prompt-lookup turn."""
+        if self._lookup is None:
+            assert self._open_args is not None
+            model_dir, device, properties = self._open_args
+            started = time.perf_counter()
+            self._lookup = self._open_pipeline(model_dir, device, properties, lookup=True)
+            log.info("loaded the prompt-lookup pipeline in %.2f s", time.perf_counter() - started)
+        return self._lookup
+
     def _open_pipeline(
-        self, model_dir: Path, device: str, properties: dict[str, Any], *, mtp: bool
+        self,
+        model_dir: Path,
+        device: str,
+        properties: dict[str, Any],
+        *,
+        mtp: bool = False,
+        lookup: bool = False,
     ) -> Any:
         """A `VLMPipeline` of the model: with MTP, on the continuous-batching backend with the
         MTP head as draft model (the only backend openvino-genai runs MTP on); without, on the
         stateful SDPA backend, the fastest exact plain decoding it offers (issue 14: 1.22x the
-        continuous-batching one on Qwen3.5-0.8B INT4)."""
+        continuous-batching one on Qwen3.5-0.8B INT4). Prompt lookup runs on the
+        continuous-batching backend too (`prompt_lookup=True`, RUNTIME-NOTES)."""
         import openvino_genai
 
         try:
             kwargs: dict[str, Any] = dict(properties)
-            if mtp:
+            if mtp or lookup:
                 scheduler = openvino_genai.SchedulerConfig()
                 # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
                 scheduler.enable_prefix_caching = False
                 kwargs["scheduler_config"] = scheduler
+            if lookup:
+                kwargs["prompt_lookup"] = True
+            elif mtp:
                 kwargs["draft_model"] = openvino_genai.draft_model(
                     str(model_dir), device, mtp_mode=True, **properties
                 )
@@ -1056,7 +1167,8 @@ class Engine:
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
         loaded = self._require_loaded()[0]
-        use_mtp = loaded.mode == "mtp" and not settings.plain
+        lookup = settings.prompt_lookup
+        use_mtp = loaded.mode == "mtp" and not settings.plain and not lookup
         if use_mtp and settings.do_sample:
             # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
             # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
@@ -1069,7 +1181,8 @@ class Engine:
         # MTP text turns on the app's decoder; plain ones on the fastest plain path
         # (LoadOptions.plain_decoder). A within-turn switch stays on the app's decoder.
         fast = (
-            self._fast is not None
+            not lookup
+            and self._fast is not None
             and not images
             and not settings.do_sample
             and (use_mtp or self._plain_on_fast)
@@ -1078,7 +1191,12 @@ class Engine:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
             config = None
-            if not fast:
+            if lookup:
+                config = self._generation_config(settings, self._ensure_lookup(), mtp=False)
+                config.num_assistant_tokens = settings.num_assistant_tokens
+                config.max_ngram_size = settings.max_ngram_size
+                config.stop_strings = set()  # applied by the app (core.prompt_lookup)
+            elif not fast:
                 pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
                 config = self._generation_config(settings, pipeline, mtp=use_mtp)
             generation = Generation(self, prompt, config, settings, images)

@@ -1,0 +1,158 @@
+"""Prompt lookup (n-gram) speculative decoding: what its drafts were, step by step.
+
+openvino-genai's prompt lookup (`VLMPipeline(..., prompt_lookup=True)`) drafts by finding the
+last n tokens (n = max_ngram_size down to 1) earlier in prompt + answer and proposing the
+tokens that followed there. Unlike MTP it proposes nothing when no n-gram matches, so a
+streamer chunk of one token means "nothing proposed" or "all rejected", and chunk sizes alone
+cannot give an honest acceptance. The candidate search is deterministic, though, so
+`proposed_drafts()` replays it on the streamed ids and recovers how many drafts each step
+proposed (checked against the runtime in tests: the accepted tokens are always a prefix of the
+replayed candidates, and the next token differs from the next candidate).
+
+The replay follows `ContinuousBatchingForPromptLookupImpl::generate_candidates` (openvino-genai
+2026.4): the first (leftmost) earlier occurrence of the longest matching n-gram wins; n is capped
+at half the sequence length; up to min(K, max_new_tokens - generated - 1) tokens are proposed.
+No OpenVINO here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from qwen_mtp_desktop.core.decoding import StopStringFilter
+
+#: Defaults for the chat and `generate`: drafts per step and the longest n-gram searched.
+DEFAULT_LOOKUP_TOKENS = 4
+DEFAULT_MAX_NGRAM_SIZE = 3
+#: Upper bounds accepted by the settings (the verify call grows with K).
+MAX_LOOKUP_TOKENS = 16
+MAX_NGRAM_SIZE = 8
+
+
+class NgramIndex:
+    """The token sequence seen so far, indexed so the runtime's candidate search is O(n) per
+    appended token instead of a scan of the whole sequence per step."""
+
+    def __init__(self, max_ngram_size: int) -> None:
+        if max_ngram_size < 1:
+            raise ValueError("max_ngram_size must be at least 1")
+        self._max_n = max_ngram_size
+        self.ids: list[int] = []
+        #: n -> n-gram -> start of its first occurrence.
+        self._first: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram_size + 1)]
+
+    def extend(self, ids: Sequence[int]) -> None:
+        for token in ids:
+            self.ids.append(int(token))
+            end = len(self.ids)
+            for n in range(1, min(self._max_n, end) + 1):
+                self._first[n].setdefault(tuple(self.ids[end - n :]), end - n)
+
+    def candidates(self, count: int) -> list[int]:
+        """The drafts the runtime proposes now for up to `count` tokens."""
+        length = len(self.ids)
+        if count <= 0:
+            return []
+        max_n = self._max_n if self._max_n < length else length // 2
+        for n in range(max_n, 0, -1):
+            start = self._first[n].get(tuple(self.ids[length - n :]))
+            # The trailing n-gram itself starts at length - n; only an earlier one counts.
+            if start is not None and start < length - n:
+                begin = start + n
+                return self.ids[begin : begin + min(length - begin, count)]
+        return []
+
+
+def proposed_drafts(
+    prompt_ids: Sequence[int],
+    steps: Sequence[Sequence[int]],
+    num_assistant_tokens: int,
+    max_ngram_size: int,
+    max_new_tokens: int,
+) -> list[int]:
+    """Drafts proposed at each streamed step (the first, the prefill's token, proposes none).
+
+    A step's accepted drafts can never exceed what was proposed, so the count is raised to the
+    accepted number if the replay ever disagrees (it should not; see the module docstring).
+    """
+    index = NgramIndex(max_ngram_size)
+    index.extend(prompt_ids)
+    proposed: list[int] = []
+    generated = 0
+    for step in steps:
+        if generated == 0:
+            proposed.append(0)
+        else:
+            count = min(num_assistant_tokens, max_new_tokens - generated - 1)
+            proposed.append(max(len(index.candidates(count)), len(step) - 1))
+        index.extend(step)
+        generated += len(step)
+    return proposed
+
+
+@dataclass
+class LookupRecorder:
+    """One prompt-lookup turn as the streamer sees it: the runtime's steps as they came (for
+    the draft replay and the step statistics) and the ids safe to show after stop strings.
+
+    Stop strings are applied here, not by the runtime: openvino-genai's continuous-batching
+    pipeline trims a stop string at a different token than its plain pipeline does (measured:
+    "3 4" in "1 2 3 4" kept "1 2" against plain decoding's "1 2 "), and output must equal
+    plain decoding's. The app's `StopStringFilter` is the one tested equal to it."""
+
+    prompt_ids: Sequence[int]
+    num_assistant_tokens: int
+    max_ngram_size: int
+    max_new_tokens: int
+    stops: StopStringFilter
+    steps: list[list[int]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    emitted: int = 0
+    stopped: bool = False
+
+    def step(self, ids: Sequence[int], elapsed_s: float) -> list[int]:
+        """Record one runtime step; returns the ids to show now (`stopped` says when a stop
+        string ended the text: the generation should stop)."""
+        self.steps.append([int(i) for i in ids])
+        self.times.append(elapsed_s)
+        ready, self.stopped = self.stops.push(ids)
+        self.emitted += len(ready)
+        return ready
+
+    def flush(self) -> list[int]:
+        """Held-back ids at the end of a turn no stop string ended."""
+        rest = [] if self.stopped else self.stops.flush()
+        self.emitted += len(rest)
+        return rest
+
+    def step_record(self) -> tuple[list[int], list[float], list[int]]:
+        """(chunk sizes, chunk times, drafts proposed per chunk) of the tokens shown: the
+        runtime's steps, cut where the shown text ended (a stop string drops its tokens)."""
+        proposed = proposed_drafts(
+            self.prompt_ids,
+            self.steps,
+            self.num_assistant_tokens,
+            self.max_ngram_size,
+            self.max_new_tokens,
+        )
+        sizes: list[int] = []
+        left = self.emitted
+        for step in self.steps:
+            if left <= 0:
+                break
+            sizes.append(min(len(step), left))
+            left -= sizes[-1]
+        count = len(sizes)
+        return sizes, self.times[:count], proposed[:count]
+
+
+__all__ = [
+    "DEFAULT_LOOKUP_TOKENS",
+    "DEFAULT_MAX_NGRAM_SIZE",
+    "MAX_LOOKUP_TOKENS",
+    "MAX_NGRAM_SIZE",
+    "LookupRecorder",
+    "NgramIndex",
+    "proposed_drafts",
+]

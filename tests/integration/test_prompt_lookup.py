@@ -1,0 +1,161 @@
+"""Prompt lookup (openvino-genai's n-gram drafting) against plain decoding, with exact
+numerics: identical tokens for generated prompts, draft counts, n-gram sizes and token budgets
+on the demo model and the MoE fixture; stop strings; and the drafts the stats count are the
+runtime's own (the accepted tokens of every step are a prefix of the replayed candidates)."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
+from qwen_mtp_desktop.core.prompt_lookup import NgramIndex
+
+pytestmark = pytest.mark.slow
+
+WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
+PROMPTS = st.one_of(
+    st.builds(
+        lambda start, count: f"Count from {start} to {start + count}.",
+        st.integers(0, 90),
+        st.integers(1, 19),
+    ),
+    st.builds(
+        lambda word, times: f"Repeat '{word}' {times} times.",
+        st.sampled_from(WORDS),
+        st.sampled_from(["two", "three", "four"]),
+    ),
+    st.text(alphabet=string.ascii_letters + string.digits + " .,!?'", min_size=1, max_size=40),
+)
+
+
+@pytest.fixture(scope="module", params=["demo", "moe"])
+def engines(request: pytest.FixtureRequest) -> Iterator[tuple[Engine, Engine]]:
+    """(plain decoding, an engine that runs prompt lookup), both with exact numerics."""
+    model: Path = request.getfixturevalue({"demo": "demo_model", "moe": "moe_model"}[request.param])
+    plain, lookup = Engine(), Engine()
+    plain.load(model, LoadOptions(mtp=False, exact_numerics=True))
+    lookup.load(model, LoadOptions(mtp=True, exact_numerics=True))
+    yield plain, lookup
+    plain.unload()
+    lookup.unload()
+
+
+def _run(
+    engine: Engine, prompt: str, settings: GenerationSettings
+) -> tuple[list[int], GenerationStats]:
+    generation = engine.generate([Message("user", prompt)], settings)
+    stats = generation.run_to_end()
+    return list(generation.token_ids), stats
+
+
+def _check_drafts(
+    engine: Engine,
+    prompt: str,
+    ids: Sequence[int],
+    stats: GenerationStats,
+    k: int,
+    n: int,
+    budget: int,
+) -> None:
+    """The drafts the stats count are the runtime's: every step's accepted tokens are the
+    replayed candidates' prefix, a step that took fewer than were proposed ended on a token
+    that is not the next candidate, and the counts add up."""
+    sizes = stats.chunk_sizes
+    drafted = 0
+    rendered = engine.render_prompt([Message("user", prompt)])
+    index = NgramIndex(n)
+    index.extend([int(i) for i in engine._tokenizer.encode(rendered).input_ids.data[0]])
+    at = 0
+    for i, size in enumerate(sizes):
+        step = list(ids[at : at + size])
+        if i > 0:
+            candidates = index.candidates(min(k, budget - at - 1))
+            accepted = step[:-1]
+            assert accepted == candidates[: len(accepted)], (i, candidates, step)
+            if len(accepted) < len(candidates):
+                assert step[-1] != candidates[len(accepted)]
+            drafted += len(candidates)
+        index.extend(step)
+        at += size
+    assert at == len(ids)
+    assert stats.drafted_tokens == drafted
+    assert stats.accepted_tokens == sum(size - 1 for size in sizes[1:])
+
+
+@given(
+    prompt=PROMPTS,
+    k=st.integers(1, 6),
+    n=st.integers(1, 4),
+    budget=st.integers(1, 48),
+)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_output_equals_plain_decoding(
+    engines: tuple[Engine, Engine], prompt: str, k: int, n: int, budget: int
+) -> None:
+    plain, lookup = engines
+    reference, _ = _run(plain, prompt, GenerationSettings(budget))
+    settings = GenerationSettings(
+        budget, prompt_lookup=True, num_assistant_tokens=k, max_ngram_size=n
+    )
+    ids, stats = _run(lookup, prompt, settings)
+    assert ids == reference
+    assert stats.mode == "lookup" and stats.decoder == "genai"
+    assert stats.generated_tokens <= budget
+    assert all(size <= k + 1 for size in stats.chunk_sizes)
+    _check_drafts(lookup, prompt, ids, stats, k, n, budget)
+
+
+@pytest.mark.parametrize("stop", [" 7", "3 4", "\n", "zzz"])
+def test_stop_strings_end_the_text_like_plain_decoding(
+    engines: tuple[Engine, Engine], stop: str
+) -> None:
+    plain, lookup = engines
+    results = []
+    for engine, lookup_on in ((plain, False), (lookup, True)):
+        settings = GenerationSettings(
+            80, stop_strings=(stop,), prompt_lookup=lookup_on, num_assistant_tokens=3
+        )
+        generation = engine.generate([Message("user", "Count from 1 to 20.")], settings)
+        stats = generation.run_to_end()
+        results.append((list(generation.token_ids), generation.answer, stats.finish_reason))
+    assert results[1] == results[0]
+    assert stop not in results[0][1]
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 5, 9, 17, 33])
+def test_token_budget_boundaries(engines: tuple[Engine, Engine], budget: int) -> None:
+    """Near max_new_tokens the runtime drafts only what can still be used; output and counts
+    stay exact at every boundary, including a copy that would run past it."""
+    plain, lookup = engines
+    prompt = "Say 'we like apples' four times."
+    reference, _ = _run(plain, prompt, GenerationSettings(budget))
+    settings = GenerationSettings(budget, prompt_lookup=True, num_assistant_tokens=5)
+    ids, stats = _run(lookup, prompt, settings)
+    assert ids == reference and stats.generated_tokens == len(ids) <= budget
+    _check_drafts(lookup, prompt, ids, stats, 5, settings.max_ngram_size, budget)
+
+
+def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model: Path) -> None:
+    """A repeating answer copies from itself, so drafts are accepted; a model loaded without
+    its MTP head runs prompt lookup too (it needs no head)."""
+    engine = Engine()
+    engine.load(demo_model, LoadOptions(mtp=False))
+    try:
+        settings = GenerationSettings(60, prompt_lookup=True, num_assistant_tokens=4)
+        _, stats = _run(engine, "Say 'we like apples' four times.", settings)
+        assert stats.mode == "lookup" and stats.num_assistant_tokens == 4
+        assert stats.max_ngram_size == settings.max_ngram_size
+        assert stats.accepted_tokens >= 6 and 0 < stats.acceptance_rate <= 1
+    finally:
+        engine.unload()

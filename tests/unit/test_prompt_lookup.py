@@ -1,0 +1,71 @@
+"""core.prompt_lookup: the replay of openvino-genai's candidate search, against a direct
+transcription of the runtime's scan (generated sequences), and the step record of a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.core.decoding import StopStringFilter, speculative_stats
+from qwen_mtp_desktop.core.prompt_lookup import LookupRecorder, NgramIndex, proposed_drafts
+
+
+def scan(ids: Sequence[int], count: int, max_ngram: int) -> list[int]:
+    """The runtime's search as written there: a scan from the left for each n-gram size."""
+    if count == 0:
+        return []
+    length = len(ids)
+    if max_ngram >= length:
+        max_ngram = length // 2
+    for n in range(max_ngram, 0, -1):
+        ngram = list(ids[length - n :])
+        for i in range(length - n):
+            if list(ids[i : i + n]) == ngram:
+                start = i + n
+                return list(ids[start : start + min(length - start, count)])
+    return []
+
+
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=60),
+    st.integers(0, 8),
+    st.integers(1, 5),
+)
+def test_index_finds_what_the_runtime_scan_finds(ids: list[int], count: int, ngram: int) -> None:
+    index = NgramIndex(ngram)
+    for end in range(1, len(ids) + 1):
+        index.extend(ids[end - 1 : end])
+        assert index.candidates(count) == scan(ids[:end], count, ngram)
+
+
+def test_proposed_drafts_counts_per_step_and_respects_the_budget() -> None:
+    prompt = [1, 2, 3, 4, 1, 2]
+    # The prefill's token proposes nothing; then "1 2" -> "3 4 1" (k=3) and so on.
+    steps = [[3], [4, 1, 2, 9], [5]]
+    assert proposed_drafts(prompt, steps, 3, 2, 100) == [0, 3, 0]
+    # Two tokens left after the first step: at most one draft can still be used.
+    assert proposed_drafts(prompt, [[3], [4, 1]], 3, 2, 3)[1] == 1
+
+
+def test_recorder_cuts_the_record_where_a_stop_string_ended_the_text() -> None:
+    words = {1: "a", 2: " b", 3: " STOP", 4: " c"}
+    stops = StopStringFilter(lambda ids: "".join(words[i] for i in ids), ["STOP"])
+    recorder = LookupRecorder([1, 2, 3, 4], 3, 2, 50, stops)
+    shown = recorder.step([1], 0.01)
+    shown += recorder.step([2, 3, 4], 0.02)
+    assert recorder.stopped and shown == [1, 2]
+    sizes, times, proposed = recorder.step_record()
+    assert sizes == [1, 1] and times == [0.01, 0.02] and proposed == [0, 3]
+    drafted, accepted, _ = speculative_stats(sizes, 3, "lookup", 50, proposed)
+    assert (drafted, accepted) == (3, 0)
+
+
+def test_lookup_stats_count_only_proposed_drafts() -> None:
+    # Steps that proposed nothing are not rejections.
+    sizes, proposed = [1, 1, 4, 1, 3], [0, 0, 3, 0, 3]
+    drafted, accepted, by_position = speculative_stats(sizes, 3, "lookup", None, proposed)
+    assert (drafted, accepted) == (6, 5)
+    assert by_position == [1.0, 1.0, 0.5]
+    assert speculative_stats(sizes, 3, "lookup", None, None) == (0, 0, [])
