@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,11 @@ from qwen_mtp_desktop.commands import (
     EXIT_OK,
     MAX_DRAFT_TOKENS,
     CommandError,
+    bounded_int,
     positive_int,
     whole_number,
 )
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
 
 
 def depth_or_auto(text: str) -> int | str:
@@ -39,19 +42,40 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         Message,
     )
     from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, MAX_LOOKUP_TOKENS
 
+    lookup = args.prompt_lookup
+    depth = args.num_assistant_tokens
+    usage_error = args.usage_error  # exits 2 with the reason, like argparse's own checks
+    if lookup and args.no_mtp:
+        usage_error("argument --prompt-lookup: not allowed with argument --no-mtp")
+    if lookup and depth == "auto":
+        usage_error(
+            "argument --num-assistant-tokens: with --prompt-lookup give a number of draft "
+            "tokens; 'auto' is the Auto policy, which chooses the method itself"
+        )
+    if lookup and isinstance(depth, int) and depth > MAX_LOOKUP_TOKENS:
+        usage_error(
+            f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
+            f"{MAX_LOOKUP_TOKENS}, got {depth}"
+        )
+    if not lookup and args.max_ngram_size is not None:
+        usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
+    if depth is None:
+        depth = DEFAULT_LOOKUP_TOKENS if lookup else 1
     messages: list[Message] = []
     if args.system:
         messages.append(Message("system", args.system))
     messages.append(Message("user", args.prompt))
-    auto = args.num_assistant_tokens == "auto" and not args.no_mtp
+    auto = depth == "auto" and not args.no_mtp
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens,
-        num_assistant_tokens=1
-        if args.num_assistant_tokens == "auto"
-        else args.num_assistant_tokens,
+        num_assistant_tokens=1 if depth == "auto" else int(depth),
         thinking=args.think,
+        prompt_lookup=lookup,
     )
+    if lookup and args.max_ngram_size is not None:
+        settings = replace(settings, max_ngram_size=args.max_ngram_size)
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
     )
@@ -116,13 +140,19 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             f"{stats.generated_tokens} tokens, {stats.decode_tokens_per_s:.1f} tok/s, "
             f"TTFT {stats.ttft_s * 1000:.0f} ms, "
         )
-        if stats.mode == "mtp":
+        if stats.mode == "lookup":
+            summary += (
+                f"prompt lookup K={stats.num_assistant_tokens}, n-gram {stats.max_ngram_size}: "
+                f"{stats.drafted_tokens} drafts proposed, {stats.acceptance_rate:.0%} accepted "
+                f"({stats.mean_accepted_per_step:.2f} per step)"
+            )
+        elif stats.mode == "mtp":
             summary += (
                 f"MTP n={stats.num_assistant_tokens}: {stats.acceptance_rate:.0%} of drafts "
                 f"accepted ({stats.mean_accepted_per_step:.2f} per step)"
             )
         else:
-            summary += "baseline (no MTP)"
+            summary += "plain (no drafts)"
         if stats.switched_to_plain_at is not None:
             switched = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
             summary += f"; Auto switched to plain decoding after {switched} tokens"
@@ -140,12 +170,25 @@ def register(commands: Any) -> None:
     depth.add_argument(
         "--num-assistant-tokens",
         type=depth_or_auto,
-        default=1,
+        default=None,
         metavar="K|auto",
-        help="MTP draft tokens per step (default 1; more is not validated for every model), "
-        "or auto: the chat's Auto policy (benchmark verdict, plain decoding when drafts lose)",
+        help="draft tokens per step: MTP (default 1; more is not validated for every model), "
+        "or with --prompt-lookup (default 4); or auto: the chat's Auto policy (benchmark "
+        "verdict, plain decoding when drafts lose)",
     )
     depth.add_argument("--no-mtp", action="store_true", help="plain decoding, no MTP head")
+    gen.add_argument(
+        "--prompt-lookup",
+        action="store_true",
+        help="draft by prompt lookup (n-grams of the prompt and answer) instead of the MTP head",
+    )
+    gen.add_argument(
+        "--max-ngram-size",
+        type=bounded_int(1, MAX_NGRAM_SIZE),
+        default=None,
+        metavar="N",
+        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
+    )
     gen.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")
     gen.add_argument(
         "--think",
@@ -154,4 +197,4 @@ def register(commands: Any) -> None:
         help="let Qwen3.5 think before answering (reasoning goes to stderr)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object at the end")
-    gen.set_defaults(func=_cmd_generate)
+    gen.set_defaults(func=_cmd_generate, usage_error=gen.error)

@@ -20,6 +20,11 @@ from qwen_mtp_desktop.commands import (
     output_file,
     positive_int,
 )
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_MAX_NGRAM_SIZE,
+    MAX_LOOKUP_TOKENS,
+    MAX_NGRAM_SIZE,
+)
 
 
 class ProgressPrinter:
@@ -57,8 +62,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.validate import (
         default_prompt_set_name,
         load_prompt_set,
+        method_label,
         run_validation,
     )
+
+    if args.max_ngram_size is not None and not args.prompt_lookup:
+        args.usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
+    if args.prompt_lookup and args.num_assistant_tokens > MAX_LOOKUP_TOKENS:
+        args.usage_error(
+            f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
+            f"{MAX_LOOKUP_TOKENS}, got {args.num_assistant_tokens}"
+        )
 
     try:
         prompt_set = load_prompt_set(args.prompts or default_prompt_set_name(args.model_dir))
@@ -70,6 +84,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             device=args.device,
             timing=not args.no_timing,
             progress=ProgressPrinter(),
+            method="lookup" if args.prompt_lookup else "mtp",
+            max_ngram_size=args.max_ngram_size or DEFAULT_MAX_NGRAM_SIZE,
         )
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
@@ -79,6 +95,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         n = report["settings"]["num_assistant_tokens"]
+        label = method_label(report["settings"])
         for result in report["results"]:
             mtp = result["mtp"]
             line = f"{'same' if result['identical'] else 'DIFF'}  {result['prompt_id']}: "
@@ -88,7 +105,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 timing = result["timing"]
                 line += (
                     f", plain {timing['baseline']['decode_tokens_per_s']:.1f} tok/s, "
-                    f"MTP {timing['mtp']['decode_tokens_per_s']:.1f} tok/s "
+                    f"{label} {timing['mtp']['decode_tokens_per_s']:.1f} tok/s "
                     f"({fmt(timing['speedup'], '{:.2f}x')})"
                 )
             print(line)
@@ -96,12 +113,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if div is not None:
                 print(
                     f"      first difference at token {div['position']}: plain "
-                    f"{div['baseline_token']!r} vs MTP {div['mtp_token']!r}, logit margin "
+                    f"{div['baseline_token']!r} vs {label} {div['mtp_token']!r}, logit margin "
                     f"{fmt(div['baseline_margin'], '{:.4f}')} ({div['verdict'].replace('_', '-')})"
                 )
         verdict = "identical" if summary["all_identical"] else "NOT identical"
         print(
-            f"MTP n={n} output {verdict} to plain decoding on {summary['identical_prompts']}/"
+            f"{label} n={n} output {verdict} to plain decoding on {summary['identical_prompts']}/"
             f"{summary['prompts']} prompts; acceptance {fmt(summary['acceptance_rate'], '{:.1%}')}"
         )
         for path in written:
@@ -134,8 +151,10 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "validate",
-        help="check that MTP output equals plain greedy decoding (exit 0 only if identical)",
-        description="Decode each prompt greedily with and without the MTP head (exact f32 "
+        help="check that MTP (or prompt lookup) output equals plain greedy decoding "
+        "(exit 0 only if identical)",
+        description="Decode each prompt greedily with and without the MTP head (or prompt "
+        "lookup, with --prompt-lookup) (exact f32 "
         "numerics), compare the token ids, then time both modes. Exit status 0 only when every "
         "prompt is identical.",
     )
@@ -151,9 +170,21 @@ def register(commands: Any) -> None:
         type=bounded_int(1, MAX_DRAFT_TOKENS),
         default=1,
         metavar="K",
-        help="MTP draft tokens per step (default 1)",
+        help="draft tokens per step (default 1)",
+    )
+    parser.add_argument(
+        "--prompt-lookup",
+        action="store_true",
+        help="validate prompt lookup (n-gram drafts from the prompt) instead of the MTP head",
+    )
+    parser.add_argument(
+        "--max-ngram-size",
+        type=bounded_int(1, MAX_NGRAM_SIZE),
+        default=None,
+        metavar="N",
+        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
     )
     parser.add_argument(
         "--no-timing", action="store_true", help="only compare outputs, skip the timed pass"
     )
-    parser.set_defaults(func=_cmd_validate)
+    parser.set_defaults(func=_cmd_validate, usage_error=parser.error)

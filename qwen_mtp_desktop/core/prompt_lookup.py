@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from qwen_mtp_desktop.core.decoding import StopStringFilter
 
+#: How a run drafts: the MTP head or prompt lookup (reports' `settings.method`).
+DraftMethod = Literal["mtp", "lookup"]
 #: Defaults for the chat and `generate`: drafts per step and the longest n-gram searched.
 DEFAULT_LOOKUP_TOKENS = 4
 DEFAULT_MAX_NGRAM_SIZE = 3
@@ -152,6 +155,7 @@ __all__ = [
     "DEFAULT_MAX_NGRAM_SIZE",
     "MAX_LOOKUP_TOKENS",
     "MAX_NGRAM_SIZE",
+    "DraftMethod",
     "LookupRecorder",
     "NgramIndex",
     "proposed_drafts",

@@ -113,7 +113,8 @@ def headline(report: dict[str, Any]) -> tuple[str, bool]:
         n = report["settings"]["num_assistant_tokens"]
         ok = bool(summary["all_identical"])
         text = f"{'identical' if ok else 'DIFFERENT'} {summary['identical_prompts']}/"
-        text += f"{summary['prompts']} · n={n}"
+        lookup = report["settings"].get("method") == "lookup"
+        text += f"{summary['prompts']} · {'prompt lookup K' if lookup else 'n'}={n}"
         if summary["acceptance_rate"] is not None:
             text += f" · {summary['acceptance_rate']:.0%} accepted"
         return text, ok

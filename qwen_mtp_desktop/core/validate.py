@@ -44,6 +44,7 @@ from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
 from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import resources_dir
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, DraftMethod
 from qwen_mtp_desktop.core.reports import (
     REPORT_SCHEMA_VERSION,
     fmt,
@@ -372,7 +373,7 @@ def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
     decode_s = decode_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s > 0 else 0.0
     return {
         "mode": stats.mode,
-        "depth": depth if stats.mode == "mtp" else None,
+        "depth": depth if stats.mode != "baseline" else None,
         "prompt_tokens": stats.prompt_tokens,
         "tokens": stats.generated_tokens,
         "ttft_s": stats.ttft_s,
@@ -382,8 +383,10 @@ def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
         "step_ms": 1000 * decode_s / decode_steps if decode_steps else None,
         "drafted_tokens": stats.drafted_tokens,
         "accepted_tokens": stats.accepted_tokens,
-        "acceptance_rate": stats.acceptance_rate if stats.mode == "mtp" else None,
-        "mean_accepted_per_step": stats.mean_accepted_per_step if stats.mode == "mtp" else None,
+        "acceptance_rate": stats.acceptance_rate if stats.mode != "baseline" else None,
+        "mean_accepted_per_step": (
+            stats.mean_accepted_per_step if stats.mode != "baseline" else None
+        ),
         "acceptance_by_position": list(stats.acceptance_by_position),
         "finish_reason": stats.finish_reason,
     }
@@ -607,14 +610,20 @@ def run_validation(
     margins: bool = True,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    method: DraftMethod = "mtp",
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
 ) -> dict[str, Any]:
-    """Validate MTP against plain greedy decoding on every prompt of `prompt_set`.
+    """Validate a drafting method (MTP, or prompt lookup with `method="lookup"`) against plain
+    greedy decoding on every prompt of `prompt_set`. The drafting side keeps the report key
+    "mtp" (the schema predates prompt lookup); `settings.method` says which method it was.
 
     Returns the report dict (keys: VALIDATION_KEYS). Raises EngineError / ValidationError when
     the model cannot run, RunCancelledError when `cancel` is set.
     """
     if num_assistant_tokens < 1:
         raise ValidationError("The number of draft tokens must be at least 1.", code="BAD_SETTINGS")
+    lookup = method == "lookup"
+    label = "prompt lookup" if lookup else "MTP"
     model_dir = Path(model_dir).expanduser()
     check_model_dir(model_dir)  # a wrong folder fails here, before any progress is shown
     started = time.perf_counter()
@@ -623,26 +632,39 @@ def run_validation(
     prompts = prompt_set.prompts
     # Load (1) + correctness (2 per prompt) + timing (2 per prompt).
     tracker = Tracker(1 + 2 * len(prompts) + (2 * len(prompts) if timing else 0), progress, cancel)
-    tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
     model = describe_model(model_dir)
-    baseline, mtp = load_engine_pair(model_dir, LoadOptions(device=device, exact_numerics=True))
-    decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
+    options = LoadOptions(device=device, exact_numerics=True)
+    if lookup:
+        # One engine: plain turns on its plain pipeline, prompt lookup on its own pipeline.
+        tracker.start(
+            f"Loading {display_name(model_dir)} (plain and prompt lookup, exact numerics)…"
+        )
+        baseline = Engine()
+        baseline.load(model_dir, replace(options, mtp=False))
+        mtp = baseline
+        decoders = {"plain": baseline.require_loaded().decoder, "mtp": "genai"}
+    else:
+        tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
+        baseline, mtp = load_engine_pair(model_dir, options)
+        decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
     tracker.done()
     results: list[dict[str, Any]] = []
     try:
         tokens = ModelTokenizer(model_dir)
         probe = LogitProbe(model_dir, device) if margins else None
-        settings = GenerationSettings(
+        plain_settings = settings = GenerationSettings(
             max_new_tokens=new_tokens, num_assistant_tokens=num_assistant_tokens
         )
+        if lookup:
+            settings = replace(settings, prompt_lookup=True, max_ngram_size=max_ngram_size)
         rendered: dict[str, str] = {}
         for number, case in enumerate(prompts):
             caption = prompt_caption(case, number, len(prompts))
             prompt = rendered[case.id] = baseline.render_prompt(case.messages)
             tracker.start(f"{caption}: plain decoding")
-            base_ids, base_stats = generate_ids(baseline, prompt, settings, cancel)
+            base_ids, base_stats = generate_ids(baseline, prompt, plain_settings, cancel)
             tracker.done()
-            tracker.start(f"{caption}: MTP decoding (n={num_assistant_tokens})")
+            tracker.start(f"{caption}: {label} decoding (n={num_assistant_tokens})")
             mtp_ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
             tracker.done()
             position = first_divergence(base_ids, mtp_ids)
@@ -672,9 +694,9 @@ def run_validation(
                 caption = prompt_caption(case, number, len(prompts))
                 prompt = rendered[result["prompt_id"]]
                 tracker.start(f"{caption}: timing plain decoding")
-                _ids, base_stats = generate_ids(baseline, prompt, settings, cancel)
+                _ids, base_stats = generate_ids(baseline, prompt, plain_settings, cancel)
                 tracker.done()
-                tracker.start(f"{caption}: timing MTP decoding")
+                tracker.start(f"{caption}: timing {label} decoding")
                 _ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
                 tracker.done()
                 base_rec = run_record(base_stats, None)
@@ -706,6 +728,9 @@ def run_validation(
         "settings": {
             "max_new_tokens": new_tokens,
             "num_assistant_tokens": num_assistant_tokens,
+            # What drafted: "mtp" (the MTP head) or "lookup" (prompt lookup, with its n-gram).
+            "method": method,
+            "max_ngram_size": max_ngram_size if lookup else None,
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS),
             # What decoded each side: "fast" (the app's decoder) or "genai" (openvino-genai).
@@ -782,11 +807,12 @@ def validation_markdown(report: dict[str, Any]) -> str:
     summary = report["summary"]
     settings = report["settings"]
     ok = summary["all_identical"]
+    label = method_label(settings)
     lines = [
-        f"# MTP validation: {report['model']['name']}",
+        f"# {label} validation: {report['model']['name']}",
         "",
         (
-            f"**{'PASS' if ok else 'FAIL'}: MTP output "
+            f"**{'PASS' if ok else 'FAIL'}: {label} output "
             f"{'equals' if ok else 'differs from'} plain greedy decoding on "
             f"{summary['identical_prompts']} of {summary['prompts']} prompts** "
             f"({settings['max_new_tokens']} new tokens, n={settings['num_assistant_tokens']} "
@@ -798,7 +824,7 @@ def validation_markdown(report: dict[str, Any]) -> str:
         "",
         "## Results",
         "",
-        "| Prompt | Identical | Tokens | Acceptance | Plain tok/s | MTP tok/s | Speed-up |",
+        f"| Prompt | Identical | Tokens | Acceptance | Plain tok/s | {label} tok/s | Speed-up |",
         "|---|---|---|---|---|---|---|",
     ]
     for result in report["results"]:
@@ -830,13 +856,18 @@ def validation_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"- **{md_cell(result['prompt'])}**: first different token at position "
                 f"{div['position']}: plain {div['baseline_token']!r} "
-                f"(id {div['baseline_token_id']}) vs MTP {div['mtp_token']!r} "
+                f"(id {div['baseline_token_id']}) vs {label} {div['mtp_token']!r} "
                 f"(id {div['mtp_token_id']}), after "
                 f"{div['context']!r}. Logit margin {fmt(margin, '{:.4f}')}: "
                 f"{VERDICT_TEXT[div['verdict']]}"
             )
     lines += ["", *version_lines(report), ""]
     return "\n".join(lines)
+
+
+def method_label(settings: dict[str, Any]) -> str:
+    """ "MTP" or "Prompt lookup": what drafted in a validation (older reports: MTP)."""
+    return "Prompt lookup" if settings.get("method") == "lookup" else "MTP"
 
 
 VERDICT_TEXT: dict[str, str] = {

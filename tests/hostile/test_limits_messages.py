@@ -38,8 +38,10 @@ def _settings(examples: int) -> settings:
 _NUMERIC = [
     (["generate", "m", "p"], "--max-new-tokens"),
     (["generate", "m", "p"], "--num-assistant-tokens"),
+    (["generate", "m", "p", "--prompt-lookup"], "--max-ngram-size"),
     (["validate", "m"], "--max-new-tokens"),
     (["validate", "m"], "--num-assistant-tokens"),
+    (["validate", "m", "--prompt-lookup"], "--max-ngram-size"),
     (["bench", "m"], "--runs"),
     (["bench", "m"], "--warmup"),
     (["bench", "m"], "--depths"),

@@ -71,12 +71,44 @@ def test_generate_baseline(demo_model: Path) -> None:
     assert json.loads(result.stdout)["stats"]["mode"] == "baseline"
 
 
+def test_generate_prompt_lookup(demo_model: Path) -> None:
+    """Same answer as plain decoding, with the drafts prompt lookup proposed and accepted."""
+    prompt = "Say 'we like apples' four times."
+    plain = _cli("generate", str(demo_model), prompt, "--no-mtp", "--json")
+    result = _cli(
+        "generate",
+        str(demo_model),
+        prompt,
+        "--prompt-lookup",
+        "--num-assistant-tokens",
+        "5",
+        "--max-ngram-size",
+        "2",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    stats = payload["stats"]
+    assert payload["text"] == json.loads(plain.stdout)["text"]
+    assert stats["mode"] == "lookup" and stats["num_assistant_tokens"] == 5
+    assert stats["max_ngram_size"] == 2
+    assert 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
+    text = _cli("generate", str(demo_model), prompt, "--prompt-lookup")
+    assert text.returncode == 0, text.stderr
+    assert "prompt lookup K=4, n-gram 3:" in text.stderr and "accepted" in text.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
         (["generate", "/no/such/dir", "hi"], 1, "does not exist"),
         (["generate", ".", "hi", "--num-assistant-tokens", "0"], 2, "must be at least 1"),
         (["generate", ".", "hi", "--no-mtp", "--num-assistant-tokens", "2"], 2, "not allowed"),
+        (["generate", ".", "hi", "--no-mtp", "--prompt-lookup"], 2, "not allowed"),
+        (["generate", ".", "hi", "--prompt-lookup", "--num-assistant-tokens", "auto"], 2, "Auto"),
+        (["generate", ".", "hi", "--prompt-lookup", "--num-assistant-tokens", "17"], 2, "at most"),
+        (["generate", ".", "hi", "--max-ngram-size", "2"], 2, "only with --prompt-lookup"),
+        (["generate", ".", "hi", "--prompt-lookup", "--max-ngram-size", "0"], 2, "at least 1"),
     ],
 )
 def test_generate_bad_input(args: list[str], code: int, needle: str) -> None:

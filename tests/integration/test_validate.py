@@ -194,3 +194,45 @@ def test_validation_can_be_cancelled(demo_model: Path, tmp_path: Path) -> None:
     # Progress names prompts by place and words, never by their internal ids.
     assert "prompt 1/2 “Count from 1 to 20.”: plain decoding" in messages
     assert not any("count-up" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("fixture", ["demo_model", "moe_model"])
+def test_validate_prompt_lookup_cli(
+    fixture: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """`validate --prompt-lookup`: output equal to plain decoding, drafts really counted,
+    and the report says which method drafted."""
+    path: Path = request.getfixturevalue(fixture)
+    code = _cli(
+        monkeypatch, "validate", str(path), "--prompts", str(small_set(tmp_path, 40)),
+        "--prompt-lookup", "--num-assistant-tokens", "4", "--max-ngram-size", "2", "--json",
+        "--no-save",
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads(out)
+    _check_schema(report)
+    settings = report["settings"]
+    assert settings["method"] == "lookup" and settings["max_ngram_size"] == 2
+    assert settings["num_assistant_tokens"] == 4
+    for result in report["results"]:
+        assert result["identical"] and result["mtp"]["mode"] == "lookup"
+        assert result["mtp"]["accepted_tokens"] <= result["mtp"]["drafted_tokens"]
+    if fixture == "demo_model":
+        # Counting and repeating answers copy from themselves.
+        assert report["summary"]["acceptance_rate"] > 0
+    assert "Prompt lookup validation" in report_markdown(report)
+
+
+def test_validate_prompt_lookup_usage_errors(
+    demo_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (["--max-ngram-size", "2"], ["--prompt-lookup", "--num-assistant-tokens", "99"]):
+        with pytest.raises(SystemExit) as raised:
+            _cli(monkeypatch, "validate", str(demo_model), *args)
+        assert raised.value.code == 2
+        assert "error:" in capsys.readouterr().err
