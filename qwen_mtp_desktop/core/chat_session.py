@@ -49,10 +49,13 @@ def generation_settings(
     settings: ChatSettings, auto_depth: int | None = None
 ) -> GenerationSettings:
     """The engine's settings for a chat's settings (temperature 0 means greedy decoding).
-    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none)."""
+    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none).
+    Prompt lookup drafts `lookup_tokens` per step."""
     depth = settings.num_assistant_tokens
     if depth == "auto":
         depth = auto_depth or 1
+    if settings.prompt_lookup:
+        depth = settings.lookup_tokens
     return GenerationSettings(
         max_new_tokens=settings.max_new_tokens,
         do_sample=settings.temperature > 0,
@@ -63,6 +66,8 @@ def generation_settings(
         seed=settings.seed,
         num_assistant_tokens=depth,
         thinking=settings.thinking,
+        prompt_lookup=settings.prompt_lookup,
+        max_ngram_size=settings.max_ngram_size,
     )
 
 
@@ -158,8 +163,14 @@ def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
 
 
 def auto_applies(settings: ChatSettings) -> bool:
-    """Auto chooses the decoding only for "auto" depth with MTP on and greedy decoding."""
-    return settings.num_assistant_tokens == "auto" and settings.mtp and settings.temperature <= 0
+    """Auto chooses the decoding only for "auto" depth with MTP on and greedy decoding (not
+    when the chat asks for prompt lookup)."""
+    return (
+        settings.num_assistant_tokens == "auto"
+        and settings.mtp
+        and not settings.prompt_lookup
+        and settings.temperature <= 0
+    )
 
 
 def policy_for(found: DepthRecommendation | None) -> AdaptivePolicy:

@@ -11,6 +11,12 @@ from typing import Any, Literal, get_args
 
 from qwen_mtp_desktop.core.engine import Message, Role
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
+    DEFAULT_MAX_NGRAM_SIZE,
+    MAX_LOOKUP_TOKENS,
+    MAX_NGRAM_SIZE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +77,9 @@ _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "top_k": lambda v: _is_int(v) and v >= 0,
     "repetition_penalty": lambda v: _is_number(v) and v > 0,
     "seed": lambda v: v is None or _is_int(v),
+    "prompt_lookup": lambda v: isinstance(v, bool),
+    "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_TOKENS,
+    "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM_SIZE,
 }
 
 _FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
@@ -92,6 +101,12 @@ class ChatSettings:
     top_k: int = 20
     repetition_penalty: float = 1.0
     seed: int | None = None
+    #: Draft by prompt lookup (core.prompt_lookup) instead of the MTP head; `mtp` still says
+    #: whether the model loads with its head (so switching back costs no reload).
+    prompt_lookup: bool = False
+    #: Prompt lookup's drafts per step and longest n-gram.
+    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
 
     def __post_init__(self) -> None:
         for name, check in _SETTING_CHECKS.items():

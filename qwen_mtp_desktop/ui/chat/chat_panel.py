@@ -762,7 +762,13 @@ class ChatPanel(QWidget):
             if span > 0 and len(stream.sizes) > 1:
                 parts.insert(0, f"{(tokens - stream.sizes[0]) / span:.1f} tok/s")
         settings = stream.settings
-        if loaded is not None and loaded.mode == "mtp" and not settings.plain:
+        if loaded is not None and settings.prompt_lookup:
+            # Proposed drafts are counted at the end (core.prompt_lookup); accepted ones show.
+            accepted = tokens - len(stream.sizes)
+            parts.append(
+                f"prompt lookup K={settings.num_assistant_tokens}: {accepted} drafts accepted"
+            )
+        elif loaded is not None and loaded.mode == "mtp" and not settings.plain:
             n = settings.num_assistant_tokens
             drafted, accepted, _ = speculative_stats(
                 stream.sizes, n, "mtp", settings.max_new_tokens
@@ -932,6 +938,8 @@ class ChatPanel(QWidget):
         auto = settings.num_assistant_tokens == "auto"
         if loaded is None:
             return ""
+        if settings.prompt_lookup:
+            return f"prompt lookup K={settings.lookup_tokens}, n-gram {settings.max_ngram_size}"
         if loaded.mode != "mtp":
             return "plain decoding"
         if not auto:

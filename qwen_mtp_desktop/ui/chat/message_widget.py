@@ -60,6 +60,16 @@ def format_stats(stats: dict[str, Any]) -> str:
             parts.append(
                 f"{rate:.0%} drafts accepted ({stats.get('mean_accepted_per_step', 0):.2f}/step)"
             )
+    elif mode == "lookup":
+        parts.append(
+            f"prompt lookup K={stats.get('num_assistant_tokens', 1)}, "
+            f"n-gram {stats.get('max_ngram_size', 0)}"
+        )
+        drafted, accepted = stats.get("drafted_tokens"), stats.get("accepted_tokens")
+        if isinstance(drafted, int) and isinstance(accepted, int):
+            # Prompt lookup proposes nothing where no n-gram matches: say how many it did.
+            rate = f"{accepted / drafted:.0%} accepted" if drafted else "no match found"
+            parts.append(f"{drafted} drafts, {rate}")
     elif mode == "baseline":
         parts.append("plain decoding")
     tps = stats.get("decode_tokens_per_s")

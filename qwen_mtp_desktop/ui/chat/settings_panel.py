@@ -1,4 +1,4 @@
-"""Per-chat settings: model, device, MTP, draft depth, thinking and sampling."""
+"""Per-chat settings: model, device, MTP or prompt lookup, draft depth, thinking and sampling."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.model_library import display_name
+from qwen_mtp_desktop.core.prompt_lookup import MAX_LOOKUP_TOKENS, MAX_NGRAM_SIZE
 
 EXPERIMENTAL_DEPTH_NOTE = (
     "More than 1 draft token per step is experimental: not validated for every model and "
@@ -97,6 +98,24 @@ class ChatSettingsPanel(QFrame):
         self.depth_note = QLabel(EXPERIMENTAL_DEPTH_NOTE)
         self.depth_note.setObjectName("warningNote")
         self.depth_note.setWordWrap(True)
+        # Prompt lookup: the third decoding method (core.prompt_lookup); it needs no MTP head.
+        self.lookup_check = QCheckBox("Prompt lookup instead")
+        self.lookup_check.setToolTip(
+            "Draft by finding the last few tokens earlier in the conversation and proposing what "
+            "followed there: free to produce, fast where answers copy the prompt (editing, "
+            "quoting, summaries). Greedy; the answer stays the same. Works without an MTP head."
+        )
+        self.lookup_check.toggled.connect(self._emit)
+        self.lookup_spin = QSpinBox()
+        self.lookup_spin.setRange(1, MAX_LOOKUP_TOKENS)
+        self.lookup_spin.setToolTip("Tokens prompt lookup proposes per step when it finds a match.")
+        self.lookup_spin.valueChanged.connect(self._emit)
+        self.ngram_spin = QSpinBox()
+        self.ngram_spin.setRange(1, MAX_NGRAM_SIZE)
+        self.ngram_spin.setToolTip(
+            "Longest run of recent tokens searched for earlier in the conversation."
+        )
+        self.ngram_spin.valueChanged.connect(self._emit)
         self.thinking_check = QCheckBox("Thinking mode")
         self.thinking_check.toggled.connect(self._emit)
         self.max_tokens_spin = QSpinBox()
@@ -119,6 +138,10 @@ class ChatSettingsPanel(QFrame):
         form.addRow("", self.mtp_check)
         form.addRow("Draft tokens", self.depth_spin)
         form.addRow("", self.depth_note)
+        form.addRow("", self.lookup_check)
+        form.addRow("Lookup tokens", self.lookup_spin)
+        form.addRow("N-gram size", self.ngram_spin)
+        self._form = form
         form.addRow("", self.thinking_check)
         form.addRow("Max new tokens", self.max_tokens_spin)
         form.addRow("Temperature", self.temperature_spin)
@@ -213,6 +236,9 @@ class ChatSettingsPanel(QFrame):
         self.mtp_check.setChecked(settings.mtp and not self._mtp_problem)
         depth = settings.num_assistant_tokens
         self.depth_spin.setValue(depth if isinstance(depth, int) else 0)
+        self.lookup_check.setChecked(settings.prompt_lookup)
+        self.lookup_spin.setValue(settings.lookup_tokens)
+        self.ngram_spin.setValue(settings.max_ngram_size)
         self.thinking_check.setChecked(settings.thinking)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
         self.temperature_spin.setValue(settings.temperature)
@@ -241,28 +267,49 @@ class ChatSettingsPanel(QFrame):
         self.mtp_note.setVisible(bool(problem))
         self.validate_button.setEnabled(not problem)
         self.validate_button.setToolTip(problem)
-        mtp = self.mtp_check.isChecked() and not problem
+        lookup = self.lookup_check.isChecked()
+        mtp = self.mtp_check.isChecked() and not problem and not lookup
+        # MTP's depth or prompt lookup's own numbers, whichever method drafts.
+        for spin, shown in (
+            (self.depth_spin, not lookup),
+            (self.lookup_spin, lookup),
+            (self.ngram_spin, lookup),
+        ):
+            spin.setVisible(shown)
+            label = self._form.labelForField(spin)
+            if label is not None:
+                label.setVisible(shown)
         self.depth_spin.setEnabled(mtp)
         self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
-        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only; plain decoding samples.
-        self.temperature_spin.setEnabled(not mtp)
+        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only; prompt lookup is kept
+        # greedy so its output equals plain decoding; plain decoding samples.
+        greedy = mtp or lookup
+        was_greedy = self._settings.mtp or self._settings.prompt_lookup
+        self.temperature_spin.setEnabled(not greedy)
         self.temperature_spin.setToolTip(
-            "MTP decodes greedily; turn MTP off to sample" if mtp else "0 = greedy"
+            "MTP and prompt lookup decode greedily; turn both off to sample"
+            if greedy
+            else "0 = greedy"
         )
         updating, self._updating = self._updating, True
-        if mtp and self.temperature_spin.value() > 0:
+        if greedy and self.temperature_spin.value() > 0:
             self._sampling_temperature = self.temperature_spin.value()
             self.temperature_spin.setValue(0.0)
         elif (
-            not mtp
+            not greedy
             and self.temperature_spin.value() == 0
-            and self._settings.mtp
+            and was_greedy
             and self._sampling_temperature > 0
         ):
-            # MTP forced greedy decoding; plain decoding gets the user's temperature back.
+            # Drafting forced greedy decoding; plain decoding gets the user's temperature back.
             self.temperature_spin.setValue(self._sampling_temperature)
         self._updating = updating
-        if mtp:
+        if lookup:
+            hint = (
+                "Prompt lookup decodes greedily (temperature 0), so its output equals plain "
+                "decoding. Turn it and MTP off to sample with a temperature."
+            )
+        elif mtp:
             hint = (
                 "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
                 "Turn MTP off to sample with a temperature."
@@ -276,6 +323,10 @@ class ChatSettingsPanel(QFrame):
         sampling = self.temperature_spin.value() > 0
         for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
             widget.setEnabled(sampling)
+
+    def method(self) -> str:
+        """The decoding method these settings choose: "lookup", "auto", "mtp" or "plain"."""
+        return method_of(self.settings)
 
     def _on_model(self, index: int) -> None:
         if self._updating:
@@ -295,6 +346,9 @@ class ChatSettingsPanel(QFrame):
             # While the model cannot use MTP the box is off and disabled: keep the choice.
             mtp=self.mtp_check.isChecked() if not self._mtp_problem else self._settings.mtp,
             num_assistant_tokens=self.depth_spin.value() or "auto",
+            prompt_lookup=self.lookup_check.isChecked(),
+            lookup_tokens=self.lookup_spin.value(),
+            max_ngram_size=self.ngram_spin.value(),
             thinking=self.thinking_check.isChecked(),
             max_new_tokens=self.max_tokens_spin.value(),
             temperature=self.temperature_spin.value(),
@@ -304,3 +358,12 @@ class ChatSettingsPanel(QFrame):
             seed=None if seed < 0 else seed,
         )
         self.settings_changed.emit(self._settings)
+
+
+def method_of(settings: ChatSettings) -> str:
+    """The decoding method a chat's settings describe: "lookup", "auto", "mtp" or "plain"."""
+    if settings.prompt_lookup:
+        return "lookup"
+    if not settings.mtp:
+        return "plain"
+    return "auto" if settings.num_assistant_tokens == "auto" else "mtp"
