@@ -1,4 +1,5 @@
-"""`bench`: plain decoding vs MTP at several draft depths; recommends and stores the best depth."""
+"""`bench`: plain decoding vs MTP at several draft depths and prompt lookup, per prompt set;
+recommends and stores the best depth and the winning method per workload."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from qwen_mtp_desktop.commands.validate import (
     ProgressPrinter,
     add_common_arguments,
     save_and_export,
+)
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
+    DEFAULT_MAX_NGRAM_SIZE,
+    MAX_LOOKUP_TOKENS,
+    MAX_NGRAM_SIZE,
 )
 
 
@@ -53,6 +60,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             cache_dir=app_paths().compile_cache_dir,
             compare_genai_mtp=args.compare_genai,
             progress=ProgressPrinter(),
+            lookup_tokens=args.lookup_tokens or None,
+            max_ngram_size=args.max_ngram_size,
         )
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
@@ -82,6 +91,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 f"{speedup:<22} {fmt(mode['acceptance_rate'], '{:.0%}'):>8}  "
                 f"{'yes' if mode['identical'] else 'NO'}"
             )
+    for entry in report["per_set"]:
+        winner = entry["winner"]
+        speedup = f" ({winner['speedup']:.2f}x)" if winner["speedup"] is not None else ""
+        print(f"winner on {entry['prompt_set']}: {winner['label']}{speedup}")
     rec = report["recommendation"]
     print(f"recommendation: {rec['label']}. {rec['reason']}")
     for path in written:
@@ -92,14 +105,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "bench",
-        help="measure plain vs MTP decoding at several draft depths and pick the best",
+        help="measure plain vs MTP at several depths vs prompt lookup, per workload",
         description="Benchmark plain decoding against MTP at each draft depth: warm-up, then N "
         "rounds with the modes interleaved, medians with min-max of decode speed (TTFT "
         "excluded), per-round speed-up ratios and acceptance. Plain decoding runs on every "
         "backend the app has (openvino-genai's stateful SDPA pipeline and the app's own "
         "decoder); the fastest is the baseline every speed-up is measured against. Recommends "
         "the fastest depth whose output stayed identical (or plain decoding) and stores it for "
-        "the chat's 'auto' depth.",
+        "the chat's 'auto' depth. Prompt lookup runs beside them, and each prompt set "
+        "(workload) gets a winner: plain, MTP n=k or prompt lookup.",
     )
     add_common_arguments(parser)
     parser.add_argument(
@@ -137,5 +151,20 @@ def register(commands: Any) -> None:
         action="store_true",
         help="also run openvino-genai's own MTP at each depth (listed under 'other decoding "
         "paths'; the chat uses the app's decoder when the model allows)",
+    )
+    parser.add_argument(
+        "--lookup-tokens",
+        type=bounded_int(0, MAX_LOOKUP_TOKENS),
+        default=DEFAULT_LOOKUP_TOKENS,
+        metavar="K",
+        help=f"prompt lookup's drafts per step (default {DEFAULT_LOOKUP_TOKENS}; 0 leaves "
+        "prompt lookup out)",
+    )
+    parser.add_argument(
+        "--max-ngram-size",
+        type=bounded_int(1, MAX_NGRAM_SIZE),
+        default=DEFAULT_MAX_NGRAM_SIZE,
+        metavar="N",
+        help=f"prompt lookup's longest n-gram (default {DEFAULT_MAX_NGRAM_SIZE})",
     )
     parser.set_defaults(func=_cmd_bench)

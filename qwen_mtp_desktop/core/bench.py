@@ -13,6 +13,12 @@ token (TTFT is reported apart).
 The recommendation is the fastest depth whose output stayed identical to plain decoding; if none
 beats plain decoding, it is "baseline" (depth None). It is stored per model folder and device in
 the data dir, where the chat's "auto" setting reads it through `recommended_depth()`.
+
+Prompt lookup (core.prompt_lookup) is measured beside them as one more mode (decoder "lookup",
+depth = its drafts per step), on openvino-genai's prompt-lookup pipeline. Each prompt set is a
+workload (code, chat, list, summarise, edit): its `winner` is the fastest method that kept the
+output identical (plain, MTP n=k or prompt lookup), stored with the recommendation so Auto and
+the chat know which method wins where.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.model_library import display_name
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
 from qwen_mtp_desktop.core.reports import (
     REPORT_SCHEMA_VERSION,
     fmt,
@@ -149,11 +156,16 @@ def parse_depths(text: str) -> tuple[int, ...]:
 #: A measured decoding path: (depth or None for plain, decoder: "fast" or "genai").
 ModeKey = tuple[int | None, str]
 DECODER_NAMES = {"fast": "app decoder", "genai": "openvino-genai"}
+#: The decoder name of prompt-lookup modes (depth = drafts per step).
+LOOKUP = "lookup"
 
 
 def mode_label(depth: int | None, decoder: str | None = None) -> str:
     """Plain always names what decoded it ("plain · openvino-genai", "plain · app decoder");
-    MTP does when it is not the app's own decoder ("MTP n=2" vs "MTP n=2 · openvino-genai")."""
+    MTP does when it is not the app's own decoder ("MTP n=2" vs "MTP n=2 · openvino-genai");
+    prompt lookup reads "prompt lookup K=4"."""
+    if decoder == LOOKUP:
+        return f"prompt lookup K={depth}"
     base = "plain" if depth is None else f"MTP n={depth}"
     if decoder is None or (depth is not None and decoder == "fast"):
         return base
@@ -221,8 +233,11 @@ def run_benchmark(
     compare_genai_mtp: bool = False,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    lookup_tokens: int | None = DEFAULT_LOOKUP_TOKENS,
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
 ) -> dict[str, Any]:
-    """Benchmark every plain path and MTP at each depth; returns the report (keys: BENCH_KEYS).
+    """Benchmark every plain path, MTP at each depth and prompt lookup with `lookup_tokens`
+    drafts per step (None: not measured); returns the report (keys: BENCH_KEYS).
 
     `exact_numerics=False` measures what the chat runs (the device's default precision);
     outputs are compared within the same numerics either way. `compare_genai_mtp` also runs
@@ -266,6 +281,8 @@ def run_benchmark(
             if chat_decoder == "fast":
                 modes.append((None, "fast"))
             modes += [(depth, chat_decoder) for depth in depths]
+            if lookup_tokens is not None:
+                modes.append((lookup_tokens, LOOKUP))
             if compare_genai_mtp and chat_decoder == "fast":
                 engines["genai-mtp"] = Engine()
                 engines["genai-mtp"].load(model_dir, replace(options, fast_decoder=False))
@@ -280,7 +297,7 @@ def run_benchmark(
 
         def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], Any]:
             depth, decoder = key
-            if depth is None:
+            if depth is None or decoder == LOOKUP:
                 engine = engines["mtp"] if decoder == "fast" else engines["plain"]
             else:
                 engine = engines["mtp"] if decoder == chat_decoder else engines["genai-mtp"]
@@ -288,6 +305,8 @@ def run_benchmark(
                 max_new_tokens=new_tokens,
                 num_assistant_tokens=depth or 1,
                 plain=depth is None and decoder == "fast",
+                prompt_lookup=decoder == LOOKUP,
+                max_ngram_size=max_ngram_size,
             )
             return generate_ids(engine, prompt, settings, cancel)
 
@@ -345,6 +364,8 @@ def run_benchmark(
             )
             run_rows.append(row)
     main_modes = [baseline_key, *[(depth, chat_decoder) for depth in depths]]
+    if lookup_tokens is not None:
+        main_modes.append((lookup_tokens, LOOKUP))
     others = [key for key in modes if key not in main_modes]
     mode_summaries = summarise_modes(run_rows, main_modes, baseline_key)
     report = {
@@ -369,6 +390,8 @@ def run_benchmark(
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS) if exact_numerics else {},
             "mtp_decoder": chat_decoder,
+            "lookup_tokens": lookup_tokens,
+            "max_ngram_size": max_ngram_size if lookup_tokens is not None else None,
         },
         "baseline": {
             "decoder": baseline_key[1],
@@ -379,13 +402,7 @@ def run_benchmark(
         "modes": mode_summaries,
         "comparison": summarise_modes(run_rows, others, baseline_key),
         "per_set": [
-            {
-                "prompt_set": pset.name,
-                "modes": summarise_modes(
-                    [r for r in run_rows if r["prompt_set"] == pset.name], main_modes, baseline_key
-                ),
-            }
-            for pset in prompt_sets
+            _set_entry(pset.name, run_rows, main_modes, baseline_key) for pset in prompt_sets
         ],
         "memory": {
             "rss_start_bytes": sampler.start_rss,
@@ -395,6 +412,42 @@ def run_benchmark(
         "recommendation": recommend(mode_summaries),
     }
     return report
+
+
+def _set_entry(
+    name: str, rows: Sequence[dict[str, Any]], modes: Sequence[ModeKey], baseline: ModeKey
+) -> dict[str, Any]:
+    """One workload (prompt set): its modes and the method that won it."""
+    summaries = summarise_modes([r for r in rows if r["prompt_set"] == name], modes, baseline)
+    return {"prompt_set": name, "modes": summaries, "winner": workload_winner(summaries)}
+
+
+def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest method on one workload among those whose output stayed identical to plain
+    decoding: MTP at some depth, prompt lookup, or plain when neither beats it."""
+    drafting = [
+        m for m in modes if m["depth"] is not None and m["identical"] and m["speedup"] is not None
+    ]
+    best = max(drafting, key=lambda m: m["speedup"]["median"], default=None)
+    if best is None or best["speedup"]["median"] <= 1.0:
+        return {
+            "method": "plain",
+            "depth": None,
+            "label": "plain",
+            "speedup": None,
+            "acceptance_rate": None,
+            "runner_up": best["label"] if best is not None else None,
+            "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
+        }
+    return {
+        "method": best["mode"],
+        "depth": best["depth"],
+        "label": best["label"],
+        "speedup": best["speedup"]["median"],
+        "acceptance_rate": best["acceptance_rate"],
+        "runner_up": None,
+        "runner_up_speedup": None,
+    }
 
 
 def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]]]]) -> ModeKey:
@@ -449,8 +502,9 @@ def summarise_modes(
         mine = rows_of(key)
         steps = [r["step_ms"] for r in mine if r["step_ms"] is not None]
         step_ms = statistics.median(steps) if steps else None
+        lookup = decoder == LOOKUP
         summary: dict[str, Any] = {
-            "mode": "baseline" if depth is None else "mtp",
+            "mode": "baseline" if depth is None else ("lookup" if lookup else "mtp"),
             "depth": depth,
             "decoder": decoder,
             "label": mode_label(depth, decoder),
@@ -470,7 +524,8 @@ def summarise_modes(
             )
         else:
             summary.update(acceptance_summary(mine))
-            if step_ms and base_step:
+            # Prompt lookup proposes a varying number of drafts: no per-depth projection.
+            if step_ms and base_step and not lookup:
                 summary["projected_speedup"] = {
                     f"{p:.2f}": expected_tokens_per_step(p, depth) * base_step / step_ms
                     for p in PROJECTION_ACCEPTANCE
@@ -482,7 +537,7 @@ def summarise_modes(
 
 def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The fastest depth whose output stayed identical, or baseline when MTP does not pay."""
-    mtp_modes = [m for m in modes if m["depth"] is not None]
+    mtp_modes = [m for m in modes if m["depth"] is not None and m["mode"] == "mtp"]
     diverged = [m["depth"] for m in mtp_modes if not m["identical"]]
     candidates = [m for m in mtp_modes if m["identical"] and m["speedup"] is not None]
     if not candidates:
@@ -541,6 +596,12 @@ class DepthRecommendation:
     acceptance_rate: float | None
     created: str
     report_id: str
+    #: Prompt set (workload) -> the method that won it: {"method", "depth", "label",
+    #: "speedup", ...} (see `workload_winner`); empty for entries from before prompt lookup.
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Measured per-draft acceptance, {"mtp": {"1": 0.9, ...}, "lookup": 0.4}: what the
+    #: chat's acceptance health check (core.acceptance_health) compares live turns with.
+    acceptance: dict[str, Any] = field(default_factory=dict)
 
 
 def recommendations_file() -> Path:
@@ -593,6 +654,8 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
         "created": report["created"],
         "report_id": report["id"],
         "fingerprint": model_fingerprint(Path(model_path)),
+        "workloads": {e["prompt_set"]: e["winner"] for e in report["per_set"] if "winner" in e},
+        "acceptance": measured_acceptance(report["modes"]),
     }
     with _store_lock:
         entries = _read_store()
@@ -602,7 +665,20 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
     return _as_recommendation(entry)
 
 
+def measured_acceptance(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-draft acceptance by method (MTP per depth, prompt lookup) from a report's modes."""
+    mtp = {
+        str(m["depth"]): m["acceptance_rate"]
+        for m in modes
+        if m["mode"] == "mtp" and m["acceptance_rate"] is not None
+    }
+    lookup = [m["acceptance_rate"] for m in modes if m["mode"] == "lookup"]
+    return {"mtp": mtp, "lookup": lookup[0] if lookup else None}
+
+
 def _as_recommendation(entry: dict[str, Any]) -> DepthRecommendation:
+    workloads = entry.get("workloads")
+    acceptance = entry.get("acceptance")
     return DepthRecommendation(
         model_path=entry["model_path"],
         device=entry["device"],
@@ -612,6 +688,8 @@ def _as_recommendation(entry: dict[str, Any]) -> DepthRecommendation:
         acceptance_rate=entry["acceptance_rate"],
         created=entry["created"],
         report_id=entry["report_id"],
+        workloads=workloads if isinstance(workloads, dict) else {},
+        acceptance=acceptance if isinstance(acceptance, dict) else {},
     )
 
 
@@ -676,7 +754,7 @@ def bench_markdown(report: dict[str, Any]) -> str:
     )
     lengths = ", ".join(f"{k}: {v}" for k, v in settings["max_new_tokens_per_set"].items())
     lines = [
-        f"# MTP benchmark: {report['model']['name']}",
+        f"# Decoding benchmark: {report['model']['name']}",
         "",
         verdict,
         "",
@@ -697,6 +775,23 @@ def bench_markdown(report: dict[str, Any]) -> str:
             "",
         ]
     sets = report["per_set"]
+    winners = [e for e in sets if e.get("winner")]
+    if winners:
+        lines += [
+            "## Winner per workload",
+            "",
+            "The fastest method per prompt set whose output stayed identical to plain decoding.",
+            "",
+            "| Workload | Winner | Speed-up | Acceptance |",
+            "|---|---|---|---|",
+            *(
+                f"| {md_cell(e['prompt_set'])} | {md_cell(e['winner']['label'])} | "
+                f"{fmt(e['winner']['speedup'], '{:.2f}x')} | "
+                f"{_pct(e['winner']['acceptance_rate'])} |"
+                for e in winners
+            ),
+            "",
+        ]
     if len(sets) > 1:
         lines += ["## All prompt sets", "", *_mode_rows(report["modes"]), ""]
     for entry in sets:
@@ -726,6 +821,8 @@ def bench_markdown(report: dict[str, Any]) -> str:
         "|---|---|" + "---|" * len(PROJECTION_ACCEPTANCE) + "---|",
     ]
     for m in report["modes"]:
+        if m["mode"] == "lookup":
+            continue  # its drafts per step vary: the projection does not apply
         step = "–" if m["step_ms"] is None else f"{m['step_ms']:.1f}"
         if m["depth"] is None:
             lines.append(

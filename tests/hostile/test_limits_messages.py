@@ -45,6 +45,8 @@ _NUMERIC = [
     (["bench", "m"], "--runs"),
     (["bench", "m"], "--warmup"),
     (["bench", "m"], "--depths"),
+    (["bench", "m"], "--lookup-tokens"),
+    (["bench", "m"], "--max-ngram-size"),
     (["models", "inspect", "m"], "--context-length"),
     (["export", "src", "out"], "--group-size"),
     (["export", "src", "out"], "--ratio"),

@@ -43,16 +43,19 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     plain_labels = {"plain · openvino-genai", "plain · app decoder"}
     baseline = report["baseline"]
     assert baseline["label"] in plain_labels and "fastest" in baseline["reason"]
-    assert [m["label"] for m in report["modes"]] == [baseline["label"], "MTP n=1", "MTP n=2"]
+    assert [m["label"] for m in report["modes"]] == [
+        baseline["label"], "MTP n=1", "MTP n=2", "prompt lookup K=4"
+    ]  # fmt: skip
     assert [m["label"] for m in report["comparison"]] == list(plain_labels - {baseline["label"]})
     for mode in [*report["modes"], *report["comparison"]]:
         assert set(mode) == MODE_KEYS
         assert mode["identical"] and mode["runs"] == 4  # 2 rounds x 2 prompts
         assert mode["decode_tokens_per_s"]["min"] > 0 and mode["ttft_s"]["median"] > 0
     assert report["comparison"][0]["speedup"]["median"] <= 1.0  # it was not the fastest
-    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast"]
+    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "lookup"]
+    assert [m["mode"] for m in report["modes"][1:]] == ["mtp", "mtp", "lookup"]
     runs = report["runs"]
-    assert len(runs) == 4 * 4
+    assert len(runs) == 5 * 4
     # The mode that runs first rotates from prompt to prompt and round to round.
     first = {
         (r["round"], r["prompt_id"]): (r["depth"], r["decoder"]) for r in runs if r["order"] == 0
@@ -68,9 +71,23 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     assert stored is not None and stored.depth == rec["depth"] and stored.report_id == report["id"]
     assert recommended_depth(path, "CPU") == rec["depth"]
     assert any(p.stem == report["id"] for p in reports_dir(path).glob("*.json"))
-    n1, n2 = report["modes"][1:]
+    n1, n2, lookup = report["modes"][1:]
     assert n1["acceptance_rate"] >= 0.6 and n1["mean_accepted_per_step"] > 0.6
     assert len(n2["acceptance_by_position"]) == 2 and n2["mean_accepted_per_step"] > 1.0
+    # Prompt lookup: counted drafts (a counting answer copies little, a repeat a lot).
+    assert lookup["identical"] and lookup["projected_speedup"] is None
+    assert lookup["acceptance_rate"] is not None and 0 < lookup["acceptance_rate"] <= 1
+    # The workload's winner is the fastest identical method, stored for Auto and the chat.
+    (entry,) = report["per_set"]
+    winner = entry["winner"]
+    fastest = max(entry["modes"][1:], key=lambda m: m["speedup"]["median"])
+    if fastest["speedup"]["median"] > 1.0:
+        assert winner["label"] == fastest["label"] and winner["method"] == fastest["mode"]
+    else:
+        assert winner["method"] == "plain" and winner["runner_up"] == fastest["label"]
+    assert stored.workloads == {"small": winner}
+    assert stored.acceptance["mtp"]["1"] == n1["acceptance_rate"]
+    assert stored.acceptance["lookup"] == lookup["acceptance_rate"]
 
 
 def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
@@ -84,6 +101,7 @@ def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
         # The verdict is a median of per-round speed ratios: one round on a busy 2-core VM
         # once showed MTP "faster" at 0 % acceptance, so take three.
         runs=3,
+        lookup_tokens=None,  # this test is about the MTP head
     )
     for mode in report["modes"][1:]:
         assert mode["identical"]

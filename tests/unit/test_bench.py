@@ -292,3 +292,35 @@ def test_cli_reports_user_errors_in_one_line(
     assert err.startswith("error: ") and "does not exist" in err
     assert cli.main(["bench", str(tmp_path), "--prompts", "poetry"]) == 1
     assert "no built-in prompt set called 'poetry'" in capsys.readouterr().err
+
+
+def test_workload_winner_is_the_fastest_identical_method() -> None:
+    from qwen_mtp_desktop.core.bench import workload_winner
+
+    base = [100.0, 100.0, 100.0]
+    data = [
+        *rows(None, base, base=base),
+        *rows(1, [120.0, 125.0, 118.0], base=base),
+        *rows(4, [160.0, 150.0, 170.0], base=base),  # stands for prompt lookup below
+    ]
+    for row in data:
+        if row["depth"] == 4:
+            row.update(decoder="lookup", mode="lookup")
+    keys = [(None, "genai"), (1, "fast"), (4, "lookup")]
+    modes = summarise_modes(data, keys, (None, "genai"))
+    assert [m["mode"] for m in modes] == ["baseline", "mtp", "lookup"]
+    assert modes[2]["label"] == "prompt lookup K=4" and modes[2]["projected_speedup"] is None
+    winner = workload_winner(modes)
+    assert winner["method"] == "lookup" and winner["label"] == "prompt lookup K=4"
+    assert winner["speedup"] == 1.6
+    # The depth recommendation stays about MTP depths.
+    assert recommend(modes)["depth"] == 1
+    # A faster method whose output differed does not win; nothing faster than plain -> plain.
+    for row in data:
+        if row["depth"] == 4:
+            row["identical"] = False
+    assert workload_winner(summarise_modes(data, keys, (None, "genai")))["method"] == "mtp"
+    slow = [*rows(None, base, base=base), *rows(1, [90.0, 95.0, 92.0], base=base)]
+    plain = workload_winner(summarise_modes(slow, keys[:2], (None, "genai")))
+    assert plain["method"] == "plain" and plain["runner_up"] == "MTP n=1"
+    assert plain["runner_up_speedup"] == 0.92

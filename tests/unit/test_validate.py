@@ -41,7 +41,7 @@ from qwen_mtp_desktop.core.validate import (
     spread,
 )
 
-EXPECTED_SETS = {"chat", "code", "demo", "list", "summarise"}
+EXPECTED_SETS = {"chat", "code", "demo", "edit", "list", "summarise"}
 
 
 def fake_stats(
