@@ -654,8 +654,10 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
         "created": report["created"],
         "report_id": report["id"],
         "fingerprint": model_fingerprint(Path(model_path)),
-        "workloads": {e["prompt_set"]: e["winner"] for e in report["per_set"] if "winner" in e},
-        "acceptance": measured_acceptance(report["modes"]),
+        "workloads": {
+            e["prompt_set"]: e["winner"] for e in report.get("per_set", []) if "winner" in e
+        },
+        "acceptance": measured_acceptance(report.get("modes", [])),
     }
     with _store_lock:
         entries = _read_store()

@@ -116,8 +116,10 @@ class BenchJob(QObject):
         device: str = "CPU",
         exact_numerics: bool = False,
         cache_dir: Path | None = None,
+        lookup_tokens: int | None = None,
     ) -> bool:
-        """Start `bench`; False if a run is already going."""
+        """Start `bench` (with prompt lookup at `lookup_tokens` drafts per step unless None);
+        False if a run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
@@ -136,6 +138,7 @@ class BenchJob(QObject):
                 cache_dir=cache_dir,
                 progress=progress,
                 cancel=self._cancel,
+                lookup_tokens=lookup_tokens,
             )
             path = save_report(report)
             save_recommendation(report)

@@ -126,12 +126,33 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     report = finished.args[0]
     assert report["kind"] == "bench"
     assert recommendations == [(model.resolve(), "CPU", report["recommendation"]["depth"])]
-    assert [bar.label for bar in panel.throughput_chart.bars] == ["plain", "n=1", "n=2"]
+    assert [bar.label for bar in panel.throughput_chart.bars] == [
+        "plain", "n=1", "n=2", "lookup K=4"
+    ]  # fmt: skip
+    assert panel.throughput_chart.bars[-1].kind == "lookup"
     assert [s.label for s in panel.acceptance_chart.series] == ["n=1", "n=2"]
-    assert panel.table.rowCount() == 3
+    assert panel.table.rowCount() == 4
     assert panel.banner_title.text().startswith("Recommended:")
+    # The methods compared per workload, with the stored winner.
+    (entry,) = report["per_set"]
+    assert panel.workload_chart.isVisible()
+    (workload,) = panel.workload_chart.workloads
+    assert workload.name == entry["prompt_set"] and workload.winner == entry["winner"]["label"]
+    assert [kind for _label, _value, kind in workload.methods] == ["baseline", "mtp", "lookup"]
+    assert workload.methods[2][1] == report["per_set"][0]["modes"][3]["speedup"]["median"]
+    assert _colours(panel.workload_chart.grab().toImage()) > 10
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
     _save(panel, "bench_benchmark.png", screenshot_dir)
+    for width, height in ((1024, 700), (1600, 1000)):
+        panel.resize(width, height)
+        qtbot.wait(100)
+        _save(panel, f"bench_workloads_{width}.png", screenshot_dir)
+    # Without prompt lookup the comparison chart stays away.
+    panel.lookup_check.setChecked(False)
+    with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        panel.bench_button.click()
+    assert [m["mode"] for m in finished.args[0]["modes"]] == ["baseline", "mtp", "mtp"]
+    assert not panel.workload_chart.isVisible()
     # A chart rendered for export does not depend on the widget's size on screen.
     image = panel.acceptance_chart.render_image(QSize(400, 260))
     assert image.width() == 800 and _colours(image) > 5

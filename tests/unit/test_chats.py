@@ -83,8 +83,13 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         "top_k": 20,
         "repetition_penalty": 1.0,
         "seed": None,
+        "prompt_lookup": False,
+        "lookup_tokens": 4,
+        "max_ngram_size": 3,
     }
     custom = ChatSettings(device="GPU", mtp=False, num_assistant_tokens="auto", seed=7, top_k=0)
+    lookup = ChatSettings(prompt_lookup=True, lookup_tokens=8, max_ngram_size=2)
+    assert ChatSettings.from_dict(json.loads(json.dumps(lookup.to_dict()))) == lookup
     assert ChatSettings.from_dict(custom.to_dict()) == custom
     assert ChatSettings.from_dict(json.loads(json.dumps(custom.to_dict()))) == custom
     # JSON turns 1.0 into 1; it still reads back as a float.
@@ -98,6 +103,10 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         ("mtp", 1),
         ("num_assistant_tokens", 0),
         ("num_assistant_tokens", "many"),
+        ("prompt_lookup", 1),
+        ("lookup_tokens", 0),
+        ("lookup_tokens", 17),
+        ("max_ngram_size", 9),
         ("max_new_tokens", 0),
         ("temperature", -0.1),
         ("top_p", 0.0),

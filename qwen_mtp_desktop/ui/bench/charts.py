@@ -1,5 +1,6 @@
-"""Two small charts drawn with QPainter (Qt Charts is not part of PySide6-Essentials):
-decode speed per mode with min-max whiskers, and acceptance by draft position per depth.
+"""Small charts drawn with QPainter (Qt Charts is not part of PySide6-Essentials): decode
+speed per mode with min-max whiskers, acceptance by draft position per depth, and the
+decoding methods compared per workload (prompt set) with each workload's winner.
 
 Each chart paints into any rectangle (`paint`), so the same code draws the widget and the
 PNG export (`render_image`).
@@ -20,6 +21,7 @@ from qwen_mtp_desktop.ui.style import ACCENT
 BASELINE_COLOR = "#8a93a6"
 BEST_COLOR = "#2e9d57"
 DIVERGED_COLOR = "#d93025"
+LOOKUP_COLOR = "#e08a1e"
 #: One shade per draft depth (n = 1, 2, 3, ...), light to dark.
 DEPTH_COLORS = ("#9aa5ff", "#5b6cff", "#3346d3", "#1f2c8f", "#141c5c", "#0c1138")
 
@@ -30,7 +32,8 @@ class Bar:
     median: float
     low: float
     high: float
-    #: "baseline", "mtp", "best" (the recommended mode) or "diverged" (output changed).
+    #: "baseline", "mtp", "lookup" (prompt lookup), "best" (the recommended mode) or
+    #: "diverged" (output changed).
     kind: str = "mtp"
     #: Shown under the label, e.g. "1.31x".
     note: str = ""
@@ -170,6 +173,7 @@ class ThroughputChart(_Chart):
         colors = {
             "baseline": BASELINE_COLOR,
             "mtp": ACCENT,
+            "lookup": LOOKUP_COLOR,
             "best": BEST_COLOR,
             "diverged": DIVERGED_COLOR,
         }
@@ -303,3 +307,98 @@ class AcceptanceChart(_Chart):
     def _depth_color(self, series: Series, index: int) -> str:
         depth = len(series.values)
         return DEPTH_COLORS[min(depth - 1, len(DEPTH_COLORS) - 1)] if depth else DEPTH_COLORS[index]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One prompt set's methods: speed-up over plain decoding per method (plain = 1.0)."""
+
+    name: str
+    #: (method label, median speed-up, "baseline" / "mtp" / "lookup"), plain first.
+    methods: tuple[tuple[str, float, str], ...]
+    #: The label of the method that won (the fastest identical one, or "plain").
+    winner: str
+
+
+class WorkloadChart(_Chart):
+    """Speed-up over plain decoding per workload: one bar group per prompt set, one bar per
+    method (plain, the best MTP depth, prompt lookup); the winner is outlined and named."""
+
+    title = "Methods per workload (speed-up over plain decoding; winner outlined)"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.workloads: list[Workload] = []
+        self.empty_text = "Benchmark to compare the methods per workload"
+
+    def set_workloads(self, workloads: Sequence[Workload]) -> None:
+        self.workloads = list(workloads)
+        self.update()
+
+    def has_data(self) -> bool:
+        return bool(self.workloads)
+
+    def _paint_body(self, painter: QPainter, rect: QRectF) -> None:
+        colors = {"baseline": BASELINE_COLOR, "mtp": ACCENT, "lookup": LOOKUP_COLOR}
+        highest = max(value for w in self.workloads for _l, value, _k in w.methods)
+        top, step = nice_ceiling(max(highest, 1.0) * 1.15)
+        legend_h = 18
+        plot = rect.adjusted(44, 14 + legend_h, -4, -40)
+        self._axis(painter, plot, top, step, "{:g}x")
+        # Plain decoding's level, across the whole plot.
+        one = plot.bottom() - plot.height() / top
+        painter.setPen(QPen(QColor(BASELINE_COLOR), 1, Qt.PenStyle.DashLine))
+        painter.drawLine(QPointF(plot.left(), one), QPointF(plot.right(), one))
+        group = plot.width() / len(self.workloads)
+        for index, workload in enumerate(self.workloads):
+            center = plot.left() + group * (index + 0.5)
+            count = len(workload.methods)
+            width = min(group * 0.8 / count, 40)
+            start = center - width * count / 2
+            for position, (label, value, kind) in enumerate(workload.methods):
+                height = plot.height() * max(value, 0.0) / top
+                body = QRectF(
+                    start + position * width + 1, plot.bottom() - height, width - 2, height
+                )
+                painter.setBrush(QColor(colors.get(kind, ACCENT)))
+                if label == workload.winner:
+                    painter.setPen(QPen(QColor(BEST_COLOR), 2.4))
+                else:
+                    painter.setPen(Qt.PenStyle.NoPen)
+                painter.drawRect(body)
+                painter.setFont(self._font(7.5 if width < 30 else 8.5))
+                text = f"{value:.2f}"
+                if QFontMetricsF(painter.font()).horizontalAdvance(text) <= width + 6:
+                    painter.setPen(self._muted())
+                    painter.drawText(
+                        QRectF(body.left() - 3, body.top() - 15, width + 6, 14),
+                        Qt.AlignmentFlag.AlignCenter,
+                        text,
+                    )
+            painter.setFont(self._font(9, bold=True))
+            painter.setPen(self._text_color())
+            painter.drawText(
+                QRectF(center - group / 2, plot.bottom() + 4, group, 16),
+                Qt.AlignmentFlag.AlignCenter,
+                workload.name,
+            )
+            painter.setFont(self._font(8.5))
+            painter.setPen(QColor(BEST_COLOR))
+            painter.drawText(
+                QRectF(center - group / 2, plot.bottom() + 20, group, 16),
+                Qt.AlignmentFlag.AlignCenter,
+                f"winner: {workload.winner}",
+            )
+        # Legend, top right: one swatch per kind of method.
+        painter.setFont(self._font(8.5))
+        metrics = QFontMetricsF(painter.font())
+        x = plot.right()
+        for text, kind in (("prompt lookup", "lookup"), ("best MTP", "mtp"), ("plain", "baseline")):
+            x -= metrics.horizontalAdvance(text)
+            painter.setPen(self._muted())
+            painter.drawText(QPointF(x, rect.top() + 12), text)
+            x -= 14
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(colors[kind]))
+            painter.drawRoundedRect(QRectF(x, rect.top() + 3, 10, 10), 2, 2)
+            x -= 12

@@ -41,11 +41,12 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
 from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.core.validate import Progress
-from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart
-from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict
+from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
+from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict, workload_data
 from qwen_mtp_desktop.ui.figures import COLUMN_HELP
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
 from qwen_mtp_desktop.ui.style import ACCENT
@@ -257,6 +258,14 @@ class BenchPanel(QWidget):
             check.toggled.connect(self._update_buttons)
             self.depth_checks.append(check)
             depths.addWidget(check)
+        self.lookup_check = QCheckBox("prompt lookup")
+        self.lookup_check.setChecked(True)
+        self.lookup_check.setToolTip(
+            f"Also benchmark prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step from "
+            "n-grams of the prompt), and compare the methods per workload"
+        )
+        depths.addSpacing(6)
+        depths.addWidget(self.lookup_check)
         depths.addStretch(1)
         self.runs_spin = QSpinBox()
         self.runs_spin.setRange(1, 20)
@@ -295,7 +304,8 @@ class BenchPanel(QWidget):
         self.validate_button.clicked.connect(self._on_validate)
         self.bench_button = QPushButton("Benchmark")
         self.bench_button.setToolTip(
-            "Plain decoding vs MTP at each selected depth, modes interleaved per round"
+            "Plain decoding vs MTP at each selected depth (and prompt lookup), modes "
+            "interleaved per round; the winner per prompt set is stored"
         )
         self.bench_button.clicked.connect(self._on_benchmark)
         self.cancel_button = QPushButton("Cancel")
@@ -396,6 +406,9 @@ class BenchPanel(QWidget):
         charts_layout.addWidget(self.throughput_chart, 3)
         charts_layout.addWidget(self.acceptance_chart, 2)
         layout.addWidget(self.charts)
+        self.workload_chart = WorkloadChart()
+        self.workload_chart.setVisible(False)
+        layout.addWidget(self.workload_chart)
 
         self.table = QTableWidget()
         self.table.setObjectName("benchTable")
@@ -507,7 +520,18 @@ class BenchPanel(QWidget):
         painter.drawImage(0, caption_h, left)
         painter.drawImage(round(left.width() / ratio) + gap, caption_h, right)
         painter.end()
-        return image
+        if not self.workload_chart.has_data():
+            return image
+        # The methods-per-workload comparison goes underneath, full width.
+        below = self.workload_chart.render_image(QSize(round(image.width() / ratio), height), ratio)
+        combined = QImage(image.width(), image.height() + below.height(), image.format())
+        combined.setDevicePixelRatio(ratio)
+        combined.fill(self.palette().base().color())
+        painter = QPainter(combined)
+        painter.drawImage(0, 0, image)
+        painter.drawImage(0, round(image.height() / ratio), below)
+        painter.end()
+        return combined
 
     def _caption(self) -> str:
         report = self.report
@@ -569,6 +593,7 @@ class BenchPanel(QWidget):
             runs=self.runs_spin.value(),
             max_new_tokens=tokens,
             device=self.device,
+            lookup_tokens=DEFAULT_LOOKUP_TOKENS if self.lookup_check.isChecked() else None,
             cache_dir=app_paths().compile_cache_dir,
         )
 
@@ -765,6 +790,8 @@ class BenchPanel(QWidget):
             self.view_set_combo.setVisible(False)
             self.throughput_chart.set_bars([])
             self.acceptance_chart.set_series([])
+            self.workload_chart.set_workloads([])
+            self.workload_chart.setVisible(False)
             self.table.clear()
             self.table.setRowCount(0)
             self.table.setColumnCount(0)
@@ -787,6 +814,9 @@ class BenchPanel(QWidget):
         self.view_set_combo.blockSignals(False)
         self.view_set_label.setVisible(len(sets) > 1)
         self.view_set_combo.setVisible(len(sets) > 1)
+        workloads = workload_data(report)
+        self.workload_chart.set_workloads(workloads)
+        self.workload_chart.setVisible(bool(workloads))
         self._show_set(None)
         self.meta_label.setText(keep_units(self._meta_text(report)))
         self.report_shown.emit(report)

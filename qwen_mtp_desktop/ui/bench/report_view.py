@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from qwen_mtp_desktop.core.reports import fmt
-from qwen_mtp_desktop.ui.bench.charts import Bar, Series
+from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
 def chart_data(
@@ -44,20 +44,29 @@ def chart_data(
         speed = mode["decode_tokens_per_s"]
         if speed is None:
             continue
+        lookup = mode.get("mode") == "lookup"
         if mode["depth"] is None:
             kind, note = "baseline", "1.00x"
         else:
             kind = (
-                "diverged" if not mode["identical"] else "best" if mode["depth"] == best else "mtp"
+                "diverged"
+                if not mode["identical"]
+                else "lookup"
+                if lookup
+                else "best"
+                if mode["depth"] == best
+                else "mtp"
             )
             note = fmt(mode["speedup"] and mode["speedup"]["median"], "{:.2f}x")
             if not mode["identical"]:
                 note += " · differs"
-            series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
+            if not lookup:  # its drafts per step vary; the table has its acceptance
+                series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
+        label = mode["label"].replace("MTP ", "").replace("prompt lookup", "lookup")
         bars.append(
             Bar(
                 # The bar says "plain"; the banner names which plain path was the baseline.
-                "plain" if mode["depth"] is None else mode["label"].replace("MTP ", ""),
+                "plain" if mode["depth"] is None else label,
                 speed["median"],
                 speed["min"],
                 speed["max"],
@@ -66,6 +75,29 @@ def chart_data(
             )
         )
     return bars, series
+
+
+def workload_data(report: dict[str, Any]) -> list[Workload]:
+    """Each workload's methods for the comparison chart: plain (1.0), the fastest identical
+    MTP depth and prompt lookup, with the stored winner (bench reports with prompt lookup)."""
+    if report["kind"] != "bench":
+        return []
+    out = []
+    for entry in report.get("per_set", []):
+        winner = entry.get("winner")
+        modes = entry["modes"]
+        if winner is None or not any(m.get("mode") == "lookup" for m in modes):
+            continue
+        methods: list[tuple[str, float, str]] = [("plain", 1.0, "baseline")]
+        mtp = [m for m in modes if m.get("mode") == "mtp" and m["speedup"] and m["identical"]]
+        best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
+        if best is not None:
+            methods.append((best["label"], best["speedup"]["median"], "mtp"))
+        for mode in modes:
+            if mode.get("mode") == "lookup" and mode["speedup"] and mode["identical"]:
+                methods.append((mode["label"], mode["speedup"]["median"], "lookup"))
+        out.append(Workload(entry["prompt_set"], tuple(methods), winner["label"]))
+    return out
 
 
 def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
