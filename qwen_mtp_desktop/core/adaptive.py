@@ -1,5 +1,6 @@
-"""Auto MTP: between turns, choose plain decoding or an MTP draft depth from what earlier turns
-measured, and within a turn fall back to plain decoding when the drafts keep being rejected.
+"""Auto: between turns, choose plain decoding, an MTP draft depth or prompt lookup from what
+earlier turns measured, and within a turn fall back to plain decoding when the MTP drafts keep
+being rejected.
 
 Why a model and not a bandit over tokens/s: this machine's speed drifts (RUNTIME-NOTES: up to 2x
 between runs), so comparing one turn's tok/s with another's says little. The policy splits what
@@ -19,6 +20,16 @@ conversation that turns predictable (code, lists) wins again. A probe costs litt
 asks `WithinTurnCheck` after every MTP step and continues the turn with plain decoding once the
 drafts clearly lose (see Engine for how, and the README for what that switch costs).
 
+Prompt lookup (core.prompt_lookup) is the third option. Its drafts are n-grams of the
+conversation, so how well it would do on an answer is known exactly after the fact, whatever
+decoded it: every greedy text turn's stats carry a replay of prompt lookup over the answer
+(`GenerationStats.lookup_replay`: its steps and tokens). Auto keeps the tokens per lookup step
+(weighted towards recent turns, like acceptance) and the measured cost of a lookup step (a
+prior of LOOKUP_STEP_PRIOR plain steps until one ran), and runs prompt lookup for the next
+turn when its predicted rate beats the plain-or-MTP choice by the switch margin. A copy-heavy
+conversation (editing, quoting, repeating) goes to prompt lookup; a free or counting one stays
+with MTP or plain decoding. Lookup turns do not change the MTP/plain state.
+
 No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
 """
 
@@ -32,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
 
 #: None means plain decoding; an int is the MTP draft depth.
 Choice = int | None
@@ -64,6 +76,12 @@ PROBE_BUDGET = 0.03
 MIN_STEPS_BEFORE_SWITCH = 4
 #: A within-turn switch must save this many times its estimated cost.
 SWITCH_COST_FACTOR = 1.5
+#: Cost of a prompt-lookup step in plain steps until one was measured (it runs on
+#: openvino-genai's continuous-batching pipeline and verifies K + 1 tokens; measured on the
+#: demo model 1.1-1.4x a plain step).
+LOOKUP_STEP_PRIOR = 1.3
+#: Replayed lookup steps a turn needs before its tokens-per-step counts fully.
+LOOKUP_FULL_WEIGHT_STEPS = 8
 
 
 def choice_label(choice: Choice) -> str:
@@ -94,6 +112,10 @@ class TurnSample:
     step_times_s: tuple[float, ...]
     max_new_tokens: int | None = None
     switched_at: int | None = None
+    #: The turn ran prompt lookup (then `depth` is None and its steps are lookup steps).
+    lookup: bool = False
+    #: Prompt lookup's replay over this answer: (decode steps, tokens); None when unknown.
+    lookup_replay: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.step_sizes) != len(self.step_times_s):
@@ -104,12 +126,15 @@ class TurnSample:
     @classmethod
     def from_stats(cls, stats: GenerationStats, max_new_tokens: int | None = None) -> TurnSample:
         depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
+        replay = stats.lookup_replay
         return cls(
             depth=depth,
             step_sizes=tuple(stats.chunk_sizes),
             step_times_s=tuple(stats.chunk_times),
             max_new_tokens=max_new_tokens,
             switched_at=stats.switched_to_plain_at,
+            lookup=stats.mode == "lookup",
+            lookup_replay=(replay["steps"], replay["tokens"]) if replay else None,
         )
 
     @property
@@ -181,10 +206,12 @@ class Decision:
     #: Predicted speed relative to plain decoding (None when nothing is known yet).
     predicted_speedup: float | None = None
     probe: bool = False
+    #: Run prompt lookup (then `choice` is None).
+    lookup: bool = False
 
     @property
     def label(self) -> str:
-        return choice_label(self.choice)
+        return "prompt lookup" if self.lookup else choice_label(self.choice)
 
     @property
     def depth(self) -> int | None:
@@ -216,6 +243,13 @@ class AdaptivePolicy:
     benchmarked: bool = False
     max_depth: int = MAX_DEPTH
     first_probe_after: int = FIRST_PROBE_AFTER
+    #: Whether prompt lookup is an option, and its drafts per step.
+    lookup: bool = True
+    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
+    _lookup_cost: _Cost | None = field(default=None, init=False)
+    _lookup_steps: float = field(default=0.0, init=False)
+    _lookup_tokens: float = field(default=0.0, init=False)
     _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
     _trials: list[float] = field(default_factory=list, init=False)
     _accepted: list[float] = field(default_factory=list, init=False)
@@ -329,6 +363,26 @@ class AdaptivePolicy:
             return None
         return rate / plain
 
+    def lookup_tokens_per_step(self) -> float | None:
+        """Tokens a prompt-lookup step would yield on this conversation (recent turns weigh
+        more); None before any answer was replayed."""
+        if self._lookup_steps < 0.5:
+            return None
+        return self._lookup_tokens / self._lookup_steps
+
+    def lookup_step_cost(self) -> float | None:
+        """Seconds per prompt-lookup step: measured, else LOOKUP_STEP_PRIOR plain steps."""
+        if self._lookup_cost is not None:
+            return self._lookup_cost.seconds
+        plain = self.step_cost(None)
+        return plain * LOOKUP_STEP_PRIOR if plain is not None else None
+
+    def predicted_lookup_rate(self) -> float | None:
+        per_step, cost = self.lookup_tokens_per_step(), self.lookup_step_cost()
+        if not self.lookup or per_step is None or cost is None or cost <= 0:
+            return None
+        return per_step / cost
+
     # --- learning -----------------------------------------------------------------------
 
     def observe(self, sample: TurnSample) -> None:
@@ -336,6 +390,9 @@ class AdaptivePolicy:
         self._turns += 1
         self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
         self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
+        self._learn_lookup(sample)
+        if sample.lookup:
+            return  # a lookup turn says nothing about MTP or plain decoding
         if sample.depth is not None:
             sizes, times = sample.mtp_part()
             self._learn_cost(sample.depth, times)
@@ -367,6 +424,31 @@ class AdaptivePolicy:
                 self._mtp_turns_in_stint += 1
                 self._current = None
                 self._end_mtp_stint()
+
+    def _learn_lookup(self, sample: TurnSample) -> None:
+        """Prompt lookup's tokens per step from the turn's replay, and its step cost from a
+        turn that ran it."""
+        self._lookup_steps *= ACCEPTANCE_DECAY
+        self._lookup_tokens *= ACCEPTANCE_DECAY
+        if sample.lookup_replay is not None and sample.lookup_replay[0] > 0:
+            steps, tokens = sample.lookup_replay
+            weight = min(steps / LOOKUP_FULL_WEIGHT_STEPS, 1.0) / steps
+            self._lookup_steps += steps * weight
+            self._lookup_tokens += tokens * weight
+        if not sample.lookup:
+            return
+        measured = _step_cost(sample.step_times_s)
+        if measured is None:
+            return
+        seconds, steps = measured
+        weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
+        if self._lookup_cost is None:
+            self._lookup_cost = _Cost(seconds, weight)
+        else:
+            alpha = COST_ALPHA * weight
+            cost = self._lookup_cost
+            cost.seconds = (1 - alpha) * cost.seconds + alpha * seconds
+            cost.weight = min(cost.weight + weight, 10.0)
 
     def _learn_cost(self, choice: Choice, times: Sequence[float]) -> None:
         measured = _step_cost(times)
@@ -420,8 +502,34 @@ class AdaptivePolicy:
         if decision.choice is None and self._current is not None:
             self._end_mtp_stint()
         self._current = decision.choice
+        decision = self._maybe_lookup(decision)
         self._last = decision
         return decision
+
+    def _maybe_lookup(self, base: Decision) -> Decision:
+        """Prompt lookup instead of `base` (plain or MTP) when it is predicted faster by the
+        switch margin (never measured: tried when within the exploration band)."""
+        lookup_rate = self.predicted_lookup_rate()
+        base_rate = self.predicted_rate(base.choice)
+        if lookup_rate is None or base_rate is None:
+            return base
+        measured = self._lookup_cost is not None
+        bonus = 1.0 if measured else 1 + EXPLORE_BAND
+        if lookup_rate * bonus <= base_rate * (1 + SWITCH_MARGIN):
+            return base
+        per_step = self.lookup_tokens_per_step()
+        assert per_step is not None
+        plain = self.predicted_rate(None)
+        speedup = lookup_rate / plain if plain else None
+        ratio = f", {speedup:.1f}x" if speedup is not None else ""
+        note = "" if measured else " (trying it)"
+        return Decision(
+            None,
+            f"answers copy the conversation ({per_step:.1f} tokens per step){ratio}, "
+            f"beats {base.label}{note}",
+            predicted_speedup=speedup,
+            lookup=True,
+        )
 
     def _first_decision(self) -> Decision:
         if self.start is None:
@@ -668,6 +776,15 @@ def turn_settings(
     """`settings` for the turn `decision` chose: plain decoding, or MTP at its depth with the
     policy's within-turn fall back (`plain_load_s`: what loading the plain pipeline would cost
     now, 0 when it is loaded)."""
+    if decision.lookup:
+        return replace(
+            settings,
+            plain=False,
+            prompt_lookup=True,
+            num_assistant_tokens=policy.lookup_tokens,
+            max_ngram_size=policy.max_ngram_size,
+            within_turn=None,
+        )
     if decision.choice is None:
         return replace(settings, plain=True, within_turn=None)
     check = policy.within_turn_check(
@@ -683,6 +800,7 @@ def auto_summary(decision: Decision, stats: GenerationStats) -> dict[str, object
         "depth": decision.choice,
         "reason": decision.reason,
         "probe": decision.probe,
+        "method": "lookup" if decision.lookup else "plain" if decision.choice is None else "mtp",
         "summary": decision.summary(),
     }
     if stats.switched_to_plain_at is not None:

@@ -246,6 +246,10 @@ class GenerationStats:
     decoder: str = ""
     #: Prompt lookup's longest n-gram (0 for other modes and older records).
     max_ngram_size: int = 0
+    #: What prompt lookup would have done on this greedy text answer, whatever decoded it
+    #: (core.prompt_lookup.LookupReplay as a dict; None for sampled or image turns): Auto
+    #: learns from it how well the conversation copies.
+    lookup_replay: dict[str, int] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -77,10 +77,12 @@ from qwen_mtp_desktop.core.mtp_decoder import (
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
 from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
     MAX_LOOKUP_TOKENS,
     MAX_NGRAM_SIZE,
     LookupRecorder,
+    replay_lookup,
 )
 from qwen_mtp_desktop.core.safe_files import FileKind, model_folder_problem, read_json_file
 
@@ -456,6 +458,8 @@ class _Ended:
     switched_to_plain_at: int | None = None
     #: Prompt lookup: drafts proposed per chunk (core.prompt_lookup).
     proposed: list[int] | None = None
+    #: The prompt's ids for a greedy text turn (prompt lookup's replay), else None.
+    prompt_ids: list[int] | None = None
 
 
 class _StepDecoder:
@@ -594,6 +598,11 @@ class Generation(Iterator[StepChunk]):
             proposed=item.proposed,
             max_ngram_size=self._settings.max_ngram_size,
         )
+        if item.prompt_ids is not None and not self._settings.do_sample:
+            settings = self._settings
+            k = settings.num_assistant_tokens if settings.prompt_lookup else DEFAULT_LOOKUP_TOKENS
+            replay = replay_lookup(item.prompt_ids, self.token_ids, k, settings.max_ngram_size)
+            self.stats.lookup_replay = replay.to_json_dict()
         log_conversation("answer", self.answer + last.answer)  # only with debug logging on
         if last.reasoning or last.answer:
             return self._take(last)
@@ -664,7 +673,7 @@ class Generation(Iterator[StepChunk]):
             pipeline = engine._ensure_mtp_pipeline() if use_mtp else engine._ensure_plain()
         within_turn = self._settings.within_turn if use_mtp and not images else None
         prompt_ids: list[int] = []
-        if within_turn is not None or lookup:
+        if not images:  # also for prompt lookup's replay (Generation.next_chunk)
             prompt_ids = [int(i) for i in _token_ids(tokenizer, prompt)]
         recorder = None
         if lookup:
@@ -768,6 +777,7 @@ class Generation(Iterator[StepChunk]):
             config.max_new_tokens,
             switched_at,
             proposed,
+            prompt_ids if not images else None,
         )
 
     def _run_fast(self, prompt: str) -> _Ended:
@@ -840,6 +850,8 @@ class Generation(Iterator[StepChunk]):
             self._turn_warnings(loaded, use_mtp),
             settings.max_new_tokens,
             switched_at[0] if switched_at else None,
+            None,
+            prompt_ids,
         )
 
     def _work(self, body: Callable[[], _Ended]) -> None:

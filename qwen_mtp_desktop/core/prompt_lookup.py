@@ -94,6 +94,73 @@ def proposed_drafts(
     return proposed
 
 
+@dataclass(frozen=True)
+class LookupReplay:
+    """What prompt lookup would have done on a finished greedy answer: its steps, drafts
+    proposed and accepted. Exact, because greedy output does not depend on the method: the
+    answer is the same, so replaying the candidate search over it reproduces every step."""
+
+    num_assistant_tokens: int
+    max_ngram_size: int
+    #: Decode steps (the prefill's token excluded) and the tokens they produced.
+    steps: int
+    tokens: int
+    drafted: int
+    accepted: int
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 1.0
+
+    def to_json_dict(self) -> dict[str, int]:
+        return {
+            "num_assistant_tokens": self.num_assistant_tokens,
+            "max_ngram_size": self.max_ngram_size,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+        }
+
+
+def replay_lookup(
+    prompt_ids: Sequence[int],
+    answer_ids: Sequence[int],
+    num_assistant_tokens: int = DEFAULT_LOOKUP_TOKENS,
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
+) -> LookupReplay:
+    """Prompt lookup's steps over `answer_ids` (a greedy answer to `prompt_ids`): each step
+    accepts the longest prefix of its candidates that the answer continues with, plus the
+    target's own token. Auto (core.adaptive) learns from it on every turn, whatever decoded it.
+    """
+    index = NgramIndex(max_ngram_size)
+    index.extend(prompt_ids)
+    answer = [int(i) for i in answer_ids]
+    if answer:
+        index.extend(answer[:1])  # the prefill's token: no drafts
+    at, steps, drafted, accepted = 1, 0, 0, 0
+    while at < len(answer):
+        left = len(answer) - at
+        candidates = index.candidates(min(num_assistant_tokens, left - 1))
+        taken = 0
+        while taken < len(candidates) and candidates[taken] == answer[at + taken]:
+            taken += 1
+        size = min(taken + 1, left)
+        index.extend(answer[at : at + size])
+        at += size
+        steps += 1
+        drafted += len(candidates)
+        accepted += taken
+    return LookupReplay(
+        num_assistant_tokens,
+        max_ngram_size,
+        steps,
+        max(len(answer) - 1, 0),
+        drafted,
+        accepted,
+    )
+
+
 @dataclass
 class LookupRecorder:
     """One prompt-lookup turn as the streamer sees it: the runtime's steps as they came (for
@@ -157,6 +224,8 @@ __all__ = [
     "MAX_NGRAM_SIZE",
     "DraftMethod",
     "LookupRecorder",
+    "LookupReplay",
     "NgramIndex",
     "proposed_drafts",
+    "replay_lookup",
 ]

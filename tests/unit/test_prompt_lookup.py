@@ -69,3 +69,41 @@ def test_lookup_stats_count_only_proposed_drafts() -> None:
     assert (drafted, accepted) == (6, 5)
     assert by_position == [1.0, 1.0, 0.5]
     assert speculative_stats(sizes, 3, "lookup", None, None) == (0, 0, [])
+
+
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=30),
+    st.lists(st.integers(0, 4), min_size=0, max_size=40),
+    st.integers(1, 5),
+    st.integers(1, 3),
+)
+def test_replay_matches_a_step_by_step_simulation(
+    prompt: list[int], answer: list[int], k: int, ngram: int
+) -> None:
+    """The replay equals running the runtime's search step by step against the answer."""
+    from qwen_mtp_desktop.core.prompt_lookup import replay_lookup
+
+    replay = replay_lookup(prompt, answer, k, ngram)
+    sizes, drafted, accepted = [], 0, 0
+    at = 1 if answer else 0
+    while at < len(answer):
+        candidates = scan(prompt + answer[:at], min(k, len(answer) - at - 1), ngram)
+        taken = 0
+        while taken < len(candidates) and candidates[taken] == answer[at + taken]:
+            taken += 1
+        sizes.append(taken + 1)
+        drafted += len(candidates)
+        accepted += taken
+        at += taken + 1
+    assert (replay.steps, replay.drafted, replay.accepted) == (len(sizes), drafted, accepted)
+    assert replay.tokens == max(len(answer) - 1, 0) == sum(sizes)
+
+
+def test_replay_of_a_copied_text_needs_few_steps() -> None:
+    from qwen_mtp_desktop.core.prompt_lookup import replay_lookup
+
+    text = list(range(10, 40))
+    copied = replay_lookup([1, 2, *text, 3], text, 4, 3)
+    fresh = replay_lookup([1, 2, 3], list(range(50, 80)), 4, 3)
+    assert copied.tokens_per_step > 3.5 and copied.accepted > 20
+    assert fresh.tokens_per_step == 1.0 and fresh.drafted == 0
