@@ -435,12 +435,14 @@ class AdaptivePolicy:
             weight = min(steps / LOOKUP_FULL_WEIGHT_STEPS, 1.0) / steps
             self._lookup_steps += steps * weight
             self._lookup_tokens += tokens * weight
-        if not sample.lookup:
+        times = sample.step_times_s
+        if not sample.lookup or len(times) < 2 or times[-1] <= times[0]:
             return
-        measured = _step_cost(sample.step_times_s)
-        if measured is None:
-            return
-        seconds, steps = measured
+        # The mean step, not the median: lookup's slow steps are systematic (verifications
+        # of long candidates, the pipeline's scheduling), not warm-up; on the demo model the
+        # median made it look 1.2x plain when it decoded at 0.7x.
+        steps = len(times) - 1
+        seconds = (times[-1] - times[0]) / steps
         weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
         if self._lookup_cost is None:
             self._lookup_cost = _Cost(seconds, weight)
@@ -510,9 +512,12 @@ class AdaptivePolicy:
         """Prompt lookup instead of `base` (plain or MTP) when it is predicted faster by the
         switch margin (never measured: tried when within the exploration band)."""
         lookup_rate = self.predicted_lookup_rate()
-        base_rate = self.predicted_rate(base.choice)
-        if lookup_rate is None or base_rate is None:
+        # It must beat every option, not only this turn's (which may be a measuring turn).
+        rates = [self.predicted_rate(c) for c in (base.choice, None, *range(1, self.max_depth + 1))]
+        known = [rate for rate in rates if rate is not None]
+        if lookup_rate is None or not known:
             return base
+        base_rate = max(known)
         measured = self._lookup_cost is not None
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
         if lookup_rate * bonus <= base_rate * (1 + SWITCH_MARGIN):
