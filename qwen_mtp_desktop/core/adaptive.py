@@ -248,6 +248,8 @@ class AdaptivePolicy:
     lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
     max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
     _lookup_cost: _Cost | None = field(default=None, init=False)
+    #: Seconds a lookup turn's first decode step costs beyond the others.
+    _lookup_extra: float = field(default=0.0, init=False)
     _lookup_steps: float = field(default=0.0, init=False)
     _lookup_tokens: float = field(default=0.0, init=False)
     _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
@@ -378,10 +380,13 @@ class AdaptivePolicy:
         return plain * LOOKUP_STEP_PRIOR if plain is not None else None
 
     def predicted_lookup_rate(self) -> float | None:
+        """Tokens per second of a prompt-lookup turn of the usual length (its first step's
+        extra cost spread over the turn's steps)."""
         per_step, cost = self.lookup_tokens_per_step(), self.lookup_step_cost()
         if not self.lookup or per_step is None or cost is None or cost <= 0:
             return None
-        return per_step / cost
+        steps = max((self._turn_length or 64.0) / per_step, 1.0)
+        return per_step / (cost + self._lookup_extra / steps)
 
     # --- learning -----------------------------------------------------------------------
 
@@ -436,21 +441,30 @@ class AdaptivePolicy:
             self._lookup_steps += steps * weight
             self._lookup_tokens += tokens * weight
         times = sample.step_times_s
-        if not sample.lookup or len(times) < 2 or times[-1] <= times[0]:
+        if not sample.lookup or len(times) < 3 or times[-1] <= times[1]:
             return
-        # The mean step, not the median: lookup's slow steps are systematic (verifications
-        # of long candidates, the pipeline's scheduling), not warm-up; on the demo model the
-        # median made it look 1.2x plain when it decoded at 0.7x.
-        steps = len(times) - 1
-        seconds = (times[-1] - times[0]) / steps
+        # The mean step, not the median: lookup's steps are bimodal (a 1-token step where no
+        # n-gram matched, a (K+1)-token verification where one did) and heavy-tailed, so the
+        # median (and a trimmed mean) missed real cost: on the demo model they read 1.1-1.2x
+        # plain where lookup decoded at 0.8x. The first decode step is learned apart: it
+        # carries the request's scheduling (12-20 ms there against 1-4 ms for the others), a
+        # cost per turn that short answers feel.
+        durations = [b - a for a, b in itertools.pairwise(times[1:])]
+        if not durations:
+            return
+        steps = len(durations)
+        seconds = sum(durations) / steps
+        extra = max(times[1] - times[0] - seconds, 0.0)
         weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
         if self._lookup_cost is None:
             self._lookup_cost = _Cost(seconds, weight)
+            self._lookup_extra = extra
         else:
             alpha = COST_ALPHA * weight
             cost = self._lookup_cost
             cost.seconds = (1 - alpha) * cost.seconds + alpha * seconds
             cost.weight = min(cost.weight + weight, 10.0)
+            self._lookup_extra = (1 - alpha) * self._lookup_extra + alpha * extra
 
     def _learn_cost(self, choice: Choice, times: Sequence[float]) -> None:
         measured = _step_cost(times)
@@ -518,7 +532,8 @@ class AdaptivePolicy:
         if lookup_rate is None or not known:
             return base
         base_rate = max(known)
-        measured = self._lookup_cost is not None
+        # Tentative until a full turn's worth of steps was measured: tried like a new option.
+        measured = self._lookup_cost is not None and self._lookup_cost.weight >= 1.0
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
         if lookup_rate * bonus <= base_rate * (1 + SWITCH_MARGIN):
             return base

@@ -114,14 +114,15 @@ def test_recorded_counting_conversation_is_decoded_near_the_best_fixed_mode() ->
         samples.append(recorded("count", decision, turn))
         policy.observe(samples[-1])
     fixed = {
-        mode: _rate([recorded("count", decision, t) for t in range(6)])
+        # Each fixed mode over the same turns (the same recorded runs) as Auto's.
+        mode: _rate([recorded("count", decision, t) for t in range(3, 12)])
         for mode, decision in (
             ("plain", Decision(None, "")),
             ("mtp", Decision(1, "")),
             ("lookup", Decision(None, "", lookup=True)),
         )
     }
-    assert fixed["mtp"] < fixed["plain"]  # the recording says so
+    assert fixed["mtp"] < min(fixed["plain"], fixed["lookup"])  # the recording says so
     assert _rate(samples[3:]) >= 0.9 * max(fixed.values()), (
         fixed,
         [d.summary() for d in decisions],
