@@ -107,7 +107,7 @@ def test_auto_tries_prompt_lookup_where_answers_copy(engine: Engine) -> None:
 
 def test_auto_keeps_off_prompt_lookup_where_answers_count(engine: Engine) -> None:
     """Counting copies little: at most one exploratory lookup turn, none at the end."""
-    auto, decisions, replayed_per_step = _conversation(engine, COUNTING, 2)
+    _auto, decisions, replayed_per_step = _conversation(engine, COUNTING, 2)
     labels = [d.summary() for d in decisions]
     assert sum(d.lookup for d in decisions) <= 1, labels
     assert not any(d.lookup for d in decisions[-3:]), labels
