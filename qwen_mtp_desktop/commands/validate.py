@@ -41,6 +41,7 @@ class ProgressPrinter:
 
 def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Path]:
     """Keep the report in the model's history (unless --no-save) and write --export files."""
+    from qwen_mtp_desktop.core.acceptance_health import save_reference
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.report_markdown import export_report
     from qwen_mtp_desktop.core.reports import save_report
@@ -49,6 +50,7 @@ def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Pa
     try:
         if not args.no_save:
             written.append(save_report(report))
+            save_reference(report)  # what the chat's acceptance health check compares with
         for target in args.export or []:
             written.append(export_report(report, target))
     except (OSError, UserFacingError) as exc:

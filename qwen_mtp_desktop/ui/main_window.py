@@ -272,6 +272,9 @@ class MainWindow(QMainWindow):
         bench.recommendation_changed.connect(
             lambda path, _device, _recommendation: self.chat.forget_recommendation(Path(path))
         )
+        bench.run_finished.connect(
+            lambda report: self.chat.reload_acceptance_reference(Path(report["model"]["path"]))
+        )
         row = self.sidebar.currentRow()
         for index, panel in enumerate((models, export_panel, bench), start=1):
             placeholder = self.stack.widget(index)

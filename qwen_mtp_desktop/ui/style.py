@@ -57,6 +57,11 @@ def stylesheet(dark: bool) -> str:
         border: 1px solid {banner_border};
         border-radius: 8px;
     }}
+    QFrame#healthBanner {{
+        background: {"#3a2a14" if dark else "#fdf0e0"};
+        border: 1px solid {"#a0641e" if dark else "#e8a33d"};
+        border-radius: 8px;
+    }}
     QFrame#conversationList {{ background: {sidebar}; border-right: 1px solid {border}; }}
     QListWidget#conversations {{ background: transparent; border: none; }}
     QListWidget#conversations::item {{ padding: 8px 6px; border-radius: 6px; }}

@@ -88,6 +88,7 @@ class BenchJob(QObject):
         """Start `validate`; False if a run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
+            from qwen_mtp_desktop.core.acceptance_health import save_reference
             from qwen_mtp_desktop.core.reports import save_report
             from qwen_mtp_desktop.core.validate import load_prompt_set, run_validation
 
@@ -100,7 +101,9 @@ class BenchJob(QObject):
                 progress=progress,
                 cancel=self._cancel,
             )
-            return JobResult("validate", report, save_report(report))
+            path = save_report(report)
+            save_reference(report)  # what the chat's acceptance health check compares with
+            return JobResult("validate", report, path)
 
         return self._start("validate", job)
 
@@ -122,6 +125,7 @@ class BenchJob(QObject):
         False if a run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
+            from qwen_mtp_desktop.core.acceptance_health import save_reference
             from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
             from qwen_mtp_desktop.core.reports import save_report
             from qwen_mtp_desktop.core.validate import load_prompt_set
@@ -142,6 +146,7 @@ class BenchJob(QObject):
             )
             path = save_report(report)
             save_recommendation(report)
+            save_reference(report)
             return JobResult("bench", report, path)
 
         return self._start("bench", job)

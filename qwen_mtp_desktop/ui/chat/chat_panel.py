@@ -40,6 +40,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.acceptance_health import (
+    AcceptanceReference,
+    HealthMonitor,
+    HealthWarning,
+    ModelState,
+    current_state,
+    load_reference,
+)
 from qwen_mtp_desktop.core.bench import DepthRecommendation
 from qwen_mtp_desktop.core.chat_session import (
     DEMO_SINGLE_TURN_NOTE,
@@ -166,6 +174,9 @@ class ChatPanel(QWidget):
         self._mtp_problems: dict[Path, str] = {}
         #: The benchmark's verdicts and Auto's policies (core.chat_session).
         self._auto = AutoDecoding()
+        #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
+        self._health: HealthMonitor | None = None
+        self.health_warning: HealthWarning | None = None
         self._last_deleted: DeletedConversation | None = None
         self._build()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
@@ -280,6 +291,27 @@ class ChatPanel(QWidget):
         banner_wrap_layout.addWidget(self.demo_banner)
         self.banner_wrap = banner_wrap
 
+        # Acceptance health: shown when live MTP acceptance fell far below the measured one.
+        self.health_banner = QFrame()
+        self.health_banner.setObjectName("healthBanner")
+        health_layout = QHBoxLayout(self.health_banner)
+        health_layout.setContentsMargins(14, 8, 10, 8)
+        self.health_text = QLabel()
+        self.health_text.setWordWrap(True)
+        self.health_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.revalidate_button = QPushButton("Re-validate")
+        self.revalidate_button.setToolTip(
+            "Check MTP against plain decoding on this model again and measure its acceptance"
+        )
+        self.revalidate_button.clicked.connect(self._on_revalidate)
+        health_layout.addWidget(self.health_text, 1)
+        health_layout.addWidget(self.revalidate_button)
+        self.health_wrap = QWidget()
+        health_wrap_layout = QVBoxLayout(self.health_wrap)
+        health_wrap_layout.setContentsMargins(20, 8, 20, 0)
+        health_wrap_layout.addWidget(self.health_banner)
+        self.health_wrap.setVisible(False)
+
         self.transcript = Transcript()
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.live_stats = QLabel()
@@ -299,6 +331,7 @@ class ChatPanel(QWidget):
 
         center_layout.addWidget(header)
         center_layout.addWidget(banner_wrap)
+        center_layout.addWidget(self.health_wrap)
         center_layout.addWidget(self.transcript, 1)
         self.examples = ExamplePrompts()
         self.examples.chosen.connect(self.send)
@@ -478,6 +511,36 @@ class ChatPanel(QWidget):
         if not self.generating:
             self._want_model = None
             self._ensure_model()
+
+    def reload_acceptance_reference(self, model_dir: Path) -> None:
+        """A validation or benchmark of `model_dir` finished: compare with its new reference."""
+        loaded = self._loaded
+        if loaded is not None and loaded.model_dir.resolve() == Path(model_dir).resolve():
+            self._load_health(loaded)
+
+    def _load_health(self, loaded: LoadedModel) -> None:
+        """Look the acceptance reference up off the GUI thread; no check without one."""
+        self._health = None
+        self.health_warning = None
+        self.health_wrap.setVisible(False)
+        if loaded.mode != "mtp":
+            return
+        model_dir, device = loaded.model_dir, loaded.device
+
+        def find() -> tuple[AcceptanceReference, ModelState] | None:
+            reference = load_reference(model_dir, device)
+            return None if reference is None else (reference, current_state(model_dir))
+
+        def found(result: tuple[AcceptanceReference, ModelState] | None) -> None:
+            current = self._loaded
+            if result is not None and current is not None and current.model_dir == model_dir:
+                self._health = HealthMonitor(*result)
+
+        self._runner.submit(find, found, self._on_store_error)
+
+    def _on_revalidate(self) -> None:
+        self.health_wrap.setVisible(False)
+        self.validate_requested.emit(self._model_dir())
 
     def use_model(self, model_dir: Path) -> None:
         """Make `model_dir` this chat's model (from the model manager's "Open in chat")."""
@@ -794,6 +857,12 @@ class ChatPanel(QWidget):
             stats, loaded.model_dir if loaded else None, widget.drafted_ranges
         )
         widget.set_stats(record)
+        if self._health is not None:
+            warning = self._health.observe(stats)
+            if warning is not None:
+                self.health_warning = warning
+                self.health_text.setText(warning.text)
+                self.health_wrap.setVisible(True)
         if stats.finish_reason == "cancelled":
             widget.show_notice("Stopped. The answer so far is kept.")
         status = "complete"
@@ -885,6 +954,7 @@ class ChatPanel(QWidget):
             )
         self.settings_panel.set_mtp_problem(self._mtp_problems.get(loaded.model_dir, ""))
         self._update_header()
+        self._load_health(loaded)
         for warning in loaded.warnings:
             self._show_problem(warning, severity="warning")
 

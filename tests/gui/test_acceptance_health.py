@@ -1,0 +1,93 @@
+"""Acceptance health in the chat, on the real runtime: a copy of the demo model is validated,
+chatted with (quiet), then its MTP head is replaced by random weights; the chat warns, names
+the changed model files as a likely cause, and its Re-validate button runs a validation whose
+new reference quiets the check."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.acceptance_health import load_reference
+from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
+from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
+from tests.gui.test_chat_prompt_lookup import _choose
+from tests.integration.test_validate import small_set
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
+
+MTP_FILES = ("openvino_mtp_model.xml", "openvino_mtp_model.bin")
+
+
+def _load(qtbot: QtBot, chat: object, model: Path) -> None:
+    chat.use_model(model)  # type: ignore[attr-defined]
+    qtbot.waitUntil(
+        lambda: chat._loaded is not None  # type: ignore[attr-defined]
+        and chat._loaded.model_dir == model  # type: ignore[attr-defined]
+        and not chat._loading,  # type: ignore[attr-defined]
+        timeout=LONG_WAIT,
+    )
+
+
+def test_health_check_fires_after_the_head_is_randomised(
+    qtbot: QtBot, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    from qwen_mtp_desktop import cli
+
+    model = tmp_path / "my model"
+    shutil.copytree(demo_model_dir(), model)
+    prompts = small_set(tmp_path, 32)
+    assert cli.main(["validate", str(model), "--prompts", str(prompts), "--no-timing"]) == 0
+    reference = load_reference(model, "CPU")
+    assert reference is not None and reference.first_draft > 0.6
+
+    window = _open_window(qtbot)
+    chat = window.chat
+    # MTP at a fixed depth: on the demo model Auto soon decodes plain (faster there), and the
+    # check can only judge the MTP turns that run.
+    _choose(qtbot, chat.settings_panel.method_combo, "mtp")
+    assert chat.settings_panel.settings.num_assistant_tokens == 1
+    _load(qtbot, chat, model)
+    qtbot.waitUntil(lambda: chat._health is not None, timeout=LONG_WAIT)
+    for text in ("Count from 1 to 20.", "Count from 35 to 52.", "Count from 60 to 79."):
+        _send(qtbot, chat, text)
+    assert chat.health_warning is None and not chat.health_wrap.isVisible()  # quiet
+
+    # Replace the head while the chat runs another model (its files are mapped when loaded).
+    _load(qtbot, chat, demo_model_dir())
+    broken = make_broken_mtp_copy(demo_model_dir(), tmp_path / "random head")
+    for name in MTP_FILES:
+        shutil.copyfile(broken / name, model / name)
+    _load(qtbot, chat, model)
+    qtbot.waitUntil(lambda: chat._health is not None, timeout=LONG_WAIT)
+    for text in ("Count from 1 to 20.", "Count from 2 to 21.", "Count from 40 to 59."):
+        _send(qtbot, chat, text)
+        if chat.health_warning is not None:
+            break
+    warning = chat.health_warning
+    assert warning is not None and warning.live < 0.2
+    assert chat.health_wrap.isVisible() and chat.health_text.text() == warning.text
+    assert "model files changed since the validate" in warning.text
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.wait(200)
+        assert window.grab().save(str(screenshot_dir / f"chat_acceptance_health_{width}.png"))
+
+    # One click re-validates; the new (low) reference is what the chat compares with next.
+    with qtbot.waitSignal(chat.validate_requested, timeout=10_000) as asked:
+        chat.revalidate_button.click()
+    assert asked.args == [model] and not chat.health_wrap.isVisible()
+    qtbot.waitUntil(
+        lambda: (r := load_reference(model, "CPU")) is not None and r.first_draft < 0.2,
+        timeout=LONG_WAIT,
+    )
+    window.show_panel("Chat")
+    qtbot.waitUntil(lambda: chat._health is not None, timeout=LONG_WAIT)
+    assert chat._health.reference.first_draft < 0.2
+    _send(qtbot, chat, "Count from 1 to 20.")
+    assert chat.health_warning is None and not chat.health_wrap.isVisible()
+    window.close()
