@@ -119,8 +119,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                     f"{fmt(div['baseline_margin'], '{:.4f}')} ({div['verdict'].replace('_', '-')})"
                 )
         verdict = "identical" if summary["all_identical"] else "NOT identical"
+        depth = f"n={n}" if label == "MTP" else f"K={n}"
         print(
-            f"{label} n={n} output {verdict} to plain decoding on {summary['identical_prompts']}/"
+            f"{label} {depth} output {verdict} to plain decoding on {summary['identical_prompts']}/"
             f"{summary['prompts']} prompts; acceptance {fmt(summary['acceptance_rate'], '{:.1%}')}"
         )
         for path in written:
