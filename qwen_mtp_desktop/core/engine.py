@@ -49,7 +49,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -1179,6 +1179,11 @@ class Engine:
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
         loaded = self._require_loaded()[0]
+        if settings.prompt_lookup and images:
+            # The runtime expands an image into hundreds of prompt tokens the app cannot see,
+            # so its drafts could not be counted: such turns decode as if lookup were off.
+            log.info("prompt lookup is not used for a turn with images")
+            settings = replace(settings, prompt_lookup=False)
         lookup = settings.prompt_lookup
         use_mtp = loaded.mode == "mtp" and not settings.plain and not lookup
         if use_mtp and settings.do_sample:
