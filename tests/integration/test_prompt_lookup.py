@@ -159,3 +159,23 @@ def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model:
         assert stats.accepted_tokens >= 6 and 0 < stats.acceptance_rate <= 1
     finally:
         engine.unload()
+
+
+def test_an_image_turn_decodes_without_prompt_lookup(demo_model: Path, tmp_path: Path) -> None:
+    """The runtime's image tokens are invisible to the draft count, so lookup steps aside."""
+    from PIL import Image
+
+    image = tmp_path / "red square.png"
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(image)
+    messages = [Message("user", "Count from 1 to 5.", image=image)]
+    engine = Engine()
+    engine.load(demo_model, LoadOptions(mtp=False, exact_numerics=True))
+    try:
+        plain = engine.generate(messages, GenerationSettings(20))
+        plain.run_to_end()
+        generation = engine.generate(messages, GenerationSettings(20, prompt_lookup=True))
+        stats = generation.run_to_end()
+        assert stats.mode == "baseline" and stats.lookup_replay is None
+        assert generation.token_ids == plain.token_ids and generation.token_ids
+    finally:
+        engine.unload()
