@@ -101,7 +101,13 @@ def seeded_policy(model: Path, prompts: PromptSet, max_new_tokens: int) -> tuple
     from qwen_mtp_desktop.core.bench import run_benchmark
 
     report = run_benchmark(
-        model, [prompts], depths=(1, 2, 3), runs=1, warmup=1, max_new_tokens=max_new_tokens
+        model,
+        [prompts],
+        depths=(1, 2, 3),
+        runs=1,
+        warmup=1,
+        max_new_tokens=max_new_tokens,
+        lookup_tokens=None,  # only the depth recommendation is used here
     )
     rec = report["recommendation"]
     policy = policy_from_recommendation(
