@@ -182,11 +182,11 @@ def mtp_stats(
     stats: GenerationStats, record: dict[str, Any], *, queue_wait_s: float
 ) -> dict[str, Any]:
     """The `mtp` extension object of a response (README, "Local API server")."""
-    mtp = stats.mode == "mtp"
+    drafting = stats.mode in ("mtp", "lookup")  # Auto may choose prompt lookup
     switched = stats.switched_to_plain_at
     result: dict[str, Any] = {
-        "mode": "mtp" if mtp else "plain",
-        "draft_tokens_per_step": stats.num_assistant_tokens if mtp else 0,
+        "mode": stats.mode if drafting else "plain",
+        "draft_tokens_per_step": stats.num_assistant_tokens if drafting else 0,
         "decoding": record.get("decoding", "fixed"),
         "decoder": stats.decoder,
         "drafted_tokens": stats.drafted_tokens,
