@@ -49,7 +49,7 @@ def test_health_check_fires_after_the_head_is_randomised(
     chat = window.chat
     # MTP at a fixed depth: on the demo model Auto soon decodes plain (faster there), and the
     # check can only judge the MTP turns that run.
-    _choose(qtbot, chat.settings_panel.method_combo, "mtp")
+    _choose(chat.settings_panel, "mtp")
     assert chat.settings_panel.settings.num_assistant_tokens == 1
     _load(qtbot, chat, model)
     qtbot.waitUntil(lambda: chat._health is not None, timeout=LONG_WAIT)
