@@ -99,9 +99,10 @@ class ChatSettingsPanel(QFrame):
         self.depth_note.setObjectName("warningNote")
         self.depth_note.setWordWrap(True)
         # Prompt lookup: the third decoding method (core.prompt_lookup); it needs no MTP head.
-        self.lookup_check = QCheckBox("Prompt lookup instead")
+        self.lookup_check = QCheckBox("Prompt lookup")
         self.lookup_check.setToolTip(
-            "Draft by finding the last few tokens earlier in the conversation and proposing what "
+            "Instead of the MTP head: draft by finding the last few tokens earlier in the "
+            "conversation and proposing what "
             "followed there: free to produce, fast where answers copy the prompt (editing, "
             "quoting, summaries). Greedy; the answer stays the same. Works without an MTP head."
         )
