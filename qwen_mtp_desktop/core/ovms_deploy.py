@@ -606,8 +606,8 @@ def deploy_ovms(
             code="MODEL_NOT_USABLE",
         )
     name = check_name(options.name) if options.name else default_name(model_dir)
-    _check_out(out, model_dir)
     report = _usable_report(model_dir)
+    _check_out(out, model_dir)
     layout, pipeline_type = _layout(model_dir)
     mtp = report.mtp_usable
     deployment = OvmsDeployment(
