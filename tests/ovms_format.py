@@ -174,7 +174,9 @@ def parse(text: str) -> Message:
     return message
 
 
-def _parse_fields(tokens: list[tuple[str, str]], i: int, closing: str | None) -> tuple[Message, int]:
+def _parse_fields(
+    tokens: list[tuple[str, str]], i: int, closing: str | None
+) -> tuple[Message, int]:
     message = Message()
     while i < len(tokens):
         kind, text = tokens[i]

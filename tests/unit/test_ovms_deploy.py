@@ -144,7 +144,7 @@ def test_docker_line_keeps_any_printable_path_as_one_word(tail: str) -> None:
 
 
 def test_parse_reads_nested_messages_and_extensions() -> None:
-    message = parse('a: "x" b { [ext.y / z.W]: { c: 1, d: true } } e: \'q\\\'s\'')
+    message = parse("a: \"x\" b { [ext.y / z.W]: { c: 1, d: true } } e: 'q\\'s'")
     assert message.one("a").value == "x"
     inner = message.one("b").one("[ext.y/z.W]")
     assert inner.one("c").text == "1"
