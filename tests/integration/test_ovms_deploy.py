@@ -60,7 +60,7 @@ def check_repository(out: Path, model_dir: Path, k: int | None) -> dict[str, Any
     assert written == source_files | {"graph.pbtxt"}
     for name in source_files - {"generation_config.json"}:
         a, b = model_dir / name, servable / name
-        assert os.path.samefile(a, b) or a.read_bytes() == b.read_bytes(), name
+        assert a.samefile(b) or a.read_bytes() == b.read_bytes(), name
 
     report = inspect_model(model_dir, measure_memory=False)
     vlm = (model_dir / "openvino_text_embeddings_model.xml").is_file()
