@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -186,6 +187,10 @@ class OvmsDeployDialog(QDialog):
         self.result_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         self.result_view.hide()
         layout.addWidget(self.result_view, 1)
+        # Takes the spare height until the result is shown, so the form stays together.
+        self._filler = QWidget()
+        self._filler.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        layout.addWidget(self._filler, 1)
 
         buttons = QHBoxLayout()
         self.copy_button = QPushButton("Copy docker command")
@@ -275,6 +280,7 @@ class OvmsDeployDialog(QDialog):
         self.device_combo.setEnabled(False)
         self.result_view.setPlainText(result_text(result))
         self.result_view.show()
+        self._filler.hide()
         self.copy_button.show()
         self.reveal_button.setVisible(self._open_url is not None)
         self.deployed.emit(result)
