@@ -3,10 +3,10 @@ added, the bundled demo model), the selected model's report and actions on the r
 
 Threads: discovery, inspection and deletion run on the panel's "model-library" TaskRunner;
 checksum verification runs on its own "model-verify" runner, so a long check never holds up a
-rescan. Library folders (and their subfolders, and every model folder) are watched with a
-QFileSystemWatcher; a burst of changes is debounced into one rescan. A rescan re-inspects only
-the folders whose listing changed (name, size, mtime of each entry).
-"""
+rescan; "Deploy to OVMS…" writes on a "model-deploy" runner. Library folders (and their
+subfolders, and every model folder) are watched with a QFileSystemWatcher; a burst of changes
+is debounced into one rescan. A rescan re-inspects only the folders whose listing changed
+(name, size, mtime of each entry)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,7 @@ class ModelsPanel(QWidget):
         autostart: bool = True,
         runner: TaskRunner | None = None,
         verify_runner: TaskRunner | None = None,
+        deploy_runner: TaskRunner | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPanel")
@@ -138,7 +139,8 @@ class ModelsPanel(QWidget):
         # The app hands its threads in (workers.threads); a panel on its own makes its own.
         self._runner = runner or TaskRunner("model-library", self)
         self._verify_runner = verify_runner or TaskRunner("model-verify", self)
-        self._deploy_runner: TaskRunner | None = None  # made on first use
+        # Writing an OVMS repository (copies can take minutes) holds up neither scans nor checks.
+        self._deploy_runner: TaskRunner | None = deploy_runner  # made on first use if None
         self.ovms_dialog: OvmsDeployDialog | None = None
         self._generation = 0
         self._scanning = False
