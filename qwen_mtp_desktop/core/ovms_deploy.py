@@ -536,10 +536,25 @@ def _place_file(source: Path, target: Path) -> bool:
 
 
 def _remove_stale_staging(out: Path) -> None:
-    """Remove staging folders a killed earlier run left beside OUT (only ours: marked)."""
+    """Remove staging folders a killed earlier run left beside OUT: only ours (marked), and only
+    when the process that wrote the mark is gone (a run still writing keeps its folder)."""
     for entry in out.parent.glob(f".{out.name}.ovms-partial-*"):
-        if entry.is_dir() and not entry.is_symlink() and (entry / STAGING_MARK).is_file():
+        mark = entry / STAGING_MARK
+        if entry.is_symlink() or not entry.is_dir() or not mark.is_file():
+            continue
+        try:
+            pid = int(mark.read_text(encoding="utf-8").split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if not _process_alive(pid):
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    # psutil, not os.kill(pid, 0): on Windows signal 0 is CTRL_C_EVENT.
+    import psutil
+
+    return pid == os.getpid() or psutil.pid_exists(pid)
 
 
 def _usable_report(model_dir: Path) -> ModelReport:
@@ -671,7 +686,9 @@ def deploy_ovms(
     staging = out.parent / f".{out.name}.ovms-partial-{secrets.token_hex(4)}"
     try:
         staging.mkdir()
-        (staging / STAGING_MARK).write_text("Qwen MTP Desktop: incomplete OVMS repository\n")
+        (staging / STAGING_MARK).write_text(
+            f"{os.getpid()} Qwen MTP Desktop: incomplete OVMS repository\n", encoding="utf-8"
+        )
         servable = staging / name
         servable.mkdir()
         done = 0

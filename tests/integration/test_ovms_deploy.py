@@ -290,3 +290,34 @@ def test_cli_writes_and_refuses(
     text = capsys.readouterr().out
     assert "OVMS repository written" in text and "docker run" in text
     assert "Not run here" in text and "Not confirmed from OVMS's sources" in text
+
+
+def test_a_running_writers_staging_folder_is_left_alone(demo_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "shared"
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        staging = tmp_path / ".shared.ovms-partial-0000live"
+        staging.mkdir()
+        (staging / STAGING_MARK).write_text(f"{writer.pid} still writing\n")
+        deploy_ovms(demo_model, out)
+        assert (staging / STAGING_MARK).is_file()  # another run's work in progress
+        check_repository(out, demo_model, 3)
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_symlinked_or_file_output_is_refused(demo_model: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(OvmsDeployError, match="symbolic link"):
+        deploy_ovms(demo_model, link)
+    file = tmp_path / "a file"
+    file.write_text("mine")
+    with pytest.raises(OvmsDeployError, match="is not a folder"):
+        deploy_ovms(demo_model, file)
+    assert file.read_text() == "mine" and not any(target.iterdir())
+    with pytest.raises(OvmsDeployError, match="inside the model folder"):
+        deploy_ovms(demo_model, demo_model / "ovms")
