@@ -1,9 +1,16 @@
-"""`models list` and `models inspect`: the model library and one model's report, headless.
+"""`models list`, `models inspect` and `models deploy-ovms`: the model library, one model's
+report, and an OpenVINO Model Server repository for an export, headless.
 
 `models list [--json]` lists the library: the app's managed folder, the folders in the
 settings (`model_folders`) and the bundled demo model. `models inspect DIR [--json]
 [--context-length N] [--kv-precision P] [--verify]` describes and diagnoses one folder without
 loading it; `--verify` also checks the files against the SHA-256 sums in the export record.
+
+`models deploy-ovms MODEL_DIR OUT [--num-assistant-tokens K] [--device D] [--name NAME] [--json]`
+writes an OVMS model repository (graph.pbtxt, config.json, README.md with the docker run line,
+kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.ovms_deploy`. Exit status 0 when
+written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json` prints
+`OvmsDeployment.to_json_dict()` (schema_version 1).
 
 Exit status of `inspect`: 0 when the model is usable (no diagnostic of severity "error"), 1 when
 it is not, 2 on usage errors (bad options, DIR missing or not a folder). `list` exits 0.
@@ -40,7 +47,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from qwen_mtp_desktop.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, positive_int
+from qwen_mtp_desktop.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    bounded_int,
+    positive_int,
+)
 
 LIST_SCHEMA_VERSION = 1
 SEVERITY_TAGS = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
@@ -350,6 +364,70 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK if report.usable_for_chat else EXIT_FAILED
 
 
+# --- models deploy-ovms --------------------------------------------------------------------
+
+
+def _cmd_deploy_ovms(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.ovms_deploy import OvmsDeployError, OvmsOptions, deploy_ovms
+    from qwen_mtp_desktop.core.units import format_bytes
+
+    _utf8_safe(sys.stdout)
+    _utf8_safe(sys.stderr)
+    folder: Path = args.model_dir
+    if not folder.is_dir():
+        reason = "is not a folder" if folder.exists() or folder.is_symlink() else "does not exist"
+        print(f"error: {folder} {reason}", file=sys.stderr)
+        return EXIT_USAGE
+    options = OvmsOptions(
+        num_assistant_tokens=args.num_assistant_tokens, device=args.device, name=args.name
+    )
+    try:
+        result = deploy_ovms(folder, args.out, options)
+    except OvmsDeployError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(result.to_json_dict(), indent=2))
+        return EXIT_OK
+    width = _terminal_width()
+    print(f"OVMS repository written: {result.out}")
+    rows = [
+        ["Model name", result.name],
+        [
+            "Model",
+            f"{result.kind_label} ({result.layout.upper()}, OVMS pipeline "
+            f"{result.pipeline_type}) on {result.device}",
+        ],
+        [
+            "MTP",
+            f"on, num_assistant_tokens {result.num_assistant_tokens}"
+            if result.mtp
+            else "off (no usable MTP head)",
+        ],
+        [
+            "Files",
+            f"{result.linked_files} hard-linked, {result.copied_files} copied "
+            f"({format_bytes(result.total_bytes)})",
+        ],
+    ]
+    for line in _table(rows, width=width):
+        print(line)
+    print()
+    print("Start it (not run here):")
+    print(f"  {result.docker_command}")
+    print("Ask it:")
+    print(f"  {result.curl_command}")
+    print()
+    print("Not run here:")
+    for line in result.not_run:
+        print("\n".join(_wrap(line, "  - ", "    ", width)))
+    print("Not confirmed from OVMS's sources:")
+    for line in result.unconfirmed:
+        print("\n".join(_wrap(line, "  - ", "    ", width)))
+    print(f"Details: {result.out / 'README.md'}")
+    return EXIT_OK
+
+
 def register(commands: Any) -> None:
     models = commands.add_parser("models", help="list the model library, inspect a model folder")
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -383,3 +461,33 @@ def register(commands: Any) -> None:
         help="also check every file against the export record's SHA-256 sums",
     )
     inspect.set_defaults(func=_cmd_inspect)
+
+    from qwen_mtp_desktop.core.ovms_deploy import (
+        DEFAULT_ASSISTANT_TOKENS,
+        DEVICES,
+        MAX_ASSISTANT_TOKENS,
+    )
+
+    deploy = actions.add_parser(
+        "deploy-ovms",
+        help="write an OpenVINO Model Server repository for an export (exit 1 when refused)",
+    )
+    deploy.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="the exported model")
+    deploy.add_argument(
+        "out", type=Path, metavar="OUT", help="a new (or empty) folder for the repository"
+    )
+    deploy.add_argument(
+        "--num-assistant-tokens",
+        type=bounded_int(1, MAX_ASSISTANT_TOKENS),
+        default=DEFAULT_ASSISTANT_TOKENS,
+        metavar="K",
+        help=f"MTP draft tokens per step, the server default (default {DEFAULT_ASSISTANT_TOKENS})",
+    )
+    deploy.add_argument(
+        "--device", choices=DEVICES, default="CPU", help="OVMS device (default CPU)"
+    )
+    deploy.add_argument(
+        "--name", help="the model name clients send (default: from the folder name)"
+    )
+    deploy.add_argument("--json", action="store_true", help="print the result as JSON")
+    deploy.set_defaults(func=_cmd_deploy_ovms)

@@ -245,6 +245,7 @@ class MainWindow(QMainWindow):
             self._paths,
             runner=self.threads.models,
             verify_runner=self.threads.model_verify,
+            deploy_runner=self.threads.model_deploy,
         )
         self._models = models
         models.open_in_chat.connect(self._open_in_chat)

@@ -2,7 +2,8 @@
 
 engine: the EngineProcess (model loading and generation run in the engine host process).
 store: the chat database's TaskRunner (every SQL statement, in order). io: short file and device
-queries. models / model_verify: the Models panel's scans and checksum runs. bench_io / bench:
+queries. models / model_verify / model_deploy: the Models panel's scans, checksum runs and
+OVMS repository writing. bench_io / bench:
 the Benchmark panel's report reads and its validation and benchmark runs. exports: the export
 queue.
 
@@ -32,6 +33,7 @@ class BackgroundThreads(QObject):
         self.io = TaskRunner("io", self)
         self.models = TaskRunner("model-library", self)
         self.model_verify = TaskRunner("model-verify", self)
+        self.model_deploy = TaskRunner("model-deploy", self)
         self.bench_io = TaskRunner("bench-io", self)
         self.bench = BenchJob(self)
         self.exports = ExportQueue(parent=self)
@@ -42,6 +44,7 @@ class BackgroundThreads(QObject):
             ("exports", self.exports.shutdown(timeout_ms)),
             ("bench", self.bench.shutdown(timeout_ms)),
             ("bench-io", self.bench_io.shutdown(timeout_ms)),
+            ("model-deploy", self.model_deploy.shutdown(timeout_ms)),
             ("model-verify", self.model_verify.shutdown(timeout_ms)),
             ("model-library", self.models.shutdown(timeout_ms)),
             ("io", self.io.shutdown(timeout_ms)),

@@ -19,6 +19,7 @@ APP_THREADS = {
     "io",
     "model-library",
     "model-verify",
+    "model-deploy",
     "bench-io",
     "export",
 }

@@ -10,6 +10,7 @@ from PySide6.QtCore import QRectF, Qt, QUrl
 from PySide6.QtGui import QColor, QDesktopServices, QFont, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
+from qwen_mtp_desktop.ui.models.ovms_dialog import choose_parent as _choose_ovms_parent
 from qwen_mtp_desktop.ui.style import ACCENT
 
 #: Status colours, readable on light and dark backgrounds.
@@ -88,6 +89,8 @@ class ModelDialogs:
     inform: Callable[[QWidget, str, str], None] = _inform
     #: Opens a folder in the file manager.
     open_url: Callable[[QUrl], bool] = _open_url
+    #: (parent, start folder) -> the folder to write an OVMS repository in, or None.
+    choose_ovms_parent: Callable[[QWidget, Path], Path | None] = _choose_ovms_parent
 
 
 def panel_style(dark: bool) -> str:

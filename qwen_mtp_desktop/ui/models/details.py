@@ -247,6 +247,11 @@ class ModelDetails(QStackedWidget):
         self.reexport_button.setToolTip(
             "Export the source checkpoint again, e.g. with another weight format"
         )
+        self.deploy_button = QPushButton("Deploy to OVMS…")
+        self.deploy_button.setToolTip(
+            "Write an OpenVINO Model Server repository for this model (files and commands; "
+            "the server is not run here)"
+        )
         self.remove_button = QPushButton("Remove from library")
         self.remove_button.setToolTip("Take it off this list; the files stay where they are")
         self.delete_button = QPushButton("Delete from disk…")
@@ -261,6 +266,7 @@ class ModelDetails(QStackedWidget):
             self.verify_button,
             self.reveal_button,
             self.reexport_button,
+            self.deploy_button,
             self.remove_button,
             self.delete_button,
         ):
@@ -516,6 +522,12 @@ class ModelDetails(QStackedWidget):
         self.validate_button.setEnabled(mtp_usable)
         self.verify_button.setEnabled(report is not None and not verifying)
         self.reexport_button.setEnabled(report is not None)
+        self.deploy_button.setEnabled(usable)
+        self.deploy_button.setToolTip(
+            reason
+            or "Write an OpenVINO Model Server repository for this model (files and commands; "
+            "the server is not run here)"
+        )
         self.remove_button.setEnabled(not entry.is_demo)
         self.delete_button.setEnabled(not entry.is_demo and report is not None)
         demo = "The demo model is part of the app."

@@ -3,10 +3,10 @@ added, the bundled demo model), the selected model's report and actions on the r
 
 Threads: discovery, inspection and deletion run on the panel's "model-library" TaskRunner;
 checksum verification runs on its own "model-verify" runner, so a long check never holds up a
-rescan. Library folders (and their subfolders, and every model folder) are watched with a
-QFileSystemWatcher; a burst of changes is debounced into one rescan. A rescan re-inspects only
-the folders whose listing changed (name, size, mtime of each entry).
-"""
+rescan; "Deploy to OVMS…" writes on a "model-deploy" runner. Library folders (and their
+subfolders, and every model folder) are watched with a QFileSystemWatcher; a burst of changes
+is debounced into one rescan. A rescan re-inspects only the folders whose listing changed
+(name, size, mtime of each entry)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style, status_icon
 from qwen_mtp_desktop.ui.models.details import ModelDetails
+from qwen_mtp_desktop.ui.models.ovms_dialog import OvmsDeployDialog
 from qwen_mtp_desktop.ui.style import is_dark
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -127,6 +128,7 @@ class ModelsPanel(QWidget):
         autostart: bool = True,
         runner: TaskRunner | None = None,
         verify_runner: TaskRunner | None = None,
+        deploy_runner: TaskRunner | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsPanel")
@@ -137,6 +139,9 @@ class ModelsPanel(QWidget):
         # The app hands its threads in (workers.threads); a panel on its own makes its own.
         self._runner = runner or TaskRunner("model-library", self)
         self._verify_runner = verify_runner or TaskRunner("model-verify", self)
+        # Writing an OVMS repository (copies can take minutes) holds up neither scans nor checks.
+        self._deploy_runner: TaskRunner | None = deploy_runner  # made on first use if None
+        self.ovms_dialog: OvmsDeployDialog | None = None
         self._generation = 0
         self._scanning = False
         self._scans_done = 0
@@ -255,6 +260,7 @@ class ModelsPanel(QWidget):
         d.verify_button.clicked.connect(self.verify_selected)
         d.reveal_button.clicked.connect(self._on_reveal_clicked)
         d.reexport_button.clicked.connect(self._on_reexport_clicked)
+        d.deploy_button.clicked.connect(self.deploy_selected)
         d.remove_button.clicked.connect(self.remove_selected)
         d.delete_button.clicked.connect(self.delete_selected)
         root.addWidget(self.details, 5)
@@ -276,6 +282,7 @@ class ModelsPanel(QWidget):
             self._scanning
             or self._runner.pending > 0
             or self._verify_runner.pending > 0
+            or (self._deploy_runner is not None and self._deploy_runner.pending > 0)
             or self._debounce.isActive()
         )
 
@@ -441,6 +448,31 @@ class ModelsPanel(QWidget):
         self._set_status(f"Verifying {entry.name}…")
         self._show_selected()
 
+    def deploy_selected(self) -> OvmsDeployDialog | None:
+        """Open the "Deploy to OVMS…" dialog for the selected model (the writing runs on the
+        panel's "model-deploy" thread, so a long copy never holds up scans or checks)."""
+        entry = self._selected_entry()
+        if entry is None:
+            return None
+        if self._deploy_runner is None:
+            self._deploy_runner = TaskRunner("model-deploy", self)
+        dialog = OvmsDeployDialog(
+            entry.path,
+            self.report(entry.path),
+            self._deploy_runner,
+            self,
+            device=self._store.settings.device,
+            choose_parent=self.dialogs.choose_ovms_parent,
+            open_url=self.dialogs.open_url,
+        )
+        dialog.deployed.connect(
+            lambda result: self._set_status(f"OVMS repository written to {result.out}.")
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.ovms_dialog = dialog
+        dialog.open()
+        return dialog
+
     def cancel_verify(self) -> None:
         self._verify_cancel.set()
 
@@ -466,6 +498,8 @@ class ModelsPanel(QWidget):
         self._verify_cancel.set()
         self._verify_runner.shutdown()
         self._runner.shutdown()
+        if self._deploy_runner is not None:
+            self._deploy_runner.shutdown()
 
     # --- scanning --------------------------------------------------------------------------
 
