@@ -152,6 +152,18 @@ def test_engine_overhead(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_api_overhead(tmp_path: Path) -> None:
+    out = run_smoke("api_overhead.py", tmp_path)
+    positive(numbers(rf"^\s+in process\s+median {NUMBER} ms$", out, 1))
+    rows = numbers(
+        rf"^\s+HTTP(?: streaming)?\s+median {NUMBER} ms, overhead median -?{NUMBER}", out, 2
+    )
+    positive([(row[0],) for row in rows])
+    positive(numbers(rf"first streamed text after median {NUMBER} ms", out, 1))
+    assert "same text on every path: True" in out
+
+
+@pytest.mark.slow
 def test_adaptive(tmp_path: Path) -> None:
     out = run_smoke("adaptive.py", tmp_path)
     settings = ["plain", "MTP n=1", "MTP n=2", "MTP n=3", "Auto (cold)", "Auto (bench-seeded)"]
