@@ -264,8 +264,6 @@ class BenchPanel(QWidget):
             f"Also benchmark prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step from "
             "n-grams of the prompt), and compare the methods per workload"
         )
-        depths.addSpacing(6)
-        depths.addWidget(self.lookup_check)
         depths.addStretch(1)
         self.runs_spin = QSpinBox()
         self.runs_spin.setRange(1, 20)
@@ -290,6 +288,9 @@ class BenchPanel(QWidget):
         grid.addLayout(depths, 1, 3)
         grid.addWidget(label("Runs"), 1, 4)
         grid.addWidget(self.runs_spin, 1, 5)
+        # Its own row: beside the depths it is squeezed below its text at 1024 px.
+        grid.addWidget(label("Also"), 2, 2)
+        grid.addWidget(self.lookup_check, 2, 3)
         grid.addWidget(label("New tokens"), 2, 4)
         grid.addWidget(self.tokens_spin, 2, 5)
         grid.setColumnStretch(1, 2)
