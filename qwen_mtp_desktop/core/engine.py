@@ -507,6 +507,30 @@ class _StepDecoder:
         return StepChunk(token_ids, reasoning, answer, elapsed_s, drafted_chars)
 
 
+def take_ready(
+    next_chunk: Callable[[float | None], StepChunk | None],
+    timeout: float | None,
+    within_s: float | None,
+) -> list[StepChunk]:
+    """`next_chunks()` of a generation, in this process or another (core.engine_client): the
+    first chunk within `timeout` (an empty list when none came), then whatever else is ready,
+    for at most `within_s` seconds; StopIteration at the end."""
+    first = next_chunk(timeout)
+    if first is None:
+        return []
+    chunks = [first]
+    deadline = None if within_s is None else time.monotonic() + within_s
+    while deadline is None or time.monotonic() < deadline:
+        try:
+            chunk = next_chunk(0)
+        except StopIteration:
+            break
+        if chunk is None:
+            break
+        chunks.append(chunk)
+    return chunks
+
+
 class Generation(Iterator[StepChunk]):
     """A running generation. Iterate it for step chunks; `stats` is set once it is exhausted.
 
@@ -616,20 +640,7 @@ class Generation(Iterator[StepChunk]):
         fell behind still sends text regularly); StopIteration at the end. One wake-up per
         batch instead of per step keeps a consumer from competing with the decoding loop for
         the interpreter."""
-        first = self.next_chunk(timeout)
-        if first is None:
-            return []
-        chunks = [first]
-        deadline = None if within_s is None else time.monotonic() + within_s
-        while not self._finished and (deadline is None or time.monotonic() < deadline):
-            try:
-                chunk = self.next_chunk(timeout=0)
-            except StopIteration:
-                break
-            if chunk is None:
-                break
-            chunks.append(chunk)
-        return chunks
+        return take_ready(self.next_chunk, timeout, within_s)
 
     def _take(self, chunk: StepChunk) -> StepChunk:
         self.reasoning += chunk.reasoning

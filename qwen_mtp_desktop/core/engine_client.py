@@ -17,7 +17,6 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
     StepChunk,
+    take_ready,
 )
 from qwen_mtp_desktop.core.engine_protocol import (
     Cancel,
@@ -122,20 +122,7 @@ class RemoteGeneration(Iterator[StepChunk]):
         self, timeout: float | None = None, *, within_s: float | None = None
     ) -> list[StepChunk]:
         """As `Generation.next_chunks`."""
-        first = self.next_chunk(timeout)
-        if first is None:
-            return []
-        chunks = [first]
-        deadline = None if within_s is None else time.monotonic() + within_s
-        while deadline is None or time.monotonic() < deadline:
-            try:
-                chunk = self.next_chunk(timeout=0)
-            except StopIteration:
-                break
-            if chunk is None:
-                break
-            chunks.append(chunk)
-        return chunks
+        return take_ready(self.next_chunk, timeout, within_s)
 
     def run_to_end(self) -> GenerationStats:
         for _chunk in self:
