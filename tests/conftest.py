@@ -51,6 +51,37 @@ def no_leaked_threads() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def no_leaked_processes() -> Iterator[None]:
+    """Fail a test that leaves a child process running (an engine host, a server, an
+    exporter): it would outlive the test and fail a later one that counts processes."""
+    import psutil
+
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 10.0
+    while True:
+        leaked = []
+        for child in me.children(recursive=True):
+            try:
+                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                    leaked.append(child)
+            except psutil.NoSuchProcess:
+                continue
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    described = []
+    for child in leaked:  # end them, so one leak does not fail the tests after it
+        try:
+            described.append(" ".join(child.cmdline()[:4]))
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    assert not described, f"test left child processes running: {described}"
+
+
+@pytest.fixture(autouse=True)
 def no_leaked_qthreads() -> Iterator[None]:
     """Fail a test that leaves a worker QThread running (every worker thread is made by
     workers.foundation, which tracks them). Unit tests that never import Qt skip the check."""

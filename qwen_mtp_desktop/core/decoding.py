@@ -22,6 +22,15 @@ from qwen_mtp_desktop.core.safe_files import (
 #: or prompt lookup (core.prompt_lookup: n-grams of the prompt and answer).
 Mode = Literal["mtp", "baseline", "lookup"]
 FinishReason = Literal["eos", "length", "stop_string", "cancelled"]
+
+
+@dataclass(frozen=True)
+class StepDrafts:
+    """One decode step of a method that proposes a varying number of drafts (prompt lookup):
+    how many it proposed and how many of the step's tokens were accepted drafts."""
+
+    proposed: int
+    accepted: int
 TOKENIZER_JSON = FileKind("tokenizer.json", "Re-export the model.")
 #: Far above any real vocabulary (Qwen3.5: 248,320 ids).
 MAX_VOCAB_SIZE = 4_000_000
@@ -260,35 +269,39 @@ def speculative_stats(
     num_assistant_tokens: int,
     mode: Mode,
     max_new_tokens: int | None = None,
-    proposed: Sequence[int] | None = None,
+    drafts: Sequence[StepDrafts] | None = None,
 ) -> tuple[int, int, list[float]]:
     """(drafted, accepted, acceptance by position) from per-step chunk sizes.
 
-    `proposed` (drafts proposed per chunk, same length as `chunk_sizes`) is for prompt
-    lookup, which proposes a varying number (core.prompt_lookup); MTP proposes n per step.
+    `drafts` (one per chunk, same length as `chunk_sizes`) is for prompt lookup, which
+    proposes a varying number and whose replay knows which tokens were drafts
+    (core.prompt_lookup); MTP proposes n per step.
 
     A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
     always adds one token of its own). The first write comes from the prefill, which drafts
     nothing. Near the token budget the runtime drafts only what can still be used:
     d = min(n, max_new_tokens - generated - 1), so a final step cut short by the budget is not
     counted as rejected drafts (this matches ContinuousBatchingPipeline's acceptance rate).
+    A step that accepts an end-of-text draft ends there, with no token of the target's: the
+    lookup replay sees that; for MTP, whose drafts are not visible, such a final step counts
+    one accepted draft too few.
     """
     if mode == "baseline" or num_assistant_tokens <= 0 or not chunk_sizes:
         return 0, 0, []
-    if mode == "lookup" and (proposed is None or len(proposed) < len(chunk_sizes)):
+    if mode == "lookup" and (drafts is None or len(drafts) < len(chunk_sizes)):
         return 0, 0, []
     n = num_assistant_tokens
     generated = chunk_sizes[0]
     proposed_per_step: list[int] = []
     accepted_per_step: list[int] = []
     for i, size in enumerate(chunk_sizes[1:], start=1):
-        if mode == "lookup":
-            assert proposed is not None
-            count = proposed[i]
+        if drafts is not None and mode == "lookup":
+            count = drafts[i].proposed
+            accepted_per_step.append(min(drafts[i].accepted, count, size))
         else:
             count = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
+            accepted_per_step.append(min(max(size - 1, 0), count))
         proposed_per_step.append(count)
-        accepted_per_step.append(min(max(size - 1, 0), count))
         generated += size
     drafted = sum(proposed_per_step)
     accepted = sum(accepted_per_step)
@@ -315,7 +328,7 @@ def build_stats(
     max_new_tokens: int | None = None,
     switched_to_plain_at: int | None = None,
     decoder: str = "",
-    proposed: Sequence[int] | None = None,
+    drafts: Sequence[StepDrafts] | None = None,
     max_ngram_size: int = 0,
 ) -> GenerationStats:
     """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
@@ -326,7 +339,7 @@ def build_stats(
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
     mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
     drafted, accepted, by_position = speculative_stats(
-        mtp_sizes, num_assistant_tokens, mode, max_new_tokens, proposed
+        mtp_sizes, num_assistant_tokens, mode, max_new_tokens, drafts
     )
     decode_steps = max(len(mtp_sizes) - 1, 0)
     return GenerationStats(

@@ -61,6 +61,7 @@ from qwen_mtp_desktop.core.decoding import (
     GenerationStats,
     IncrementalDecoder,
     Mode,
+    StepDrafts,
     StopStringFilter,
     ThinkingSplitter,
     build_stats,
@@ -456,8 +457,8 @@ class _Ended:
     warnings: list[str]
     max_new_tokens: int
     switched_to_plain_at: int | None = None
-    #: Prompt lookup: drafts proposed per chunk (core.prompt_lookup).
-    proposed: list[int] | None = None
+    #: Prompt lookup: drafts proposed and accepted per chunk (core.prompt_lookup).
+    drafts: list[StepDrafts] | None = None
     #: The prompt's ids for a greedy text turn (prompt lookup's replay), else None.
     prompt_ids: list[int] | None = None
 
@@ -619,7 +620,7 @@ class Generation(Iterator[StepChunk]):
             max_new_tokens=item.max_new_tokens,
             switched_to_plain_at=item.switched_to_plain_at,
             decoder=self._decoding,
-            proposed=item.proposed,
+            drafts=item.drafts,
             max_ngram_size=self._settings.max_ngram_size,
         )
         if item.prompt_ids is not None and not self._settings.do_sample:
@@ -764,14 +765,14 @@ class Generation(Iterator[StepChunk]):
             plain_config = engine._generation_config(self._settings, plain, mtp=False)
             plain_config.max_new_tokens = remaining
             plain.generate(switch_prompt[0], generation_config=plain_config, streamer=Streamer())
-        proposed = None
+        drafts = None
         finish = self._finish_reason(all_ids, _stop_ids(config), config.max_new_tokens)
         if recorder is not None:
             rest = recorder.flush() if not cancel.is_set() else []
             if rest:
                 all_ids.extend(rest)
                 out.put(_RawStep(tuple(rest), clock() - started))
-            sizes, times, proposed = recorder.step_record()
+            sizes, times, drafts = recorder.step_record()
             if recorder.stopped:
                 finish = "stop_string"
             elif finish == "stop_string":  # the runtime saw no stop string: it ended
@@ -787,7 +788,7 @@ class Generation(Iterator[StepChunk]):
             self._turn_warnings(loaded, use_mtp),
             config.max_new_tokens,
             switched_at,
-            proposed,
+            drafts,
             prompt_ids if not images else None,
         )
 

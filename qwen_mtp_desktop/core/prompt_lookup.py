@@ -5,9 +5,10 @@ last n tokens (n = max_ngram_size down to 1) earlier in prompt + answer and prop
 tokens that followed there. Unlike MTP it proposes nothing when no n-gram matches, so a
 streamer chunk of one token means "nothing proposed" or "all rejected", and chunk sizes alone
 cannot give an honest acceptance. The candidate search is deterministic, though, so
-`proposed_drafts()` replays it on the streamed ids and recovers how many drafts each step
-proposed (checked against the runtime in tests: the accepted tokens are always a prefix of the
-replayed candidates, and the next token differs from the next candidate).
+`step_drafts()` replays it on the streamed ids and recovers how many drafts each step
+proposed and accepted (checked against the runtime in tests: the accepted tokens are always a
+prefix of the replayed candidates, and the next token differs from the next candidate unless
+the step ended on an accepted end-of-text draft).
 
 The replay follows `ContinuousBatchingForPromptLookupImpl::generate_candidates` (openvino-genai
 2026.4): the first (leftmost) earlier occurrence of the longest matching n-gram wins; n is capped
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from qwen_mtp_desktop.core.decoding import StopStringFilter
+from qwen_mtp_desktop.core.decoding import StepDrafts, StopStringFilter
 
 #: How a run drafts: the MTP head or prompt lookup (reports' `settings.method`).
 DraftMethod = Literal["mtp", "lookup"]
@@ -67,31 +68,38 @@ class NgramIndex:
         return []
 
 
-def proposed_drafts(
+def step_drafts(
     prompt_ids: Sequence[int],
     steps: Sequence[Sequence[int]],
     num_assistant_tokens: int,
     max_ngram_size: int,
     max_new_tokens: int,
-) -> list[int]:
-    """Drafts proposed at each streamed step (the first, the prefill's token, proposes none).
+) -> list[StepDrafts]:
+    """Drafts proposed and accepted at each streamed step (the first, the prefill's token,
+    proposes none).
 
-    A step's accepted drafts can never exceed what was proposed, so the count is raised to the
-    accepted number if the replay ever disagrees (it should not; see the module docstring).
+    A step's accepted drafts are the leading tokens it shares with the candidates: all of its
+    tokens but the target's own last one, or all of them when it ended on an accepted
+    end-of-text draft (the runtime adds nothing after it). Should the replay ever disagree with
+    the runtime (it should not; see the module docstring), the step's tokens but its last count
+    as accepted and proposed, so nothing exceeds what was proposed.
     """
     index = NgramIndex(max_ngram_size)
     index.extend(prompt_ids)
-    proposed: list[int] = []
+    drafts: list[StepDrafts] = []
     generated = 0
     for step in steps:
-        if generated == 0:
-            proposed.append(0)
-        else:
-            count = min(num_assistant_tokens, max_new_tokens - generated - 1)
-            proposed.append(max(len(index.candidates(count)), len(step) - 1))
+        candidates: list[int] = []
+        if generated > 0:
+            candidates = index.candidates(min(num_assistant_tokens, max_new_tokens - generated - 1))
+        shared = 0
+        while shared < min(len(step), len(candidates)) and step[shared] == candidates[shared]:
+            shared += 1
+        accepted = max(shared, len(step) - 1) if generated > 0 else 0
+        drafts.append(StepDrafts(max(len(candidates), accepted), accepted))
         index.extend(step)
         generated += len(step)
-    return proposed
+    return drafts
 
 
 @dataclass(frozen=True)
@@ -196,10 +204,10 @@ class LookupRecorder:
         self.emitted += len(rest)
         return rest
 
-    def step_record(self) -> tuple[list[int], list[float], list[int]]:
-        """(chunk sizes, chunk times, drafts proposed per chunk) of the tokens shown: the
-        runtime's steps, cut where the shown text ended (a stop string drops its tokens)."""
-        proposed = proposed_drafts(
+    def step_record(self) -> tuple[list[int], list[float], list[StepDrafts]]:
+        """(chunk sizes, chunk times, drafts per chunk) of the tokens shown: the runtime's
+        steps, cut where the shown text ended (a stop string drops its tokens)."""
+        drafts = step_drafts(
             self.prompt_ids,
             self.steps,
             self.num_assistant_tokens,
@@ -214,7 +222,7 @@ class LookupRecorder:
             sizes.append(min(len(step), left))
             left -= sizes[-1]
         count = len(sizes)
-        return sizes, self.times[:count], proposed[:count]
+        return sizes, self.times[:count], drafts[:count]
 
 
 __all__ = [
@@ -226,6 +234,6 @@ __all__ = [
     "LookupRecorder",
     "LookupReplay",
     "NgramIndex",
-    "proposed_drafts",
     "replay_lookup",
+    "step_drafts",
 ]

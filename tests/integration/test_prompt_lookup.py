@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding import GenerationStats
@@ -66,12 +66,14 @@ def _check_drafts(
 ) -> None:
     """The drafts the stats count are the runtime's: every step's accepted tokens are the
     replayed candidates' prefix, a step that took fewer than were proposed ended on a token
-    that is not the next candidate, and the counts add up."""
+    that is not the next candidate (or on an accepted end-of-text draft, after which the
+    runtime adds nothing), and the counts add up."""
     sizes = stats.chunk_sizes
-    drafted = 0
+    drafted = accepted_eos = 0
     rendered = engine.render_prompt([Message("user", prompt)])
     index = NgramIndex(n)
     index.extend([int(i) for i in engine._tokenizer.encode(rendered).input_ids.data[0]])
+    eos = engine._tokenizer.get_eos_token_id()
     at = 0
     for i, size in enumerate(sizes):
         step = list(ids[at : at + size])
@@ -79,14 +81,15 @@ def _check_drafts(
             candidates = index.candidates(min(k, budget - at - 1))
             accepted = step[:-1]
             assert accepted == candidates[: len(accepted)], (i, candidates, step)
-            if len(accepted) < len(candidates):
-                assert step[-1] != candidates[len(accepted)]
+            if len(accepted) < len(candidates) and step[-1] == candidates[len(accepted)]:
+                assert (step[-1], i, stats.finish_reason) == (eos, len(sizes) - 1, "eos")
+                accepted_eos = 1
             drafted += len(candidates)
         index.extend(step)
         at += size
     assert at == len(ids)
     assert stats.drafted_tokens == drafted
-    assert stats.accepted_tokens == sum(size - 1 for size in sizes[1:])
+    assert stats.accepted_tokens == sum(size - 1 for size in sizes[1:]) + accepted_eos
 
 
 @given(
@@ -100,6 +103,7 @@ def _check_drafts(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@example(prompt="0a", k=1, n=1, budget=7)  # ends on an accepted end-of-text draft (demo)
 def test_output_equals_plain_decoding(
     engines: tuple[Engine, Engine], prompt: str, k: int, n: int, budget: int
 ) -> None:

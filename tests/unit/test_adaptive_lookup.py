@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.adaptive import (
     policy_from_recommendation,
     turn_settings,
 )
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding import StepDrafts, build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 
 RECORDED = json.loads(
@@ -155,7 +155,8 @@ def test_lookup_off_and_the_settings_and_record_of_a_lookup_turn() -> None:
     stats = build_stats(
         mode="lookup", num_assistant_tokens=4, device="CPU", prompt_tokens=10,
         chunk_sizes=[1, 3, 1], chunk_times=[0.1, 0.11, 0.12], total_s=0.12,
-        reasoning_tokens=0, answer_tokens=5, finish_reason="eos", proposed=[0, 4, 0],
+        reasoning_tokens=0, answer_tokens=5, finish_reason="eos",
+        drafts=[StepDrafts(0, 0), StepDrafts(4, 2), StepDrafts(0, 0)],
     )  # fmt: skip
     stats.lookup_replay = {"steps": 2, "tokens": 4}  # type: ignore[assignment]
     sample = TurnSample.from_stats(stats, 64)

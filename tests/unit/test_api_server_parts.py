@@ -268,13 +268,14 @@ def test_urls_of_a_wildcard_bind() -> None:
 
 def test_mtp_object_of_a_prompt_lookup_turn() -> None:
     """Auto may run prompt lookup: the response says so and counts its drafts."""
-    from qwen_mtp_desktop.core.decoding import build_stats
+    from qwen_mtp_desktop.core.decoding import StepDrafts, build_stats
     from qwen_mtp_desktop.server.turns import mtp_stats
 
     stats = build_stats(
         mode="lookup", num_assistant_tokens=4, device="CPU", prompt_tokens=9,
         chunk_sizes=[1, 4, 1], chunk_times=[0.1, 0.2, 0.3], total_s=0.3, reasoning_tokens=0,
-        answer_tokens=6, finish_reason="eos", proposed=[0, 4, 2],
+        answer_tokens=6, finish_reason="eos",
+        drafts=[StepDrafts(0, 0), StepDrafts(4, 3), StepDrafts(2, 0)],
     )  # fmt: skip
     mtp = mtp_stats(stats, {"decoding": "auto"}, queue_wait_s=0.0)
     assert mtp["mode"] == "lookup" and mtp["draft_tokens_per_step"] == 4

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import StopStringFilter, speculative_stats
-from qwen_mtp_desktop.core.prompt_lookup import LookupRecorder, NgramIndex, proposed_drafts
+from qwen_mtp_desktop.core.decoding import StepDrafts, StopStringFilter, speculative_stats
+from qwen_mtp_desktop.core.prompt_lookup import LookupRecorder, NgramIndex, step_drafts
 
 
 def scan(ids: Sequence[int], count: int, max_ngram: int) -> list[int]:
@@ -44,9 +44,24 @@ def test_proposed_drafts_counts_per_step_and_respects_the_budget() -> None:
     prompt = [1, 2, 3, 4, 1, 2]
     # The prefill's token proposes nothing; then "1 2" -> "3 4 1" (k=3) and so on.
     steps = [[3], [4, 1, 2, 9], [5]]
-    assert proposed_drafts(prompt, steps, 3, 2, 100) == [0, 3, 0]
+    drafts = step_drafts(prompt, steps, 3, 2, 100)
+    assert drafts == [StepDrafts(0, 0), StepDrafts(3, 3), StepDrafts(0, 0)]
     # Two tokens left after the first step: at most one draft can still be used.
-    assert proposed_drafts(prompt, [[3], [4, 1]], 3, 2, 3)[1] == 1
+    assert step_drafts(prompt, [[3], [4, 1]], 3, 2, 3)[1] == StepDrafts(1, 1)
+
+
+def test_a_step_ending_on_an_accepted_end_of_text_draft_counts_it() -> None:
+    """The runtime adds no token after an accepted end-of-text draft, so such a step is all
+    drafts (measured on the demo model: "0a", K=1, n=1 ends with a one-token step that was the
+    candidate)."""
+    eos = 742
+    prompt = [64, eos, 198]
+    drafts = step_drafts(prompt, [[64], [eos]], 1, 1, 7)
+    assert drafts[1] == StepDrafts(1, 1)
+    sizes = [1, 1]
+    assert speculative_stats(sizes, 1, "lookup", 7, drafts)[:2] == (1, 1)
+    # A rejected draft: the target's own token differs from the candidate.
+    assert step_drafts(prompt, [[64], [5]], 1, 1, 7)[1] == StepDrafts(1, 0)
 
 
 def test_recorder_cuts_the_record_where_a_stop_string_ended_the_text() -> None:
@@ -56,16 +71,18 @@ def test_recorder_cuts_the_record_where_a_stop_string_ended_the_text() -> None:
     shown = recorder.step([1], 0.01)
     shown += recorder.step([2, 3, 4], 0.02)
     assert recorder.stopped and shown == [1, 2]
-    sizes, times, proposed = recorder.step_record()
-    assert sizes == [1, 1] and times == [0.01, 0.02] and proposed == [0, 3]
-    drafted, accepted, _ = speculative_stats(sizes, 3, "lookup", 50, proposed)
-    assert (drafted, accepted) == (3, 0)
+    sizes, times, drafts = recorder.step_record()
+    assert sizes == [1, 1] and times == [0.01, 0.02] and [d.proposed for d in drafts] == [0, 3]
+    drafted, accepted, _ = speculative_stats(sizes, 3, "lookup", 50, drafts)
+    # " b" was the first of three accepted drafts; the two after it are cut with the text.
+    assert (drafted, accepted) == (3, 1)
 
 
 def test_lookup_stats_count_only_proposed_drafts() -> None:
     # Steps that proposed nothing are not rejections.
-    sizes, proposed = [1, 1, 4, 1, 3], [0, 0, 3, 0, 3]
-    drafted, accepted, by_position = speculative_stats(sizes, 3, "lookup", None, proposed)
+    sizes = [1, 1, 4, 1, 3]
+    drafts = [StepDrafts(p, a) for p, a in [(0, 0), (0, 0), (3, 3), (0, 0), (3, 2)]]
+    drafted, accepted, by_position = speculative_stats(sizes, 3, "lookup", None, drafts)
     assert (drafted, accepted) == (6, 5)
     assert by_position == [1.0, 1.0, 0.5]
     assert speculative_stats(sizes, 3, "lookup", None, None) == (0, 0, [])
