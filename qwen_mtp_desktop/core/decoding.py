@@ -31,6 +31,8 @@ class StepDrafts:
 
     proposed: int
     accepted: int
+
+
 TOKENIZER_JSON = FileKind("tokenizer.json", "Re-export the model.")
 #: Far above any real vocabulary (Qwen3.5: 248,320 ids).
 MAX_VOCAB_SIZE = 4_000_000

@@ -53,3 +53,14 @@ def as_user_error(exc: BaseException, kind: type[E]) -> E:
         "Details are in the log file.",
         code="INTERNAL",
     )
+
+
+def native_error_line(exc: BaseException) -> str:
+    """The first line of a native runtime error that says what went wrong: OpenVINO starts
+    its messages with "Check ..." and "Exception from <source file>" lines."""
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Check ", "Exception from")):
+            return line[:300]
+    return text.splitlines()[0][:300] if text else type(exc).__name__

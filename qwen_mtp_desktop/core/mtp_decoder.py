@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwen_mtp_desktop.core.errors import native_error_line
 from qwen_mtp_desktop.core.mtp_graphs import (
     DRAFT_INDEX,
     HIDDEN,
@@ -180,7 +181,7 @@ class MtpDecoder:
             raise DecoderUnavailableError(f"the model's IR is not as expected: {exc}") from exc
         except RuntimeError as exc:
             raise DecoderUnavailableError(
-                f"OpenVINO could not prepare it: {_first_line(exc)}"
+                f"OpenVINO could not prepare it: {native_error_line(exc)}"
             ) from exc
         self._hidden_type = compute_type
         self.hidden_size = graph.hidden_size
@@ -401,11 +402,3 @@ def _inference_precision(core: Any, device: str, properties: dict[str, Any]) -> 
         return hint
     names = {"f32": ov.Type.f32, "bf16": ov.Type.bf16, "f16": ov.Type.f16}
     return names.get(str(hint).lower(), ov.Type.f32)
-
-
-def _first_line(exc: BaseException) -> str:
-    for line in str(exc).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Check ", "Exception from")):
-            return line[:300]
-    return type(exc).__name__

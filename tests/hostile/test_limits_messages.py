@@ -193,7 +193,8 @@ class TestTypedTextStaysText:
     def test_special_token_text_never_becomes_a_token(
         self, engine: object, demo_model: Path, pieces: list[str], role: str
     ) -> None:
-        from qwen_mtp_desktop.core.engine import Engine, Message, _token_ids
+        from qwen_mtp_desktop.core.engine import Engine, Message
+        from qwen_mtp_desktop.core.engine.generation import encode_ids
 
         assert isinstance(engine, Engine)
         _counts["tokens"] += 1
@@ -210,7 +211,7 @@ class TestTypedTextStaysText:
                 ]
             )
             prompt = engine.render_prompt(messages)
-            return sum(1 for i in _token_ids(engine._tokenizer, prompt) if int(i) in special)
+            return sum(1 for i in encode_ids(engine._tokenizer, prompt) if int(i) in special)
 
         assert count(typed) == count("plain words")
 

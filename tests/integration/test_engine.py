@@ -17,6 +17,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
+from qwen_mtp_desktop.core.engine import runtime as engine_runtime
 
 pytestmark = pytest.mark.slow
 
@@ -349,7 +350,7 @@ def test_incompatible_runtime(demo_model: Path, monkeypatch: pytest.MonkeyPatch)
         "openvino-genai": "2026.3.0.0",
         "openvino-tokenizers": "2026.4.1.0",
     }
-    monkeypatch.setattr(engine_module, "package_version", versions.get)
+    monkeypatch.setattr(engine_runtime, "package_version", versions.get)
     error = _load_error(demo_model)
     assert error.code == "RUNTIME_INCOMPATIBLE" and "different release families" in error.message
 

@@ -1,0 +1,554 @@
+"""One running turn: `Generation`, an iterator of `StepChunk`s (one per decoding step, so an
+MTP step that had k drafts accepted carries k + 1 tokens) that ends with `stats`. The OpenVINO
+call blocks, so it runs on a short-lived worker thread and hands each step over a queue;
+cancelling takes effect at the next step and keeps the partial answer.
+
+A turn runs on the app's own decoder (core.mtp_decoder) or on an openvino-genai pipeline that
+the engine hands over in a `TurnContext` (core.engine.runtime opens them).
+
+With openvino-genai, within a turn the runtime cannot hand a generation from one pipeline to
+the other: `generate()` takes a text prompt and prefills it from scratch (prefix caching is off
+with MTP, and the pipelines share no KV or linear-attention state). So a within-turn fall back
+(`GenerationSettings.within_turn`) stops the MTP generation at a step boundary and continues with
+the plain pipeline on prompt + answer so far: a full re-prefill, done only when the answer's
+text re-tokenizes to exactly the generated ids (so greedy output stays plain decoding's) and the
+policy predicts the saving exceeds the re-prefill.
+
+Prompt lookup drafts per step vary, so the stats replay the runtime's candidate search
+(core.prompt_lookup) to count them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from qwen_mtp_desktop.core.decoding import (
+    ByteLevelVocab,
+    ByteStreamDecoder,
+    FinishReason,
+    GenerationStats,
+    IncrementalDecoder,
+    Mode,
+    StepDrafts,
+    StopStringFilter,
+    ThinkingSplitter,
+    build_stats,
+)
+from qwen_mtp_desktop.core.engine.types import (
+    Decoding,
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    StepChunk,
+)
+from qwen_mtp_desktop.core.errors import native_error_line
+from qwen_mtp_desktop.core.logs import log_conversation
+from qwen_mtp_desktop.core.mtp_decoder import MtpDecoder
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
+    LookupRecorder,
+    replay_lookup,
+)
+
+if TYPE_CHECKING:
+    import openvino_genai
+
+
+log = logging.getLogger(__name__)
+
+
+MTP_UNVALIDATED_NOTE = (
+    "More than one draft token per step is not validated for every model and device; "
+    "check with `qwen-mtp-desktop validate`."
+)
+
+
+@dataclass(frozen=True)
+class _RawStep:
+    """What the streamer callback hands over: ids and time only. Decoding them to text happens
+    on the consumer's thread, so the native decoding loop waits for as little Python as
+    possible (at thousands of tokens/s two detokenizer calls per step cost 10-30 % speed)."""
+
+    token_ids: tuple[int, ...]
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class _Ended:
+    chunk_sizes: list[int]
+    chunk_times: list[float]
+    total_s: float
+    prompt_tokens: int
+    finish_reason: FinishReason
+    warnings: list[str]
+    max_new_tokens: int
+    switched_to_plain_at: int | None = None
+    #: Prompt lookup: drafts proposed and accepted per chunk (core.prompt_lookup).
+    drafts: list[StepDrafts] | None = None
+    #: The prompt's ids for a greedy text turn (prompt lookup's replay), else None.
+    prompt_ids: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn needs from the engine that started it (core.engine.runtime)."""
+
+    loaded: LoadedModel
+    tokenizer: Any
+    #: The byte-level vocabulary that streams text exactly (None: the detokenizer does).
+    vocab: ByteLevelVocab | None
+    think_start: int | None
+    think_end: int | None
+    stop_ids: frozenset[int]
+    #: The openvino-genai pipeline that runs the turn; None runs it on `fast_decoder`.
+    pipeline: Any
+    fast_decoder: MtpDecoder | None
+    #: For a within-turn switch to plain decoding: the plain pipeline (opened on first use)
+    #: and its generation config for these settings.
+    open_plain: Callable[[GenerationSettings], tuple[Any, openvino_genai.GenerationConfig]]
+    #: Called on the worker thread when the turn has ended, however it ended.
+    on_finished: Callable[[Generation], None]
+
+
+class _StepDecoder:
+    """Turns step token ids into a `StepChunk`: routes reasoning vs answer, detokenizes
+    incrementally and counts how many answer characters came from accepted drafts."""
+
+    def __init__(self, context: TurnContext, thinking: bool) -> None:
+        tokenizer = context.tokenizer
+        assert tokenizer is not None
+        self.splitter = ThinkingSplitter(context.think_start, context.think_end, thinking)
+        vocab = context.vocab
+        self._reasoning: IncrementalDecoder | ByteStreamDecoder
+        self._answer: IncrementalDecoder | ByteStreamDecoder
+        if vocab is not None:
+            self._reasoning, self._answer = ByteStreamDecoder(vocab), ByteStreamDecoder(vocab)
+        else:
+            self._reasoning = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+            self._answer = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
+        self._answer_started = False
+
+    def step(self, token_ids: tuple[int, ...], elapsed_s: float, final: bool = False) -> StepChunk:
+        # In a step of k + 1 tokens the first k are accepted drafts, the last the target's.
+        drafted_reasoning_ids, drafted_answer_ids = self.splitter.split(token_ids[:-1])
+        own_reasoning_ids, own_answer_ids = self.splitter.split(token_ids[-1:])
+        if drafted_reasoning_ids or own_reasoning_ids:
+            reasoning = self._reasoning.push(drafted_reasoning_ids + own_reasoning_ids)
+        else:
+            reasoning = ""
+        if drafted_answer_ids:
+            drafted_answer = self._answer.push(drafted_answer_ids)
+            answer = drafted_answer + self._answer.push(own_answer_ids)
+        else:
+            drafted_answer = ""
+            answer = self._answer.push(own_answer_ids)
+        if final:
+            reasoning += self._reasoning.flush()
+            answer += self._answer.flush()
+        drafted_chars = len(drafted_answer)
+        if not self._answer_started and answer:
+            # Qwen3.5 puts blank lines between </think> and the answer.
+            stripped = answer.lstrip("\n")
+            drafted_chars = max(drafted_chars - (len(answer) - len(stripped)), 0)
+            answer = stripped
+            self._answer_started = bool(answer)
+        return StepChunk(token_ids, reasoning, answer, elapsed_s, drafted_chars)
+
+
+def take_ready(
+    next_chunk: Callable[[float | None], StepChunk | None],
+    timeout: float | None,
+    within_s: float | None,
+) -> list[StepChunk]:
+    """`next_chunks()` of a generation, in this process or another (core.engine_client): the
+    first chunk within `timeout` (an empty list when none came), then whatever else is ready,
+    for at most `within_s` seconds; StopIteration at the end."""
+    first = next_chunk(timeout)
+    if first is None:
+        return []
+    chunks = [first]
+    deadline = None if within_s is None else time.monotonic() + within_s
+    while deadline is None or time.monotonic() < deadline:
+        try:
+            chunk = next_chunk(0)
+        except StopIteration:
+            break
+        if chunk is None:
+            break
+        chunks.append(chunk)
+    return chunks
+
+
+class Generation(Iterator[StepChunk]):
+    """A running generation. Iterate it for step chunks; `stats` is set once it is exhausted.
+
+    `cancel()` is thread-safe and stops the generation at its next step; the chunks produced so
+    far stay, and the stats say finish_reason="cancelled".
+    """
+
+    def __init__(
+        self,
+        context: TurnContext,
+        prompt: str,
+        config: openvino_genai.GenerationConfig | None,
+        settings: GenerationSettings,
+        images: list[Any],
+    ) -> None:
+        """`config` None runs the turn on the fast decoder."""
+        self._context = context
+        self._settings = settings
+        self._mode: Mode = "baseline" if settings.plain else context.loaded.mode
+        if settings.prompt_lookup:
+            self._mode = "lookup"
+        self._decoding: Decoding = "fast" if config is None else "genai"
+        self._device = context.loaded.device
+        self._decoder = _StepDecoder(context, settings.thinking)
+        self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
+        self._cancel = threading.Event()
+        self._finished = False
+        self.stats: GenerationStats | None = None
+        self.reasoning = ""
+        self.answer = ""
+        self.token_ids: list[int] = []
+        if config is None:
+            body: Callable[[], _Ended] = lambda: self._run_fast(prompt)  # noqa: E731
+        else:
+            body = lambda: self._run(prompt, config, images)  # noqa: E731
+        self._thread = threading.Thread(
+            target=self._work, args=(body,), name="ov-generate", daemon=True
+        )
+        self._thread.start()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def __iter__(self) -> Generation:
+        return self
+
+    def __next__(self) -> StepChunk:
+        chunk = self.next_chunk()
+        assert chunk is not None
+        return chunk
+
+    def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
+        """The next step chunk; None if `timeout` seconds passed without one; StopIteration at
+        the end; EngineError if the generation failed."""
+        if self._finished:
+            raise StopIteration
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, _RawStep):
+            return self._take(self._decoder.step(item.token_ids, item.elapsed_s))
+        self._finished = True
+        self._thread.join()
+        if isinstance(item, BaseException):
+            raise item
+        # The held-back tail of a character split over tokens, if any, ends the answer.
+        last = self._decoder.step((), item.total_s, final=True)
+        self.stats = build_stats(
+            mode=self._mode,
+            num_assistant_tokens=self._settings.num_assistant_tokens,
+            device=self._device,
+            prompt_tokens=item.prompt_tokens,
+            chunk_sizes=item.chunk_sizes,
+            chunk_times=item.chunk_times,
+            total_s=item.total_s,
+            reasoning_tokens=self._decoder.splitter.reasoning_tokens,
+            answer_tokens=self._decoder.splitter.answer_tokens,
+            finish_reason=item.finish_reason,
+            warnings=item.warnings,
+            max_new_tokens=item.max_new_tokens,
+            switched_to_plain_at=item.switched_to_plain_at,
+            decoder=self._decoding,
+            drafts=item.drafts,
+            max_ngram_size=self._settings.max_ngram_size,
+        )
+        if item.prompt_ids is not None and not self._settings.do_sample:
+            settings = self._settings
+            k = settings.num_assistant_tokens if settings.prompt_lookup else DEFAULT_LOOKUP_TOKENS
+            replay = replay_lookup(item.prompt_ids, self.token_ids, k, settings.max_ngram_size)
+            self.stats.lookup_replay = replay.to_json_dict()
+        log_conversation("answer", self.answer + last.answer)  # only with debug logging on
+        if last.reasoning or last.answer:
+            return self._take(last)
+        raise StopIteration
+
+    def next_chunks(
+        self, timeout: float | None = None, *, within_s: float | None = None
+    ) -> list[StepChunk]:
+        """The chunks that are ready, waiting up to `timeout` seconds for the first (an empty
+        list when none came) and taking more for at most `within_s` seconds (a consumer that
+        fell behind still sends text regularly); StopIteration at the end. One wake-up per
+        batch instead of per step keeps a consumer from competing with the decoding loop for
+        the interpreter."""
+        return take_ready(self.next_chunk, timeout, within_s)
+
+    def _take(self, chunk: StepChunk) -> StepChunk:
+        self.reasoning += chunk.reasoning
+        self.answer += chunk.answer
+        self.token_ids.extend(chunk.token_ids)
+        return chunk
+
+    def run_to_end(self) -> GenerationStats:
+        for _chunk in self:
+            pass
+        assert self.stats is not None
+        return self.stats
+
+    def close(self) -> None:
+        """Cancel and wait for the worker thread (safe to call at any time)."""
+        self.cancel()
+        while not self._finished:
+            try:
+                next(self)
+            except StopIteration:
+                break
+            except EngineError:
+                break
+
+    def _run(
+        self, prompt: str, config: openvino_genai.GenerationConfig, images: list[Any]
+    ) -> _Ended:
+        """The turn on an openvino-genai pipeline."""
+        import openvino_genai
+
+        context = self._context
+        loaded, tokenizer, pipeline = context.loaded, context.tokenizer, context.pipeline
+        assert tokenizer is not None and pipeline is not None
+        use_mtp = self._mode == "mtp"
+        lookup = self._mode == "lookup"
+        within_turn = self._settings.within_turn if use_mtp and not images else None
+        prompt_ids: list[int] = []
+        if not images:  # also for prompt lookup's replay (Generation.next_chunk)
+            prompt_ids = [int(i) for i in encode_ids(tokenizer, prompt)]
+        recorder = None
+        if lookup:
+            recorder = LookupRecorder(
+                prompt_ids,
+                config.num_assistant_tokens,
+                config.max_ngram_size,
+                config.max_new_tokens,
+                StopStringFilter(
+                    lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+                    self._settings.stop_strings,
+                ),
+            )
+        switch_prompt: list[str] = []
+        sizes: list[int] = []
+        times: list[float] = []
+        all_ids: list[int] = []
+        clock = time.perf_counter
+        started = clock()
+        cancel = self._cancel
+        out = self._queue
+        running = openvino_genai.StreamingStatus.RUNNING
+        stop = openvino_genai.StreamingStatus.STOP
+
+        def switch_to_plain() -> bool:
+            """Ask Auto; if it says so and the answer so far re-tokenizes to exactly the ids
+            generated, keep the continuation prompt and stop the MTP generation."""
+            assert within_turn is not None
+            if switch_prompt or not within_turn(sizes, times, len(prompt_ids), True):
+                return False
+            text = prompt + tokenizer.decode(all_ids, skip_special_tokens=False)
+            if [int(i) for i in encode_ids(tokenizer, text)] != prompt_ids + all_ids:
+                log.info("within-turn switch skipped: the answer does not re-tokenize exactly")
+                return False
+            switch_prompt.append(text)
+            return True
+
+        class Streamer(openvino_genai.StreamerBase):  # type: ignore[misc]
+            # Called by the native loop once per step, which waits for it: keep it minimal.
+            def write(self, token: Any) -> openvino_genai.StreamingStatus:
+                elapsed = clock() - started
+                ids = (token,) if isinstance(token, int) else tuple(token)
+                if recorder is not None:
+                    ids = tuple(recorder.step(ids, elapsed))
+                    if recorder.stopped or cancel.is_set():
+                        if ids:
+                            all_ids.extend(ids)
+                            out.put(_RawStep(ids, elapsed))
+                        return stop
+                    if not ids:
+                        return running
+                sizes.append(len(ids))
+                times.append(elapsed)
+                all_ids.extend(ids)
+                out.put(_RawStep(ids, elapsed))
+                if cancel.is_set():
+                    return stop
+                if within_turn is not None and switch_to_plain():
+                    return stop
+                return running
+
+            def end(self) -> None:
+                pass
+
+        if images:
+            pipeline.generate(prompt, images=images, generation_config=config, streamer=Streamer())
+        else:
+            pipeline.generate(prompt, generation_config=config, streamer=Streamer())
+        switched_at: int | None = None
+        remaining = config.max_new_tokens - len(all_ids)
+        ended_early = all_ids and all_ids[-1] in config_stop_ids(config)
+        if switch_prompt and not cancel.is_set() and remaining > 0 and not ended_early:
+            # Continue with plain decoding: a full re-prefill (module docstring).
+            switched_at = len(sizes)
+            within_turn = None
+            plain, plain_config = context.open_plain(self._settings)
+            plain_config.max_new_tokens = remaining
+            plain.generate(switch_prompt[0], generation_config=plain_config, streamer=Streamer())
+        drafts = None
+        finish = self._finish_reason(all_ids, config_stop_ids(config), config.max_new_tokens)
+        if recorder is not None:
+            rest = recorder.flush() if not cancel.is_set() else []
+            if rest:
+                all_ids.extend(rest)
+                out.put(_RawStep(tuple(rest), clock() - started))
+            sizes, times, drafts = recorder.step_record()
+            if recorder.stopped:
+                finish = "stop_string"
+            elif finish == "stop_string":  # the runtime saw no stop string: it ended
+                finish = "eos"
+        total = clock() - started
+        prompt_tokens = len(prompt_ids) if prompt_ids else len(encode_ids(tokenizer, prompt))
+        return _Ended(
+            sizes,
+            times,
+            total,
+            prompt_tokens,
+            finish,
+            self._turn_warnings(loaded, use_mtp),
+            config.max_new_tokens,
+            switched_at,
+            drafts,
+            prompt_ids if not images else None,
+        )
+
+    def _run_fast(self, prompt: str) -> _Ended:
+        """The turn on the app's own decoder (core.mtp_decoder); same queue protocol as
+        `_run`. Stop strings are applied here: tokens that may begin one are held back, and
+        the ones that form it are dropped, as openvino-genai does."""
+        context = self._context
+        loaded, decoder, tokenizer = context.loaded, context.fast_decoder, context.tokenizer
+        assert decoder is not None and tokenizer is not None
+        settings = self._settings
+        use_mtp = self._mode == "mtp"
+        depth = settings.num_assistant_tokens if use_mtp else 0
+        within_turn = settings.within_turn if use_mtp else None
+        sizes: list[int] = []
+        times: list[float] = []
+        emitted: list[int] = []
+        clock = time.perf_counter
+        started = clock()
+        out = self._queue
+        switched_at: list[int] = []
+        stopped = False
+
+        def wanted_depth() -> int:
+            if switched_at:
+                return 0
+            if within_turn is not None and within_turn(sizes, times, len(prompt_ids), False):
+                switched_at.append(len(sizes))
+                return 0
+            return depth
+
+        def emit(ids: Sequence[int]) -> None:
+            elapsed = clock() - started
+            sizes.append(len(ids))
+            times.append(elapsed)
+            emitted.extend(ids)
+            out.put(_RawStep(tuple(ids), elapsed))
+
+        prompt_ids = [int(i) for i in encode_ids(tokenizer, prompt)]
+        stops = StopStringFilter(
+            lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+            settings.stop_strings,
+        )
+        steps = decoder.generate(
+            prompt_ids,
+            max_new_tokens=settings.max_new_tokens,
+            depth=wanted_depth if within_turn is not None else depth,
+            stop_ids=context.stop_ids,
+            cancelled=self._cancel.is_set,
+            ignore_eos=settings.ignore_eos,
+        )
+        for step in steps:
+            ready, stopped = stops.push(step)
+            if ready:
+                emit(ready)
+            if stopped:
+                steps.close()
+                break
+        if not stopped and not self._cancel.is_set():
+            rest = stops.flush()
+            if rest:
+                emit(rest)
+        return _Ended(
+            sizes,
+            times,
+            clock() - started,
+            len(prompt_ids),
+            "stop_string"
+            if stopped
+            else self._finish_reason(emitted, context.stop_ids, settings.max_new_tokens),
+            self._turn_warnings(loaded, use_mtp),
+            settings.max_new_tokens,
+            switched_at[0] if switched_at else None,
+            None,
+            prompt_ids,
+        )
+
+    def _work(self, body: Callable[[], _Ended]) -> None:
+        """The worker thread: run the turn, hand its end (or its error) to the consumer."""
+        try:
+            self._queue.put(body())
+        except Exception as exc:  # the native side raises RuntimeError for everything
+            log.exception("generation failed")
+            self._queue.put(
+                EngineError(
+                    f"Generation failed: {native_error_line(exc)}",
+                    "Try a shorter conversation or reload the model; details are in the log.",
+                    code="GENERATION_FAILED",
+                )
+            )
+        finally:
+            self._context.on_finished(self)
+
+    def _turn_warnings(self, loaded: LoadedModel, use_mtp: bool) -> list[str]:
+        warnings = list(loaded.warnings)
+        if use_mtp and self._settings.num_assistant_tokens > 1:
+            warnings.append(MTP_UNVALIDATED_NOTE)
+        return warnings
+
+    def _finish_reason(
+        self, token_ids: list[int], stop_ids: set[int] | frozenset[int], max_new_tokens: int
+    ) -> FinishReason:
+        if self._cancel.is_set():
+            return "cancelled"
+        if token_ids and token_ids[-1] in stop_ids:
+            return "eos"
+        if len(token_ids) >= max_new_tokens:
+            return "length"
+        return "stop_string" if self._settings.stop_strings else "eos"
+
+
+def encode_ids(tokenizer: Any, text: str) -> Sequence[int]:
+    ids: Sequence[int] = tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
+    return ids
+
+
+def config_stop_ids(config: openvino_genai.GenerationConfig) -> set[int]:
+    return set(config.stop_token_ids) | {config.eos_token_id}

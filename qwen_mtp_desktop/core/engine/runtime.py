@@ -1,0 +1,565 @@
+"""`Engine`: loads a Qwen3.5 OpenVINO model with its MTP head, renders a conversation with
+the model's own chat template and starts `Generation`s on the right decoder.
+
+Runtime facts this relies on (see RUNTIME-NOTES): MTP works through `VLMPipeline` with
+`draft_model(dir, device, mtp_mode=True)` and prefix caching off; `ChatHistory` fails with MTP,
+so the prompt is rendered with `Tokenizer.apply_chat_template` and sent with
+`apply_chat_template=False`.
+
+Text turns run on the app's own decoder (core.mtp_decoder: MTP at any depth, or plain at depth
+0, greedy, exact) when the model allows it; `LoadedModel.decoder` says which path is loaded and
+`decoder_note` why the fast one is not. openvino-genai's pipelines stay for what the fast
+decoder does not do: turns with images, sampling, and models it cannot load. They are opened
+the first time such a turn comes (plain decoding on the stateful SDPA backend, the fastest
+exact plain backend openvino-genai has; MTP on its continuous-batching backend).
+
+Plain decoding beside MTP (for Auto, core.adaptive): the MTP pipeline cannot decode without
+drafts (num_assistant_tokens=0 raises), so an engine loaded with MTP loads a second, plain
+`VLMPipeline` of the same model the first time a request asks for `plain=True` (or
+`load_plain()` is called) and then keeps both. Measured on Qwen3.5-0.8B INT4 (CPU): MTP alone
+1.74 GiB proportional set (1.77 GiB RSS), both 2.26 GiB (2.81 GiB RSS: the plain pipeline maps
+the same weight file, counted twice in RSS; it adds 0.55 GiB of its own compiled buffers).
+Users whose model wins with MTP never pay it.
+
+Prompt lookup (`GenerationSettings.prompt_lookup`) drafts from n-grams of the prompt and answer
+instead of the MTP head, on a third openvino-genai pipeline (`prompt_lookup=True`, continuous
+batching) opened on the first such turn; it works without an MTP head too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwen_mtp_desktop.core.context_limit import check_fits
+from qwen_mtp_desktop.core.decoding import (
+    ByteLevelVocab,
+    Mode,
+    vocab_agrees,
+)
+from qwen_mtp_desktop.core.engine.generation import (
+    Generation,
+    TurnContext,
+    config_stop_ids,
+    encode_ids,
+)
+from qwen_mtp_desktop.core.engine.model_files import check_model_dir
+from qwen_mtp_desktop.core.engine.types import (
+    Decoding,
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    LoadOptions,
+    Message,
+)
+from qwen_mtp_desktop.core.environment import family_verdict, package_version
+from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
+from qwen_mtp_desktop.core.logs import log_conversation
+from qwen_mtp_desktop.core.mtp_decoder import (
+    DecoderUnavailableError,
+    MtpDecoder,
+)
+from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
+
+if TYPE_CHECKING:
+    import openvino_genai
+
+
+log = logging.getLogger(__name__)
+
+
+#: Properties that make CPU inference bit-exact enough to compare MTP with plain decoding:
+#: bf16 and dynamic activation quantization can flip near-tie argmaxes (RUNTIME-NOTES).
+EXACT_NUMERICS = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+#: Texts whose tokens must decode the same through tokenizer.json as through the detokenizer.
+VOCAB_CHECK_TEXTS = (
+    "Count from 1 to 20.\n\n1 2 3 4 5",
+    "Grüße, naïve café: ≥ 5 € — “quoted” ‘text’",
+    "你好，世界。こんにちは、한국어",
+    "emoji 🙂👍🏽 and\ttabs  double  spaces\r\n",
+    "<think>\nreasoning\n</think>\n\nanswer",
+    "def f(x):\n    return x ** 2  # code {}[]<>",
+)
+
+
+def _check_runtime() -> None:
+    versions = {name: package_version(name) for name in ("openvino", "openvino-genai")}
+    versions["openvino-tokenizers"] = package_version("openvino-tokenizers")
+    verdict = family_verdict(versions)
+    if not verdict.ok:
+        raise EngineError(
+            f"The OpenVINO runtime is not usable: {verdict.message}.",
+            "Run `qwen-mtp-desktop doctor` for details.",
+            code="RUNTIME_INCOMPATIBLE",
+        )
+
+
+class Engine:
+    """Owns one loaded model. Not thread-safe by itself: one thread (the app's engine
+    thread, or a CLI's main thread) calls load/generate/unload; `Generation.cancel()` is the
+    only call meant for other threads."""
+
+    def __init__(self) -> None:
+        self.loaded: LoadedModel | None = None
+        #: The app's own decoder for text turns (None: openvino-genai decodes everything).
+        self._fast: MtpDecoder | None = None
+        #: Plain turns on the fast decoder too (LoadOptions.plain_decoder == "fast").
+        self._plain_on_fast = False
+        #: openvino-genai's MTP pipeline (None until a turn needs it when `_fast` is loaded).
+        self._pipeline: Any = None
+        #: openvino-genai's plain pipeline (stateful SDPA), opened on first use.
+        self._plain: Any = None
+        #: openvino-genai's prompt-lookup pipeline, opened on the first prompt-lookup turn.
+        self._lookup: Any = None
+        self._open_args: tuple[Path, str, dict[str, Any]] | None = None
+        #: Seconds the plain pipeline beside MTP took to load (None: not loaded).
+        self.plain_load_s: float | None = None
+        self._tokenizer: Any = None
+        self._stop_ids: frozenset[int] = frozenset()
+        self._vocab: ByteLevelVocab | None = None
+        self._guards: PromptGuards | None = None
+        self._think_start: int | None = None
+        self._think_end: int | None = None
+        self._active: Generation | None = None
+        self._lock = threading.Lock()
+
+    def load(self, model_dir: Path, options: LoadOptions | None = None) -> LoadedModel:
+        options = options or LoadOptions()
+        self.unload()
+        model_dir = model_dir.expanduser()
+        files = check_model_dir(model_dir)
+        _check_runtime()
+        block_telemetry()
+        properties: dict[str, Any] = {}
+        if options.cache_dir is not None:
+            options.cache_dir.mkdir(parents=True, exist_ok=True)
+            properties["CACHE_DIR"] = str(options.cache_dir)
+        if options.exact_numerics:
+            properties.update(EXACT_NUMERICS)
+        use_mtp = options.mtp and files.has_mtp
+        warnings = list(files.warnings)
+        if options.mtp and not files.has_mtp:
+            log.warning("%s: no MTP head, loading in baseline mode", model_dir)
+        _check_device(options.device)
+        self._open_args = (model_dir, options.device, dict(properties))
+        self._plain_on_fast = options.plain_decoder == "fast"
+        started = time.perf_counter()
+        note = ""
+        if use_mtp and options.fast_decoder:
+            self._tokenizer = self._open_tokenizer(model_dir, options.device)
+            self._stop_ids = self._model_stop_ids(model_dir)
+            try:
+                self._fast = MtpDecoder(
+                    model_dir,
+                    options.device,
+                    properties,
+                    draft_vocab=options.draft_vocab,
+                    special_ids=sorted(self._stop_ids),
+                )
+            except DecoderUnavailableError as exc:
+                note = (
+                    f"The fast MTP decoder cannot run this model ({exc}), "
+                    "so openvino-genai decodes it."
+                )
+                log.warning("%s: %s", model_dir, note)
+                warnings.append(note)
+        if self._fast is None:
+            try:
+                self._pipeline = self._open_pipeline(
+                    model_dir, options.device, properties, mtp=use_mtp
+                )
+            except EngineError as exc:
+                if not (use_mtp and note):
+                    raise
+                # Neither MTP path can run this model: decode plain, and say why.
+                use_mtp = False
+                note = f"MTP cannot run on this model: {note} {exc.message} It decodes plain."
+                log.warning("%s: %s", model_dir, note)
+                warnings[-1] = note
+                self._pipeline = self._open_pipeline(
+                    model_dir, options.device, properties, mtp=False
+                )
+            self._tokenizer = self._pipeline.get_tokenizer()
+            self._stop_ids = frozenset(config_stop_ids(self._pipeline.get_generation_config()))
+        load_s = time.perf_counter() - started
+        self._think_start = self._single_token_id("<think>")
+        self._think_end = self._single_token_id("</think>")
+        self._vocab = self._fast_vocab(model_dir, options.cache_dir)
+        self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
+        mode: Mode = "mtp" if use_mtp else "baseline"
+        decoder: Decoding = "fast" if self._fast is not None else "genai"
+        self.loaded = LoadedModel(
+            model_dir,
+            options.device,
+            mode,
+            files.model_type,
+            load_s,
+            tuple(warnings),
+            decoder,
+            note,
+        )
+        log.info(
+            "loaded %s on %s (%s, %s decoder) in %.2f s",
+            model_dir,
+            options.device,
+            mode,
+            decoder,
+            load_s,
+        )
+        return self.loaded
+
+    def unload(self) -> None:
+        if self._active is not None:
+            self._active.close()
+        self._fast = None
+        self._pipeline = None
+        self._plain = None
+        self._lookup = None
+        self._open_args = None
+        self.plain_load_s = None
+        self._tokenizer = None
+        self._vocab = None
+        self._guards = None
+        self.loaded = None
+
+    @property
+    def plain_ready(self) -> bool:
+        """Whether a request with `plain=True` runs without loading anything first."""
+        loaded = self.loaded
+        if loaded is None:
+            return False
+        fast_plain = self._fast is not None and self._plain_on_fast
+        return fast_plain or loaded.mode != "mtp" or self._plain is not None
+
+    def load_plain(self) -> float:
+        """Load openvino-genai's plain pipeline now if plain text turns would need it (nothing
+        to do when the fast decoder decodes them); returns the seconds it took."""
+        self._require_loaded()
+        if self.plain_ready:
+            return 0.0
+        started = time.perf_counter()
+        self._ensure_plain()
+        return time.perf_counter() - started
+
+    def _ensure_plain(self) -> Any:
+        """openvino-genai's plain pipeline (stateful SDPA), opened on first use."""
+        loaded = self.loaded
+        assert loaded is not None and self._open_args is not None
+        if loaded.mode != "mtp" and self._fast is None:
+            return self._pipeline
+        if self._plain is None:
+            model_dir, device, properties = self._open_args
+            started = time.perf_counter()
+            self._plain = self._open_pipeline(model_dir, device, properties, mtp=False)
+            self.plain_load_s = time.perf_counter() - started
+            log.info("loaded the plain pipeline in %.2f s", self.plain_load_s)
+        return self._plain
+
+    def _ensure_mtp_pipeline(self) -> Any:
+        """openvino-genai's MTP pipeline (turns the fast decoder does not take: images)."""
+        if self._pipeline is None:
+            assert self._open_args is not None
+            model_dir, device, properties = self._open_args
+            self._pipeline = self._open_pipeline(model_dir, device, properties, mtp=True)
+        return self._pipeline
+
+    def _ensure_lookup(self) -> Any:
+        """openvino-genai's prompt-lookup pipeline, opened on the first prompt-lookup turn."""
+        if self._lookup is None:
+            assert self._open_args is not None
+            model_dir, device, properties = self._open_args
+            started = time.perf_counter()
+            self._lookup = self._open_pipeline(model_dir, device, properties, lookup=True)
+            log.info("loaded the prompt-lookup pipeline in %.2f s", time.perf_counter() - started)
+        return self._lookup
+
+    def _open_pipeline(
+        self,
+        model_dir: Path,
+        device: str,
+        properties: dict[str, Any],
+        *,
+        mtp: bool = False,
+        lookup: bool = False,
+    ) -> Any:
+        """A `VLMPipeline` of the model: with MTP, on the continuous-batching backend with the
+        MTP head as draft model (the only backend openvino-genai runs MTP on); without, on the
+        stateful SDPA backend, the fastest exact plain decoding it offers (issue 14: 1.22x the
+        continuous-batching one on Qwen3.5-0.8B INT4). Prompt lookup runs on the
+        continuous-batching backend too (`prompt_lookup=True`, RUNTIME-NOTES)."""
+        import openvino_genai
+
+        try:
+            kwargs: dict[str, Any] = dict(properties)
+            if mtp or lookup:
+                scheduler = openvino_genai.SchedulerConfig()
+                # MTP on linear-attention models refuses prefix caching (RUNTIME-NOTES).
+                scheduler.enable_prefix_caching = False
+                kwargs["scheduler_config"] = scheduler
+            if lookup:
+                kwargs["prompt_lookup"] = True
+            elif mtp:
+                kwargs["draft_model"] = openvino_genai.draft_model(
+                    str(model_dir), device, mtp_mode=True, **properties
+                )
+            else:
+                kwargs["ATTENTION_BACKEND"] = "SDPA"
+            return openvino_genai.VLMPipeline(str(model_dir), device, **kwargs)
+        except Exception as exc:
+            raise self._load_error(model_dir, device, exc) from exc
+
+    def _open_tokenizer(self, model_dir: Path, device: str) -> Any:
+        import openvino_genai
+
+        try:
+            return openvino_genai.Tokenizer(str(model_dir))
+        except Exception as exc:
+            raise self._load_error(model_dir, device, exc) from exc
+
+    def _model_stop_ids(self, model_dir: Path) -> frozenset[int]:
+        """End-of-text ids as openvino-genai's pipelines read them: generation_config.json's
+        eos and stop ids, else the tokenizer's eos."""
+        import openvino_genai
+
+        config = openvino_genai.GenerationConfig()
+        path = model_dir / "generation_config.json"
+        if path.is_file():
+            try:
+                config = openvino_genai.GenerationConfig(str(path))
+            except Exception as exc:
+                log.warning("%s cannot be read (%s); using the tokenizer's eos", path, exc)
+        if config.eos_token_id < 0:
+            config.set_eos_token_id(self._tokenizer.get_eos_token_id())
+        return frozenset(i for i in config_stop_ids(config) if i >= 0)
+
+    def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
+        """The conversation in the model's own chat template, ending with the assistant turn."""
+        tokenizer = self._require_loaded()[1]
+        if not messages or messages[-1].role != "user":
+            raise EngineError(
+                "The conversation must end with a user message.", code="BAD_CONVERSATION"
+            )
+        guards = self._guards
+        assert guards is not None
+        history = []
+        for message in messages:
+            content = guards.escape(message.content)  # typed text never becomes a token
+            if message.image is not None:
+                content = f"<|vision_start|><|image_pad|><|vision_end|>{content}"
+            history.append({"role": message.role, "content": content})
+        try:
+            guards.check_template(history, thinking)  # bounded, before the native call
+        except UserFacingError as exc:
+            raise EngineError(exc.message, exc.fix, code=exc.code) from exc
+        try:
+            rendered: str = tokenizer.apply_chat_template(
+                history, add_generation_prompt=True, extra_context={"enable_thinking": thinking}
+            )
+        except Exception as exc:
+            raise EngineError(
+                "The model's chat template could not render this conversation: "
+                + native_error_line(exc),
+                "Re-export the model so its tokenizer carries a chat template.",
+                code="CHAT_TEMPLATE",
+            ) from exc
+        return rendered
+
+    def generate(
+        self, messages: Sequence[Message], settings: GenerationSettings | None = None
+    ) -> Generation:
+        settings = settings or GenerationSettings()
+        settings.validate()
+        self._require_loaded()
+        prompt = self.render_prompt(messages, thinking=settings.thinking)
+        self._check_context(prompt)
+        log_conversation("prompt", prompt)  # only with debug logging on
+        images = [_load_image(m.image) for m in messages if m.image is not None]
+        return self._start(prompt, settings, images)
+
+    def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
+        """Generate from an already rendered prompt (validation and benchmarks use this)."""
+        settings = settings or GenerationSettings()
+        settings.validate()
+        self._require_loaded()
+        self._check_context(prompt)
+        return self._start(prompt, settings, [])
+
+    def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
+        loaded = self._require_loaded()[0]
+        if settings.prompt_lookup and images:
+            # The runtime expands an image into hundreds of prompt tokens the app cannot see,
+            # so its drafts could not be counted: such turns decode as if lookup were off.
+            log.info("prompt lookup is not used for a turn with images")
+            settings = replace(settings, prompt_lookup=False)
+        lookup = settings.prompt_lookup
+        use_mtp = loaded.mode == "mtp" and not settings.plain and not lookup
+        if use_mtp and settings.do_sample:
+            # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
+            # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
+            raise EngineError(
+                "Sampling (temperature above 0) does not work with MTP in this OpenVINO GenAI "
+                "release; MTP decodes greedily.",
+                "Set temperature to 0, or turn MTP off to sample.",
+                code="MTP_NEEDS_GREEDY",
+            )
+        # MTP text turns on the app's decoder; plain ones on the fastest plain path
+        # (LoadOptions.plain_decoder). A within-turn switch stays on the app's decoder.
+        fast = (
+            not lookup
+            and self._fast is not None
+            and not images
+            and not settings.do_sample
+            and (use_mtp or self._plain_on_fast)
+        )
+        with self._lock:
+            if self._active is not None:
+                raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
+            config = pipeline = None
+            if lookup:
+                pipeline = self._ensure_lookup()
+                config = self._generation_config(settings, pipeline, mtp=False)
+                config.num_assistant_tokens = settings.num_assistant_tokens
+                config.max_ngram_size = settings.max_ngram_size
+                config.stop_strings = set()  # applied by the app (core.prompt_lookup)
+            elif not fast:
+                pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
+                config = self._generation_config(settings, pipeline, mtp=use_mtp)
+            context = TurnContext(
+                loaded,
+                self._tokenizer,
+                self._vocab,
+                self._think_start,
+                self._think_end,
+                self._stop_ids,
+                pipeline,
+                self._fast if fast else None,
+                self._open_plain,
+                self._generation_finished,
+            )
+            generation = Generation(context, prompt, config, settings, images)
+            self._active = generation
+        return generation
+
+    def _open_plain(
+        self, settings: GenerationSettings
+    ) -> tuple[Any, openvino_genai.GenerationConfig]:
+        """The plain pipeline and its config for a within-turn switch (core.engine.generation)."""
+        plain = self._ensure_plain()
+        return plain, self._generation_config(settings, plain, mtp=False)
+
+    def _generation_finished(self, generation: Generation) -> None:
+        with self._lock:
+            if self._active is generation:
+                self._active = None
+
+    def _generation_config(
+        self, settings: GenerationSettings, pipeline: Any, *, mtp: bool
+    ) -> openvino_genai.GenerationConfig:
+        config = pipeline.get_generation_config()
+        config.max_new_tokens = settings.max_new_tokens
+        config.apply_chat_template = False
+        config.do_sample = settings.do_sample
+        if settings.do_sample:
+            config.temperature = settings.temperature
+            config.top_p = settings.top_p
+            config.top_k = settings.top_k
+            if settings.seed is not None:
+                config.rng_seed = settings.seed
+        config.repetition_penalty = settings.repetition_penalty
+        config.ignore_eos = settings.ignore_eos
+        if settings.stop_strings:
+            config.stop_strings = set(settings.stop_strings)
+            config.include_stop_str_in_output = False
+        if mtp:
+            config.num_assistant_tokens = settings.num_assistant_tokens
+        return config
+
+    def require_loaded(self) -> LoadedModel:
+        """The loaded model; EngineError NOT_LOADED when there is none."""
+        return self._require_loaded()[0]
+
+    def _require_loaded(self) -> tuple[LoadedModel, Any]:
+        if self.loaded is None or self._tokenizer is None:
+            raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
+        return self.loaded, self._tokenizer
+
+    def _check_context(self, prompt: str) -> None:
+        guards = self._guards
+        if guards is not None and guards.context_length is not None:
+            try:
+                check_fits(len(encode_ids(self._tokenizer, prompt)), guards.context_length)
+            except UserFacingError as exc:
+                raise EngineError(exc.message, exc.fix, code=exc.code) from exc
+
+    def _fast_vocab(self, model_dir: Path, cache_dir: Path | None = None) -> ByteLevelVocab | None:
+        """The model's byte-level vocabulary for streaming text, when it decodes exactly like
+        the runtime's detokenizer (checked here); None keeps the detokenizer."""
+        started = time.perf_counter()
+        vocab = ByteLevelVocab.from_tokenizer_json(model_dir / "tokenizer.json")
+        if vocab is None:
+            return None
+        tokenizer = self._tokenizer
+        samples = [[int(i) for i in encode_ids(tokenizer, text)] for text in VOCAB_CHECK_TEXTS]
+        if not vocab_agrees(
+            vocab, lambda ids: str(tokenizer.decode(ids)), samples
+        ) or not proven_equal(vocab, tokenizer, model_dir, cache_dir):
+            log.warning("%s: tokenizer.json decodes differently; using the detokenizer", model_dir)
+            return None
+        log.info("byte-level vocabulary ready in %.2f s", time.perf_counter() - started)
+        return vocab
+
+    def _single_token_id(self, text: str) -> int | None:
+        ids = encode_ids(self._tokenizer, text)
+        return int(ids[0]) if len(ids) == 1 else None
+
+    @staticmethod
+    def _load_error(model_dir: Path, device: str, exc: Exception) -> EngineError:
+        detail = native_error_line(exc)
+        lowered = str(exc).lower()
+        if "device" in lowered and device.upper() not in ("CPU",) and "not" in lowered:
+            return EngineError(
+                f"The {device} device is not available: {detail}",
+                "Choose another device (CPU always works), or install its driver.",
+                code="DEVICE_UNAVAILABLE",
+            )
+        return EngineError(
+            f"OpenVINO could not load {model_dir.name}: {detail}",
+            "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
+            code="LOAD_FAILED",
+        )
+
+
+def _load_image(path: Path) -> Any:
+    """An image file as the uint8 NHWC tensor the VLM pipeline expects."""
+    import numpy as np
+    import openvino
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            array = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError) as exc:
+        raise EngineError(
+            f"The image {path.name} cannot be read ({exc}).",
+            "Attach a PNG or JPEG file.",
+            code="IMAGE",
+        ) from exc
+    return openvino.Tensor(array[None])
+
+
+def _check_device(device: str) -> None:
+    from qwen_mtp_desktop.core.devices import available_devices, missing_device_error
+
+    try:
+        found = available_devices()
+    except Exception:  # no device list: let the runtime report it
+        return
+    problem = missing_device_error(device, found)
+    if problem is not None:
+        raise EngineError(problem.message, problem.fix, code=problem.code)

@@ -1,0 +1,161 @@
+"""The engine's vocabulary: what callers send (messages, generation and load settings) and
+what they get back (the loaded model, step chunks, errors). Plain data, no OpenVINO."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from qwen_mtp_desktop.core.decoding import Mode
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.mtp_decoder import DEFAULT_DRAFT_VOCAB
+from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_MAX_NGRAM_SIZE,
+    MAX_LOOKUP_TOKENS,
+    MAX_NGRAM_SIZE,
+)
+
+
+class EngineError(UserFacingError):
+    """A model could not be loaded or a generation failed; `code` says which case."""
+
+
+Role = Literal["system", "user", "assistant"]
+#: Asked after every MTP step with (step sizes, step times, prompt tokens, whether switching
+#: needs a re-prefill); True = go plain. The fast decoder switches for free (False).
+WithinTurnTest = Callable[[Sequence[int], Sequence[float], int, bool], bool]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+    image: Path | None = None
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_new_tokens: int = 512
+    do_sample: bool = False
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 20
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop_strings: tuple[str, ...] = ()
+    #: Draft tokens the MTP head proposes per step (ignored in baseline mode).
+    num_assistant_tokens: int = 1
+    thinking: bool = False
+    #: Decode without MTP even though the MTP pipeline is loaded (Auto's plain turns); the
+    #: engine loads a plain pipeline of the same model the first time.
+    plain: bool = False
+    #: Auto's within-turn test (see the module docstring); ignored for turns with images.
+    within_turn: WithinTurnTest | None = None
+    #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
+    ignore_eos: bool = False
+    #: Draft by prompt lookup (n-grams of prompt and answer, core.prompt_lookup) instead of
+    #: the MTP head, on openvino-genai's prompt-lookup pipeline (opened on first use);
+    #: num_assistant_tokens is then the drafts per step.
+    prompt_lookup: bool = False
+    #: Prompt lookup's longest n-gram searched.
+    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
+
+    def validate(self) -> None:
+        if self.max_new_tokens < 1:
+            raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
+        if self.num_assistant_tokens < 1 and not self.plain:
+            raise EngineError(
+                "num_assistant_tokens must be at least 1 in MTP mode.",
+                "Turn MTP off for plain decoding instead.",
+                code="BAD_SETTINGS",
+            )
+        if self.prompt_lookup:
+            self._validate_lookup()
+        if self.do_sample and self.temperature <= 0:
+            raise EngineError("temperature must be above 0 when sampling.", code="BAD_SETTINGS")
+        if not 0 < self.top_p <= 1:
+            raise EngineError("top-p must be in (0, 1].", code="BAD_SETTINGS")
+        if self.top_k < 0 or self.repetition_penalty <= 0:
+            raise EngineError("top-k must be >= 0 and repetition penalty > 0.", code="BAD_SETTINGS")
+
+    def _validate_lookup(self) -> None:
+        if self.plain:
+            raise EngineError(
+                "Prompt lookup and plain decoding were both asked for.",
+                "Choose one decoding method.",
+                code="BAD_SETTINGS",
+            )
+        if not 1 <= self.num_assistant_tokens <= MAX_LOOKUP_TOKENS:
+            raise EngineError(
+                f"Prompt lookup needs 1 to {MAX_LOOKUP_TOKENS} draft tokens per step.",
+                code="BAD_SETTINGS",
+            )
+        if not 1 <= self.max_ngram_size <= MAX_NGRAM_SIZE:
+            raise EngineError(
+                f"The n-gram size for prompt lookup must be 1 to {MAX_NGRAM_SIZE}.",
+                code="BAD_SETTINGS",
+            )
+        if self.do_sample:
+            raise EngineError(
+                "Prompt lookup decodes greedily here (temperature 0), so its output equals "
+                "plain decoding.",
+                "Set temperature to 0, or choose plain decoding to sample.",
+                code="LOOKUP_NEEDS_GREEDY",
+            )
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    device: str = "CPU"
+    #: Use the MTP head when the model has one; False loads plain decoding.
+    mtp: bool = True
+    #: OpenVINO's compiled-model cache folder (faster second load); None disables it.
+    cache_dir: Path | None = None
+    #: f32 inference without dynamic quantization, for output-equality checks.
+    exact_numerics: bool = False
+    #: Decode text turns with the app's own decoder (core.mtp_decoder) when the model allows.
+    fast_decoder: bool = True
+    #: Rows of the fast decoder's draft vocabulary (core.mtp_decoder.DEFAULT_DRAFT_VOCAB).
+    draft_vocab: int = DEFAULT_DRAFT_VOCAB
+    #: What decodes plain turns beside the fast decoder: openvino-genai's stateful SDPA
+    #: pipeline (measured 1.06-1.23x the fast decoder at depth 0 on Qwen3.5-0.8B INT4 here,
+    #: whose explicit Gated DeltaNet states cost a little per step; opened on the first plain
+    #: turn) or the fast decoder itself ("fast": no second model in memory).
+    plain_decoder: Decoding = "genai"
+
+
+Decoding = Literal["fast", "genai"]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model_dir: Path
+    device: str
+    mode: Mode
+    model_type: str
+    load_s: float
+    warnings: tuple[str, ...] = ()
+    #: What decodes text turns: the app's own decoder or openvino-genai's pipeline.
+    decoder: Decoding = "genai"
+    #: Why the fast decoder is not used (empty when it is, or when it was not asked for).
+    decoder_note: str = ""
+
+
+@dataclass(frozen=True)
+class StepChunk:
+    """One decoding step: its token ids and the text they added to each section."""
+
+    token_ids: tuple[int, ...]
+    reasoning: str
+    answer: str
+    #: Seconds since generate() was called.
+    elapsed_s: float
+    #: How many leading characters of `answer` came from accepted MTP drafts (the rest is the
+    #: target's own token), so the UI can show where MTP helped.
+    drafted_answer_chars: int = 0
+
+    @property
+    def accepted_drafts(self) -> int:
+        return max(len(self.token_ids) - 1, 0)
