@@ -37,28 +37,16 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Failed,
     Finished,
     Generate,
-    Load,
     Loaded,
     LoadFailed,
-    Ready,
-    Unload,
     Unloaded,
 )
-from qwen_mtp_desktop.core.host_process import STOPPED_CODE, Exited, HostProcess, RestartPolicy
+from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
 
 log = logging.getLogger(__name__)
 
 #: How long a load may take before the caller is told (a big model on a slow disk: minutes).
 LOAD_TIMEOUT_S = 900.0
-
-
-def _stopped(how: str, restarting: bool) -> EngineError:
-    fix = (
-        "The engine is being restarted and the model reloaded; try again in a moment."
-        if restarting
-        else "The engine was not restarted after repeated crashes; check the model and device."
-    )
-    return EngineError(f"The inference engine stopped ({how}).", fix, code=STOPPED_CODE)
 
 
 class RemoteGeneration(Iterator[StepChunk]):
@@ -163,26 +151,32 @@ class RemoteEngine:
         self._generations: dict[int, RemoteGeneration] = {}
         #: The caller of load()/unload() waiting for its outcome, if any.
         self._waiter: queue.SimpleQueue[object] | None = None
-        self._want: tuple[Path, LoadOptions] | None = None
-        self._policy = RestartPolicy()
-        self.loaded: LoadedModel | None = None
-        self.plain_ready = False
-        self.restarts = 0
-        self._closing = False
-        self._host = HostProcess(self._on_event, command)
-        self._host.start()
+        self._engine = EngineSupervisor(self._on_event, command)
+        self._engine.start()
 
     @property
     def pid(self) -> int | None:
         """The engine process's id (None while none runs)."""
-        return self._host.pid
+        return self._engine.pid
+
+    @property
+    def loaded(self) -> LoadedModel | None:
+        """The loaded model; while it is reloaded after a crash too, so that requests queue
+        behind the reload in the new process instead of being turned away."""
+        return self._engine.loaded or self._engine.reloading
+
+    @property
+    def plain_ready(self) -> bool:
+        return self._engine.plain_ready
+
+    @property
+    def restarts(self) -> int:
+        return self._engine.restarts
 
     # ------------------------------------------------------------------ Engine's interface
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> LoadedModel:
-        options = options or LoadOptions()
-        self._want = (model_dir, options)
-        outcome = self._call(Load(model_dir, options))
+        outcome = self._call(lambda: self._engine.load(model_dir, options or LoadOptions()))
         if isinstance(outcome, Loaded):
             return outcome.model
         if isinstance(outcome, LoadFailed):
@@ -191,47 +185,46 @@ class RemoteEngine:
         raise outcome
 
     def unload(self) -> None:
-        self._want = None
-        if self._host.pid is not None:
-            self._call(Unload())
-        self.loaded, self.plain_ready = None, False
+        if self._engine.pid is not None:
+            self._call(self._engine.unload)
+        else:
+            self._engine.want = None
 
     def require_loaded(self) -> LoadedModel:
-        if self.loaded is None:
+        loaded = self.loaded
+        if loaded is None:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
-        return self.loaded
+        return loaded
 
     def generate(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> RemoteGeneration:
         generation = RemoteGeneration(self, next(self._ids))
         with self._lock:
-            if self._host.pid is None:
-                raise _stopped("it was not restarted", restarting=False)
+            if self._engine.pid is None:
+                raise self._engine.not_running_error()
             self._generations[generation.request_id] = generation
+            self._engine.in_flight.add(generation.request_id)
         self._send(Generate(generation.request_id, tuple(messages), settings, self._coalesce_s))
         return generation
 
     def close(self, timeout_s: float = 30.0) -> bool:
         """End the engine process (True if it ended in time); it is not restarted."""
         with self._lock:
-            self._closing = True
-        return self._host.stop(timeout_s)
+            self._engine.closing = True
+        return self._engine.stop(timeout_s)
 
     # ------------------------------------------------------------------ the child
 
     def _send(self, request: object) -> None:
-        self._host.send(request)
+        self._engine.send(request)
 
-    def _call(self, request: Load | Unload) -> object:
+    def _call(self, send: Callable[[], None]) -> object:
         """Send a load or unload and wait for its outcome (or the engine's death)."""
         waiter: queue.SimpleQueue[object] = queue.SimpleQueue()
         with self._lock:
-            if self._host.pid is None:  # not restarted after repeated crashes: try again
-                self._policy.useful()
-                self._host.start()
             self._waiter = waiter
-        self._send(request)
+            send()
         try:
             return waiter.get(timeout=LOAD_TIMEOUT_S)
         except queue.Empty:
@@ -244,58 +237,36 @@ class RemoteEngine:
         if self._waiter is not None:
             self._waiter.put(outcome)
 
-    def _on_event(self, incarnation: int, event: object) -> None:
+    def _on_event(self, incarnation: int, received: object) -> None:
         """On the reader thread: route each event to whoever waits for it."""
         with self._lock:
-            if incarnation != self._host.incarnation or self._closing:
-                return
-            if isinstance(event, Ready):
-                if self._want is None:
-                    self._policy.useful()
-            elif isinstance(event, Loaded):
-                self.loaded, self.plain_ready = event.model, event.plain_ready
-                self._policy.useful()
-                self._answer(event)
-            elif isinstance(event, LoadFailed):
-                self.loaded, self.plain_ready, self._want = None, False, None
-                self._answer(event)
-            elif isinstance(event, Unloaded):
+            event = self._engine.handle(incarnation, received)
+            if isinstance(event, Loaded | LoadFailed | Unloaded):
                 self._answer(event)
             elif isinstance(event, Chunks):
                 generation = self._generations.get(event.request_id)
                 if generation is not None:
                     generation._inbox.put(event.chunks)
             elif isinstance(event, Finished | Failed):
-                if isinstance(event, Finished):
-                    self.plain_ready = event.plain_ready
                 generation = self._generations.pop(event.request_id, None)
                 if generation is not None:
                     generation._inbox.put(event)
-            elif isinstance(event, Exited):
-                self._on_exit(event)
+            elif isinstance(event, Death):
+                self._on_death(event)
 
-    def _on_exit(self, exited: Exited) -> None:
+    def _on_death(self, death: Death) -> None:
         """Called with the lock held."""
-        self._host.forget()
-        self.plain_ready = False
-        restart = self._policy.died()
-        if not (restart and self._want is not None):
-            # While the model reloads, `loaded` stays: requests queue behind the reload in the
-            # new host, so the server need not turn them away.
-            self.loaded = None
-        text = f"The inference engine stopped ({exited.how}); " + (
-            "restarting it and reloading the model." if restart else "it was not restarted."
-        )
-        log.error("%s", text)
+        log.error("%s", death.text)
         if self._on_stopped is not None:
-            self._on_stopped(text)
-        error = _stopped(exited.how, restart)
+            self._on_stopped(death.text)
         for generation in self._generations.values():
-            generation._inbox.put(error)
+            generation._inbox.put(death.error)
         self._generations.clear()
-        self._answer(error)
-        if restart:
-            self.restarts += 1
-            self._host.start()
-            if self._want is not None:
-                self._send(Load(*self._want))  # requests sent after this wait behind it
+        if self._waiter is not None:
+            self._answer(
+                EngineError(
+                    f"The inference engine stopped ({death.how}) before the model was ready.",
+                    death.error.fix.removeprefix("The partial answer is kept. "),
+                    code=death.error.code,
+                )
+            )

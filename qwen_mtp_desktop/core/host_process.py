@@ -1,10 +1,10 @@
 """One engine host child process (qwen_mtp_desktop.host): start it, send it requests, read its
 events on a thread, and say in plain words how it ended.
 
-Shared by the window's `workers.engine_process.EngineProcess` (events become Qt signals) and the
-Qt-free `core.engine_client.RemoteEngine` (events feed blocking calls, for `serve`). Both follow
-`RestartPolicy`: restart after a death, unless the engine died three times in a row without a
-model loaded in between (a model that crashes the runtime while loading, a broken install).
+`core.engine_supervisor.EngineSupervisor` keeps one running for the window and for `serve`,
+following `RestartPolicy`: restart after a death, unless the engine died three times in a row
+without a model loaded in between (a model that crashes the runtime while loading, a broken
+install).
 """
 
 from __future__ import annotations

@@ -37,23 +37,15 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Failed,
     Finished,
     Generate,
-    Load,
     Loaded,
     LoadFailed,
     Loading,
-    Ready,
     ServeApi,
     Started,
-    Unload,
     Unloaded,
 )
-from qwen_mtp_desktop.core.host_process import (
-    MAX_DEATHS_IN_A_ROW,
-    STOPPED_CODE,
-    Exited,
-    HostProcess,
-    RestartPolicy,
-)
+from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
+from qwen_mtp_desktop.core.host_process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
 from qwen_mtp_desktop.workers.foundation import RequestIds
 
 __all__ = ["MAX_DEATHS_IN_A_ROW", "STOPPED_CODE", "EngineProcess"]
@@ -102,188 +94,116 @@ class EngineProcess(QObject):
         super().__init__(parent)
         self._coalesce_s = coalesce_ms / 1000
         self._ids = RequestIds()
-        self._host = HostProcess(self._event.emit, command)
-        self._policy = RestartPolicy()
-        self._closing = False
-        self._loaded: LoadedModel | None = None
-        self._plain_ready = False
-        #: The last load asked for, reloaded after a restart (None after unload()).
-        self._want: tuple[Path, LoadOptions] | None = None
-        self._outstanding: set[int] = set()
-        self._restart_note: str | None = None
-        #: The local API server as the user wants it (re-applied after a restart).
-        self._api_wanted: ServeApi | None = None
+        self._engine = EngineSupervisor(self._event.emit, command)
         self.api_url: str | None = None
         self.api_network_urls: tuple[str, ...] = ()
         #: Seconds from the host sending a chunk batch to this process receiving it.
-        self.hop_s = self._host.hop_s
+        self.hop_s = self._engine.host.hop_s
         self._event.connect(self._on_event)
-        self._start()
+        self._engine.start()
 
     # ------------------------------------------------------------------ what panels read
 
     @property
     def loaded_model(self) -> LoadedModel | None:
-        return self._loaded
+        return self._engine.loaded
 
     @property
     def plain_ready(self) -> bool:
         """Whether plain decoding runs without loading a pipeline first (Auto's switch cost)."""
-        return self._plain_ready
+        return self._engine.plain_ready
 
     @property
     def pid(self) -> int | None:
         """The engine process's id (None while it is not running)."""
-        return self._host.pid
+        return self._engine.pid
 
     @property
     def running(self) -> bool:
-        return self._host.running
+        return self._engine.host.running
 
     # ------------------------------------------------------------------ requests
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> None:
-        options = options or LoadOptions()
-        self._want = (model_dir, options)
-        if self._host.pid is None:  # stopped restarting after repeated crashes: try again
-            self._policy.useful()
-            self._start()
-        self._send(Load(model_dir, options))
+        self._engine.load(model_dir, options or LoadOptions())
 
     def unload(self) -> None:
-        self._want = None
-        self._send(Unload())
+        self._engine.unload()
 
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         request_id = self._ids.next()
-        self._outstanding.add(request_id)
-        if self._host.pid is None:
-            self._fail(request_id, "the inference engine is not running", restarting=False)
+        if self._engine.pid is None:
+            self.failed.emit(request_id, self._engine.not_running_error())
             return request_id
-        self._send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
+        self._engine.in_flight.add(request_id)
+        self._engine.send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
         return request_id
 
     def serve_api(self, host: str, port: int, api_key: str | None) -> None:
         """Run the local API server in the engine process, on its engine (`api_state` says
-        where, or why not)."""
-        self._api_wanted = ServeApi(host, port, api_key)
-        self._send(self._api_wanted)
+        where, or why not); it comes back with the engine after a restart."""
+        request = ServeApi(host, port, api_key)
+        self._engine.sticky["api"] = request
+        self._engine.send(request)
 
     def stop_api(self) -> None:
-        self._api_wanted = None
-        self._send(ServeApi(None))
+        self._engine.sticky.pop("api", None)
+        self._engine.send(ServeApi(None))
 
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
-        self._send(Cancel(request_id))
+        self._engine.send(Cancel(request_id))
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel, let the host release the model and exit. True if it ended in time (else
         it is killed)."""
-        self._closing = True
-        return self._host.stop(timeout_ms / 1000)
-
-    # ------------------------------------------------------------------ the child
-
-    def _start(self) -> None:
-        self._host.start()
-        if self._api_wanted is not None:  # the server was on: it comes back with the engine
-            self._send(self._api_wanted)
-
-    def _send(self, request: object) -> None:
-        self._host.send(request)
+        return self._engine.stop(timeout_ms / 1000)
 
     # ------------------------------------------------------------------ events (GUI thread)
 
     @Slot(int, object)
-    def _on_event(self, incarnation: int, event: Any) -> None:
-        if incarnation != self._host.incarnation or self._closing:
-            return  # a late event of a child that was replaced or is being shut down
-        if isinstance(event, Ready):
-            if self._want is None:
-                self._policy.useful()  # up, with nothing to load
-            return
+    def _on_event(self, incarnation: int, received: Any) -> None:
+        event = self._engine.handle(incarnation, received)
         if isinstance(event, Loading):
             self.loading.emit(event.model_dir)
         elif isinstance(event, Loaded):
-            self._loaded, self._plain_ready = event.model, event.plain_ready
-            self._policy.useful()
             self.loaded.emit(event.model)
-            self._announce_restart("model reloaded")
         elif isinstance(event, LoadFailed):
-            self._loaded, self._plain_ready = None, False
-            self._want = None  # a clean refusal: a restart must not try it again
             self.load_failed.emit(event.error)
-            self._announce_restart("the model could not be reloaded")
         elif isinstance(event, Unloaded):
-            self._loaded, self._plain_ready = None, False
             self.unloaded.emit()
         elif isinstance(event, Started):
             self.started.emit(event.request_id)
         elif isinstance(event, Chunks):
             self.chunks.emit(event.request_id, event.chunks)
         elif isinstance(event, Finished):
-            self._outstanding.discard(event.request_id)
-            self._plain_ready = event.plain_ready
             self.finished.emit(event.request_id, event.stats)
         elif isinstance(event, Failed):
-            self._outstanding.discard(event.request_id)
             self.failed.emit(event.request_id, event.error)
         elif isinstance(event, ApiState):
             self.api_url, self.api_network_urls = event.url, event.network_urls
             self.api_state.emit(event.url, event.error)
-        elif isinstance(event, Exited):
-            self._on_exit(event)
+        elif isinstance(event, Death):
+            self._on_death(event)
+        note = self._engine.take_restart_note()
+        if note is not None:
+            self.engine_restarted.emit(note)
 
-    def _on_exit(self, exited: Exited) -> None:
-        self._host.forget()
-        how = exited.how
-        self._loaded, self._plain_ready = None, False
+    def _on_death(self, death: Death) -> None:
         if self.api_url is not None:
             self.api_url, self.api_network_urls = None, ()
             self.api_state.emit(None, None)
-        restart = self._policy.died()
-        for request_id in sorted(self._outstanding):
-            self._fail(request_id, f"the inference engine stopped ({how})", restarting=restart)
-        if restart:
-            self._start()
-            if self._want is not None:
-                self._restart_note = f"The inference engine stopped ({how}); restarted"
-                self._send(Load(*self._want))
-                self.engine_stopped.emit(
-                    f"The inference engine stopped ({how}); restarting and reloading the model."
+        for request_id in death.failed_requests:
+            self.failed.emit(request_id, death.error)
+        self.engine_stopped.emit(death.text)
+        if death.restarting and not death.reloading:
+            self.engine_restarted.emit(death.text)
+        elif not death.restarting and self._engine.want is not None:
+            self.load_failed.emit(
+                EngineError(
+                    death.text,
+                    "Send a message or load a model to start it again, or choose another "
+                    "model or device.",
+                    code=STOPPED_CODE,
                 )
-            else:
-                self.engine_stopped.emit(f"The inference engine stopped ({how}); restarted.")
-                self.engine_restarted.emit(f"The inference engine stopped ({how}); restarted.")
-        else:
-            deaths = self._policy.deaths_in_a_row
-            text = (
-                f"The inference engine stopped ({how}) {deaths} times in a row before a model "
-                "was loaded; it was not restarted."
             )
-            self.engine_stopped.emit(text)
-            if self._want is not None:
-                self.load_failed.emit(
-                    EngineError(
-                        text,
-                        "Send a message or load a model to start it again, or choose another "
-                        "model or device.",
-                        code=STOPPED_CODE,
-                    )
-                )
-
-    def _announce_restart(self, what: str) -> None:
-        if self._restart_note is not None:
-            note, self._restart_note = self._restart_note, None
-            self.engine_restarted.emit(f"{note}, {what}.")
-
-    def _fail(self, request_id: int, what: str, *, restarting: bool) -> None:
-        self._outstanding.discard(request_id)
-        fix = (
-            "The partial answer is kept. Regenerate to try again once the model is reloaded."
-            if restarting
-            else "The partial answer is kept. Load the model again to continue."
-        )
-        error = EngineError(f"The answer stopped: {what}.", fix, code=STOPPED_CODE)
-        self.failed.emit(request_id, error)

@@ -38,7 +38,7 @@ def test_it_answers_like_the_engine_and_survives_a_crash(demo_model: Path) -> No
         with pytest.raises(EngineError) as failed:
             long.run_to_end()
         assert failed.value.code == "ENGINE_STOPPED" and "SIGSEGV" in failed.value.message
-        assert stopped and "restarting it and reloading the model" in stopped[0]
+        assert stopped and "restarting and reloading the model" in stopped[0]
         # The next request waits behind the reload in the new engine process.
         again = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10))
         assert again.run_to_end().generated_tokens == 10
