@@ -68,3 +68,31 @@ def output_file(text: str) -> Path:
     except UnsafeFileError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return path
+
+
+def add_lookup_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """`--prompt-lookup` (help: `what` it does for this command) and `--max-ngram-size`;
+    `check_lookup_arguments` checks them against the draft count."""
+    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
+
+    parser.add_argument("--prompt-lookup", action="store_true", help=what)
+    parser.add_argument(
+        "--max-ngram-size",
+        type=bounded_int(1, MAX_NGRAM_SIZE),
+        default=None,
+        metavar="N",
+        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
+    )
+
+
+def check_lookup_arguments(args: argparse.Namespace, draft_tokens: int | str | None) -> None:
+    """The usage errors (exit 2) of `add_lookup_arguments`' options with --num-assistant-tokens."""
+    from qwen_mtp_desktop.core.prompt_lookup import MAX_LOOKUP_TOKENS
+
+    if args.max_ngram_size is not None and not args.prompt_lookup:
+        args.usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
+    if args.prompt_lookup and isinstance(draft_tokens, int) and draft_tokens > MAX_LOOKUP_TOKENS:
+        args.usage_error(
+            f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
+            f"{MAX_LOOKUP_TOKENS}, got {draft_tokens}"
+        )

@@ -13,11 +13,11 @@ from qwen_mtp_desktop.commands import (
     EXIT_OK,
     MAX_DRAFT_TOKENS,
     CommandError,
-    bounded_int,
+    add_lookup_arguments,
+    check_lookup_arguments,
     positive_int,
     whole_number,
 )
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
 
 
 def depth_or_auto(text: str) -> int | str:
@@ -42,7 +42,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         Message,
     )
     from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, MAX_LOOKUP_TOKENS
+    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
 
     lookup = args.prompt_lookup
     depth = args.num_assistant_tokens
@@ -54,13 +54,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             "argument --num-assistant-tokens: with --prompt-lookup give a number of draft "
             "tokens; 'auto' is the Auto policy, which chooses the method itself"
         )
-    if lookup and isinstance(depth, int) and depth > MAX_LOOKUP_TOKENS:
-        usage_error(
-            f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
-            f"{MAX_LOOKUP_TOKENS}, got {depth}"
-        )
-    if not lookup and args.max_ngram_size is not None:
-        usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
+    check_lookup_arguments(args, depth)
     if depth is None:
         depth = DEFAULT_LOOKUP_TOKENS if lookup else 1
     messages: list[Message] = []
@@ -177,17 +171,9 @@ def register(commands: Any) -> None:
         "verdict, plain decoding when drafts lose)",
     )
     depth.add_argument("--no-mtp", action="store_true", help="plain decoding, no MTP head")
-    gen.add_argument(
-        "--prompt-lookup",
-        action="store_true",
-        help="draft by prompt lookup (n-grams of the prompt and answer) instead of the MTP head",
-    )
-    gen.add_argument(
-        "--max-ngram-size",
-        type=bounded_int(1, MAX_NGRAM_SIZE),
-        default=None,
-        metavar="N",
-        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
+    add_lookup_arguments(
+        gen,
+        what="draft by prompt lookup (n-grams of the prompt and answer) instead of the MTP head",
     )
     gen.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")
     gen.add_argument(

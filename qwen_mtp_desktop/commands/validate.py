@@ -16,14 +16,14 @@ from qwen_mtp_desktop.commands import (
     EXIT_OK,
     MAX_DRAFT_TOKENS,
     CommandError,
+    add_lookup_arguments,
     bounded_int,
+    check_lookup_arguments,
     output_file,
     positive_int,
 )
 from qwen_mtp_desktop.core.prompt_lookup import (
     DEFAULT_MAX_NGRAM_SIZE,
-    MAX_LOOKUP_TOKENS,
-    MAX_NGRAM_SIZE,
 )
 
 
@@ -68,13 +68,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         run_validation,
     )
 
-    if args.max_ngram_size is not None and not args.prompt_lookup:
-        args.usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
-    if args.prompt_lookup and args.num_assistant_tokens > MAX_LOOKUP_TOKENS:
-        args.usage_error(
-            f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
-            f"{MAX_LOOKUP_TOKENS}, got {args.num_assistant_tokens}"
-        )
+    check_lookup_arguments(args, args.num_assistant_tokens)
 
     try:
         prompt_set = load_prompt_set(args.prompts or default_prompt_set_name(args.model_dir))
@@ -175,17 +169,9 @@ def register(commands: Any) -> None:
         metavar="K",
         help="draft tokens per step (default 1)",
     )
-    parser.add_argument(
-        "--prompt-lookup",
-        action="store_true",
-        help="validate prompt lookup (n-gram drafts from the prompt) instead of the MTP head",
-    )
-    parser.add_argument(
-        "--max-ngram-size",
-        type=bounded_int(1, MAX_NGRAM_SIZE),
-        default=None,
-        metavar="N",
-        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
+    add_lookup_arguments(
+        parser,
+        what="validate prompt lookup (n-gram drafts from the prompt) instead of the MTP head",
     )
     parser.add_argument(
         "--no-timing", action="store_true", help="only compare outputs, skip the timed pass"
