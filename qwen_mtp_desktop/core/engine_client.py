@@ -18,18 +18,17 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import (
+    AnswerStream,
     EngineError,
     GenerationSettings,
     LoadedModel,
     LoadOptions,
     Message,
     StepChunk,
-    take_ready,
 )
 from qwen_mtp_desktop.core.engine_protocol import (
     Cancel,
@@ -49,10 +48,11 @@ log = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 900.0
 
 
-class RemoteGeneration(Iterator[StepChunk]):
-    """A running answer in the engine process; iterate it for step chunks, `stats` at the end."""
+class RemoteGeneration(AnswerStream):
+    """A running answer in the engine process."""
 
     def __init__(self, engine: RemoteEngine, request_id: int) -> None:
+        super().__init__()
         self._engine = engine
         self.request_id = request_id
         self._inbox: queue.SimpleQueue[list[StepChunk] | Finished | Failed | EngineError] = (
@@ -60,11 +60,6 @@ class RemoteGeneration(Iterator[StepChunk]):
         )
         self._pending: deque[StepChunk] = deque()
         self._cancelled = False
-        self._finished = False
-        self.stats: GenerationStats | None = None
-        self.reasoning = ""
-        self.answer = ""
-        self.token_ids: list[int] = []
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -73,14 +68,6 @@ class RemoteGeneration(Iterator[StepChunk]):
     @property
     def cancelled(self) -> bool:
         return self._cancelled
-
-    def __iter__(self) -> RemoteGeneration:
-        return self
-
-    def __next__(self) -> StepChunk:
-        chunk = self.next_chunk()
-        assert chunk is not None
-        return chunk
 
     def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
         """As `Generation.next_chunk`: a chunk, None after `timeout`, StopIteration at the end,
@@ -100,34 +87,7 @@ class RemoteGeneration(Iterator[StepChunk]):
             else:
                 self._finished = True
                 raise item.error if isinstance(item, Failed) else item
-        chunk = self._pending.popleft()
-        self.reasoning += chunk.reasoning
-        self.answer += chunk.answer
-        self.token_ids.extend(chunk.token_ids)
-        return chunk
-
-    def next_chunks(
-        self, timeout: float | None = None, *, within_s: float | None = None
-    ) -> list[StepChunk]:
-        """As `Generation.next_chunks`."""
-        return take_ready(self.next_chunk, timeout, within_s)
-
-    def run_to_end(self) -> GenerationStats:
-        for _chunk in self:
-            pass
-        assert self.stats is not None
-        return self.stats
-
-    def close(self) -> None:
-        """Cancel and wait for the end (safe to call at any time)."""
-        if self._finished:
-            return
-        self.cancel()
-        while True:
-            try:
-                next(self)
-            except (StopIteration, EngineError):
-                return
+        return self._take(self._pending.popleft())
 
 
 class RemoteEngine:

@@ -20,18 +20,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from qwen_mtp_desktop.core.engine import (
+    AnswerStream,
     Engine,
     EngineError,
-    Generation,
     GenerationSettings,
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.engine_client import RemoteEngine, RemoteGeneration
+from qwen_mtp_desktop.core.engine_client import RemoteEngine
 
 #: The engine in this process, or one in an engine host process (`serve`).
 AnyEngine = Engine | RemoteEngine
-AnyGeneration = Generation | RemoteGeneration
 
 #: Requests that may wait for the engine beside the running one.
 DEFAULT_MAX_WAITING = 16
@@ -85,7 +84,7 @@ class EngineService:
         messages: Sequence[Message],
         settings: GenerationSettings,
         cancelled: Callable[[], bool] | None = None,
-    ) -> Iterator[AnyGeneration]:
+    ) -> Iterator[AnswerStream]:
         """Wait for the engine, start the answer and yield its `Generation`. Leaving the block
         cancels whatever is still running (a client that went away) and frees the engine."""
         self._acquire(cancelled)
@@ -126,7 +125,7 @@ class EngineService:
             self._lock.notify_all()
 
 
-def coalesced(generation: AnyGeneration, coalesce_s: float) -> Iterator[list[StepChunk]]:
+def coalesced(generation: AnswerStream, coalesce_s: float) -> Iterator[list[StepChunk]]:
     """The generation's step chunks in batches, at most one batch per `coalesce_s` (the last
     one right at the end). Raises what the generation raises (EngineError).
 

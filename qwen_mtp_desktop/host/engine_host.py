@@ -29,7 +29,7 @@ import threading
 import time
 from typing import IO, Any
 
-from qwen_mtp_desktop.core.engine import EngineError
+from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
 from qwen_mtp_desktop.core.engine_protocol import (
     ApiState,
     Cancel,
@@ -51,7 +51,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Unloaded,
     read_frame,
 )
-from qwen_mtp_desktop.core.engine_service import AnyGeneration, EngineService, coalesced
+from qwen_mtp_desktop.core.engine_service import EngineService, coalesced
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
 from qwen_mtp_desktop.core.privacy import block_telemetry
@@ -69,7 +69,7 @@ class WindowSession:
         self._queue: queue.SimpleQueue[Load | Unload | Generate | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._cancelled: set[int] = set()
-        self._current: tuple[int, AnyGeneration] | None = None
+        self._current: tuple[int, AnswerStream] | None = None
         self._api: ApiControl = ApiControl(service, events)
 
     def run(self) -> None:

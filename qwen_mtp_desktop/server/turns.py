@@ -25,13 +25,13 @@ from typing import Any, Literal
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import (
+    AnswerStream,
     EngineError,
     GenerationSettings,
     Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.engine_service import (
-    AnyGeneration,
     EngineService,
     WaitCancelledError,
     coalesced,
@@ -270,7 +270,7 @@ class AutoState:
             return turn.finish(stats, model_dir)
 
 
-def _ready_batches(generation: AnyGeneration) -> Iterator[list[StepChunk]]:
+def _ready_batches(generation: AnswerStream) -> Iterator[list[StepChunk]]:
     """The generation's chunks as they come, each batch holding every step that was ready
     when this thread woke: no added latency, and no more wake-ups than the consumer can take."""
     while True:

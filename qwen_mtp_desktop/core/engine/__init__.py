@@ -9,7 +9,7 @@ Callers import from the package (`from qwen_mtp_desktop.core.engine import Engin
 the names below are its public interface.
 """
 
-from qwen_mtp_desktop.core.engine.generation import MTP_UNVALIDATED_NOTE, Generation, take_ready
+from qwen_mtp_desktop.core.engine.generation import MTP_UNVALIDATED_NOTE, Generation
 from qwen_mtp_desktop.core.engine.model_files import (
     DETOKENIZER,
     LANGUAGE_MODEL,
@@ -21,6 +21,7 @@ from qwen_mtp_desktop.core.engine.model_files import (
 )
 from qwen_mtp_desktop.core.engine.runtime import EXACT_NUMERICS, Engine
 from qwen_mtp_desktop.core.engine.types import (
+    AnswerStream,
     Decoding,
     EngineError,
     GenerationSettings,
@@ -40,6 +41,7 @@ __all__ = [
     "MTP_UNVALIDATED_NOTE",
     "QWEN35_MODEL_TYPES",
     "TOKENIZER",
+    "AnswerStream",
     "Decoding",
     "Engine",
     "EngineError",
@@ -53,5 +55,4 @@ __all__ = [
     "StepChunk",
     "WithinTurnTest",
     "check_model_dir",
-    "take_ready",
 ]

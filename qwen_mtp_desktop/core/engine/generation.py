@@ -24,7 +24,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,6 @@ from qwen_mtp_desktop.core.decoding import (
     ByteLevelVocab,
     ByteStreamDecoder,
     FinishReason,
-    GenerationStats,
     IncrementalDecoder,
     Mode,
     StepDrafts,
@@ -41,6 +40,7 @@ from qwen_mtp_desktop.core.decoding import (
     build_stats,
 )
 from qwen_mtp_desktop.core.engine.types import (
+    AnswerStream,
     Decoding,
     EngineError,
     GenerationSettings,
@@ -161,36 +161,8 @@ class _StepDecoder:
         return StepChunk(token_ids, reasoning, answer, elapsed_s, drafted_chars)
 
 
-def take_ready(
-    next_chunk: Callable[[float | None], StepChunk | None],
-    timeout: float | None,
-    within_s: float | None,
-) -> list[StepChunk]:
-    """`next_chunks()` of a generation, in this process or another (core.engine_client): the
-    first chunk within `timeout` (an empty list when none came), then whatever else is ready,
-    for at most `within_s` seconds; StopIteration at the end."""
-    first = next_chunk(timeout)
-    if first is None:
-        return []
-    chunks = [first]
-    deadline = None if within_s is None else time.monotonic() + within_s
-    while deadline is None or time.monotonic() < deadline:
-        try:
-            chunk = next_chunk(0)
-        except StopIteration:
-            break
-        if chunk is None:
-            break
-        chunks.append(chunk)
-    return chunks
-
-
-class Generation(Iterator[StepChunk]):
-    """A running generation. Iterate it for step chunks; `stats` is set once it is exhausted.
-
-    `cancel()` is thread-safe and stops the generation at its next step; the chunks produced so
-    far stay, and the stats say finish_reason="cancelled".
-    """
+class Generation(AnswerStream):
+    """A running turn in this process, on a worker thread (the module docstring)."""
 
     def __init__(
         self,
@@ -201,6 +173,7 @@ class Generation(Iterator[StepChunk]):
         images: list[Any],
     ) -> None:
         """`config` None runs the turn on the fast decoder."""
+        super().__init__()
         self._context = context
         self._settings = settings
         self._mode: Mode = "baseline" if settings.plain else context.loaded.mode
@@ -211,11 +184,6 @@ class Generation(Iterator[StepChunk]):
         self._decoder = _StepDecoder(context, settings.thinking)
         self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
         self._cancel = threading.Event()
-        self._finished = False
-        self.stats: GenerationStats | None = None
-        self.reasoning = ""
-        self.answer = ""
-        self.token_ids: list[int] = []
         if config is None:
             body: Callable[[], _Ended] = lambda: self._run_fast(prompt)  # noqa: E731
         else:
@@ -232,17 +200,7 @@ class Generation(Iterator[StepChunk]):
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def __iter__(self) -> Generation:
-        return self
-
-    def __next__(self) -> StepChunk:
-        chunk = self.next_chunk()
-        assert chunk is not None
-        return chunk
-
     def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
-        """The next step chunk; None if `timeout` seconds passed without one; StopIteration at
-        the end; EngineError if the generation failed."""
         if self._finished:
             raise StopIteration
         try:
@@ -284,39 +242,6 @@ class Generation(Iterator[StepChunk]):
         if last.reasoning or last.answer:
             return self._take(last)
         raise StopIteration
-
-    def next_chunks(
-        self, timeout: float | None = None, *, within_s: float | None = None
-    ) -> list[StepChunk]:
-        """The chunks that are ready, waiting up to `timeout` seconds for the first (an empty
-        list when none came) and taking more for at most `within_s` seconds (a consumer that
-        fell behind still sends text regularly); StopIteration at the end. One wake-up per
-        batch instead of per step keeps a consumer from competing with the decoding loop for
-        the interpreter."""
-        return take_ready(self.next_chunk, timeout, within_s)
-
-    def _take(self, chunk: StepChunk) -> StepChunk:
-        self.reasoning += chunk.reasoning
-        self.answer += chunk.answer
-        self.token_ids.extend(chunk.token_ids)
-        return chunk
-
-    def run_to_end(self) -> GenerationStats:
-        for _chunk in self:
-            pass
-        assert self.stats is not None
-        return self.stats
-
-    def close(self) -> None:
-        """Cancel and wait for the worker thread (safe to call at any time)."""
-        self.cancel()
-        while not self._finished:
-            try:
-                next(self)
-            except StopIteration:
-                break
-            except EngineError:
-                break
 
     def _run(
         self, prompt: str, config: openvino_genai.GenerationConfig, images: list[Any]

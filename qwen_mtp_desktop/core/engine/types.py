@@ -1,14 +1,17 @@
 """The engine's vocabulary: what callers send (messages, generation and load settings) and
-what they get back (the loaded model, step chunks, errors). Plain data, no OpenVINO."""
+what they get back (the loaded model, step chunks, a running answer's interface, errors). No
+OpenVINO."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from qwen_mtp_desktop.core.decoding import Mode
+from qwen_mtp_desktop.core.decoding import GenerationStats, Mode
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.mtp_decoder import DEFAULT_DRAFT_VOCAB
 from qwen_mtp_desktop.core.prompt_lookup import (
@@ -159,3 +162,85 @@ class StepChunk:
     @property
     def accepted_drafts(self) -> int:
         return max(len(self.token_ids) - 1, 0)
+
+
+class AnswerStream(Iterator[StepChunk]):
+    """A running answer, wherever it runs (core.engine.generation in this process,
+    core.engine_client in an engine process): iterate it for step chunks; `stats` is set
+    once it is exhausted; the text and ids so far accumulate as the chunks are taken.
+
+    `cancel()` is thread-safe and stops the answer at its next step; the chunks produced so far
+    stay, and the stats say finish_reason="cancelled"."""
+
+    def __init__(self) -> None:
+        self.stats: GenerationStats | None = None
+        self.reasoning = ""
+        self.answer = ""
+        self.token_ids: list[int] = []
+        self._finished = False
+
+    @abstractmethod
+    def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
+        """The next step chunk; None if `timeout` seconds passed without one; StopIteration
+        at the end; EngineError if the answer failed."""
+
+    @abstractmethod
+    def cancel(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def cancelled(self) -> bool: ...
+
+    def __iter__(self) -> AnswerStream:
+        return self
+
+    def __next__(self) -> StepChunk:
+        chunk = self.next_chunk()
+        assert chunk is not None
+        return chunk
+
+    def next_chunks(
+        self, timeout: float | None = None, *, within_s: float | None = None
+    ) -> list[StepChunk]:
+        """The chunks that are ready, waiting up to `timeout` seconds for the first (an empty
+        list when none came) and taking more for at most `within_s` seconds (a consumer that
+        fell behind still sends text regularly); StopIteration at the end. One wake-up per
+        batch instead of per step keeps a consumer from competing with the decoding loop for
+        the interpreter."""
+        first = self.next_chunk(timeout)
+        if first is None:
+            return []
+        chunks = [first]
+        deadline = None if within_s is None else time.monotonic() + within_s
+        while deadline is None or time.monotonic() < deadline:
+            try:
+                chunk = self.next_chunk(0)
+            except StopIteration:
+                break
+            if chunk is None:
+                break
+            chunks.append(chunk)
+        return chunks
+
+    def run_to_end(self) -> GenerationStats:
+        for _chunk in self:
+            pass
+        assert self.stats is not None
+        return self.stats
+
+    def close(self) -> None:
+        """Cancel and wait for the end (safe to call at any time)."""
+        if self._finished:
+            return
+        self.cancel()
+        while not self._finished:
+            try:
+                next(self)
+            except (StopIteration, EngineError):
+                break
+
+    def _take(self, chunk: StepChunk) -> StepChunk:
+        self.reasoning += chunk.reasoning
+        self.answer += chunk.answer
+        self.token_ids.extend(chunk.token_ids)
+        return chunk
