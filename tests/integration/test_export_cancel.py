@@ -39,12 +39,22 @@ def _request(tmp_path: Path, checkpoint: Path, options: ExportOptions) -> Export
     )
 
 
+#: Children of the test process from before the test (none of them an exporter of its).
+_EARLIER: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> None:
+    _EARLIER.clear()
+    _EARLIER.update(child.pid for child in psutil.Process().children(recursive=True))
+
+
 def _exporter_processes() -> list[psutil.Process]:
-    """Processes started by this test process that are still running."""
+    """Processes this test started that are still running."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
+            if child.pid not in _EARLIER and child.status() != psutil.STATUS_ZOMBIE:
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
