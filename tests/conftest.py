@@ -3,6 +3,7 @@ and the tiny Qwen3.5+MTP models (built once, cached under .cache/fixtures by bui
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -50,10 +51,18 @@ def no_leaked_threads() -> Iterator[None]:
     assert not leaked, f"test leaked running threads: {[t.name for t in leaked]}"
 
 
+def _our_process(cmdline: list[str]) -> bool:
+    """Whether a child runs this app's code (an engine host, `serve`, an exporter, a test's
+    stand-in host). Children of libraries (a multiprocessing helper that lives as long as the
+    test process, say) are theirs to manage."""
+    return any("qwen_mtp_desktop" in part or "qwen-mtp-desktop" in part or "tests." in part
+               for part in cmdline)  # fmt: skip
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_processes() -> Iterator[None]:
-    """Fail a test that leaves a child process running (an engine host, a server, an
-    exporter): it would outlive the test and fail a later one that counts processes."""
+    """Fail a test that leaves a child process of this app running (an engine host, a server,
+    an exporter): it would outlive the test and disturb the tests after it."""
     import psutil
 
     me = psutil.Process()
@@ -61,24 +70,23 @@ def no_leaked_processes() -> Iterator[None]:
     yield
     deadline = time.monotonic() + 10.0
     while True:
-        leaked = []
+        leaked: list[tuple[psutil.Process, list[str]]] = []
         for child in me.children(recursive=True):
             try:
-                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
-                    leaked.append(child)
-            except psutil.NoSuchProcess:
+                if child.pid in before or child.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cmdline = child.cmdline()
+            except psutil.Error:
                 continue
+            if _our_process(cmdline):
+                leaked.append((child, cmdline))
         if not leaked or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    described = []
-    for child in leaked:  # end them, so one leak does not fail the tests after it
-        try:
-            described.append(" ".join(child.cmdline()[:4]))
+    for child, _cmdline in leaked:  # end them, so one leak does not disturb the tests after it
+        with contextlib.suppress(psutil.Error):
             child.kill()
-        except psutil.NoSuchProcess:
-            continue
-    assert not described, f"test left child processes running: {described}"
+    assert not leaked, f"test left child processes running: {[c for _, c in leaked]}"
 
 
 @pytest.fixture(autouse=True)
