@@ -91,6 +91,8 @@ class EngineSupervisor:
         return self.host.pid
 
     def start(self) -> None:
+        if self.closing:  # stopped for good: a late request must not start a new process
+            return
         self.host.start()
         for request in self.sticky.values():
             self.host.send(request)
@@ -99,6 +101,8 @@ class EngineSupervisor:
         self.host.send(request)
 
     def load(self, model_dir: Path, options: LoadOptions) -> None:
+        if self.closing:
+            return
         self.want = (model_dir, options)
         if self.host.pid is None:  # not restarted after repeated crashes: try again
             self.policy.useful()

@@ -149,3 +149,13 @@ def test_sticky_requests_follow_every_new_process(harness: Harness) -> None:
     harness.kill()
     assert sent[0] == Load(Path("/models/demo"), LoadOptions())
     assert sent[1:] == ["serve-api", Load(Path("/models/demo"), LoadOptions())]
+
+
+def test_nothing_starts_a_process_after_stop(harness: Harness) -> None:
+    """A load that arrives after the app shut the engine down (a queued signal, a timer) must
+    not start a process nobody will stop (found by the test-suite's leak check)."""
+    sup = harness.supervisor
+    assert sup.stop(10)
+    sup.load(Path("/models/demo"), LoadOptions())
+    sup.start()
+    assert sup.pid is None and sup.want is None
