@@ -81,6 +81,7 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.compare import CompareDialog
 from qwen_mtp_desktop.ui.chat.composer import Composer
@@ -266,6 +267,7 @@ class ChatPanel(QWidget):
         self.model_picker.activated.connect(self._on_picker)
         self._picker_key: tuple[object, ...] = ()
         self._model_details: dict[Path, str] = {}
+        self.remote_dialog: QWidget | None = None
         header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
@@ -470,12 +472,20 @@ class ChatPanel(QWidget):
             self._picker_key = ()  # show the chosen model again, not the action row
             self._fill_picker()
             dialog = open_remote_dialog(action, self.remote_models, self._model_dir(), self)
-            if dialog.exec() and dialog.result_endpoint is not None:
-                self._on_model_changed(dialog.result_endpoint.ref)
+            dialog.accepted.connect(lambda: self._on_remote_saved(dialog.result_endpoint))
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            self.remote_dialog = dialog
+            dialog.open()
             return
         path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
         if path != self._model_dir():
             self._on_model_changed(path)
+
+    def _on_remote_saved(self, endpoint: RemoteEndpoint | None) -> None:
+        """After the remote server dialog: chat with the saved server (removed: the next
+        turn's load says the server is gone)."""
+        if endpoint is not None:
+            self._on_model_changed(endpoint.ref)
 
     def compare(self) -> CompareDialog | None:
         """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
