@@ -372,10 +372,30 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-def _http_client(read_timeout_s: float) -> httpx.Client:
+_tls_lock = threading.Lock()
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every https request: loading the CA certificates takes
+    50-100 ms and holds the interpreter meanwhile (the GUI thread stalled that long while a
+    worker made a new client for each request)."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            _tls = ssl.create_default_context()
+        return _tls
+
+
+def _http_client(base_url: str, read_timeout_s: float) -> httpx.Client:
+    # Plain http needs no certificates at all: skip loading them.
+    verify: ssl.SSLContext | bool = (
+        _tls_context() if base_url.lower().startswith("https:") else False
+    )
     return httpx.Client(
         timeout=httpx.Timeout(read_timeout_s, connect=CONNECT_TIMEOUT_S),
         follow_redirects=False,
+        verify=verify,
     )
 
 
@@ -384,7 +404,7 @@ def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
     call it off the GUI thread."""
     url = f"{endpoint.base_url}/models"
     try:
-        with _http_client(QUICK_TIMEOUT_S) as client:
+        with _http_client(endpoint.base_url, QUICK_TIMEOUT_S) as client:
             response = client.get(url, headers=_headers(api_key))
     except httpx.HTTPError as exc:
         raise transport_error(exc, endpoint, started=False) from None
@@ -544,7 +564,7 @@ class RemoteAnswer(Iterator[StepChunk]):
 
     def _work(self) -> None:
         try:
-            with _http_client(self._read_timeout_s) as client:
+            with _http_client(self.endpoint.base_url, self._read_timeout_s) as client:
                 url = f"{self.endpoint.base_url}/chat/completions"
                 headers = _headers(self._api_key) | {"Accept": "text/event-stream"}
                 with client.stream("POST", url, json=self._body, headers=headers) as response:

@@ -268,6 +268,7 @@ class ChatPanel(QWidget):
         self._picker_key: tuple[object, ...] = ()
         self._model_details: dict[Path, str] = {}
         self.remote_dialog: QWidget | None = None
+        self._local_model = self._default_model
         header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
@@ -436,8 +437,11 @@ class ChatPanel(QWidget):
 
     def _fill_picker(self) -> None:
         current = self._model_dir()
-        local = current in self._models or is_remote(current)
-        models = self._models if local else [current, *self._models]
+        if not is_remote(current):
+            self._local_model = current
+        # With a remote model chosen, the last local one stays listed to switch back to.
+        local = self._local_model
+        models = self._models if local in self._models else [local, *self._models]
         endpoints = self.remote_models.endpoints
         details = tuple(sorted(self._model_details.items()))
         key = (current, tuple(models), details, tuple(endpoints))

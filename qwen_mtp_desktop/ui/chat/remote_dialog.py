@@ -34,7 +34,7 @@ from qwen_mtp_desktop.workers.remote_chat import RemoteModels
 
 INTRO = (
     "Chat with a model on another computer or server: another PC running "
-    "`qwen-mtp-desktop serve`, OpenVINO Model Server (address ending in /v3), vLLM or a "
+    "'qwen-mtp-desktop serve', OpenVINO Model Server (address ending in /v3), vLLM or a "
     "llama.cpp server. Speed and time to first token are measured here; MTP acceptance is "
     "shown when the server reports it (qwen-mtp-desktop serve does)."
 )

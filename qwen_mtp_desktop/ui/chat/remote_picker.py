@@ -51,7 +51,6 @@ def append_remote_rows(
         item = QStandardItem(text)
         item.setData(action, Qt.ItemDataRole.UserRole)
         item.setToolTip(tip)
-        item.setForeground(muted)
         model.appendRow([item, QStandardItem("")])
 
 
