@@ -304,7 +304,8 @@ _MODES: dict[str, Mode] = {"mtp": "mtp", "lookup": "lookup", "plain": "baseline"
 def server_stats(raw: object) -> dict[str, Any] | None:
     """The server's `mtp` object with each known field checked (a hostile or buggy server's
     values are dropped, not shown); None when absent or without a known mode."""
-    if not isinstance(raw, dict) or raw.get("mode") not in _MODES:
+    mode = raw.get("mode") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(mode, str) or mode not in _MODES:
         return None
     out: dict[str, Any] = {"mode": raw["mode"]}
     counts = ("draft_tokens_per_step", "drafted_tokens", "accepted_tokens", "steps")
