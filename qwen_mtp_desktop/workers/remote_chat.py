@@ -43,6 +43,11 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 #: How often the pump hands text to the GUI at most (as the engine process coalesces steps).
 COALESCE_S = 0.03
+#: Shown where the MTP controls are while a remote model is chosen.
+REMOTE_DECODING = (
+    "A remote server decides how it decodes: MTP and prompt lookup here apply to local "
+    "models. Acceptance is shown when the server reports it."
+)
 
 
 def is_remote(model_dir: Path | str) -> bool:
@@ -333,6 +338,10 @@ class ModelRouter(QObject):
             parts.append(f"TTFT {live.first_s * 1000:.0f} ms")
             parts.append(f"{live.chars} characters")
         return "  ·  ".join(parts)
+
+    def names(self) -> dict[Path, str]:
+        """The picker's names of the remote models ("remote:…" references)."""
+        return {e.ref: f"{e.name} (remote)" for e in self.remote.endpoints}
 
     def status_text(self) -> str:
         """The chat header's status for a remote model: its model and server."""

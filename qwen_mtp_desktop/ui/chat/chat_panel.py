@@ -98,7 +98,12 @@ from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
-from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
+from qwen_mtp_desktop.workers.remote_chat import (
+    REMOTE_DECODING,
+    ModelRouter,
+    RemoteModels,
+    is_remote,
+)
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -427,7 +432,7 @@ class ChatPanel(QWidget):
 
     def set_models(self, models: list[Path]) -> None:
         self._models = models
-        self.settings_panel.set_models(models, self._model_dir())
+        self.settings_panel.set_models(models, self._model_dir(), self._engine.names())
         self._fill_picker()
 
     def set_model_details(self, details: dict[Path, str]) -> None:
@@ -984,8 +989,9 @@ class ChatPanel(QWidget):
         self._loading = False
         self._loaded = loaded
         wanted_mtp = self._want_model is not None and self._want_model[1].mtp
-        wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
-        if loaded.mode == "mtp":
+        if is_remote(loaded.model_dir):
+            self._mtp_problems[loaded.model_dir] = REMOTE_DECODING
+        elif loaded.mode == "mtp":
             self._mtp_problems.pop(loaded.model_dir, None)
         elif wanted_mtp:
             # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
@@ -1020,7 +1026,7 @@ class ChatPanel(QWidget):
         else:
             status = "not loaded"
         self.model_status.setText(status)
-        self.settings_panel.set_models(self._models, model_dir)
+        self.settings_panel.set_models(self._models, model_dir, self._engine.names())
         self._fill_picker()
         self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
         self._sync_compare()
