@@ -43,11 +43,6 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 #: How often the pump hands text to the GUI at most (as the engine process coalesces steps).
 COALESCE_S = 0.03
-#: Shown where the MTP controls are while a remote model is chosen.
-REMOTE_DECODING = (
-    "A remote server decides how it decodes: MTP and prompt lookup here apply to local "
-    "models. Acceptance is shown when the server reports it."
-)
 
 
 def is_remote(model_dir: Path | str) -> bool:

@@ -21,7 +21,6 @@ from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.chat.remote_picker import ADD
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.workers.remote_chat import REMOTE_DECODING
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
@@ -111,9 +110,11 @@ def test_chat_with_a_remote_server_like_a_local_model(
         assert "No system keychain" in chat.remote_models.key_note
         assert "demo-model on http://127.0.0.1" in chat.model_status.text()
         assert chat.model_picker.currentText() == "other PC"
-        # The MTP controls say the server decides; the settings' model box names the server.
-        assert chat.settings_panel.mtp_problem == REMOTE_DECODING
+        # The settings' model box names the server; its greedy setting is kept (a remote
+        # model is not "a model without MTP", which would open sampling).
         assert chat.settings_panel.model_combo.currentText() == "other PC (remote)"
+        assert chat.settings_panel.mtp_problem == ""
+        assert chat.settings_panel.settings.temperature == 0
 
         _send(qtbot, chat, PROMPT)
         answer = chat.transcript.messages[-1]

@@ -98,12 +98,7 @@ from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
-from qwen_mtp_desktop.workers.remote_chat import (
-    REMOTE_DECODING,
-    ModelRouter,
-    RemoteModels,
-    is_remote,
-)
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -989,9 +984,9 @@ class ChatPanel(QWidget):
         self._loading = False
         self._loaded = loaded
         wanted_mtp = self._want_model is not None and self._want_model[1].mtp
-        if is_remote(loaded.model_dir):
-            self._mtp_problems[loaded.model_dir] = REMOTE_DECODING
-        elif loaded.mode == "mtp":
+        # A remote server decodes as it does; its settings are not "a missing MTP head".
+        wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
+        if loaded.mode == "mtp":
             self._mtp_problems.pop(loaded.model_dir, None)
         elif wanted_mtp:
             # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
