@@ -97,7 +97,9 @@ def test_remote_references_round_trip() -> None:
 _endpoint = st.builds(
     RemoteEndpoint,
     id=st.text("abcdef0123456789", min_size=1, max_size=12),
-    name=st.text(st.characters(min_codepoint=32, blacklist_characters="\x7f"), min_size=1)
+    name=st.text(
+        st.characters(min_codepoint=32, blacklist_characters="\x7f"), min_size=1, max_size=120
+    )
     .map(str.strip)
     .filter(bool),
     base_url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://gpu.lan/v3"]),

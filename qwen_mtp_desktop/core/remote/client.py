@@ -31,11 +31,11 @@ import httpx
 
 from qwen_mtp_desktop.core.decoding import FinishReason, GenerationStats, Mode
 from qwen_mtp_desktop.core.engine import (
+    AnswerStream,
     EngineError,
     GenerationSettings,
     Message,
     StepChunk,
-    take_ready,
 )
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, parse_json_text
@@ -441,7 +441,7 @@ class _End:
     error: RemoteError | None = None
 
 
-class RemoteAnswer(Iterator[StepChunk]):
+class RemoteAnswer(AnswerStream):
     """An answer streaming from a remote server; iterate it for chunks (one per SSE event
     with text), `stats` at the end. `cancel()` is thread-safe and takes effect at once: the
     socket is shut down and the iteration ends with finish_reason "cancelled", text kept.
@@ -459,6 +459,7 @@ class RemoteAnswer(Iterator[StepChunk]):
         *,
         read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
+        super().__init__()
         self.endpoint = endpoint
         self._body = request_body(endpoint.model, messages, settings)
         self._api_key = api_key
@@ -467,22 +468,17 @@ class RemoteAnswer(Iterator[StepChunk]):
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
-        self._finished = False
         self._started_at = time.monotonic()
         self._first_at: float | None = None
         self._last_at: float | None = None
         self._events = 0
         self._mtp: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None
-        self.stats: GenerationStats | None = None
-        self.reasoning = ""
-        self.answer = ""
-        self.token_ids: list[int] = []
         self._first_text_seen = False
         self._thread = threading.Thread(target=self._work, name="remote-answer", daemon=True)
         self._thread.start()
 
-    # ------------------------------------------------------------------ Generation's surface
+    # ------------------------------------------------------------------ AnswerStream
 
     def cancel(self) -> None:
         if self._cancel.is_set():
@@ -494,14 +490,6 @@ class RemoteAnswer(Iterator[StepChunk]):
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
-
-    def __iter__(self) -> RemoteAnswer:
-        return self
-
-    def __next__(self) -> StepChunk:
-        chunk = self.next_chunk()
-        assert chunk is not None
-        return chunk
 
     def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
         """A chunk; None after `timeout`; StopIteration at the end; RemoteError if it failed
@@ -517,36 +505,13 @@ class RemoteAnswer(Iterator[StepChunk]):
                 self._first_at = item.at
             self._last_at = item.at
             self._events += 1
-            self.answer += item.delta.answer
-            self.reasoning += item.delta.reasoning
             elapsed = item.at - self._started_at
-            return StepChunk((), item.delta.reasoning, item.delta.answer, elapsed)
+            return self._take(StepChunk((), item.delta.reasoning, item.delta.answer, elapsed))
         self._finished = True
         self.stats = self._build_stats(item.finish_reason)
         if item.error is not None:
             raise item.error
         raise StopIteration
-
-    def next_chunks(
-        self, timeout: float | None = None, *, within_s: float | None = None
-    ) -> list[StepChunk]:
-        """As `Generation.next_chunks`."""
-        return take_ready(self.next_chunk, timeout, within_s)
-
-    def run_to_end(self) -> GenerationStats:
-        for _chunk in self:
-            pass
-        assert self.stats is not None
-        return self.stats
-
-    def close(self) -> None:
-        """Cancel and end the iteration (safe to call at any time)."""
-        self.cancel()
-        while not self._finished:
-            try:
-                next(self)
-            except (StopIteration, EngineError):
-                break
 
     @property
     def server_stats(self) -> dict[str, Any] | None:
