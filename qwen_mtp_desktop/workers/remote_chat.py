@@ -64,17 +64,19 @@ class RemoteModels(QObject):
         self._probe: TaskRunner | None = None
         self.endpoints: list[RemoteEndpoint] = []
         self.loaded = False
-        self.keys: KeyStore | None = None
+        #: Opened on first use, off the GUI thread (the keychain may answer over D-Bus), so a
+        #: user who never adds a server never touches it.
+        self._keys: KeyStore | None = None
+        self._keys_lock = threading.Lock()
         self._io.submit(self._open, self._on_opened, self._on_failed)
 
     @staticmethod
-    def _open() -> tuple[KeyStore, list[RemoteEndpoint], list[str]]:
-        keys = KeyStore()
+    def _open() -> tuple[list[RemoteEndpoint], list[str]]:
         loaded = load_endpoints()
-        return keys, loaded.endpoints, loaded.problems
+        return loaded.endpoints, loaded.problems
 
-    def _on_opened(self, opened: tuple[KeyStore, list[RemoteEndpoint], list[str]]) -> None:
-        self.keys, self.endpoints, problems = opened
+    def _on_opened(self, opened: tuple[list[RemoteEndpoint], list[str]]) -> None:
+        self.endpoints, problems = opened
         self.loaded = True
         self.changed.emit()
         for text in problems:
@@ -88,15 +90,26 @@ class RemoteModels(QObject):
     def find(self, ident: str) -> RemoteEndpoint | None:
         return next((e for e in self.endpoints if e.id == ident), None)
 
+    def key_store(self) -> KeyStore:
+        """The API key store, opened on first use. Blocking: call it off the GUI thread."""
+        with self._keys_lock:
+            if self._keys is None:
+                self._keys = KeyStore()
+            return self._keys
+
     @property
     def key_note(self) -> str:
-        """Where keys are kept, for the dialog (empty until the keychain was probed)."""
-        return self.keys.where if self.keys is not None else ""
+        """Where keys are kept, for the dialog (empty until the key store was opened)."""
+        keys = self._keys
+        return keys.where if keys is not None else ""
+
+    def probe_keys(self, done: Callable[[str], None]) -> None:
+        """Open the key store off the GUI thread, then `done(where keys are kept)`."""
+        self._io.submit(lambda: self.key_store().where, done)
 
     def save(self, endpoint: RemoteEndpoint, key: str | None, *, keep_key: bool) -> None:
         """Add or replace `endpoint`. `key`: the new API key (None: none); `keep_key`: leave the
         stored key as it is."""
-        keys = self.keys
         has_key = endpoint.has_key if keep_key else bool(key)
         saved = RemoteEndpoint(
             endpoint.id, endpoint.name, endpoint.base_url, endpoint.model, has_key
@@ -109,24 +122,22 @@ class RemoteModels(QObject):
         self.changed.emit()
 
         def write() -> None:
-            if keys is not None and not keep_key:
+            if not keep_key:
                 if key:
-                    keys.set(saved.id, key)
+                    self.key_store().set(saved.id, key)
                 else:
-                    keys.delete(saved.id)
+                    self.key_store().delete(saved.id)
             save_endpoints(new)
 
         self._io.submit(write, None, self._on_save_failed)
 
     def remove(self, ident: str) -> None:
-        keys = self.keys
         self.endpoints = [e for e in self.endpoints if e.id != ident]
         remaining = list(self.endpoints)
         self.changed.emit()
 
         def write() -> None:
-            if keys is not None:
-                keys.delete(ident)
+            self.key_store().delete(ident)
             save_endpoints(remaining)
 
         self._io.submit(write, None, self._on_save_failed)
@@ -147,10 +158,9 @@ class RemoteModels(QObject):
         kept for `endpoint` instead of `key`."""
         if self._probe is None:
             self._probe = TaskRunner("remote-probe", self)
-        keys = self.keys
 
         def fetch() -> list[str]:
-            use = keys.get(endpoint.id) if stored_key and keys is not None else key
+            use = self.key_store().get(endpoint.id) if stored_key else key
             return list_models(endpoint, use)
 
         self._probe.submit(fetch, on_done, on_error)
@@ -199,15 +209,14 @@ class _Pump(QObject):
     finished = Signal(int, object)
     failed = Signal(int, object)
 
-    def __init__(self, keys: Callable[[], KeyStore | None]) -> None:
+    def __init__(self, keys: Callable[[], KeyStore]) -> None:
         super().__init__()
         self._keys = keys
 
     @Slot(object)
     def run(self, job: _Job) -> None:
         try:
-            keys = self._keys()
-            key = keys.get(job.endpoint.id) if keys is not None and job.endpoint.has_key else None
+            key = self._keys().get(job.endpoint.id) if job.endpoint.has_key else None
             answer = RemoteAnswer(job.endpoint, key, job.messages, job.settings)
         except EngineError as exc:
             self.failed.emit(job.request_id, exc)
@@ -359,7 +368,7 @@ class ModelRouter(QObject):
     def _ensure_thread(self) -> None:
         if self._thread is not None:
             return
-        pump = _Pump(lambda: self.remote.keys)
+        pump = _Pump(self.remote.key_store)
         self._thread = WorkerThread("remote-answer", pump)
         self._run.connect(pump.run)
         pump.chunks.connect(self._on_chunks)

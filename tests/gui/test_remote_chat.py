@@ -107,7 +107,7 @@ def test_chat_with_a_remote_server_like_a_local_model(
         saved = load_endpoints().endpoints
         assert [e.base_url for e in saved] == [url] and saved[0].has_key
         assert KEY not in (app_paths().config_dir / "remote_endpoints.json").read_text()
-        assert "No system keychain" in chat.remote_models.key_note
+        qtbot.waitUntil(lambda: "No system keychain" in chat.remote_models.key_note)
         assert "demo-model on http://127.0.0.1" in chat.model_status.text()
         assert chat.model_picker.currentText() == "other PC"
         # The settings' model box names the server; its greedy setting is kept (a remote

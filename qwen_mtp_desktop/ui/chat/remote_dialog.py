@@ -8,6 +8,7 @@ replaced or removed.
 
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
@@ -77,7 +78,7 @@ class RemoteServerDialog(QDialog):
         key_row = QHBoxLayout()
         key_row.addWidget(self.key_edit, 1)
         key_row.addWidget(self.clear_key_button)
-        self.key_note = QLabel(remote.key_note)
+        self.key_note = QLabel(remote.key_note or "Checking for a system keychain…")
         self.key_note.setWordWrap(True)
         self.key_note.setObjectName("muted")
         self.model_combo = QComboBox()
@@ -119,6 +120,9 @@ class RemoteServerDialog(QDialog):
             )
             self.remove_button.clicked.connect(self._remove)
 
+        if not remote.key_note:
+            remote.probe_keys(self._on_key_note)
+
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addLayout(form)
@@ -126,6 +130,14 @@ class RemoteServerDialog(QDialog):
         layout.addWidget(self.buttons)
 
     # ------------------------------------------------------------------ actions
+
+    def _alive(self) -> bool:
+        """Whether this dialog still exists: a background result can come after it closed."""
+        return shiboken6.isValid(self)
+
+    def _on_key_note(self, note: str) -> None:
+        if self._alive():
+            self.key_note.setText(note)
 
     def _forget_key(self) -> None:
         self._forget = True
@@ -162,7 +174,7 @@ class RemoteServerDialog(QDialog):
         )
 
     def _on_models(self, probe: int, url: str, models: list[str]) -> None:
-        if probe != self._probe:
+        if not self._alive() or probe != self._probe:
             return
         self.test_button.setEnabled(True)
         current = self.model_combo.currentText()
@@ -177,7 +189,7 @@ class RemoteServerDialog(QDialog):
         self._show(f"Connected to {url}: {count} ({', '.join(models[:5])}).")
 
     def _on_probe_failed(self, probe: int, exc: Exception) -> None:
-        if probe != self._probe:
+        if not self._alive() or probe != self._probe:
             return
         self.test_button.setEnabled(True)
         self._show(str(exc) if isinstance(exc, UserFacingError) else f"{exc}", error=True)
