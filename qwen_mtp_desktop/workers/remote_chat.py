@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -29,7 +29,6 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.errors import as_user_error
-from qwen_mtp_desktop.core.remote.client import RemoteAnswer, RemoteError, list_models
 from qwen_mtp_desktop.core.remote.endpoints import (
     RemoteEndpoint,
     endpoint_id,
@@ -40,6 +39,9 @@ from qwen_mtp_desktop.core.remote.keys import KeyStore
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
 from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.core.remote.client import RemoteAnswer
 
 #: How often the pump hands text to the GUI at most (as the engine process coalesces steps).
 COALESCE_S = 0.03
@@ -160,6 +162,8 @@ class RemoteModels(QObject):
             self._probe = TaskRunner("remote-probe", self)
 
         def fetch() -> list[str]:
+            from qwen_mtp_desktop.core.remote.client import list_models
+
             use = self.key_store().get(endpoint.id) if stored_key else key
             return list_models(endpoint, use)
 
@@ -215,6 +219,9 @@ class _Pump(QObject):
 
     @Slot(object)
     def run(self, job: _Job) -> None:
+        # Imported here: httpx costs 0.1-0.2 s of the window's start-up otherwise.
+        from qwen_mtp_desktop.core.remote.client import RemoteAnswer
+
         try:
             key = self._keys().get(job.endpoint.id) if job.endpoint.has_key else None
             answer = RemoteAnswer(job.endpoint, key, job.messages, job.settings)
@@ -420,7 +427,7 @@ class ModelRouter(QObject):
         if endpoint is None:
             self._endpoint = None
             self.load_failed.emit(
-                RemoteError(
+                EngineError(
                     "This chat's remote server is no longer in the list.",
                     "Choose another model in the picker, or add the server again.",
                     code="REMOTE_GONE",

@@ -91,7 +91,7 @@ def _add_remote(
 
 
 def test_chat_with_a_remote_server_like_a_local_model(
-    qtbot: QtBot, window: MainWindow, demo_model: Path
+    qtbot: QtBot, window: MainWindow, demo_model: Path, screenshot_dir: Path
 ) -> None:
     chat = window.chat
     _send(qtbot, chat, PROMPT)  # the local model first: the reference answer
@@ -137,6 +137,9 @@ def test_chat_with_a_remote_server_like_a_local_model(
         regenerated = chat.transcript.messages[-1]
         assert regenerated.content == local_answer
         assert "remote · other PC" in regenerated.stats_label.text()
+        window.resize(1024, 700)
+        QApplication.processEvents()
+        assert window.grab().save(str(screenshot_dir / "remote-chat-answer-1024x700.png"))
 
     conversation = chat.conversation
     assert conversation is not None and conversation.model_dir == str(endpoint.ref)
