@@ -17,6 +17,9 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Tests never touch the user's keychain (remote models' API keys): keyring's own "no keychain"
+# backend, the case of a headless machine, which the tests assert on.
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 from hypothesis import settings as hypothesis_settings
 

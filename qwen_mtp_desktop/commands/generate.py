@@ -18,6 +18,7 @@ from qwen_mtp_desktop.commands import (
     positive_int,
     whole_number,
 )
+from qwen_mtp_desktop.commands.generate_remote import add_arguments as add_remote_arguments
 
 
 def depth_or_auto(text: str) -> int | str:
@@ -34,6 +35,15 @@ def depth_or_auto(text: str) -> int | str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    if args.remote is not None:
+        from qwen_mtp_desktop.commands.generate_remote import run_remote
+
+        return run_remote(args)
+    if args.api_key is not None or args.remote_model is not None:
+        args.usage_error("arguments --api-key and --remote-model: only with --remote")
+    if args.prompt is None:
+        args.usage_error("the following arguments are required: PROMPT")
+    args.model_dir = Path(args.model_dir)
     from qwen_mtp_desktop.core.engine import (
         Engine,
         EngineError,
@@ -156,8 +166,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def register(commands: Any) -> None:
     gen = commands.add_parser("generate", help="answer one prompt, streaming to stdout")
-    gen.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
-    gen.add_argument("prompt", metavar="PROMPT")
+    # With --remote the one positional argument is the prompt (kept a str: a Path would
+    # rewrite "a//b" in it).
+    gen.add_argument("model_dir", metavar="MODEL_DIR")
+    gen.add_argument("prompt", metavar="PROMPT", nargs="?")
     gen.add_argument("--system", help="system prompt")
     gen.add_argument("--max-new-tokens", type=positive_int, default=512)
     depth = gen.add_mutually_exclusive_group()
@@ -183,4 +195,5 @@ def register(commands: Any) -> None:
         help="let Qwen3.5 think before answering (reasoning goes to stderr)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    add_remote_arguments(gen)
     gen.set_defaults(func=_cmd_generate, usage_error=gen.error)

@@ -261,9 +261,15 @@ class GenerationStats:
     #: (core.prompt_lookup.LookupReplay as a dict; None for sampled or image turns): Auto
     #: learns from it how well the conversation copies.
     lookup_replay: dict[str, int] | None = None
+    #: An answer from a remote server (core.remote.client): the endpoint, and the server's own
+    #: `mtp` statistics when it reported them; None for local answers (and left out of JSON).
+    remote: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["remote"] is None:
+            del data["remote"]
+        return data
 
 
 def speculative_stats(

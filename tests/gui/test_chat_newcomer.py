@@ -192,9 +192,11 @@ def test_model_picker_in_the_chat_header(
             for row in range(model.rowCount())
         ]
 
-    qtbot.waitUntil(lambda: len(items()) == 2 and "no MTP" in str(items()), timeout=LONG_WAIT)
-    (demo, demo_about), (damaged, damaged_about) = items()
+    # The two local models, then the row that adds a remote server (issue 17).
+    qtbot.waitUntil(lambda: len(items()) == 3 and "no MTP" in str(items()), timeout=LONG_WAIT)
+    (demo, demo_about), (damaged, damaged_about), (add_remote, _) = items()
     assert demo == "Demo model" and damaged == "damaged-head"
+    assert add_remote == "Add remote server…"
     assert demo_about.startswith("Qwen3.5 dense · ") and demo_about.endswith("· FP16 · MTP")
     assert damaged_about.endswith("· no MTP")
     assert picker.currentText() == "Demo model"  # closed: the name only

@@ -81,17 +81,24 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE, display_name, is_demo_model
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.compare import CompareDialog
 from qwen_mtp_desktop.ui.chat.composer import Composer
 from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
 from qwen_mtp_desktop.ui.chat.examples import ExamplePrompts
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.remote_picker import (
+    append_remote_rows,
+    open_remote_dialog,
+    picker_action,
+)
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.transcript import Transcript
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -155,8 +162,10 @@ class ChatPanel(QWidget):
         super().__init__(parent)
         #: The app settings' UI state (saved with them): what this panel remembers between runs.
         self._ui_state = ui_state if ui_state is not None else {}
-        self._engine = engine
         self._runner = store_runner
+        # Local models run in the engine process, remote ones on their server: one handle.
+        self.remote_models = RemoteModels(store_runner, self)
+        self._engine = ModelRouter(engine, self.remote_models, self)
         self._store: ChatStore | None = None
         self._default_model = default_model
         self._log_file = log_file
@@ -181,6 +190,8 @@ class ChatPanel(QWidget):
         self._build()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
+        self.remote_models.changed.connect(self._update_header)
+        self.remote_models.problem.connect(lambda text: self._show_problem(text, "warning"))
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STORE_FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush_to_store)
@@ -256,6 +267,8 @@ class ChatPanel(QWidget):
         self.model_picker.activated.connect(self._on_picker)
         self._picker_key: tuple[object, ...] = ()
         self._model_details: dict[Path, str] = {}
+        self.remote_dialog: QWidget | None = None
+        self._local_model = self._default_model
         header_layout.addWidget(self.chats_toggle)
         header_layout.addWidget(self.title_label)
         header_layout.addSpacing(12)
@@ -414,7 +427,7 @@ class ChatPanel(QWidget):
 
     def set_models(self, models: list[Path]) -> None:
         self._models = models
-        self.settings_panel.set_models(models, self._model_dir())
+        self.settings_panel.set_models(models, self._model_dir(), self._engine.names())
         self._fill_picker()
 
     def set_model_details(self, details: dict[Path, str]) -> None:
@@ -424,8 +437,14 @@ class ChatPanel(QWidget):
 
     def _fill_picker(self) -> None:
         current = self._model_dir()
-        models = self._models if current in self._models else [current, *self._models]
-        key = (current, tuple(models), tuple(sorted(self._model_details.items())))
+        if not is_remote(current):
+            self._local_model = current
+        # With a remote model chosen, the last local one stays listed to switch back to.
+        local = self._local_model
+        models = self._models if local in self._models else [local, *self._models]
+        endpoints = self.remote_models.endpoints
+        details = tuple(sorted(self._model_details.items()))
+        key = (current, tuple(models), details, tuple(endpoints))
         if key == self._picker_key:
             return
         self._picker_key = key
@@ -441,8 +460,9 @@ class ChatPanel(QWidget):
             about.setToolTip(str(path))
             about.setForeground(self.palette().placeholderText())
             model.appendRow([name, about])
+        append_remote_rows(model, endpoints, current, self.palette())
         picker.setModel(model)
-        picker.setCurrentIndex(models.index(current))
+        picker.setCurrentIndex(max(picker.findData(str(current), Qt.ItemDataRole.UserRole), 0))
         view = picker.view()
         assert isinstance(view, QTreeView)
         view.resizeColumnToContents(0)
@@ -451,9 +471,25 @@ class ChatPanel(QWidget):
         picker.blockSignals(False)
 
     def _on_picker(self, index: int) -> None:
+        action = picker_action(self.model_picker, index)
+        if action is not None:
+            self._picker_key = ()  # show the chosen model again, not the action row
+            self._fill_picker()
+            dialog = open_remote_dialog(action, self.remote_models, self._model_dir(), self)
+            dialog.accepted.connect(lambda: self._on_remote_saved(dialog.result_endpoint))
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            self.remote_dialog = dialog
+            dialog.open()
+            return
         path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
         if path != self._model_dir():
             self._on_model_changed(path)
+
+    def _on_remote_saved(self, endpoint: RemoteEndpoint | None) -> None:
+        """After the remote server dialog: chat with the saved server (removed: the next
+        turn's load says the server is gone)."""
+        if endpoint is not None:
+            self._on_model_changed(endpoint.ref)
 
     def compare(self) -> CompareDialog | None:
         """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
@@ -462,7 +498,7 @@ class ChatPanel(QWidget):
         if not history or loaded is None or loaded.mode != "mtp" or self.generating:
             return None
         settings = replace(self._engine_settings(), do_sample=False)  # MTP decodes greedily
-        dialog = CompareDialog(self._engine, history, settings, self, dark=self._dark)
+        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self._dark)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
         dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
@@ -608,6 +644,7 @@ class ChatPanel(QWidget):
         """Stop generating and write what is pending (the runner finishes queued writes)."""
         self.stop()
         self._flush_to_store()
+        self._engine.shutdown()
 
     # ------------------------------------------------------------------------ store results
 
@@ -816,6 +853,10 @@ class ChatPanel(QWidget):
         self._show_live(stream)
 
     def _show_live(self, stream: _Stream) -> None:
+        remote = self._engine.live_text(stream.request_id)
+        if remote is not None:  # no token ids from a server: its figures come at the end
+            self._show_figures("Generating  ·  " + remote)
+            return
         loaded = self._loaded
         tokens = sum(stream.sizes)
         parts = [f"{tokens} tokens"]
@@ -943,6 +984,8 @@ class ChatPanel(QWidget):
         self._loading = False
         self._loaded = loaded
         wanted_mtp = self._want_model is not None and self._want_model[1].mtp
+        # A remote server decodes as it does; its settings are not "a missing MTP head".
+        wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
         if loaded.mode == "mtp":
             self._mtp_problems.pop(loaded.model_dir, None)
         elif wanted_mtp:
@@ -978,7 +1021,7 @@ class ChatPanel(QWidget):
         else:
             status = "not loaded"
         self.model_status.setText(status)
-        self.settings_panel.set_models(self._models, model_dir)
+        self.settings_panel.set_models(self._models, model_dir, self._engine.names())
         self._fill_picker()
         self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
         self._sync_compare()
@@ -1008,6 +1051,8 @@ class ChatPanel(QWidget):
         auto = settings.num_assistant_tokens == "auto"
         if loaded is None:
             return ""
+        if is_remote(loaded.model_dir):
+            return self._engine.status_text()
         if settings.prompt_lookup:
             return f"prompt lookup K={settings.lookup_tokens}, n-gram {settings.max_ngram_size}"
         if loaded.mode != "mtp":

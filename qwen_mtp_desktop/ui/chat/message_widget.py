@@ -44,6 +44,16 @@ def format_stats(stats: dict[str, Any]) -> str:
     """The one-line summary shown under an answer (and live while it streams)."""
     parts: list[str] = []
     mode = stats.get("mode")
+    remote = stats.get("remote")
+    if isinstance(remote, dict):
+        # A remote server's answer: speed and TTFT were measured here; the mode and
+        # acceptance only when the server reported them (core.remote.client).
+        endpoint = remote.get("endpoint")
+        parts.append(f"remote · {endpoint[:120]}" if isinstance(endpoint, str) else "remote")
+        if not isinstance(remote.get("server_stats"), dict):
+            mode = None
+        if remote.get("tokens_reported") is False:
+            stats = {k: v for k, v in stats.items() if k != "generated_tokens"}
     auto = stats.get("auto")
     if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
         # Older rows have no "auto" entry and read as before.

@@ -188,13 +188,17 @@ class ChatSettingsPanel(QFrame):
     def settings(self) -> ChatSettings:
         return self._settings
 
-    def set_models(self, models: list[Path], current: Path) -> None:
+    def set_models(
+        self, models: list[Path], current: Path, names: dict[Path, str] | None = None
+    ) -> None:
+        """`names`: what to call models that are no folder (remote servers)."""
         self._updating = True
         self.model_combo.clear()
         if current not in models:
             models = [current, *models]
+        names = names or {}
         for path in models:
-            self.model_combo.addItem(display_name(path), str(path))
+            self.model_combo.addItem(names.get(path) or display_name(path), str(path))
             self.model_combo.setItemData(
                 self.model_combo.count() - 1, str(path), Qt.ItemDataRole.ToolTipRole
             )

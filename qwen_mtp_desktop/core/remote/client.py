@@ -1,0 +1,642 @@
+"""A streaming chat client for OpenAI-compatible servers, with the iteration surface of a local
+`Generation` (`next_chunk`, `next_chunks`, `cancel`, `run_to_end`, `close`, `stats`, `answer`),
+so the chat panel and `generate` consume a remote answer exactly like a local one.
+
+HTTP is httpx (already the `openai` client's transport); the stream is read here rather than
+through the `openai` client so that cancelling can shut the socket down at once (the client
+hides it) and so each failure becomes one plain `RemoteError` that says what to do.
+Server-Sent Events are parsed by `iter_sse`, a small parser of the SSE line format (tested
+with generated input): `data:` lines, multi-line data, comments, `[DONE]`.
+
+Timing is the client's own: time to first token is from sending the request to the first text,
+tokens per second counts the tokens after the first (the server's `usage`) over the time
+between the first and the last text, so both include the network. Acceptance figures come only
+from the server's `mtp` extension object (our `serve` sends it; OVMS, vLLM, llama.cpp do not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from qwen_mtp_desktop.core.decoding import FinishReason, GenerationStats, Mode
+from qwen_mtp_desktop.core.engine import (
+    AnswerStream,
+    EngineError,
+    GenerationSettings,
+    Message,
+    StepChunk,
+)
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, parse_json_text
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+#: Longest silence within an answer (a big model's prefill of a long chat takes a while).
+READ_TIMEOUT_S = 300.0
+#: Listing models and testing a connection: a user is waiting for the dialog.
+QUICK_TIMEOUT_S = 10.0
+#: Largest single SSE event accepted (our server's are well under 1 KiB).
+MAX_EVENT_CHARS = 1024 * 1024
+MAX_ERROR_CHARS = 300
+USER_AGENT = "qwen-mtp-desktop"
+
+
+class RemoteError(EngineError):
+    """A remote server could not answer; the message says why, the fix what to do."""
+
+    code = "REMOTE"
+
+
+def _clean(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """A server's words made safe to show: one line, printable, bounded."""
+    flat = "".join(c if c.isprintable() else " " for c in text).strip()
+    return flat[:limit] + ("…" if len(flat) > limit else "")
+
+
+def _server_message(body: object) -> tuple[str, str]:
+    """(message, code) of an OpenAI-style error body, empty when it has none."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        return (
+            _clean(message) if isinstance(message, str) else "",
+            code if isinstance(code, str) else "",
+        )
+    if isinstance(error, str):
+        return _clean(error), ""
+    return "", ""
+
+
+def http_error(status: int, text: str, endpoint: RemoteEndpoint) -> RemoteError:
+    """The error for an HTTP status, with the server's own message when it sent one."""
+    try:
+        message, code = _server_message(parse_json_text(text[:MAX_EVENT_CHARS]))
+    except (ValueError, RecursionError):
+        message, code = _clean(text) if text.strip() else "", ""
+    said = f" The server said: {message}" if message else ""
+    if status == 401:
+        return RemoteError(
+            f"The server refused the API key (HTTP 401).{said}",
+            "Check the key: edit the remote server in the model picker (or pass --api-key).",
+            code="REMOTE_UNAUTHORIZED",
+        )
+    if status == 403:
+        return RemoteError(
+            f"The server refused access (HTTP 403).{said}",
+            "Check that the key may use this model, or ask the server's administrator.",
+            code="REMOTE_FORBIDDEN",
+        )
+    if status == 404:
+        if code == "model_not_found" or "model" in message.lower():
+            return RemoteError(
+                f"The server has no model named '{_clean(endpoint.model, 100)}' (HTTP 404).{said}",
+                "Choose one of the models the server lists (Test connection shows them).",
+                code="REMOTE_MODEL_NOT_FOUND",
+            )
+        return RemoteError(
+            f"No OpenAI-compatible API answers at {endpoint.base_url} (HTTP 404).",
+            "Check the address's path: /v1 for most servers, /v3 for OpenVINO Model Server.",
+            code="REMOTE_NOT_FOUND",
+        )
+    if status == 429:
+        return RemoteError(
+            f"The server is busy (HTTP 429, too many requests).{said}",
+            "Wait a moment, then send again or regenerate.",
+            code="REMOTE_BUSY",
+        )
+    if status == 503:
+        return RemoteError(
+            f"The server is unavailable for now (HTTP 503).{said}",
+            "It may be loading or restarting its model; try again in a moment.",
+            code="REMOTE_UNAVAILABLE",
+        )
+    if 400 <= status < 500:
+        return RemoteError(
+            f"The server refused the request (HTTP {status}).{said}",
+            "Check the chat's settings (some servers refuse options they do not support).",
+            code="REMOTE_REFUSED",
+        )
+    return RemoteError(
+        f"The server failed (HTTP {status}).{said}",
+        "Try again; if it keeps failing, check the server's log.",
+        code="REMOTE_SERVER_ERROR",
+    )
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def transport_error(exc: httpx.HTTPError, endpoint: RemoteEndpoint, started: bool) -> RemoteError:
+    """The error for a failed connection or a broken stream (`started`: text had arrived)."""
+    url = endpoint.base_url
+    kept = "The partial answer is kept; regenerate to try again. " if started else ""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return RemoteError(
+            f"The server at {url} did not answer within {CONNECT_TIMEOUT_S:.0f} s.",
+            "Check the address, that the server is running and that this computer can reach "
+            "it (network, firewall, VPN).",
+            code="REMOTE_TIMEOUT",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return RemoteError(
+            f"The server at {url} stopped sending for {READ_TIMEOUT_S:.0f} s.",
+            kept + "The server may be overloaded or stuck.",
+            code="REMOTE_TIMEOUT",
+        )
+    text = str(exc)
+    if _caused_by(exc, ssl.SSLError) or "SSL" in text or "CERTIFICATE" in text.upper():
+        return RemoteError(
+            f"The secure (TLS) connection to {url} failed: {_clean(text, 160)}.",
+            "Check http:// versus https:// in the address, and that the server's certificate "
+            "is valid for this host name.",
+            code="REMOTE_TLS",
+        )
+    if isinstance(exc, httpx.ConnectError):
+        if _caused_by(exc, ConnectionRefusedError) or "refused" in text.lower():
+            return RemoteError(
+                f"Nothing answers at {url} (connection refused).",
+                "Start the server, or check the host and port in the address.",
+                code="REMOTE_UNREACHABLE",
+            )
+        if _caused_by(exc, socket.gaierror) or "name" in text.lower():
+            return RemoteError(
+                f"The host name in {url} could not be found.",
+                "Check the spelling of the address and your network connection.",
+                code="REMOTE_UNREACHABLE",
+            )
+        return RemoteError(
+            f"Could not connect to {url}: {_clean(text, 160)}.",
+            "Check the address and your network connection.",
+            code="REMOTE_UNREACHABLE",
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return RemoteError(
+            "The connection to the server closed before the answer was complete.",
+            kept + "The server may have stopped; check it.",
+            code="REMOTE_DISCONNECTED",
+        )
+    return RemoteError(
+        f"The request to {url} failed: {_clean(text or type(exc).__name__, 160)}.",
+        kept + "Check the server and try again.",
+        code="REMOTE_FAILED",
+    )
+
+
+def malformed(what: str, started: bool) -> RemoteError:
+    kept = "The partial answer is kept. " if started else ""
+    return RemoteError(
+        f"The server sent a reply the app cannot read ({what}).",
+        kept + "Check that the address is an OpenAI-compatible chat API.",
+        code="REMOTE_BAD_REPLY",
+    )
+
+
+# --- Server-Sent Events -------------------------------------------------------------------------
+
+
+def iter_sse(lines: Iterable[str]) -> Iterator[str]:
+    """The data of each event in an SSE stream given line by line (without line ends).
+
+    The SSE format: `field: value` lines, a blank line ends an event, `data` lines join with
+    newlines, lines starting with ':' are comments, other fields (event, id, retry) are not
+    needed here. ValueError when one event exceeds MAX_EVENT_CHARS.
+    """
+    data: list[str] = []
+    size = 0
+    for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+            data, size = [], 0
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if name != "data":
+            continue
+        value = value[1:] if value.startswith(" ") else value
+        size += len(value) + 1
+        if size > MAX_EVENT_CHARS:
+            raise ValueError(f"an event longer than {MAX_EVENT_CHARS} characters")
+        data.append(value)
+    if data:  # a stream cut without the final blank line: the event is still whole data
+        yield "\n".join(data)
+
+
+# --- what an event carries ----------------------------------------------------------------------
+
+
+@dataclass
+class _Delta:
+    answer: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+
+
+Parsed = tuple[_Delta, dict[str, Any] | None, dict[str, Any] | None]
+
+
+def parse_event(data: str, started: bool) -> Parsed:
+    """(text and finish reason, the `mtp` object, the `usage` object) of one chunk's JSON.
+    RemoteError for an error event or anything that is not a chat.completion.chunk."""
+    try:
+        event = parse_json_text(data)
+    except (ValueError, RecursionError) as exc:
+        raise malformed(f"an event that is not JSON: {_clean(str(exc), 80)}", started) from None
+    if not isinstance(event, dict):
+        raise malformed("an event that is not a JSON object", started)
+    if "error" in event:
+        message, code = _server_message(event)
+        kept = "The partial answer is kept; regenerate to try again." if started else ""
+        raise RemoteError(
+            f"The server stopped the answer: {message or 'an unnamed error'}.",
+            kept,
+            code="REMOTE_STREAM_ERROR" if not code else f"REMOTE_{code.upper()}"[:60],
+        )
+    delta = _Delta()
+    choices = event.get("choices", [])
+    if not isinstance(choices, list):
+        raise malformed("'choices' is not a list", started)
+    for choice in choices[:1]:
+        if not isinstance(choice, dict):
+            raise malformed("a choice that is not an object", started)
+        part = choice.get("delta") or {}
+        if not isinstance(part, dict):
+            raise malformed("a delta that is not an object", started)
+        content = part.get("content")
+        reasoning = part.get("reasoning_content", part.get("reasoning"))
+        if content is not None and not isinstance(content, str):
+            raise malformed("text that is not a string", started)
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise malformed("reasoning that is not a string", started)
+        delta.answer, delta.reasoning = content or "", reasoning or ""
+        finish = choice.get("finish_reason")
+        delta.finish_reason = finish if isinstance(finish, str) else None
+    mtp = event.get("mtp")
+    usage = event.get("usage")
+    return delta, server_stats(mtp), usage if isinstance(usage, dict) else None
+
+
+_MODES: dict[str, Mode] = {"mtp": "mtp", "lookup": "lookup", "plain": "baseline"}
+
+
+def server_stats(raw: object) -> dict[str, Any] | None:
+    """The server's `mtp` object with each known field checked (a hostile or buggy server's
+    values are dropped, not shown); None when absent or without a known mode."""
+    mode = raw.get("mode") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(mode, str) or mode not in _MODES:
+        return None
+    out: dict[str, Any] = {"mode": raw["mode"]}
+    counts = ("draft_tokens_per_step", "drafted_tokens", "accepted_tokens", "steps")
+    for name in counts:
+        count = int_in_range(raw.get(name), 0, 10**9)
+        if count is not None:
+            out[name] = count
+    rate = number_in_range(raw.get("acceptance_rate"), 0.0, 1.0)
+    if rate is not None:
+        out["acceptance_rate"] = rate
+    for name in ("mean_accepted_per_step", "ttft_s", "decode_tokens_per_s", "total_s"):
+        number = number_in_range(raw.get(name), 0.0, 1e9)
+        if number is not None:
+            out[name] = number
+    by_position = raw.get("acceptance_by_position")
+    if isinstance(by_position, list) and len(by_position) <= 64:
+        shares = [number_in_range(v, 0.0, 1.0) for v in by_position]
+        if None not in shares:
+            out["acceptance_by_position"] = shares
+    for name in ("decoding", "decoder"):
+        value = raw.get(name)
+        if isinstance(value, str) and len(value) <= 20:
+            out[name] = _clean(value, 20)
+    return out
+
+
+def _usage_count(usage: dict[str, Any] | None, name: str) -> int | None:
+    return int_in_range(usage.get(name), 0, 10**9) if usage else None
+
+
+def request_body(
+    model: str, messages: Sequence[Message], settings: GenerationSettings
+) -> dict[str, Any]:
+    """The chat completions request for `messages` with the chat's settings (greedy unless
+    the settings sample; only standard fields, plus thinking when it is asked for)."""
+    if any(message.image is not None for message in messages):
+        raise RemoteError(
+            "Images are not sent to remote servers.",
+            "Remove the image, or chat with a local vision model.",
+            code="REMOTE_NO_IMAGES",
+        )
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": settings.max_new_tokens,
+        "temperature": settings.temperature if settings.do_sample else 0.0,
+    }
+    if settings.do_sample:
+        body["top_p"] = settings.top_p
+    if settings.seed is not None:
+        body["seed"] = settings.seed
+    if settings.stop_strings:
+        body["stop"] = list(settings.stop_strings)
+    if settings.thinking:
+        body["chat_template_kwargs"] = {"enable_thinking": True}
+    return body
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+_tls_lock = threading.Lock()
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every https request: loading the CA certificates takes
+    50-100 ms and holds the interpreter meanwhile (the GUI thread stalled that long while a
+    worker made a new client for each request)."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            _tls = ssl.create_default_context()
+        return _tls
+
+
+def _http_client(base_url: str, read_timeout_s: float) -> httpx.Client:
+    # Plain http needs no certificates at all: skip loading them.
+    verify: ssl.SSLContext | bool = (
+        _tls_context() if base_url.lower().startswith("https:") else False
+    )
+    return httpx.Client(
+        timeout=httpx.Timeout(read_timeout_s, connect=CONNECT_TIMEOUT_S),
+        follow_redirects=False,
+        verify=verify,
+    )
+
+
+def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
+    """The model ids the server offers (GET /models): what Test connection shows. Blocking:
+    call it off the GUI thread."""
+    url = f"{endpoint.base_url}/models"
+    try:
+        with _http_client(endpoint.base_url, QUICK_TIMEOUT_S) as client:
+            response = client.get(url, headers=_headers(api_key))
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, endpoint, started=False) from None
+    if response.status_code != 200:
+        raise http_error(response.status_code, response.text[:MAX_EVENT_CHARS], endpoint)
+    try:
+        body = parse_json_text(response.text[:MAX_EVENT_CHARS])
+    except (ValueError, RecursionError):
+        raise malformed("the model list is not JSON", False) from None
+    items = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise malformed("the model list has no 'data' list", False)
+    ids = [
+        item["id"]
+        for item in items[:1000]
+        if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].strip()
+    ]
+    return sorted({_clean(i, 500) for i in ids})
+
+
+# --- the answer ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Text:
+    delta: _Delta
+    at: float
+
+
+@dataclass(frozen=True)
+class _End:
+    finish_reason: FinishReason
+    error: RemoteError | None = None
+
+
+class RemoteAnswer(AnswerStream):
+    """An answer streaming from a remote server; iterate it for chunks (one per SSE event
+    with text), `stats` at the end. `cancel()` is thread-safe and takes effect at once: the
+    socket is shut down and the iteration ends with finish_reason "cancelled", text kept.
+
+    StepChunk.token_ids is empty: a remote server does not send token ids, so token counts
+    come from the server's `usage` at the end.
+    """
+
+    def __init__(
+        self,
+        endpoint: RemoteEndpoint,
+        api_key: str | None,
+        messages: Sequence[Message],
+        settings: GenerationSettings,
+        *,
+        read_timeout_s: float = READ_TIMEOUT_S,
+    ) -> None:
+        super().__init__()
+        self.endpoint = endpoint
+        self._body = request_body(endpoint.model, messages, settings)
+        self._api_key = api_key
+        self._read_timeout_s = read_timeout_s
+        self._inbox: queue.SimpleQueue[_Text | _End] = queue.SimpleQueue()
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._started_at = time.monotonic()
+        self._first_at: float | None = None
+        self._last_at: float | None = None
+        self._events = 0
+        self._mtp: dict[str, Any] | None = None
+        self._usage: dict[str, Any] | None = None
+        self._first_text_seen = False
+        self._thread = threading.Thread(target=self._work, name="remote-answer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ AnswerStream
+
+    def cancel(self) -> None:
+        if self._cancel.is_set():
+            return
+        self._cancel.set()
+        self._inbox.put(_End("cancelled"))  # the consumer ends now, not when the socket does
+        self._abort_socket()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def next_chunk(self, timeout: float | None = None) -> StepChunk | None:
+        """A chunk; None after `timeout`; StopIteration at the end; RemoteError if it failed
+        (the text so far stays in `answer` and `reasoning`)."""
+        if self._finished:
+            raise StopIteration
+        try:
+            item = self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, _Text):
+            if self._first_at is None:
+                self._first_at = item.at
+            self._last_at = item.at
+            self._events += 1
+            elapsed = item.at - self._started_at
+            return self._take(StepChunk((), item.delta.reasoning, item.delta.answer, elapsed))
+        self._finished = True
+        self.stats = self._build_stats(item.finish_reason)
+        if item.error is not None:
+            raise item.error
+        raise StopIteration
+
+    @property
+    def server_stats(self) -> dict[str, Any] | None:
+        """The server's `mtp` object (checked), when it sent one."""
+        return self._mtp
+
+    # ------------------------------------------------------------------ the stream
+
+    def _abort_socket(self) -> None:
+        with self._lock:
+            sock = self._socket
+        if sock is not None:
+            # shutdown wakes a read blocked on this socket at once (close does not)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _work(self) -> None:
+        try:
+            with _http_client(self.endpoint.base_url, self._read_timeout_s) as client:
+                url = f"{self.endpoint.base_url}/chat/completions"
+                headers = _headers(self._api_key) | {"Accept": "text/event-stream"}
+                with client.stream("POST", url, json=self._body, headers=headers) as response:
+                    stream = response.extensions.get("network_stream")
+                    sock = stream.get_extra_info("socket") if stream is not None else None
+                    with self._lock:
+                        self._socket = sock if isinstance(sock, socket.socket) else None
+                    if self._cancel.is_set():
+                        return
+                    if response.status_code != 200:
+                        text = response.read()[:MAX_EVENT_CHARS].decode("utf-8", "replace")
+                        raise http_error(response.status_code, text, self.endpoint)
+                    kind = response.headers.get("content-type", "")
+                    if "text/event-stream" not in kind:
+                        what = _clean(kind, 60) or "no"
+                        raise malformed(f"'{what}' content, not an event stream", False)
+                    finish = self._read(iter_sse(response.iter_lines()))
+                    self._inbox.put(_End(finish))
+        except RemoteError as exc:
+            self._fail(exc)
+        except ValueError as exc:  # iter_sse: an event too long
+            self._fail(malformed(str(exc), self._first_text_seen))
+        except httpx.HTTPError as exc:
+            self._fail(transport_error(exc, self.endpoint, started=self._first_text_seen))
+        except Exception as exc:  # a bug here must still end the answer, not hang it
+            log.error("remote answer failed unexpectedly", exc_info=exc)
+            self._fail(RemoteError(f"Unexpected error: {type(exc).__name__}.", code="INTERNAL"))
+        finally:
+            with self._lock:
+                self._socket = None
+
+    def _fail(self, error: RemoteError) -> None:
+        if not self._cancel.is_set():
+            self._inbox.put(_End("cancelled", error))
+
+    def _read(self, events: Iterator[str]) -> FinishReason:
+        finish: str | None = None
+        for data in events:
+            if self._cancel.is_set():
+                return "cancelled"
+            if data.strip() == "[DONE]":
+                break
+            delta, mtp, usage = parse_event(data, self._first_text_seen)
+            if mtp is not None:
+                self._mtp = mtp
+            if usage is not None:
+                self._usage = usage
+            if delta.finish_reason is not None:
+                finish = delta.finish_reason
+            if delta.answer or delta.reasoning:
+                self._first_text_seen = True
+                self._inbox.put(_Text(delta, time.monotonic()))
+        else:
+            if finish is None and not self._cancel.is_set():
+                raise RemoteError(
+                    "The connection to the server closed before the answer was complete.",
+                    ("The partial answer is kept; " if self._first_text_seen else "")
+                    + "check the server and regenerate.",
+                    code="REMOTE_DISCONNECTED",
+                )
+        if self._cancel.is_set():
+            return "cancelled"
+        return "length" if finish == "length" else "eos"
+
+    # ------------------------------------------------------------------ statistics
+
+    def _build_stats(self, finish_reason: FinishReason) -> GenerationStats:
+        """Client-side timing, the server's token counts and, when sent, its MTP figures."""
+        ended = time.monotonic()
+        usage, mtp = self._usage, self._mtp
+        completion = _usage_count(usage, "completion_tokens")
+        details = usage.get("completion_tokens_details") if usage else None
+        reasoning = _usage_count(details if isinstance(details, dict) else None, "reasoning_tokens")
+        first, last = self._first_at, self._last_at
+        span = (last - first) if first is not None and last is not None else 0.0
+        # Tokens after the first text event, over the time between first and last text; the
+        # first event's size is unknown, so it counts as one token (exact for one-token steps).
+        tps = (completion - 1) / span if completion and completion > 1 and span > 0 else 0.0
+        mode: Mode = _MODES[mtp["mode"]] if mtp else "baseline"
+        drafted = mtp.get("drafted_tokens", 0) if mtp else 0
+        accepted = mtp.get("accepted_tokens", 0) if mtp else 0
+        return GenerationStats(
+            mode=mode,
+            num_assistant_tokens=mtp.get("draft_tokens_per_step", 0) if mtp else 0,
+            device="remote",
+            prompt_tokens=_usage_count(usage, "prompt_tokens") or 0,
+            generated_tokens=completion or 0,
+            reasoning_tokens=reasoning or 0,
+            answer_tokens=max((completion or 0) - (reasoning or 0), 0),
+            ttft_s=(first - self._started_at) if first is not None else 0.0,
+            decode_tokens_per_s=tps,
+            total_s=ended - self._started_at,
+            steps=mtp.get("steps", self._events) if mtp else self._events,
+            drafted_tokens=drafted,
+            accepted_tokens=accepted,
+            acceptance_rate=mtp.get("acceptance_rate", 0.0) if mtp else 0.0,
+            mean_accepted_per_step=mtp.get("mean_accepted_per_step", 0.0) if mtp else 0.0,
+            acceptance_by_position=list(mtp.get("acceptance_by_position", [])) if mtp else [],
+            finish_reason=finish_reason,
+            decoder="remote",
+            remote={
+                "endpoint": self.endpoint.name,
+                "base_url": self.endpoint.base_url,
+                "model": self.endpoint.model,
+                "timing": "client",
+                "tokens_reported": completion is not None,
+                "server_stats": mtp,
+            },
+        )

@@ -1,0 +1,294 @@
+"""Remote models in the chat window: a real `qwen-mtp-desktop serve` process on the demo model,
+the real window offscreen, the real chat store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.remote import client as remote_client
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, load_endpoints
+from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
+from qwen_mtp_desktop.ui.chat.remote_picker import ADD
+from qwen_mtp_desktop.ui.main_window import MainWindow
+from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
+
+LONG_WAIT = 180_000
+PROMPT = "Count from 1 to 12."
+
+
+@pytest.fixture
+def demo_model() -> Path:
+    return demo_model_dir()
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> Iterator[MainWindow]:
+    paths = app_paths().ensure()
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    chat = window.chat
+    qtbot.waitUntil(
+        lambda: chat.store_ready and chat._loaded is not None and chat.remote_models.loaded,
+        timeout=LONG_WAIT,
+    )
+    yield window
+    window.close()
+
+
+def _send(qtbot: QtBot, chat: ChatPanel, text: str) -> None:
+    count = len(chat.transcript.messages)
+    chat.composer.set_text(text)
+    qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == count + 2, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: not chat.generating, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: chat._runner.pending == 0, timeout=LONG_WAIT)
+
+
+def _choose(qtbot: QtBot, chat: ChatPanel, ref: Path | str) -> None:
+    index = chat.model_picker.findData(str(ref), Qt.ItemDataRole.UserRole)
+    assert index >= 0, f"{ref} is not in the picker"
+    chat.model_picker.activated.emit(index)
+    qtbot.waitUntil(
+        lambda: chat._loaded is not None and chat._loaded.model_dir == Path(ref),
+        timeout=LONG_WAIT,
+    )
+
+
+def _add_remote(
+    qtbot: QtBot, chat: ChatPanel, url: str, key: str | None, name: str = "other PC"
+) -> RemoteEndpoint:
+    """Add a server as a user does: picker > Add remote server…, Test connection, Save."""
+    chat.model_picker.activated.emit(chat.model_picker.findData(ADD, Qt.ItemDataRole.UserRole))
+    dialog = chat.remote_dialog
+    assert isinstance(dialog, RemoteServerDialog) and dialog.isVisible()
+    dialog.url_edit.setText(url)
+    if key:
+        dialog.key_edit.setText(key)
+    dialog.name_edit.setText(name)
+    qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.test_button.isEnabled(), timeout=30_000)
+    assert "Connected" in dialog.status.text(), dialog.status.text()
+    assert dialog.model_combo.currentText() == "demo-model"
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    endpoint = next(e for e in chat.remote_models.endpoints if e.name == name)
+    qtbot.waitUntil(lambda: chat._loaded is not None and chat._loaded.model_dir == endpoint.ref)
+    return endpoint
+
+
+def test_chat_with_a_remote_server_like_a_local_model(
+    qtbot: QtBot, window: MainWindow, demo_model: Path, screenshot_dir: Path
+) -> None:
+    chat = window.chat
+    _send(qtbot, chat, PROMPT)  # the local model first: the reference answer
+    local_answer = chat.transcript.messages[-1].content
+    assert local_answer.split()[:12] == [str(i) for i in range(1, 13)]
+
+    with serving(demo_model) as (_process, url):
+        chat.new_chat()
+        endpoint = _add_remote(qtbot, chat, url, KEY)
+        assert endpoint.has_key
+        # Saved without the key; the key is in memory only here (no keychain on this machine),
+        # and the dialog said so.
+        saved = load_endpoints().endpoints
+        assert [e.base_url for e in saved] == [url] and saved[0].has_key
+        assert KEY not in (app_paths().config_dir / "remote_endpoints.json").read_text()
+        qtbot.waitUntil(lambda: "No system keychain" in chat.remote_models.key_note)
+        assert "demo-model on http://127.0.0.1" in chat.model_status.text()
+        assert chat.model_picker.currentText() == "other PC"
+        # The settings' model box names the server; its greedy setting is kept (a remote
+        # model is not "a model without MTP", which would open sampling).
+        assert chat.settings_panel.model_combo.currentText() == "other PC (remote)"
+        assert chat.settings_panel.mtp_problem == ""
+        assert chat.settings_panel.settings.temperature == 0
+
+        _send(qtbot, chat, PROMPT)
+        answer = chat.transcript.messages[-1]
+        assert answer.content == local_answer  # the same greedy decoding, over HTTP
+        figures = answer.stats_label.text()
+        for needle in ("remote · other PC", "tok/s", "TTFT", "MTP n=1", "accepted"):
+            assert needle in figures, figures
+
+        # Regenerate works the same and replaces the answer.
+        answer.action.emit("regenerate")
+        qtbot.waitUntil(
+            lambda: (
+                not chat.generating
+                and len(chat.transcript.messages) == 2
+                and chat.transcript.messages[-1] is not answer
+            ),
+            timeout=LONG_WAIT,
+        )
+        qtbot.waitUntil(lambda: chat._runner.pending == 0, timeout=LONG_WAIT)
+        regenerated = chat.transcript.messages[-1]
+        assert regenerated.content == local_answer
+        assert "remote · other PC" in regenerated.stats_label.text()
+        window.resize(1024, 700)
+        QApplication.processEvents()
+        assert window.grab().save(str(screenshot_dir / "remote-chat-answer-1024x700.png"))
+
+    conversation = chat.conversation
+    assert conversation is not None and conversation.model_dir == str(endpoint.ref)
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        messages = store.messages(conversation.id)
+    stats = messages[-1].stats
+    assert stats is not None and messages[-1].status == "complete"
+    assert stats["remote"]["endpoint"] == "other PC" and stats["remote"]["timing"] == "client"
+    assert stats["remote"]["server_stats"]["mode"] == "mtp"
+    assert stats["ttft_s"] > 0 and stats["decode_tokens_per_s"] > 0
+    assert stats["acceptance_rate"] == stats["remote"]["server_stats"]["acceptance_rate"]
+
+
+def test_wrong_key_and_server_killed_mid_answer(
+    qtbot: QtBot, window: MainWindow, demo_model: Path
+) -> None:
+    chat = window.chat
+    with serving(demo_model) as (process, url):
+        endpoint = _add_remote(qtbot, chat, url, KEY)
+        # A wrong key: the server's 401, said plainly under the answer.
+        chat.remote_models.save(endpoint, "not-the-key", keep_key=False)
+        _send(qtbot, chat, PROMPT)
+        error = chat.transcript.messages[-1].error_label.text()
+        assert "The server refused the API key (HTTP 401)" in error
+        assert "not-the-key" not in error
+
+        chat.remote_models.save(endpoint, KEY, keep_key=False)
+        cut: list[int] = []
+
+        def kill_on_first_text(_request: int, _chunks: object) -> None:
+            if not cut:
+                cut.append(1)
+                kill_tree(process.pid)
+
+        chat._engine.chunks.connect(kill_on_first_text)
+        with throttled(process):
+            _send(qtbot, chat, "Count from 1 to 20.")
+    answer = chat.transcript.messages[-1]
+    assert cut
+    assert answer.content.startswith("1") and len(answer.content.split()) < 20
+    assert "closed before the answer was complete" in answer.error_label.text()
+    assert "partial answer is kept" in answer.error_label.text()
+    conversation = chat.conversation
+    assert conversation is not None
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        stored = store.messages(conversation.id)[-1]
+    assert stored.content == answer.content and stored.status != "complete"
+
+
+def test_unreachable_server_times_out_without_freezing_the_window(
+    qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote_client, "CONNECT_TIMEOUT_S", 2.0)
+    chat = window.chat
+    # The heartbeat's gaps while the network waits: the dialog's Test connection and a turn.
+    gaps: dict[str, list[float]] = {"other": [], "test connection": [], "answer": []}
+    phase = ["other"]
+    last = [time.monotonic()]
+
+    def beat() -> None:
+        now = time.monotonic()
+        gaps[phase[0]].append(now - last[0])
+        last[0] = now
+
+    heartbeat = QTimer()
+    heartbeat.setInterval(10)
+    heartbeat.timeout.connect(beat)
+    with never_accepting() as url:
+        heartbeat.start()
+        # Test connection in the dialog: the error comes back, the window keeps painting.
+        chat.model_picker.activated.emit(chat.model_picker.findData(ADD, Qt.ItemDataRole.UserRole))
+        dialog = chat.remote_dialog
+        assert isinstance(dialog, RemoteServerDialog)
+        dialog.url_edit.setText(url)
+        qtbot.wait(100)  # the dialog is built and shown; from here on the network waits
+        phase[0] = "test connection"
+        qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: dialog.test_button.isEnabled(), timeout=30_000)
+        phase[0] = "other"
+        assert "did not answer within 2 s" in dialog.status.text()
+        dialog.model_combo.setCurrentText("demo-model")
+        dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+        endpoint = chat.remote_models.endpoints[-1]
+        qtbot.waitUntil(lambda: chat._loaded is not None and chat._loaded.model_dir == endpoint.ref)
+        started = time.monotonic()
+        chat.composer.set_text(PROMPT)
+        qtbot.wait(100)
+        phase[0] = "answer"
+        qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: chat.generating, timeout=LONG_WAIT)
+        qtbot.waitUntil(lambda: not chat.generating, timeout=LONG_WAIT)
+        phase[0] = "other"
+        took = time.monotonic() - started
+        qtbot.waitUntil(lambda: chat._runner.pending == 0, timeout=LONG_WAIT)
+        heartbeat.stop()
+    error = chat.transcript.messages[-1].error_label.text()
+    assert "did not answer within 2 s" in error and "Check the address" in error
+    assert 1.5 < took < 15
+    for name in ("test connection", "answer"):
+        beats = sorted(gaps[name])
+        worst, median = beats[-1], beats[len(beats) // 2]
+        print(
+            f"heartbeat during {name}: {len(beats)} beats of 10 ms, median gap "
+            f"{median * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
+        )
+        assert len(beats) > 50  # it kept beating through the 2 s wait
+        assert worst < 0.2, f"the GUI thread stalled {worst * 1000:.0f} ms during {name}"
+
+
+def test_screenshots_of_the_picker_and_the_add_dialog(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    chat = window.chat
+    url = "http://192.168.1.20:8000/v1"
+    chat.remote_models.save(
+        RemoteEndpoint("a1b2c3", "GPU server", url, "Qwen3.5-9B-int4", True), None, keep_key=True
+    )
+    chat.remote_models.save(
+        RemoteEndpoint("d4e5f6", "OVMS team", "http://ovms.lan:8000/v3", "qwen35", False),
+        None,
+        keep_key=True,
+    )
+    qtbot.waitUntil(lambda: chat._runner.pending == 0, timeout=LONG_WAIT)
+    _choose(qtbot, chat, "remote:a1b2c3")
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        QApplication.processEvents()
+        chat.model_picker.showPopup()
+        QApplication.processEvents()
+        view = chat.model_picker.view()
+        assert view.isVisible()
+        assert window.grab().save(str(screenshot_dir / f"remote-picker-{width}x{height}.png"))
+        assert (
+            view.window()
+            .grab()
+            .save(str(screenshot_dir / f"remote-picker-list-{width}x{height}.png"))
+        )
+        chat.model_picker.hidePopup()
+        chat.model_picker.activated.emit(chat.model_picker.findData(ADD, Qt.ItemDataRole.UserRole))
+        dialog = chat.remote_dialog
+        assert isinstance(dialog, RemoteServerDialog)
+        dialog.url_edit.setText(url)
+        dialog.model_combo.addItems(["Qwen3.5-9B-int4", "Qwen3.5-2B-int4"])
+        dialog._show("Connected to http://192.168.1.20:8000/v1: 2 models (Qwen3.5-9B-int4, …).")
+        QApplication.processEvents()
+        assert dialog.grab().save(str(screenshot_dir / f"remote-add-dialog-{width}x{height}.png"))
+        # Everything in the dialog fits: no field squeezed below its size hint.
+        for widget in (dialog.url_edit, dialog.key_edit, dialog.model_combo, dialog.test_button):
+            assert widget.width() >= widget.minimumSizeHint().width()
+        dialog.reject()
+        # The header keeps the title, picker and status within the window.
+        assert chat.model_picker.geometry().right() <= chat.width()

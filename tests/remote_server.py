@@ -1,0 +1,165 @@
+"""Real servers for the remote-model tests: `qwen-mtp-desktop serve` on the demo model in a
+process of its own, a way to slow it down (to kill it mid-answer), a host that never accepts
+a connection, and a tiny HTTP server that streams whatever bytes a test gives it."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+KEY = "remote-test-key-0123456789"
+
+
+@contextlib.contextmanager
+def serving(model_dir: Path, key: str | None = KEY) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`serve MODEL_DIR --port 0` until the block ends; yields the process and its /v1 URL."""
+    env = {**os.environ}
+    env.pop("QWEN_MTP_API_KEY", None)
+    if key:
+        env["QWEN_MTP_API_KEY"] = key
+    process = subprocess.Popen(
+        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        url = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
+            if match:
+                url = match.group(1)
+                break
+        assert url, "serve did not print its URL"
+        # Keep reading stdout so the server never blocks on a full pipe.
+        threading.Thread(target=process.stdout.read, daemon=True).start()
+        yield process, url
+    finally:
+        kill_tree(process.pid)
+        process.wait(30)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and its children (a stopped child would never exit by itself)."""
+    try:
+        parent = psutil.Process(pid)
+        family = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        return
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    psutil.wait_procs(family, timeout=10)
+
+
+@contextlib.contextmanager
+def throttled(process: subprocess.Popen[str], duty: float = 0.05) -> Iterator[None]:
+    """Run the server's processes `duty` of the time (SIGSTOP / SIGCONT), so a demo-model
+    answer that takes 50 ms takes about a second and can be cut in the middle."""
+    family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    stop = threading.Event()
+
+    def run() -> None:
+        period = 0.04
+        while not stop.is_set():
+            for member in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    member.send_signal(signal.SIGSTOP)
+            stop.wait(period * (1 - duty))
+            for member in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    member.send_signal(signal.SIGCONT)
+            time.sleep(period * duty)
+
+    thread = threading.Thread(target=run, name="throttle", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        for member in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.send_signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def never_accepting() -> Iterator[str]:
+    """A base URL whose host never completes a connection: a listening socket with a full
+    backlog drops new SYNs, so a connect times out, as to an unreachable host."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):  # fill the backlog (its size is 0 or 1 depending on the kernel)
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    body = b""
+    status = 200
+    content_type = "text/event-stream"
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        self.rfile.read(length)
+        self._reply()
+
+    def do_GET(self) -> None:
+        self._reply()
+
+    def _reply(self) -> None:
+        self.send_response(self.status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def canned_server() -> Iterator[tuple[str, type[_Handler]]]:
+    """A real HTTP server on 127.0.0.1 answering every request with `handler.body`."""
+    handler = type("Handler", (_Handler,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="canned-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

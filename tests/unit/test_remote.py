@@ -1,0 +1,382 @@
+"""Remote models' core (core.remote): the saved endpoints file, base URLs, the key store and
+the streaming client's reading of what a server sends, with generated hostile input. The
+client reads from a real HTTP server on 127.0.0.1 (tests/remote_server.canned_server)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from keyring.backends import fail
+
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.core.remote.client import (
+    RemoteAnswer,
+    RemoteError,
+    iter_sse,
+    list_models,
+    server_stats,
+)
+from qwen_mtp_desktop.core.remote.endpoints import (
+    EndpointError,
+    RemoteEndpoint,
+    endpoint_id,
+    endpoints_file,
+    load_endpoints,
+    normalize_base_url,
+    remote_ref,
+    save_endpoints,
+)
+from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
+from tests.remote_server import canned_server
+
+SLOW = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+# --- base URLs and references ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
+        (" HTTPS://Example.COM/v3/ ", "https://example.com/v3"),
+        ("http://[::1]:8000", "http://[::1]:8000/v1"),
+    ],
+)
+def test_base_urls_are_normalized(text: str, expected: str) -> None:
+    assert normalize_base_url(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "empty"),
+        ("ftp://host/v1", "http:// or https://"),
+        ("http://user:pw@host/v1", "user name or password"),
+        ("http://host/v1?x=1", "query"),
+        ("http://host:99999/v1", "not a valid URL"),
+        ("http://host name/v1", "spaces"),
+        ("http:///v1", "no host"),
+    ],
+)
+def test_bad_base_urls_say_what_is_wrong(text: str, needle: str) -> None:
+    with pytest.raises(EndpointError) as caught:
+        normalize_base_url(text)
+    assert needle in str(caught.value)
+
+
+@given(st.text(max_size=80))
+def test_any_text_is_a_url_or_a_plain_refusal(text: str) -> None:
+    try:
+        url = normalize_base_url(text)
+    except EndpointError as exc:
+        assert exc.message
+        return
+    assert url.startswith(("http://", "https://"))
+    assert normalize_base_url(url) == url  # saving and loading again changes nothing
+
+
+def test_remote_references_round_trip() -> None:
+    assert endpoint_id(remote_ref("ab12cd")) == "ab12cd"
+    assert endpoint_id(Path("/models/remote:ab12")) is None
+    assert endpoint_id("remote:../../etc") is None
+
+
+# --- the endpoints file -----------------------------------------------------------------------
+
+_endpoint = st.builds(
+    RemoteEndpoint,
+    id=st.text("abcdef0123456789", min_size=1, max_size=12),
+    name=st.text(
+        st.characters(min_codepoint=32, blacklist_characters="\x7f"), min_size=1, max_size=120
+    )
+    .map(str.strip)
+    .filter(bool),
+    base_url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://gpu.lan/v3"]),
+    model=st.text(
+        st.characters(max_codepoint=0x2FFF, blacklist_categories=("Cc", "Zs", "Zl", "Zp")),
+        min_size=1,
+        max_size=40,
+    ),
+    has_key=st.booleans(),
+)
+
+
+@SLOW
+@given(st.lists(_endpoint, max_size=5, unique_by=lambda e: e.id))
+def test_endpoints_round_trip_and_leave_no_temp_file(endpoints: list[RemoteEndpoint]) -> None:
+    save_endpoints(endpoints)
+    assert load_endpoints().endpoints == endpoints
+    assert load_endpoints().problems == []
+    assert [p.name for p in endpoints_file().parent.iterdir()] == [endpoints_file().name]
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
+    max_leaves=20,
+)
+_entry = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.text(max_size=40) | _json,
+        "name": st.text(max_size=300) | _json,
+        "base_url": st.text(max_size=80) | st.just("http://h:1/v1") | _json,
+        "model": st.text(max_size=600) | _json,
+        "has_key": _json,
+    },
+)
+
+
+@SLOW
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        _json.map(lambda v: json.dumps(v).encode()),
+        st.lists(_entry | _json, max_size=6).map(
+            lambda items: json.dumps({"schema_version": 1, "endpoints": items}).encode()
+        ),
+        st.integers(1, 200).map(lambda depth: ("[" * depth + "]" * depth).encode()),
+    )
+)
+def test_a_hostile_endpoints_file_never_breaks_loading(content: bytes) -> None:
+    path = endpoints_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    loaded = load_endpoints()  # never raises
+    for endpoint in loaded.endpoints:
+        assert endpoint_id(endpoint.ref) == endpoint.id
+        assert normalize_base_url(endpoint.base_url) == endpoint.base_url
+        assert endpoint.name and endpoint.model and isinstance(endpoint.has_key, bool)
+    assert len({e.id for e in loaded.endpoints}) == len(loaded.endpoints)
+    assert path.read_bytes() == content  # reading never rewrites the user's file
+
+
+def test_a_fifo_as_the_endpoints_file_is_refused_not_waited_on() -> None:
+    path = endpoints_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    loaded = load_endpoints()
+    assert loaded.endpoints == [] and "named pipe" in loaded.problems[0]
+
+
+# --- keys -------------------------------------------------------------------------------------
+
+
+def test_without_a_keychain_keys_live_in_memory_only(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = KeyStore()  # this machine has no Secret Service: keyring's fail backend
+    assert not store.keychain and store.where == MEMORY_ONLY
+    store.set("ab", "sk-secret-123")
+    assert store.get("ab") == "sk-secret-123"
+    assert KeyStore().get("ab") is None  # a new app run has forgotten it
+    store.delete("ab")
+    assert store.get("ab") is None
+    # A keychain that refuses (keyring's own failing backend, given as if it were usable):
+    # the key stays usable for this session, and the log never holds it.
+    refusing = KeyStore(fail.Keyring())
+    assert refusing.keychain
+    refusing.set("cd", "sk-secret-456")
+    assert refusing.get("cd") == "sk-secret-456"
+    assert "sk-secret" not in caplog.text and "refused the key" in caplog.text
+
+
+# --- what a server sends ----------------------------------------------------------------------
+
+ENDPOINT_MODEL = "m"
+
+
+def _answer(url: str) -> RemoteAnswer:
+    endpoint = RemoteEndpoint("t", "t", url, ENDPOINT_MODEL)
+    return RemoteAnswer(endpoint, None, [Message("user", "hi")], GenerationSettings())
+
+
+def _sse(events: list[str]) -> bytes:
+    return "".join(f"data: {event}\n\n" for event in events).encode()
+
+
+def _chunk(content: str, finish: str | None = None, **extra: Any) -> str:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+    return json.dumps({"object": "chat.completion.chunk", "choices": [choice], **extra})
+
+
+def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
+    mtp = {
+        "mode": "mtp",
+        "draft_tokens_per_step": 2,
+        "drafted_tokens": 8,
+        "accepted_tokens": 6,
+        "acceptance_rate": 0.75,
+        "mean_accepted_per_step": 1.5,
+        "steps": 5,
+    }
+    usage = {"prompt_tokens": 7, "completion_tokens": 11}
+    body = (
+        _sse([_chunk("Hel")])
+        + b": keep-alive comment\r\n\r\n"
+        + _sse(
+            [
+                _chunk("lo"),
+                _chunk("", "stop", mtp=mtp),
+                json.dumps({"choices": [], "usage": usage, "mtp": mtp}),
+                "[DONE]",
+            ]
+        )
+    )
+    with canned_server() as (url, handler):
+        handler.body = body
+        answer = _answer(url)
+        stats = answer.run_to_end()
+    assert answer.answer == "Hello"
+    assert stats.mode == "mtp" and stats.num_assistant_tokens == 2
+    assert stats.acceptance_rate == 0.75 and stats.generated_tokens == 11
+    assert stats.prompt_tokens == 7 and stats.finish_reason == "eos"
+    assert stats.remote is not None and stats.remote["server_stats"]["accepted_tokens"] == 6
+
+
+def test_a_server_without_statistics_shows_no_acceptance() -> None:
+    with canned_server() as (url, handler):
+        handler.body = _sse([_chunk("ok"), _chunk("", "length"), "[DONE]"])
+        answer = _answer(url)
+        stats = answer.run_to_end()
+    assert answer.answer == "ok" and stats.finish_reason == "length"
+    assert stats.mode == "baseline" and stats.drafted_tokens == 0 and stats.acceptance_rate == 0
+    assert stats.remote is not None and stats.remote["server_stats"] is None
+    assert stats.generated_tokens == 0 and stats.remote["tokens_reported"] is False
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code", "needle"),
+    [
+        (401, '{"error": {"message": "bad key"}}', "REMOTE_UNAUTHORIZED", "HTTP 401"),
+        (403, "", "REMOTE_FORBIDDEN", "refused access"),
+        (
+            404,
+            '{"error": {"code": "model_not_found", "message": "x"}}',
+            "REMOTE_MODEL_NOT_FOUND",
+            "no model named 'm'",
+        ),
+        (404, "<html>Not Found</html>", "REMOTE_NOT_FOUND", "/v3 for OpenVINO Model Server"),
+        (429, '{"error": {"message": "queue full"}}', "REMOTE_BUSY", "Wait a moment"),
+        (503, "", "REMOTE_UNAVAILABLE", "try again in a moment"),
+        (500, "\x00boom\x1b[31m", "REMOTE_SERVER_ERROR", "HTTP 500"),
+    ],
+)
+def test_http_errors_are_plain(status: int, body: str, code: str, needle: str) -> None:
+    with canned_server() as (url, handler):
+        handler.status, handler.body, handler.content_type = status, body.encode(), "text/plain"
+        with pytest.raises(RemoteError) as streamed:
+            _answer(url).run_to_end()
+        with pytest.raises(RemoteError) as listed:
+            list_models(RemoteEndpoint("t", "t", url, ENDPOINT_MODEL), None)
+    for caught in (streamed, listed):
+        assert caught.value.code == code and needle in str(caught.value)
+        assert "\x00" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_a_json_reply_to_a_stream_request_is_named() -> None:
+    with canned_server() as (url, handler):
+        handler.body, handler.content_type = b'{"choices": []}', "application/json"
+        with pytest.raises(RemoteError) as caught:
+            _answer(url).run_to_end()
+    assert caught.value.code == "REMOTE_BAD_REPLY" and "not an event stream" in str(caught.value)
+
+
+_event = st.one_of(
+    st.text(max_size=12).map(_chunk),
+    st.text(max_size=40),  # not JSON
+    _json.map(json.dumps),  # JSON of any shape
+    st.builds(
+        lambda mtp: json.dumps({"choices": [], "mtp": mtp}),
+        st.dictionaries(
+            st.sampled_from(
+                ["mode", "drafted_tokens", "acceptance_rate", "acceptance_by_position", "steps"]
+            ),
+            _json,
+        ),
+    ),
+    st.builds(lambda m: json.dumps({"error": {"message": m}}), _json),
+    st.just("[DONE]"),
+)
+
+
+@pytest.fixture(scope="module")
+def canned() -> Iterator[tuple[str, Any]]:
+    with canned_server() as served:
+        yield served
+
+
+@SLOW
+@given(st.lists(_event, max_size=8), st.booleans())
+def test_hostile_streams_end_in_stats_or_a_plain_error(
+    canned: tuple[str, Any], events: list[str], cut: bool
+) -> None:
+    """Whatever a server streams: the text before the first bad event is kept, the answer
+    ends with stats or a RemoteError, and the server's figures are only ever in range."""
+    body = _sse(events)
+    if cut:
+        body = body[: len(body) // 2]
+    url, handler = canned
+    handler.body = body
+    answer = _answer(url)
+    try:
+        stats = answer.run_to_end()
+    except RemoteError as exc:
+        assert exc.message and exc.code.startswith("REMOTE"), exc
+        stats = answer.stats
+    assert stats is not None
+    assert 0.0 <= stats.acceptance_rate <= 1.0
+    assert all(0.0 <= share <= 1.0 for share in stats.acceptance_by_position)
+    expected = ""
+    for event in events:
+        try:
+            parsed = json.loads(event)
+        except ValueError:
+            break
+        choices = parsed.get("choices") if isinstance(parsed, dict) else None
+        if not isinstance(parsed, dict) or "error" in parsed:
+            break
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            delta = choices[0].get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str):
+                expected += content
+    assert expected.startswith(answer.answer) or cut
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.text(st.characters(blacklist_characters="\r\n"), max_size=10), min_size=1, max_size=3
+        ),
+        max_size=5,
+    )
+)
+def test_sse_data_lines_join_back(events: list[list[str]]) -> None:
+    lines: list[str] = []
+    for data_lines in events:
+        lines += [f"data: {line}" for line in data_lines] + [""]
+    assert list(iter_sse(lines)) == ["\n".join(d) for d in events]
+
+
+def test_server_stats_drop_values_out_of_range() -> None:
+    raw = {
+        "mode": "mtp",
+        "acceptance_rate": 7,
+        "drafted_tokens": -1,
+        "steps": True,
+        "acceptance_by_position": [0.5, "x"],
+        "decoder": "fast",
+    }
+    assert server_stats(raw) == {"mode": "mtp", "decoder": "fast"}
+    assert server_stats({"mode": "warp"}) is None
