@@ -134,6 +134,7 @@ class ChatLayout(QWidget):
             self.header,
             self.banner_wrap,
             self.health_wrap,
+            self.transcript,  # focused, the arrow and page keys scroll the conversation
             self.transcript.earlier_button,
             *self.transcript.messages,
             self.examples,
@@ -143,7 +144,8 @@ class ChatLayout(QWidget):
             self.settings_panel,
         ]
         for section in sections:
-            chain.extend(_focusable(section))
+            # The transcript itself, once: its messages are their own sections.
+            chain.extend([section] if section is self.transcript else _focusable(section))
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)
 

@@ -64,19 +64,26 @@ VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 DRAFTS_KEY = "chat_show_drafts"
 NEW_CHAT_SETTINGS_KEY = "chat_new_settings"
 
-#: The chat's own keys, listed in Help > Keyboard shortcuts (ui.main_window.shortcuts).
+#: The chat's own keys (portable text; Help > Keyboard shortcuts shows them natively).
 REGENERATE_KEYS = "Ctrl+R"
 PREVIOUS_VERSION_KEYS = "Alt+Left"
 NEXT_VERSION_KEYS = "Alt+Right"
-CHAT_SHORTCUTS = (
-    ("Up (in an empty message box)", "Edit your last message"),
-    (REGENERATE_KEYS, "Answer your last message again (earlier answers stay as versions)"),
-    (
-        f"{PREVIOUS_VERSION_KEYS} / {NEXT_VERSION_KEYS}",
-        "Previous / next version of the last answer",
-    ),
-    ("Enter / Esc (while editing a message)", "Send the edit / cancel it"),
-)
+
+
+def chat_shortcuts() -> list[tuple[str, str]]:
+    """The chat's keys as Help > Keyboard shortcuts lists them (ui.main_window.shortcuts)."""
+
+    def native(keys: str) -> str:
+        return QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)
+
+    versions = f"{native(PREVIOUS_VERSION_KEYS)} / {native(NEXT_VERSION_KEYS)}"
+    return [
+        ("Up (in an empty message box)", "Edit your last message in place"),
+        ("Enter / Esc (editing a message)", "Send the edit (answers again) / cancel it"),
+        (native(REGENERATE_KEYS), "Answer your last message again (earlier answers are kept)"),
+        (versions, "Previous / next version of the last answer"),
+        ("Tab / Shift+Tab", "Move through the chat's controls"),
+    ]
 
 
 class ChatPanel(ChatLayout):

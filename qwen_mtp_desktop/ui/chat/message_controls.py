@@ -3,7 +3,7 @@ inline editor a question turns into when the user edits it."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -69,6 +69,15 @@ class _EditBox(QPlainTextEdit):
     submit = Signal()
     cancel = Signal()
 
+    def event(self, event: QEvent) -> bool:
+        # Esc and Enter are this box's while it has focus, not the window's shortcuts (Esc
+        # there stops the answer being written).
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            if event.key() in (Qt.Key.Key_Escape, Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                event.accept()
+                return True
+        return super().event(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
@@ -103,6 +112,7 @@ class InlineEditor(QFrame):
         self.editor.setObjectName("composerEditor")
         self.editor.setPlainText(text)
         self.editor.setAccessibleName("Edit message")
+        self.editor.setTabChangesFocus(True)
         lines = max(2, min(8, text.count("\n") + 2))
         self.editor.setFixedHeight(self.editor.fontMetrics().lineSpacing() * lines + 20)
         self.editor.submit.connect(self._submit)
