@@ -72,10 +72,14 @@ class _EditBox(QPlainTextEdit):
     def event(self, event: QEvent) -> bool:
         # Esc and Enter are this box's while it has focus, not the window's shortcuts (Esc
         # there stops the answer being written).
-        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
-            if event.key() in (Qt.Key.Key_Escape, Qt.Key.Key_Return, Qt.Key.Key_Enter):
-                event.accept()
-                return True
+        own_keys = (Qt.Key.Key_Escape, Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and isinstance(event, QKeyEvent)
+            and event.key() in own_keys
+        ):
+            event.accept()
+            return True
         return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
