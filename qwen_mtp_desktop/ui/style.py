@@ -104,6 +104,8 @@ def stylesheet(dark: bool) -> str:
     QPushButton#promptChip:hover {{ border-color: {ACCENT}; }}
     QFrame#undoBar {{ background: {selected}; border-top: 1px solid {border}; }}
     QLabel#versionLabel {{ color: {muted}; font-size: 12px; }}
+    QWidget#versionSwitcher QToolButton {{ font-size: 17px; font-weight: 600; padding: 0 5px; }}
+    QToolButton#messageAction:disabled {{ color: {border}; }}
     QPushButton:focus, QToolButton:focus, QComboBox:focus, QCheckBox:focus,
     QRadioButton:focus, QSpinBox:focus, QDoubleSpinBox:focus, QLineEdit:focus,
     QPlainTextEdit:focus, QTextEdit:focus, QTextBrowser:focus, QListView:focus,

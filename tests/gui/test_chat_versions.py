@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
     QComboBox,
+    QFileDialog,
+    QInputDialog,
     QLineEdit,
     QListWidget,
     QPlainTextEdit,
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.chats.export_names import export_filename
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.units import keep_units
@@ -147,7 +150,9 @@ def test_edit_in_place_answers_again_and_keeps_the_old_question(
     assert chat._messages == _stored(chat)
 
 
-def test_delete_offers_undo_that_restores_exactly(qtbot: QtBot, window: MainWindow) -> None:
+def test_delete_offers_undo_that_restores_exactly(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
     chat = window.chat
     _send(qtbot, chat, "Count from 1 to 4.")
     _send(qtbot, chat, "Count from 1 to 3.")
@@ -162,6 +167,10 @@ def test_delete_offers_undo_that_restores_exactly(qtbot: QtBot, window: MainWind
     assert chat.live_stats.text() == _figures_of(chat) != figures
     qtbot.waitUntil(lambda: chat.undo_bar.isVisibleTo(chat), timeout=LONG_WAIT)
     assert chat.undo_bar.text.text() == "Answer deleted."
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        QApplication.processEvents()
+        assert window.grab().save(str(screenshot_dir / f"chat-undo-{width}x{height}.png"))
     assert len(_stored(chat)) == 3
     assert not [w for w in QApplication.topLevelWidgets() if w.isModal() and w.isVisible()]
 
@@ -280,3 +289,28 @@ def test_help_lists_the_chat_shortcuts(window: MainWindow) -> None:
     box = window.show_shortcuts()
     assert "Edit your last message" in box.text() and "version" in box.text()
     box.close()
+
+
+def test_export_is_named_after_the_chat_title(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 3.")
+    conversation = chat.conversation
+    assert conversation is not None
+    hostile = 'CON: ../../"notes"?\u202e'
+    monkeypatch.setattr(QInputDialog, "getText", lambda *_a, **_k: (hostile, True))
+    chat._on_conversation_action("rename", conversation.id)
+    qtbot.waitUntil(lambda: chat.title_label.text() == hostile, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: chat._titles.get(conversation.id) == hostile, timeout=LONG_WAIT)
+    offered: list[str] = []
+
+    def save_as(_parent: QWidget, _caption: str, name: str, _filter: str) -> tuple[str, str]:
+        offered.append(name)
+        return str(tmp_path / name), ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
+    chat._on_conversation_action("export-md", conversation.id)
+    assert offered == [export_filename(hostile, ".md")] == ["CON_ .. .. notes.md"]
+    qtbot.waitUntil((tmp_path / offered[0]).exists, timeout=LONG_WAIT)
+    assert "Count from 1 to 3." in (tmp_path / offered[0]).read_text(encoding="utf-8")

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.chats.export_names import MAX_NAME_BYTES, export_filename
 
-WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?$", re.I)
+WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]) *(\..*)?$", re.I)
 
 hostile_titles = st.one_of(
     st.text(),
     st.text(alphabet=st.sampled_from(list('<>:"/\\|?*. -\x00\x1f\u202e\u200b\ud800éあ𝔘'))),
     st.sampled_from(["CON", "con.txt", "LPT1", "COM¹", "nul .", "..", ".", "../../etc/passwd"]),
+    st.builds(lambda a, b: a + " " + b, st.sampled_from(["con", "AUX", "com3"]), st.text()),
     st.builds(lambda a, b: a + b, st.sampled_from(["AUX", "Prn", ""]), st.text(max_size=4)),
     st.text(min_size=200, max_size=400),
 )
@@ -55,6 +56,7 @@ def test_readable_titles_stay_readable() -> None:
     assert export_filename("../../etc/passwd", ".md") == "etc passwd.md"
     assert export_filename("CON", ".md") == "CON_.md"
     assert export_filename("con.txt", ".md") == "con_.txt.md"
+    assert export_filename("nul .. x", ".md") == "nul_ .. x.md"
     assert export_filename("  \u202e\x00 ", ".md") == "chat.md"
     assert export_filename("你好，世界", ".md") == "你好，世界.md"
     long = export_filename("é" * 300, ".md")

@@ -14,7 +14,8 @@ import unicodedata
 #: Characters Windows refuses in a name, and the path separators of every OS.
 _FORBIDDEN = set('<>:"/\\|?*')
 #: Device names Windows reserves with any extension, case-insensitive (¹²³ count as digits).
-_RESERVED = re.compile(r"^(con|prn|aux|nul|conin\$|conout\$|(com|lpt)[0-9¹²³])(\..*)?$", re.I)
+#: Windows reads the device name up to the first dot, ignoring spaces before it ("CON .txt").
+_RESERVED = re.compile(r"^(con|prn|aux|nul|conin\$|conout\$|(com|lpt)[0-9¹²³]) *(\..*)?$", re.I)
 #: Bytes for the whole name; 255 is the limit of ext4, APFS and NTFS (in UTF-16 units there,
 #: which 255 UTF-8 bytes never exceed). Shorter, so the folder path has room too.
 MAX_NAME_BYTES = 150
@@ -47,8 +48,8 @@ def export_filename(title: str, suffix: str) -> str:
     stem = stem.strip(" .-")
     if not stem:
         stem = FALLBACK_STEM
-    if _RESERVED.match(stem) or _RESERVED.match(stem + suffix):
+    reserved = _RESERVED.match(stem + suffix)
+    if reserved:
         # "CON.txt" is reserved too, whatever follows the dot: mark the device word itself.
-        device, dot, rest = stem.partition(".")
-        stem = f"{device}_{dot}{rest}"
+        stem = stem[: reserved.end(1)] + "_" + stem[reserved.end(1) :]
     return stem + suffix

@@ -33,7 +33,6 @@ from qwen_mtp_desktop.core.chats.records import (
     Conversation,
     ConversationSummary,
     DeletedConversation,
-    DeletedMessage,
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
@@ -50,6 +49,7 @@ from qwen_mtp_desktop.ui.chat.compare import (
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.links import open_answer_link
 from qwen_mtp_desktop.ui.chat.live_figures import Stream
+from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
@@ -129,6 +129,7 @@ class ChatPanel(ChatLayout):
         # The store opens on the runner; its result arrives through the event loop, after
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
+        self.message_actions = MessageActions(self)
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
@@ -410,6 +411,7 @@ class ChatPanel(ChatLayout):
         for message in shown[keep:]:
             self.transcript.add_message(self._message_widget(message))
         self.figures.show_last(branch)  # this version's figures, never another's
+        self._refresh_list()  # the list's preview is the shown branch's last message
         self._sync_examples()
         self._sync_compare()
         self._update_tab_order()
@@ -677,110 +679,22 @@ class ChatPanel(ChatLayout):
         self.open_conversation(conversation.id)
 
     # ------------------------------------------------------------------------ message actions
+    # (ui.chat.message_actions; these names are what the composer, shortcuts and tests call)
 
     def _on_message_action(self, widget: MessageWidget, action: str) -> None:
-        if action == "copy":
-            widget.copy_text()
-            return
-        if self.generating or widget.message_id is None:
-            return
-        if action == "delete":
-            self._delete_message(widget)
-        elif action == "regenerate":
-            self._regenerate_from(widget)
-        elif action == "edit":
-            widget.begin_edit()
-
-    def _delete_message(self, widget: MessageWidget) -> None:
-        """Delete at once (the figures with it), then offer Undo; the store's answer may show
-        another version in its place."""
-        assert widget.message_id is not None
-        message_id = widget.message_id
-        self._chats.messages = [m for m in self._messages if m.id != message_id]
-        self.transcript.remove_message(widget)
-        self.figures.show_last(self._messages)  # the deleted answer's figures must not stay
-        self._sync_examples()
-        self._sync_compare()
-
-        def deleted(snapshot: DeletedMessage) -> None:
-            self._show_branch(self._messages)
-            what = "Answer" if widget.role == "assistant" else "Message"
-            self.undo_bar.offer(
-                f"{what} deleted.", lambda: self._chats.restore_message(snapshot, self._show_branch)
-            )
-
-        self._chats.delete_message(message_id, deleted)
-
-    def _regenerate_from(self, assistant: MessageWidget) -> None:
-        widgets = self.transcript.messages
-        index = widgets.index(assistant)
-        previous_user = next(
-            (w for w in reversed(widgets[:index]) if w.role == "user" and w.message_id), None
-        )
-        if previous_user is None:
-            return
-        self._answer_again(previous_user)
+        self.message_actions.on_action(widget, action)
 
     def _edit_and_regenerate(self, user: MessageWidget, text: str) -> None:
-        user.end_edit()
-        if text == user.content:
-            return  # nothing changed: no new version
-        user.set_content(text)
-        self._answer_again(user, text)
-
-    def _answer_again(self, user: MessageWidget, new_text: str | None = None) -> None:
-        """Answer `user` again (after an edit, with its new text): what followed it becomes an
-        earlier version, one store call (core.chat_session.answer_again)."""
-        if self.generating or user.message_id is None:
-            return
-        self.undo_bar.close()
-        widgets = self.transcript.messages
-        for widget in widgets[widgets.index(user) + 1 :]:
-            self.transcript.remove_message(widget)
-
-        def begun(branch: list[StoredMessage], answer: StoredMessage) -> None:
-            self._show_branch(branch)
-            self._start_generation(answer)
-
-        self._chats.answer_again(user.message_id, new_text, begun)
-
-    def _switch_version(self, widget: MessageWidget, step: int) -> None:
-        if self.generating or widget.message_id is None:
-            return
-        self.undo_bar.close()
-        self._chats.switch_version(widget.message_id, step, self._show_branch)
+        self.message_actions.edit_and_regenerate(user, text)
 
     def edit_last_message(self) -> None:
-        """Up in the empty composer: edit the last message of the user's in place."""
-        if self.generating:
-            return
-        user = next(
-            (w for w in reversed(self.transcript.messages) if w.role == "user" and w.message_id),
-            None,
-        )
-        if user is not None:
-            user.begin_edit()
-            self.transcript.ensureWidgetVisible(user)
+        self.message_actions.edit_last()
 
     def regenerate_last(self) -> None:
-        answer = self._last_answer()
-        if answer is not None and not self.generating:
-            self._regenerate_from(answer)
+        self.message_actions.regenerate_last()
 
     def switch_last_answer(self, step: int) -> None:
-        answer = self._last_answer()
-        if answer is not None:
-            self._switch_version(answer, step)
-
-    def _last_answer(self) -> MessageWidget | None:
-        return next(
-            (
-                w
-                for w in reversed(self.transcript.messages)
-                if w.role == "assistant" and w.message_id
-            ),
-            None,
-        )
+        self.message_actions.switch_last_answer(step)
 
     # ------------------------------------------------------------------------ helpers
 
@@ -814,7 +728,9 @@ class ChatPanel(ChatLayout):
 
     def _connect_widget(self, widget: MessageWidget) -> None:
         widget.action.connect(lambda action, w=widget: self._on_message_action(w, action))
-        widget.version_step.connect(lambda step, w=widget: self._switch_version(w, step))
+        widget.version_step.connect(
+            lambda step, w=widget: self.message_actions.switch_version(w, step)
+        )
         widget.edit_submitted.connect(lambda text, w=widget: self._edit_and_regenerate(w, text))
         widget.link_requested.connect(self._open_link)
 
