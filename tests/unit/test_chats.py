@@ -593,6 +593,7 @@ def test_migrations_run_in_order_from_an_older_version(
         applied.append(3)
         conn.execute("CREATE TABLE tags (conversation_id INTEGER, tag TEXT)")
 
+    # The v1 file meets the first shipped migration and two made up here as 2 and 3.
     monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], migration_2, migration_3])
     with ChatStore(db_path) as store:
         assert applied == [2, 3]
@@ -613,6 +614,7 @@ def test_a_failing_migration_leaves_the_old_version_intact(
         _add_pinned_column(conn)
         raise RuntimeError("bug in migration 2")
 
+    # The v1 file meets a broken migration 2 (standing in for any later one).
     monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], broken])
     with pytest.raises(RuntimeError, match="bug in migration 2"):
         ChatStore(db_path)
