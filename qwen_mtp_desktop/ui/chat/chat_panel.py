@@ -39,6 +39,7 @@ from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
@@ -52,7 +53,9 @@ from qwen_mtp_desktop.ui.chat.live_figures import Stream
 from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
+from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -112,8 +115,11 @@ class ChatPanel(ChatLayout):
         super().__init__(parent)  # the widgets, laid out (ui.chat.chat_layout)
         #: The app settings' UI state (saved with them): what this panel remembers between runs.
         self._ui_state = ui_state if ui_state is not None else {}
-        self._engine = engine
         self._runner = store_runner
+        # Local models run in the engine process, remote ones on their server: one handle.
+        self.remote_models = RemoteModels(store_runner, self)
+        self._engine = ModelRouter(engine, self.remote_models, self)
+        self.remote_dialog: QWidget | None = None
         self._default_model = default_model
         self._log_file = log_file
         self._dark = dark
@@ -125,7 +131,7 @@ class ChatPanel(ChatLayout):
         self._titles: dict[int, str] = {}
         self._last_deleted: DeletedConversation | None = None
         self.compare_dialog: CompareDialog | None = None
-        self.model = ModelSession(engine, store_runner, self._chat_state, self)
+        self.model = ModelSession(self._engine, store_runner, self._chat_state, self)
         # The store opens on the runner; its result arrives through the event loop, after
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
@@ -149,6 +155,9 @@ class ChatPanel(ChatLayout):
         self.conversations.search_changed.connect(self._on_search)
         self.conversations.action.connect(self._on_conversation_action)
         self.header.model_chosen.connect(self._on_picker)
+        self.header.remote_action.connect(self._on_remote_action)
+        self.remote_models.changed.connect(self._update_header)
+        self.remote_models.problem.connect(lambda text: self._show_problem(text, "warning"))
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
@@ -230,7 +239,7 @@ class ChatPanel(ChatLayout):
 
     def set_models(self, models: list[Path]) -> None:
         self._models = models
-        self.settings_panel.set_models(models, self._model_dir())
+        self.settings_panel.set_models(models, self._model_dir(), self._engine.names())
         self._fill_picker()
 
     def set_model_details(self, details: dict[Path, str]) -> None:
@@ -239,11 +248,28 @@ class ChatPanel(ChatLayout):
         self._fill_picker()
 
     def _fill_picker(self) -> None:
-        self.header.fill_picker(self._model_dir(), self._models, self._model_details)
+        self.header.fill_picker(
+            self._model_dir(), self._models, self._model_details, self.remote_models.endpoints
+        )
 
     def _on_picker(self, path: Path) -> None:
         if path != self._model_dir():
             self._on_model_changed(path)
+
+    def _on_remote_action(self, action: str) -> None:
+        self.header.refill()  # show the chosen model again, not the action row
+        self._fill_picker()
+        dialog = open_remote_dialog(action, self.remote_models, self._model_dir(), self)
+        dialog.accepted.connect(lambda: self._on_remote_saved(dialog.result_endpoint))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.remote_dialog = dialog
+        dialog.open()
+
+    def _on_remote_saved(self, endpoint: RemoteEndpoint | None) -> None:
+        """After the remote server dialog: chat with the saved server (removed: the next
+        turn's load says the server is gone)."""
+        if endpoint is not None:
+            self._on_model_changed(endpoint.ref)
 
     def compare(self) -> CompareDialog | None:
         """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
@@ -255,7 +281,7 @@ class ChatPanel(ChatLayout):
         if not history:
             return None
         settings = replace(self._engine_settings(), do_sample=False)  # MTP decodes greedily
-        dialog = CompareDialog(self._engine, history, settings, self, dark=self._dark)
+        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self._dark)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
         dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
@@ -348,6 +374,7 @@ class ChatPanel(ChatLayout):
         """Stop generating and write what is pending (the runner finishes queued writes)."""
         self.stop()
         self._flush_to_store()
+        self._engine.shutdown()
 
     # ------------------------------------------------------------------------ store results
 
@@ -483,7 +510,11 @@ class ChatPanel(ChatLayout):
         if stream is None or stream.request_id != request_id:
             return
         stream.take(chunks)
-        self.figures.show_figures(stream.live_text(self._loaded))
+        remote = self._engine.live_text(stream.request_id)
+        if remote is not None:  # no token ids from a server: its figures come at the end
+            self.figures.show_figures("Generating  ·  " + remote)
+        else:
+            self.figures.show_figures(stream.live_text(self._loaded))
 
     def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
         stream = self._stream
@@ -567,7 +598,7 @@ class ChatPanel(ChatLayout):
         else:
             status = "not loaded"
         self.model_status.setText(status)
-        self.settings_panel.set_models(self._models, model_dir)
+        self.settings_panel.set_models(self._models, model_dir, self._engine.names())
         self._fill_picker()
         self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
         self._sync_compare()

@@ -10,15 +10,22 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QProgressBar, QToolButton, QTreeView
 
 from qwen_mtp_desktop.core.model_library import display_name
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.ui.chat.remote_picker import append_remote_rows, picker_action
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
+from qwen_mtp_desktop.workers.remote_chat import is_remote
 
 
 class ChatHeader(QFrame):
     """Signals:
-    model_chosen(Path): the user picked another model in the picker.
+    model_chosen(Path): the user picked another model in the picker (a folder, or a remote
+        endpoint's reference).
+    remote_action(str): the user picked "Add remote server…" or "Edit <name>…"
+        (ui.chat.remote_picker's ADD or EDIT).
     """
 
     model_chosen = Signal(object)
+    remote_action = Signal(str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,6 +75,8 @@ class ChatHeader(QFrame):
         self.model_picker.setView(picker_view)
         self.model_picker.activated.connect(self._on_picker)
         self._picker_key: tuple[object, ...] = ()
+        #: The last local model chosen: listed beside the remote ones to switch back to.
+        self._local_model: Path | None = None
         layout.addWidget(self.chats_toggle)
         layout.addWidget(self.title_label)
         layout.addSpacing(12)
@@ -78,18 +87,29 @@ class ChatHeader(QFrame):
         layout.addWidget(self.drafts_toggle)
         layout.addWidget(self.settings_toggle)
 
-    def fill_picker(self, current: Path, models: list[Path], details: dict[Path, str]) -> None:
-        """The picker's models (the current one first when it is not in the library), each with
-        what it is ("Qwen3.5 dense · 1.8 MB · FP16 · MTP"). Rebuilt only when that changed."""
-        models = models if current in models else [current, *models]
-        key = (current, tuple(models), tuple(sorted(details.items())))
+    def fill_picker(
+        self,
+        current: Path,
+        models: list[Path],
+        details: dict[Path, str],
+        endpoints: list[RemoteEndpoint],
+    ) -> None:
+        """The picker's models (the current local one first when it is not in the library),
+        each with what it is ("Qwen3.5 dense · 1.8 MB · FP16 · MTP"), then the remote servers
+        and their actions. Rebuilt only when that changed."""
+        if not is_remote(current):
+            self._local_model = current
+        local = self._local_model
+        in_list = local is None or local in models
+        local_models = list(models) if in_list or local is None else [local, *models]
+        key = (current, tuple(local_models), tuple(sorted(details.items())), tuple(endpoints))
         if key == self._picker_key:
             return
         self._picker_key = key
         picker = self.model_picker
         picker.blockSignals(True)
         model = QStandardItemModel(0, 2, picker)
-        for path in models:
+        for path in local_models:
             name = QStandardItem(display_name(path))
             name.setData(str(path), Qt.ItemDataRole.UserRole)
             name.setToolTip(str(path))
@@ -97,8 +117,9 @@ class ChatHeader(QFrame):
             about.setToolTip(str(path))
             about.setForeground(self.palette().placeholderText())
             model.appendRow([name, about])
+        append_remote_rows(model, endpoints, current, self.palette())
         picker.setModel(model)
-        picker.setCurrentIndex(models.index(current))
+        picker.setCurrentIndex(max(picker.findData(str(current), Qt.ItemDataRole.UserRole), 0))
         view = picker.view()
         assert isinstance(view, QTreeView)
         view.resizeColumnToContents(0)
@@ -106,6 +127,15 @@ class ChatHeader(QFrame):
         view.setMinimumWidth(view.columnWidth(0) + view.columnWidth(1) + 24)
         picker.blockSignals(False)
 
+    def refill(self) -> None:
+        """Build the picker again at the next fill (after an action row was picked, so the
+        chosen model shows again, not the action)."""
+        self._picker_key = ()
+
     def _on_picker(self, index: int) -> None:
+        action = picker_action(self.model_picker, index)
+        if action is not None:
+            self.remote_action.emit(action)
+            return
         path = Path(self.model_picker.itemData(index, Qt.ItemDataRole.UserRole))
         self.model_chosen.emit(path)

@@ -30,7 +30,7 @@ from qwen_mtp_desktop.core.chat_session import (
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, LoadOptions
-from qwen_mtp_desktop.workers.engine_process import EngineProcess
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class ModelSession(QObject):
 
     def __init__(
         self,
-        engine: EngineProcess,
+        engine: ModelRouter,
         runner: TaskRunner,
         chat: ChatState,
         parent: QObject | None = None,
@@ -124,6 +124,8 @@ class ModelSession(QObject):
         self.loading = False
         self.loaded = loaded
         wanted_mtp = self.want is not None and self.want[1].mtp
+        # A remote server decodes as it does; its settings are not "a missing MTP head".
+        wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
         if loaded.mode == "mtp":
             self._mtp_problems.pop(loaded.model_dir, None)
         elif wanted_mtp:
@@ -184,6 +186,8 @@ class ModelSession(QObject):
         model_dir, settings, _ = self._chat()
         if loaded is None:
             return ""
+        if is_remote(loaded.model_dir):
+            return self.engine.status_text()
         if settings.prompt_lookup:
             return f"prompt lookup K={settings.lookup_tokens}, n-gram {settings.max_ngram_size}"
         if loaded.mode != "mtp":
