@@ -215,7 +215,7 @@ def measure_window(
     args: argparse.Namespace, app: Any, window: Any, data_dir: Path
 ) -> dict[str, Any]:
     from qwen_mtp_desktop.core.chat_session import Turn
-    from qwen_mtp_desktop.ui.chat.chat_panel import _Stream
+    from qwen_mtp_desktop.ui.chat.live_figures import Stream
 
     results: dict[str, Any] = {}
     chat = window.chat
@@ -238,7 +238,7 @@ def measure_window(
     widget = chat._add_widget("assistant")
     widget.begin_stream()
     # What _start_generation does without the engine: the panel's own settings for this turn.
-    chat._stream = _Stream(1, widget, Turn(chat._engine_settings()))
+    chat._stream = Stream(1, widget, Turn(chat._engine_settings()))
     finished = threading.Event()
     source.done.connect(finished.set)
     heartbeat.start()

@@ -7,8 +7,9 @@
   turns the policy's decision into this turn's settings; `Turn.finish()` teaches the policy
   what the turn measured and returns the stats record a message keeps.
 - `plain_switch_cost()`: what falling back to plain decoding mid-answer costs, in one place.
-- `start_conversation()`, `start_turn()`, `restart_after()`: the store work of one user action
-  (send, edit, regenerate) as one call, so a front end makes one trip to its store thread.
+- `start_conversation()`, `start_turn()`, `restart_after()`/`answer_again()`: the store work of
+  one user action (send, edit, regenerate) as one call, so a front end makes one trip to its
+  store thread. Regenerate and edit keep earlier versions (core.chats.versions).
 
 Reading a verdict reads the data dir, so `AutoDecoding.lookup()` is the one blocking call: the
 GUI runs it on its store thread and hands the result to `remember()`.
@@ -146,12 +147,19 @@ def start_conversation(
 
 
 def restart_after(store: ChatStore, message_id: int, new_text: str | None = None) -> StoredMessage:
-    """Regenerate (or, with `new_text`, edit and regenerate) from a user message: drop what
-    followed it and begin the new answer."""
-    if new_text is not None:
-        store.edit_message(message_id, new_text)
-    store.truncate_after(message_id)
-    return store.begin_assistant_message(store.get_message(message_id).conversation_id)
+    """Regenerate (or, with `new_text`, edit and regenerate) from a user message: what followed
+    it becomes an earlier version (ChatStore.begin_version); returns the new answer."""
+    return store.begin_version(message_id, new_text)
+
+
+def answer_again(
+    store: ChatStore, message_id: int, new_text: str | None = None
+) -> tuple[list[StoredMessage], StoredMessage]:
+    """`restart_after`, and the shown branch up to the new answer: what a front end redraws
+    and what the model reads, in one trip to the store thread."""
+    answer = restart_after(store, message_id, new_text)
+    branch = store.messages(answer.conversation_id)
+    return [m for m in branch if m.id != answer.id], answer
 
 
 def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
@@ -316,6 +324,7 @@ __all__ = [
     "ModelKey",
     "PolicyKey",
     "Turn",
+    "answer_again",
     "auto_applies",
     "chat_history",
     "generation_settings",

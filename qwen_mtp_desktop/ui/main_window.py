@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.model_library import (
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
@@ -57,6 +57,7 @@ def shortcuts() -> list[tuple[str, str]]:
         ("Enter", "Send the message"),
         ("Shift+Enter", "New line in the message"),
         ("Esc", "Stop the answer being written"),
+        *chat_shortcuts(),
         (key(QKeySequence.StandardKey.Quit, "Ctrl+Q"), "Quit"),
     ]
 

@@ -30,6 +30,8 @@ def stylesheet(dark: bool) -> str:
     border = "#353842" if dark else "#e3e5ec"
     code_bg = "#1b1c20" if dark else "#f6f7f9"
     error = "#ff8a80" if dark else "#b3261e"
+    # Keyboard focus: a ring on whatever Tab reached, clear on both backgrounds.
+    focus = "#9aa6ff" if dark else "#3346e6"
     return f"""
     QListWidget#sidebar {{
         background: {sidebar};
@@ -100,4 +102,17 @@ def stylesheet(dark: bool) -> str:
         border: 1px solid {border}; border-radius: 12px; padding: 4px 12px; background: {surface};
     }}
     QPushButton#promptChip:hover {{ border-color: {ACCENT}; }}
+    QFrame#undoBar {{ background: {selected}; border-top: 1px solid {border}; }}
+    QLabel#versionLabel {{ color: {muted}; font-size: 12px; }}
+    QWidget#versionSwitcher QToolButton {{ font-size: 17px; font-weight: 600; padding: 0 5px; }}
+    QToolButton#messageAction:disabled {{ color: {border}; }}
+    QPushButton:focus, QToolButton:focus, QComboBox:focus, QCheckBox:focus,
+    QRadioButton:focus, QSpinBox:focus, QDoubleSpinBox:focus, QLineEdit:focus,
+    QPlainTextEdit:focus, QTextEdit:focus, QTextBrowser:focus, QListView:focus,
+    QTreeView:focus, QTableView:focus, QSlider:focus, QScrollArea:focus,
+    QListWidget#conversations:focus, QListWidget#sidebar:focus,
+    QPlainTextEdit#composerEditor:focus, QPushButton#promptChip:focus {{
+        border: 2px solid {focus}; border-radius: 6px;
+    }}
+    QPushButton#sendButton:focus {{ border: 2px solid {"#ffffff" if dark else "#1b2399"}; }}
     """

@@ -155,23 +155,24 @@ def test_model_output_is_text_and_markdown_only(qtbot: QtBot, tmp_path: Path) ->
 def test_links_open_only_after_confirmation_and_only_http(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, url: str, asked: bool, opened_if_yes: bool
 ) -> None:
-    from qwen_mtp_desktop.ui.chat import chat_panel
+    from qwen_mtp_desktop.ui.chat import chat_panel, links
     from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 
     questions: list[str] = []
     infos: list[str] = []
     opened: list[str] = []
     answers = [QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes]
+    # The dialogs and the browser call, where the chat's link handler (ui.chat.links) uses them.
     monkeypatch.setattr(
-        chat_panel.QMessageBox,
+        links.QMessageBox,
         "question",
         lambda _parent, _title, text, *a, **k: (questions.append(text), answers.pop(0))[1],
     )
     monkeypatch.setattr(
-        chat_panel.QMessageBox, "information", lambda _p, _t, text, *a, **k: infos.append(text)
+        links.QMessageBox, "information", lambda _p, _t, text, *a, **k: infos.append(text)
     )
     monkeypatch.setattr(
-        chat_panel.QDesktopServices, "openUrl", lambda target: opened.append(target.toString())
+        links.QDesktopServices, "openUrl", lambda target: opened.append(target.toString())
     )
     host = QWidget()
     qtbot.addWidget(host)

@@ -593,7 +593,8 @@ def test_migrations_run_in_order_from_an_older_version(
         applied.append(3)
         conn.execute("CREATE TABLE tags (conversation_id INTEGER, tag TEXT)")
 
-    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS, migration_2, migration_3])
+    # The v1 file meets the first shipped migration and two made up here as 2 and 3.
+    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], migration_2, migration_3])
     with ChatStore(db_path) as store:
         assert applied == [2, 3]
         with store._read() as conn:
@@ -613,7 +614,8 @@ def test_a_failing_migration_leaves_the_old_version_intact(
         _add_pinned_column(conn)
         raise RuntimeError("bug in migration 2")
 
-    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS, broken])
+    # The v1 file meets a broken migration 2 (standing in for any later one).
+    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], broken])
     with pytest.raises(RuntimeError, match="bug in migration 2"):
         ChatStore(db_path)
     conn = sqlite3.connect(db_path)

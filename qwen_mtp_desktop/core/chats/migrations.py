@@ -49,8 +49,76 @@ def _migration_1_initial(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX messages_streaming ON messages (status) WHERE status = 'streaming'")
 
 
+_MESSAGE_COLUMNS = (
+    "id, conversation_id, position, role, content, reasoning, image_path, created_at, status, "
+    "error, stats_json"
+)
+
+
+def _migration_2_versions(conn: sqlite3.Connection) -> None:
+    """Versions of a message (regenerate, edit): messages form a tree.
+
+    `parent_id` is the message a message follows (NULL for a chat's first one); the children of
+    one message are the versions of the next one. `selected` marks the version chosen among its
+    siblings; `shown` marks the rows on the branch the chat shows (the selected path from the
+    root), kept by the store so reads stay plain `WHERE shown = 1`. Positions of versions are
+    equal, so the old UNIQUE (conversation_id, position) goes: SQLite drops a constraint only by
+    rebuilding the table. Existing chats become one straight branch, every row shown.
+    """
+    sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+    conn.execute(
+        """
+        CREATE TABLE messages_v2 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL
+                REFERENCES conversations (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+            content TEXT NOT NULL DEFAULT '',
+            reasoning TEXT NOT NULL DEFAULT '',
+            image_path TEXT,
+            created_at REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'complete'
+                CHECK (status IN ('complete', 'streaming', 'incomplete', 'error')),
+            error TEXT,
+            stats_json TEXT,
+            parent_id INTEGER,
+            selected INTEGER NOT NULL DEFAULT 1 CHECK (selected IN (0, 1)),
+            shown INTEGER NOT NULL DEFAULT 1 CHECK (shown IN (0, 1))
+        )
+        """
+    )
+    conn.execute(
+        f"""
+        INSERT INTO messages_v2 ({_MESSAGE_COLUMNS}, parent_id, selected, shown)
+        SELECT {_MESSAGE_COLUMNS},
+            (SELECT p.id FROM messages AS p
+             WHERE p.conversation_id = m.conversation_id AND p.position < m.position
+             ORDER BY p.position DESC LIMIT 1),
+            1, 1
+        FROM messages AS m
+        """
+    )
+    # Dropping the table drops its search triggers; the store re-creates them on open and
+    # rebuilds the index from the new table.
+    conn.execute("DROP TABLE messages")
+    conn.execute("ALTER TABLE messages_v2 RENAME TO messages")
+    if sequence is not None:
+        # AUTOINCREMENT's high-water mark survives: a deleted id is still never reused.
+        conn.execute(
+            "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'messages'", (sequence[0],)
+        )
+        if conn.execute("SELECT changes()").fetchone()[0] == 0:
+            conn.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES ('messages', ?)", (sequence[0],)
+            )
+    conn.execute("CREATE INDEX messages_streaming ON messages (status) WHERE status = 'streaming'")
+    conn.execute("CREATE INDEX messages_by_parent ON messages (conversation_id, parent_id)")
+    conn.execute("CREATE INDEX messages_shown ON messages (conversation_id, shown, position)")
+
+
 #: MIGRATIONS[i] upgrades the schema from version i to i + 1. Append; never edit a shipped one.
-MIGRATIONS: list[Migration] = [_migration_1_initial]
+MIGRATIONS: list[Migration] = [_migration_1_initial, _migration_2_versions]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

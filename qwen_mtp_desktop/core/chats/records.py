@@ -174,6 +174,13 @@ class StoredMessage:
     error: str | None
     #: GenerationStats.to_json_dict() plus "model" and "finished_at"; None for user messages.
     stats: dict[str, Any] | None
+    #: The message this one follows (None for the first); see core.chats.versions.
+    parent_id: int | None = None
+    #: Whether this is the version chosen among its siblings.
+    selected: bool = True
+    #: Which version this is (1-based, oldest first) and how many its message has.
+    version: int = 1
+    version_count: int = 1
 
     def to_engine_message(self) -> Message:
         return Message(self.role, self.content, self.image_path)
@@ -185,6 +192,19 @@ class DeletedConversation:
 
     conversation: Conversation
     messages: tuple[StoredMessage, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class DeletedMessage:
+    """What `delete_message` changed; `restore_messages` puts the chat back exactly."""
+
+    message_id: int
+    #: The conversation as it was (its time is restored too).
+    conversation: Conversation
+    #: Every message of the chat, in every version, before the delete.
+    messages: tuple[StoredMessage, ...]
+    #: The ids left after the delete: restoring is refused once the chat changed again.
+    remaining_ids: frozenset[int]
 
 
 def stats_summary(stats: Mapping[str, Any]) -> str:

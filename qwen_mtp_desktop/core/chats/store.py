@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from qwen_mtp_desktop.core.chats import versions
 from qwen_mtp_desktop.core.chats.migrations import (
     FTS_OBJECTS,
     FTS_TRIGGERS,
@@ -48,6 +49,7 @@ from qwen_mtp_desktop.core.chats.records import (
     Conversation,
     ConversationSummary,
     DeletedConversation,
+    DeletedMessage,
     MessageStatus,
     SearchBackend,
     StoredMessage,
@@ -355,13 +357,70 @@ class ChatStore:
             status=cast(MessageStatus, status) if status in STATUSES else "error",
             error=row["error"],
             stats=_stored_stats(row["stats_json"]),
+            parent_id=row["parent_id"],
+            selected=bool(row["selected"]),
+            version=int(row["version"]),
+            version_count=int(row["version_count"]),
         )
 
     def _get_message(self, conn: sqlite3.Connection, message_id: int) -> StoredMessage:
-        row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        row = conn.execute(versions.MESSAGE_SELECT + " WHERE m.id = ?", (message_id,)).fetchone()
         if row is None:
             raise UnknownMessageError(message_id)
         return self._message_from_row(row)
+
+    @staticmethod
+    def _message_row(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row:
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownMessageError(message_id)
+        return row
+
+    def _branch(self, conn: sqlite3.Connection, conversation_id: int) -> list[StoredMessage]:
+        rows = conn.execute(
+            versions.MESSAGE_SELECT + " WHERE m.conversation_id = ? AND m.shown = 1 "
+            "ORDER BY m.position",
+            (conversation_id,),
+        ).fetchall()
+        return [self._message_from_row(row) for row in rows]
+
+    def _every_message(self, conn: sqlite3.Connection, conversation_id: int) -> list[StoredMessage]:
+        rows = conn.execute(
+            versions.MESSAGE_SELECT + " WHERE m.conversation_id = ? ORDER BY m.id",
+            (conversation_id,),
+        ).fetchall()
+        return [self._message_from_row(row) for row in rows]
+
+    def _insert_messages(
+        self, conn: sqlite3.Connection, conversation_id: int, messages: Sequence[StoredMessage]
+    ) -> None:
+        """Put messages back verbatim (ids, versions, times, stats): undo of a delete."""
+        conn.executemany(
+            "INSERT INTO messages (id, conversation_id, position, role, content, reasoning, "
+            "image_path, created_at, status, error, stats_json, parent_id, selected) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    m.id,
+                    conversation_id,
+                    m.position,
+                    m.role,
+                    m.content,
+                    m.reasoning,
+                    str(m.image_path) if m.image_path is not None else None,
+                    m.created_at,
+                    "incomplete" if m.status == "streaming" else m.status,
+                    m.error,
+                    json.dumps(m.stats) if m.stats is not None else None,
+                    m.parent_id,
+                    int(m.selected),
+                )
+                for m in messages
+            ],
+        )
+        versions.reshow(conn, conversation_id)
 
     def _require_streaming(self, conn: sqlite3.Connection, message_id: int) -> None:
         message = self._get_message(conn, message_id)
@@ -455,7 +514,7 @@ class ChatStore:
         with self._write() as conn:
             snapshot = DeletedConversation(
                 self.get_conversation(conversation_id),
-                tuple(self.messages(conversation_id)),
+                tuple(self._every_message(conn, conversation_id)),
             )
             conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
         return snapshot
@@ -487,27 +546,7 @@ class ChatStore:
                     f"Conversation {conv.id} cannot be restored: it already exists.",
                     code="ALREADY_RESTORED",
                 ) from exc
-            conn.executemany(
-                "INSERT INTO messages (id, conversation_id, position, role, content, reasoning, "
-                "image_path, created_at, status, error, stats_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        m.id,
-                        conv.id,
-                        m.position,
-                        m.role,
-                        m.content,
-                        m.reasoning,
-                        str(m.image_path) if m.image_path is not None else None,
-                        m.created_at,
-                        "incomplete" if m.status == "streaming" else m.status,
-                        m.error,
-                        json.dumps(m.stats) if m.stats is not None else None,
-                    )
-                    for m in deleted.messages
-                ],
-            )
+            self._insert_messages(conn, conv.id, deleted.messages)
         return self.get_conversation(conv.id)
 
     def list_conversations(
@@ -530,12 +569,13 @@ class ChatStore:
             params.append(max(limit, 0))
         sql = f"""
             SELECT c.id, c.title, c.created_at, c.updated_at, c.model_dir,
-                (SELECT count(*) FROM messages WHERE conversation_id = c.id) AS message_count,
+                (SELECT count(*) FROM messages WHERE conversation_id = c.id AND shown = 1)
+                    AS message_count,
                 substr(last.content, 1, {PREVIEW_CHARS * 4}) AS preview,
                 last.role AS preview_role
             FROM conversations AS c
             LEFT JOIN messages AS last ON last.id = (
-                SELECT id FROM messages WHERE conversation_id = c.id
+                SELECT id FROM messages WHERE conversation_id = c.id AND shown = 1
                 ORDER BY position DESC LIMIT 1)
             {where}
             ORDER BY c.updated_at DESC, c.id DESC
@@ -593,14 +633,11 @@ class ChatStore:
     # ------------------------------------------------------------------------------ messages
 
     def messages(self, conversation_id: int) -> list[StoredMessage]:
-        """The conversation's messages in order."""
+        """The conversation's shown branch in order: for each message the version chosen
+        (regenerate and edit keep older versions; `switch_version` chooses)."""
         with self._read() as conn:
             self._require_conversation(conn, conversation_id)
-            rows = conn.execute(
-                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position",
-                (conversation_id,),
-            ).fetchall()
-        return [self._message_from_row(row) for row in rows]
+            return self._branch(conn, conversation_id)
 
     def get_message(self, message_id: int) -> StoredMessage:
         with self._read() as conn:
@@ -624,16 +661,14 @@ class ChatStore:
         now = self._now()
         with self._write() as conn:
             self._require_conversation(conn, conversation_id)
-            position = conn.execute(
-                "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()[0]
+            last = versions.last_shown(conn, conversation_id)
             cursor = conn.execute(
                 "INSERT INTO messages (conversation_id, position, role, content, reasoning, "
-                "image_path, created_at, status, stats_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "image_path, created_at, status, stats_json, parent_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
-                    position,
+                    0 if last is None else int(last["position"]) + 1,
                     checked_role,
                     content,
                     reasoning,
@@ -641,6 +676,7 @@ class ChatStore:
                     now,
                     status,
                     json.dumps(dict(stats)) if stats is not None else None,
+                    None if last is None else int(last["id"]),
                 ),
             )
             self._touch(conn, conversation_id, now)
@@ -748,22 +784,88 @@ class ChatStore:
             self._touch(conn, message.conversation_id, self._now())
             return message
 
-    def delete_message(self, message_id: int) -> None:
+    def delete_message(self, message_id: int) -> DeletedMessage:
+        """Delete one message (`versions.remove` says what goes with it); pass the result to
+        `restore_messages` to undo."""
         with self._write() as conn:
-            message = self._get_message(conn, message_id)
-            conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
-            self._touch(conn, message.conversation_id, self._now())
+            row = self._message_row(conn, message_id)
+            conversation_id = int(row["conversation_id"])
+            conversation = self.get_conversation(conversation_id)
+            before = tuple(self._every_message(conn, conversation_id))
+            versions.remove(conn, row)
+            self._touch(conn, conversation_id, self._now())
+            after = conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchall()
+            return DeletedMessage(
+                message_id, conversation, before, frozenset(int(r[0]) for r in after)
+            )
+
+    def restore_messages(self, deleted: DeletedMessage) -> list[StoredMessage]:
+        """Undo `delete_message`: the chat's messages, versions and time exactly as before.
+        Refused when the chat changed since (its later messages would be lost)."""
+        conversation_id = deleted.conversation.id
+        with self._write() as conn:
+            self._require_conversation(conn, conversation_id)
+            now = conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchall()
+            if frozenset(int(r[0]) for r in now) != deleted.remaining_ids:
+                raise ChatStoreError(
+                    "The message cannot be restored: the chat has changed since it was deleted.",
+                    code="MESSAGE_RESTORE_STALE",
+                )
+            conn.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            self._insert_messages(conn, conversation_id, deleted.messages)
+            self._touch(conn, conversation_id, deleted.conversation.updated_at)
+            return self._branch(conn, conversation_id)
 
     def truncate_after(self, message_id: int) -> int:
-        """Delete every message after this one in its conversation; returns how many went."""
+        """Delete every message after this one, in every version; returns how many went."""
         with self._write() as conn:
             message = self._get_message(conn, message_id)
-            removed = conn.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND position > ?",
-                (message.conversation_id, message.position),
-            ).rowcount
+            doomed = versions.descendants(conn, message_id)
+            conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in doomed])
             self._touch(conn, message.conversation_id, self._now())
-        return removed
+        return len(doomed)
+
+    def begin_version(self, message_id: int, new_text: str | None = None) -> StoredMessage:
+        """Answer a message again, keeping what followed it as an earlier version: with
+        `new_text`, the message itself gets a new version first (edit). Returns the empty,
+        streaming answer, now on the shown branch."""
+        now = self._now()
+        with self._write() as conn:
+            row = self._message_row(conn, message_id)
+            conversation_id = int(row["conversation_id"])
+            if new_text is not None:
+                versions.keep_old_text(conn, row)
+                conn.execute(
+                    "UPDATE messages SET content = ?, created_at = ?, stats_json = NULL, "
+                    "error = NULL WHERE id = ?",
+                    (new_text, now, message_id),
+                )
+            versions.deselect_children(conn, message_id)
+            cursor = conn.execute(
+                "INSERT INTO messages (conversation_id, position, role, content, created_at, "
+                "status, parent_id, selected) VALUES (?, ?, 'assistant', '', ?, 'streaming', ?, 1)",
+                (conversation_id, int(row["position"]) + 1, self._now(), message_id),
+            )
+            versions.reshow(conn, conversation_id)
+            self._touch(conn, conversation_id, now)
+            new_id = cursor.lastrowid
+            assert new_id is not None
+            return self._get_message(conn, new_id)
+
+    def switch_version(self, message_id: int, step: int) -> list[StoredMessage]:
+        """Show the version `step` places after (negative: before) this message's, clamped to
+        the first and last; returns the shown branch."""
+        with self._write() as conn:
+            row = self._message_row(conn, message_id)
+            ordered = versions.siblings(conn, row)
+            index = [int(v["id"]) for v in ordered].index(message_id)
+            target = ordered[max(0, min(len(ordered) - 1, index + step))]
+            versions.select(conn, self._message_row(conn, int(target["id"])))
+            return self._branch(conn, int(row["conversation_id"]))
 
     # -------------------------------------------------------------------------------- export
 

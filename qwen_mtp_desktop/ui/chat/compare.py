@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
+from qwen_mtp_desktop.core.chats.records import StoredMessage
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.units import keep_units
@@ -31,6 +33,35 @@ from qwen_mtp_desktop.ui.figures import stats_tooltip
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.workers.engine_process import EngineProcess
+
+
+def compare_history(
+    system_prompt: str, messages: Sequence[StoredMessage], demo: bool
+) -> list[Message]:
+    """What Compare sends: the chat's shown branch up to its last message of the user's (for
+    the demo model that message alone, as it reads chats)."""
+    history = chat_history(system_prompt, messages)
+    last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+    history = history[: last_user + 1]
+    return single_turn(history) if history and demo else history
+
+
+def compare_blocked(decodes_mtp: bool, messages: Sequence[StoredMessage], busy: bool) -> str:
+    """Why Compare cannot run now ("" when it can): it needs a message to run, a model that
+    decodes with MTP, and a free engine."""
+    if not decodes_mtp:
+        return "Compare needs a model that can decode with MTP."
+    if not any(m.role == "user" for m in messages):
+        return "Send a message first: Compare runs your last message again."
+    if busy:
+        return "Wait for the answer being written."
+    return ""
+
+
+COMPARE_TIP = (
+    "Run your last message again with plain decoding and with MTP, side by side: "
+    "both speeds, and the text MTP's guesses wrote"
+)
 
 
 def compare_summary(plain: GenerationStats, mtp: GenerationStats, same_text: bool) -> str:

@@ -26,8 +26,13 @@ class _Editor(QPlainTextEdit):
     submit = Signal()
     stop = Signal()
     image_dropped = Signal(object)  # Path
+    edit_last = Signal()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        if event.key() == Qt.Key.Key_Up and not self.toPlainText():
+            # As in ChatGPT and Slack: Up in an empty box edits the last message sent.
+            self.edit_last.emit()
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):
@@ -77,10 +82,12 @@ class Composer(QFrame):
     """Signals:
     send_requested(str, object): text and an attached image Path (or None).
     stop_requested(): the user pressed Stop or Esc.
+    edit_last_requested(): Up in the empty box: edit the last message sent.
     """
 
     send_requested = Signal(str, object)
     stop_requested = Signal()
+    edit_last_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -119,6 +126,8 @@ class Composer(QFrame):
         self.editor.setFixedHeight(72)
         self.editor.submit.connect(self._on_submit)
         self.editor.stop.connect(self.stop_requested)
+        self.editor.edit_last.connect(self.edit_last_requested)
+        self.editor.setAccessibleName("Message")
         self.editor.image_dropped.connect(self.set_image)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.chats.records import StoredMessage
 from qwen_mtp_desktop.core.markdown import (
     Segment,
     StreamingSegmenter,
@@ -27,6 +28,7 @@ from qwen_mtp_desktop.core.markdown import (
     split_segments,
 )
 from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 
@@ -142,10 +144,14 @@ class MessageWidget(QFrame):
     Signals:
         action(str): "copy", "edit", "regenerate" or "delete" was clicked.
         link_requested(QUrl): a link in the text was clicked.
+        version_step(int): the user wants the previous (-1) or next (+1) version.
+        edit_submitted(str): the inline edit was sent with this text.
     """
 
     action = Signal(str)
     link_requested = Signal(QUrl)
+    version_step = Signal(int)
+    edit_submitted = Signal(str)
 
     def __init__(
         self,
@@ -163,6 +169,8 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.role = role
         self.message_id: int | None = None
+        #: The stored message this widget shows (None until stored, and while streaming).
+        self.stored: StoredMessage | None = None
         self._dark = dark
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         # Streamed text is kept in pieces, joined on demand: appending stays O(chunk).
@@ -191,6 +199,10 @@ class MessageWidget(QFrame):
         self.role_label.setObjectName("roleLabel")
         header.addWidget(self.role_label)
         header.addStretch(1)
+        self.versions = VersionSwitcher()
+        self.versions.step.connect(self.version_step)
+        header.addWidget(self.versions)
+        self.editor: InlineEditor | None = None
         self._buttons: dict[str, QToolButton] = {}
         names = ["copy", "edit", "delete"] if role == "user" else ["copy", "regenerate", "delete"]
         for name in names:
@@ -224,9 +236,13 @@ class MessageWidget(QFrame):
         self.thinking = ThinkingBlock()
         self.thinking.setVisible(False)
         outer.addWidget(self.thinking)
-        self._body = QVBoxLayout()
+        # The text lives in a host widget so an inline edit can take its place.
+        self._body_host = QWidget()
+        self._body = QVBoxLayout(self._body_host)
+        self._body.setContentsMargins(0, 0, 0, 0)
         self._body.setSpacing(6)
-        outer.addLayout(self._body)
+        outer.addWidget(self._body_host)
+        self._outer = outer
         self.error_label = QLabel()
         self.error_label.setObjectName("messageError")
         self.error_label.setWordWrap(True)
@@ -460,6 +476,40 @@ class MessageWidget(QFrame):
 
     def copy_text(self) -> None:
         QApplication.clipboard().setText(self.content)
+
+    def set_version(self, version: int, count: int) -> None:
+        self.versions.set_version(version, count)
+
+    # --- inline edit ------------------------------------------------------------------------
+
+    @property
+    def editing(self) -> bool:
+        return self.editor is not None
+
+    def begin_edit(self) -> InlineEditor:
+        """Turn the text into an editor in place (Enter sends, Esc cancels)."""
+        if self.editor is None:
+            editor = InlineEditor(self.content)
+            editor.submitted.connect(self.edit_submitted)
+            editor.cancelled.connect(self.end_edit)
+            self._outer.insertWidget(self._outer.indexOf(self._body_host) + 1, editor)
+            self._body_host.setVisible(False)
+            for button in self._buttons.values():
+                button.setVisible(False)
+            self.editor = editor
+        self.editor.focus()
+        return self.editor
+
+    def end_edit(self) -> None:
+        editor, self.editor = self.editor, None
+        if editor is None:
+            return
+        self._outer.removeWidget(editor)
+        editor.deleteLater()
+        self._body_host.setVisible(True)
+        for button in self._buttons.values():
+            button.setVisible(True)
+        self._buttons["edit" if "edit" in self._buttons else "copy"].setFocus()
 
     # --- internals ------------------------------------------------------------------------
 

@@ -155,6 +155,7 @@ class ChatSettingsPanel(QFrame):
         outer.addWidget(self.mtp_note)
         prompt_label = QLabel("System prompt")
         self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setTabChangesFocus(True)  # Tab moves on; it must not trap the keyboard
         self.system_prompt.setPlaceholderText("Optional instructions for the whole chat")
         self.system_prompt.setFixedHeight(70)
         self._prompt_timer = QTimer(self)

@@ -79,6 +79,7 @@ class Transcript(QScrollArea):
 
     def remove_message(self, widget: MessageWidget) -> None:
         self._layout.removeWidget(widget)
+        widget.hide()  # gone from view now, not when the event loop next deletes it
         widget.deleteLater()
 
     def clear(self) -> None:

@@ -1,0 +1,135 @@
+"""The notes above the transcript: the demo model's banner, the acceptance-health warning, and
+the non-modal "deleted · Undo" bar."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from qwen_mtp_desktop.core.chat_session import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE
+
+#: How long "Message deleted · Undo" stays (the next action in the chat also ends it).
+UNDO_SECONDS = 12
+
+
+class DemoBanner(QWidget):
+    """What the demo model is, and (once a chat has answers) why it reads one turn only.
+
+    Signals: export_requested(): "Open Export" was clicked.
+    """
+
+    export_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 8, 20, 0)
+        self.frame = QFrame()
+        self.frame.setObjectName("demoBanner")
+        layout.addWidget(self.frame)
+        row = QHBoxLayout(self.frame)
+        row.setContentsMargins(14, 8, 10, 8)
+        text = QLabel(DEMO_MODEL_NOTE)
+        text.setWordWrap(True)
+        self.turn_note = QLabel(DEMO_SINGLE_TURN_NOTE)
+        self.turn_note.setWordWrap(True)
+        self.turn_note.setObjectName("muted")
+        self.turn_note.setVisible(False)
+        texts = QVBoxLayout()
+        texts.setSpacing(4)
+        texts.addWidget(text)
+        texts.addWidget(self.turn_note)
+        self.export_button = QPushButton("Open Export")
+        self.export_button.clicked.connect(self.export_requested)
+        row.addLayout(texts, 1)
+        row.addWidget(self.export_button)
+
+
+class HealthBanner(QWidget):
+    """Shown when live MTP acceptance fell far below the measured one.
+
+    Signals: revalidate_requested(): "Re-validate" was clicked (the banner hides).
+    """
+
+    revalidate_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 8, 20, 0)
+        self.frame = QFrame()
+        self.frame.setObjectName("healthBanner")
+        layout.addWidget(self.frame)
+        row = QHBoxLayout(self.frame)
+        row.setContentsMargins(14, 8, 10, 8)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.revalidate_button = QPushButton("Re-validate")
+        self.revalidate_button.setToolTip(
+            "Check MTP against plain decoding on this model again and measure its acceptance"
+        )
+        self.revalidate_button.clicked.connect(self._on_revalidate)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.revalidate_button)
+        self.setVisible(False)
+
+    def show_warning(self, text: str) -> None:
+        self.text.setText(text)
+        self.setVisible(True)
+
+    def _on_revalidate(self) -> None:
+        self.setVisible(False)
+        self.revalidate_requested.emit()
+
+
+class UndoBar(QFrame):
+    """ "Message deleted · Undo": non-modal, above the composer, gone after UNDO_SECONDS or
+    when the user does something else in the chat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("undoBar")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(20, 6, 20, 6)
+        self.text = QLabel()
+        self.text.setAccessibleName("Deleted")
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setToolTip("Put back what was deleted, exactly as it was")
+        self.undo_button.clicked.connect(self._on_undo)
+        self.close_button = QPushButton("Dismiss")
+        self.close_button.clicked.connect(self.close)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.undo_button)
+        row.addWidget(self.close_button)
+        self._undo: Callable[[], None] | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.close)
+        self.setVisible(False)
+
+    def offer(self, text: str, undo: Callable[[], None]) -> None:
+        self.text.setText(text)
+        self._undo = undo
+        self.setVisible(True)
+        self._timer.start(UNDO_SECONDS * 1000)
+
+    @property
+    def offering(self) -> bool:
+        return self._undo is not None
+
+    def close(self) -> bool:
+        """Withdraw the offer (the deletion stays)."""
+        self._undo = None
+        self._timer.stop()
+        self.setVisible(False)
+        return True
+
+    def _on_undo(self) -> None:
+        undo = self._undo
+        self.close()
+        if undo is not None:
+            undo()

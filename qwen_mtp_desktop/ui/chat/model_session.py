@@ -1,0 +1,235 @@
+"""The chat's model in the engine process: which model, device and mode to load, what loaded,
+Auto's decisions (core.chat_session.AutoDecoding), what the header says about decoding, and the
+live acceptance-health check. Lookups that read the data dir run on the store's runner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from qwen_mtp_desktop.core.acceptance_health import (
+    AcceptanceReference,
+    HealthMonitor,
+    HealthWarning,
+    ModelState,
+    current_state,
+    load_reference,
+)
+from qwen_mtp_desktop.core.bench import DepthRecommendation
+from qwen_mtp_desktop.core.chat_session import (
+    AutoDecoding,
+    PolicyKey,
+    Turn,
+    auto_applies,
+    generation_settings,
+)
+from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, LoadOptions
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
+from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+log = logging.getLogger(__name__)
+
+#: What the session needs to know about the open chat: its model folder, its settings, and its
+#: conversation id (0 for a chat not yet stored).
+ChatState = Callable[[], tuple[Path, ChatSettings, int]]
+
+
+class ModelSession(QObject):
+    """Signals:
+    changed(): the model's state changed (loading, loaded, failed, Auto learnt): redraw.
+    problem(str, str): text and severity ("error" or "warning") to show the user.
+    mtp_problem(str): why the chat's model cannot use MTP ("" when it can).
+    health_warned(HealthWarning): live acceptance fell far below the measured one.
+    health_reset(): a new model or reference: no warning stands.
+    """
+
+    changed = Signal()
+    problem = Signal(str, str)
+    mtp_problem = Signal(str)
+    health_warned = Signal(object)
+    health_reset = Signal()
+
+    def __init__(
+        self,
+        engine: ModelRouter,
+        runner: TaskRunner,
+        chat: ChatState,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self._runner = runner
+        self._chat = chat
+        self.want: tuple[Path, LoadOptions] | None = None
+        self.loaded: LoadedModel | None = None
+        self.loading = False
+        #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
+        self._mtp_problems: dict[Path, str] = {}
+        #: The benchmark's verdicts and Auto's policies (core.chat_session).
+        self.auto = AutoDecoding()
+        #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
+        self.health: HealthMonitor | None = None
+        self.health_warning: HealthWarning | None = None
+        engine.loading.connect(self._on_loading)
+        engine.loaded.connect(self._on_loaded)
+        engine.load_failed.connect(self._on_load_failed)
+
+    # ------------------------------------------------------------------------ loading
+
+    def ensure(self) -> None:
+        """Ask the engine process for the chat's model, device and mode if they differ."""
+        model_dir, settings, _ = self._chat()
+        key = (model_dir, settings.device)
+        if settings.num_assistant_tokens == "auto" and not self.auto.known(*key):
+            # Look the benchmark's verdict up off the GUI thread, then come back here.
+            def found(recommendation: DepthRecommendation | None) -> None:
+                self.auto.remember(*key, recommendation)
+                self.ensure()
+                self.changed.emit()
+
+            self._runner.submit(lambda: AutoDecoding.lookup(*key), found, self._lookup_failed)
+            return
+        # Auto keeps the MTP pipeline and adds a plain one beside it when it first runs plain
+        # decoding (Engine), so it can probe MTP again later.
+        wanted = (model_dir, LoadOptions(device=settings.device, mtp=settings.mtp))
+        if self.want is not None and self.want == wanted:
+            return
+        self.want = wanted
+        self.engine.load(
+            model_dir,
+            LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=_cache_dir()),
+        )
+        self.changed.emit()
+
+    def reload(self) -> None:
+        """Load again even if nothing changed (a new benchmark verdict)."""
+        self.want = None
+        self.ensure()
+
+    def forget_recommendation(self, model_dir: Path) -> None:
+        self.auto.forget(model_dir)
+
+    def _on_loading(self, model_dir: Path) -> None:
+        self.loading = True
+        self.mtp_problem.emit(self._mtp_problems.get(Path(model_dir), ""))
+        self.changed.emit()
+
+    def _on_loaded(self, loaded: LoadedModel) -> None:
+        self.loading = False
+        self.loaded = loaded
+        wanted_mtp = self.want is not None and self.want[1].mtp
+        # A remote server decodes as it does; its settings are not "a missing MTP head".
+        wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
+        if loaded.mode == "mtp":
+            self._mtp_problems.pop(loaded.model_dir, None)
+        elif wanted_mtp:
+            # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
+            # the MTP controls are, and open sampling (plain decoding can sample).
+            reason = next((w for w in loaded.warnings if "MTP" in w), "")
+            self._mtp_problems[loaded.model_dir] = (
+                reason or "This model cannot decode with MTP, so it decodes plain."
+            )
+        self.mtp_problem.emit(self._mtp_problems.get(loaded.model_dir, ""))
+        self.changed.emit()
+        self.load_health(loaded)
+        for warning in loaded.warnings:
+            self.problem.emit(warning, "warning")
+
+    def _on_load_failed(self, error: EngineError) -> None:
+        self.loading = False
+        self.loaded = None
+        self.want = None
+        self.changed.emit()
+        self.problem.emit(f"{error.message} {error.fix}".strip(), "error")
+
+    def _lookup_failed(self, exc: Exception) -> None:
+        log.error("chat lookup failed: %s", exc)
+        self.problem.emit(f"A chat could not be saved or read: {exc}", "error")
+
+    # ------------------------------------------------------------------------ decoding
+
+    @property
+    def decodes_mtp(self) -> bool:
+        return self.loaded is not None and self.loaded.mode == "mtp"
+
+    def engine_settings(self) -> GenerationSettings:
+        model_dir, settings, _ = self._chat()
+        return generation_settings(settings, self.auto.depth(model_dir, settings.device))
+
+    def policy_key(self) -> PolicyKey:
+        model_dir, settings, conversation_id = self._chat()
+        return (conversation_id, model_dir, settings.device)
+
+    def plan_turn(self) -> Turn:
+        """This turn's settings; under Auto, its policy's decision."""
+        turn = Turn(self.engine_settings())
+        _, settings, _ = self._chat()
+        if auto_applies(settings) and self.decodes_mtp:
+            loaded = self.loaded
+            turn = self.auto.plan_turn(
+                self.policy_key(),
+                turn.settings,
+                plain_ready=self.engine.plain_ready,
+                load_s=loaded.load_s if loaded else None,
+            )
+        return turn
+
+    def mode_label(self, stored_chat: bool) -> str:
+        """What decoding runs, and for Auto what it decided and why."""
+        loaded = self.loaded
+        model_dir, settings, _ = self._chat()
+        if loaded is None:
+            return ""
+        if is_remote(loaded.model_dir):
+            return self.engine.status_text()
+        if settings.prompt_lookup:
+            return f"prompt lookup K={settings.lookup_tokens}, n-gram {settings.max_ngram_size}"
+        if loaded.mode != "mtp":
+            return "plain decoding"
+        if settings.num_assistant_tokens != "auto":
+            return f"MTP n={self.engine_settings().num_assistant_tokens}"
+        key = self.policy_key() if stored_chat else None
+        return self.auto.status(key, model_dir, settings.device)
+
+    # ------------------------------------------------------------------------ acceptance health
+
+    def load_health(self, loaded: LoadedModel) -> None:
+        """Look the acceptance reference up off the GUI thread; no check without one."""
+        self.health = None
+        self.health_warning = None
+        self.health_reset.emit()
+        if loaded.mode != "mtp":
+            return
+        model_dir, device = loaded.model_dir, loaded.device
+
+        def find() -> tuple[AcceptanceReference, ModelState] | None:
+            reference = load_reference(model_dir, device)
+            return None if reference is None else (reference, current_state(model_dir))
+
+        def found(result: tuple[AcceptanceReference, ModelState] | None) -> None:
+            current = self.loaded
+            if result is not None and current is not None and current.model_dir == model_dir:
+                self.health = HealthMonitor(*result)
+
+        self._runner.submit(find, found, self._lookup_failed)
+
+    def observe(self, stats: GenerationStats) -> None:
+        """A finished answer's acceptance, checked against the reference."""
+        if self.health is None:
+            return
+        warning = self.health.observe(stats)
+        if warning is not None:
+            self.health_warning = warning
+            self.health_warned.emit(warning)
+
+
+def _cache_dir() -> Path | None:
+    from qwen_mtp_desktop.core.paths import app_paths
+
+    return app_paths().compile_cache_dir
