@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from qwen_mtp_desktop.core.chats import migrations
 from qwen_mtp_desktop.core.chats import store as chats
+from qwen_mtp_desktop.core.chats.export_format import EXPORT_FORMAT
 from qwen_mtp_desktop.core.chats.migrations import SCHEMA_VERSION
 from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
@@ -46,7 +48,7 @@ def search_store(
     request: pytest.FixtureRequest, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[ChatStore]:
     if request.param == "like":
-        monkeypatch.setattr(chats, "fts5_trigram_available", lambda: False)
+        monkeypatch.setattr(migrations, "fts5_trigram_available", lambda: False)
     with ChatStore(db_path) as opened:
         assert opened.search_backend == request.param
         yield opened
@@ -473,7 +475,7 @@ def test_search_index_is_rebuilt_when_fts_returns(
         conv = store.create_conversation("before")
         store.add_message(conv.id, "user", "indexed with fts")
     # A build without FTS5 drops the triggers, so its writes do not fail...
-    monkeypatch.setattr(chats, "fts5_trigram_available", lambda: False)
+    monkeypatch.setattr(migrations, "fts5_trigram_available", lambda: False)
     with ChatStore(db_path) as store:
         assert store.search_backend == "like"
         later = store.create_conversation("written without fts")
@@ -502,7 +504,7 @@ def test_export_json_and_markdown(store: ChatStore) -> None:
     store.fail_message(broken.id, "out of memory")
 
     document = json.loads(store.export_json(conv.id))
-    assert document["format"] == chats.EXPORT_FORMAT
+    assert document["format"] == EXPORT_FORMAT
     assert document["conversation"]["title"] == "Export me"
     assert document["conversation"]["settings"]["seed"] == 1
     assert [m["role"] for m in document["messages"]] == ["user", "assistant", "assistant"]
@@ -594,7 +596,9 @@ def test_migrations_run_in_order_from_an_older_version(
         conn.execute("CREATE TABLE tags (conversation_id INTEGER, tag TEXT)")
 
     # The v1 file meets the first shipped migration and two made up here as 2 and 3.
-    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], migration_2, migration_3])
+    monkeypatch.setattr(
+        migrations, "MIGRATIONS", [*migrations.MIGRATIONS[:1], migration_2, migration_3]
+    )
     with ChatStore(db_path) as store:
         assert applied == [2, 3]
         with store._read() as conn:
@@ -615,7 +619,7 @@ def test_a_failing_migration_leaves_the_old_version_intact(
         raise RuntimeError("bug in migration 2")
 
     # The v1 file meets a broken migration 2 (standing in for any later one).
-    monkeypatch.setattr(chats, "MIGRATIONS", [*chats.MIGRATIONS[:1], broken])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS[:1], broken])
     with pytest.raises(RuntimeError, match="bug in migration 2"):
         ChatStore(db_path)
     conn = sqlite3.connect(db_path)

@@ -35,12 +35,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from qwen_mtp_desktop.core.chats import versions
-from qwen_mtp_desktop.core.chats.migrations import (
-    FTS_OBJECTS,
-    FTS_TRIGGERS,
-    MIGRATIONS,
-    fts5_trigram_available,
-)
+from qwen_mtp_desktop.core.chats.database import open_database
+from qwen_mtp_desktop.core.chats.export_format import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chats.records import (
     ROLES,
     STATUSES,
@@ -55,7 +51,6 @@ from qwen_mtp_desktop.core.chats.records import (
     StoredMessage,
     UnknownConversationError,
     UnknownMessageError,
-    stats_summary,
 )
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import Role
@@ -69,9 +64,6 @@ DB_FILENAME = "chats.sqlite3"
 DEFAULT_TITLE = "New chat"
 MAX_TITLE_CHARS = 200
 PREVIEW_CHARS = 120
-BUSY_TIMEOUT_S = 10.0
-EXPORT_FORMAT = "qwen-mtp-desktop.chat"
-EXPORT_VERSION = 1
 #: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
 _MIN_FTS_TERM = 3
 
@@ -81,18 +73,6 @@ _MIN_FTS_TERM = 3
 def default_db_path() -> Path:
     """Where the app keeps its chats: `chats.sqlite3` in the data dir."""
     return app_paths().data_dir / DB_FILENAME
-
-
-class _DamagedDatabaseError(Exception):
-    pass
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and (code & 0xFF) in (
-        sqlite3.SQLITE_CORRUPT,
-        sqlite3.SQLITE_NOTADB,
-    )
 
 
 def _clean_title(title: str) -> str:
@@ -146,135 +126,13 @@ class ChatStore:
         self.search_backend: SearchBackend = "like"
         self._lock = threading.RLock()
         self._last_stamp = 0.0
-        self._conn: sqlite3.Connection | None = self._open()
+        opened = open_database(path)
+        self.notice = opened.notice
+        self.recovered_messages = opened.recovered_messages
+        self.search_backend = opened.search_backend
+        self._conn: sqlite3.Connection | None = opened.conn
 
-    # -------------------------------------------------------------------------- open / close
-
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            return self._connect()
-        except (sqlite3.Error, _DamagedDatabaseError) as exc:
-            if isinstance(exc, sqlite3.Error) and not _is_damage(exc):
-                raise ChatStoreError(
-                    f"The chat history at {self.path} could not be opened ({exc}).",
-                    "Check that the folder is writable and that no other program locks it.",
-                    code="CHATS_UNAVAILABLE",
-                ) from exc
-            backup = self._move_aside()
-            if backup is None:
-                raise ChatStoreError(
-                    f"The chat history at {self.path} is damaged ({exc}) and could not be moved "
-                    "aside.",
-                    "Move or delete the file by hand, then restart the app.",
-                    code="CHATS_DAMAGED",
-                ) from exc
-            log.warning("chat store %s is damaged (%s); starting an empty one", self.path, exc)
-            self.notice = (
-                f"Your chat history could not be read ({exc}). It was kept as {backup}. "
-                "The app started with an empty chat history."
-            )
-            return self._connect()
-
-    def _connect(self) -> sqlite3.Connection:
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in _write).
-        conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            check = [row[0] for row in conn.execute("PRAGMA quick_check")]
-            if check != ["ok"]:
-                # quick_check's report spans lines; the notice wants one.
-                raise _DamagedDatabaseError(" ".join(" ".join(check[:3]).split()))
-            self._refuse_newer_schema(conn)  # before anything writes to the file
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":  # e.g. some network file systems
-                log.warning("chat store could not use WAL mode (got %s)", mode)
-            # NORMAL is durable against app crashes in WAL mode; only power loss can drop the
-            # last commits, and it spares an fsync per streamed batch.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate(conn)
-            self.search_backend = self._set_up_search(conn)
-            self.recovered_messages = conn.execute(
-                "UPDATE messages SET status = 'incomplete' WHERE status = 'streaming'"
-            ).rowcount
-            if self.recovered_messages:
-                log.info("marked %d interrupted answer(s) incomplete", self.recovered_messages)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _refuse_newer_schema(self, conn: sqlite3.Connection) -> None:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > len(MIGRATIONS):
-            raise ChatStoreError(
-                f"The chat history at {self.path} was written by a newer version of the app "
-                f"(schema {version}; this version knows {len(MIGRATIONS)}).",
-                "Update the app to open it. The file was left untouched.",
-                code="CHATS_TOO_NEW",
-            )
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        migrations = MIGRATIONS  # read at open time, so tests can append a migration
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        for target in range(version + 1, len(migrations) + 1):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                migrations[target - 1](conn)
-                conn.execute(f"PRAGMA user_version = {target}")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            log.info("chat store schema upgraded to version %d", target)
-
-    def _set_up_search(self, conn: sqlite3.Connection) -> SearchBackend:
-        present = {
-            str(row[0])
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        }
-        has_triggers = all(name in present for name in FTS_TRIGGERS)
-        if not fts5_trigram_available():
-            # Without FTS5 the triggers would make every write fail; drop them. A later build
-            # with FTS5 sees them missing and rebuilds the index.
-            for name in FTS_TRIGGERS:
-                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-            return "like"
-        if not has_triggers:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in FTS_OBJECTS:
-                    conn.execute(statement)
-                # Rows written without the triggers (older build, fresh upgrade) get indexed.
-                conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
-                conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        return "fts5"
-
-    def _move_aside(self) -> Path | None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        backup = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
-        counter = 1
-        while backup.exists():
-            counter += 1
-            backup = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{counter}")
-        try:
-            self.path.replace(backup)
-        except OSError:
-            return None
-        for suffix in ("-wal", "-shm"):
-            side = self.path.with_name(self.path.name + suffix)
-            with contextlib.suppress(OSError):
-                if side.exists():
-                    side.replace(backup.with_name(backup.name + suffix))
-        return backup
+    # ----------------------------------------------------------------------------------- close
 
     def close(self) -> None:
         with self._lock:
@@ -870,85 +728,13 @@ class ChatStore:
     # -------------------------------------------------------------------------------- export
 
     def export_json(self, conversation_id: int) -> str:
-        """The conversation, its settings and every message with its stats, as JSON text."""
+        """The conversation as JSON (core.chats.export_format)."""
         with self._read():  # holding the lock: no thread writes between the two reads
-            conv = self.get_conversation(conversation_id)
-            messages = self.messages(conversation_id)
-        document = {
-            "format": EXPORT_FORMAT,
-            "version": EXPORT_VERSION,
-            "exported_at": time.time(),
-            "conversation": {
-                "id": conv.id,
-                "title": conv.title,
-                "created_at": conv.created_at,
-                "updated_at": conv.updated_at,
-                "model_dir": conv.model_dir,
-                "system_prompt": conv.system_prompt,
-                "settings": conv.settings.to_dict(),
-            },
-            "messages": [
-                {
-                    "id": m.id,
-                    "position": m.position,
-                    "role": m.role,
-                    "content": m.content,
-                    "reasoning": m.reasoning,
-                    "image_path": str(m.image_path) if m.image_path is not None else None,
-                    "created_at": m.created_at,
-                    "status": m.status,
-                    "error": m.error,
-                    "stats": m.stats,
-                }
-                for m in messages
-            ],
-        }
-        return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+            return chat_json(self.get_conversation(conversation_id), self.messages(conversation_id))
 
     def export_markdown(self, conversation_id: int) -> str:
-        """The conversation as Markdown: reasoning folded away, one stats line per answer."""
+        """The conversation as Markdown (core.chats.export_format)."""
         with self._read():
-            conv = self.get_conversation(conversation_id)
-            messages = self.messages(conversation_id)
-        s = conv.settings
-        if not s.mtp:
-            mode = "baseline"
-        elif s.num_assistant_tokens == "auto":
-            mode = "MTP (Auto)"
-        else:
-            mode = f"MTP (n={s.num_assistant_tokens})"
-        lines = [f"# {conv.title}", ""]
-        if conv.model_dir:
-            lines.append(f"- Model: `{conv.model_dir}`")
-        lines += [
-            f"- Created: {time.strftime('%Y-%m-%d %H:%M', time.localtime(conv.created_at))}",
-            f"- Settings: {s.device}, {mode}, thinking {'on' if s.thinking else 'off'}, "
-            f"temperature {s.temperature:g}, max new tokens {s.max_new_tokens}",
-            "",
-        ]
-        if conv.system_prompt:
-            lines += ["## System prompt", "", conv.system_prompt, ""]
-        for m in messages:
-            lines += [f"## {m.role.capitalize()}", ""]
-            if m.image_path is not None:
-                lines += [f"![image](<{m.image_path}>)", ""]
-            if m.reasoning:
-                lines += [
-                    "<details><summary>Reasoning</summary>",
-                    "",
-                    m.reasoning,
-                    "",
-                    "</details>",
-                ]
-                lines.append("")
-            if m.content:
-                lines += [m.content, ""]
-            if m.status == "incomplete":
-                lines += ["*(The answer was interrupted.)*", ""]
-            elif m.status == "error":
-                lines += [f"*(Failed: {m.error or 'unknown error'})*", ""]
-            elif m.status == "streaming":
-                lines += ["*(Still being written.)*", ""]
-            if m.stats:
-                lines += [f"*{stats_summary(m.stats)}*", ""]
-        return "\n".join(lines).rstrip("\n") + "\n"
+            return chat_markdown(
+                self.get_conversation(conversation_id), self.messages(conversation_id)
+            )

@@ -1,0 +1,179 @@
+"""The chat database file: open it, detect damage and set a damaged file aside, refuse a
+schema from a newer app, run the migrations, and fit the search index to this SQLite build.
+
+A file that is not a database, or fails `PRAGMA quick_check`, is moved aside to
+`<name>.damaged-<timestamp>` and an empty database is started, which `OpenedDatabase.notice`
+says in plain words. Answers found still "streaming" (the app died mid-answer) are marked
+"incomplete" with their partial text kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from qwen_mtp_desktop.core.chats import migrations
+from qwen_mtp_desktop.core.chats.records import ChatStoreError, SearchBackend
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 10.0
+
+
+@dataclass
+class OpenedDatabase:
+    conn: sqlite3.Connection
+    search_backend: SearchBackend
+    #: Answers found still "streaming" (the app died) and marked incomplete.
+    recovered_messages: int
+    #: A plain-language message when the file was damaged and set aside, else None.
+    notice: str | None = None
+
+
+class _DamagedDatabaseError(Exception):
+    pass
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in (
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+    )
+
+
+def open_database(path: Path) -> OpenedDatabase:
+    """The database at `path`, migrated to this app's schema (a damaged one set aside)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _connect(path)
+    except (sqlite3.Error, _DamagedDatabaseError) as exc:
+        if isinstance(exc, sqlite3.Error) and not _is_damage(exc):
+            raise ChatStoreError(
+                f"The chat history at {path} could not be opened ({exc}).",
+                "Check that the folder is writable and that no other program locks it.",
+                code="CHATS_UNAVAILABLE",
+            ) from exc
+        backup = _move_aside(path)
+        if backup is None:
+            raise ChatStoreError(
+                f"The chat history at {path} is damaged ({exc}) and could not be moved aside.",
+                "Move or delete the file by hand, then restart the app.",
+                code="CHATS_DAMAGED",
+            ) from exc
+        log.warning("chat store %s is damaged (%s); starting an empty one", path, exc)
+        opened = _connect(path)
+        opened.notice = (
+            f"Your chat history could not be read ({exc}). It was kept as {backup}. "
+            "The app started with an empty chat history."
+        )
+        return opened
+
+
+def _connect(path: Path) -> OpenedDatabase:
+    # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in ChatStore._write).
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        check = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if check != ["ok"]:
+            # quick_check's report spans lines; the notice wants one.
+            raise _DamagedDatabaseError(" ".join(" ".join(check[:3]).split()))
+        _refuse_newer_schema(conn, path)  # before anything writes to the file
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # e.g. some network file systems
+            log.warning("chat store could not use WAL mode (got %s)", mode)
+        # NORMAL is durable against app crashes in WAL mode; only power loss can drop the
+        # last commits, and it spares an fsync per streamed batch.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn)
+        backend = _set_up_search(conn)
+        recovered = conn.execute(
+            "UPDATE messages SET status = 'incomplete' WHERE status = 'streaming'"
+        ).rowcount
+        if recovered:
+            log.info("marked %d interrupted answer(s) incomplete", recovered)
+    except BaseException:
+        conn.close()
+        raise
+    return OpenedDatabase(conn, backend, recovered)
+
+
+def _refuse_newer_schema(conn: sqlite3.Connection, path: Path) -> None:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    known = len(migrations.MIGRATIONS)
+    if version > known:
+        raise ChatStoreError(
+            f"The chat history at {path} was written by a newer version of the app "
+            f"(schema {version}; this version knows {known}).",
+            "Update the app to open it. The file was left untouched.",
+            code="CHATS_TOO_NEW",
+        )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    steps = migrations.MIGRATIONS  # read at open time, so tests can append a migration
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    for target in range(version + 1, len(steps) + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            steps[target - 1](conn)
+            conn.execute(f"PRAGMA user_version = {target}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        log.info("chat store schema upgraded to version %d", target)
+
+
+def _set_up_search(conn: sqlite3.Connection) -> SearchBackend:
+    present = {
+        str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    }
+    has_triggers = all(name in present for name in migrations.FTS_TRIGGERS)
+    if not migrations.fts5_trigram_available():
+        # Without FTS5 the triggers would make every write fail; drop them. A later build
+        # with FTS5 sees them missing and rebuilds the index.
+        for name in migrations.FTS_TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        return "like"
+    if not has_triggers:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in migrations.FTS_OBJECTS:
+                conn.execute(statement)
+            # Rows written without the triggers (older build, fresh upgrade) get indexed.
+            conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
+            conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return "fts5"
+
+
+def _move_aside(path: Path) -> Path | None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = path.with_name(f"{path.name}.damaged-{stamp}")
+    counter = 1
+    while backup.exists():
+        counter += 1
+        backup = path.with_name(f"{path.name}.damaged-{stamp}-{counter}")
+    try:
+        path.replace(backup)
+    except OSError:
+        return None
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        with contextlib.suppress(OSError):
+            if side.exists():
+                side.replace(backup.with_name(backup.name + suffix))
+    return backup
