@@ -205,6 +205,9 @@ class ExportPanel(QWidget):
         layout.setContentsMargins(0, 4, 8, 4)
         layout.setSpacing(10)
         layout.addWidget(_label("Choose a checkpoint", "pageTitle"))
+        self.prefill_note = _label("", "hint")
+        self.prefill_note.hide()
+        layout.addWidget(self.prefill_note)
         layout.addWidget(
             _label(
                 "A Qwen3.5 or Qwen3.5-MoE checkpoint that still has its MTP head (mtp.* "
@@ -412,6 +415,10 @@ class ExportPanel(QWidget):
             label.style().polish(label)
             label.updateGeometry()  # bold text is wider
 
+    def restyle(self) -> None:
+        """The theme changed: resolve the stylesheet's palette() colours again."""
+        self.setStyleSheet(panel_style())
+
     def set_source(self, text: str, *, revision: str | None = None) -> None:
         """Prefill the source page (e.g. from the Models panel's re-export action)."""
         source = parse_source(text, revision)
@@ -423,6 +430,18 @@ class ExportPanel(QWidget):
             self.folder_edit.setText(source.value)
             self.folder_radio.setChecked(True)
         self.show_page(0)
+
+    def prefill_from_discover(self, hub_id: str, weight_format: str) -> None:
+        """From Discover: the hub id and the precision recommended for this computer."""
+        self.set_source(hub_id)
+        self.options_form.set_weight_format(weight_format)
+        self.prefill_note.setText(
+            f"From Discover: {hub_id}, {weight_format.upper()} (recommended for this computer; "
+            "you can change it under Options). Check checkpoint reads its details from the "
+            "Hugging Face hub, so it needs an internet connection unless the model is already "
+            "in the local cache."
+        )
+        self.prefill_note.show()
 
     def prefill_from_model(self, model_dir: Path) -> None:
         """Re-export: start from the checkpoint an exported model was made from, if known."""
@@ -449,6 +468,8 @@ class ExportPanel(QWidget):
 
     def _source_changed(self) -> None:
         text, _revision = self._source_text()
+        if hasattr(self, "prefill_note") and text not in self.prefill_note.text():
+            self.prefill_note.hide()
         self.check_button.setEnabled(bool(text))
         self.source_error.hide()
         if not self._destination_edited and hasattr(self, "dest_edit"):

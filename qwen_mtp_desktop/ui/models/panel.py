@@ -212,6 +212,10 @@ class ModelsPanel(QWidget):
 
     # --- public API ------------------------------------------------------------------------
 
+    def restyle(self, dark: bool) -> None:
+        """The theme changed (Settings > Appearance)."""
+        self.setStyleSheet(panel_style(dark))
+
     @property
     def entries(self) -> list[LibraryEntry]:
         return list(self._entries)
