@@ -51,7 +51,7 @@ CHECKPOINT_BYTES_PER_PARAMETER = 2
 #: memory-bound, where INT4 is faster.
 INT8_PREFERRED_UP_TO = 2_000_000_000
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
 #: text_config keys the memory estimate reads, all positive whole numbers.
 _SHAPE_KEYS = (
     "num_hidden_layers",
@@ -183,7 +183,7 @@ def parse_entry(raw: object) -> CatalogModel:
     if not isinstance(raw, dict):
         raise ValueError("an entry is not an object")
     hub_id = raw.get("id")
-    if not isinstance(hub_id, str) or not _HUB_ID.match(hub_id) or ".." in hub_id:
+    if not isinstance(hub_id, str) or not _HUB_ID.fullmatch(hub_id) or ".." in hub_id:
         raise ValueError(f"id {str(hub_id)[:60]!r} is not a Hugging Face model id")
     kind = raw.get("kind")
     if kind not in ("dense", "moe"):

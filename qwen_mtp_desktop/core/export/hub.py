@@ -239,8 +239,8 @@ def describe_hub_error(exc: BaseException, repo_id: str) -> tuple[str, str]:
         )
     if _is_network_error(exc):
         return (
-            f"No connection to the Hugging Face hub: this computer seems to be offline (or "
-            f"huggingface.co is blocked), and {repo_id} is not in the local cache.",
+            f"The Hugging Face hub could not be reached: this computer seems to be offline "
+            f"(or huggingface.co is blocked), and {repo_id} is not in the local cache.",
             "Connect to the internet and press Check again, or choose a checkpoint folder "
             "that is already on this computer.",
         )
