@@ -34,7 +34,16 @@ from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 MemoryProbe = Callable[[], tuple[int | None, int | None]]
-COLUMNS = ("Model", "Parameters", "Download", "INT4", "INT8", "FP16", "MTP", "For this computer")
+COLUMNS = (
+    "Model",
+    "Parameters",
+    "Download",
+    "INT4 memory",
+    "INT8 memory",
+    "FP16 memory",
+    "MTP",
+    "For this computer",
+)
 _FORMAT_COLUMN = {fmt: 3 + index for index, fmt in enumerate(FORMATS)}
 
 
@@ -129,8 +138,10 @@ class DiscoverDialog(QDialog):
         self.note = _label(
             "Memory: one chat at "
             f"{DEFAULT_CONTEXT_LENGTH:,} tokens (weights, KV cache and linear-attention state; "
-            "the app's own estimate). Download: the checkpoint in bf16. The export wizard checks "
-            "the real checkpoint (MTP head, files, disk, memory) before anything is written.",
+            "the app's own estimate): green fits in the free memory, orange only just (close "
+            "other apps), red does not fit. Download: the checkpoint in bf16. The export wizard "
+            "checks the real checkpoint (MTP head, files, disk, memory) before anything is "
+            "written.",
             "muted",
         )
         layout.addWidget(self.note)
@@ -229,7 +240,9 @@ class DiscoverDialog(QDialog):
                 item.setFont(font)
         cell(6, "yes" if model.mtp else "no", "The checkpoint ships its MTP head (mtp.* weights)")
         verdict_text = fit.recommended.upper() if fit.recommended else "too large"
-        cell(7, verdict_text, fit.reason)
+        if fit.recommended and fit.export_problem:
+            verdict_text += ", export elsewhere"
+        cell(7, verdict_text, f"{fit.reason} {fit.export_problem or ''}".strip())
 
     def _show_selected(self) -> None:
         fit = self.selected_fit()
