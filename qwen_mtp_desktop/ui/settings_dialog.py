@@ -123,6 +123,7 @@ class SettingsDialog(QDialog):
         # Appearance
         appearance = QGroupBox("Appearance")
         form = QFormLayout(appearance)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         self.theme_combo = QComboBox()
         for theme in THEMES:
             self.theme_combo.addItem(THEME_LABELS[theme], theme)
@@ -194,7 +195,11 @@ class SettingsDialog(QDialog):
             self.folder_labels["models"].setText(
                 f"{paths.models_dir}\n(from the next start: {pending})"
             )
-        self.folder_status = _label("", "muted")
+        self.folder_status = _label(
+            "Change… sets where new exports go, from the next start. Models already exported "
+            "are never moved: they stay where they are and stay listed.",
+            "muted",
+        )
         grid.addWidget(self.folder_status, len(rows), 0, 1, 4)
         layout.addWidget(folders)
         layout.addStretch(1)
