@@ -116,6 +116,10 @@ def stylesheet(dark: bool) -> str:
         border: 2px solid {focus}; border-radius: 6px;
     }}
     QPushButton#sendButton:focus {{ border: 2px solid {"#ffffff" if dark else "#1b2399"}; }}
+    QPushButton#discoverLink {{
+        color: {"#8f9bff" if dark else ACCENT}; border: none; background: transparent;
+        text-decoration: underline; padding: 2px 0; text-align: left;
+    }}
     """
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
@@ -35,6 +35,7 @@ class ExamplePrompts(QWidget):
         self.discover_button = QPushButton("Find a real model: discover Qwen3.5 models…")
         self.discover_button.setObjectName("discoverLink")
         self.discover_button.setFlat(True)
+        self.discover_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.discover_button.setToolTip(
             "The Qwen3.5 family with the memory each needs on this computer; one click opens "
             "the export wizard"
