@@ -434,7 +434,9 @@ def test_start_state_is_driven_by_the_exporter_progress(qtbot: QtBot) -> None:
     view.show_progress(event)
     assert not view.indeterminate and view.progress.value() > 0
     assert view.stage_label.text() == "Loading the checkpoint's weights"
-    event = parser.feed('[qmtp] {"event": "stage", "stage": "converting", "part": "openvino_language_model"}')  # noqa: E501
+    event = parser.feed(
+        '[qmtp] {"event": "stage", "stage": "converting", "part": "openvino_language_model"}'
+    )
     assert event is not None
     view.show_progress(event)
     assert not view.indeterminate and view.stage_label.text() == "Converting the language model"

@@ -149,9 +149,7 @@ def test_server_settings_and_data_folders(qtbot: QtBot) -> None:
     ]
 
 
-def test_changing_the_models_folder_moves_nothing_and_says_so(
-    qtbot: QtBot, tmp_path: Path
-) -> None:
+def test_changing_the_models_folder_moves_nothing_and_says_so(qtbot: QtBot, tmp_path: Path) -> None:
     window = _window(qtbot)
     paths = app_paths()
     old = paths.models_dir

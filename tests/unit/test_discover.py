@@ -173,7 +173,9 @@ JSON = st.recursive(
     | st.integers(min_value=-(10**20), max_value=10**20)
     | st.floats(allow_nan=False)
     | st.text(max_size=40),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 FIELDS = ("id", "kind", "parameters", "active_parameters", "mtp", "blurb", "text_config")

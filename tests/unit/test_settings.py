@@ -92,12 +92,16 @@ _ANY_JSON = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=60),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(theme=_ANY_JSON, models_dir=_ANY_JSON)
 def test_theme_and_models_dir_are_kept_only_when_valid(
     tmp_path_factory: pytest.TempPathFactory, theme: object, models_dir: object
@@ -186,7 +190,9 @@ def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
     assert a_file.read_text() == "x"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(max_size=300))
 def test_any_typed_folder_is_accepted_or_refused_and_nothing_is_created(
     tmp_path: Path, text: str
