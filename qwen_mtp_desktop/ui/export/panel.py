@@ -55,7 +55,7 @@ from qwen_mtp_desktop.core.export.toolkit import (
 )
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm
-from qwen_mtp_desktop.ui.export.run_view import ExportRunView
+from qwen_mtp_desktop.ui.export.run_view import LOG_LINE_CAP, ExportRunView  # noqa: F401 (the cap, as before)
 from qwen_mtp_desktop.ui.export.toolkit_banner import ToolkitBanner
 from qwen_mtp_desktop.ui.export.widgets import (
     TRUST_REMOTE_CODE_TEXT,
