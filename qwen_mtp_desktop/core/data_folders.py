@@ -45,7 +45,12 @@ def check_models_folder(text: str, paths: AppPaths) -> Path:
         raise FolderChoiceError(
             "That is not a usable folder path (too long, or it holds control characters)."
         )
-    folder = Path(text).expanduser()
+    try:
+        folder = Path(text).expanduser()
+    except RuntimeError:  # "~someone" for a user this system does not know
+        raise FolderChoiceError(
+            f"{text} names the home folder of a user this computer does not know."
+        ) from None
     if not folder.is_absolute():
         raise FolderChoiceError(f"{text} is not a full path; choose the folder with Browse…")
     key = resolved(folder)

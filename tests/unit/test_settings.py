@@ -163,8 +163,11 @@ def test_models_folder_change_moves_nothing_and_keeps_the_old_folder_listed(
     assert settings_.models_dir is None
 
 
-@pytest.mark.parametrize("where", ["data", "config", "cache", "logs", "home", "root", "file",
-                                   "relative", "same", "inside", "control"])  # fmt: skip
+REFUSED = ("data", "config", "cache", "logs", "home", "root", "file", "relative", "same",
+           "inside", "control", "no_such_user")  # fmt: skip
+
+
+@pytest.mark.parametrize("where", REFUSED)
 def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
     from qwen_mtp_desktop.core.data_folders import FolderChoiceError, check_models_folder
 
@@ -183,6 +186,7 @@ def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
         "same": str(paths.models_dir),
         "inside": str(paths.models_dir / "sub"),
         "control": str(tmp_path / "a\nb"),
+        "no_such_user": "~0/models",  # found by hypothesis: expanduser raised RuntimeError
     }[where]
     with pytest.raises(FolderChoiceError) as caught:
         check_models_folder(text, paths)
