@@ -45,6 +45,7 @@ def run_gui(
     block_telemetry()
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
+    paths = paths.with_models_dir(store.settings.models_dir)  # Settings > Data folders
     setup_logging(paths.log_file, debug=store.settings.debug_logging)
     log.info("%s %s starting", APP_NAME, __version__)
     crash_handler = CrashHandler(paths.log_dir, paths.log_file)

@@ -161,7 +161,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def library_folders(settings: Settings, paths: AppPaths | None = None) -> list[LibraryFolder]:
     """The managed folder, then the user's folders in the order added (duplicates dropped)."""
-    paths = paths or app_paths()
+    paths = paths or app_paths().with_models_dir(settings.models_dir)
     out: list[LibraryFolder] = []
     seen: set[Path] = set()
     candidates: list[tuple[Path, FolderOrigin]] = [(paths.models_dir, "managed")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import platformdirs
@@ -25,6 +25,8 @@ class AppPaths:
     config_dir: Path
     cache_dir: Path
     log_dir: Path
+    #: The models folder the user chose in Settings (None: the one under `data_dir`).
+    models_override: Path | None = None
 
     @property
     def settings_file(self) -> Path:
@@ -37,7 +39,19 @@ class AppPaths:
     @property
     def models_dir(self) -> Path:
         """The managed model library folder (exports land here by default)."""
+        return self.models_override or self.default_models_dir
+
+    @property
+    def default_models_dir(self) -> Path:
         return self.data_dir / "models"
+
+    @property
+    def chats_db(self) -> Path:
+        return self.data_dir / "chats.sqlite3"
+
+    def with_models_dir(self, folder: str | Path | None) -> AppPaths:
+        """These folders with the models folder the settings name (None: the default)."""
+        return replace(self, models_override=Path(folder) if folder else None)
 
     @property
     def compile_cache_dir(self) -> Path:

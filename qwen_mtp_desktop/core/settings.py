@@ -47,6 +47,11 @@ class Settings:
     #: Listen on every network interface instead of this computer only (needs a key).
     api_server_lan: bool = False
     api_server_key: str | None = None
+    #: "system" follows the desktop; "light" or "dark" forces one (Settings > Appearance).
+    theme: str = "system"
+    #: The managed models folder (exports land here); None means the one under the data folder.
+    #: A change takes effect at the next start; models already exported stay where they are.
+    models_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,21 @@ def _api_key(value: object) -> str | None:
     return None
 
 
+THEMES = ("system", "light", "dark")
+
+
+def _theme(value: object) -> str | None:
+    return value if isinstance(value, str) and value in THEMES else None
+
+
+def _absolute_folder(value: object) -> str | None:
+    """An absolute path written as text (whether it exists is checked where it is used)."""
+    text = _text(value)
+    if text is None or not text.isprintable() or not Path(text).is_absolute():
+        return None
+    return text
+
+
 _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "default_model": _text,
     "device": _device,
@@ -119,6 +139,8 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "api_server_port": _port,
     "api_server_lan": _flag,
     "api_server_key": _api_key,
+    "theme": _theme,
+    "models_dir": _absolute_folder,
 }
 
 

@@ -34,15 +34,19 @@ from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
-from qwen_mtp_desktop.ui.style import app_icon, is_dark, stylesheet
+from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
+from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
     from qwen_mtp_desktop.ui.bench import BenchPanel
+    from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
+#: Settings' key on every platform (macOS's standard Preferences key is the same).
+SETTINGS_KEY = "Ctrl+,"
 
 
 def shortcuts() -> list[tuple[str, str]]:
@@ -54,6 +58,7 @@ def shortcuts() -> list[tuple[str, str]]:
 
     return [
         (key(QKeySequence.StandardKey.New, "Ctrl+N"), "New chat"),
+        (SETTINGS_KEY, "Settings"),
         ("Enter", "Send the message"),
         ("Shift+Enter", "New line in the message"),
         ("Esc", "Stop the answer being written"),
@@ -79,7 +84,11 @@ class MainWindow(QMainWindow):
         self.store_runner = self.threads.store
         self.io_runner = self.threads.io
         app = QApplication.instance()
+        if isinstance(app, QApplication) and store.settings.theme != "system":
+            apply_theme(app, store.settings.theme)  # before anything reads the palette
         self.dark = isinstance(app, QApplication) and is_dark(app)
+        #: The library's usable models (from the Models panel's scans), for Settings.
+        self.model_paths: list[Path] = []
         self.setStyleSheet(stylesheet(self.dark))
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(app_icon())
@@ -119,6 +128,11 @@ class MainWindow(QMainWindow):
         new_chat = QAction(f"&New chat\t{shortcuts()[0][0]}", self)
         new_chat.triggered.connect(self._new_chat)
         file_menu.addAction(new_chat)
+        self.settings_action = QAction("&Settings…", self)
+        self.settings_action.setShortcut(QKeySequence(SETTINGS_KEY))
+        self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.settings_action.triggered.connect(self.show_settings)
+        file_menu.addAction(self.settings_action)
         file_menu.addSeparator()
         self.quit_action = QAction("&Quit", self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -127,6 +141,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.quit_action)
 
         tools_menu = self.menuBar().addMenu("&Tools")
+        self.discover_action = QAction("&Discover Qwen3.5 models…", self)
+        self.discover_action.setToolTip("Sizes and memory per precision on this computer")
+        self.discover_action.triggered.connect(self.show_discover)
+        tools_menu.addAction(self.discover_action)
         self.server_action = QAction("Local &API server…", self)
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
@@ -156,6 +174,8 @@ class MainWindow(QMainWindow):
         self.engine.api_state.connect(self._on_api_state)
         apply_saved(self.engine, store)
         self._server_dialog: ServerDialog | None = None
+        self._settings_dialog: SettingsDialog | None = None
+        self._discover_dialog: DiscoverDialog | None = None
         self._show_model()
         # The status bar follows what the engine really has loaded.
         self.engine.loading.connect(
@@ -228,6 +248,7 @@ class MainWindow(QMainWindow):
             ui_state=self._store.settings.ui_state,
         )
         self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+        self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
         self.io_runner.submit(_device_names, self.chat.set_devices)
         return self.chat
@@ -252,6 +273,8 @@ class MainWindow(QMainWindow):
         models.open_in_chat.connect(self._open_in_chat)
         models.models_changed.connect(self.chat.set_models)
         models.models_changed.connect(self._describe_models)
+        models.models_changed.connect(self._on_models_changed)
+        models.discover_requested.connect(self.show_discover)
 
         export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
         self._export_panel = export_panel
@@ -329,6 +352,54 @@ class MainWindow(QMainWindow):
         self._server_dialog.show()
         self._server_dialog.raise_()
         return self._server_dialog
+
+    def show_settings(self) -> SettingsDialog:
+        """File > Settings… (Ctrl+,), non-modal; one at a time."""
+        if self._settings_dialog is None:
+            dialog = SettingsDialog(
+                self._store, self._paths, self.io_runner, self, models=self.model_paths
+            )
+            dialog.theme_changed.connect(self.apply_theme)
+            dialog.server_requested.connect(self.show_server_dialog)
+            dialog.open_folder_requested.connect(self._open_folder)
+            self._settings_dialog = dialog
+        self._settings_dialog.show_server_state()
+        self._settings_dialog.show()
+        self._settings_dialog.raise_()
+        return self._settings_dialog
+
+    def show_discover(self) -> DiscoverDialog:
+        """Tools > Discover (also in Models and the empty chat): non-modal; one at a time."""
+        from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
+
+        if self._discover_dialog is None:
+            dialog = DiscoverDialog(self.io_runner, self._store.settings.device, self)
+            dialog.export_requested.connect(self._export_from_discover)
+            self._discover_dialog = dialog
+        self._discover_dialog.show()
+        self._discover_dialog.raise_()
+        return self._discover_dialog
+
+    def _export_from_discover(self, hub_id: str, weight_format: str) -> None:
+        self.export_panel.prefill_from_discover(hub_id, weight_format)
+        self.show_panel("Export")
+
+    def apply_theme(self, theme: str) -> None:
+        """Switch light/dark/system at once: the palette, then the stylesheets that use it."""
+        app = QApplication.instance()
+        if not isinstance(app, QApplication):
+            return
+        self.dark = apply_theme(app, theme)
+        self.setStyleSheet(stylesheet(self.dark))
+        if self._models is not None:
+            self._models.restyle(self.dark)
+        if self._export_panel is not None:
+            self._export_panel.restyle()
+
+    def _on_models_changed(self, paths: list[Path]) -> None:
+        self.model_paths = list(paths)
+        if self._settings_dialog is not None:
+            self._settings_dialog.set_models(paths)
 
     def _on_api_state(self, url: str | None, error: object) -> None:
         self.api_label.setVisible(url is not None)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QIcon, QPalette
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
 from qwen_mtp_desktop.core.paths import resources_dir
@@ -115,4 +116,98 @@ def stylesheet(dark: bool) -> str:
         border: 2px solid {focus}; border-radius: 6px;
     }}
     QPushButton#sendButton:focus {{ border: 2px solid {"#ffffff" if dark else "#1b2399"}; }}
+    QPushButton#discoverLink {{
+        color: {"#8f9bff" if dark else ACCENT}; border: none; background: transparent;
+        text-decoration: underline; padding: 2px 0; text-align: left;
+    }}
     """
+
+
+# --- theme (Settings > Appearance) ------------------------------------------------------------
+
+#: The desktop's own palette, kept the first time a theme is applied, for "system".
+_system_palette: QPalette | None = None
+
+
+def _palette(dark: bool) -> QPalette:
+    """A complete light or dark palette (Fusion's roles), so a forced theme looks the same on
+    every platform whatever the desktop uses."""
+    colors = (
+        {
+            "window": "#202226",
+            "text": "#e6e8ee",
+            "base": "#1b1c20",
+            "alternate": "#25272d",
+            "button": "#2b2e35",
+            "mid": "#4a4e59",
+            "light": "#3a3d46",
+            "dark": "#141518",
+            "muted": "#9aa0ad",
+            "disabled": "#6b7080",
+            "link": "#8f9bff",
+        }
+        if dark
+        else {
+            "window": "#f7f8fa",
+            "text": "#1d1f24",
+            "base": "#ffffff",
+            "alternate": "#f1f2f6",
+            "button": "#eef0f4",
+            "mid": "#b8bcc8",
+            "light": "#ffffff",
+            "dark": "#9aa0ad",
+            "muted": "#6b7080",
+            "disabled": "#a0a4b0",
+            "link": ACCENT,
+        }
+    )
+    palette = QPalette()
+    role = QPalette.ColorRole
+    pairs = {
+        role.Window: "window",
+        role.WindowText: "text",
+        role.Base: "base",
+        role.AlternateBase: "alternate",
+        role.ToolTipBase: "base",
+        role.ToolTipText: "text",
+        role.Text: "text",
+        role.Button: "button",
+        role.ButtonText: "text",
+        role.BrightText: "text",
+        role.Light: "light",
+        role.Midlight: "button",
+        role.Mid: "mid",
+        role.Dark: "dark",
+        role.Shadow: "dark",
+        role.PlaceholderText: "muted",
+        role.Link: "link",
+        role.LinkVisited: "link",
+    }
+    for palette_role, key in pairs.items():
+        palette.setColor(palette_role, QColor(colors[key]))
+    palette.setColor(role.Highlight, QColor(ACCENT))
+    palette.setColor(role.HighlightedText, QColor("#ffffff"))
+    disabled = QPalette.ColorGroup.Disabled
+    for palette_role in (role.WindowText, role.Text, role.ButtonText):
+        palette.setColor(disabled, palette_role, QColor(colors["disabled"]))
+    return palette
+
+
+def apply_theme(app: QApplication, theme: str) -> bool:
+    """Apply "system", "light" or "dark" to the whole app at once; True when it is now dark.
+
+    Widgets that draw with the palette follow at once; the window re-applies its stylesheets
+    (MainWindow.apply_theme)."""
+    global _system_palette
+    if _system_palette is None:
+        _system_palette = QPalette(app.palette())
+    hints = app.styleHints()
+    if theme in ("light", "dark"):
+        if hasattr(hints, "setColorScheme"):  # Qt 6.8+: native styles follow too
+            hints.setColorScheme(Qt.ColorScheme.Dark if theme == "dark" else Qt.ColorScheme.Light)
+        app.setPalette(_palette(theme == "dark"))
+    else:
+        if hasattr(hints, "unsetColorScheme"):
+            hints.unsetColorScheme()
+        app.setPalette(_system_palette)
+    return is_dark(app)

@@ -361,3 +361,119 @@ def test_queue_runs_jobs_one_at_a_time(qtbot: QtBot) -> None:
         ("end", third),
     ]
     assert queue.shutdown()
+
+
+def _layout_index(panel: ExportPanel, widget: Any) -> int:
+    layout = panel.options_form.layout()
+    assert layout is not None
+    return layout.indexOf(widget)
+
+
+def test_options_follow_the_selected_format(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    """Each format's settings sit right under it and only those that apply are shown (the INT4
+    settings used to sit under FP16, whatever was chosen)."""
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    panel.show_page(2)
+    form = panel.options_form
+    box = panel.int4_box
+
+    def under(fmt: str) -> bool:
+        return _layout_index(panel, box) == _layout_index(panel, form._hints[fmt]) + 1
+
+    def shown(widget: Any) -> bool:
+        return widget.isVisibleTo(panel)
+
+    panel.format_radios["int4"].setChecked(True)
+    assert under("int4") and shown(box)
+    assert all(shown(w) for w in (panel.group_combo, panel.ratio_spin, panel.fallback_combo))
+    assert shown(panel.sym_check)
+    shoot(panel, screenshot_dir, "3_options_int4")
+    panel.format_radios["int8"].setChecked(True)
+    assert under("int8") and shown(box) and shown(panel.sym_check)
+    assert not shown(panel.group_combo) and not shown(panel.ratio_spin)
+    assert panel.current_options().group_size_fallback is None
+    panel.mtp_combo.setCurrentIndex(panel.mtp_combo.findData("int4"))
+    assert shown(panel.group_combo) and shown(panel.fallback_combo) and not shown(panel.ratio_spin)
+    assert "MTP head" in form.settings_caption.text()
+    shoot(panel, screenshot_dir, "3_options_int8_mtp_int4")
+    panel.mtp_combo.setCurrentIndex(panel.mtp_combo.findData("default"))
+    panel.sym_check.setChecked(True)
+    panel.format_radios["fp16"].setChecked(True)
+    assert under("fp16") and not shown(box)  # nothing is compressed: no settings
+    options = panel.current_options()
+    assert (options.weight_format, options.sym, options.group_size) == ("fp16", False, None)
+    panel.format_radios["int4"].setChecked(True)
+    assert panel.current_options().sym  # the choice comes back where it applies
+
+
+def test_start_state_is_driven_by_the_exporter_progress(qtbot: QtBot) -> None:
+    """Until the exporter measures something the bar moves without a percentage and says what
+    is happening; the first real step turns it into a percentage (the real parser on the
+    exporter's real output lines)."""
+    from qwen_mtp_desktop.core.export.options import ExportOptions
+    from qwen_mtp_desktop.core.export.progress import ProgressParser, stage_plan
+    from qwen_mtp_desktop.ui.export.run_view import STARTING_TEXT, WAITING_TEXT, ExportRunView
+
+    view = ExportRunView()
+    qtbot.addWidget(view)
+    view.begin("Exporting x", "a → b")
+    assert view.indeterminate and view.stage_label.text() == WAITING_TEXT
+    view.started()
+    assert view.indeterminate and view.stats_label.text() == "Elapsed 00:00"
+    options = ExportOptions(weight_format="int8")
+    parser = ProgressParser(stage_plan(options, download=False))
+    event = parser.feed('[qmtp] {"event": "stage", "stage": "loading"}')
+    assert event is not None
+    view.show_progress(event)
+    assert view.indeterminate and view.stage_label.text() == STARTING_TEXT
+    assert view.percent_label.text() == ""
+    event = parser.feed("Loading weights:  40%|████      | 8/20 [00:01<00:01]")
+    assert event is not None
+    view.show_progress(event)
+    assert not view.indeterminate and view.progress.value() > 0
+    assert view.stage_label.text() == "Loading the checkpoint's weights"
+    event = parser.feed(
+        '[qmtp] {"event": "stage", "stage": "converting", "part": "openvino_language_model"}'
+    )
+    assert event is not None
+    view.show_progress(event)
+    assert not view.indeterminate and view.stage_label.text() == "Converting the language model"
+    view.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_real_export_start_shows_what_is_happening(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    """The first seconds of a real export (Python and PyTorch starting): a moving bar, the
+    words, the elapsed time; screenshots at 1024x700 and 1600x1000; then cancel."""
+    from qwen_mtp_desktop.ui.export.run_view import STARTING_TEXT
+
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    panel.show_page(2)
+    panel.format_radios["int8"].setChecked(True)
+    stages: list[str] = []
+    panel.jobs.progress.connect(lambda _id, event: stages.append(event.stage))
+    panel.start_export()
+    qtbot.waitUntil(lambda: panel.pages.currentIndex() == 3, timeout=30_000)
+    view = panel.run_view
+    assert view.indeterminate
+    qtbot.waitUntil(lambda: "loading" in stages, timeout=60_000)
+    if view.stage_label.text() == STARTING_TEXT:  # PyTorch still importing: the usual case
+        assert view.indeterminate and view.percent_label.text() == ""
+        qtbot.waitUntil(lambda: view.stats_label.text() >= "Elapsed 00:01", timeout=10_000)
+        assert view.stats_label.text().startswith("Elapsed 00:0")
+        for width, height in ((1024, 700), (1600, 1000)):
+            panel.resize(width, height)
+            QApplication.processEvents()
+            assert panel.grab().save(str(screenshot_dir / f"export-start-{width}x{height}.png"))
+    qtbot.waitUntil(lambda: not view.indeterminate, timeout=300_000)
+    assert view.progress.value() > 0 and "%" in view.percent_label.text()
+    dialogs.answers.append(True)
+    qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)
+    outcome = _wait_outcome(qtbot, panel, 120)
+    assert outcome.status == "cancelled"

@@ -143,3 +143,20 @@ def test_narrow_chat_opens_one_side_column_at_a_time(qtbot: QtBot) -> None:
     window.resize(1024, 700)
     QApplication.processEvents()
     assert chat.settings_panel.isVisible() and not chat.conversations.isVisible()
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_dialogs_fit_and_show_every_button(
+    qtbot: QtBot, screenshot_dir: Path, width: int, height: int
+) -> None:
+    """Settings and Discover, opened over the window, fit inside it with every button shown."""
+    window = _window(qtbot, width, height)
+    settings_dialog = window.show_settings()
+    discover = window.show_discover()
+    qtbot.waitUntil(lambda: discover.loaded, timeout=10_000)
+    for name, dialog in (("settings", settings_dialog), ("discover", discover)):
+        dialog.adjustSize()
+        QApplication.processEvents()
+        assert dialog.width() <= width and dialog.height() <= height, (name, dialog.size())
+        assert not clipped_buttons(dialog, dialog), name
+        assert dialog.grab().save(str(screenshot_dir / f"layout-{name}-{width}x{height}.png"))

@@ -149,3 +149,20 @@ def test_default_destination_names(tmp_path: Path) -> None:
     )
     mtp = ExportOptions(weight_format="int8", mtp_weight_format="none")
     assert default_destination(snapshot, mtp, models).name == "Qwen3.5-2B-int8-mtp-none"
+
+
+def test_unreachable_hub_says_the_computer_is_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online mode, but the hub cannot be reached (here: a closed local port, so the test never
+    leaves this computer): one line that says so and what to do, not a library error."""
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    info = hub.inspect_hub_checkpoint("Qwen/Qwen3.5-0.8B")
+    assert [p.key for p in info.problems] == ["source"]
+    problem = info.problems[0]
+    assert "seems to be offline" in problem.message and "Qwen/Qwen3.5-0.8B" in problem.message
+    assert "Connect to the internet" in problem.fix and "checkpoint folder" in problem.fix

@@ -4,10 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import (
     SCHEMA_VERSION,
+    THEMES,
     Settings,
     SettingsStore,
     load_settings,
@@ -79,3 +82,133 @@ def test_store_saves(tmp_path: Path) -> None:
     store.settings.device = "GPU"
     store.save()
     assert SettingsStore(tmp_path / "settings.json").settings.device == "GPU"
+
+
+# --- Settings page values (issue 18): theme and models folder, hostile values ------------------
+
+_ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=60),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(theme=_ANY_JSON, models_dir=_ANY_JSON)
+def test_theme_and_models_dir_are_kept_only_when_valid(
+    tmp_path_factory: pytest.TempPathFactory, theme: object, models_dir: object
+) -> None:
+    folder = tmp_path_factory.mktemp("settings")
+    path = folder / "settings.json"
+    path.write_text(json.dumps({"schema_version": 1, "device": "GPU", "theme": theme,
+                                "models_dir": models_dir}))  # fmt: skip
+    loaded = load_settings(path)
+    settings_ = loaded.settings
+    assert settings_.device == "GPU"  # a bad value never costs the good ones
+    valid_theme = theme in THEMES
+    assert settings_.theme == (theme if valid_theme else "system")
+    valid_dir = (
+        isinstance(models_dir, str)
+        and 0 < len(models_dir) <= 4096
+        and models_dir.isprintable()
+        and Path(models_dir).is_absolute()
+    )
+    assert settings_.models_dir == (models_dir if valid_dir else None)
+    bad = [name for name, ok, value in (("theme", valid_theme, theme),
+                                        ("models_dir", valid_dir, models_dir))
+           if not ok and value is not None]  # fmt: skip
+    if bad:
+        assert loaded.notice is not None and all(name in loaded.notice for name in bad)
+    else:
+        assert loaded.notice is None
+        save_settings(path, settings_)
+        assert load_settings(path).settings == settings_
+
+
+def test_models_folder_change_moves_nothing_and_keeps_the_old_folder_listed(
+    tmp_path: Path,
+) -> None:
+    from qwen_mtp_desktop.core.data_folders import apply_models_folder, check_models_folder
+    from qwen_mtp_desktop.core.model_library import library_folders
+
+    paths = app_paths().ensure()
+    old = paths.models_dir
+    old.mkdir(parents=True)
+    (old / "my-export").mkdir()
+    (old / "my-export" / "weights.bin").write_bytes(b"keep")
+    new = tmp_path / "big-disk" / "models"
+    chosen = check_models_folder(str(new), paths)
+    assert chosen == new and not new.exists()  # checking creates nothing
+    settings_ = Settings()
+    change = apply_models_folder(settings_, chosen, paths)
+    assert settings_.models_dir == str(new)
+    assert settings_.model_folders == [str(old)]
+    assert "nothing is moved, copied or deleted" in change.message and str(old) in change.message
+    assert (old / "my-export" / "weights.bin").read_bytes() == b"keep"
+    # At the next start the app uses the new folder and still lists the old one.
+    restarted = paths.with_models_dir(settings_.models_dir)
+    assert restarted.models_dir == new
+    listed = [(f.path, f.origin) for f in library_folders(settings_, restarted)]
+    assert listed == [(new, "managed"), (old, "folder")]
+    # Choosing the default folder again drops the override.
+    assert apply_models_folder(settings_, paths.default_models_dir, restarted).folder
+    assert settings_.models_dir is None
+
+
+REFUSED = ("data", "config", "cache", "logs", "home", "root", "file", "relative", "same",
+           "inside", "control", "no_such_user")  # fmt: skip
+
+
+@pytest.mark.parametrize("where", REFUSED)
+def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
+    from qwen_mtp_desktop.core.data_folders import FolderChoiceError, check_models_folder
+
+    paths = app_paths().ensure()
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    text = {
+        "data": str(paths.data_dir),
+        "config": str(paths.config_dir / "models"),
+        "cache": str(paths.cache_dir),
+        "logs": str(paths.log_dir / "m"),
+        "home": str(Path.home()),
+        "root": "/",
+        "file": str(a_file),
+        "relative": "models",
+        "same": str(paths.models_dir),
+        "inside": str(paths.models_dir / "sub"),
+        "control": str(tmp_path / "a\nb"),
+        "no_such_user": "~0/models",  # found by hypothesis: expanduser raised RuntimeError
+    }[where]
+    with pytest.raises(FolderChoiceError) as caught:
+        check_models_folder(text, paths)
+    assert str(caught.value)
+    assert a_file.read_text() == "x"
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=300))
+def test_any_typed_folder_is_accepted_or_refused_and_nothing_is_created(
+    tmp_path: Path, text: str
+) -> None:
+    from qwen_mtp_desktop.core.data_folders import FolderChoiceError, check_models_folder
+
+    paths = app_paths()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    try:
+        folder = check_models_folder(text, paths)
+    except FolderChoiceError as exc:
+        assert str(exc)
+    else:
+        assert folder.is_absolute()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -237,6 +237,13 @@ def describe_hub_error(exc: BaseException, repo_id: str) -> tuple[str, str]:
             f"{repo_id} is not in the local cache and the hub cannot be reached.",
             "Connect to the internet (and unset HF_HUB_OFFLINE), or choose a local folder.",
         )
+    if _is_network_error(exc):
+        return (
+            f"The Hugging Face hub could not be reached: this computer seems to be offline "
+            f"(or huggingface.co is blocked), and {repo_id} is not in the local cache.",
+            "Connect to the internet and press Check again, or choose a checkpoint folder "
+            "that is already on this computer.",
+        )
     if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
         return ("The disk filled up during the download.", "Free some space and try again.")
     text = str(exc).splitlines()[0][:200] if str(exc) else name
@@ -244,6 +251,33 @@ def describe_hub_error(exc: BaseException, repo_id: str) -> tuple[str, str]:
         f"The Hugging Face hub could not be reached for {repo_id} ({text}).",
         "Check the internet connection and try again; downloads resume where they stopped.",
     )
+
+
+#: Exception classes (from httpx, requests, urllib3 and the standard library) that mean the
+#: hub could not be reached at all, as opposed to an answer the hub gave.
+_NETWORK_ERRORS = {
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionError",
+    "NameResolutionError",
+    "NewConnectionError",
+    "MaxRetryError",
+    "gaierror",
+    "ConnectionRefusedError",
+    "NetworkError",
+    "ProxyError",
+}
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # the cause chain, bounded
+        if seen is None:
+            return False
+        if any(cls.__name__ in _NETWORK_ERRORS for cls in type(seen).__mro__):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def download_command(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
 
@@ -13,9 +13,11 @@ from qwen_mtp_desktop.ui.flow_layout import FlowLayout
 class ExamplePrompts(QWidget):
     """Signals:
     chosen(str): the user clicked an example; the chat sends it.
+    discover_requested(): the user wants to find a real model (the Discover list).
     """
 
     chosen = Signal(str)
+    discover_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -29,6 +31,21 @@ class ExamplePrompts(QWidget):
         self._chips_box = QWidget()
         self._flow = FlowLayout(self._chips_box)
         layout.addWidget(self._chips_box)
+        # Where a newcomer looks first: an empty chat. The demo only counts and repeats.
+        self.discover_button = QPushButton("Find a real model: discover Qwen3.5 models…")
+        self.discover_button.setObjectName("discoverLink")
+        self.discover_button.setFlat(True)
+        self.discover_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.discover_button.setToolTip(
+            "The Qwen3.5 family with the memory each needs on this computer; one click opens "
+            "the export wizard"
+        )
+        self.discover_button.clicked.connect(self.discover_requested)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 4, 0, 0)
+        row.addWidget(self.discover_button)
+        row.addStretch(1)
+        layout.addLayout(row)
         self.chips: list[QPushButton] = []
         self._prompts: tuple[str, ...] = ()
 

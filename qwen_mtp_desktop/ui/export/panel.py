@@ -9,29 +9,23 @@ from __future__ import annotations
 
 import logging
 import shlex
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal  # noqa: F401 (Qt: tests click through this module)
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QRadioButton,
     QScrollArea,
-    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -44,9 +38,6 @@ from qwen_mtp_desktop.core.export.job import ExportOutcome, ExportRequest
 from qwen_mtp_desktop.core.export.options import (
     ExportOptions,
     ExportSource,
-    GroupSizeFallback,
-    MtpWeightFormat,
-    WeightFormat,
     default_destination,
     parse_source,
 )
@@ -54,7 +45,6 @@ from qwen_mtp_desktop.core.export.preflight import PreflightReport, run_prefligh
 from qwen_mtp_desktop.core.export.progress import (
     ProgressEvent,
     pip_stage,
-    python_warning_lines,
 )
 from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
@@ -64,17 +54,14 @@ from qwen_mtp_desktop.core.export.toolkit import (
     toolkit_missing,
 )
 from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm
+from qwen_mtp_desktop.ui.export.run_view import LOG_LINE_CAP, ExportRunView  # noqa: F401 (the cap, as before)
+from qwen_mtp_desktop.ui.export.toolkit_banner import ToolkitBanner
 from qwen_mtp_desktop.ui.export.widgets import (
-    FALLBACK_LABELS,
-    FALLBACK_TEXT,
-    MTP_FORMAT_TEXT,
-    MTP_TRADE_OFF,
     TRUST_REMOTE_CODE_TEXT,
-    WEIGHT_FORMAT_TEXT,
     Checklist,
     ExportDialogs,
     panel_style,
-    status_pixmap,
 )
 from qwen_mtp_desktop.workers.export_job import (
     ExportQueue,
@@ -86,15 +73,6 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 log = logging.getLogger(__name__)
 
 STEPS = ("Source", "Check", "Options", "Export")
-LOG_LINE_CAP = 2000
-GROUP_SIZES = (("128", 128), ("64", 64), ("32", 32), ("16", 16), ("per channel", -1))
-MTP_LABELS: tuple[tuple[MtpWeightFormat, str], ...] = (
-    ("default", "optimum-intel's choice"),
-    ("same", "Same as the main model"),
-    ("none", "No compression (FP16)"),
-    ("int8", "INT8"),
-    ("int4", "INT4"),
-)
 
 
 @dataclass
@@ -104,12 +82,6 @@ class PreflightEnvironment:
     versions: Callable[[], Mapping[str, str | None]] | None = None
     free_bytes: Callable[[Path], int] | None = None
     memory: Callable[[], tuple[int | None, int | None]] | None = None
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return (f"{hours}:" if hours else "") + f"{rest // 60:02d}:{rest % 60:02d}"
 
 
 def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
@@ -172,7 +144,6 @@ class ExportPanel(QWidget):
         self._preflight_serial = 0
         self._job_id: int | None = None
         self._install_id: int | None = None
-        self._job_started = 0.0
         self.last_outcome: ExportOutcome | None = None
         self._result_path: Path | None = None
 
@@ -205,9 +176,6 @@ class ExportPanel(QWidget):
             self.pages.addWidget(page)
         outer.addWidget(self.pages, 1)
 
-        self._clock = QTimer(self)
-        self._clock.setInterval(1000)
-        self._clock.timeout.connect(self._tick)
         self.jobs.started.connect(self._on_job_started)
         self.jobs.lines.connect(self._on_lines)
         self.jobs.progress.connect(self._on_progress)
@@ -237,6 +205,9 @@ class ExportPanel(QWidget):
         layout.setContentsMargins(0, 4, 8, 4)
         layout.setSpacing(10)
         layout.addWidget(_label("Choose a checkpoint", "pageTitle"))
+        self.prefill_note = _label("", "hint")
+        self.prefill_note.hide()
+        layout.addWidget(self.prefill_note)
         layout.addWidget(
             _label(
                 "A Qwen3.5 or Qwen3.5-MoE checkpoint that still has its MTP head (mtp.* "
@@ -295,7 +266,14 @@ class ExportPanel(QWidget):
         trust_hint.setContentsMargins(24, 0, 0, 0)
         layout.addWidget(trust_hint)
 
-        self.toolkit_banner = self._build_toolkit_banner()
+        self.toolkit_banner = ToolkitBanner()
+        banner = self.toolkit_banner
+        self.toolkit_text, self.command_label = banner.text, banner.command_label
+        self.install_progress, self.install_status = banner.progress, banner.status
+        self.install_log, self.install_button = banner.log, banner.install_button
+        self.install_cancel = banner.install_cancel
+        self.install_button.clicked.connect(self.install_toolkit)
+        self.install_cancel.clicked.connect(self._cancel_install)
         layout.addWidget(self.toolkit_banner)
         self.source_error = _label("", "checkFix")
         self.source_error.setStyleSheet("color: #d93025;")
@@ -309,54 +287,6 @@ class ExportPanel(QWidget):
         outer.addLayout(_button_row(self.check_button))
         self._source_changed()
         return page
-
-    def _build_toolkit_banner(self) -> QFrame:
-        banner = QFrame()
-        banner.setObjectName("toolkitBanner")
-        layout = QVBoxLayout(banner)
-        layout.setContentsMargins(14, 12, 14, 12)
-        layout.setSpacing(8)
-        head = QHBoxLayout()
-        icon = QLabel()
-        icon.setPixmap(status_pixmap("warn"))
-        head.addWidget(icon)
-        head.addWidget(_label("Export toolkit not installed", "checkTitle", wrap=False))
-        head.addStretch(1)
-        layout.addLayout(head)
-        self.toolkit_text = _label(
-            "Exporting needs optimum-intel, transformers, nncf and torch (several GB). Chat "
-            "works without them. The app can install them into its own Python environment "
-            "with:",
-        )
-        layout.addWidget(self.toolkit_text)
-        self.command_label = _label("", "commandLine")
-        self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.command_label)
-        self.install_progress = QProgressBar()
-        self.install_progress.setRange(0, 0)
-        self.install_progress.setTextVisible(False)
-        self.install_progress.setMaximumHeight(6)
-        self.install_progress.hide()
-        layout.addWidget(self.install_progress)
-        self.install_status = _label("", "hint")
-        self.install_status.hide()
-        layout.addWidget(self.install_status)
-        self.install_log = QPlainTextEdit()
-        self.install_log.setObjectName("exportLog")
-        self.install_log.setReadOnly(True)
-        self.install_log.setMaximumBlockCount(500)
-        self.install_log.setFixedHeight(110)
-        self.install_log.hide()
-        layout.addWidget(self.install_log)
-        self.install_button = QPushButton("Install export toolkit")
-        self.install_button.setObjectName("primaryAction")
-        self.install_button.clicked.connect(self.install_toolkit)
-        self.install_cancel = QPushButton("Cancel")
-        self.install_cancel.clicked.connect(self._cancel_install)
-        self.install_cancel.hide()
-        layout.addLayout(_button_row(self.install_cancel, self.install_button))
-        banner.hide()
-        return banner
 
     def _build_check_page(self) -> QWidget:
         page = QWidget()
@@ -403,64 +333,16 @@ class ExportPanel(QWidget):
         layout = QVBoxLayout(content)
         layout.setContentsMargins(0, 4, 8, 4)
         layout.setSpacing(8)
-        layout.addWidget(_label("Main model weights", "pageTitle"))
-        self.format_group = QButtonGroup(self)
-        self.format_radios: dict[str, QRadioButton] = {}
-        for fmt in ("int4", "int8", "fp16"):
-            radio = QRadioButton(fmt.upper())
-            self.format_group.addButton(radio)
-            self.format_radios[fmt] = radio
-            layout.addWidget(radio)
-            hint = _label(WEIGHT_FORMAT_TEXT[fmt], "hint")
-            hint.setContentsMargins(24, 0, 0, 2)
-            layout.addWidget(hint)
-        self.format_radios["int4"].setChecked(True)
-        self.format_group.buttonToggled.connect(lambda *_args: self._options_changed())
-
-        self.int4_box = QWidget()
-        form = QFormLayout(self.int4_box)
-        form.setContentsMargins(24, 4, 0, 4)
-        form.setHorizontalSpacing(12)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
-        self.group_combo = QComboBox()
-        for text, size in GROUP_SIZES:
-            self.group_combo.addItem(text, size)
-        self.sym_check = QCheckBox("Symmetric (no zero points; slightly smaller, less exact)")
-        self.ratio_spin = QDoubleSpinBox()
-        self.ratio_spin.setRange(0.1, 1.0)
-        self.ratio_spin.setSingleStep(0.1)
-        self.ratio_spin.setDecimals(2)
-        self.ratio_spin.setValue(1.0)
-        self.ratio_spin.setToolTip("Share of layers in INT4; the rest stay INT8 (more accurate)")
-        self.fallback_combo = QComboBox()
-        for fallback in ("ignore", "adjust", "error"):
-            self.fallback_combo.addItem(FALLBACK_LABELS[fallback], fallback)
-        self.fallback_text = _label("", "hint")
-        self.fallback_text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        form.addRow("Group size", self.group_combo)
-        form.addRow("INT4 share", self.ratio_spin)
-        form.addRow("Group fallback", self.fallback_combo)
-        form.addRow("", self.fallback_text)
-        form.addRow("", self.sym_check)
-        layout.addWidget(self.int4_box)
-        for widget in (self.group_combo, self.fallback_combo):
-            widget.currentIndexChanged.connect(lambda _i: self._options_changed())
-        self.ratio_spin.valueChanged.connect(lambda _v: self._options_changed())
-        self.sym_check.toggled.connect(lambda _v: self._options_changed())
-
-        layout.addSpacing(6)
-        layout.addWidget(_label("MTP head compression", "pageTitle"))
-        self.mtp_combo = QComboBox()
-        for mtp_value, mtp_text in MTP_LABELS:
-            self.mtp_combo.addItem(mtp_text, mtp_value)
-        self.mtp_combo.currentIndexChanged.connect(lambda _i: self._options_changed())
-        mtp_row = QHBoxLayout()
-        mtp_row.addWidget(self.mtp_combo)
-        mtp_row.addStretch(1)
-        layout.addLayout(mtp_row)
-        self.mtp_text = _label("", None)
-        layout.addWidget(self.mtp_text)
-        layout.addWidget(_label(MTP_TRADE_OFF, "hint"))
+        self.options_form = ExportOptionsForm()
+        form = self.options_form
+        # The names the wizard (and its tests) have always used for these widgets.
+        self.format_radios, self.format_group = form.format_radios, form.format_group
+        self.int4_box, self.group_combo = form.int4_box, form.group_combo
+        self.sym_check, self.ratio_spin = form.sym_check, form.ratio_spin
+        self.fallback_combo, self.fallback_text = form.fallback_combo, form.fallback_text
+        self.mtp_combo, self.mtp_text = form.mtp_combo, form.mtp_text
+        form.changed.connect(self._options_changed)
+        layout.addWidget(form)
 
         layout.addSpacing(6)
         layout.addWidget(_label("Destination", "pageTitle"))
@@ -498,88 +380,27 @@ class ExportPanel(QWidget):
         return page
 
     def _build_run_page(self) -> QWidget:
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(8)
-        self.run_title = _label("", "pageTitle")
-        layout.addWidget(self.run_title)
-        self.run_paths = _label("", "hint")
-        self.run_paths.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.run_paths)
-        self.queue_label = _label("", "hint")
-        self.queue_label.hide()
-        layout.addWidget(self.queue_label)
-        stage_row = QHBoxLayout()
-        self.stage_label = _label("Waiting…", "stageLabel", wrap=False)
-        self.stage_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.percent_label = _label("", "stageLabel", wrap=False)
-        stage_row.addWidget(self.stage_label, 1)
-        stage_row.addWidget(self.percent_label)
-        layout.addLayout(stage_row)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(False)
-        self.progress.setMaximumHeight(10)
-        layout.addWidget(self.progress)
-        stats_row = QHBoxLayout()
-        self.stats_label = _label("", "hint", wrap=False)
-        stats_row.addWidget(self.stats_label, 1)
-        self.cancel_button = QPushButton("Cancel export")
-        self.cancel_button.setObjectName("dangerAction")
+        view = ExportRunView()
+        self.run_view = view
+        # The names the wizard (and its tests) have always used for these widgets.
+        self.run_title, self.run_paths, self.queue_label = view.title, view.paths, view.queue_label
+        self.stage_label, self.percent_label = view.stage_label, view.percent_label
+        self.progress, self.stats_label = view.progress, view.stats_label
+        self.cancel_button, self.result_box = view.cancel_button, view.result_box
+        self.result_icon, self.result_title = view.result_icon, view.result_title
+        self.result_text, self.verify_list = view.result_text, view.verify_list
+        self.chat_button, self.models_button = view.chat_button, view.models_button
+        self.again_button, self.warnings_check = view.again_button, view.warnings_check
+        self.log_view = view.log_view
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
-        stats_row.addWidget(self.cancel_button)
-        layout.addLayout(stats_row)
-
-        self.result_box = QFrame()
-        self.result_box.setObjectName("resultBox")
-        result_layout = QVBoxLayout(self.result_box)
-        result_layout.setContentsMargins(14, 12, 14, 12)
-        result_layout.setSpacing(8)
-        title_row = QHBoxLayout()
-        self.result_icon = QLabel()
-        title_row.addWidget(self.result_icon)
-        self.result_title = _label("", "resultTitle", wrap=False)
-        title_row.addWidget(self.result_title, 1)
-        result_layout.addLayout(title_row)
-        self.result_text = _label("", None)
-        self.result_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        result_layout.addWidget(self.result_text)
-        self.verify_list = Checklist(compact=True)
-        result_layout.addWidget(self.verify_list)
-        self.chat_button = QPushButton("Open in chat")
-        self.chat_button.setObjectName("primaryAction")
         self.chat_button.clicked.connect(self._open_in_chat)
-        self.models_button = QPushButton("Show in Models")
         self.models_button.clicked.connect(self._show_in_models)
-        self.again_button = QPushButton("Export another")
         self.again_button.clicked.connect(lambda: self.show_page(0))
-        result_layout.addLayout(
-            _button_row(self.again_button, self.models_button, self.chat_button)
-        )
-        self.result_box.hide()
-        layout.addWidget(self.result_box)
+        return view
 
-        log_row = QHBoxLayout()
-        log_row.addWidget(_label("Exporter log", "checkTitle", wrap=False))
-        log_row.addStretch(1)
-        # The exporter's Python warnings (tracer, deprecation…) mean nothing to most users and
-        # bury the stages: hidden unless asked for.
-        self.warnings_check = QCheckBox("Show Python warnings")
-        self.warnings_check.toggled.connect(self._render_log)
-        log_row.addWidget(self.warnings_check)
-        layout.addLayout(log_row)
-        self._log_lines: list[str] = []
-        self._log_warnings = 0
-        self._last_was_warning = False
-        self.log_view = QPlainTextEdit()
-        self.log_view.setObjectName("exportLog")
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(LOG_LINE_CAP)
-        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.log_view.setMinimumHeight(80)
-        layout.addWidget(self.log_view, 1)
-        return page
+    @property
+    def _log_warnings(self) -> int:
+        return self.run_view.log_warnings
 
     # --- navigation -----------------------------------------------------------------------
 
@@ -594,6 +415,10 @@ class ExportPanel(QWidget):
             label.style().polish(label)
             label.updateGeometry()  # bold text is wider
 
+    def restyle(self) -> None:
+        """The theme changed: resolve the stylesheet's palette() colours again."""
+        self.setStyleSheet(panel_style())
+
     def set_source(self, text: str, *, revision: str | None = None) -> None:
         """Prefill the source page (e.g. from the Models panel's re-export action)."""
         source = parse_source(text, revision)
@@ -606,6 +431,18 @@ class ExportPanel(QWidget):
             self.folder_radio.setChecked(True)
         self.show_page(0)
 
+    def prefill_from_discover(self, hub_id: str, weight_format: str) -> None:
+        """From Discover: the hub id and the precision recommended for this computer."""
+        self.set_source(hub_id)
+        self.options_form.set_weight_format(weight_format)
+        self.prefill_note.setText(
+            f"From Discover: {hub_id}, {weight_format.upper()} (recommended for this computer; "
+            "you can change it under Options). Check checkpoint reads its details from the "
+            "Hugging Face hub, so it needs an internet connection unless the model is already "
+            "in the local cache."
+        )
+        self.prefill_note.show()
+
     def prefill_from_model(self, model_dir: Path) -> None:
         """Re-export: start from the checkpoint an exported model was made from, if known."""
         from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
@@ -617,8 +454,8 @@ class ExportPanel(QWidget):
         if manifest is not None and manifest.source:
             self.set_source(manifest.source, revision=None)
             fmt = manifest.options.get("weight_format")
-            if isinstance(fmt, str) and fmt in self.format_radios:
-                self.format_radios[fmt].setChecked(True)
+            if isinstance(fmt, str):
+                self.options_form.set_weight_format(fmt)
         else:
             self.show_page(0)
 
@@ -631,6 +468,8 @@ class ExportPanel(QWidget):
 
     def _source_changed(self) -> None:
         text, _revision = self._source_text()
+        if hasattr(self, "prefill_note") and text not in self.prefill_note.text():
+            self.prefill_note.hide()
         self.check_button.setEnabled(bool(text))
         self.source_error.hide()
         if not self._destination_edited and hasattr(self, "dest_edit"):
@@ -654,33 +493,12 @@ class ExportPanel(QWidget):
         installing = self._install_id is not None
         self.toolkit_banner.setVisible(bool(missing) or installing)
         if missing and not installing:
-            self.toolkit_text.setText(
-                f"Exporting needs {', '.join(missing)} (several GB in all; chat works "
-                "without them). The app can install them into its own Python environment with:"
-            )
+            self.toolkit_banner.set_missing(list(missing))
 
     # --- preflight ------------------------------------------------------------------------
 
     def current_options(self) -> ExportOptions:
-        fmt: WeightFormat = "int4"
-        for name, radio in self.format_radios.items():
-            if radio.isChecked():
-                fmt = name  # type: ignore[assignment]
-        int4 = fmt == "int4" or self.mtp_combo.currentData() == "int4"
-        group = self.group_combo.currentData()
-        fallback: GroupSizeFallback = self.fallback_combo.currentData()
-        mtp: MtpWeightFormat = self.mtp_combo.currentData()
-        return ExportOptions(
-            weight_format=fmt,
-            group_size=int(group) if int4 and group != 128 else None,
-            sym=self.sym_check.isChecked(),
-            ratio=self.ratio_spin.value()
-            if fmt == "int4" and self.ratio_spin.value() < 1
-            else None,
-            group_size_fallback=fallback if int4 else None,
-            trust_remote_code=self.trust_check.isChecked(),
-            mtp_weight_format=mtp,
-        )
+        return self.options_form.options(trust_remote_code=self.trust_check.isChecked())
 
     def destination(self) -> Path:
         text = self.dest_edit.text().strip()
@@ -807,15 +625,9 @@ class ExportPanel(QWidget):
             self._destination_edited = True
 
     def _options_changed(self) -> None:
-        if not hasattr(self, "mtp_text"):
+        if not hasattr(self, "options_estimate"):
             return
         options = self.current_options()
-        self.int4_box.setEnabled(
-            options.weight_format == "int4" or options.mtp_weight_format == "int4"
-        )
-        self.ratio_spin.setEnabled(options.weight_format == "int4")
-        self.mtp_text.setText(MTP_FORMAT_TEXT[options.mtp_weight_format])
-        self.fallback_text.setText(FALLBACK_TEXT[self.fallback_combo.currentData()])
         if not self._destination_edited and self._source is not None:
             self.dest_edit.blockSignals(True)
             self.dest_edit.setText(
@@ -861,16 +673,10 @@ class ExportPanel(QWidget):
             overwrite=overwrite,
             verify_generation=self._verify_generation,
         )
-        self._clear_log()
-        self.result_box.hide()
-        self.progress.setValue(0)
-        self.percent_label.clear()
-        self.stage_label.setText("Waiting for the previous export…")
-        self.stats_label.clear()
-        self.cancel_button.setEnabled(True)
-        self.cancel_button.show()
-        self.run_title.setText(f"Exporting {self._source.short_name} → {destination.name}")
-        self.run_paths.setText(f"{self._source.display} → {destination}")
+        self.run_view.begin(
+            f"Exporting {self._source.short_name} → {destination.name}",
+            f"{self._source.display} → {destination}",
+        )
         self._job_id = self.jobs.submit(request)
         self._update_queue_label()
         self.show_page(3)
@@ -886,48 +692,9 @@ class ExportPanel(QWidget):
         ):
             self.cancel_export()
 
-    def _clear_log(self) -> None:
-        self._log_lines = []
-        self._log_warnings = 0
-        self._last_was_warning = False
-        self.log_view.clear()
-        self._update_warnings_check()
-
-    def _add_log_lines(self, lines: list[str]) -> None:
-        flags = python_warning_lines(lines, after_warning=self._last_was_warning)
-        self._last_was_warning = bool(flags) and flags[-1]
-        self._log_lines.extend(lines)
-        self._log_warnings += sum(flags)
-        del self._log_lines[:-LOG_LINE_CAP]
-        shown = [
-            line
-            for line, warning in zip(lines, flags, strict=True)
-            if self.warnings_check.isChecked() or not warning
-        ]
-        if shown:
-            self.log_view.appendPlainText("\n".join(shown))
-        self._update_warnings_check()
-
-    def _render_log(self) -> None:
-        lines = self._log_lines
-        if not self.warnings_check.isChecked():
-            lines = [
-                line
-                for line, warning in zip(lines, python_warning_lines(lines), strict=True)
-                if not warning
-            ]
-        self.log_view.setPlainText("\n".join(lines))
-
-    def _update_warnings_check(self) -> None:
-        count = self._log_warnings
-        self.warnings_check.setText(
-            f"Show Python warnings ({count})" if count else "Show Python warnings"
-        )
-
     def cancel_export(self) -> None:
         if self._job_id is not None:
-            self.cancel_button.setEnabled(False)
-            self.stage_label.setText("Cancelling…")
+            self.run_view.cancelling()
             self.jobs.cancel(self._job_id)
 
     def _update_queue_label(self, *_args: Any) -> None:
@@ -945,9 +712,7 @@ class ExportPanel(QWidget):
             return
         if job_id != self._job_id:
             return
-        self._job_started = time.monotonic()
-        self.stage_label.setText("Starting…")
-        self._clock.start()
+        self.run_view.started()
         self._update_queue_label()
 
     def _on_lines(self, job_id: int, lines: list[str]) -> None:
@@ -959,37 +724,15 @@ class ExportPanel(QWidget):
                     self.install_status.setText(stage)
             return
         if job_id == self._job_id:
-            self._add_log_lines(lines)
+            self.run_view.add_log_lines(lines)
 
     def _on_progress(self, job_id: int, event: ProgressEvent) -> None:
-        if job_id != self._job_id:
-            return
-        self.stage_label.setText(event.label)
-        self.progress.setValue(round(event.overall * 1000))
-        percent = f"{event.overall:.0%}"
-        if event.fraction is not None and event.stage in ("compressing", "downloading"):
-            percent = f"{event.fraction:.0%} of this step · {percent}"
-        self.percent_label.setText(percent)
+        if job_id == self._job_id:
+            self.run_view.show_progress(event)
 
     def _on_stats(self, job_id: int, stats: ProcessStats) -> None:
-        if job_id != self._job_id:
-            return
-        elapsed = time.monotonic() - self._job_started if self._job_started else 0.0
-        memory = (
-            f"memory {format_bytes(stats.rss_bytes)} (peak {format_bytes(stats.peak_rss_bytes)})"
-            if stats.peak_rss_bytes
-            else ""
-        )
-        self.stats_label.setText(" · ".join(p for p in (f"Elapsed {_clock(elapsed)}", memory) if p))
-        self._last_memory = memory
-
-    def _tick(self) -> None:
-        if self._job_started:
-            elapsed = time.monotonic() - self._job_started
-            memory = getattr(self, "_last_memory", "")
-            self.stats_label.setText(
-                " · ".join(p for p in (f"Elapsed {_clock(elapsed)}", memory) if p)
-            )
+        if job_id == self._job_id:
+            self.run_view.show_stats(stats)
 
     def _on_finished(self, job_id: int, outcome: object) -> None:
         if job_id == self._install_id and isinstance(outcome, InstallOutcome):
@@ -997,52 +740,9 @@ class ExportPanel(QWidget):
             return
         if job_id != self._job_id or not isinstance(outcome, ExportOutcome):
             return
-        self._clock.stop()
-        self._job_started = 0.0
         self.last_outcome = outcome
-        self.stats_label.setText(
-            f"Took {_clock(outcome.seconds)} · peak memory {format_bytes(outcome.peak_rss_bytes)}"
-        )
-        self.cancel_button.hide()
-        self.result_box.show()
-        self.result_box.setProperty("status", outcome.status)
-        self.result_box.style().unpolish(self.result_box)
-        self.result_box.style().polish(self.result_box)
-        verification = outcome.verification
-        verified = verification is None or verification.ok
+        self.run_view.show_outcome(outcome)
         self._result_path = outcome.output_dir if outcome.succeeded else None
-        if outcome.status == "succeeded":
-            self.result_icon.setPixmap(status_pixmap("pass" if verified else "warn"))
-            self.result_title.setText("Exported and verified" if verified else "Exported")
-            self.result_text.setText(
-                f"{outcome.output_dir}"
-                + ("" if verified else "\nVerification found a problem (see below).")
-            )
-            self.stage_label.setText("Done")
-            self.progress.setValue(1000)
-            self.percent_label.setText("100%")
-        elif outcome.status == "cancelled":
-            self.result_icon.setPixmap(status_pixmap("pending"))
-            self.result_title.setText("Cancelled")
-            self.result_text.setText("The export was stopped; nothing was kept.")
-            self.stage_label.setText("Cancelled")
-        else:
-            self.result_icon.setPixmap(status_pixmap("fail"))
-            self.result_title.setText("Export failed")
-            error = outcome.error
-            self.result_text.setText(
-                f"{error.message}\n{error.fix}".strip() if error else outcome.reason()
-            )
-            self.stage_label.setText("Failed")
-            if outcome.log_tail and not self._log_lines:
-                self._add_log_lines(outcome.log_tail.splitlines())
-        items = verification.items if verification is not None else []
-        self.verify_list.set_items(
-            [(i.status, _verify_title(i.key), i.message, i.fix) for i in items]
-        )
-        self.verify_list.setVisible(bool(items))
-        self.chat_button.setVisible(self._result_path is not None)
-        self.models_button.setVisible(self._result_path is not None)
         if self._result_path is not None:
             self.model_exported.emit(self._result_path)
 
@@ -1059,15 +759,7 @@ class ExportPanel(QWidget):
     def install_toolkit(self) -> None:
         command = tuple(install_command(versions=self._versions))
         self.command_label.setText(shlex.join(command))
-        self.install_button.setEnabled(False)
-        self.install_cancel.show()
-        self.install_progress.show()
-        self.install_status.setText(
-            "Waiting for the running export…" if self.jobs.busy else "Starting pip…"
-        )
-        self.install_status.show()
-        self.install_log.clear()
-        self.install_log.show()
+        self.toolkit_banner.installing(waiting=self.jobs.busy)
         self._install_id = self.jobs.submit_install(InstallRequest(command))
 
     def _cancel_install(self) -> None:
@@ -1076,15 +768,13 @@ class ExportPanel(QWidget):
 
     def _install_finished(self, outcome: InstallOutcome) -> None:
         self._install_id = None
-        self.install_button.setEnabled(True)
-        self.install_cancel.hide()
-        self.install_progress.hide()
         if outcome.succeeded:
-            self.install_status.setText("Installed. Checking the versions…")
+            status = "Installed. Checking the versions…"
         elif outcome.cancelled or outcome.process is None:
-            self.install_status.setText("Installation cancelled.")
+            status = "Installation cancelled."
         else:
-            self.install_status.setText(str(outcome.error) if outcome.error else "pip failed.")
+            status = str(outcome.error) if outcome.error else "pip failed."
+        self.toolkit_banner.installed(status)
         self._refresh_versions()
 
     # --- app lifecycle --------------------------------------------------------------------
@@ -1109,19 +799,8 @@ class ExportPanel(QWidget):
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Cancel jobs and stop the export thread (its subprocesses are gone after this)."""
-        self._clock.stop()
+        self.run_view.stop()
         return self.jobs.shutdown(timeout_ms)
-
-
-def _verify_title(key: str) -> str:
-    return {
-        "files": "Files",
-        "ir": "IR",
-        "precision:language_model": "Language model",
-        "precision:mtp": "MTP head",
-        "mtp_rope": "MTP RoPE",
-        "generation": "MTP vs plain decoding",
-    }.get(key, key)
 
 
 def _hub_cache() -> Path:

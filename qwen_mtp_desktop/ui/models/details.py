@@ -8,12 +8,10 @@ from collections.abc import Sequence
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFrame,
-    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -31,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.ir import format_shares
 from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
-from qwen_mtp_desktop.core.model_folders.report import ComponentReport, Diagnostic, ModelReport
+from qwen_mtp_desktop.core.model_folders.report import Diagnostic, ModelReport
 from qwen_mtp_desktop.core.model_library import (
     CONTEXT_CHOICES,
     VERDICT_LABELS,
@@ -41,132 +39,18 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
-from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, VERDICT_STATUS, status_pixmap
-
-_SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
-FORM_LABEL_WIDTH = 190
-
-
-def _label(text: str = "", name: str = "", *, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    label.setTextInteractionFlags(_SELECTABLE)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    return label
-
-
-def _muted_color(palette: QPalette) -> str:
-    """Text colour halfway to the background, as a solid "#rrggbb" for rich text.
-
-    (PlaceholderText is the text colour with alpha, which rich text would draw opaque.)
-    """
-    text = palette.color(QPalette.ColorRole.WindowText)
-    back = palette.color(QPalette.ColorRole.Window)
-    mix = [
-        round(0.55 * a + 0.45 * b)
-        for a, b in (
-            (text.red(), back.red()),
-            (text.green(), back.green()),
-            (text.blue(), back.blue()),
-        )
-    ]
-    return "#{:02x}{:02x}{:02x}".format(*mix)
-
-
-def _repolish(widget: QWidget) -> None:
-    """Re-apply the stylesheet after a dynamic property changed."""
-    style = widget.style()
-    style.unpolish(widget)
-    style.polish(widget)
-
-
-class DiagnosticRow(QFrame):
-    """One finding: severity icon, code and severity, the message, and the fix."""
-
-    def __init__(self, diagnostic: Diagnostic, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.diagnostic = diagnostic
-        self.setObjectName("diagnosticRow")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 4)
-        layout.setSpacing(10)
-        icon = QLabel()
-        icon.setPixmap(status_pixmap(diagnostic.severity, 18))
-        icon.setFixedSize(18, 18)
-        icon.setToolTip(SEVERITY_WORDS[diagnostic.severity])
-        layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
-        text = QVBoxLayout()
-        text.setSpacing(2)
-        self.code_label = _label(
-            f"{diagnostic.code}  ·  {SEVERITY_WORDS[diagnostic.severity]}", "diagnosticCode"
-        )
-        self.message_label = _label(diagnostic.message)
-        text.addWidget(self.code_label)
-        text.addWidget(self.message_label)
-        self.fix_label: QLabel | None = None
-        if diagnostic.fix:
-            self.fix_label = _label(f"Fix: {diagnostic.fix}", "diagnosticFix")
-            text.addWidget(self.fix_label)
-        layout.addLayout(text, 1)
-
-    @property
-    def code(self) -> str:
-        return self.diagnostic.code
-
-
-class _Form(QWidget):
-    """Label / value rows whose values can be replaced."""
-
-    def __init__(self, names: Sequence[str], parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(16)
-        grid.setVerticalSpacing(6)
-        grid.setColumnStretch(1, 1)
-        grid.setColumnMinimumWidth(0, FORM_LABEL_WIDTH)  # every form's values line up
-        self.values: dict[str, QLabel] = {}
-        for row, name in enumerate(names):
-            key = _label(name, "formLabel", wrap=False)
-            value = _label()
-            grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
-            grid.addWidget(value, row, 1)
-            self.values[name] = value
-
-    def set(self, name: str, text: str, tooltip: str = "") -> None:
-        self.values[name].setText(keep_units(text))
-        self.values[name].setToolTip(tooltip)
-
-
-def _clear(layout: QVBoxLayout | QGridLayout) -> None:
-    while layout.count():
-        item = layout.takeAt(0)
-        widget = item.widget() if item is not None else None
-        if widget is not None:
-            widget.hide()  # deleteLater leaves it painted until the next event-loop turn
-            widget.deleteLater()
-
-
-_VERSION_ORDER = ("optimum-intel", "openvino", "openvino-tokenizers", "nncf", "transformers")
-
-
-def _version_order(item: tuple[str, str]) -> tuple[int, str]:
-    name = item[0]
-    return (_VERSION_ORDER.index(name) if name in _VERSION_ORDER else len(_VERSION_ORDER), name)
-
-
-def component_status(component: ComponentReport) -> str:
-    """The icon for a component row: ok, error, warning, or pending (optional and absent)."""
-    critical = component.use == "chat" and component.key != "mtp"
-    if not component.xml_present and not component.bin_present:
-        if component.key == "mtp":
-            return "warning"
-        return "error" if critical else "pending"
-    if component.readable:
-        return "ok"
-    return "error" if critical else "warning"
+from qwen_mtp_desktop.ui.models.common import VERDICT_STATUS, status_pixmap
+from qwen_mtp_desktop.ui.models.detail_parts import (
+    SELECTABLE,
+    DiagnosticRow,
+    Form,
+    clear_layout,
+    component_status,
+    label,
+    muted_color,
+    repolish,
+    version_order,
+)
 
 
 class ModelDetails(QStackedWidget):
@@ -209,7 +93,7 @@ class ModelDetails(QStackedWidget):
 
         header = QHBoxLayout()
         header.setSpacing(10)
-        self.title_label = _label("", "modelTitle", wrap=False)
+        self.title_label = label("", "modelTitle", wrap=False)
         self.default_badge = QLabel("Default")
         self.default_badge.setObjectName("defaultBadge")
         self.default_badge.setMinimumHeight(22)
@@ -218,7 +102,7 @@ class ModelDetails(QStackedWidget):
         header.addWidget(self.default_badge, 0, Qt.AlignmentFlag.AlignVCenter)
         header.addStretch(1)
         outer.addLayout(header)
-        self.path_label = _label("", "muted")
+        self.path_label = label("", "muted")
         outer.addWidget(self.path_label)
         # The worst finding, up top: the full list is at the bottom of a long page.
         self.summary = QWidget()
@@ -227,7 +111,7 @@ class ModelDetails(QStackedWidget):
         summary.setSpacing(8)
         self.summary_icon = QLabel()
         self.summary_icon.setFixedSize(18, 18)
-        self.summary_label = _label()
+        self.summary_label = label()
         summary.addWidget(self.summary_icon, 0, Qt.AlignmentFlag.AlignTop)
         summary.addWidget(self.summary_label, 1)
         outer.addWidget(self.summary)
@@ -273,7 +157,7 @@ class ModelDetails(QStackedWidget):
             line.addWidget(button)
         outer.addWidget(actions)
 
-        self.overview = _Form(
+        self.overview = Form(
             [
                 "Kind",
                 "Parts",
@@ -294,7 +178,7 @@ class ModelDetails(QStackedWidget):
         self._setup_table(self.component_table, stretch=4, right=(2, 3))
         outer.addLayout(self._section("Components", self.component_table))
 
-        self.mtp_form = _Form(["Present", "Size", "Precision", "Compressed like the model"])
+        self.mtp_form = Form(["Present", "Size", "Precision", "Compressed like the model"])
         outer.addLayout(self._section("MTP head", self.mtp_form))
 
         outer.addLayout(self._section("Memory", self._build_memory()))
@@ -303,7 +187,7 @@ class ModelDetails(QStackedWidget):
         box = QVBoxLayout(integrity)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(6)
-        self.integrity_label = _label()
+        self.integrity_label = label()
         box.addWidget(self.integrity_label)
         progress_row = QHBoxLayout()
         self.verify_progress = QProgressBar()
@@ -338,21 +222,21 @@ class ModelDetails(QStackedWidget):
         box.setSpacing(8)
         controls = QHBoxLayout()
         controls.setSpacing(8)
-        controls.addWidget(_label("Context length", "formLabel", wrap=False))
+        controls.addWidget(label("Context length", "formLabel", wrap=False))
         self.context_combo = QComboBox()
         for tokens in CONTEXT_CHOICES:
             self.context_combo.addItem(f"{tokens:,} tokens", tokens)
         self.context_combo.currentIndexChanged.connect(self._on_context_changed)
         controls.addWidget(self.context_combo)
         controls.addSpacing(12)
-        self.kv_label = _label("", "formLabel", wrap=False)
+        self.kv_label = label("", "formLabel", wrap=False)
         controls.addWidget(self.kv_label)
         controls.addStretch(1)
         box.addLayout(controls)
 
         need = QHBoxLayout()
         need.setSpacing(10)
-        self.memory_need_label = _label("", "memoryNeed", wrap=False)
+        self.memory_need_label = label("", "memoryNeed", wrap=False)
         self.verdict_label = QLabel()
         self.verdict_label.setObjectName("verdictBadge")
         self.verdict_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -361,7 +245,7 @@ class ModelDetails(QStackedWidget):
         need.addWidget(self.verdict_label, 0, Qt.AlignmentFlag.AlignVCenter)
         need.addStretch(1)
         box.addLayout(need)
-        self.memory_available_label = _label("", "muted")
+        self.memory_available_label = label("", "muted")
         box.addWidget(self.memory_available_label)
 
         self.arithmetic_button = QToolButton()
@@ -378,11 +262,11 @@ class ModelDetails(QStackedWidget):
         self.arithmetic.setObjectName("memoryArithmetic")
         self.arithmetic.setTextFormat(Qt.TextFormat.RichText)
         self.arithmetic.setWordWrap(True)
-        self.arithmetic.setTextInteractionFlags(_SELECTABLE)
+        self.arithmetic.setTextInteractionFlags(SELECTABLE)
         self.arithmetic.setContentsMargins(20, 0, 0, 0)
         self.arithmetic.setVisible(False)
         box.addWidget(self.arithmetic)
-        self.memory_notes = _label("", "muted")
+        self.memory_notes = label("", "muted")
         box.addWidget(self.memory_notes)
         return memory
 
@@ -553,7 +437,7 @@ class ModelDetails(QStackedWidget):
         # Short versions ("2026.4.1", not the build string); the full ones in the tooltip.
         short = " · ".join(
             f"{name} {re.split(r'[-+ ]', version, maxsplit=1)[0]}"
-            for name, version in sorted(report.versions.items(), key=_version_order)
+            for name, version in sorted(report.versions.items(), key=version_order)
         )
         full = "\n".join(f"{name} {version}" for name, version in report.versions.items())
         self.overview.set("Exported with", short or "unknown", full)
@@ -641,7 +525,7 @@ class ModelDetails(QStackedWidget):
         self.verdict_label.setText(verdict)
         self.verdict_label.setProperty("status", VERDICT_STATUS[memory.verdict])
         self.verdict_label.setVisible(True)
-        _repolish(self.verdict_label)
+        repolish(self.verdict_label)
         if memory.available_bytes is not None and memory.fraction is not None:
             share = "<1 %" if memory.fraction < 0.005 else f"{memory.fraction:.0%}"
             available = (
@@ -651,7 +535,7 @@ class ModelDetails(QStackedWidget):
         else:
             available = "Free RAM is unknown on this system."
         self.memory_available_label.setText(keep_units(available))
-        muted = _muted_color(self.palette())
+        muted = muted_color(self.palette())
         rows = []
         tip_lines = []
         for term in memory.terms:
@@ -736,7 +620,7 @@ class ModelDetails(QStackedWidget):
         self.summary_label.setText(keep_units(text))
 
     def _show_diagnostics(self, diagnostics: Sequence[Diagnostic]) -> None:
-        _clear(self.diagnostics_box)
+        clear_layout(self.diagnostics_box)
         self.diagnostic_rows = []
         if not diagnostics:
             ok = QWidget()
@@ -746,7 +630,7 @@ class ModelDetails(QStackedWidget):
             icon = QLabel()
             icon.setPixmap(status_pixmap("ok", 18))
             line.addWidget(icon)
-            line.addWidget(_label("No problems found.", wrap=False))
+            line.addWidget(label("No problems found.", wrap=False))
             line.addStretch(1)
             self.diagnostics_box.addWidget(ok)
             return

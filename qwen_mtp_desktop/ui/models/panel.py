@@ -20,20 +20,9 @@ from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QFileSystemWatcher, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QApplication,
-    QFrame,
     QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -69,8 +58,9 @@ from qwen_mtp_desktop.core.model_library import add_folder as add_library_folder
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style, status_icon
+from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style
 from qwen_mtp_desktop.ui.models.details import ModelDetails
+from qwen_mtp_desktop.ui.models.library_view import PATH_ROLE, LibraryView
 from qwen_mtp_desktop.ui.models.ovms_dialog import OvmsDeployDialog
 from qwen_mtp_desktop.ui.style import is_dark
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -79,7 +69,7 @@ log = logging.getLogger(__name__)
 
 #: Quiet time after the last file-system event before rescanning (a copy fires many events).
 WATCH_DEBOUNCE_MS = 800
-_PATH_ROLE = Qt.ItemDataRole.UserRole
+_PATH_ROLE = PATH_ROLE
 MemoryProbe = Callable[[], tuple[int | None, int | None]]
 Signature = tuple[tuple[str, int, int], ...]
 
@@ -103,6 +93,7 @@ class ModelsPanel(QWidget):
     models_changed(list): the usable model folders (list[Path]) after each scan.
     scan_finished(): a scan and every inspection it started have reported back.
     verify_finished(Path): a checksum check ended (done, cancelled or failed).
+    discover_requested(): the user wants the Discover list (Qwen3.5 checkpoints to export).
     """
 
     open_in_chat = Signal(object)
@@ -113,6 +104,7 @@ class ModelsPanel(QWidget):
     models_changed = Signal(list)
     scan_finished = Signal()
     verify_finished = Signal(object)
+    discover_requested = Signal()
     # From the verify thread to the GUI thread (queued): path, done bytes, total bytes.
     _verify_progress = Signal(object, object, object)
 
@@ -181,72 +173,25 @@ class ModelsPanel(QWidget):
         root.setContentsMargins(0, 0, 0, 0)
         root.setSpacing(0)
 
-        library = QFrame()
-        library.setObjectName("modelLibrary")
-        # Narrower on a small window, so the details keep room for their buttons and text.
-        library.setMinimumWidth(340)
-        library.setMaximumWidth(420)
-        side = QVBoxLayout(library)
-        side.setContentsMargins(16, 18, 12, 12)
-        side.setSpacing(8)
-        heading = QLabel("Models")
-        heading.setObjectName("panelHeading")
-        side.addWidget(heading)
-        buttons = QHBoxLayout()
-        buttons.setSpacing(8)
-        self.add_folder_button = QPushButton("Add folder…")
-        self.add_folder_button.setToolTip("Add a folder that holds one model or many")
-        self.add_folder_button.clicked.connect(self._on_add_folder_clicked)
-        self.rescan_button = QPushButton("Rescan")
-        self.rescan_button.setToolTip("Look for new, changed or removed models now")
-        self.rescan_button.clicked.connect(self.rescan)
-        buttons.addWidget(self.add_folder_button)
-        buttons.addWidget(self.rescan_button)
-        buttons.addStretch(1)
-        side.addLayout(buttons)
-
-        self.model_list = QTreeWidget()
-        self.model_list.setObjectName("modelList")
-        self.model_list.setColumnCount(4)
-        self.model_list.setHeaderLabels(["Model", "Kind", "Size", "MTP"])
-        self.model_list.setRootIsDecorated(False)
-        self.model_list.setUniformRowHeights(True)
-        self.model_list.setAlternatingRowColors(True)
-        self.model_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep "…-int4" visible
-        self.model_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        header = self.model_list.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2, 3):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.model_list.headerItem().setTextAlignment(
-            2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        library = LibraryView()
+        self.library_view = library
+        # The names the panel (and its tests) have always used for these widgets.
+        self.add_folder_button, self.rescan_button = (
+            library.add_folder_button,
+            library.rescan_button,
         )
+        self.discover_button = library.discover_button
+        self.model_list, self.folder_list = library.model_list, library.folder_list
+        self.remove_folder_button, self.status_label = (
+            library.remove_folder_button,
+            library.status_label,
+        )
+        self.add_folder_button.clicked.connect(self._on_add_folder_clicked)
+        self.rescan_button.clicked.connect(self.rescan)
+        self.discover_button.clicked.connect(self.discover_requested)
         self.model_list.itemSelectionChanged.connect(self._on_selection_changed)
-        side.addWidget(self.model_list, 1)
-
-        folders_title = QLabel("Library folders")
-        folders_title.setObjectName("sectionTitle")
-        side.addSpacing(6)
-        side.addWidget(folders_title)
-        self.folder_list = QListWidget()
-        self.folder_list.setObjectName("folderList")
-        self.folder_list.setMaximumHeight(104)
-        self.folder_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.folder_list.itemSelectionChanged.connect(self._on_folder_selection_changed)
-        side.addWidget(self.folder_list)
-        folder_buttons = QHBoxLayout()
-        self.remove_folder_button = QPushButton("Remove folder")
-        self.remove_folder_button.setToolTip("Stop looking in this folder; its files stay")
-        self.remove_folder_button.setEnabled(False)
         self.remove_folder_button.clicked.connect(self._on_remove_folder_clicked)
-        folder_buttons.addWidget(self.remove_folder_button)
-        folder_buttons.addStretch(1)
-        side.addLayout(folder_buttons)
-        self.status_label = QLabel()
-        self.status_label.setObjectName("muted")
-        self.status_label.setWordWrap(True)
-        side.addWidget(self.status_label)
         root.addWidget(library, 2)
 
         self.details = ModelDetails()
@@ -266,6 +211,10 @@ class ModelsPanel(QWidget):
         root.addWidget(self.details, 5)
 
     # --- public API ------------------------------------------------------------------------
+
+    def restyle(self, dark: bool) -> None:
+        """The theme changed (Settings > Appearance)."""
+        self.setStyleSheet(panel_style(dark))
 
     @property
     def entries(self) -> list[LibraryEntry]:
@@ -638,60 +587,16 @@ class ModelsPanel(QWidget):
         return "ok" if worst is None else worst
 
     def _fill_list(self) -> None:
-        settings = self._store.settings
-        self.model_list.blockSignals(True)
-        self.model_list.clear()
-        for entry in self._entries:
-            report = self.report(entry.path)
-            item = QTreeWidgetItem(self.model_list)
-            item.setData(0, _PATH_ROLE, str(entry.path))
-            item.setText(0, entry.name)
-            item.setIcon(0, status_icon(self._status_of(entry.path)))
-            tip = [str(entry.path)]
-            if report is None:
-                item.setText(1, "inspecting…")
-            else:
-                kind = report.kind_label if report.kind != "unknown" else "unknown"
-                item.setText(1, kind)
-                item.setText(2, format_bytes(report.total_bytes))
-                item.setText(3, "yes" if report.mtp.present else "no")
-                errors = [d for d in report.diagnostics if d.severity != "info"]
-                tip += [f"{d.severity}: {d.code}" for d in errors[:4]]
-            item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            item.setTextAlignment(3, Qt.AlignmentFlag.AlignCenter)
-            if is_default(settings, entry.path):
-                font = QFont(item.font(0))
-                font.setBold(True)
-                item.setFont(0, font)
-                tip.append("Opens at start (the default model)")
-            item.setToolTip(0, "\n".join(tip))
-            if entry.path == self._selected:
-                item.setSelected(True)
-                self.model_list.setCurrentItem(item)
-        self.model_list.blockSignals(False)
+        self.library_view.fill_models(
+            self._entries,
+            self.report,
+            self._status_of,
+            lambda path: is_default(self._store.settings, path),
+            self._selected,
+        )
 
     def _fill_folders(self) -> None:
-        self.folder_list.clear()
-        metrics = self.folder_list.fontMetrics()
-        for folder in self._folders:
-            label = "App model folder" if folder.origin == "managed" else str(folder.path)
-            suffix = "" if folder.exists else "  (missing)"
-            # Elide the middle of long paths: the start and the folder's own name matter.
-            room = self.folder_list.viewport().width() - 12 - metrics.horizontalAdvance(suffix)
-            label = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, max(room, 80))
-            item = QListWidgetItem(label + suffix)
-            item.setData(_PATH_ROLE, str(folder.path))
-            item.setData(Qt.ItemDataRole.UserRole + 1, folder.origin)
-            item.setToolTip(
-                f"{folder.path}\n"
-                + (
-                    "Exports land here."
-                    if folder.origin == "managed"
-                    else "A folder you added; it may hold one model or many."
-                )
-            )
-            self.folder_list.addItem(item)
-        self.remove_folder_button.setEnabled(False)
+        self.library_view.fill_folders(self._folders)
 
     def _select_initial(self) -> None:
         if not self._entries:

@@ -1,0 +1,1 @@
+"""Discover (dialog.DiscoverDialog): the Qwen3.5 family sized for this computer."""

@@ -1,0 +1,278 @@
+"""Discover: the Qwen3.5 family sized for this computer; choosing one opens the export wizard.
+
+The list and the estimates are computed on a worker thread (reading the list is file I/O, and
+the free memory is asked of the system); the dialog only renders them. Nothing here goes online:
+the wizard's check asks the hub, and says clearly when it cannot be reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.discover import FORMATS, Catalog, DeviceFit, fit_on_device, load_catalog
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.model_folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
+from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
+from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS
+from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+MemoryProbe = Callable[[], tuple[int | None, int | None]]
+COLUMNS = (
+    "Model",
+    "Parameters",
+    "Download",
+    "INT4 memory",
+    "INT8 memory",
+    "FP16 memory",
+    "MTP",
+    "For this computer",
+)
+_FORMAT_COLUMN = {fmt: 3 + index for index, fmt in enumerate(FORMATS)}
+
+
+@dataclass(frozen=True)
+class DiscoverResult:
+    catalog: Catalog
+    fits: list[DeviceFit]
+    available: int | None
+    total: int | None
+
+
+def compute(device: str, memory_probe: MemoryProbe = available_memory) -> DiscoverResult:
+    """The list and its fit on this device (worker thread)."""
+    catalog = load_catalog()
+    available, total = memory_probe()
+    fits = [fit_on_device(model, device, available, total) for model in catalog.models]
+    return DiscoverResult(catalog, fits, available, total)
+
+
+def _parameters(fit: DeviceFit) -> str:
+    model = fit.model
+
+    def billions(count: int) -> str:
+        value = count / 1e9
+        return f"{value:.1f}B" if value < 1 else f"{value:.0f}B"
+
+    if model.active_parameters is not None:
+        return f"{billions(model.parameters)} (MoE, {billions(model.active_parameters)} active)"
+    return billions(model.parameters)
+
+
+def _label(text: str = "", name: str = "") -> QLabel:
+    label = QLabel(text)
+    if name:
+        label.setObjectName(name)
+    label.setWordWrap(True)
+    return label
+
+
+class DiscoverDialog(QDialog):
+    """Signals:
+    export_requested(str, str): hub id and weight format; the window opens the wizard with them.
+    """
+
+    export_requested = Signal(str, str)
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        device: str,
+        parent: QWidget | None = None,
+        *,
+        memory_probe: MemoryProbe = available_memory,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Discover Qwen3.5 models")
+        self.setObjectName("discoverDialog")
+        self.setMinimumSize(720, 480)
+        self._runner = runner
+        self._device = device
+        self._memory_probe = memory_probe
+        self.found: DiscoverResult | None = None
+        self.error: str | None = None
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 18, 20, 16)
+        layout.setSpacing(10)
+        layout.addWidget(_label("Qwen3.5 models for this computer", "panelHeading"))
+        self.summary = _label("Reading the list…", "panelBody")
+        layout.addWidget(self.summary)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("discoverTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.itemSelectionChanged.connect(self._show_selected)
+        self.table.itemDoubleClicked.connect(lambda _item: self._export())
+        layout.addWidget(self.table, 1)
+
+        self.detail_title = _label("", "sectionTitle")
+        layout.addWidget(self.detail_title)
+        self.detail_text = _label("")
+        self.detail_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.detail_text)
+        self.note = _label(
+            "Memory: one chat at "
+            f"{DEFAULT_CONTEXT_LENGTH:,} tokens (weights, KV cache and linear-attention state; "
+            "the app's own estimate): green fits in the free memory, orange only just (close "
+            "other apps), red does not fit. Download: the checkpoint in bf16. The export wizard "
+            "checks the real checkpoint (MTP head, files, disk, memory) before anything is "
+            "written.",
+            "muted",
+        )
+        layout.addWidget(self.note)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.reject)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setObjectName("primaryAction")
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(self._export)
+        buttons.addWidget(self.close_button)
+        buttons.addWidget(self.export_button)
+        layout.addLayout(buttons)
+        self.reload()
+
+    @property
+    def loaded(self) -> bool:
+        return self.found is not None or self.error is not None
+
+    def reload(self) -> None:
+        device, probe = self._device, self._memory_probe
+        self._runner.submit(lambda: compute(device, probe), self._on_computed, self._on_failed)
+
+    def selected_fit(self) -> DeviceFit | None:
+        rows = self.table.selectionModel().selectedRows()
+        if self.found is None or not rows:
+            return None
+        return self.found.fits[rows[0].row()]
+
+    def select(self, hub_id: str) -> bool:
+        if self.found is None:
+            return False
+        for row, fit in enumerate(self.found.fits):
+            if fit.model.hub_id == hub_id:
+                self.table.selectRow(row)
+                return True
+        return False
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def _on_failed(self, exc: Exception) -> None:
+        self.error = str(exc) if isinstance(exc, UserFacingError) else f"{exc}"
+        self.summary.setText(f"The model list could not be read: {self.error}")
+        self.table.hide()
+
+    def _on_computed(self, result: DiscoverResult) -> None:
+        self.found = result
+        self.error = None
+        free = format_bytes(result.available) if result.available is not None else "unknown"
+        total = format_bytes(result.total) if result.total is not None else "unknown"
+        summary = (
+            f"{len(result.fits)} {result.catalog.family} checkpoints with their MTP head, sized "
+            f"for {self._device}: {free} of memory free of {total}. Pick one to open the export "
+            "wizard with the precision recommended here."
+        )
+        if result.catalog.problems:
+            summary += f" Left out of the list: {'; '.join(result.catalog.problems[:3])}."
+        self.summary.setText(summary)
+        self.table.setRowCount(len(result.fits))
+        for row, fit in enumerate(result.fits):
+            self._fill_row(row, fit)
+        first = next((i for i, fit in enumerate(result.fits) if fit.recommended), 0)
+        if result.fits:
+            self.table.selectRow(first)
+
+    def _fill_row(self, row: int, fit: DeviceFit) -> None:
+        model = fit.model
+
+        def cell(column: int, text: str, tip: str = "", right: bool = False) -> QTableWidgetItem:
+            item = QTableWidgetItem(text)
+            item.setToolTip(tip)
+            if right:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.table.setItem(row, column, item)
+            return item
+
+        cell(0, model.name, model.hub_id)
+        cell(1, _parameters(fit), f"{model.parameters:,} parameters", right=True)
+        cell(2, format_bytes(model.download_bytes), "The checkpoint as published (bf16)", True)
+        for fmt, column in _FORMAT_COLUMN.items():
+            fitted = fit.fits[fmt]
+            verdict = fitted.verdict
+            memory = fitted.memory
+            tip = (
+                f"{fmt.upper()}: model folder about {format_bytes(fitted.model_bytes)}; one chat "
+                f"needs about {format_bytes(memory.total_bytes)} ({VERDICT_LABELS[verdict]})."
+            )
+            if model.geometry is None:
+                tip += " Weights only: this model's shape (for the KV cache) is not in the list."
+            item = cell(column, format_bytes(memory.total_bytes), tip, right=True)
+            item.setForeground(QColor(SEVERITY_COLORS[VERDICT_STATUS[verdict]]))
+            if fmt == fit.recommended:
+                font = QFont(item.font())
+                font.setBold(True)
+                item.setFont(font)
+        cell(6, "yes" if model.mtp else "no", "The checkpoint ships its MTP head (mtp.* weights)")
+        verdict_text = fit.recommended.upper() if fit.recommended else "too large"
+        if fit.recommended and fit.export_problem:
+            verdict_text += ", export elsewhere"
+        cell(7, verdict_text, f"{fit.reason} {fit.export_problem or ''}".strip())
+
+    def _show_selected(self) -> None:
+        fit = self.selected_fit()
+        if fit is None:
+            self.detail_title.clear()
+            self.detail_text.clear()
+            self.export_button.setEnabled(False)
+            return
+        model = fit.model
+        self.detail_title.setText(f"{model.hub_id} · {_parameters(fit)}")
+        lines = [model.blurb] if model.blurb else []
+        lines.append(fit.reason)
+        if fit.export_problem:
+            lines.append(fit.export_problem)
+        if model.geometry is None:
+            lines.append(
+                "Memory figures cover the weights only: this model's shape is not in the list, "
+                "so the KV cache is not included (the Models panel shows the full figure after "
+                "the export)."
+            )
+        self.detail_text.setText("\n".join(lines))
+        fmt = fit.recommended
+        self.export_button.setEnabled(fmt is not None)
+        self.export_button.setText(
+            f"Export as {fmt.upper()}…" if fmt is not None else "Too large for this computer"
+        )
+
+    def _export(self) -> None:
+        fit = self.selected_fit()
+        if fit is None or fit.recommended is None:
+            return
+        self.export_requested.emit(fit.model.hub_id, fit.recommended)
+        self.accept()

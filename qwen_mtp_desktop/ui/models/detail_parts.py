@@ -1,0 +1,146 @@
+"""Small pieces of the Models panel's details pane: labels, label/value forms, diagnostic rows,
+and the status of a component row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
+
+from qwen_mtp_desktop.core.model_folders.report import ComponentReport, Diagnostic
+from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, status_pixmap
+
+SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
+FORM_LABEL_WIDTH = 190
+
+
+def label(text: str = "", name: str = "", *, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    if name:
+        label.setObjectName(name)
+    label.setWordWrap(wrap)
+    label.setTextInteractionFlags(SELECTABLE)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
+
+
+def muted_color(palette: QPalette) -> str:
+    """Text colour halfway to the background, as a solid "#rrggbb" for rich text.
+
+    (PlaceholderText is the text colour with alpha, which rich text would draw opaque.)
+    """
+    text = palette.color(QPalette.ColorRole.WindowText)
+    back = palette.color(QPalette.ColorRole.Window)
+    mix = [
+        round(0.55 * a + 0.45 * b)
+        for a, b in (
+            (text.red(), back.red()),
+            (text.green(), back.green()),
+            (text.blue(), back.blue()),
+        )
+    ]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+def repolish(widget: QWidget) -> None:
+    """Re-apply the stylesheet after a dynamic property changed."""
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+
+
+class DiagnosticRow(QFrame):
+    """One finding: severity icon, code and severity, the message, and the fix."""
+
+    def __init__(self, diagnostic: Diagnostic, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.diagnostic = diagnostic
+        self.setObjectName("diagnosticRow")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.setSpacing(10)
+        icon = QLabel()
+        icon.setPixmap(status_pixmap(diagnostic.severity, 18))
+        icon.setFixedSize(18, 18)
+        icon.setToolTip(SEVERITY_WORDS[diagnostic.severity])
+        layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
+        text = QVBoxLayout()
+        text.setSpacing(2)
+        self.code_label = label(
+            f"{diagnostic.code}  ·  {SEVERITY_WORDS[diagnostic.severity]}", "diagnosticCode"
+        )
+        self.message_label = label(diagnostic.message)
+        text.addWidget(self.code_label)
+        text.addWidget(self.message_label)
+        self.fix_label: QLabel | None = None
+        if diagnostic.fix:
+            self.fix_label = label(f"Fix: {diagnostic.fix}", "diagnosticFix")
+            text.addWidget(self.fix_label)
+        layout.addLayout(text, 1)
+
+    @property
+    def code(self) -> str:
+        return self.diagnostic.code
+
+
+class Form(QWidget):
+    """Label / value rows whose values can be replaced."""
+
+    def __init__(self, names: Sequence[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(16)
+        grid.setVerticalSpacing(6)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnMinimumWidth(0, FORM_LABEL_WIDTH)  # every form's values line up
+        self.values: dict[str, QLabel] = {}
+        for row, name in enumerate(names):
+            key = label(name, "formLabel", wrap=False)
+            value = label()
+            grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
+            grid.addWidget(value, row, 1)
+            self.values[name] = value
+
+    def set(self, name: str, text: str, tooltip: str = "") -> None:
+        self.values[name].setText(keep_units(text))
+        self.values[name].setToolTip(tooltip)
+
+
+def clear_layout(layout: QVBoxLayout | QGridLayout) -> None:
+    while layout.count():
+        item = layout.takeAt(0)
+        widget = item.widget() if item is not None else None
+        if widget is not None:
+            widget.hide()  # deleteLater leaves it painted until the next event-loop turn
+            widget.deleteLater()
+
+
+_VERSION_ORDER = ("optimum-intel", "openvino", "openvino-tokenizers", "nncf", "transformers")
+
+
+def version_order(item: tuple[str, str]) -> tuple[int, str]:
+    name = item[0]
+    return (_VERSION_ORDER.index(name) if name in _VERSION_ORDER else len(_VERSION_ORDER), name)
+
+
+def component_status(component: ComponentReport) -> str:
+    """The icon for a component row: ok, error, warning, or pending (optional and absent)."""
+    critical = component.use == "chat" and component.key != "mtp"
+    if not component.xml_present and not component.bin_present:
+        if component.key == "mtp":
+            return "warning"
+        return "error" if critical else "pending"
+    if component.readable:
+        return "ok"
+    return "error" if critical else "warning"
