@@ -30,6 +30,15 @@ turn when its predicted rate beats the plain-or-MTP choice by the switch margin.
 conversation (editing, quoting, repeating) goes to prompt lookup; a free or counting one stays
 with MTP or plain decoding. Lookup turns do not change the MTP/plain state.
 
+What a turn costs before it decodes counts too (core.turn_costs): each path's prefill as a
+function of the prompt's length (prompt lookup and image turns run on openvino-genai pipelines
+that prefill slower or faster than the app's decoder), and loading a pipeline on its first turn.
+`decide()` takes the coming turn's `TurnContext` (prompt length, images) and compares the
+options by predicted turn time, prefill included: a long prompt can make prompt lookup lose
+although it decodes faster, and an image turn (which prompt lookup cannot run) chooses between
+openvino-genai's MTP and plain pipelines by their own prefill. Prompt lookup runs with the
+chat's own drafts per step and n-gram size (`use_lookup_settings`), named in the reason.
+
 No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
 """
 
@@ -44,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
+from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
 
 #: None means plain decoding; an int is the MTP draft depth.
 Choice = int | None
@@ -82,6 +92,13 @@ SWITCH_COST_FACTOR = 1.5
 LOOKUP_STEP_PRIOR = 1.3
 #: Replayed lookup steps a turn needs before its tokens-per-step counts fully.
 LOOKUP_FULL_WEIGHT_STEPS = 8
+#: Answer length (tokens) assumed before a turn measured one.
+DEFAULT_TURN_TOKENS = 64.0
+#: A pipeline's one-off load is charged to this many turns (it stays loaded for the next
+#: ones; a guess at how many more turns a conversation has).
+LOAD_TURNS = 8
+#: Prefill is named in a reason when it is at least this share of the chosen turn's time.
+PREFILL_NOTE_SHARE = 0.15
 
 
 def choice_label(choice: Choice) -> str:
@@ -116,6 +133,13 @@ class TurnSample:
     lookup: bool = False
     #: Prompt lookup's replay over this answer: (decode steps, tokens); None when unknown.
     lookup_replay: tuple[int, int] | None = None
+    #: What ran and read it (GenerationStats.mode / decoder), the prompt's tokens, and what
+    #: the caller knew before: the prompt's characters and images (core.turn_costs).
+    mode: str = ""
+    decoder: str = ""
+    prompt_tokens: int = 0
+    prompt_chars: int = 0
+    images: int = 0
 
     def __post_init__(self) -> None:
         if len(self.step_sizes) != len(self.step_times_s):
@@ -124,9 +148,15 @@ class TurnSample:
             raise ValueError("an MTP depth is at least 1")
 
     @classmethod
-    def from_stats(cls, stats: GenerationStats, max_new_tokens: int | None = None) -> TurnSample:
+    def from_stats(
+        cls,
+        stats: GenerationStats,
+        max_new_tokens: int | None = None,
+        context: TurnContext | None = None,
+    ) -> TurnSample:
         depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
         replay = stats.lookup_replay
+        context = context or TurnContext()
         return cls(
             depth=depth,
             step_sizes=tuple(stats.chunk_sizes),
@@ -135,6 +165,11 @@ class TurnSample:
             switched_at=stats.switched_to_plain_at,
             lookup=stats.mode == "lookup",
             lookup_replay=(replay["steps"], replay["tokens"]) if replay else None,
+            mode=stats.mode,
+            decoder=stats.decoder,
+            prompt_tokens=stats.prompt_tokens,
+            prompt_chars=context.prompt_chars,
+            images=context.images,
         )
 
     @property
@@ -198,6 +233,19 @@ def draft_trials(
 
 
 @dataclass(frozen=True)
+class TurnContext:
+    """What Auto knows about the coming turn before it runs: the rendered conversation's
+    length in characters (0: unknown, then prefill is not compared), its images, the model's
+    load time (what opening a pipeline not loaded yet costs) and what switching to plain
+    decoding would load now (0 when the plain pipeline is ready)."""
+
+    prompt_chars: int = 0
+    images: int = 0
+    model_load_s: float | None = None
+    plain_load_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Decision:
     """What Auto runs for the next turn, and why, in words for the chat."""
 
@@ -252,6 +300,9 @@ class AdaptivePolicy:
     _lookup_extra: float = field(default=0.0, init=False)
     _lookup_steps: float = field(default=0.0, init=False)
     _lookup_tokens: float = field(default=0.0, init=False)
+    #: Prefill and load costs per decoding path, and the path each text method last took.
+    _turn_costs: TurnCosts = field(default_factory=TurnCosts, init=False)
+    _text_paths: dict[str, str] = field(default_factory=dict, init=False)
     _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
     _trials: list[float] = field(default_factory=list, init=False)
     _accepted: list[float] = field(default_factory=list, init=False)
@@ -393,6 +444,7 @@ class AdaptivePolicy:
     def observe(self, sample: TurnSample) -> None:
         """Learn from a finished turn (cancelled and short turns count for what they hold)."""
         self._turns += 1
+        self._learn_turn_cost(sample)
         self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
         self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
         self._learn_lookup(sample)
@@ -429,6 +481,17 @@ class AdaptivePolicy:
                 self._mtp_turns_in_stint += 1
                 self._current = None
                 self._end_mtp_stint()
+
+    def _learn_turn_cost(self, sample: TurnSample) -> None:
+        """The turn's prefill on the path it ran (core.turn_costs)."""
+        if not sample.mode:
+            return  # a sample made by hand, without what ran it
+        path = path_of(sample.mode, sample.decoder, sample.images)
+        if not sample.images:
+            method = "lookup" if sample.lookup else "plain" if sample.depth is None else "mtp"
+            self._text_paths[method] = path
+        ttft = sample.step_times_s[0] if sample.step_times_s else None
+        self._turn_costs.observe(path, sample.prompt_tokens, ttft, sample.prompt_chars)
 
     def _learn_lookup(self, sample: TurnSample) -> None:
         """Prompt lookup's tokens per step from the turn's replay, and its step cost from a
@@ -512,43 +575,143 @@ class AdaptivePolicy:
 
     # --- deciding -----------------------------------------------------------------------
 
-    def decide(self) -> Decision:
-        """What the next turn runs, with the reason in words."""
+    def decide(self, context: TurnContext | None = None) -> Decision:
+        """What the next turn runs, with the reason in words. With a `context` the options
+        are compared by predicted turn time, prefill and pipeline loads included."""
+        context = context or TurnContext()
         decision = self._first_decision() if self._turns == 0 else self._next_decision()
         if decision.choice is None and self._current is not None:
             self._end_mtp_stint()
         self._current = decision.choice
-        decision = self._maybe_lookup(decision)
+        if context.images:
+            # A detour: the MTP/plain state above stays as text turns left it.
+            decision = self._image_turn(decision, context)
+        else:
+            decision = self._maybe_lookup(decision, context)
         self._last = decision
         return decision
 
-    def _maybe_lookup(self, base: Decision) -> Decision:
-        """Prompt lookup instead of `base` (plain or MTP) when it is predicted faster by the
-        switch margin (never measured: tried when within the exploration band)."""
+    def use_lookup_settings(self, lookup_tokens: int, max_ngram_size: int) -> None:
+        """Run prompt lookup with the chat's drafts per step and n-gram size. Evidence
+        gathered with other settings (tokens per step, step cost) is dropped: both change."""
+        if (lookup_tokens, max_ngram_size) == (self.lookup_tokens, self.max_ngram_size):
+            return
+        self.lookup_tokens, self.max_ngram_size = lookup_tokens, max_ngram_size
+        self._lookup_cost, self._lookup_extra = None, 0.0
+        self._lookup_steps = self._lookup_tokens = 0.0
+
+    def share_loaded(self, paths: set[str]) -> None:
+        """Use `paths` as the record of which pipelines have run (and are loaded) on this
+        model: conversations on one model share it, so a pipeline's load is charged once."""
+        self._turn_costs.ran = paths
+
+    def lookup_settings_text(self) -> str:
+        return f"K={self.lookup_tokens}, n-gram {self.max_ngram_size} from the chat settings"
+
+    def expected_turn_tokens(self) -> float:
+        return self._turn_length or DEFAULT_TURN_TOKENS
+
+    def prompt_tokens(self, context: TurnContext) -> int:
+        """The coming prompt's length in tokens (estimated from its characters)."""
+        return self._turn_costs.tokens_for(context.prompt_chars) if context.prompt_chars else 0
+
+    def turn_time(
+        self, rate: float, path: str, context: TurnContext, load_s: float = 0.0
+    ) -> tuple[float, float]:
+        """(predicted seconds for the coming turn on `path` decoding at `rate` tokens/s,
+        the prefill's part of it); `load_s` is a pipeline's one-off load, charged to
+        LOAD_TURNS turns."""
+        tokens = self.prompt_tokens(context)
+        prefill = (self._turn_costs.prefill_s(path, tokens) or 0.0) if tokens else 0.0
+        return prefill + load_s / LOAD_TURNS + self.expected_turn_tokens() / rate, prefill
+
+    def _text_path(self, method: str) -> str:
+        return self._text_paths.get(method, text_path(method, fast=True))
+
+    def _maybe_lookup(self, base: Decision, context: TurnContext) -> Decision:
+        """Prompt lookup instead of `base` (plain or MTP) when its turn is predicted faster by
+        the switch margin, prefill and its pipeline's first load included (never measured:
+        tried when within the exploration band)."""
         lookup_rate = self.predicted_lookup_rate()
         # It must beat every option, not only this turn's (which may be a measuring turn).
-        rates = [self.predicted_rate(c) for c in (base.choice, None, *range(1, self.max_depth + 1))]
-        known = [rate for rate in rates if rate is not None]
-        if lookup_rate is None or not known:
+        options = (base.choice, None, *range(1, self.max_depth + 1))
+        rates = {c: r for c in options if (r := self.predicted_rate(c)) is not None}
+        if lookup_rate is None or not rates:
             return base
-        base_rate = max(known)
+        best = max(rates, key=lambda c: rates[c])
+        base_rate = rates[best]
         # Tentative until a full turn's worth of steps was measured: tried like a new option.
         measured = self._lookup_cost is not None and self._lookup_cost.weight >= 1.0
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
-        if lookup_rate * bonus <= base_rate * (1 + SWITCH_MARGIN):
-            return base
+        costs = self._turn_costs
+        load = costs.load_s("lookup", context.model_load_s)
+        lookup_time, lookup_prefill = self.turn_time(lookup_rate, "lookup", context, load)
+        base_path = self._text_path("plain" if best is None else "mtp")
+        base_time, base_prefill = self.turn_time(base_rate, base_path, context)
+        decodes_faster = lookup_rate * bonus > base_rate * (1 + SWITCH_MARGIN)
+        if base_time <= lookup_time / bonus * (1 + SWITCH_MARGIN):
+            if not decodes_faster:
+                return base
+            # Faster decoding, but the prompt's prefill (or the load) eats the gain: say so.
+            tokens = self.prompt_tokens(context)
+            parts = []
+            if lookup_prefill - base_prefill >= 0.01:
+                parts.append(
+                    f"its pipeline would take {lookup_prefill:.2f} s to prefill this "
+                    f"~{tokens:,}-token prompt against {base_prefill:.2f} s for "
+                    f"{choice_label(best)}"
+                )
+            if load:
+                parts.append(f"loading its pipeline takes ~{load:.1f} s")
+            why = "; prompt lookup decodes faster, but " + " and ".join(parts or ["not enough"])
+            return replace(base, reason=base.reason + why)
         per_step = self.lookup_tokens_per_step()
         assert per_step is not None
         plain = self.predicted_rate(None)
         speedup = lookup_rate / plain if plain else None
         ratio = f", {speedup:.1f}x" if speedup is not None else ""
         note = "" if measured else " (trying it)"
+        extra = ""
+        if lookup_prefill >= PREFILL_NOTE_SHARE * lookup_time:
+            extra = (
+                f"; with prefill ({lookup_prefill:.2f} s vs {base_prefill:.2f} s) the turn "
+                f"is {lookup_time:.2f} s vs {base_time:.2f} s"
+            )
         return Decision(
             None,
-            f"answers copy the conversation ({per_step:.1f} tokens per step){ratio}, "
-            f"beats {base.label}{note}",
+            f"answers copy the conversation ({per_step:.1f} tokens per step, "
+            f"{self.lookup_settings_text()}){ratio}, beats {base.label}{note}{extra}",
             predicted_speedup=speedup,
             lookup=True,
+        )
+
+    def _image_turn(self, base: Decision, context: TurnContext) -> Decision:
+        """A turn with images runs on openvino-genai's MTP or plain pipeline (prompt lookup
+        cannot read images): the one predicted faster with its own prefill and load."""
+        depth = base.choice or max(
+            range(1, self.max_depth + 1), key=lambda d: self.predicted_rate(d) or 0.0
+        )
+        mtp_rate, plain_rate = self.predicted_rate(depth), self.predicted_rate(None)
+        if mtp_rate is None or plain_rate is None:
+            return replace(base, reason=base.reason + "; image turn (no prompt lookup)")
+        costs = self._turn_costs
+        mtp_load = costs.load_s("genai-mtp", context.model_load_s)
+        mtp_time, mtp_prefill = self.turn_time(mtp_rate, "genai-mtp+image", context, mtp_load)
+        plain_time, plain_prefill = self.turn_time(
+            plain_rate, "genai-plain+image", context, context.plain_load_s
+        )
+        choice: Choice = depth if mtp_time < plain_time else None
+        if base.choice is None and choice is not None:
+            # Stay with plain unless MTP is clearly faster.
+            choice = depth if mtp_time * (1 + SWITCH_MARGIN) < plain_time else None
+        winner, other = (mtp_time, plain_time) if choice is not None else (plain_time, mtp_time)
+        prefill = mtp_prefill if choice is not None else plain_prefill
+        what = "MTP" if choice is not None else "plain decoding"
+        return Decision(
+            choice,
+            f"image turn (no prompt lookup): {what} predicted {winner:.2f} s with "
+            f"{prefill:.2f} s prefill, against {other:.2f} s",
+            predicted_speedup=(mtp_rate / plain_rate) if choice is not None else 1.0,
         )
 
     def _first_decision(self) -> Decision:
@@ -775,6 +938,7 @@ __all__ = [
     "AdaptivePolicy",
     "Choice",
     "Decision",
+    "TurnContext",
     "TurnSample",
     "WithinTurnCheck",
     "auto_summary",

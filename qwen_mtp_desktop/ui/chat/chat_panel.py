@@ -488,7 +488,7 @@ class ChatPanel(ChatLayout):
         history = chat_history(conversation.system_prompt, self._messages)
         if is_demo_model(self._model_dir()):
             history = single_turn(history)  # its answers go wrong with earlier turns
-        turn = self.model.plan_turn()
+        turn = self.model.plan_turn(history)
         request_id = self._engine.generate(history, turn.settings)
         widget = self._add_widget("assistant")
         widget.begin_stream()

@@ -6,7 +6,7 @@ live acceptance-health check. Lookups that read the data dir run on the store's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -29,7 +29,13 @@ from qwen_mtp_desktop.core.chat_session import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding import GenerationStats
-from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, LoadOptions
+from qwen_mtp_desktop.core.engine import (
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    LoadOptions,
+    Message,
+)
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -166,8 +172,9 @@ class ModelSession(QObject):
         model_dir, settings, conversation_id = self._chat()
         return (conversation_id, model_dir, settings.device)
 
-    def plan_turn(self) -> Turn:
-        """This turn's settings; under Auto, its policy's decision."""
+    def plan_turn(self, history: Sequence[Message] = ()) -> Turn:
+        """This turn's settings; under Auto, its policy's decision (`history`, what the model
+        will read, prices the prefill)."""
         turn = Turn(self.engine_settings())
         _, settings, _ = self._chat()
         if auto_applies(settings) and self.decodes_mtp:
@@ -177,6 +184,7 @@ class ModelSession(QObject):
                 turn.settings,
                 plain_ready=self.engine.plain_ready,
                 load_s=loaded.load_s if loaded else None,
+                history=history,
             )
         return turn
 
