@@ -148,8 +148,8 @@ def report(name: str, measured: Measured) -> dict[str, Any]:
         ratio, _count = switch_ratio(points, path)
         rows[path] = {"a": a, "b": b, "first": first, "warm": warm, "switch": ratio}
         print(
-            f"| {path} [{measured.decoder.get(path, '?')}] | {a * 1000:.1f} | {b * 1e6:.1f} | {first * 1000:.0f} ms / "
-            f"{warm * 1000:.1f} ms | {ratio:.2f} |"
+            f"| {path} [{measured.decoder.get(path, '?')}] | {a * 1000:.1f} | "
+            f"{b * 1e6:.1f} | {first * 1000:.0f} ms / {warm * 1000:.1f} ms | {ratio:.2f} |"
         )
     print(f"{name}: model load {measured.model_load_s:.2f} s")
     for path in PATHS:
