@@ -440,7 +440,7 @@ def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
         }
     return {
-        "method": best["mode"],
+        "method": best.get("mode", "mtp"),
         "depth": best["depth"],
         "label": best["label"],
         "speedup": best["speedup"]["median"],
@@ -448,6 +448,22 @@ def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "runner_up": None,
         "runner_up_speedup": None,
     }
+
+
+#: The name of the all-workloads group in `method_verdict` (and the Benchmark panel's chart).
+ALL_WORKLOADS = "all workloads"
+
+
+def method_verdict(report: dict[str, Any]) -> dict[str, Any]:
+    """The one recommendation of a benchmark report that the Benchmark panel's banner and its
+    per-workload chart both show: the overall winner (`workload_winner` over every prompt, so
+    prompt lookup counts as well as MTP) and each workload's stored winner. The report's
+    `recommendation` stays what it is, Auto's starting MTP depth."""
+    workloads = [
+        (entry["prompt_set"], entry.get("winner") or workload_winner(entry["modes"]))
+        for entry in report.get("per_set", [])
+    ]
+    return {"overall": workload_winner(report["modes"]), "workloads": workloads}
 
 
 def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]]]]) -> ModeKey:
@@ -859,6 +875,7 @@ __all__ = [
     "RunCancelledError",
     "bench_markdown",
     "depth_recommendation",
+    "method_verdict",
     "parse_depths",
     "recommend",
     "recommended_depth",
