@@ -1,6 +1,7 @@
-"""The Benchmark panel's banner and its per-workload chart name the same winners: both come from
-`core.bench.method_verdict`. Checked on generated benchmark reports (hypothesis) and on the
-report that once showed "Recommended: plain" beside a chart naming prompt lookup the winner."""
+"""The Benchmark panel's banner, its per-workload chart and its History line name the same
+winners: all come from `core.bench.method_verdict`. Checked on generated benchmark reports
+(hypothesis) and on the report that once showed "Recommended: plain" beside a chart naming
+prompt lookup the winner."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.bench import ALL_WORKLOADS, method_verdict, workload_winner
+from qwen_mtp_desktop.core.reports import headline
 from qwen_mtp_desktop.ui.bench.report_view import verdict, workload_data
 
 pytestmark = pytest.mark.gui
@@ -80,11 +82,14 @@ def test_banner_and_chart_name_the_same_winners(report: dict[str, Any]) -> None:
     status, title, detail = verdict(report)
     chart = workload_data(report)
     overall = method_verdict(report)["overall"]
+    history_line, ok = headline(report)  # the History list's line for the same report
     if overall["method"] == "plain":
         assert title.startswith("Recommended: plain decoding"), title
+        assert history_line.startswith("best: plain") and not ok
     else:
         assert title.startswith(f"Recommended: {overall['label']} ("), title
-        assert status == "ok"
+        assert status == "ok" and ok
+        assert history_line.startswith(f"best: {overall['label']} ("), history_line
     if len(chart) > 1:  # the chart's first group is all workloads, with the same winner
         assert chart[0].name == ALL_WORKLOADS and chart[0].winner == overall["label"]
     elif len(chart) == 1:  # one workload: its winner is the overall one

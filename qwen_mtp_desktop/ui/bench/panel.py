@@ -39,9 +39,9 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.reports import ReportEntry
-from qwen_mtp_desktop.core.validate import Progress
+from qwen_mtp_desktop.core.validate import Progress, method_label
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
@@ -285,6 +285,13 @@ class BenchPanel(QWidget):
             "the deepest selected draft depth, then time both"
         )
         self.validate_button.clicked.connect(self._on_validate)
+        self.validate_lookup_button = QPushButton("Validate lookup")
+        self.validate_lookup_button.setToolTip(
+            f"Compare prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step) with plain greedy "
+            "decoding token for token on the selected prompt set, and measure its acceptance "
+            "there (the chat compares its lookup answers with it, per workload)"
+        )
+        self.validate_lookup_button.clicked.connect(self._on_validate_lookup)
         self.bench_button = QPushButton("Benchmark")
         self.bench_button.setToolTip(
             "Plain decoding vs MTP at each selected depth (and prompt lookup), modes "
@@ -304,6 +311,7 @@ class BenchPanel(QWidget):
         actions = QHBoxLayout()
         actions.setSpacing(8)
         actions.addWidget(self.validate_button)
+        actions.addWidget(self.validate_lookup_button)
         actions.addWidget(self.bench_button)
         actions.addWidget(self.cancel_button)
         status = QVBoxLayout()
@@ -312,7 +320,7 @@ class BenchPanel(QWidget):
         status.addWidget(self.progress_bar)
         actions.addSpacing(8)
         actions.addLayout(status, 1)
-        grid.addLayout(actions, 2, 0, 1, 4)
+        grid.addLayout(actions, 3, 0, 1, 6)  # its own row: the status text needs the width
         return frame
 
     def _build_history(self) -> QFrame:
@@ -370,15 +378,31 @@ class BenchPanel(QWidget):
         if index >= 0:
             self.device_combo.setCurrentIndex(index)
 
-    def validate_model(self, path: Path, num_assistant_tokens: int | None = None) -> bool:
+    def validate_model(
+        self,
+        path: Path,
+        num_assistant_tokens: int | None = None,
+        *,
+        method: DraftMethod = "mtp",
+        prompt_set: str | None = None,
+    ) -> bool:
         """Select `path` and start validating it (one click from the models or chat panels),
-        at `num_assistant_tokens` draft tokens (default: the deepest depth selected here).
-        False if another run is still going."""
+        at `num_assistant_tokens` draft tokens (default: the deepest depth selected here; for
+        prompt lookup, DEFAULT_LOOKUP_TOKENS), on the built-in `prompt_set` when given (the
+        chat's health check re-validates lookup on the workload it compared). False if
+        another run is still going."""
         if self.job.running:
             self._set_status("A run is already going; cancel it first.", "warning")
             return False
         self.set_model(path)
-        return self._start_validation(num_assistant_tokens)
+        if prompt_set is not None:
+            index = self.set_combo.findData(prompt_set, _PATH_ROLE)
+            if index < 0:
+                self._set_status(f"There is no built-in prompt set called {prompt_set!r}.")
+                return False
+            self._set_touched = True
+            self.set_combo.setCurrentIndex(index)
+        return self._start_validation(num_assistant_tokens, method)
 
     def benchmark_model(self, path: Path) -> bool:
         if self.job.running:
@@ -408,7 +432,9 @@ class BenchPanel(QWidget):
         report = self.report
         if report is None:
             return ""
-        kind = "MTP validation" if report["kind"] == "validate" else "MTP benchmark"
+        kind = "MTP benchmark"
+        if report["kind"] == "validate":
+            kind = f"{method_label(report['settings'])} validation"
         when = local_time(report["created"], "%Y-%m-%d %H:%M")
         return f"{kind} · {report['model']['name']} · {report['device']} · {when}"
 
@@ -434,18 +460,22 @@ class BenchPanel(QWidget):
         tokens = self.tokens_spin.value() or None
         return model, specs, tokens
 
-    def _start_validation(self, num_assistant_tokens: int | None = None) -> bool:
+    def _start_validation(
+        self, num_assistant_tokens: int | None = None, method: DraftMethod = "mtp"
+    ) -> bool:
         settings = self._run_settings()
         depths = self.selected_depths()
         if settings is None:
             return False
         model, specs, tokens = settings
+        default = DEFAULT_LOOKUP_TOKENS if method == "lookup" else max(depths, default=1)
         return self.job.start_validation(
             model,
             specs[0],
-            num_assistant_tokens=num_assistant_tokens or (max(depths) if depths else 1),
+            num_assistant_tokens=num_assistant_tokens or default,
             max_new_tokens=tokens,
             device=self.device,
+            method=method,
         )
 
     def _start_benchmark(self) -> bool:
@@ -470,6 +500,9 @@ class BenchPanel(QWidget):
 
     def _on_validate(self) -> None:
         self._start_validation()
+
+    def _on_validate_lookup(self) -> None:
+        self._start_validation(method="lookup")
 
     def _on_benchmark(self) -> None:
         self._start_benchmark()
@@ -517,6 +550,7 @@ class BenchPanel(QWidget):
         busy = self.job.running
         has_model = self.model_dir is not None
         self.validate_button.setEnabled(not busy and has_model)
+        self.validate_lookup_button.setEnabled(not busy and has_model)
         self.bench_button.setEnabled(not busy and has_model and bool(self.selected_depths()))
 
     def _set_status(self, text: str, status: str | None = None) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from qwen_mtp_desktop.core.bench import ALL_WORKLOADS, method_verdict
 from qwen_mtp_desktop.core.reports import fmt
+from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
@@ -17,6 +18,7 @@ def chart_data(
     if report["kind"] == "validate":
         timed = [r["timing"] for r in report["results"] if r["timing"] is not None]
         n = report["settings"]["num_assistant_tokens"]
+        lookup = report["settings"].get("method") == "lookup"
         bars: list[Bar] = []
         summary = report["summary"]
         base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
@@ -25,15 +27,17 @@ def chart_data(
             bars = [
                 Bar("plain", base["median"], base["min"], base["max"], "baseline", "1.00x"),
                 Bar(
-                    f"MTP n={n}",
+                    f"lookup K={n}" if lookup else f"MTP n={n}",
                     mtp["median"],
                     mtp["min"],
                     mtp["max"],
-                    "mtp",
+                    "lookup" if lookup else "mtp",
                     fmt(speedup and speedup["median"], "{:.2f}x"),
                 ),
             ]
         positions = summary["acceptance_by_position"]
+        if lookup:  # its drafts per step vary: no per-position curve (the table has its rate)
+            return bars, []
         return bars, ([Series(f"n={n}", tuple(positions))] if positions else [])
     modes = report["modes"]
     if prompt_set is not None:
@@ -134,9 +138,11 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     if report["kind"] == "validate":
         summary = report["summary"]
         n = report["settings"]["num_assistant_tokens"]
+        name = method_label(report["settings"])
+        what = f"prompt lookup K={n}" if name != "MTP" else f"MTP n={n}"
         if summary["all_identical"]:
             detail = (
-                f"MTP n={n} reproduced plain greedy decoding token for token on all "
+                f"{what} reproduced plain greedy decoding token for token on all "
                 f"{summary['prompts']} prompts ({report['settings']['max_new_tokens']} new "
                 f"tokens, exact f32 numerics); {fmt(summary['acceptance_rate'], '{:.0%}')} of "
                 "drafts accepted."
@@ -144,7 +150,7 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
             speedup = summary["speedup"]
             if speedup:
                 detail += f" Speed: {speedup['median']:.2f}x plain decoding."
-            return "ok", "Validation passed: MTP output is identical", detail
+            return "ok", f"Validation passed: {name} output is identical", detail
         first = next(r for r in report["results"] if not r["identical"])
         div = first["divergence"]
         margin = div["baseline_margin"]
@@ -156,11 +162,12 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
         detail = (
             f"Different on {summary['prompts'] - summary['identical_prompts']} of "
             f"{summary['prompts']} prompts. First: “{first['prompt'][:60]}” at token "
-            f"{div['position']}: plain {div['baseline_token']!r} vs MTP {div['mtp_token']!r} "
+            f"{div['position']}: plain {div['baseline_token']!r} vs {name} "
+            f"{div['mtp_token']!r} "
             f"(logit margin {fmt(margin, '{:.4f}')}, {kind})."
         )
         status = "warning" if div["verdict"] == "near_tie" else "error"
-        return status, "Validation failed: MTP changed the output", detail
+        return status, f"Validation failed: {name} changed the output", detail
     return _bench_verdict(report)
 
 
@@ -171,10 +178,12 @@ def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     overall = method_verdict(report)["overall"]
     detail = rec["reason"]
     if overall["method"] == "lookup":
+        # The MTP recommendation's reason is Auto's starting point, said as such.
         detail = (
             f"{overall['label']} was the fastest method over all prompts: "
             f"{overall['speedup']:.2f}x plain decoding, "
-            f"{fmt(overall['acceptance_rate'], '{:.0%}')} of drafts accepted. " + detail
+            f"{fmt(overall['acceptance_rate'], '{:.0%}')} of drafts accepted. Without prompt "
+            f"lookup (Auto's starting point): {detail}"
         )
     baseline = report.get("baseline")  # reports from before it was measured have none
     if baseline:
