@@ -672,7 +672,7 @@ class AdaptivePolicy:
         ratio = f", {speedup:.1f}x" if speedup is not None else ""
         note = "" if measured else " (trying it)"
         extra = ""
-        if lookup_prefill >= PREFILL_NOTE_SHARE * lookup_time:
+        if lookup_prefill >= max(PREFILL_NOTE_SHARE * lookup_time, 0.01):
             extra = (
                 f"; with prefill ({lookup_prefill:.2f} s vs {base_prefill:.2f} s) the turn "
                 f"is {lookup_time:.2f} s vs {base_time:.2f} s"
