@@ -30,9 +30,10 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from qwen_mtp_desktop.core.bench import method_verdict, run_benchmark  # noqa: E402
+from qwen_mtp_desktop.core.bench import run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
 from qwen_mtp_desktop.core.validate import load_prompt_set  # noqa: E402
+from qwen_mtp_desktop.core.verdicts import method_verdict  # noqa: E402
 
 WORKLOADS = ("code", "chat", "list", "summarise", "edit")
 

@@ -39,12 +39,13 @@ although it decodes faster, and an image turn (which prompt lookup cannot run) c
 openvino-genai's MTP and plain pipelines by their own prefill. Prompt lookup runs with the
 chat's own drafts per step and n-gram size (`use_lookup_settings`), named in the reason.
 
-No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
+What a turn measured and what is known before it (`TurnSample`, `TurnContext`) are in
+core.turn_record, the within-turn test (`WithinTurnCheck`) in core.within_turn; both are
+re-exported here. No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -54,9 +55,15 @@ from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
 from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
-
-#: None means plain decoding; an int is the MTP draft depth.
-Choice = int | None
+from qwen_mtp_desktop.core.turn_record import (
+    Choice,
+    TurnContext,
+    TurnSample,
+    draft_trials,
+    expected_tokens,
+)
+from qwen_mtp_desktop.core.turn_record import step_cost as _step_cost
+from qwen_mtp_desktop.core.within_turn import PRIOR_DRAFT_COST, SWITCH_MARGIN, WithinTurnCheck
 
 MAX_DEPTH = 4
 #: Decode steps a turn needs before its numbers count fully (fewer count proportionally less).
@@ -65,13 +72,8 @@ FULL_WEIGHT_STEPS = 8
 COST_ALPHA = 0.5
 #: Per turn (plain turns too), older acceptance evidence keeps this weight: content changes.
 ACCEPTANCE_DECAY = 0.5
-#: A move needs a predicted gain of at least this much (the measurements are noisy).
-SWITCH_MARGIN = 0.05
 #: An option never measured is tried when its prediction is within this band of the current.
 EXPLORE_BAND = 0.10
-#: Cost of one draft relative to a plain step when nothing says otherwise (measured: demo model
-#: 1.0, Qwen3.5-0.8B INT4 on CPU 0.9 at n=1 and less per extra draft).
-PRIOR_DRAFT_COST = 0.75
 #: Acceptance of a draft position never observed: the previous position's, times this.
 POSITION_DECAY = 0.9
 #: While plain decoding was never measured, MTP predicted below this speed-up (from the prior
@@ -82,10 +84,6 @@ MAX_PROBE_INTERVAL = 64
 #: Probes may cost at most this share of decoding time: a probe that cost a fraction x of a
 #: plain turn is repeated no sooner than x / PROBE_BUDGET turns later.
 PROBE_BUDGET = 0.03
-#: Within a turn: decode steps to watch before a fall back, and the confidence it needs.
-MIN_STEPS_BEFORE_SWITCH = 4
-#: A within-turn switch must save this many times its estimated cost.
-SWITCH_COST_FACTOR = 1.5
 #: Cost of a prompt-lookup step in plain steps until one was measured (it runs on
 #: openvino-genai's continuous-batching pipeline and verifies K + 1 tokens; measured on the
 #: demo model 1.1-1.4x a plain step).
@@ -103,146 +101,6 @@ PREFILL_NOTE_SHARE = 0.15
 
 def choice_label(choice: Choice) -> str:
     return "plain" if choice is None else f"MTP n={choice}"
-
-
-def expected_tokens(acceptance: Sequence[float], depth: int) -> float:
-    """Tokens an MTP step at `depth` yields: 1 + p1 + p1 p2 + ... (per-draft acceptances)."""
-    total, run = 1.0, 1.0
-    for i in range(depth):
-        run *= acceptance[i] if i < len(acceptance) else 0.0
-        total += run
-    return total
-
-
-@dataclass(frozen=True)
-class TurnSample:
-    """What one generation measured: the size of every streamed step (the first is the
-    prefill's token) and when it arrived (seconds since the request started).
-
-    `depth` is the MTP depth the turn started with (None: plain). `switched_at` is the index of
-    the first step decoded by the plain pipeline when the turn fell back within the turn; that
-    step includes the re-prefill, so it counts for neither mode's step cost.
-    """
-
-    depth: Choice
-    step_sizes: tuple[int, ...]
-    step_times_s: tuple[float, ...]
-    max_new_tokens: int | None = None
-    switched_at: int | None = None
-    #: The turn ran prompt lookup (then `depth` is None and its steps are lookup steps).
-    lookup: bool = False
-    #: Prompt lookup's replay over this answer: (decode steps, tokens); None when unknown.
-    lookup_replay: tuple[int, int] | None = None
-    #: What ran and read it (GenerationStats.mode / decoder), the prompt's tokens, and what
-    #: the caller knew before: the prompt's characters and images (core.turn_costs).
-    mode: str = ""
-    decoder: str = ""
-    prompt_tokens: int = 0
-    prompt_chars: int = 0
-    images: int = 0
-
-    def __post_init__(self) -> None:
-        if len(self.step_sizes) != len(self.step_times_s):
-            raise ValueError("step_sizes and step_times_s must have the same length")
-        if self.depth is not None and self.depth < 1:
-            raise ValueError("an MTP depth is at least 1")
-
-    @classmethod
-    def from_stats(
-        cls,
-        stats: GenerationStats,
-        max_new_tokens: int | None = None,
-        context: TurnContext | None = None,
-    ) -> TurnSample:
-        depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
-        replay = stats.lookup_replay
-        context = context or TurnContext()
-        return cls(
-            depth=depth,
-            step_sizes=tuple(stats.chunk_sizes),
-            step_times_s=tuple(stats.chunk_times),
-            max_new_tokens=max_new_tokens,
-            switched_at=stats.switched_to_plain_at,
-            lookup=stats.mode == "lookup",
-            lookup_replay=(replay["steps"], replay["tokens"]) if replay else None,
-            mode=stats.mode,
-            decoder=stats.decoder,
-            prompt_tokens=stats.prompt_tokens,
-            prompt_chars=context.prompt_chars,
-            images=context.images,
-        )
-
-    @property
-    def generated_tokens(self) -> int:
-        return sum(self.step_sizes)
-
-    def mtp_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        end = len(self.step_sizes) if self.switched_at is None else self.switched_at
-        if self.depth is None:
-            end = 0
-        return self.step_sizes[:end], self.step_times_s[:end]
-
-    def plain_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        """Plain decoding's steps, each preceded by the step it is timed from."""
-        if self.depth is None:
-            return self.step_sizes, self.step_times_s
-        if self.switched_at is None:
-            return (), ()
-        return self.step_sizes[self.switched_at :], self.step_times_s[self.switched_at :]
-
-
-def _step_cost(times: Sequence[float]) -> tuple[float, int] | None:
-    """(seconds per decode step, decode steps) from step arrival times; the first time is the
-    prefill's. The median step, not the mean: a pipeline's first generations after loading
-    have steps many times slower (allocation, warm-up) that say nothing about the next turn."""
-    steps = len(times) - 1
-    if steps < 1:
-        return None
-    durations = sorted(b - a for a, b in itertools.pairwise(times))
-    middle = len(durations) // 2
-    median = (
-        durations[middle] if len(durations) % 2 else (durations[middle - 1] + durations[middle]) / 2
-    )
-    if median <= 0:
-        return None
-    return median, steps
-
-
-def draft_trials(
-    sizes: Sequence[int], depth: int, max_new_tokens: int | None = None, generated: int = 0
-) -> tuple[list[int], list[int]]:
-    """Per draft position i (0-based): (trials, accepted). A step that proposed d drafts and
-    wrote 1 + a tokens accepted positions 1..a and, if a < d, rejected position a + 1; later
-    positions were not tried. The first size is the prefill's token and drafts nothing."""
-    trials, accepted = [0] * depth, [0] * depth
-    if not sizes:
-        return trials, accepted
-    produced = generated + sizes[0]
-    for size in sizes[1:]:
-        proposed = depth
-        if max_new_tokens is not None:
-            proposed = max(min(depth, max_new_tokens - produced - 1), 0)
-        got = min(max(size - 1, 0), proposed)
-        for i in range(got):
-            trials[i] += 1
-            accepted[i] += 1
-        if got < proposed:
-            trials[got] += 1
-        produced += size
-    return trials, accepted
-
-
-@dataclass(frozen=True)
-class TurnContext:
-    """What Auto knows about the coming turn before it runs: the rendered conversation's
-    length in characters (0: unknown, then prefill is not compared), its images, the model's
-    load time (what opening a pipeline not loaded yet costs) and what switching to plain
-    decoding would load now (0 when the plain pipeline is ready)."""
-
-    prompt_chars: int = 0
-    images: int = 0
-    model_load_s: float | None = None
-    plain_load_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -823,95 +681,6 @@ class AdaptivePolicy:
             expected_length=self._turn_length,
             plain_load_s=plain_load_s,
         )
-
-
-@dataclass
-class WithinTurnCheck:
-    """Should this MTP turn continue with plain decoding? Asked with the steps so far.
-
-    It says yes when, at the acceptance this turn has shown (with a Beta(1, 1) prior, so four
-    straight rejections read as 17 %, not 0 %), MTP is predicted slower than plain decoding by
-    more than the margin, and the tokens still expected save more than the switch costs:
-    re-prefilling the prompt and the answer so far (estimated from this turn's own time to first
-    token) plus loading the plain pipeline if it is not loaded yet.
-    """
-
-    depth: int
-    max_new_tokens: int
-    plain_step_s: float | None
-    draft_cost: float = PRIOR_DRAFT_COST
-    expected_length: float | None = None
-    plain_load_s: float = 0.0
-    decided: bool = False
-    # Running sums over the steps seen so far: the engine asks after every step on the
-    # decoding thread, so each call only takes in the new steps (no re-scan of the turn).
-    _seen: int = field(default=0, init=False, repr=False)
-    _durations: list[float] = field(default_factory=list, init=False, repr=False)
-    _trials: list[int] = field(default_factory=list, init=False, repr=False)
-    _accepted: list[int] = field(default_factory=list, init=False, repr=False)
-    _produced: int = field(default=0, init=False, repr=False)
-
-    def __call__(
-        self,
-        sizes: Sequence[int],
-        times: Sequence[float],
-        prompt_tokens: int,
-        reprefill: bool = True,
-    ) -> bool:
-        """`sizes`/`times`: this turn's steps so far (as in TurnSample); `prompt_tokens`: the
-        prompt's length, to scale this turn's prefill time to the re-prefill's; `reprefill`:
-        whether switching re-prefills prompt and answer (openvino-genai) or is free (the app's
-        own decoder continues in the same state at depth 0)."""
-        if self.decided or len(sizes) < MIN_STEPS_BEFORE_SWITCH + 1:
-            return False
-        self._take_in(sizes, times)
-        durations = self._durations
-        if not durations:
-            return False
-        mtp_step = durations[len(durations) // 2]  # the median: the first steps warm up
-        plain_step = self.plain_step_s
-        if plain_step is None:
-            plain_step = mtp_step / (1 + self.depth * self.draft_cost)
-        acceptance = [
-            (a + 1.0) / (t + 2.0) if t else 0.0
-            for t, a in zip(self._trials, self._accepted, strict=True)
-        ]
-        mtp_rate = expected_tokens(acceptance, self.depth) / mtp_step
-        plain_rate = 1.0 / plain_step
-        if mtp_rate * (1 + SWITCH_MARGIN) >= plain_rate:
-            return False
-        generated = self._produced
-        remaining = float(self.max_new_tokens - generated)
-        if self.expected_length is not None:
-            remaining = min(remaining, max(self.expected_length - generated, 0.0))
-        saving = remaining * (1.0 / mtp_rate - 1.0 / plain_rate)
-        prefill = times[0] * (prompt_tokens + generated) / max(prompt_tokens, 1)
-        cost = (prefill if reprefill else 0.0) + self.plain_load_s
-        if saving <= cost * SWITCH_COST_FACTOR:
-            return False
-        self.decided = True
-        return True
-
-    def _take_in(self, sizes: Sequence[int], times: Sequence[float]) -> None:
-        """Add the steps after the ones already seen: sorted step durations, and per-position
-        draft trials exactly as `draft_trials` counts them."""
-        if len(sizes) < self._seen:  # a new turn's steps: start over
-            self._seen, self._produced = 0, 0
-            self._durations.clear()
-        if self._seen == 0:
-            self._trials, self._accepted = [0] * self.depth, [0] * self.depth
-        for index in range(self._seen, len(sizes)):
-            size = sizes[index]
-            if index > 0:
-                bisect.insort(self._durations, times[index] - times[index - 1])
-                new_trials, new_accepted = draft_trials(
-                    (0, size), self.depth, self.max_new_tokens, generated=self._produced
-                )
-                for i in range(self.depth):
-                    self._trials[i] += new_trials[i]
-                    self._accepted[i] += new_accepted[i]
-            self._produced += size
-        self._seen = len(sizes)
 
 
 def policy_from_recommendation(

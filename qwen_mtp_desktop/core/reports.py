@@ -119,7 +119,7 @@ def headline(report: dict[str, Any]) -> tuple[str, bool]:
             text += f" · {summary['acceptance_rate']:.0%} accepted"
         return text, ok
     # The overall winner the Benchmark panel's banner and chart name (prompt lookup too).
-    from qwen_mtp_desktop.core.bench import method_verdict
+    from qwen_mtp_desktop.core.verdicts import method_verdict
 
     overall = method_verdict(report)["overall"]
     best = overall["method"] != "plain"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.bench import ALL_WORKLOADS, method_verdict, workload_winner
 from qwen_mtp_desktop.core.reports import headline
+from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, workload_winner
 from qwen_mtp_desktop.ui.bench.report_view import verdict, workload_data
 
 pytestmark = pytest.mark.gui

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from qwen_mtp_desktop.core.bench import ALL_WORKLOADS, method_verdict
 from qwen_mtp_desktop.core.reports import fmt
 from qwen_mtp_desktop.core.validate import method_label
+from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
