@@ -460,7 +460,15 @@ class HealthMonitor:
         if live is None or not evidence.dropped(reference.first_draft, MIN_LOOKUP_DRAFTS):
             return None
         evidence.warned = True
-        return HealthWarning(live, reference, tuple(likely_causes(reference, self.now)))
+        causes = likely_causes(reference, self.now)
+        k, measured_k = stats.num_assistant_tokens, reference.lookup_tokens
+        if measured_k and k != measured_k:
+            causes.insert(
+                -1,
+                f"this chat drafts {k} tokens per step, the reference {measured_k} (more drafts "
+                "per step accept a smaller share)",
+            )
+        return HealthWarning(live, reference, tuple(causes))
 
 
 __all__ = [

@@ -5,6 +5,7 @@ compared only with the reference of their own workload."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,16 @@ def test_lookup_collapse_on_its_own_workload_warns_once_and_says_it_compared_lik
     assert "on this chat's edit requests" in warning.text
     assert "Compared like with like only" in warning.text
     assert "copy less from the conversation than the edit prompts" in warning.text
+    assert "drafts" not in warning.causes[0]  # same K=4 as the reference: not a cause
+
+
+def test_a_different_drafts_per_step_is_named_as_a_cause() -> None:
+    reference = _lookup_reference("edit", 0.8)  # measured at K=4
+    monitor = HealthMonitor(None, SAME, {"edit": reference})
+    stats = replace(_lookup_turn(24, 0), num_assistant_tokens=8)
+    warnings = [monitor.observe(stats, "Edit this list: ...") for _ in range(3)]
+    warning = next(w for w in warnings if w is not None)
+    assert "this chat drafts 8 tokens per step, the reference 4" in warning.text
 
 
 def test_lookup_answers_are_not_compared_with_another_workloads_reference() -> None:
