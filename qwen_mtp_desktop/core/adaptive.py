@@ -99,6 +99,13 @@ LOAD_TURNS = 8
 PREFILL_NOTE_SHARE = 0.15
 
 
+def _seconds(value: float) -> str:
+    """A duration for a reason: "1.3 s", "0.25 s", "8 ms"."""
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value:.2f} s" if value >= 0.01 else f"{value * 1000:.0f} ms"
+
+
 def choice_label(choice: Choice) -> str:
     return "plain" if choice is None else f"MTP n={choice}"
 
@@ -513,14 +520,14 @@ class AdaptivePolicy:
             # Faster decoding, but the prompt's prefill (or the load) eats the gain: say so.
             tokens = self.prompt_tokens(context)
             parts = []
-            if lookup_prefill - base_prefill >= 0.01:
+            if lookup_prefill > base_prefill:
                 parts.append(
-                    f"its pipeline would take {lookup_prefill:.2f} s to prefill this "
-                    f"~{tokens:,}-token prompt against {base_prefill:.2f} s for "
+                    f"its pipeline would take {_seconds(lookup_prefill)} to prefill this "
+                    f"~{tokens:,}-token prompt against {_seconds(base_prefill)} for "
                     f"{choice_label(best)}"
                 )
             if load:
-                parts.append(f"loading its pipeline takes ~{load:.1f} s")
+                parts.append(f"loading its pipeline takes ~{_seconds(load)}")
             why = "; prompt lookup decodes faster, but " + " and ".join(parts or ["not enough"])
             return replace(base, reason=base.reason + why)
         per_step = self.lookup_tokens_per_step()

@@ -123,12 +123,13 @@ def test_a_never_loaded_lookup_pipeline_is_charged_its_load() -> None:
     for turn in range(4):
         decision = Decision(None, "plain")
         policy.observe(with_prefill(recorded("copy", decision, turn), decision, 40))
-    cheap = policy.decide(TurnContext(prompt_chars=120, model_load_s=0.01))
+    # A one-token prompt: prefill plays no part here, only the load does.
+    cheap = policy.decide(TurnContext(prompt_chars=3, model_load_s=0.01))
     assert cheap.lookup, cheap.summary()
-    slow = policy.decide(TurnContext(prompt_chars=120, model_load_s=30.0))
+    slow = policy.decide(TurnContext(prompt_chars=3, model_load_s=30.0))
     assert not slow.lookup and "loading its pipeline takes ~9.0 s" in slow.reason, slow.summary()
     policy.share_loaded({"lookup"})
-    loaded = policy.decide(TurnContext(prompt_chars=120, model_load_s=30.0))
+    loaded = policy.decide(TurnContext(prompt_chars=3, model_load_s=30.0))
     assert loaded.lookup, loaded.summary()
 
 
