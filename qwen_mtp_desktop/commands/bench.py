@@ -19,6 +19,7 @@ from qwen_mtp_desktop.core.prompt_lookup import (
     MAX_LOOKUP_TOKENS,
     MAX_NGRAM_SIZE,
 )
+from qwen_mtp_desktop.core.verdicts import method_verdict
 
 
 def _depths(text: str) -> tuple[int, ...]:
@@ -95,8 +96,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         winner = entry["winner"]
         speedup = f" ({winner['speedup']:.2f}x)" if winner["speedup"] is not None else ""
         print(f"winner on {entry['prompt_set']}: {winner['label']}{speedup}")
+    overall = method_verdict(report)["overall"]  # what the Benchmark page's banner names
+    speedup = f" ({overall['speedup']:.2f}x)" if overall["speedup"] is not None else ""
+    print(f"overall winner: {overall['label']}{speedup}")
     rec = report["recommendation"]
-    print(f"recommendation: {rec['label']}. {rec['reason']}")
+    print(f"recommendation (Auto's starting MTP depth): {rec['label']}. {rec['reason']}")
     for path in written:
         print(f"report: {path}")
     return EXIT_OK

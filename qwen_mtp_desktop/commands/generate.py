@@ -102,6 +102,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                 settings,
                 plain_ready=engine.plain_ready,
                 load_s=loaded.load_s,
+                history=messages,
             )
             settings, decision = turn.settings, turn.decision
             assert decision is not None

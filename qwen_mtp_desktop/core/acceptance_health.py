@@ -13,6 +13,15 @@ rejected steps, which is the very case to report. The warning names the likely c
 check (model files changed since, another openvino-genai version, a quantized MTP head) and,
 always, the one it cannot: a conversation unlike the prompts the reference was measured on.
 
+Prompt lookup is watched too, but only like with like: its acceptance depends on how much an
+answer copies the conversation, which depends on the task far more than on the model. So its
+references are kept per workload (the prompt set a `validate --prompt-lookup` or a `bench`
+measured it on: code, chat, list, summarise, edit), each chat request is given the workload kind
+it reads as (`workload_kind`: rewrite requests are "edit", "summarise this" is "summarise", ...),
+and a lookup answer is compared only with the reference of its own kind, when there is one. Its
+figure is the share of drafted tokens accepted. The warning says which workload it compared and
+offers re-validating prompt lookup on that prompt set.
+
 The reference is kept even when the model files change (that is one of the causes to report);
 reading it and describing the model read files, so the chat does both off the GUI thread.
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +77,12 @@ class AcceptanceReference:
     fingerprint: list[list[Any]] = field(default_factory=list)
     genai_version: str | None = None
     mtp_precision: str | None = None
+    #: "mtp", or "lookup": then `first_draft` is the share of drafted tokens accepted, on the
+    #: prompt set `workload`, at `lookup_tokens` drafts per step and `max_ngram_size`.
+    method: str = "mtp"
+    workload: str | None = None
+    lookup_tokens: int | None = None
+    max_ngram_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,12 +101,29 @@ class HealthWarning:
     causes: tuple[str, ...]
 
     @property
+    def method(self) -> str:
+        return self.reference.method
+
+    @property
+    def workload(self) -> str | None:
+        return self.reference.workload
+
+    @property
     def text(self) -> str:
         ref = self.reference
+        causes = "; ".join(self.causes)
+        if ref.method == "lookup":
+            return (
+                f"Prompt lookup acceptance dropped: {self.live:.0%} of drafted tokens accepted "
+                f"on this chat's {ref.workload} requests, against {ref.first_draft:.0%} when "
+                f"{ref.source} measured it on the {ref.workload} prompts ({ref.device}, "
+                f"{ref.created[:10]}). Compared like with like only: lookup acceptance depends "
+                f"on how much answers copy, which differs by task. Likely causes: {causes}."
+            )
         return (
             f"MTP acceptance dropped: {self.live:.0%} of first drafts accepted in this chat, "
             f"against {ref.first_draft:.0%} when {ref.source} measured this model on "
-            f"{ref.device} ({ref.created[:10]}). Likely causes: " + "; ".join(self.causes) + "."
+            f"{ref.device} ({ref.created[:10]}). Likely causes: {causes}."
         )
 
 
@@ -131,12 +164,57 @@ def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
     )
 
 
+def lookup_references_from_report(report: dict[str, Any]) -> list[AcceptanceReference]:
+    """Prompt lookup references a finished report gives, one per workload (prompt set): a
+    lookup validation whose output was identical, or each prompt set's lookup mode in a
+    benchmark (identical output, drafts measured)."""
+    settings = report.get("settings", {})
+    found: list[tuple[str, float, int | None, int | None]] = []
+    if report.get("kind") == "validate":
+        summary = report["summary"]
+        rate = summary.get("acceptance_rate")
+        if settings.get("method") == "lookup" and summary.get("all_identical") and rate is not None:
+            name = report["prompt_set"]["name"]
+            k, n = settings.get("num_assistant_tokens"), settings.get("max_ngram_size")
+            found.append((name, float(rate), k, n))
+    elif report.get("kind") == "bench":
+        for entry in report.get("per_set", []):
+            for mode in entry.get("modes", []):
+                rate = mode.get("acceptance_rate")
+                if mode.get("mode") == "lookup" and mode.get("identical") and rate is not None:
+                    found.append((entry["prompt_set"], float(rate), mode.get("depth"), None))
+    if not found:
+        return []
+    model = report["model"]
+    fingerprint = model_fingerprint(Path(model["path"]))
+    return [
+        AcceptanceReference(
+            model_path=str(Path(model["path"]).expanduser().resolve()),
+            device=str(report["device"]).upper(),
+            source=str(report["kind"]),
+            report_id=str(report["id"]),
+            created=str(report["created"]),
+            first_draft=rate,
+            prompt_sets=(workload,),
+            fingerprint=fingerprint,
+            genai_version=report.get("versions", {}).get("openvino-genai"),
+            mtp_precision=None,
+            method="lookup",
+            workload=workload,
+            lookup_tokens=k,
+            max_ngram_size=n,
+        )
+        for workload, rate, k, n in found
+    ]
+
+
 def reference_file() -> Path:
     return app_paths().data_dir / REFERENCE_FILE
 
 
-def _key(model_dir: Path, device: str) -> str:
-    return f"{Path(model_dir).expanduser().resolve()}::{device.upper()}"
+def _key(model_dir: Path, device: str, workload: str | None = None) -> str:
+    key = f"{Path(model_dir).expanduser().resolve()}::{device.upper()}"
+    return key if workload is None else f"{key}::lookup::{workload}"
 
 
 def _read_entries() -> dict[str, Any]:
@@ -154,25 +232,29 @@ def _read_entries() -> dict[str, Any]:
 
 
 def save_reference(report: dict[str, Any]) -> AcceptanceReference | None:
-    """Keep the report's acceptance as this model and device's reference (None: it has none)."""
+    """Keep the report's acceptances as this model and device's references: MTP's, and prompt
+    lookup's per workload. Returns the MTP one (None: the report has none)."""
     reference = reference_from_report(report)
-    if reference is None:
+    lookups = lookup_references_from_report(report)
+    if reference is None and not lookups:
         return None
     with _lock:
         entries = _read_entries()
-        entries[_key(Path(reference.model_path), reference.device)] = asdict(reference)
+        if reference is not None:
+            entries[_key(Path(reference.model_path), reference.device)] = asdict(reference)
+        for lookup in lookups:
+            key = _key(Path(lookup.model_path), lookup.device, lookup.workload)
+            entries[key] = asdict(lookup)
         payload = {"schema_version": REFERENCE_SCHEMA, "entries": entries}
         atomic_write_text(reference_file(), json.dumps(payload, indent=2) + "\n")
     return reference
 
 
-def load_reference(model_dir: Path, device: str) -> AcceptanceReference | None:
-    """The stored reference for this model folder and device (blocking: reads the data dir)."""
-    with _lock:
-        entry = _read_entries().get(_key(model_dir, device))
+def _as_reference(entry: object, model_dir: Path) -> AcceptanceReference | None:
     if not isinstance(entry, dict):
         return None
     try:
+        entry = dict(entry)
         entry["prompt_sets"] = tuple(entry["prompt_sets"])
         reference = AcceptanceReference(**entry)
         float(reference.first_draft)
@@ -180,6 +262,59 @@ def load_reference(model_dir: Path, device: str) -> AcceptanceReference | None:
         log.warning("ignoring a damaged acceptance reference for %s", model_dir)
         return None
     return reference
+
+
+def load_reference(model_dir: Path, device: str) -> AcceptanceReference | None:
+    """The stored MTP reference for this model folder and device (blocking: reads the data
+    dir)."""
+    with _lock:
+        entry = _read_entries().get(_key(model_dir, device))
+    return _as_reference(entry, model_dir)
+
+
+def load_lookup_references(model_dir: Path, device: str) -> dict[str, AcceptanceReference]:
+    """The stored prompt lookup references for this model and device, by workload."""
+    prefix = _key(model_dir, device, "")
+    with _lock:
+        entries = _read_entries()
+    found = {}
+    for key, entry in entries.items():
+        if key.startswith(prefix):
+            reference = _as_reference(entry, model_dir)
+            if reference is not None and reference.workload and reference.method == "lookup":
+                found[reference.workload] = reference
+    return found
+
+
+#: Request wording per workload kind, tried in this order (the prompt sets' own tasks).
+_WORKLOAD_PATTERNS = (
+    (
+        "edit",
+        r"\b(rewrite|rephrase|reword|edit|proofread|rename|refactor|correct|fix|change|replace"
+        r"|modify|update|translate)\b|otherwise unchanged|return the whole",
+    ),
+    ("summarise", r"\b(summari[sz]e|summary|tl;?dr|key points)\b"),
+    (
+        "code",
+        r"```|\b(python|javascript|typescript|rust|java|c\+\+|go|sql|bash|function|class"
+        r"|struct|method|implement|script|code|regex)\b",
+    ),
+    (
+        "list",
+        r"\b(list|enumerate|count from|table|bullets?|name \d+|\d+ (things|items|ideas|tips))\b"
+        r"|one \w+ per line|\b\d+ to \d+\b|\bfrom \w+ to \w+",
+    ),
+)
+
+
+def workload_kind(request: str) -> str:
+    """The workload a chat request reads as (the bench's prompt-set names: edit, summarise,
+    code, list; anything else is chat), so prompt lookup is compared like with like."""
+    text = request.lower()
+    for kind, pattern in _WORKLOAD_PATTERNS:
+        if re.search(pattern, text):
+            return kind
+    return "chat"
 
 
 def current_state(model_dir: Path) -> ModelState:
@@ -195,6 +330,8 @@ def current_state(model_dir: Path) -> ModelState:
 
 def likely_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
     """What changed since the reference, most specific first, and the content caveat."""
+    if reference.method == "lookup":
+        return _lookup_causes(reference, now)
     causes = []
     if reference.fingerprint and now.fingerprint != reference.fingerprint:
         causes.append(f"the model files changed since the {reference.source} (a re-export?)")
@@ -215,6 +352,23 @@ def likely_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
     return causes
 
 
+def _lookup_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
+    """Prompt lookup has no head to quantize: what changed, then the content caveat."""
+    causes = []
+    if reference.fingerprint and now.fingerprint != reference.fingerprint:
+        causes.append(f"the model files changed since the {reference.source} (a re-export?)")
+    if reference.genai_version and now.genai_version != reference.genai_version:
+        causes.append(
+            f"openvino-genai changed from {reference.genai_version} to "
+            f"{now.genai_version or 'an unknown version'}"
+        )
+    causes.append(
+        f"these {reference.workload} requests copy less from the conversation than the "
+        f"{reference.workload} prompts it was measured on"
+    )
+    return causes
+
+
 def wilson_upper(accepted: float, trials: float, z: float = Z) -> float:
     """The upper end of the Wilson score interval for a share of `accepted` in `trials`."""
     if trials <= 0:
@@ -227,41 +381,94 @@ def wilson_upper(accepted: float, trials: float, z: float = Z) -> float:
 
 
 @dataclass
-class HealthMonitor:
-    """Live first-draft acceptance of one chat's MTP answers against the reference."""
+class _Evidence:
+    """Decayed drafts tried and accepted for one comparison."""
 
-    reference: AcceptanceReference
-    now: ModelState
-    _trials: float = 0.0
-    _accepted: float = 0.0
+    trials: float = 0.0
+    accepted: float = 0.0
     warned: bool = False
+
+    def add(self, trials: float, accepted: float) -> None:
+        self.trials = self.trials * DECAY + trials
+        self.accepted = self.accepted * DECAY + accepted
 
     @property
     def live(self) -> float | None:
-        return self._accepted / self._trials if self._trials else None
+        return self.accepted / self.trials if self.trials else None
 
-    def observe(self, stats: GenerationStats) -> HealthWarning | None:
-        """Take in a finished answer; a warning the first time acceptance has dropped."""
-        if stats.mode != "mtp" or stats.num_assistant_tokens < 1:
+    def dropped(self, reference: float, min_trials: float) -> bool:
+        """Whether even the optimistic end of what was seen is far below `reference`."""
+        if self.warned or self.trials < min_trials:
+            return False
+        upper = wilson_upper(self.accepted, self.trials)
+        return upper < reference / 2 and reference - upper >= MIN_DROP
+
+
+#: Drafted tokens (weighted) a workload's lookup answers must have shown before a comparison.
+MIN_LOOKUP_DRAFTS = 8
+
+
+@dataclass
+class HealthMonitor:
+    """Live acceptance of one chat's answers against the references: MTP's first drafts
+    against `reference`, prompt lookup's drafted tokens against `lookup[workload]` for the
+    workload each request reads as (`workload_kind`)."""
+
+    reference: AcceptanceReference | None
+    now: ModelState
+    lookup: dict[str, AcceptanceReference] = field(default_factory=dict)
+    _mtp: _Evidence = field(default_factory=_Evidence)
+    _lookup: dict[str, _Evidence] = field(default_factory=dict)
+
+    @property
+    def live(self) -> float | None:
+        return self._mtp.live
+
+    @property
+    def warned(self) -> bool:
+        return self._mtp.warned
+
+    def observe(self, stats: GenerationStats, request: str = "") -> HealthWarning | None:
+        """Take in a finished answer (and the request it answered, for prompt lookup's
+        workload); a warning the first time acceptance has dropped."""
+        if stats.mode == "lookup":
+            return self._observe_lookup(stats, request)
+        if self.reference is None or stats.mode != "mtp" or stats.num_assistant_tokens < 1:
             return None
         end = stats.switched_to_plain_at
         sizes = stats.chunk_sizes if end is None else stats.chunk_sizes[:end]
         trials, accepted = draft_trials(sizes, stats.num_assistant_tokens)
         if not trials or not trials[0]:
             return None
-        self._trials = self._trials * DECAY + trials[0]
-        self._accepted = self._accepted * DECAY + accepted[0]
-        live = self.live
-        if self.warned or live is None or self._trials < MIN_TRIALS:
+        evidence = self._mtp
+        evidence.add(trials[0], accepted[0])
+        live = evidence.live
+        if live is None or not evidence.dropped(self.reference.first_draft, MIN_TRIALS):
             return None
-        ref = self.reference.first_draft
-        upper = wilson_upper(self._accepted, self._trials)
-        if upper < ref / 2 and ref - upper >= MIN_DROP:
-            self.warned = True
-            return HealthWarning(
-                live, self.reference, tuple(likely_causes(self.reference, self.now))
+        evidence.warned = True
+        return HealthWarning(live, self.reference, tuple(likely_causes(self.reference, self.now)))
+
+    def _observe_lookup(self, stats: GenerationStats, request: str) -> HealthWarning | None:
+        """A prompt lookup answer, compared only with the reference of its own workload."""
+        workload = workload_kind(request)
+        reference = self.lookup.get(workload)
+        if reference is None or stats.drafted_tokens <= 0:
+            return None
+        evidence = self._lookup.setdefault(workload, _Evidence())
+        evidence.add(stats.drafted_tokens, stats.accepted_tokens)
+        live = evidence.live
+        if live is None or not evidence.dropped(reference.first_draft, MIN_LOOKUP_DRAFTS):
+            return None
+        evidence.warned = True
+        causes = likely_causes(reference, self.now)
+        k, measured_k = stats.num_assistant_tokens, reference.lookup_tokens
+        if measured_k and k != measured_k:
+            causes.insert(
+                -1,
+                f"this chat drafts {k} tokens per step, the reference {measured_k} (more drafts "
+                "per step accept a smaller share)",
             )
-        return None
+        return HealthWarning(live, reference, tuple(causes))
 
 
 __all__ = [
@@ -271,7 +478,10 @@ __all__ = [
     "ModelState",
     "current_state",
     "likely_causes",
+    "load_lookup_references",
     "load_reference",
+    "lookup_references_from_report",
     "reference_from_report",
     "save_reference",
+    "workload_kind",
 ]

@@ -30,12 +30,22 @@ turn when its predicted rate beats the plain-or-MTP choice by the switch margin.
 conversation (editing, quoting, repeating) goes to prompt lookup; a free or counting one stays
 with MTP or plain decoding. Lookup turns do not change the MTP/plain state.
 
-No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
+What a turn costs before it decodes counts too (core.turn_costs): each path's prefill as a
+function of the prompt's length (prompt lookup and image turns run on openvino-genai pipelines
+that prefill slower or faster than the app's decoder), and loading a pipeline on its first turn.
+`decide()` takes the coming turn's `TurnContext` (prompt length, images) and compares the
+options by predicted turn time, prefill included: a long prompt can make prompt lookup lose
+although it decodes faster, and an image turn (which prompt lookup cannot run) chooses between
+openvino-genai's MTP and plain pipelines by their own prefill. Prompt lookup runs with the
+chat's own drafts per step and n-gram size (`use_lookup_settings`), named in the reason.
+
+What a turn measured and what is known before it (`TurnSample`, `TurnContext`) are in
+core.turn_record, the within-turn test (`WithinTurnCheck`) in core.within_turn; both are
+re-exported here. No Qt, no OpenVINO: everything here runs on recorded step sizes and times.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -44,9 +54,16 @@ from dataclasses import dataclass, field, replace
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
-
-#: None means plain decoding; an int is the MTP draft depth.
-Choice = int | None
+from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
+from qwen_mtp_desktop.core.turn_record import (
+    Choice,
+    TurnContext,
+    TurnSample,
+    draft_trials,
+    expected_tokens,
+)
+from qwen_mtp_desktop.core.turn_record import step_cost as _step_cost
+from qwen_mtp_desktop.core.within_turn import PRIOR_DRAFT_COST, SWITCH_MARGIN, WithinTurnCheck
 
 MAX_DEPTH = 4
 #: Decode steps a turn needs before its numbers count fully (fewer count proportionally less).
@@ -55,13 +72,8 @@ FULL_WEIGHT_STEPS = 8
 COST_ALPHA = 0.5
 #: Per turn (plain turns too), older acceptance evidence keeps this weight: content changes.
 ACCEPTANCE_DECAY = 0.5
-#: A move needs a predicted gain of at least this much (the measurements are noisy).
-SWITCH_MARGIN = 0.05
 #: An option never measured is tried when its prediction is within this band of the current.
 EXPLORE_BAND = 0.10
-#: Cost of one draft relative to a plain step when nothing says otherwise (measured: demo model
-#: 1.0, Qwen3.5-0.8B INT4 on CPU 0.9 at n=1 and less per extra draft).
-PRIOR_DRAFT_COST = 0.75
 #: Acceptance of a draft position never observed: the previous position's, times this.
 POSITION_DECAY = 0.9
 #: While plain decoding was never measured, MTP predicted below this speed-up (from the prior
@@ -72,129 +84,30 @@ MAX_PROBE_INTERVAL = 64
 #: Probes may cost at most this share of decoding time: a probe that cost a fraction x of a
 #: plain turn is repeated no sooner than x / PROBE_BUDGET turns later.
 PROBE_BUDGET = 0.03
-#: Within a turn: decode steps to watch before a fall back, and the confidence it needs.
-MIN_STEPS_BEFORE_SWITCH = 4
-#: A within-turn switch must save this many times its estimated cost.
-SWITCH_COST_FACTOR = 1.5
 #: Cost of a prompt-lookup step in plain steps until one was measured (it runs on
 #: openvino-genai's continuous-batching pipeline and verifies K + 1 tokens; measured on the
 #: demo model 1.1-1.4x a plain step).
 LOOKUP_STEP_PRIOR = 1.3
 #: Replayed lookup steps a turn needs before its tokens-per-step counts fully.
 LOOKUP_FULL_WEIGHT_STEPS = 8
+#: Answer length (tokens) assumed before a turn measured one.
+DEFAULT_TURN_TOKENS = 64.0
+#: A pipeline's one-off load is charged to this many turns (it stays loaded for the next
+#: ones; a guess at how many more turns a conversation has).
+LOAD_TURNS = 8
+#: Prefill is named in a reason when it is at least this share of the chosen turn's time.
+PREFILL_NOTE_SHARE = 0.15
+
+
+def _seconds(value: float) -> str:
+    """A duration for a reason: "1.3 s", "0.25 s", "8 ms"."""
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value:.2f} s" if value >= 0.01 else f"{value * 1000:.0f} ms"
 
 
 def choice_label(choice: Choice) -> str:
     return "plain" if choice is None else f"MTP n={choice}"
-
-
-def expected_tokens(acceptance: Sequence[float], depth: int) -> float:
-    """Tokens an MTP step at `depth` yields: 1 + p1 + p1 p2 + ... (per-draft acceptances)."""
-    total, run = 1.0, 1.0
-    for i in range(depth):
-        run *= acceptance[i] if i < len(acceptance) else 0.0
-        total += run
-    return total
-
-
-@dataclass(frozen=True)
-class TurnSample:
-    """What one generation measured: the size of every streamed step (the first is the
-    prefill's token) and when it arrived (seconds since the request started).
-
-    `depth` is the MTP depth the turn started with (None: plain). `switched_at` is the index of
-    the first step decoded by the plain pipeline when the turn fell back within the turn; that
-    step includes the re-prefill, so it counts for neither mode's step cost.
-    """
-
-    depth: Choice
-    step_sizes: tuple[int, ...]
-    step_times_s: tuple[float, ...]
-    max_new_tokens: int | None = None
-    switched_at: int | None = None
-    #: The turn ran prompt lookup (then `depth` is None and its steps are lookup steps).
-    lookup: bool = False
-    #: Prompt lookup's replay over this answer: (decode steps, tokens); None when unknown.
-    lookup_replay: tuple[int, int] | None = None
-
-    def __post_init__(self) -> None:
-        if len(self.step_sizes) != len(self.step_times_s):
-            raise ValueError("step_sizes and step_times_s must have the same length")
-        if self.depth is not None and self.depth < 1:
-            raise ValueError("an MTP depth is at least 1")
-
-    @classmethod
-    def from_stats(cls, stats: GenerationStats, max_new_tokens: int | None = None) -> TurnSample:
-        depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
-        replay = stats.lookup_replay
-        return cls(
-            depth=depth,
-            step_sizes=tuple(stats.chunk_sizes),
-            step_times_s=tuple(stats.chunk_times),
-            max_new_tokens=max_new_tokens,
-            switched_at=stats.switched_to_plain_at,
-            lookup=stats.mode == "lookup",
-            lookup_replay=(replay["steps"], replay["tokens"]) if replay else None,
-        )
-
-    @property
-    def generated_tokens(self) -> int:
-        return sum(self.step_sizes)
-
-    def mtp_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        end = len(self.step_sizes) if self.switched_at is None else self.switched_at
-        if self.depth is None:
-            end = 0
-        return self.step_sizes[:end], self.step_times_s[:end]
-
-    def plain_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        """Plain decoding's steps, each preceded by the step it is timed from."""
-        if self.depth is None:
-            return self.step_sizes, self.step_times_s
-        if self.switched_at is None:
-            return (), ()
-        return self.step_sizes[self.switched_at :], self.step_times_s[self.switched_at :]
-
-
-def _step_cost(times: Sequence[float]) -> tuple[float, int] | None:
-    """(seconds per decode step, decode steps) from step arrival times; the first time is the
-    prefill's. The median step, not the mean: a pipeline's first generations after loading
-    have steps many times slower (allocation, warm-up) that say nothing about the next turn."""
-    steps = len(times) - 1
-    if steps < 1:
-        return None
-    durations = sorted(b - a for a, b in itertools.pairwise(times))
-    middle = len(durations) // 2
-    median = (
-        durations[middle] if len(durations) % 2 else (durations[middle - 1] + durations[middle]) / 2
-    )
-    if median <= 0:
-        return None
-    return median, steps
-
-
-def draft_trials(
-    sizes: Sequence[int], depth: int, max_new_tokens: int | None = None, generated: int = 0
-) -> tuple[list[int], list[int]]:
-    """Per draft position i (0-based): (trials, accepted). A step that proposed d drafts and
-    wrote 1 + a tokens accepted positions 1..a and, if a < d, rejected position a + 1; later
-    positions were not tried. The first size is the prefill's token and drafts nothing."""
-    trials, accepted = [0] * depth, [0] * depth
-    if not sizes:
-        return trials, accepted
-    produced = generated + sizes[0]
-    for size in sizes[1:]:
-        proposed = depth
-        if max_new_tokens is not None:
-            proposed = max(min(depth, max_new_tokens - produced - 1), 0)
-        got = min(max(size - 1, 0), proposed)
-        for i in range(got):
-            trials[i] += 1
-            accepted[i] += 1
-        if got < proposed:
-            trials[got] += 1
-        produced += size
-    return trials, accepted
 
 
 @dataclass(frozen=True)
@@ -252,6 +165,9 @@ class AdaptivePolicy:
     _lookup_extra: float = field(default=0.0, init=False)
     _lookup_steps: float = field(default=0.0, init=False)
     _lookup_tokens: float = field(default=0.0, init=False)
+    #: Prefill and load costs per decoding path, and the path each text method last took.
+    _turn_costs: TurnCosts = field(default_factory=TurnCosts, init=False)
+    _text_paths: dict[str, str] = field(default_factory=dict, init=False)
     _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
     _trials: list[float] = field(default_factory=list, init=False)
     _accepted: list[float] = field(default_factory=list, init=False)
@@ -393,6 +309,7 @@ class AdaptivePolicy:
     def observe(self, sample: TurnSample) -> None:
         """Learn from a finished turn (cancelled and short turns count for what they hold)."""
         self._turns += 1
+        self._learn_turn_cost(sample)
         self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
         self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
         self._learn_lookup(sample)
@@ -429,6 +346,17 @@ class AdaptivePolicy:
                 self._mtp_turns_in_stint += 1
                 self._current = None
                 self._end_mtp_stint()
+
+    def _learn_turn_cost(self, sample: TurnSample) -> None:
+        """The turn's prefill on the path it ran (core.turn_costs)."""
+        if not sample.mode:
+            return  # a sample made by hand, without what ran it
+        path = path_of(sample.mode, sample.decoder, sample.images)
+        if not sample.images:
+            method = "lookup" if sample.lookup else "plain" if sample.depth is None else "mtp"
+            self._text_paths[method] = path
+        ttft = sample.step_times_s[0] if sample.step_times_s else None
+        self._turn_costs.observe(path, sample.prompt_tokens, ttft, sample.prompt_chars)
 
     def _learn_lookup(self, sample: TurnSample) -> None:
         """Prompt lookup's tokens per step from the turn's replay, and its step cost from a
@@ -512,43 +440,143 @@ class AdaptivePolicy:
 
     # --- deciding -----------------------------------------------------------------------
 
-    def decide(self) -> Decision:
-        """What the next turn runs, with the reason in words."""
+    def decide(self, context: TurnContext | None = None) -> Decision:
+        """What the next turn runs, with the reason in words. With a `context` the options
+        are compared by predicted turn time, prefill and pipeline loads included."""
+        context = context or TurnContext()
         decision = self._first_decision() if self._turns == 0 else self._next_decision()
         if decision.choice is None and self._current is not None:
             self._end_mtp_stint()
         self._current = decision.choice
-        decision = self._maybe_lookup(decision)
+        if context.images:
+            # A detour: the MTP/plain state above stays as text turns left it.
+            decision = self._image_turn(decision, context)
+        else:
+            decision = self._maybe_lookup(decision, context)
         self._last = decision
         return decision
 
-    def _maybe_lookup(self, base: Decision) -> Decision:
-        """Prompt lookup instead of `base` (plain or MTP) when it is predicted faster by the
-        switch margin (never measured: tried when within the exploration band)."""
+    def use_lookup_settings(self, lookup_tokens: int, max_ngram_size: int) -> None:
+        """Run prompt lookup with the chat's drafts per step and n-gram size. Evidence
+        gathered with other settings (tokens per step, step cost) is dropped: both change."""
+        if (lookup_tokens, max_ngram_size) == (self.lookup_tokens, self.max_ngram_size):
+            return
+        self.lookup_tokens, self.max_ngram_size = lookup_tokens, max_ngram_size
+        self._lookup_cost, self._lookup_extra = None, 0.0
+        self._lookup_steps = self._lookup_tokens = 0.0
+
+    def share_loaded(self, paths: set[str]) -> None:
+        """Use `paths` as the record of which pipelines have run (and are loaded) on this
+        model: conversations on one model share it, so a pipeline's load is charged once."""
+        self._turn_costs.ran = paths
+
+    def lookup_settings_text(self) -> str:
+        return f"K={self.lookup_tokens}, n-gram {self.max_ngram_size} from the chat settings"
+
+    def expected_turn_tokens(self) -> float:
+        return self._turn_length or DEFAULT_TURN_TOKENS
+
+    def prompt_tokens(self, context: TurnContext) -> int:
+        """The coming prompt's length in tokens (estimated from its characters)."""
+        return self._turn_costs.tokens_for(context.prompt_chars) if context.prompt_chars else 0
+
+    def turn_time(
+        self, rate: float, path: str, context: TurnContext, load_s: float = 0.0
+    ) -> tuple[float, float]:
+        """(predicted seconds for the coming turn on `path` decoding at `rate` tokens/s,
+        the prefill's part of it); `load_s` is a pipeline's one-off load, charged to
+        LOAD_TURNS turns."""
+        tokens = self.prompt_tokens(context)
+        prefill = (self._turn_costs.prefill_s(path, tokens) or 0.0) if tokens else 0.0
+        return prefill + load_s / LOAD_TURNS + self.expected_turn_tokens() / rate, prefill
+
+    def _text_path(self, method: str) -> str:
+        return self._text_paths.get(method, text_path(method, fast=True))
+
+    def _maybe_lookup(self, base: Decision, context: TurnContext) -> Decision:
+        """Prompt lookup instead of `base` (plain or MTP) when its turn is predicted faster by
+        the switch margin, prefill and its pipeline's first load included (never measured:
+        tried when within the exploration band)."""
         lookup_rate = self.predicted_lookup_rate()
         # It must beat every option, not only this turn's (which may be a measuring turn).
-        rates = [self.predicted_rate(c) for c in (base.choice, None, *range(1, self.max_depth + 1))]
-        known = [rate for rate in rates if rate is not None]
-        if lookup_rate is None or not known:
+        options = (base.choice, None, *range(1, self.max_depth + 1))
+        rates = {c: r for c in options if (r := self.predicted_rate(c)) is not None}
+        if lookup_rate is None or not rates:
             return base
-        base_rate = max(known)
+        best = max(rates, key=lambda c: rates[c])
+        base_rate = rates[best]
         # Tentative until a full turn's worth of steps was measured: tried like a new option.
         measured = self._lookup_cost is not None and self._lookup_cost.weight >= 1.0
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
-        if lookup_rate * bonus <= base_rate * (1 + SWITCH_MARGIN):
-            return base
+        costs = self._turn_costs
+        load = costs.load_s("lookup", context.model_load_s)
+        lookup_time, lookup_prefill = self.turn_time(lookup_rate, "lookup", context, load)
+        base_path = self._text_path("plain" if best is None else "mtp")
+        base_time, base_prefill = self.turn_time(base_rate, base_path, context)
+        decodes_faster = lookup_rate * bonus > base_rate * (1 + SWITCH_MARGIN)
+        if base_time <= lookup_time / bonus * (1 + SWITCH_MARGIN):
+            if not decodes_faster:
+                return base
+            # Faster decoding, but the prompt's prefill (or the load) eats the gain: say so.
+            tokens = self.prompt_tokens(context)
+            parts = []
+            if lookup_prefill > base_prefill:
+                parts.append(
+                    f"its pipeline would take {_seconds(lookup_prefill)} to prefill this "
+                    f"~{tokens:,}-token prompt against {_seconds(base_prefill)} for "
+                    f"{choice_label(best)}"
+                )
+            if load:
+                parts.append(f"loading its pipeline takes ~{_seconds(load)}")
+            why = "; prompt lookup decodes faster, but " + " and ".join(parts or ["not enough"])
+            return replace(base, reason=base.reason + why)
         per_step = self.lookup_tokens_per_step()
         assert per_step is not None
         plain = self.predicted_rate(None)
         speedup = lookup_rate / plain if plain else None
         ratio = f", {speedup:.1f}x" if speedup is not None else ""
         note = "" if measured else " (trying it)"
+        extra = ""
+        if lookup_prefill >= max(PREFILL_NOTE_SHARE * lookup_time, 0.01):
+            extra = (
+                f"; with prefill ({lookup_prefill:.2f} s vs {base_prefill:.2f} s) the turn "
+                f"is {lookup_time:.2f} s vs {base_time:.2f} s"
+            )
         return Decision(
             None,
-            f"answers copy the conversation ({per_step:.1f} tokens per step){ratio}, "
-            f"beats {base.label}{note}",
+            f"answers copy the conversation ({per_step:.1f} tokens per step, "
+            f"{self.lookup_settings_text()}){ratio}, beats {base.label}{note}{extra}",
             predicted_speedup=speedup,
             lookup=True,
+        )
+
+    def _image_turn(self, base: Decision, context: TurnContext) -> Decision:
+        """A turn with images runs on openvino-genai's MTP or plain pipeline (prompt lookup
+        cannot read images): the one predicted faster with its own prefill and load."""
+        depth = base.choice or max(
+            range(1, self.max_depth + 1), key=lambda d: self.predicted_rate(d) or 0.0
+        )
+        mtp_rate, plain_rate = self.predicted_rate(depth), self.predicted_rate(None)
+        if mtp_rate is None or plain_rate is None:
+            return replace(base, reason=base.reason + "; image turn (no prompt lookup)")
+        costs = self._turn_costs
+        mtp_load = costs.load_s("genai-mtp", context.model_load_s)
+        mtp_time, mtp_prefill = self.turn_time(mtp_rate, "genai-mtp+image", context, mtp_load)
+        plain_time, plain_prefill = self.turn_time(
+            plain_rate, "genai-plain+image", context, context.plain_load_s
+        )
+        choice: Choice = depth if mtp_time < plain_time else None
+        if base.choice is None and choice is not None:
+            # Stay with plain unless MTP is clearly faster.
+            choice = depth if mtp_time * (1 + SWITCH_MARGIN) < plain_time else None
+        winner, other = (mtp_time, plain_time) if choice is not None else (plain_time, mtp_time)
+        prefill = mtp_prefill if choice is not None else plain_prefill
+        what = "MTP" if choice is not None else "plain decoding"
+        return Decision(
+            choice,
+            f"image turn (no prompt lookup): {what} predicted {winner:.2f} s with "
+            f"{prefill:.2f} s prefill, against {other:.2f} s",
+            predicted_speedup=(mtp_rate / plain_rate) if choice is not None else 1.0,
         )
 
     def _first_decision(self) -> Decision:
@@ -662,95 +690,6 @@ class AdaptivePolicy:
         )
 
 
-@dataclass
-class WithinTurnCheck:
-    """Should this MTP turn continue with plain decoding? Asked with the steps so far.
-
-    It says yes when, at the acceptance this turn has shown (with a Beta(1, 1) prior, so four
-    straight rejections read as 17 %, not 0 %), MTP is predicted slower than plain decoding by
-    more than the margin, and the tokens still expected save more than the switch costs:
-    re-prefilling the prompt and the answer so far (estimated from this turn's own time to first
-    token) plus loading the plain pipeline if it is not loaded yet.
-    """
-
-    depth: int
-    max_new_tokens: int
-    plain_step_s: float | None
-    draft_cost: float = PRIOR_DRAFT_COST
-    expected_length: float | None = None
-    plain_load_s: float = 0.0
-    decided: bool = False
-    # Running sums over the steps seen so far: the engine asks after every step on the
-    # decoding thread, so each call only takes in the new steps (no re-scan of the turn).
-    _seen: int = field(default=0, init=False, repr=False)
-    _durations: list[float] = field(default_factory=list, init=False, repr=False)
-    _trials: list[int] = field(default_factory=list, init=False, repr=False)
-    _accepted: list[int] = field(default_factory=list, init=False, repr=False)
-    _produced: int = field(default=0, init=False, repr=False)
-
-    def __call__(
-        self,
-        sizes: Sequence[int],
-        times: Sequence[float],
-        prompt_tokens: int,
-        reprefill: bool = True,
-    ) -> bool:
-        """`sizes`/`times`: this turn's steps so far (as in TurnSample); `prompt_tokens`: the
-        prompt's length, to scale this turn's prefill time to the re-prefill's; `reprefill`:
-        whether switching re-prefills prompt and answer (openvino-genai) or is free (the app's
-        own decoder continues in the same state at depth 0)."""
-        if self.decided or len(sizes) < MIN_STEPS_BEFORE_SWITCH + 1:
-            return False
-        self._take_in(sizes, times)
-        durations = self._durations
-        if not durations:
-            return False
-        mtp_step = durations[len(durations) // 2]  # the median: the first steps warm up
-        plain_step = self.plain_step_s
-        if plain_step is None:
-            plain_step = mtp_step / (1 + self.depth * self.draft_cost)
-        acceptance = [
-            (a + 1.0) / (t + 2.0) if t else 0.0
-            for t, a in zip(self._trials, self._accepted, strict=True)
-        ]
-        mtp_rate = expected_tokens(acceptance, self.depth) / mtp_step
-        plain_rate = 1.0 / plain_step
-        if mtp_rate * (1 + SWITCH_MARGIN) >= plain_rate:
-            return False
-        generated = self._produced
-        remaining = float(self.max_new_tokens - generated)
-        if self.expected_length is not None:
-            remaining = min(remaining, max(self.expected_length - generated, 0.0))
-        saving = remaining * (1.0 / mtp_rate - 1.0 / plain_rate)
-        prefill = times[0] * (prompt_tokens + generated) / max(prompt_tokens, 1)
-        cost = (prefill if reprefill else 0.0) + self.plain_load_s
-        if saving <= cost * SWITCH_COST_FACTOR:
-            return False
-        self.decided = True
-        return True
-
-    def _take_in(self, sizes: Sequence[int], times: Sequence[float]) -> None:
-        """Add the steps after the ones already seen: sorted step durations, and per-position
-        draft trials exactly as `draft_trials` counts them."""
-        if len(sizes) < self._seen:  # a new turn's steps: start over
-            self._seen, self._produced = 0, 0
-            self._durations.clear()
-        if self._seen == 0:
-            self._trials, self._accepted = [0] * self.depth, [0] * self.depth
-        for index in range(self._seen, len(sizes)):
-            size = sizes[index]
-            if index > 0:
-                bisect.insort(self._durations, times[index] - times[index - 1])
-                new_trials, new_accepted = draft_trials(
-                    (0, size), self.depth, self.max_new_tokens, generated=self._produced
-                )
-                for i in range(self.depth):
-                    self._trials[i] += new_trials[i]
-                    self._accepted[i] += new_accepted[i]
-            self._produced += size
-        self._seen = len(sizes)
-
-
 def policy_from_recommendation(
     depth: int | None,
     *,
@@ -775,6 +714,7 @@ __all__ = [
     "AdaptivePolicy",
     "Choice",
     "Decision",
+    "TurnContext",
     "TurnSample",
     "WithinTurnCheck",
     "auto_summary",

@@ -74,6 +74,7 @@ from qwen_mtp_desktop.core.validate import (
     run_record,
     spread,
 )
+from qwen_mtp_desktop.core.verdicts import method_verdict, workload_winner
 
 log = logging.getLogger(__name__)
 
@@ -420,34 +421,6 @@ def _set_entry(
     """One workload (prompt set): its modes and the method that won it."""
     summaries = summarise_modes([r for r in rows if r["prompt_set"] == name], modes, baseline)
     return {"prompt_set": name, "modes": summaries, "winner": workload_winner(summaries)}
-
-
-def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest method on one workload among those whose output stayed identical to plain
-    decoding: MTP at some depth, prompt lookup, or plain when neither beats it."""
-    drafting = [
-        m for m in modes if m["depth"] is not None and m["identical"] and m["speedup"] is not None
-    ]
-    best = max(drafting, key=lambda m: m["speedup"]["median"], default=None)
-    if best is None or best["speedup"]["median"] <= 1.0:
-        return {
-            "method": "plain",
-            "depth": None,
-            "label": "plain",
-            "speedup": None,
-            "acceptance_rate": None,
-            "runner_up": best["label"] if best is not None else None,
-            "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
-        }
-    return {
-        "method": best["mode"],
-        "depth": best["depth"],
-        "label": best["label"],
-        "speedup": best["speedup"]["median"],
-        "acceptance_rate": best["acceptance_rate"],
-        "runner_up": None,
-        "runner_up_speedup": None,
-    }
 
 
 def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]]]]) -> ModeKey:
@@ -859,6 +832,7 @@ __all__ = [
     "RunCancelledError",
     "bench_markdown",
     "depth_recommendation",
+    "method_verdict",
     "parse_depths",
     "recommend",
     "recommended_depth",

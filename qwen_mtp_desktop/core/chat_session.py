@@ -25,6 +25,7 @@ from typing import Any
 from qwen_mtp_desktop.core.adaptive import (
     AdaptivePolicy,
     Decision,
+    TurnContext,
     TurnSample,
     auto_summary,
     policy_from_recommendation,
@@ -69,6 +70,7 @@ def generation_settings(
         thinking=settings.thinking,
         prompt_lookup=settings.prompt_lookup,
         max_ngram_size=settings.max_ngram_size,
+        lookup_tokens=settings.lookup_tokens,
     )
 
 
@@ -214,6 +216,7 @@ class Turn:
     settings: GenerationSettings
     policy: AdaptivePolicy | None = None
     decision: Decision | None = None
+    context: TurnContext | None = None
 
     def finish(
         self,
@@ -229,7 +232,8 @@ class Turn:
         record["model_dir"] = str(model_dir) if model_dir is not None else ""
         record["drafted_ranges"] = [list(pair) for pair in drafted_ranges]
         if self.policy is not None and self.decision is not None:
-            self.policy.observe(TurnSample.from_stats(stats, self.settings.max_new_tokens))
+            sample = TurnSample.from_stats(stats, self.settings.max_new_tokens, self.context)
+            self.policy.observe(sample)
             record["decoding"] = "auto"
             record["auto"] = auto_summary(self.decision, stats)
         else:
@@ -243,6 +247,9 @@ class AutoDecoding:
 
     _verdicts: dict[ModelKey, DepthRecommendation | None] = field(default_factory=dict)
     _policies: dict[PolicyKey, AdaptivePolicy] = field(default_factory=dict)
+    #: Decoding paths that have run per model and device (core.turn_costs: their pipelines
+    #: are loaded, so Auto charges no load for them).
+    _ran: dict[ModelKey, set[str]] = field(default_factory=dict)
 
     @staticmethod
     def lookup(model_dir: Path, device: str) -> DepthRecommendation | None:
@@ -272,6 +279,10 @@ class AutoDecoding:
         for policy_key in [key for key in self._policies if key[1] == model_dir]:
             del self._policies[policy_key]
 
+    def pipelines_ran(self, model_dir: Path, device: str) -> set[str]:
+        """The decoding paths that have run on this model and device (shared, mutable)."""
+        return self._ran.setdefault((model_dir, device), set())
+
     def existing_policy(self, key: PolicyKey) -> AdaptivePolicy | None:
         return self._policies.get(key)
 
@@ -280,6 +291,7 @@ class AutoDecoding:
         policy = self._policies.get(key)
         if policy is None:
             policy = policy_for(self.recommendation(key[1], key[2]))
+            policy.share_loaded(self.pipelines_ran(key[1], key[2]))
             self._policies[key] = policy
         return policy
 
@@ -290,10 +302,14 @@ class AutoDecoding:
         *,
         plain_ready: bool,
         load_s: float | None,
+        history: Sequence[Message] = (),
     ) -> Turn:
-        """The policy's decision for the next answer, as settings with its within-turn check."""
+        """The policy's decision for the next answer, as settings with its within-turn check.
+        `history` is what the model will read: its length and images price the prefill."""
         policy = self.policy(key)
-        return plan_auto_turn(policy, settings, plain_ready=plain_ready, load_s=load_s)
+        return plan_auto_turn(
+            policy, settings, plain_ready=plain_ready, load_s=load_s, history=history
+        )
 
     def status(self, key: PolicyKey | None, model_dir: Path, device: str) -> str:
         """What Auto did last in this conversation, or where it will start and why."""
@@ -313,10 +329,21 @@ def plan_auto_turn(
     *,
     plain_ready: bool,
     load_s: float | None,
+    history: Sequence[Message] = (),
 ) -> Turn:
-    decision = policy.decide()
+    """Auto's turn: prompt lookup with the chat's own K and n-gram size, and the options
+    compared with this history's prefill (its characters and images) and pipeline loads."""
+    policy.use_lookup_settings(settings.lookup_tokens, settings.max_ngram_size)
     cost = plain_switch_cost(plain_ready=plain_ready, load_s=load_s)
-    return Turn(turn_settings(decision, settings, policy, plain_load_s=cost), policy, decision)
+    context = TurnContext(
+        prompt_chars=sum(len(m.content) for m in history),
+        images=sum(1 for m in history if m.image is not None),
+        model_load_s=load_s,
+        plain_load_s=cost,
+    )
+    decision = policy.decide(context)
+    settings = turn_settings(decision, settings, policy, plain_load_s=cost)
+    return Turn(settings, policy, decision, context)
 
 
 __all__ = [

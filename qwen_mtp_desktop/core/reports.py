@@ -118,15 +118,18 @@ def headline(report: dict[str, Any]) -> tuple[str, bool]:
         if summary["acceptance_rate"] is not None:
             text += f" · {summary['acceptance_rate']:.0%} accepted"
         return text, ok
-    rec = report["recommendation"]
-    # Stored reports call plain decoding "baseline"; the app's one word for it is "plain".
-    text = "best: plain" if rec.get("depth") is None else f"best: MTP {rec['label']}"
-    if rec.get("speedup") is not None and rec.get("depth") is not None:
-        text += f" ({rec['speedup']:.2f}x)"
+    # The overall winner the Benchmark panel's banner and chart name (prompt lookup too).
+    from qwen_mtp_desktop.core.verdicts import method_verdict
+
+    overall = method_verdict(report)["overall"]
+    best = overall["method"] != "plain"
+    text = f"best: {overall['label']}" if best else "best: plain"
+    if best and overall.get("speedup") is not None:
+        text += f" ({overall['speedup']:.2f}x)"
     base = next((m for m in report["modes"] if m["depth"] is None), None)
     if base is not None and base["decode_tokens_per_s"] is not None:
         text += f" · plain {base['decode_tokens_per_s']['median']:.1f} tok/s"
-    return text, rec.get("depth") is not None
+    return text, best
 
 
 def list_reports(model_dir: Path) -> list[ReportEntry]:

@@ -251,7 +251,12 @@ class AutoState:
     decoding: AutoDecoding = field(default_factory=AutoDecoding)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def plan(self, service: EngineService, settings: GenerationSettings) -> Turn:
+    def plan(
+        self,
+        service: EngineService,
+        settings: GenerationSettings,
+        messages: Sequence[Message] = (),
+    ) -> Turn:
         engine = service.engine
         loaded = engine.require_loaded()
         with self.lock:
@@ -263,6 +268,7 @@ class AutoState:
                 settings,
                 plain_ready=engine.plain_ready,
                 load_s=loaded.load_s,
+                history=messages,
             )
 
     def finish(self, turn: Turn, stats: GenerationStats, model_dir: Path | None) -> dict[str, Any]:
@@ -342,7 +348,7 @@ class TurnJob:
         try:
             turn = Turn(self._settings)
             if self._auto is not None:
-                turn = self._auto.plan(self._service, self._settings)
+                turn = self._auto.plan(self._service, self._settings, self._messages)
             with self._service.turn(
                 self._messages, turn.settings, cancelled=self._cancel.is_set
             ) as generation:

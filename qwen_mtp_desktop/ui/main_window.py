@@ -250,6 +250,7 @@ class MainWindow(QMainWindow):
         self.chat.export_requested.connect(lambda: self.show_panel("Export"))
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
+        self.chat.validate_lookup_requested.connect(self._validate_lookup)
         self.io_runner.submit(_device_names, self.chat.set_devices)
         return self.chat
 
@@ -438,6 +439,10 @@ class MainWindow(QMainWindow):
     def _validate(self, model_dir: Path) -> None:
         self.show_panel("Benchmark")
         self.bench.validate_model(model_dir)
+
+    def _validate_lookup(self, model_dir: Path, workload: str, lookup_tokens: int) -> None:
+        self.show_panel("Benchmark")
+        self.bench.validate_model(model_dir, lookup_tokens, method="lookup", prompt_set=workload)
 
     def _reexport(self, model_dir: Path) -> None:
         self.export_panel.prefill_from_model(model_dir)

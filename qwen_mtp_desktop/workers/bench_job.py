@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.prompt_lookup import DraftMethod
 from qwen_mtp_desktop.core.validate import Progress, RunCancelledError
 from qwen_mtp_desktop.workers.foundation import track
 
@@ -84,8 +85,10 @@ class BenchJob(QObject):
         num_assistant_tokens: int = 1,
         max_new_tokens: int | None = None,
         device: str = "CPU",
+        method: DraftMethod = "mtp",
     ) -> bool:
-        """Start `validate`; False if a run is already going."""
+        """Start `validate` of `method` (MTP, or prompt lookup at `num_assistant_tokens`
+        drafts per step); False if a run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.acceptance_health import save_reference
@@ -100,6 +103,7 @@ class BenchJob(QObject):
                 device=device,
                 progress=progress,
                 cancel=self._cancel,
+                method=method,
             )
             path = save_report(report)
             save_reference(report)  # what the chat's acceptance health check compares with

@@ -5,13 +5,14 @@ new reference quiets the check."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.acceptance_health import load_reference
+from qwen_mtp_desktop.core.acceptance_health import load_lookup_references, load_reference
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 from qwen_mtp_desktop.ui.bench.panel import _PATH_ROLE
@@ -98,4 +99,77 @@ def test_health_check_fires_after_the_head_is_randomised(
     assert chat._health.reference.first_draft < 0.2
     _send(qtbot, chat, "Count from 1 to 20.")
     assert chat.health_warning is None and not chat.health_wrap.isVisible()
+    window.close()
+
+
+def test_lookup_health_compares_like_with_like_and_revalidates_lookup(
+    qtbot: QtBot, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    """Prompt lookup's reference is per workload: validated on copying prompts filed as the
+    "list" workload (79 % / 50 % accepted on the demo model), then a chat request that reads as
+    chat is not compared at all, and counting requests, which read as "list" but copy little
+    (7-14 %), are: the check warns, names the workload and that it compares like with like,
+    and its Re-validate runs prompt lookup's validation on the built-in list set."""
+    from qwen_mtp_desktop import cli
+
+    model = tmp_path / "my model"
+    shutil.copytree(demo_model_dir(), model)
+    copying = tmp_path / "copying.json"
+    copying.write_text(
+        json.dumps(
+            {
+                "name": "list",
+                "max_new_tokens": 32,
+                "prompts": [
+                    {"id": "fox", "user": "Repeat 'the quick brown fox jumps over the lazy dog'"
+                     " three times."},
+                    {"id": "apples", "user": "Say 'we like apples' four times."},
+                ],
+            }
+        )
+    )  # fmt: skip
+    args = ["validate", str(model), "--prompts", str(copying), "--prompt-lookup", "--no-timing"]
+    assert cli.main(args) == 0
+    reference = load_lookup_references(model, "CPU")["list"]
+    assert reference.first_draft > 0.4 and load_reference(model, "CPU") is None
+
+    window = _open_window(qtbot)
+    chat = window.chat
+    _choose(chat.settings_panel, "lookup")
+    _load(qtbot, chat, model)
+    qtbot.waitUntil(lambda: chat._health is not None, timeout=LONG_WAIT)
+    _send(qtbot, chat, "Say 'good morning' four times.")  # reads as chat: no chat reference
+    assert chat.health_warning is None and not chat.health_wrap.isVisible()
+    for text in ("Count from 1 to 20.", "Count from 35 to 52.", "Count from 60 to 79."):
+        _send(qtbot, chat, text)
+        if chat.health_warning is not None:
+            break
+    warning = chat.health_warning
+    assert warning is not None and warning.method == "lookup" and warning.workload == "list"
+    assert warning.live < 0.2 and chat.health_wrap.isVisible()
+    assert "Compared like with like only" in chat.health_text.text()
+    assert "list prompts" in chat.revalidate_button.toolTip()
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.wait(200)
+        assert window.grab().save(str(screenshot_dir / f"chat_lookup_health_{width}.png"))
+
+    bench = window.bench
+    bench.tokens_spin.setValue(24)
+    bench.set_model(model)
+    qtbot.waitUntil(lambda: bench.set_combo.currentData(_PATH_ROLE) is not None, timeout=30_000)
+    with qtbot.waitSignal(bench.run_finished, timeout=3 * LONG_WAIT) as finished:
+        with qtbot.waitSignal(chat.validate_lookup_requested, timeout=10_000) as asked:
+            chat.revalidate_button.click()
+        assert asked.args == [model, "list", 4] and not chat.health_wrap.isVisible()
+    report = finished.args[0]
+    assert report["kind"] == "validate" and report["settings"]["method"] == "lookup"
+    assert report["prompt_set"]["name"] == "list" and report["summary"]["all_identical"]
+    assert bench.banner_title.text() == "Validation passed: Prompt lookup output is identical"
+    stored = load_lookup_references(model, "CPU")["list"]
+    assert stored.report_id == report["id"] and stored.source == "validate"
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.wait(200)
+        assert window.grab().save(str(screenshot_dir / f"bench_lookup_validation_{width}.png"))
     window.close()

@@ -70,6 +70,8 @@ def _conversation(
     assert engine.loaded is not None
     auto = AutoDecoding()
     auto.remember(engine.loaded.model_dir, "CPU", None)
+    # As in a chat that has run before (the fixture ran every pipeline): none is to load.
+    auto.pipelines_ran(engine.loaded.model_dir, "CPU").update({"lookup", "genai-plain"})
     decisions = []
     replayed = [0, 0]  # prompt lookup's replayed steps and tokens over the conversation
     for text in texts:

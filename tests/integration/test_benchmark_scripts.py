@@ -218,3 +218,33 @@ def test_fullsize(tmp_path: Path) -> None:
             1,
         )
     )
+
+
+def test_prefill_costs(tmp_path: Path) -> None:
+    out = run_smoke("prefill_costs.py", tmp_path)
+    paths = ("MTP (app)", "plain (app)", "lookup (genai)", "MTP (genai, image)",
+             "plain (genai, image)")  # fmt: skip
+    for path in paths:
+        escaped = re.escape(path)
+        row = rf"^\| {escaped} \[(?:fast|genai)\] \| (-?\d+\.\d) \| (-?\d+\.\d) \| "
+        row += rf"{NUMBER} ms / {NUMBER} ms \| {NUMBER} \|$"
+        found = [m.groups() for m in re.finditer(row, out, re.M)]
+        assert len(found) == 1, (path, out)
+        first, warm, switch = (float(v) for v in found[0][2:])
+        assert first > 0 and warm > 0 and switch > 0, (path, found)
+        positive(numbers(rf"demo: {escaped} first use costs {NUMBER}x the model's load time", out))
+    positive(numbers(rf"demo: model load {NUMBER} s", out, 1))
+    positive(numbers(rf"demo: lookup \(genai\) prefill per token = {NUMBER}x MTP \(app\)", out, 1))
+
+
+def test_methods_per_workload(tmp_path: Path) -> None:
+    out = run_smoke("methods_per_workload.py", tmp_path)
+    rows = numbers(
+        rf"^(?:list|edit): MTP {NUMBER}x, lookup {NUMBER}x, lookup/MTP {NUMBER}x, winner ",
+        out,
+        2,
+    )
+    positive(rows)
+    for mtp, lookup, ratio in rows:  # lookup / MTP is per run, so near their quotient
+        assert 0.25 * lookup / mtp <= ratio <= 4 * lookup / mtp, (mtp, lookup, ratio)
+    assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out

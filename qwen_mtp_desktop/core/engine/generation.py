@@ -51,7 +51,6 @@ from qwen_mtp_desktop.core.errors import native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
 from qwen_mtp_desktop.core.mtp_decoder import MtpDecoder
 from qwen_mtp_desktop.core.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
     LookupRecorder,
     replay_lookup,
 )
@@ -235,7 +234,7 @@ class Generation(AnswerStream):
         )
         if item.prompt_ids is not None and not self._settings.do_sample:
             settings = self._settings
-            k = settings.num_assistant_tokens if settings.prompt_lookup else DEFAULT_LOOKUP_TOKENS
+            k = settings.num_assistant_tokens if settings.prompt_lookup else settings.lookup_tokens
             replay = replay_lookup(item.prompt_ids, self.token_ids, k, settings.max_ngram_size)
             self.stats.lookup_replay = replay.to_json_dict()
         log_conversation("answer", self.answer + last.answer)  # only with debug logging on

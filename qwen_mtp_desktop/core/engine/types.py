@@ -15,6 +15,7 @@ from qwen_mtp_desktop.core.decoding import GenerationStats, Mode
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.mtp_decoder import DEFAULT_DRAFT_VOCAB
 from qwen_mtp_desktop.core.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
     MAX_LOOKUP_TOKENS,
     MAX_NGRAM_SIZE,
@@ -64,6 +65,9 @@ class GenerationSettings:
     prompt_lookup: bool = False
     #: Prompt lookup's longest n-gram searched.
     max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
+    #: Prompt lookup's drafts per step for the replay a turn of another method records (the
+    #: chat's setting, so Auto judges lookup as the chat would run it).
+    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:

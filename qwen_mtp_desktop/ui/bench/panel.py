@@ -1,4 +1,7 @@
-"""The Benchmark page: validate MTP against plain decoding, benchmark draft depths, compare runs.
+"""The Benchmark page: validate MTP (or prompt lookup) against plain decoding, benchmark draft
+depths, compare runs. This module holds the run setup, the history and the runs; the results
+(banner, charts, table) are ui.bench.results, its look ui.bench.look, its dialogs
+ui.bench.dialogs.
 
 Threads: runs go to a `BenchJob` (its own thread, two pipelines of its own); listing, loading
 and exporting reports go to the panel's "bench-io" TaskRunner. The GUI thread only draws.
@@ -7,33 +10,28 @@ and exporting reports go to the panel's "bench-io" TaskRunner. The GUI thread on
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QPainter, QPixmap
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QSpinBox,
     QSplitter,
     QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -41,15 +39,14 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
-from qwen_mtp_desktop.core.reports import ReportEntry, fmt, fmt_spread
-from qwen_mtp_desktop.core.units import format_bytes, keep_units
-from qwen_mtp_desktop.core.validate import Progress
+from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
+from qwen_mtp_desktop.core.reports import ReportEntry
+from qwen_mtp_desktop.core.validate import Progress, method_label
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
-from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict, workload_data
-from qwen_mtp_desktop.ui.figures import COLUMN_HELP
-from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
-from qwen_mtp_desktop.ui.style import ACCENT
+from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
+from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
+from qwen_mtp_desktop.ui.bench.report_view import local_time
+from qwen_mtp_desktop.ui.bench.results import BenchResults
 from qwen_mtp_desktop.workers.bench_job import BenchJob, JobResult
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -57,37 +54,9 @@ log = logging.getLogger(__name__)
 
 ALL_SETS = "*"
 OTHER_FILE = "file"
-STATUS_COLORS = {"ok": "#2e9d57", "warning": "#d08400", "error": "#d93025", "info": "#3c78d8"}
 _PATH_ROLE = Qt.ItemDataRole.UserRole
-#: Below this width the two charts go one above the other, so their titles stay whole.
-CHARTS_SIDE_BY_SIDE_MIN = 760
 
-
-def _choose_model_dir(parent: QWidget) -> Path | None:
-    chosen = QFileDialog.getExistingDirectory(parent, "Choose a model folder", str(Path.home()))
-    return Path(chosen) if chosen else None
-
-
-def _choose_prompt_file(parent: QWidget) -> Path | None:
-    chosen, _filter = QFileDialog.getOpenFileName(
-        parent, "Choose a prompt set", str(Path.home()), "Prompt sets (*.json)"
-    )
-    return Path(chosen) if chosen else None
-
-
-def _choose_save_path(parent: QWidget, title: str, suggested: Path, filters: str) -> Path | None:
-    chosen, _filter = QFileDialog.getSaveFileName(parent, title, str(suggested), filters)
-    return Path(chosen) if chosen else None
-
-
-@dataclass
-class BenchDialogs:
-    """Everything the panel asks the desktop; tests replace these."""
-
-    choose_model_dir: Callable[[QWidget], Path | None] = _choose_model_dir
-    choose_prompt_file: Callable[[QWidget], Path | None] = _choose_prompt_file
-    #: (parent, title, suggested path, file filters) -> chosen path or None.
-    choose_save_path: Callable[[QWidget, str, Path, str], Path | None] = _choose_save_path
+__all__ = ["ALL_SETS", "OTHER_FILE", "STATUS_COLORS", "BenchDialogs", "BenchPanel"]
 
 
 def _list_prompt_sets() -> list[tuple[str, str]]:
@@ -96,46 +65,7 @@ def _list_prompt_sets() -> list[tuple[str, str]]:
     return [(s.name, s.title) for s in builtin_prompt_sets()]
 
 
-def _dot(color: str, size: int = 12) -> QIcon:
-    """A filled status dot (drawn, so it looks the same on every platform)."""
-    pixmap = QPixmap(size * 2, size * 2)
-    pixmap.setDevicePixelRatio(2.0)
-    pixmap.fill(Qt.GlobalColor.transparent)
-    painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.setPen(Qt.PenStyle.NoPen)
-    painter.setBrush(QColor(color))
-    painter.drawEllipse(2, 2, size - 4, size - 4)
-    painter.end()
-    return QIcon(pixmap)
-
-
 # --- the panel -----------------------------------------------------------------------------
-
-
-def _style() -> str:
-    banner = "border-radius: 8px; padding: 2px;"
-    banners = "\n".join(
-        f'QFrame#benchBanner[status="{status}"] {{ border: 1px solid {color}; {banner}'
-        f" border-left: 5px solid {color}; }}"
-        for status, color in STATUS_COLORS.items()
-    )
-    return f"""
-    QLabel#benchTitle {{ font-size: 22px; font-weight: 600; }}
-    QLabel#sectionTitle {{ font-size: 15px; font-weight: 600; }}
-    QLabel#bannerTitle {{ font-size: 15px; font-weight: 600; }}
-    QLabel#formLabel, QLabel#muted {{ color: palette(placeholder-text); }}
-    QFrame#benchSetup {{ border: 1px solid palette(mid); border-radius: 8px; }}
-    QFrame#benchHistory {{ border-right: 1px solid palette(mid); }}
-    QPushButton#primaryAction {{
-        background: {ACCENT}; color: white; border: none; border-radius: 6px;
-        padding: 6px 16px; font-weight: 600;
-    }}
-    QPushButton#primaryAction:disabled {{ background: palette(mid); }}
-    QListWidget#benchHistoryList::item {{ padding: 6px 4px; }}
-    QTableWidget#benchTable {{ border: none; }}
-    {banners}
-    """
 
 
 class BenchPanel(QWidget):
@@ -166,7 +96,7 @@ class BenchPanel(QWidget):
         io: TaskRunner | None = None,
     ) -> None:
         super().__init__(parent)
-        self.setStyleSheet(_style())
+        self.setStyleSheet(bench_style())
         self.dialogs = dialogs or BenchDialogs()
         # The app hands its threads in (workers.threads); a panel on its own makes its own.
         self.job = job or BenchJob(self)
@@ -194,7 +124,9 @@ class BenchPanel(QWidget):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(self._build_history())
-        splitter.addWidget(self._build_results())
+        self.results = BenchResults()
+        self.results.export_requested.connect(self._on_export)
+        splitter.addWidget(self.results)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([270, 880])
         outer.addWidget(splitter, 1)
@@ -216,6 +148,56 @@ class BenchPanel(QWidget):
             self._on_model_changed()
         self.io.submit(_list_prompt_sets, self._on_prompt_sets, self._on_io_error)
         self._show_report(None)
+
+    # The results' widgets, under the names the panel has always had (tests and the window
+    # read them here).
+    @property
+    def banner(self) -> QFrame:
+        return self.results.banner
+
+    @property
+    def banner_title(self) -> QLabel:
+        return self.results.banner_title
+
+    @property
+    def banner_detail(self) -> QLabel:
+        return self.results.banner_detail
+
+    @property
+    def view_set_combo(self) -> QComboBox:
+        return self.results.view_set_combo
+
+    @property
+    def throughput_chart(self) -> ThroughputChart:
+        return self.results.throughput_chart
+
+    @property
+    def acceptance_chart(self) -> AcceptanceChart:
+        return self.results.acceptance_chart
+
+    @property
+    def workload_chart(self) -> WorkloadChart:
+        return self.results.workload_chart
+
+    @property
+    def table(self) -> QTableWidget:
+        return self.results.table
+
+    @property
+    def meta_label(self) -> QLabel:
+        return self.results.meta_label
+
+    @property
+    def export_md_button(self) -> QPushButton:
+        return self.results.export_md_button
+
+    @property
+    def export_json_button(self) -> QPushButton:
+        return self.results.export_json_button
+
+    @property
+    def export_png_button(self) -> QPushButton:
+        return self.results.export_png_button
 
     # --- building ---
 
@@ -303,6 +285,13 @@ class BenchPanel(QWidget):
             "the deepest selected draft depth, then time both"
         )
         self.validate_button.clicked.connect(self._on_validate)
+        self.validate_lookup_button = QPushButton("Validate lookup")
+        self.validate_lookup_button.setToolTip(
+            f"Compare prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step) with plain greedy "
+            "decoding token for token on the selected prompt set, and measure its acceptance "
+            "there (the chat compares its lookup answers with it, per workload)"
+        )
+        self.validate_lookup_button.clicked.connect(self._on_validate_lookup)
         self.bench_button = QPushButton("Benchmark")
         self.bench_button.setToolTip(
             "Plain decoding vs MTP at each selected depth (and prompt lookup), modes "
@@ -322,6 +311,7 @@ class BenchPanel(QWidget):
         actions = QHBoxLayout()
         actions.setSpacing(8)
         actions.addWidget(self.validate_button)
+        actions.addWidget(self.validate_lookup_button)
         actions.addWidget(self.bench_button)
         actions.addWidget(self.cancel_button)
         status = QVBoxLayout()
@@ -330,7 +320,7 @@ class BenchPanel(QWidget):
         status.addWidget(self.progress_bar)
         actions.addSpacing(8)
         actions.addLayout(status, 1)
-        grid.addLayout(actions, 2, 0, 1, 4)
+        grid.addLayout(actions, 3, 0, 1, 6)  # its own row: the status text needs the width
         return frame
 
     def _build_history(self) -> QFrame:
@@ -355,85 +345,6 @@ class BenchPanel(QWidget):
         layout.addWidget(self.history_hint)
         layout.addWidget(self.history_list, 1)
         return frame
-
-    def _build_results(self) -> QScrollArea:
-        content = QWidget()
-        layout = QVBoxLayout(content)
-        layout.setContentsMargins(12, 6, 4, 4)
-        layout.setSpacing(10)
-
-        self.banner = QFrame()
-        self.banner.setObjectName("benchBanner")
-        banner_layout = QVBoxLayout(self.banner)
-        banner_layout.setContentsMargins(14, 10, 14, 10)
-        banner_layout.setSpacing(4)
-        self.banner_title = QLabel()
-        self.banner_title.setObjectName("bannerTitle")
-        self.banner_detail = QLabel()
-        self.banner_detail.setWordWrap(True)
-        self.banner_detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        banner_layout.addWidget(self.banner_title)
-        banner_layout.addWidget(self.banner_detail)
-        layout.addWidget(self.banner)
-
-        view_widget = QWidget()
-        view_row = FlowLayout(view_widget)  # wraps on a narrow window instead of clipping
-        self.view_set_label = QLabel("Show prompt set")
-        self.view_set_label.setObjectName("formLabel")
-        self.view_set_combo = QComboBox()
-        self.view_set_combo.currentIndexChanged.connect(self._on_view_set_changed)
-        view_row.addWidget(self.view_set_label)
-        view_row.addWidget(self.view_set_combo)
-        export_label = QLabel("Export")
-        export_label.setObjectName("formLabel")
-        view_row.addWidget(export_label)
-        self.export_md_button = QPushButton("Markdown…")
-        self.export_md_button.clicked.connect(lambda: self._on_export("md"))
-        self.export_json_button = QPushButton("JSON…")
-        self.export_json_button.clicked.connect(lambda: self._on_export("json"))
-        self.export_png_button = QPushButton("Charts (PNG)…")
-        self.export_png_button.clicked.connect(lambda: self._on_export("png"))
-        for button in (self.export_md_button, self.export_json_button, self.export_png_button):
-            view_row.addWidget(button)
-        layout.addWidget(view_widget)
-
-        self.charts = QWidget()
-        # Side by side when there is room, one above the other when not (titles stay whole).
-        charts_layout = ResponsiveRow(self.charts, min_width=CHARTS_SIDE_BY_SIDE_MIN)
-        charts_layout.setContentsMargins(0, 0, 0, 0)
-        charts_layout.setSpacing(12)
-        self.throughput_chart = ThroughputChart()
-        self.acceptance_chart = AcceptanceChart()
-        charts_layout.addWidget(self.throughput_chart, 3)
-        charts_layout.addWidget(self.acceptance_chart, 2)
-        layout.addWidget(self.charts)
-        self.workload_chart = WorkloadChart()
-        self.workload_chart.setVisible(False)
-        layout.addWidget(self.workload_chart)
-
-        self.table = QTableWidget()
-        self.table.setObjectName("benchTable")
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
-        self.table.setWordWrap(False)
-        layout.addWidget(self.table)
-
-        self.meta_label = QLabel()
-        self.meta_label.setObjectName("muted")
-        self.meta_label.setWordWrap(True)
-        self.meta_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.meta_label)
-
-        layout.addStretch(1)
-
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(content)
-        return scroll
 
     # --- public API ---
 
@@ -467,15 +378,31 @@ class BenchPanel(QWidget):
         if index >= 0:
             self.device_combo.setCurrentIndex(index)
 
-    def validate_model(self, path: Path, num_assistant_tokens: int | None = None) -> bool:
+    def validate_model(
+        self,
+        path: Path,
+        num_assistant_tokens: int | None = None,
+        *,
+        method: DraftMethod = "mtp",
+        prompt_set: str | None = None,
+    ) -> bool:
         """Select `path` and start validating it (one click from the models or chat panels),
-        at `num_assistant_tokens` draft tokens (default: the deepest depth selected here).
-        False if another run is still going."""
+        at `num_assistant_tokens` draft tokens (default: the deepest depth selected here; for
+        prompt lookup, DEFAULT_LOOKUP_TOKENS), on the built-in `prompt_set` when given (the
+        chat's health check re-validates lookup on the workload it compared). False if
+        another run is still going."""
         if self.job.running:
             self._set_status("A run is already going; cancel it first.", "warning")
             return False
         self.set_model(path)
-        return self._start_validation(num_assistant_tokens)
+        if prompt_set is not None:
+            index = self.set_combo.findData(prompt_set, _PATH_ROLE)
+            if index < 0:
+                self._set_status(f"There is no built-in prompt set called {prompt_set!r}.")
+                return False
+            self._set_touched = True
+            self.set_combo.setCurrentIndex(index)
+        return self._start_validation(num_assistant_tokens, method)
 
     def benchmark_model(self, path: Path) -> bool:
         if self.job.running:
@@ -499,46 +426,15 @@ class BenchPanel(QWidget):
 
     def chart_image(self) -> QImage:
         """Both charts side by side, as saved by "Save charts as PNG"."""
-        width, height, gap, caption_h = 560, 300, 16, 28
-        left = self.throughput_chart.render_image(QSize(width, height))
-        right = self.acceptance_chart.render_image(QSize(int(width * 0.75), height))
-        ratio = left.devicePixelRatio()
-        image = QImage(
-            left.width() + right.width() + round(gap * ratio),
-            max(left.height(), right.height()) + round(caption_h * ratio),
-            QImage.Format.Format_ARGB32,
-        )
-        image.setDevicePixelRatio(ratio)
-        image.fill(self.palette().base().color())
-        painter = QPainter(image)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.setPen(self.palette().text().color())
-        painter.drawText(
-            QRectF(8, 4, image.width() / ratio - 16, caption_h - 4),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            self._caption(),
-        )
-        painter.drawImage(0, caption_h, left)
-        painter.drawImage(round(left.width() / ratio) + gap, caption_h, right)
-        painter.end()
-        if not self.workload_chart.has_data():
-            return image
-        # The methods-per-workload comparison goes underneath, full width.
-        below = self.workload_chart.render_image(QSize(round(image.width() / ratio), height), ratio)
-        combined = QImage(image.width(), image.height() + below.height(), image.format())
-        combined.setDevicePixelRatio(ratio)
-        combined.fill(self.palette().base().color())
-        painter = QPainter(combined)
-        painter.drawImage(0, 0, image)
-        painter.drawImage(0, round(image.height() / ratio), below)
-        painter.end()
-        return combined
+        return self.results.chart_image(self._caption())
 
     def _caption(self) -> str:
         report = self.report
         if report is None:
             return ""
-        kind = "MTP validation" if report["kind"] == "validate" else "MTP benchmark"
+        kind = "MTP benchmark"
+        if report["kind"] == "validate":
+            kind = f"{method_label(report['settings'])} validation"
         when = local_time(report["created"], "%Y-%m-%d %H:%M")
         return f"{kind} · {report['model']['name']} · {report['device']} · {when}"
 
@@ -564,18 +460,22 @@ class BenchPanel(QWidget):
         tokens = self.tokens_spin.value() or None
         return model, specs, tokens
 
-    def _start_validation(self, num_assistant_tokens: int | None = None) -> bool:
+    def _start_validation(
+        self, num_assistant_tokens: int | None = None, method: DraftMethod = "mtp"
+    ) -> bool:
         settings = self._run_settings()
         depths = self.selected_depths()
         if settings is None:
             return False
         model, specs, tokens = settings
+        default = DEFAULT_LOOKUP_TOKENS if method == "lookup" else max(depths, default=1)
         return self.job.start_validation(
             model,
             specs[0],
-            num_assistant_tokens=num_assistant_tokens or (max(depths) if depths else 1),
+            num_assistant_tokens=num_assistant_tokens or default,
             max_new_tokens=tokens,
             device=self.device,
+            method=method,
         )
 
     def _start_benchmark(self) -> bool:
@@ -600,6 +500,9 @@ class BenchPanel(QWidget):
 
     def _on_validate(self) -> None:
         self._start_validation()
+
+    def _on_validate_lookup(self) -> None:
+        self._start_validation(method="lookup")
 
     def _on_benchmark(self) -> None:
         self._start_benchmark()
@@ -647,6 +550,7 @@ class BenchPanel(QWidget):
         busy = self.job.running
         has_model = self.model_dir is not None
         self.validate_button.setEnabled(not busy and has_model)
+        self.validate_lookup_button.setEnabled(not busy and has_model)
         self.bench_button.setEnabled(not busy and has_model and bool(self.selected_depths()))
 
     def _set_status(self, text: str, status: str | None = None) -> None:
@@ -737,7 +641,7 @@ class BenchPanel(QWidget):
                 f"{kind} · {local_time(entry.created)} · {entry.device}\n{entry.headline}"
             )
             item.setData(_PATH_ROLE, str(entry.path))
-            item.setIcon(_dot(STATUS_COLORS["ok" if entry.ok else "warning"]))
+            item.setIcon(status_dot(STATUS_COLORS["ok" if entry.ok else "warning"]))
             item.setToolTip(str(entry.path))
             self.history_list.addItem(item)
             if self._pending_select is not None and entry.path == self._pending_select:
@@ -773,215 +677,9 @@ class BenchPanel(QWidget):
 
     def _show_report(self, report: dict[str, Any] | None) -> None:
         self.report = report
-        has = report is not None
-        for widget in (
-            self.export_md_button,
-            self.export_json_button,
-            self.export_png_button,
-        ):
-            widget.setEnabled(has)
-        if report is None:
-            self.banner.setProperty("status", "info")
-            self.banner_title.setText("No results yet")
-            self.banner_detail.setText(
-                "Validate first: it proves MTP changes nothing in the output. Then Benchmark "
-                "finds the fastest draft depth on this computer."
-            )
-            self.view_set_label.setVisible(False)
-            self.view_set_combo.setVisible(False)
-            self.throughput_chart.set_bars([])
-            self.acceptance_chart.set_series([])
-            self.workload_chart.set_workloads([])
-            self.workload_chart.setVisible(False)
-            self.table.clear()
-            self.table.setRowCount(0)
-            self.table.setColumnCount(0)
-            self.table.setVisible(False)
-            self.meta_label.setText("")
-            self._repolish(self.banner)
-            return
-        status, title, detail = verdict(report)
-        self.banner.setProperty("status", status)
-        self.banner_title.setText(title)
-        self.banner_detail.setText(keep_units(detail))
-        self._repolish(self.banner)
-        sets = [e["prompt_set"] for e in report.get("per_set", [])]
-        self.view_set_combo.blockSignals(True)
-        self.view_set_combo.clear()
-        if len(sets) > 1:
-            self.view_set_combo.addItem("All sets", None)
-            for name in sets:
-                self.view_set_combo.addItem(name, name)
-        self.view_set_combo.blockSignals(False)
-        self.view_set_label.setVisible(len(sets) > 1)
-        self.view_set_combo.setVisible(len(sets) > 1)
-        workloads = workload_data(report)
-        self.workload_chart.set_workloads(workloads)
-        self.workload_chart.setVisible(bool(workloads))
-        self._show_set(None)
-        self.meta_label.setText(keep_units(self._meta_text(report)))
-        self.report_shown.emit(report)
-
-    def _on_view_set_changed(self) -> None:
-        self._show_set(self.view_set_combo.currentData())
-
-    def _show_set(self, prompt_set: str | None) -> None:
-        report = self.report
-        if report is None:
-            return
-        bars, series = chart_data(report, prompt_set)
-        if report["kind"] != "validate":
-            self.throughput_chart.empty_text = "No results"
-        elif report["summary"]["all_identical"]:
-            self.throughput_chart.empty_text = "Not timed (validation ran without timing)"
-        else:
-            self.throughput_chart.empty_text = "Not timed: the outputs differ"
-        self.throughput_chart.set_bars(bars)
-        self.acceptance_chart.set_series(series)
-        if report["kind"] == "validate":
-            self._fill_validation_table(report)
-        else:
-            modes = report["modes"]
-            if prompt_set is not None:
-                modes = next(e["modes"] for e in report["per_set"] if e["prompt_set"] == prompt_set)
-            self._fill_bench_table(modes, report["recommendation"]["depth"])
-
-    def _fill_table(self, headers: list[str], rows: list[list[str]], bold_row: int = -1) -> None:
-        self.table.clear()
-        self.table.setVisible(True)
-        self.table.setColumnCount(len(headers))
-        self.table.setRowCount(len(rows))
-        self.table.setHorizontalHeaderLabels(headers)
-        for column, name in enumerate(headers):
-            header_item = self.table.horizontalHeaderItem(column)
-            if header_item is not None:
-                header_item.setToolTip(COLUMN_HELP.get(name, ""))
-        for r, row in enumerate(rows):
-            for c, text in enumerate(row):
-                item = QTableWidgetItem(text)
-                if c == 0:
-                    item.setToolTip(text)  # the full mode name where the column is narrow
-                if c > 0:
-                    item.setTextAlignment(
-                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-                    )
-                if r == bold_row:
-                    font = item.font()
-                    font.setBold(True)
-                    item.setFont(font)
-                if text in ("no", "differs"):
-                    item.setForeground(QColor(STATUS_COLORS["error"]))
-                self.table.setItem(r, c, item)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setDefaultAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        first = self.table.horizontalHeaderItem(0)
-        if first is not None:
-            first.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-        self.table.setWordWrap(True)
-        self.table.resizeColumnsToContents()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.table.resizeRowsToContents()
-        height = self.table.horizontalHeader().height() + 4
-        height += sum(self.table.rowHeight(r) for r in range(len(rows)))
-        self.table.setFixedHeight(height)
-
-    def _fill_bench_table(self, modes: list[dict[str, Any]], best: int | None) -> None:
-        rows = []
-        bold = -1
-        for index, mode in enumerate(modes):
-            if mode["depth"] is not None and mode["depth"] == best:
-                bold = index
-            speedup = fmt_spread(mode["speedup"], "{:.2f}x") if mode["depth"] else "1.00x"
-            rows.append(
-                [
-                    mode["label"],
-                    fmt_spread(mode["decode_tokens_per_s"]),
-                    speedup,
-                    fmt_spread(mode["ttft_s"], "{:.0f}", 1000),
-                    fmt(mode["acceptance_rate"], "{:.0%}"),
-                    fmt(mode["mean_accepted_per_step"], "{:.2f}"),
-                    ", ".join(f"{p:.0%}" for p in mode["acceptance_by_position"]) or "–",
-                    "yes" if mode["identical"] else "no",
-                ]
-            )
-        self._fill_table(
-            [
-                "Mode",
-                "Decode tok/s (min–max)",
-                "Speed-up (min–max)",
-                "TTFT ms",
-                "Accepted",
-                "Per step",
-                "By position",
-                "Identical",
-            ],
-            rows,
-            bold,
-        )
-
-    def _fill_validation_table(self, report: dict[str, Any]) -> None:
-        rows = []
-        for result in report["results"]:
-            timing = result["timing"]
-            div = result["divergence"]
-            rows.append(
-                [
-                    result["prompt"].replace("\n", " ")[:70],
-                    "yes" if result["identical"] else "no",
-                    "–" if div is None else f"token {div['position']}",
-                    fmt(result["mtp"]["acceptance_rate"], "{:.0%}"),
-                    fmt(timing and timing["baseline"]["decode_tokens_per_s"]),
-                    fmt(timing and timing["mtp"]["decode_tokens_per_s"]),
-                    fmt(timing and timing["speedup"], "{:.2f}x"),
-                ]
-            )
-        self._fill_table(
-            [
-                "Prompt",
-                "Identical",
-                "First difference",
-                "Accepted",
-                "Plain tok/s",
-                "MTP tok/s",
-                "Speed-up",
-            ],
-            rows,
-        )
-
-    def _meta_text(self, report: dict[str, Any]) -> str:
-        model = report["model"]
-        versions = report["versions"]
-        runtime = ", ".join(
-            f"{name} {versions.get(name) or '–'}"
-            for name in ("openvino", "openvino-genai", "optimum-intel", "transformers", "nncf")
-        )
-        mtp = model.get("mtp_precision") or "–"
-        lm = model["precisions"].get("language_model") or "–"
-        when = local_time(report["created"], "%Y-%m-%d %H:%M")
-        if report["kind"] == "bench":
-            settings = report["settings"]
-            what = (
-                f"{settings['runs']} run{'s' if settings['runs'] != 1 else ''} after "
-                f"{settings['warmup']} warm-up, depths "
-                f"{', '.join(map(str, settings['depths']))}, "
-                f"{'exact f32' if report['numerics'] == 'exact' else 'default'} numerics"
-            )
-            what += f", peak memory {format_bytes(report['memory']['peak_rss_bytes'])}"
-        else:
-            what = f"{report['settings']['max_new_tokens']} new tokens, exact f32 numerics"
-        return (
-            f"{model['name']} on {report['device']} · {when} · {what}\n"
-            f"Language model {lm} · MTP head {mtp} · source "
-            f"{model['source_model_id'] or 'unknown'}\n{runtime}"
-        )
-
-    @staticmethod
-    def _repolish(widget: QWidget) -> None:
-        style = widget.style()
-        style.unpolish(widget)
-        style.polish(widget)
+        self.results.show_report(report)
+        if report is not None:
+            self.report_shown.emit(report)
 
     # --- export ---
 

@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from qwen_mtp_desktop.core.reports import fmt
+from qwen_mtp_desktop.core.validate import method_label
+from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
@@ -16,6 +18,7 @@ def chart_data(
     if report["kind"] == "validate":
         timed = [r["timing"] for r in report["results"] if r["timing"] is not None]
         n = report["settings"]["num_assistant_tokens"]
+        lookup = report["settings"].get("method") == "lookup"
         bars: list[Bar] = []
         summary = report["summary"]
         base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
@@ -24,15 +27,17 @@ def chart_data(
             bars = [
                 Bar("plain", base["median"], base["min"], base["max"], "baseline", "1.00x"),
                 Bar(
-                    f"MTP n={n}",
+                    f"lookup K={n}" if lookup else f"MTP n={n}",
                     mtp["median"],
                     mtp["min"],
                     mtp["max"],
-                    "mtp",
+                    "lookup" if lookup else "mtp",
                     fmt(speedup and speedup["median"], "{:.2f}x"),
                 ),
             ]
         positions = summary["acceptance_by_position"]
+        if lookup:  # its drafts per step vary: no per-position curve (the table has its rate)
+            return bars, []
         return bars, ([Series(f"n={n}", tuple(positions))] if positions else [])
     modes = report["modes"]
     if prompt_set is not None:
@@ -77,27 +82,55 @@ def chart_data(
     return bars, series
 
 
+def _methods(modes: list[dict[str, Any]]) -> tuple[tuple[str, float, str], ...]:
+    """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars."""
+    methods: list[tuple[str, float, str]] = [("plain", 1.0, "baseline")]
+    mtp = [m for m in modes if m.get("mode") == "mtp" and m["speedup"] and m["identical"]]
+    best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
+    if best is not None:
+        methods.append((best["label"], best["speedup"]["median"], "mtp"))
+    for mode in modes:
+        if mode.get("mode") == "lookup" and mode["speedup"] and mode["identical"]:
+            methods.append((mode["label"], mode["speedup"]["median"], "lookup"))
+    return tuple(methods)
+
+
 def workload_data(report: dict[str, Any]) -> list[Workload]:
-    """Each workload's methods for the comparison chart: plain (1.0), the fastest identical
-    MTP depth and prompt lookup, with the stored winner (bench reports with prompt lookup)."""
+    """Each workload's methods for the comparison chart with its winner, and with several
+    workloads a first group for all of them with the overall winner: both from
+    `method_verdict`, which the banner names too (bench reports with prompt lookup)."""
     if report["kind"] != "bench":
         return []
+    verdict = method_verdict(report)
+    winners = dict(verdict["workloads"])
     out = []
     for entry in report.get("per_set", []):
-        winner = entry.get("winner")
         modes = entry["modes"]
-        if winner is None or not any(m.get("mode") == "lookup" for m in modes):
+        if "winner" not in entry or not any(m.get("mode") == "lookup" for m in modes):
             continue
-        methods: list[tuple[str, float, str]] = [("plain", 1.0, "baseline")]
-        mtp = [m for m in modes if m.get("mode") == "mtp" and m["speedup"] and m["identical"]]
-        best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
-        if best is not None:
-            methods.append((best["label"], best["speedup"]["median"], "mtp"))
-        for mode in modes:
-            if mode.get("mode") == "lookup" and mode["speedup"] and mode["identical"]:
-                methods.append((mode["label"], mode["speedup"]["median"], "lookup"))
-        out.append(Workload(entry["prompt_set"], tuple(methods), winner["label"]))
+        name = entry["prompt_set"]
+        out.append(Workload(name, _methods(modes), winners[name]["label"]))
+    if len(out) > 1:
+        overall = verdict["overall"]["label"]
+        out.insert(0, Workload(ALL_WORKLOADS, _methods(report["modes"]), overall))
     return out
+
+
+def _speed(winner: dict[str, Any]) -> str:
+    return f" ({winner['speedup']:.2f}x)" if winner.get("speedup") else ""
+
+
+def _workload_detail(report: dict[str, Any], overall: dict[str, Any]) -> str:
+    """Which method wins which workload, when they differ from the overall winner."""
+    verdict = method_verdict(report)
+    others = [(name, w) for name, w in verdict["workloads"] if w["label"] != overall["label"]]
+    if not others:
+        return ""
+    parts = [f"{name}: {w['label']}{_speed(w)}" for name, w in others]
+    return (
+        f" Other workloads have other winners ({'; '.join(parts)}); Auto in the chat "
+        "chooses per turn."
+    )
 
 
 def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
@@ -105,9 +138,11 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     if report["kind"] == "validate":
         summary = report["summary"]
         n = report["settings"]["num_assistant_tokens"]
+        name = method_label(report["settings"])
+        what = f"prompt lookup K={n}" if name != "MTP" else f"MTP n={n}"
         if summary["all_identical"]:
             detail = (
-                f"MTP n={n} reproduced plain greedy decoding token for token on all "
+                f"{what} reproduced plain greedy decoding token for token on all "
                 f"{summary['prompts']} prompts ({report['settings']['max_new_tokens']} new "
                 f"tokens, exact f32 numerics); {fmt(summary['acceptance_rate'], '{:.0%}')} of "
                 "drafts accepted."
@@ -115,7 +150,7 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
             speedup = summary["speedup"]
             if speedup:
                 detail += f" Speed: {speedup['median']:.2f}x plain decoding."
-            return "ok", "Validation passed: MTP output is identical", detail
+            return "ok", f"Validation passed: {name} output is identical", detail
         first = next(r for r in report["results"] if not r["identical"])
         div = first["divergence"]
         margin = div["baseline_margin"]
@@ -127,20 +162,39 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
         detail = (
             f"Different on {summary['prompts'] - summary['identical_prompts']} of "
             f"{summary['prompts']} prompts. First: “{first['prompt'][:60]}” at token "
-            f"{div['position']}: plain {div['baseline_token']!r} vs MTP {div['mtp_token']!r} "
+            f"{div['position']}: plain {div['baseline_token']!r} vs {name} "
+            f"{div['mtp_token']!r} "
             f"(logit margin {fmt(margin, '{:.4f}')}, {kind})."
         )
         status = "warning" if div["verdict"] == "near_tie" else "error"
-        return status, "Validation failed: MTP changed the output", detail
+        return status, f"Validation failed: {name} changed the output", detail
+    return _bench_verdict(report)
+
+
+def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
+    """The overall winner of `method_verdict` (the chart's "all workloads" winner), with the
+    MTP recommendation's reason and the workloads that another method wins."""
     rec = report["recommendation"]
+    overall = method_verdict(report)["overall"]
     detail = rec["reason"]
+    if overall["method"] == "lookup":
+        # The MTP recommendation's reason is Auto's starting point, said as such.
+        detail = (
+            f"{overall['label']} was the fastest method over all prompts: "
+            f"{overall['speedup']:.2f}x plain decoding, "
+            f"{fmt(overall['acceptance_rate'], '{:.0%}')} of drafts accepted. Without prompt "
+            f"lookup (Auto's starting point): {detail}"
+        )
     baseline = report.get("baseline")  # reports from before it was measured have none
     if baseline:
         detail += f" Speed-ups are against {baseline['label']}, {baseline['reason']}."
-    if rec["depth"] is not None:
-        return "ok", f"Recommended: MTP {rec['label']} ({rec['speedup']:.2f}x)", detail
+    detail += _workload_detail(report, overall)
+    if overall["method"] != "plain":
+        return "ok", f"Recommended: {overall['label']}{_speed(overall)}", detail
+    lookup = any(m.get("mode") == "lookup" for m in report["modes"])
     if rec["mtp_slower"]:
-        return "warning", "Recommended: plain decoding (MTP is slower here)", detail
+        slower = "MTP and prompt lookup are" if lookup else "MTP is"
+        return "warning", f"Recommended: plain decoding ({slower} slower here)", detail
     return "error", "Recommended: plain decoding", detail
 
 

@@ -93,11 +93,14 @@ class ChatPanel(ChatLayout):
     """Signals:
     export_requested(): the user wants the export wizard (from the demo banner).
     validate_requested(Path): the user wants to validate MTP on a model.
+    validate_lookup_requested(Path, str, int): the user wants prompt lookup validated on a
+        model, on a workload's prompt set, at that many drafts per step (health banner).
     busy_changed(bool): a generation started or ended.
     """
 
     export_requested = Signal()
     validate_requested = Signal(object)
+    validate_lookup_requested = Signal(object, str, int)
     busy_changed = Signal(bool)
 
     def __init__(
@@ -124,6 +127,7 @@ class ChatPanel(ChatLayout):
         self._log_file = log_file
         self._dark = dark
         self._stream: Stream | None = None
+        self._request_text = ""  # the running answer's request (acceptance health)
         self._show_drafts = False
         self._search = ""
         self._models: list[Path] = []
@@ -161,9 +165,7 @@ class ChatPanel(ChatLayout):
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
-        self.health_wrap.revalidate_requested.connect(
-            lambda: self.validate_requested.emit(self._model_dir())
-        )
+        self.health_wrap.revalidate_requested.connect(self._on_revalidate)
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -185,7 +187,7 @@ class ChatPanel(ChatLayout):
         self.model.changed.connect(self._update_header)
         self.model.problem.connect(self._show_problem)
         self.model.mtp_problem.connect(self.settings_panel.set_mtp_problem)
-        self.model.health_warned.connect(lambda w: self.health_wrap.show_warning(w.text))
+        self.model.health_warned.connect(self._on_health_warned)
         self.model.health_reset.connect(lambda: self.health_wrap.setVisible(False))
         self._engine.chunks.connect(self._on_chunks)
         self._engine.finished.connect(self._on_finished)
@@ -221,6 +223,25 @@ class ChatPanel(ChatLayout):
     @property
     def health_warning(self) -> HealthWarning | None:
         return self.model.health_warning
+
+    def _on_health_warned(self, warning: HealthWarning) -> None:
+        self.health_wrap.revalidate_button.setToolTip(
+            f"Check prompt lookup against plain decoding on the {warning.workload} prompts "
+            "again and measure its acceptance there"
+            if warning.method == "lookup"
+            else "Check MTP against plain decoding on this model again and measure its acceptance"
+        )
+        self.health_wrap.show_warning(warning.text)
+
+    def _on_revalidate(self) -> None:
+        """Run the validation that measured what the warning compared with: MTP's, or prompt
+        lookup's on the workload's prompt set at the chat's drafts per step."""
+        warning = self.health_warning
+        if warning is not None and warning.method == "lookup" and warning.workload:
+            tokens = self.settings_panel.settings.lookup_tokens
+            self.validate_lookup_requested.emit(self._model_dir(), warning.workload, tokens)
+            return
+        self.validate_requested.emit(self._model_dir())
 
     def _chat_state(self) -> tuple[Path, ChatSettings, int]:
         conversation_id = self.conversation.id if self.conversation is not None else 0
@@ -488,7 +509,9 @@ class ChatPanel(ChatLayout):
         history = chat_history(conversation.system_prompt, self._messages)
         if is_demo_model(self._model_dir()):
             history = single_turn(history)  # its answers go wrong with earlier turns
-        turn = self.model.plan_turn()
+        turn = self.model.plan_turn(history)
+        # The request answered: the acceptance health check reads its workload kind.
+        self._request_text = next((m.content for m in reversed(history) if m.role == "user"), "")
         request_id = self._engine.generate(history, turn.settings)
         widget = self._add_widget("assistant")
         widget.begin_stream()
@@ -527,7 +550,7 @@ class ChatPanel(ChatLayout):
             stats, loaded.model_dir if loaded else None, widget.drafted_ranges
         )
         widget.set_stats(record)
-        self.model.observe(stats)
+        self.model.observe(stats, self._request_text)
         if stats.finish_reason == "cancelled":
             widget.show_notice("Stopped. The answer so far is kept.")
         self._end_stream(

@@ -6,17 +6,16 @@ live acceptance-health check. Lookups that read the data dir run on the store's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from qwen_mtp_desktop.core.acceptance_health import (
-    AcceptanceReference,
     HealthMonitor,
     HealthWarning,
-    ModelState,
     current_state,
+    load_lookup_references,
     load_reference,
 )
 from qwen_mtp_desktop.core.bench import DepthRecommendation
@@ -29,7 +28,13 @@ from qwen_mtp_desktop.core.chat_session import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding import GenerationStats
-from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, LoadOptions
+from qwen_mtp_desktop.core.engine import (
+    EngineError,
+    GenerationSettings,
+    LoadedModel,
+    LoadOptions,
+    Message,
+)
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -166,8 +171,9 @@ class ModelSession(QObject):
         model_dir, settings, conversation_id = self._chat()
         return (conversation_id, model_dir, settings.device)
 
-    def plan_turn(self) -> Turn:
-        """This turn's settings; under Auto, its policy's decision."""
+    def plan_turn(self, history: Sequence[Message] = ()) -> Turn:
+        """This turn's settings; under Auto, its policy's decision (`history`, what the model
+        will read, prices the prefill)."""
         turn = Turn(self.engine_settings())
         _, settings, _ = self._chat()
         if auto_applies(settings) and self.decodes_mtp:
@@ -177,6 +183,7 @@ class ModelSession(QObject):
                 turn.settings,
                 plain_ready=self.engine.plain_ready,
                 load_s=loaded.load_s if loaded else None,
+                history=history,
             )
         return turn
 
@@ -204,26 +211,29 @@ class ModelSession(QObject):
         self.health = None
         self.health_warning = None
         self.health_reset.emit()
-        if loaded.mode != "mtp":
-            return
-        model_dir, device = loaded.model_dir, loaded.device
+        model_dir, device, mtp = loaded.model_dir, loaded.device, loaded.mode == "mtp"
 
-        def find() -> tuple[AcceptanceReference, ModelState] | None:
-            reference = load_reference(model_dir, device)
-            return None if reference is None else (reference, current_state(model_dir))
+        def find() -> HealthMonitor | None:
+            # Prompt lookup runs without an MTP head too: its references count either way.
+            reference = load_reference(model_dir, device) if mtp else None
+            lookups = load_lookup_references(model_dir, device)
+            if reference is None and not lookups:
+                return None
+            return HealthMonitor(reference, current_state(model_dir), lookups)
 
-        def found(result: tuple[AcceptanceReference, ModelState] | None) -> None:
+        def found(monitor: HealthMonitor | None) -> None:
             current = self.loaded
-            if result is not None and current is not None and current.model_dir == model_dir:
-                self.health = HealthMonitor(*result)
+            if monitor is not None and current is not None and current.model_dir == model_dir:
+                self.health = monitor
 
         self._runner.submit(find, found, self._lookup_failed)
 
-    def observe(self, stats: GenerationStats) -> None:
-        """A finished answer's acceptance, checked against the reference."""
+    def observe(self, stats: GenerationStats, request: str = "") -> None:
+        """A finished answer's acceptance, checked against the reference (`request`: what it
+        answered, whose workload prompt lookup is compared by)."""
         if self.health is None:
             return
-        warning = self.health.observe(stats)
+        warning = self.health.observe(stats, request)
         if warning is not None:
             self.health_warning = warning
             self.health_warned.emit(warning)

@@ -1,0 +1,56 @@
+"""A benchmark report's verdicts, read by everything that names a winner: each workload's
+(`workload_winner`: the fastest method that kept the output identical) and the overall one
+(`method_verdict`), so the Benchmark panel's banner, its per-workload chart and its History
+line cannot disagree. Plain functions of the report dict, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest method on one workload among those whose output stayed identical to plain
+    decoding: MTP at some depth, prompt lookup, or plain when neither beats it."""
+    drafting = [
+        m for m in modes if m["depth"] is not None and m["identical"] and m["speedup"] is not None
+    ]
+    best = max(drafting, key=lambda m: m["speedup"]["median"], default=None)
+    if best is None or best["speedup"]["median"] <= 1.0:
+        return {
+            "method": "plain",
+            "depth": None,
+            "label": "plain",
+            "speedup": None,
+            "acceptance_rate": None,
+            "runner_up": best["label"] if best is not None else None,
+            "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
+        }
+    return {
+        "method": best.get("mode", "mtp"),
+        "depth": best["depth"],
+        "label": best["label"],
+        "speedup": best["speedup"]["median"],
+        "acceptance_rate": best["acceptance_rate"],
+        "runner_up": None,
+        "runner_up_speedup": None,
+    }
+
+
+#: The name of the all-workloads group in `method_verdict` (and the Benchmark panel's chart).
+ALL_WORKLOADS = "all workloads"
+
+
+def method_verdict(report: dict[str, Any]) -> dict[str, Any]:
+    """The one recommendation of a benchmark report that the Benchmark panel's banner and its
+    per-workload chart both show: the overall winner (`workload_winner` over every prompt, so
+    prompt lookup counts as well as MTP) and each workload's stored winner. The report's
+    `recommendation` stays what it is, Auto's starting MTP depth."""
+    workloads = [
+        (entry["prompt_set"], entry.get("winner") or workload_winner(entry["modes"]))
+        for entry in report.get("per_set", [])
+    ]
+    return {"overall": workload_winner(report["modes"]), "workloads": workloads}
+
+
+__all__ = ["ALL_WORKLOADS", "method_verdict", "workload_winner"]

@@ -1,0 +1,132 @@
+"""The Benchmark panel's banner, its per-workload chart and its History line name the same
+winners: all come from `core.bench.method_verdict`. Checked on generated benchmark reports
+(hypothesis) and on the report that once showed "Recommended: plain" beside a chart naming
+prompt lookup the winner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.core.reports import headline
+from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, workload_winner
+from qwen_mtp_desktop.ui.bench.report_view import verdict, workload_data
+
+pytestmark = pytest.mark.gui
+
+SETS = ("code", "chat", "list", "summarise", "edit")
+
+
+def _mode(kind: str, depth: int | None, speedup: float | None, identical: bool) -> dict[str, Any]:
+    label = {
+        "baseline": "plain · openvino-genai",
+        "mtp": f"MTP n={depth}",
+        "lookup": f"prompt lookup K={depth}",
+    }[kind]
+    spread = None if speedup is None else {"median": speedup, "min": speedup, "max": speedup}
+    return {
+        "mode": kind,
+        "depth": depth,
+        "decoder": "lookup" if kind == "lookup" else "fast",
+        "label": label,
+        "identical": identical,
+        "speedup": spread,
+        "acceptance_rate": None if kind == "baseline" else 0.5,
+        "decode_tokens_per_s": {"median": 10.0, "min": 9.0, "max": 11.0},
+        "acceptance_by_position": [] if kind == "baseline" else [0.5],
+    }
+
+
+speedups = st.one_of(st.none(), st.floats(0.3, 3.0, allow_nan=False))
+modes = st.builds(
+    lambda mtp, lookup: [
+        _mode("baseline", None, None, True),
+        *(_mode("mtp", d + 1, s, ident) for d, (s, ident) in enumerate(mtp)),
+        _mode("lookup", 4, lookup[0], lookup[1]),
+    ],
+    st.lists(st.tuples(speedups, st.booleans()), min_size=1, max_size=3),
+    st.tuples(speedups, st.booleans()),
+)
+
+
+def _recommend(all_modes: list[dict[str, Any]]) -> dict[str, Any]:
+    from qwen_mtp_desktop.core.bench import recommend
+
+    return recommend(all_modes)
+
+
+@st.composite
+def reports(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(SETS), min_size=1, max_size=5, unique=True))
+    per_set = []
+    for name in names:
+        set_modes = draw(modes)
+        per_set.append(
+            {"prompt_set": name, "modes": set_modes, "winner": workload_winner(set_modes)}
+        )
+    all_modes = per_set[0]["modes"] if len(per_set) == 1 else draw(modes)
+    return {
+        "kind": "bench",
+        "modes": all_modes,
+        "per_set": per_set,
+        "recommendation": _recommend(all_modes),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(reports())
+def test_banner_and_chart_name_the_same_winners(report: dict[str, Any]) -> None:
+    status, title, detail = verdict(report)
+    chart = workload_data(report)
+    overall = method_verdict(report)["overall"]
+    history_line, ok = headline(report)  # the History list's line for the same report
+    if overall["method"] == "plain":
+        assert title.startswith("Recommended: plain decoding"), title
+        assert history_line.startswith("best: plain") and not ok
+    else:
+        assert title.startswith(f"Recommended: {overall['label']} ("), title
+        assert status == "ok" and ok
+        assert history_line.startswith(f"best: {overall['label']} ("), history_line
+    if len(chart) > 1:  # the chart's first group is all workloads, with the same winner
+        assert chart[0].name == ALL_WORKLOADS and chart[0].winner == overall["label"]
+    elif len(chart) == 1:  # one workload: its winner is the overall one
+        assert chart[0].winner == overall["label"]
+    # Every workload the chart names another winner for, the banner names too.
+    for workload in chart[1:] if len(chart) > 1 else chart:
+        entry = next(e for e in report["per_set"] if e["prompt_set"] == workload.name)
+        assert workload.winner == entry["winner"]["label"]
+        if workload.winner != overall["label"]:
+            assert f"{workload.name}: {workload.winner}" in detail, (workload, detail)
+
+
+def test_prompt_lookup_winning_overall_is_what_the_banner_recommends() -> None:
+    """The case from issue 20: MTP slower than plain, prompt lookup faster on every set."""
+    sets = []
+    for name, lookup in (("edit", 2.1), ("summarise", 1.4)):
+        set_modes = [
+            _mode("baseline", None, None, True),
+            _mode("mtp", 1, 0.8, True),
+            _mode("lookup", 4, lookup, True),
+        ]
+        sets.append({"prompt_set": name, "modes": set_modes, "winner": workload_winner(set_modes)})
+    all_modes = [
+        _mode("baseline", None, None, True),
+        _mode("mtp", 1, 0.8, True),
+        _mode("lookup", 4, 1.7, True),
+    ]
+    report = {
+        "kind": "bench",
+        "modes": all_modes,
+        "per_set": sets,
+        "recommendation": _recommend(all_modes),
+    }
+    assert report["recommendation"]["label"] == "baseline"  # Auto's MTP start: plain
+    status, title, detail = verdict(report)
+    assert (status, title) == ("ok", "Recommended: prompt lookup K=4 (1.70x)")
+    assert detail.startswith("prompt lookup K=4 was the fastest method over all prompts: 1.70x")
+    chart = workload_data(report)
+    assert [w.name for w in chart] == [ALL_WORKLOADS, "edit", "summarise"]
+    assert {w.winner for w in chart} == {"prompt lookup K=4"}
