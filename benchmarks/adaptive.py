@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample, policy_from_recommendation
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set
+from qwen_mtp_desktop.core.prompt_sets import PromptSet, load_prompt_set
 
 FIXED: tuple[int | None, ...] = (None, 1, 2, 3)
 

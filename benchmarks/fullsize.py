@@ -44,8 +44,8 @@ if __name__ == "__main__":
 from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
 from qwen_mtp_desktop.core.paths import HOME_ENV  # noqa: E402
+from qwen_mtp_desktop.core.prompt_sets import PromptSet, load_prompt_set  # noqa: E402
 from qwen_mtp_desktop.core.reports import save_report  # noqa: E402
-from qwen_mtp_desktop.core.validate import PromptSet, load_prompt_set  # noqa: E402
 
 VOCAB_SIZE = 248_320
 VARIANTS = ("agree", "random", "bigram")

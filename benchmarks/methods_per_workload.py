@@ -32,7 +32,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from qwen_mtp_desktop.core.bench import run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
-from qwen_mtp_desktop.core.validate import load_prompt_set  # noqa: E402
+from qwen_mtp_desktop.core.prompt_sets import load_prompt_set  # noqa: E402
 from qwen_mtp_desktop.core.verdicts import method_verdict  # noqa: E402
 
 WORKLOADS = ("code", "chat", "list", "summarise", "edit")

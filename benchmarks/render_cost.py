@@ -67,12 +67,16 @@ def shapes(size: int) -> dict[str, str]:
             size // fences * fences,
         ),
         "mixed_markdown": _repeat_to(
-            lambda i: f"## Heading {i}\n\n- item **bold** *it* `code` [link](https://e.com/{i})\n"
-            f"- second\n\n| a | b |\n|---|---|\n| {i} | x |\n\n> quote {i}\n\n",
+            lambda i: (
+                f"## Heading {i}\n\n- item **bold** *it* `code` [link](https://e.com/{i})\n"
+                f"- second\n\n| a | b |\n|---|---|\n| {i} | x |\n\n> quote {i}\n\n"
+            ),
             size,
         ),
         "images": _repeat_to(
-            lambda i: f"![pic {i}](/nonexistent/{i}.png) ![r][ref{i}]\n\n[ref{i}]: file:///etc/passwd\n\n",
+            lambda i: (
+                f"![pic {i}](/nonexistent/{i}.png) ![r][ref{i}]\n\n[ref{i}]: file:///etc/passwd\n\n"
+            ),
             size // images * images,
         ),
     }

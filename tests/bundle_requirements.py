@@ -79,7 +79,7 @@ def required_resource_files() -> dict[str, Path]:
     """Bundle path -> source for every file under every resource the code refers to, and the
     demo model and prompt sets through the functions that locate them."""
     from qwen_mtp_desktop.core.paths import demo_checkpoint_dir, demo_model_dir, resources_dir
-    from qwen_mtp_desktop.core.validate import prompts_dir
+    from qwen_mtp_desktop.core.prompt_sets import prompts_dir
 
     root = resources_dir()
     targets = [root / relative for relative in referenced_resources()]

@@ -39,7 +39,8 @@ def run_self_test(
     try:
         from qwen_mtp_desktop.core.buildinfo import build_info
         from qwen_mtp_desktop.core.paths import demo_model_dir
-        from qwen_mtp_desktop.core.validate import load_prompt_set, run_validation
+        from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
+        from qwen_mtp_desktop.core.validate import run_validation
 
         model = model_dir or demo_model_dir()
         info = build_info()

@@ -60,13 +60,9 @@ def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Pa
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.prompt_sets import default_prompt_set_name, load_prompt_set
     from qwen_mtp_desktop.core.reports import fmt
-    from qwen_mtp_desktop.core.validate import (
-        default_prompt_set_name,
-        load_prompt_set,
-        method_label,
-        run_validation,
-    )
+    from qwen_mtp_desktop.core.validate import method_label, run_validation
 
     check_lookup_arguments(args, args.num_assistant_tokens)
 

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.adaptive import draft_trials
-from qwen_mtp_desktop.core.bench import model_fingerprint
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.recommendations import model_fingerprint
 from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 log = logging.getLogger(__name__)
@@ -319,7 +319,7 @@ def workload_kind(request: str) -> str:
 
 def current_state(model_dir: Path) -> ModelState:
     """The model's files, runtime and MTP precision now (blocking: reads the IR headers)."""
-    from qwen_mtp_desktop.core.validate import describe_model, installed_versions
+    from qwen_mtp_desktop.core.measurement import describe_model, installed_versions
 
     return ModelState(
         fingerprint=model_fingerprint(model_dir),

@@ -31,12 +31,12 @@ from qwen_mtp_desktop.core.adaptive import (
     policy_from_recommendation,
     turn_settings,
 )
-from qwen_mtp_desktop.core.bench import DepthRecommendation, depth_recommendation
 from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.model_library import display_name
+from qwen_mtp_desktop.core.recommendations import DepthRecommendation, depth_recommendation
 
 #: The plain pipeline's load time assumed before any model has loaded (seconds).
 DEFAULT_PLAIN_LOAD_S = 1.0

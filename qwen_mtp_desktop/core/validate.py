@@ -8,68 +8,55 @@ both tokens, and the plain model's logit margin between them (computed by runnin
 language model directly), which tells a numerical near-tie from a real fault. Only when every
 prompt is identical does it time the two modes.
 
-This module also holds what validation and benchmarking (`core.bench`) share to run: prompt
-sets (resources/prompts/*.json) and the description of the model and the runtime that every
-report records. Report ids, history and shared Markdown pieces are in `core.reports`.
+Prompt sets are in `core.prompt_sets`; what validation shares with benchmarking to measure
+(the engine pair, run records, progress, the model and machine described) in `core.measurement`;
+report ids, history and shared Markdown pieces in `core.reports`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import platform
-import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from qwen_mtp_desktop import __version__
-from qwen_mtp_desktop.core.decoding import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
     Engine,
-    EngineError,
     GenerationSettings,
     LoadOptions,
-    Message,
-    Role,
     check_model_dir,
 )
-from qwen_mtp_desktop.core.environment import package_version
-from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
-from qwen_mtp_desktop.core.paths import resources_dir
+from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.measurement import (
+    REPORT_HEADER_KEYS,
+    ProgressCallback,
+    Tracker,
+    acceptance_summary,
+    describe_model,
+    generate_ids,
+    load_engine_pair,
+    report_header,
+    run_record,
+    spread,
+)
+from qwen_mtp_desktop.core.model_library import display_name
 from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, DraftMethod
+from qwen_mtp_desktop.core.prompt_sets import PromptSet, prompt_caption
 from qwen_mtp_desktop.core.reports import (
-    REPORT_SCHEMA_VERSION,
     fmt,
     header_lines,
     md_cell,
-    model_key,
-    new_report_id,
     now_iso,
     version_lines,
 )
-from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
 
 log = logging.getLogger(__name__)
 
-#: Packages whose installed versions every report records.
-VERSION_PACKAGES = (
-    "optimum-intel",
-    "transformers",
-    "nncf",
-    "openvino",
-    "openvino-genai",
-    "openvino-tokenizers",
-)
-PROMPT_SET_SCHEMA_VERSION = 1
-DEFAULT_MAX_NEW_TOKENS = 64
 #: Below this logit margin (plain model, at the divergent position) a divergence is a numerical
 #: near-tie rather than a fault: f32 kernels that batch 1 vs k + 1 tokens differ by ~1e-4.
 NEAR_TIE_MARGIN = 0.05
@@ -78,56 +65,12 @@ TEXT_EMBEDDINGS = "openvino_text_embeddings_model"
 DivergenceVerdict = Literal["near_tie", "fault", "unknown"]
 
 #: Top-level keys of a validation report (a test pins them; bump the schema to change them).
-VALIDATION_KEYS = frozenset(
+VALIDATION_KEYS = REPORT_HEADER_KEYS | frozenset(
     {
-        "schema_version",
-        "kind",
-        "id",
-        "created",
-        "app_version",
-        "duration_s",
-        "model",
-        "versions",
-        "machine",
-        "device",
-        "numerics",
         "prompt_set",
         "settings",
         "results",
         "summary",
-    }
-)
-MODEL_KEYS = frozenset(
-    {
-        "path",
-        "key",
-        "name",
-        "source_model_id",
-        "source_revision",
-        "kind",
-        "model_type",
-        "precisions",
-        "mtp_precision",
-        "export_versions",
-    }
-)
-RUN_KEYS = frozenset(
-    {
-        "mode",
-        "depth",
-        "prompt_tokens",
-        "tokens",
-        "ttft_s",
-        "decode_tokens_per_s",
-        "total_s",
-        "steps",
-        "step_ms",
-        "drafted_tokens",
-        "accepted_tokens",
-        "acceptance_rate",
-        "mean_accepted_per_step",
-        "acceptance_by_position",
-        "finish_reason",
     }
 )
 RESULT_KEYS = frozenset(
@@ -159,294 +102,13 @@ DIVERGENCE_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    message: str
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 0.0
-
-
-ProgressCallback = Callable[[Progress], None]
-
-
 # --- prompt sets ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PromptCase:
-    id: str
-    messages: tuple[Message, ...]
-
-    @property
-    def text(self) -> str:
-        """The last user message (what a table shows)."""
-        return self.messages[-1].content
-
-
-@dataclass(frozen=True)
-class PromptSet:
-    """A named list of prompts. Acceptance depends on content, so results stay per set.
-
-    File format (resources/prompts/<name>.json)::
-
-        {"schema_version": 1, "name": str, "title": str, "description": str,
-         "max_new_tokens": int,               # optional, the set's default generation length
-         "prompts": [{"id": str, "user": str, "system": str (optional)}
-                     | {"id": str, "messages": [{"role", "content"}, ...]}]}
-    """
-
-    name: str
-    title: str
-    description: str
-    prompts: tuple[PromptCase, ...]
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    path: Path | None = None
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "path": str(self.path) if self.path else None,
-            "prompt_ids": [p.id for p in self.prompts],
-        }
-
-
-def prompts_dir() -> Path:
-    return resources_dir() / "prompts"
-
-
-def _bad_set(path: Path, why: str) -> ValidationError:
-    return ValidationError(
-        f"The prompt set {path.name} is not usable: {why}.",
-        'Each prompt needs an "id" and a "user" text (or "messages"); see resources/prompts/.',
-        code="BAD_PROMPT_SET",
-    )
-
-
-def _parse_prompt(path: Path, index: int, raw: object) -> PromptCase:
-    if not isinstance(raw, dict):
-        raise _bad_set(path, f"prompt {index + 1} is not an object")
-    prompt_id = raw.get("id") or f"prompt-{index + 1}"
-    if not isinstance(prompt_id, str):
-        raise _bad_set(path, f"prompt {index + 1} has a non-text id")
-    messages: list[Message] = []
-    if "messages" in raw:
-        items = raw["messages"]
-        if not isinstance(items, list) or not items:
-            raise _bad_set(path, f"prompt {prompt_id!r} has no messages")
-        for item in items:
-            role = item.get("role") if isinstance(item, dict) else None
-            content = item.get("content") if isinstance(item, dict) else None
-            if role not in ("system", "user", "assistant") or not isinstance(content, str):
-                raise _bad_set(path, f"prompt {prompt_id!r} has a malformed message")
-            messages.append(Message(_role(role), content))
-    else:
-        system, user = raw.get("system"), raw.get("user")
-        if not isinstance(user, str) or not user.strip():
-            raise _bad_set(path, f"prompt {prompt_id!r} has no user text")
-        if system is not None:
-            if not isinstance(system, str):
-                raise _bad_set(path, f"prompt {prompt_id!r} has a non-text system prompt")
-            messages.append(Message("system", system))
-        messages.append(Message("user", user))
-    if messages[-1].role != "user":
-        raise _bad_set(path, f"prompt {prompt_id!r} does not end with a user message")
-    return PromptCase(prompt_id, tuple(messages))
-
-
-def _role(value: str) -> Role:
-    if value == "system":
-        return "system"
-    return "assistant" if value == "assistant" else "user"
-
-
-def read_prompt_set(path: Path) -> PromptSet:
-    try:
-        raw = read_json_file(path, kind=FileKind(f"The prompt set {path.name}", ""))
-    except FileNotFoundError as exc:
-        raise ValidationError(
-            f"The prompt set {path} does not exist.",
-            f"Use a built-in set ({', '.join(builtin_prompt_set_names())}) or a JSON file.",
-            code="BAD_PROMPT_SET",
-        ) from exc
-    except (OSError, ValueError) as exc:
-        raise _bad_set(path, f"it cannot be read as JSON ({exc})") from exc
-    if isinstance(raw, list):  # a bare list of prompts is accepted too
-        raw = {"prompts": raw}
-    if not isinstance(raw, dict) or not isinstance(raw.get("prompts"), list) or not raw["prompts"]:
-        raise _bad_set(path, 'it has no "prompts" list')
-    prompts = tuple(_parse_prompt(path, i, item) for i, item in enumerate(raw["prompts"]))
-    ids = [p.id for p in prompts]
-    if len(set(ids)) != len(ids):
-        raise _bad_set(path, "two prompts share an id")
-    max_new = raw.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
-    if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 1:
-        raise _bad_set(path, "max_new_tokens must be a positive whole number")
-    name = raw.get("name") if isinstance(raw.get("name"), str) else path.stem
-    title = raw.get("title") if isinstance(raw.get("title"), str) else name
-    description = raw.get("description") if isinstance(raw.get("description"), str) else ""
-    return PromptSet(str(name), str(title), str(description), prompts, max_new, path)
-
-
-def builtin_prompt_set_names() -> list[str]:
-    folder = prompts_dir()
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-
-
-def builtin_prompt_sets() -> list[PromptSet]:
-    return [read_prompt_set(prompts_dir() / f"{name}.json") for name in builtin_prompt_set_names()]
-
-
-def load_prompt_set(spec: str | Path) -> PromptSet:
-    """A built-in set by name ("demo", "code"...) or a JSON file by path."""
-    text = str(spec)
-    if isinstance(spec, str) and "/" not in text and not text.endswith(".json"):
-        path = prompts_dir() / f"{text}.json"
-        if not path.is_file():
-            raise ValidationError(
-                f"There is no built-in prompt set called {text!r}.",
-                f"Choose one of: {', '.join(builtin_prompt_set_names()) or 'none installed'}; "
-                "or give the path of a JSON file.",
-                code="BAD_PROMPT_SET",
-            )
-        return read_prompt_set(path)
-    return read_prompt_set(Path(spec).expanduser())
-
-
-def default_prompt_set_name(model_dir: Path) -> str:
-    """The demo model only counts and repeats, so real-text sets would tell nothing about it."""
-    return "demo" if is_demo_model(model_dir) else "chat"
 
 
 # --- what every report records -------------------------------------------------------------
 
 
-def describe_model(model_dir: Path) -> dict[str, Any]:
-    """Where the model came from and how it is compressed (no weights are read)."""
-    report = inspect_model(model_dir, measure_memory=False)
-    precisions = {c.key: c.precision for c in report.components if c.present}
-    return {
-        "path": str(Path(model_dir).expanduser().resolve()),
-        "key": model_key(model_dir),
-        "name": display_name(Path(model_dir)),
-        "source_model_id": report.source.model_id,
-        "source_revision": report.source.revision,
-        "kind": report.kind,
-        "model_type": report.model_type,
-        "precisions": precisions,
-        "mtp_precision": precisions.get("mtp"),
-        "export_versions": dict(report.versions),
-    }
-
-
-def installed_versions() -> dict[str, str | None]:
-    return {name: package_version(name) for name in VERSION_PACKAGES}
-
-
-def describe_machine(device: str) -> dict[str, Any]:
-    import psutil
-
-    device_name: str | None = None
-    try:
-        import openvino
-
-        device_name = str(openvino.Core().get_property(device, "FULL_DEVICE_NAME"))
-    except Exception:  # a device that cannot describe itself does not stop the run
-        log.debug("no FULL_DEVICE_NAME for %s", device, exc_info=True)
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "device_name": device_name,
-        "logical_cpus": psutil.cpu_count(logical=True),
-        "total_ram_bytes": psutil.virtual_memory().total,
-    }
-
-
-def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
-    """One generation's measurements (TTFT is kept apart from decode speed)."""
-    decode_steps = max(stats.steps - 1, 0)
-    decode_tokens = stats.generated_tokens - (stats.chunk_sizes[0] if stats.chunk_sizes else 0)
-    decode_s = decode_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s > 0 else 0.0
-    return {
-        "mode": stats.mode,
-        "depth": depth if stats.mode != "baseline" else None,
-        "prompt_tokens": stats.prompt_tokens,
-        "tokens": stats.generated_tokens,
-        "ttft_s": stats.ttft_s,
-        "decode_tokens_per_s": stats.decode_tokens_per_s,
-        "total_s": stats.total_s,
-        "steps": stats.steps,
-        "step_ms": 1000 * decode_s / decode_steps if decode_steps else None,
-        "drafted_tokens": stats.drafted_tokens,
-        "accepted_tokens": stats.accepted_tokens,
-        "acceptance_rate": stats.acceptance_rate if stats.mode != "baseline" else None,
-        "mean_accepted_per_step": (
-            stats.mean_accepted_per_step if stats.mode != "baseline" else None
-        ),
-        "acceptance_by_position": list(stats.acceptance_by_position),
-        "finish_reason": stats.finish_reason,
-    }
-
-
-def spread(values: Sequence[float]) -> dict[str, float] | None:
-    """Median with min and max (what the charts' whiskers show); None for no values."""
-    clean = [v for v in values if v is not None and math.isfinite(v)]
-    if not clean:
-        return None
-    return {"median": statistics.median(clean), "min": min(clean), "max": max(clean)}
-
-
 # --- running generations -------------------------------------------------------------------
-
-
-def generate_ids(
-    engine: Engine,
-    prompt: str,
-    settings: GenerationSettings,
-    cancel: threading.Event | None = None,
-) -> tuple[list[int], GenerationStats]:
-    """Greedy token ids and stats of one generation; RunCancelledError if `cancel` gets set."""
-    generation = engine.generate_raw(prompt, settings)
-    try:
-        while True:
-            if cancel is not None and cancel.is_set():
-                generation.cancel()
-            try:
-                generation.next_chunk(timeout=0.1)
-            except StopIteration:
-                break
-    except BaseException:
-        generation.close()
-        raise
-    if cancel is not None and cancel.is_set():
-        raise RunCancelledError()
-    assert generation.stats is not None
-    return list(generation.token_ids), generation.stats
-
-
-def load_engine_pair(model_dir: Path, options: LoadOptions) -> tuple[Engine, Engine]:
-    """(plain, MTP) engines on the same model and options; ValidationError without MTP head."""
-    baseline, mtp = Engine(), Engine()
-    try:
-        baseline.load(model_dir, replace(options, mtp=False))
-        loaded = mtp.load(model_dir, replace(options, mtp=True))
-    except BaseException:
-        baseline.unload()
-        mtp.unload()
-        raise
-    if loaded.mode != "mtp":
-        baseline.unload()
-        mtp.unload()
-        raise ValidationError(
-            f"{display_name(model_dir)} has no MTP head, so there is nothing to validate.",
-            "Re-export the checkpoint with optimum-intel 2.2 or newer (task image-text-to-text).",
-            code="NO_MTP",
-        )
-    return baseline, mtp
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -554,46 +216,6 @@ def describe_divergence(
         "top_token_id": top,
         "verdict": verdict,
     }
-
-
-def prompt_caption(case: PromptCase, index: int, total: int) -> str:
-    """How progress names a prompt: its place and its first words, not its internal id
-    ("prompt 2/5 “Count from 35 to 52.”")."""
-    words = " ".join(case.text.split())
-    if len(words) > 40:
-        words = words[:39].rstrip() + "…"
-    return f"prompt {index + 1}/{total} “{words}”"
-
-
-class Tracker:
-    """Counts units of work for the progress callback and checks for cancellation."""
-
-    def __init__(
-        self, total: int, progress: ProgressCallback | None, cancel: threading.Event | None
-    ) -> None:
-        self.total = total
-        self.count = 0
-        self._progress = progress
-        self._cancel = cancel
-        self._message = ""
-
-    def start(self, message: str) -> None:
-        self._message = message
-        self._emit()
-
-    def done(self) -> None:
-        self.count = min(self.count + 1, self.total)
-        self._emit()
-
-    def finish(self, message: str) -> None:
-        self.count = self.total
-        self.start(message)
-
-    def _emit(self) -> None:
-        if self._cancel is not None and self._cancel.is_set():
-            raise RunCancelledError()
-        if self._progress is not None:
-            self._progress(Progress(self.count, self.total, self._message))
 
 
 # --- validation ----------------------------------------------------------------------------
@@ -713,17 +335,14 @@ def run_validation(
         mtp.unload()
     tracker.finish("Validation finished")
     return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "kind": "validate",
-        "id": new_report_id("validate"),
-        "created": created,
-        "app_version": __version__,
-        "duration_s": time.perf_counter() - started,
-        "model": model,
-        "versions": installed_versions(),
-        "machine": describe_machine(device),
-        "device": device,
-        "numerics": "exact",
+        **report_header(
+            "validate",
+            created=created,
+            duration_s=time.perf_counter() - started,
+            model=model,
+            device=device,
+            numerics="exact",
+        ),
         "prompt_set": prompt_set.to_json_dict(),
         "settings": {
             "max_new_tokens": new_tokens,
@@ -743,29 +362,6 @@ def run_validation(
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
-
-
-def acceptance_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Acceptance over several MTP runs of one depth, weighted by their decode steps."""
-    steps = sum(max(r["steps"] - 1, 0) for r in runs)
-    drafted = sum(r["drafted_tokens"] for r in runs)
-    accepted = sum(r["accepted_tokens"] for r in runs)
-    depth = max((len(r["acceptance_by_position"]) for r in runs), default=0)
-    positions = [
-        sum(
-            r["acceptance_by_position"][i] * max(r["steps"] - 1, 0)
-            for r in runs
-            if len(r["acceptance_by_position"]) > i
-        )
-        / steps
-        for i in range(depth)
-        if steps
-    ]
-    return {
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "mean_accepted_per_step": accepted / steps if steps and drafted else None,
-        "acceptance_by_position": positions,
-    }
 
 
 def _validation_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -878,13 +474,14 @@ VERDICT_TEXT: dict[str, str] = {
 
 
 __all__ = [
-    "EngineError",
-    "Progress",
-    "PromptCase",
-    "PromptSet",
-    "RunCancelledError",
-    "ValidationError",
-    "builtin_prompt_sets",
-    "load_prompt_set",
+    "DIVERGENCE_KEYS",
+    "RESULT_KEYS",
+    "VALIDATION_KEYS",
+    "LogitProbe",
+    "ModelTokenizer",
+    "describe_divergence",
+    "first_divergence",
+    "method_label",
     "run_validation",
+    "validation_markdown",
 ]

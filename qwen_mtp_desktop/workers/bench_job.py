@@ -16,9 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
+from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.core.prompt_lookup import DraftMethod
-from qwen_mtp_desktop.core.validate import Progress, RunCancelledError
 from qwen_mtp_desktop.workers.foundation import track
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,9 @@ class BenchJob(QObject):
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.acceptance_health import save_reference
+            from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
             from qwen_mtp_desktop.core.reports import save_report
-            from qwen_mtp_desktop.core.validate import load_prompt_set, run_validation
+            from qwen_mtp_desktop.core.validate import run_validation
 
             report = run_validation(
                 model_dir,
@@ -130,9 +131,10 @@ class BenchJob(QObject):
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.acceptance_health import save_reference
-            from qwen_mtp_desktop.core.bench import run_benchmark, save_recommendation
+            from qwen_mtp_desktop.core.bench import run_benchmark
+            from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
+            from qwen_mtp_desktop.core.recommendations import save_recommendation
             from qwen_mtp_desktop.core.reports import save_report
-            from qwen_mtp_desktop.core.validate import load_prompt_set
 
             report = run_benchmark(
                 model_dir,

@@ -28,9 +28,11 @@ MTP_FILES = ("openvino_mtp_model.xml", "openvino_mtp_model.bin")
 def _load(qtbot: QtBot, chat: object, model: Path) -> None:
     chat.use_model(model)  # type: ignore[attr-defined]
     qtbot.waitUntil(
-        lambda: chat._loaded is not None  # type: ignore[attr-defined]
-        and chat._loaded.model_dir == model  # type: ignore[attr-defined]
-        and not chat._loading,  # type: ignore[attr-defined]
+        lambda: (
+            chat._loaded is not None  # type: ignore[attr-defined]
+            and chat._loaded.model_dir == model  # type: ignore[attr-defined]
+            and not chat._loading
+        ),  # type: ignore[attr-defined]
         timeout=LONG_WAIT,
     )
 

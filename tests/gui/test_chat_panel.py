@@ -270,7 +270,7 @@ def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
 
 
 def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: float) -> None:
-    from qwen_mtp_desktop.core.bench import save_recommendation
+    from qwen_mtp_desktop.core.recommendations import save_recommendation
 
     save_recommendation(
         {

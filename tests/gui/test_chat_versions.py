@@ -314,3 +314,31 @@ def test_export_is_named_after_the_chat_title(
     assert offered == [export_filename(hostile, ".md")] == ["CON_ .. .. notes.md"]
     qtbot.waitUntil((tmp_path / offered[0]).exists, timeout=LONG_WAIT)
     assert "Count from 1 to 3." in (tmp_path / offered[0]).read_text(encoding="utf-8")
+
+
+def test_eject_frees_the_model_and_the_next_message_loads_it_again(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    """Eject (as in LM Studio and Jan): the engine process lets the model go, the header says
+    what happens next, and sending a message loads it again and answers."""
+    chat = window.chat
+    engine = window.threads.engine
+    eject = chat.header.eject_button
+    qtbot.waitUntil(lambda: eject.isVisible(), timeout=LONG_WAIT)
+    assert engine.loaded_model is not None
+    with qtbot.waitSignal(engine.unloaded, timeout=LONG_WAIT):
+        qtbot.mouseClick(eject, Qt.MouseButton.LeftButton)
+    assert engine.loaded_model is None and chat._loaded is None
+    assert not eject.isVisible()
+    assert chat.model_status.text() == "ejected"
+    assert window.model_label.text() == "No model loaded (ejected)"
+    for size in ((1024, 700), (1600, 1000)):
+        window.resize(*size)
+        QApplication.processEvents()
+        window.grab().save(str(screenshot_dir / f"chat-ejected-{size[0]}x{size[1]}.png"))
+    _send(qtbot, chat, "Count from 1 to 5.")
+    _settle(qtbot, chat)
+    assert chat._messages[-1].content.split()[:5] == ["1", "2", "3", "4", "5"]
+    assert engine.loaded_model is not None and eject.isVisible()
+    assert "ejected" not in chat.model_status.text()
+    assert window.model_label.text().startswith("Model: Demo model")

@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.bench import (
-    BENCH_KEYS,
-    MODE_KEYS,
+from qwen_mtp_desktop.core.bench import BENCH_KEYS, MODE_KEYS, run_benchmark
+from qwen_mtp_desktop.core.prompt_sets import read_prompt_set
+from qwen_mtp_desktop.core.recommendations import (
     depth_recommendation,
     recommended_depth,
-    run_benchmark,
     save_recommendation,
 )
 from qwen_mtp_desktop.core.reports import reports_dir
-from qwen_mtp_desktop.core.validate import read_prompt_set
 from tests.integration.test_validate import make_broken_mtp_copy, small_set
 
 pytestmark = pytest.mark.slow

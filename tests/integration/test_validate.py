@@ -11,18 +11,16 @@ from typing import Any
 import pytest
 
 from qwen_mtp_desktop.core import validate as validate_module
+from qwen_mtp_desktop.core.errors import RunCancelledError
+from qwen_mtp_desktop.core.measurement import MODEL_KEYS, RUN_KEYS
+from qwen_mtp_desktop.core.prompt_sets import load_prompt_set, read_prompt_set
 from qwen_mtp_desktop.core.report_markdown import report_markdown
 from qwen_mtp_desktop.core.reports import reports_dir
 from qwen_mtp_desktop.core.validate import (
     DIVERGENCE_KEYS,
-    MODEL_KEYS,
     RESULT_KEYS,
-    RUN_KEYS,
     VALIDATION_KEYS,
     LogitProbe,
-    RunCancelledError,
-    load_prompt_set,
-    read_prompt_set,
     run_validation,
 )
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
@@ -130,7 +128,8 @@ def test_broken_mtp_head_keeps_the_output_but_not_the_acceptance(
 
 def test_logit_probe_reproduces_the_pipelines_greedy_tokens(demo_model: Path) -> None:
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-    from qwen_mtp_desktop.core.validate import ModelTokenizer, generate_ids
+    from qwen_mtp_desktop.core.measurement import generate_ids
+    from qwen_mtp_desktop.core.validate import ModelTokenizer
 
     path = demo_model
     engine = Engine()

@@ -20,8 +20,8 @@ from qwen_mtp_desktop.core.acceptance_health import (
     reference_from_report,
     save_reference,
 )
-from qwen_mtp_desktop.core.bench import model_fingerprint
 from qwen_mtp_desktop.core.decoding import GenerationStats, build_stats
+from qwen_mtp_desktop.core.recommendations import model_fingerprint
 
 
 def _turn(accepted_share: float, steps: int = 20, depth: int = 1) -> GenerationStats:

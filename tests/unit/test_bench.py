@@ -10,24 +10,27 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core import bench
+from qwen_mtp_desktop.core import recommendations
 from qwen_mtp_desktop.core.bench import (
     BENCH_KEYS,
-    DEFAULT_AUTO_DEPTH,
     MODE_KEYS,
     RECOMMENDATION_KEYS,
     RssSampler,
     break_even_acceptance,
-    depth_recommendation,
     expected_tokens_per_step,
     parse_depths,
     recommend,
-    recommended_depth,
-    save_recommendation,
     summarise_modes,
 )
+from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.measurement import installed_versions, run_record
+from qwen_mtp_desktop.core.recommendations import (
+    DEFAULT_AUTO_DEPTH,
+    depth_recommendation,
+    recommended_depth,
+    save_recommendation,
+)
 from qwen_mtp_desktop.core.report_markdown import report_markdown
-from qwen_mtp_desktop.core.validate import ValidationError, installed_versions, run_record
 from tests.unit.test_validate import fake_model, fake_stats
 
 
@@ -206,7 +209,7 @@ def test_stored_recommendation_round_trip(tmp_path: Path, app_home: Path) -> Non
     faster = fake_bench(model, rows(None, base, base=base) + rows(2, [150.0], base=base), [2])
     stored = save_recommendation(faster)
     assert stored.depth == 2 and stored.speedup == pytest.approx(1.5)
-    assert bench.recommendations_file().is_relative_to(app_home)
+    assert recommendations.recommendations_file().is_relative_to(app_home)
     assert recommended_depth(model, "cpu") == 2  # device names are case-insensitive
     assert recommended_depth(model, "GPU") == DEFAULT_AUTO_DEPTH  # per device
 
@@ -223,7 +226,7 @@ def test_stored_recommendation_round_trip(tmp_path: Path, app_home: Path) -> Non
     assert depth_recommendation(model, "CPU") is None
     assert recommended_depth(model, "CPU") == DEFAULT_AUTO_DEPTH
 
-    bench.recommendations_file().write_text("{broken")
+    recommendations.recommendations_file().write_text("{broken")
     assert recommended_depth(model, "CPU") == DEFAULT_AUTO_DEPTH
 
 
@@ -248,7 +251,7 @@ def test_recommended_depth_is_safe_to_call_from_any_thread(tmp_path: Path) -> No
     for thread in threads:
         thread.join()
     assert not errors
-    assert json.loads(bench.recommendations_file().read_text())["schema_version"] == 1
+    assert json.loads(recommendations.recommendations_file().read_text())["schema_version"] == 1
 
 
 def test_rss_sampler_tracks_a_peak_and_stops() -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.bench import save_recommendation
 from qwen_mtp_desktop.core.chat_session import (
     DEFAULT_PLAIN_LOAD_S,
     AutoDecoding,
@@ -24,6 +23,7 @@ from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.core.recommendations import save_recommendation
 from tests.unit.test_bench import fake_bench, rows
 
 

@@ -158,7 +158,10 @@ def test_bench_and_validate_give_lookup_references_per_workload(tmp_path: Path) 
     stored = load_lookup_references(model, "CPU")
     edit = stored["edit"]  # ... but the edit workload's lookup reference is the new one
     assert (edit.source, edit.first_draft, edit.lookup_tokens, edit.max_ngram_size) == (
-        "validate", 0.7, 6, 2
+        "validate",
+        0.7,
+        6,
+        2,
     )
     assert stored["chat"].source == "bench" and load_reference(model, "CPU") == mtp
 

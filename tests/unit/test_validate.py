@@ -12,7 +12,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding import GenerationStats, build_stats
+from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.measurement import (
+    MODEL_KEYS,
+    RUN_KEYS,
+    VERSION_PACKAGES,
+    acceptance_summary,
+    installed_versions,
+    run_record,
+    spread,
+)
 from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.prompt_sets import (
+    builtin_prompt_set_names,
+    builtin_prompt_sets,
+    default_prompt_set_name,
+    load_prompt_set,
+    read_prompt_set,
+)
 from qwen_mtp_desktop.core.report_markdown import export_report, report_markdown
 from qwen_mtp_desktop.core.reports import (
     list_reports,
@@ -23,22 +40,9 @@ from qwen_mtp_desktop.core.reports import (
 )
 from qwen_mtp_desktop.core.validate import (
     DIVERGENCE_KEYS,
-    MODEL_KEYS,
     RESULT_KEYS,
-    RUN_KEYS,
     VALIDATION_KEYS,
-    VERSION_PACKAGES,
-    ValidationError,
-    acceptance_summary,
-    builtin_prompt_set_names,
-    builtin_prompt_sets,
-    default_prompt_set_name,
     first_divergence,
-    installed_versions,
-    load_prompt_set,
-    read_prompt_set,
-    run_record,
-    spread,
 )
 
 EXPECTED_SETS = {"chat", "code", "demo", "edit", "list", "summarise"}

@@ -37,11 +37,12 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.reports import ReportEntry
-from qwen_mtp_desktop.core.validate import Progress, method_label
+from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
@@ -60,7 +61,7 @@ __all__ = ["ALL_SETS", "OTHER_FILE", "STATUS_COLORS", "BenchDialogs", "BenchPane
 
 
 def _list_prompt_sets() -> list[tuple[str, str]]:
-    from qwen_mtp_desktop.core.validate import builtin_prompt_sets
+    from qwen_mtp_desktop.core.prompt_sets import builtin_prompt_sets
 
     return [(s.name, s.title) for s in builtin_prompt_sets()]
 
