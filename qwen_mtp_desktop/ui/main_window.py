@@ -183,6 +183,7 @@ class MainWindow(QMainWindow):
         )
         self.engine.loaded.connect(self._on_engine_loaded)
         self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
+        self.engine.unloaded.connect(self._on_engine_unloaded)
         # The engine runs in its own process; when it dies the window stays and says so.
         self.engine.engine_stopped.connect(self.statusBar().showMessage)
         self.engine.engine_restarted.connect(self.statusBar().showMessage)
@@ -422,6 +423,10 @@ class MainWindow(QMainWindow):
             f"Model: {display_name(loaded.model_dir)}  ·  {loaded.device}  ·  {mode}  ·  "
             f"loaded in {loaded.load_s:.1f} s"
         )
+
+    def _on_engine_unloaded(self) -> None:
+        self.model_label.setToolTip("The model was ejected; the next message loads it again.")
+        self.model_label.setText("No model loaded (ejected)")
 
     def _show_model(self) -> None:
         device = self._store.settings.device

@@ -319,6 +319,11 @@ class ModelRouter(QObject):
         if self.remote.loaded:
             QTimer.singleShot(0, self._resolve)
 
+    def unload(self) -> None:
+        """Free the local model's memory (a remote model holds none here)."""
+        if self._endpoint is None:
+            self.engine.unload()
+
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         endpoint = self._endpoint
         if endpoint is None:

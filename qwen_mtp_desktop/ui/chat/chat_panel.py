@@ -55,7 +55,7 @@ from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
-from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels
+from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -160,6 +160,7 @@ class ChatPanel(ChatLayout):
         self.conversations.action.connect(self._on_conversation_action)
         self.header.model_chosen.connect(self._on_picker)
         self.header.remote_action.connect(self._on_remote_action)
+        self.header.eject_button.clicked.connect(self.model.eject)
         self.remote_models.changed.connect(self._update_header)
         self.remote_models.problem.connect(lambda text: self._show_problem(text, "warning"))
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
@@ -618,9 +619,16 @@ class ChatPanel(ChatLayout):
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self.model.mode_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
+        elif self.model.ejected:
+            status = "ejected"  # the Eject button's tooltip says the next message reloads
         else:
             status = "not loaded"
         self.model_status.setText(status)
+        loaded = self._loaded
+        self.header.eject_button.setVisible(
+            loaded is not None and not self._loading and not is_remote(loaded.model_dir)
+        )
+        self.header.eject_button.setEnabled(self._stream is None)
         self.settings_panel.set_models(self._models, model_dir, self._engine.names())
         self._fill_picker()
         self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model

@@ -1,5 +1,5 @@
 """The chat's header: the Chats toggle, the title, the model picker (as users know it from LM
-Studio and Jan) with the model's status, and the Drafts and Settings toggles."""
+Studio and Jan) with the model's status and Eject, and the Drafts and Settings toggles."""
 
 from __future__ import annotations
 
@@ -42,6 +42,12 @@ class ChatHeader(QFrame):
         self.busy_bar.setFixedSize(90, 6)
         self.busy_bar.setTextVisible(False)
         self.busy_bar.setVisible(False)
+        self.eject_button = QToolButton()
+        self.eject_button.setText("Eject")
+        self.eject_button.setToolTip(
+            "Unload the model to free its memory; the next message loads it again"
+        )
+        self.eject_button.setVisible(False)
         self.drafts_toggle = QToolButton()
         self.drafts_toggle.setText("Drafts")
         self.drafts_toggle.setCheckable(True)
@@ -83,6 +89,7 @@ class ChatHeader(QFrame):
         layout.addWidget(self.model_picker)
         layout.addWidget(self.model_status)
         layout.addWidget(self.busy_bar)
+        layout.addWidget(self.eject_button)
         layout.addStretch(1)
         layout.addWidget(self.drafts_toggle)
         layout.addWidget(self.settings_toggle)

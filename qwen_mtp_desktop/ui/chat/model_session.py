@@ -18,7 +18,6 @@ from qwen_mtp_desktop.core.acceptance_health import (
     load_lookup_references,
     load_reference,
 )
-from qwen_mtp_desktop.core.bench import DepthRecommendation
 from qwen_mtp_desktop.core.chat_session import (
     AutoDecoding,
     PolicyKey,
@@ -35,6 +34,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
+from qwen_mtp_desktop.core.recommendations import DepthRecommendation
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -74,6 +74,8 @@ class ModelSession(QObject):
         self.want: tuple[Path, LoadOptions] | None = None
         self.loaded: LoadedModel | None = None
         self.loading = False
+        #: The user ejected the model; the next turn loads it again.
+        self.ejected = False
         #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
         self._mtp_problems: dict[Path, str] = {}
         #: The benchmark's verdicts and Auto's policies (core.chat_session).
@@ -106,10 +108,23 @@ class ModelSession(QObject):
         if self.want is not None and self.want == wanted:
             return
         self.want = wanted
+        self.ejected = False
         self.engine.load(
             model_dir,
             LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=_cache_dir()),
         )
+        self.changed.emit()
+
+    def eject(self) -> None:
+        """Unload the local model to free its memory (LM Studio's and Jan's Eject); the next
+        turn loads it again (`ensure()`)."""
+        loaded = self.loaded
+        if loaded is None or is_remote(loaded.model_dir):
+            return
+        self.want = None
+        self.loaded = None
+        self.ejected = True
+        self.engine.unload()
         self.changed.emit()
 
     def reload(self) -> None:
