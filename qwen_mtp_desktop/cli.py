@@ -53,7 +53,8 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; without `commands`, only the options that open the window."""
     parser = argparse.ArgumentParser(
         prog=APP_ID,
         description="Local Qwen3.5 chat on OpenVINO with multi-token-prediction speed-up. "
@@ -73,16 +74,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
     parser.add_argument("--screenshot", type=output_file, help=argparse.SUPPRESS)
     parser.add_argument("--quit-after-ms", type=bounded_int(0, 86_400_000), help=argparse.SUPPRESS)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if not commands:
+        parser.set_defaults(command=None)
+        return parser
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
-        module.register(commands)
+        module.register(subparsers)
     return parser
+
+
+def _window_options(
+    parser: argparse.ArgumentParser, arguments: list[str]
+) -> argparse.Namespace | None:
+    """The options when they only open the window (no command, no help), read without
+    building every command's parser: some import what their defaults come from, which would
+    delay the window (issue 28). None when a command or help is asked for."""
+    if any(argument in ("-h", "--help") for argument in arguments):
+        return None
+    options, rest = parser.parse_known_args(arguments)
+    return None if rest else options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     block_telemetry()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(commands=False)
+    args = _window_options(parser, arguments)
+    if args is None:
+        parser = build_parser()
+        args = parser.parse_args(arguments)
     if args.self_test:
         if args.command is not None:
             parser.error("--self-test takes no command")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -36,6 +37,7 @@ from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
+from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
@@ -43,6 +45,8 @@ if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.buil
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+
+log = logging.getLogger(__name__)
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
 #: Settings' key on every platform (macOS's standard Preferences key is the same).
@@ -187,6 +191,7 @@ class MainWindow(QMainWindow):
         # The engine runs in its own process; when it dies the window stays and says so.
         self.engine.engine_stopped.connect(self.statusBar().showMessage)
         self.engine.engine_restarted.connect(self.statusBar().showMessage)
+        self._shown_once = False
         self._restore_geometry()
         #: Notices shown at start-up (e.g. damaged settings kept aside), newest last.
         self.notices: list[str] = []
@@ -252,7 +257,6 @@ class MainWindow(QMainWindow):
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
         self.chat.validate_lookup_requested.connect(self._validate_lookup)
-        self.io_runner.submit(_device_names, self.chat.set_devices)
         return self.chat
 
     def build_panels(self) -> None:
@@ -293,7 +297,9 @@ class MainWindow(QMainWindow):
             io=self.threads.bench_io,
         )
         self._bench = bench
-        self.io_runner.submit(_device_names, bench.set_devices)
+        # Listing devices imports openvino (about 0.5 s of the interpreter): after the first
+        # paint, never on another thread while the window is being built (issue 28).
+        self.io_runner.submit(_device_names, self._on_devices)
         models.validate_requested.connect(self._validate)
         models.models_changed.connect(bench.set_models)
         bench.recommendation_changed.connect(
@@ -310,6 +316,10 @@ class MainWindow(QMainWindow):
             self.stack.removeWidget(placeholder)
             placeholder.deleteLater()
         self.stack.setCurrentIndex(max(row, 0))
+
+    def _on_devices(self, names: list[str]) -> None:
+        self.chat.set_devices(names)
+        self.bench.set_devices(names)
 
     def show_shortcuts(self) -> QMessageBox:
         """Help > Keyboard shortcuts (non-modal)."""
@@ -436,10 +446,20 @@ class MainWindow(QMainWindow):
 
     def _restore_geometry(self) -> None:
         saved = self._store.settings.ui_state.get("main_window_geometry")
+        wanted = None
         if saved:
-            self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
-        else:
-            self.resize(1280, 800)
+            if self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
+                wanted = self.geometry()
+            else:  # Qt refuses one saved on a screen that is gone: open as on a first start
+                log.info("the saved window geometry is not usable on these screens")
+        # Fresh or restored, the window must fit the screen it opens on (issue 28).
+        fit_window(self, wanted)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if not self._shown_once:  # the real frame is known now: keep it on the screen
+            self._shown_once = True
+            QTimer.singleShot(0, lambda: refit_if_outside(self))
 
     def _validate(self, model_dir: Path) -> None:
         self.show_panel("Benchmark")
