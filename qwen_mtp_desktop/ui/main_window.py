@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
+from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -107,6 +107,8 @@ class MainWindow(QMainWindow):
         # calls build_panels), so the window shows sooner (issue 18); any use of one builds
         # them at once. Until then, placeholders.
         self._models: ModelsPanel | None = None
+        #: The model the engine has loaded (the Models panel marks it).
+        self._loaded_model: Path | None = None
         self._export_panel: ExportPanel | None = None
         self._bench: BenchPanel | None = None
         for name in PANELS:
@@ -186,12 +188,13 @@ class MainWindow(QMainWindow):
             lambda path: self.model_label.setText(f"Loading {display_name(Path(path))}…")
         )
         self.engine.loaded.connect(self._on_engine_loaded)
-        self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
+        self.engine.load_failed.connect(self._on_load_failed)
         self.engine.unloaded.connect(self._on_engine_unloaded)
         # The engine runs in its own process; when it dies the window stays and says so.
         self.engine.engine_stopped.connect(self.statusBar().showMessage)
         self.engine.engine_restarted.connect(self.statusBar().showMessage)
         self._shown_once = False
+        self._placed = QRect()
         self._restore_geometry()
         #: Notices shown at start-up (e.g. damaged settings kept aside), newest last.
         self.notices: list[str] = []
@@ -276,6 +279,7 @@ class MainWindow(QMainWindow):
             deploy_runner=self.threads.model_deploy,
         )
         self._models = models
+        models.set_loaded(self._loaded_model)
         models.open_in_chat.connect(self._open_in_chat)
         models.models_changed.connect(self.chat.set_models)
         models.models_changed.connect(self._describe_models)
@@ -291,7 +295,7 @@ class MainWindow(QMainWindow):
         models.reexport_requested.connect(self._reexport)
 
         bench = BenchPanel(
-            self.model_dir,
+            self._loaded_model or self.model_dir,
             device=self._store.settings.device,
             job=self.threads.bench,
             io=self.threads.bench_io,
@@ -376,6 +380,8 @@ class MainWindow(QMainWindow):
             dialog.open_folder_requested.connect(self._open_folder)
             self._settings_dialog = dialog
         self._settings_dialog.show_server_state()
+        if not self._settings_dialog.isVisible():
+            self._settings_dialog.fit_to_content()
         self._settings_dialog.show()
         self._settings_dialog.raise_()
         return self._settings_dialog
@@ -388,6 +394,8 @@ class MainWindow(QMainWindow):
             dialog = DiscoverDialog(self.io_runner, self._store.settings.device, self)
             dialog.export_requested.connect(self._export_from_discover)
             self._discover_dialog = dialog
+        if not self._discover_dialog.isVisible():
+            self._discover_dialog.fit_to_content()
         self._discover_dialog.show()
         self._discover_dialog.raise_()
         return self._discover_dialog
@@ -421,6 +429,11 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"The local API server did not start: {error}")
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
+        self._loaded_model = loaded.model_dir
+        if self._models is not None:
+            self._models.set_loaded(loaded.model_dir)
+        if self._bench is not None:  # measure the chat's model by default
+            self._bench.follow_chat_model(loaded.model_dir)
         # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
         mode = "MTP ready" if loaded.mode == "mtp" else "plain decoding"
         self.model_label.setToolTip(
@@ -434,7 +447,16 @@ class MainWindow(QMainWindow):
             f"loaded in {loaded.load_s:.1f} s"
         )
 
+    def _on_load_failed(self, _error: object) -> None:
+        self.model_label.setText("No model loaded")
+        self._loaded_model = None
+        if self._models is not None:
+            self._models.set_loaded(None)
+
     def _on_engine_unloaded(self) -> None:
+        self._loaded_model = None
+        if self._models is not None:
+            self._models.set_loaded(None)
         self.model_label.setToolTip("The model was ejected; the next message loads it again.")
         self.model_label.setText("No model loaded (ejected)")
 
@@ -453,13 +475,14 @@ class MainWindow(QMainWindow):
             else:  # Qt refuses one saved on a screen that is gone: open as on a first start
                 log.info("the saved window geometry is not usable on these screens")
         # Fresh or restored, the window must fit the screen it opens on (issue 28).
-        fit_window(self, wanted)
+        self._placed = fit_window(self, wanted)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
         if not self._shown_once:  # the real frame is known now: keep it on the screen
             self._shown_once = True
-            QTimer.singleShot(0, lambda: refit_if_outside(self))
+            if self.geometry() == self._placed:  # not resized by a caller since
+                QTimer.singleShot(0, lambda: refit_if_outside(self))
 
     def _validate(self, model_dir: Path) -> None:
         self.show_panel("Benchmark")

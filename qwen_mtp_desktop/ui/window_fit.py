@@ -132,3 +132,27 @@ def refit_if_outside(window: QWidget) -> None:
 
 def _describe(rect: QRect) -> str:
     return f"{rect.width()}x{rect.height()}+{rect.left()}+{rect.top()}"
+
+
+def fit_dialog(dialog: QWidget, wanted: QSize) -> QSize:
+    """Give `dialog` the size its content wants (`wanted`), within the window it opens over
+    (or the screen, without one), and centre it there: a dialog of a fixed size is cut on a
+    small window and cramped on a large one. Returns the size it got."""
+    parent = dialog.parentWidget()
+    if parent is not None:
+        area = parent.window().frameGeometry()
+    else:
+        screen = dialog.screen() or QGuiApplication.primaryScreen()
+        area = screen.availableGeometry() if screen is not None else QRect(0, 0, 1024, 700)
+    frame = estimated_frame(dialog)
+    room = area.marginsRemoved(frame).size()
+    size = wanted.expandedTo(dialog.minimumSizeHint()).boundedTo(room)
+    dialog.setMinimumSize(dialog.minimumSize().boundedTo(room))
+    dialog.resize(size)
+    # move() places a window's frame: centre the frame on the area.
+    outer = size.grownBy(frame)
+    dialog.move(
+        area.left() + (area.width() - outer.width()) // 2,
+        area.top() + (area.height() - outer.height()) // 2,
+    )
+    return size
