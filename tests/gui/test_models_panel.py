@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.models.common import ModelDialogs
+from qwen_mtp_desktop.ui.models.model_row import DETAIL_ROLE
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import stylesheet
 from tests.unit.test_model_folders import make_export
@@ -147,10 +148,11 @@ def test_lists_demo_managed_and_added_folders(
     panel = make_panel([group])
     assert entry_paths(panel) == [demo, managed, a, b]
     rows = [panel.model_list.topLevelItem(i) for i in range(panel.model_list.topLevelItemCount())]
-    texts = [[row.text(c) for c in range(4)] for row in rows if row is not None]
-    assert texts[0][0] == "Demo model"
-    assert [t[3] for t in texts] == ["yes", "yes", "yes", "no"]
-    assert all(t[1] == "Qwen3.5 dense" and t[2].endswith("KB") for t in texts)
+    names = [row.text(0) for row in rows if row is not None]
+    details = [row.data(0, DETAIL_ROLE).split(" · ") for row in rows if row is not None]
+    assert names[0] == "Demo model"
+    assert [d[2] for d in details] == ["MTP head", "MTP head", "MTP head", "no MTP head"]
+    assert all(d[0] == "Qwen3.5 dense" and d[1].endswith("KB") for d in details)
     # The demo is the default (nothing configured), so it is selected first.
     assert panel.selected_path == demo
     assert panel.details.default_badge.isVisible()
@@ -178,9 +180,11 @@ def test_selection_shows_details(make_panel: PanelFactory, tmp_path: Path) -> No
     assert details.overview.values["Kind"].text().startswith("Qwen3.5 dense")
     table = details.component_table
     assert table.rowCount() == len(report.components)
-    first = [item.text() if (item := table.item(0, c)) else "" for c in range(5)]
+    first = [item.text() if (item := table.item(0, c)) else "" for c in range(4)]
     assert first[0] == "Language model" and first[1] == "chat"
-    assert first[2].endswith("KB") and first[4] == "INT4 asym g16 (100 %)"
+    assert first[2].endswith("KB") and first[3] == "INT4 asym g16 (100 %)"
+    size = table.item(0, 2)
+    assert size is not None and ".xml:" in size.toolTip() and ".bin:" in size.toolTip()
     assert details.mtp_form.values["Present"].text().startswith("yes")
     assert details.mtp_form.values["Compressed like the model"].text() == "yes (both INT4)"
     assert [row.code for row in details.diagnostic_rows] == []

@@ -636,11 +636,15 @@ class ModelDetails(QStackedWidget):
             more = f" (and {len(problems) - 1} more, see Diagnostics)" if len(problems) > 1 else ""
             first = errors[0].message.rstrip(".") if more else errors[0].message
             text = f"Cannot be used for chat: {first}{more}"
+            fix = errors[0].fix
         else:
             count = len(problems)
             text = f"{count} warning{'s' if count > 1 else ''}: {problems[0].message}" + (
                 " (see Diagnostics)" if count > 1 else ""
             )
+            fix = problems[0].fix
+        if fix:  # the next step, where the problem is first read
+            text += f"\nFix: {fix}"
         self.summary_label.setText(keep_units(text))
 
     def _show_diagnostics(self, diagnostics: Sequence[Diagnostic]) -> None:
