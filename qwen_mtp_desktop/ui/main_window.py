@@ -501,8 +501,9 @@ class MainWindow(QMainWindow):
         self.show_panel("Models")
 
     def _open_in_chat(self, model_dir: Path) -> None:
-        self.chat.use_model(model_dir)
+        # A new chat with that model: the open chat keeps its own model (issue 28).
         self.show_panel("Chat")
+        self.chat.new_chat(model_dir)
 
     def shutdown(self) -> None:
         """Stop generating, write what is pending, stop every worker thread."""

@@ -19,7 +19,7 @@ import pytest
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.paths import app_paths, demo_checkpoint_dir, demo_model_dir
 from qwen_mtp_desktop.core.reports import model_key
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
@@ -112,6 +112,19 @@ def test_panels_show_everything(
         found = layout_problems(window, window.panel(name))
         if found:
             problems[name] = found
+    # The export wizard's Check and Options pages, on the demo checkpoint.
+    export = window.export_panel
+    window.show_panel("Export")
+    export.set_source(str(demo_checkpoint_dir()))
+    export.run_check()
+    qtbot.waitUntil(lambda: export.check_busy.isHidden(), timeout=60_000)
+    for page, title in ((1, "check"), (2, "options")):
+        export.show_page(page)
+        _settle(qtbot)
+        _save(window, screenshot_dir, f"export-{title}-{size}")
+        found = layout_problems(window, export)
+        if found:
+            problems[f"Export {title}"] = found
     assert not problems, json.dumps(problems, indent=1)
 
 

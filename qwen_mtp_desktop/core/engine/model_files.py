@@ -165,8 +165,7 @@ def _check_ir_pair(xml_path: Path) -> None:
         raise EngineError(
             f"{bin_path.name} is truncated: {actual:,} bytes where {xml_path.name} needs "
             f"{needed:,}, so a copy or download stopped part way.",
-            f"Copy {bin_path.name} again from where the model came from, or re-export the "
-            "model.",
+            f"Copy {bin_path.name} again from where the model came from, or re-export the model.",
             code="IR_CORRUPT",
         )
 
