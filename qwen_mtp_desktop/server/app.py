@@ -43,9 +43,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from qwen_mtp_desktop.core.chat_session import single_turn
 from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.engine import Message
+from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.hosting.service import EngineService
+from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.server.errors import (
     AUTHENTICATION,
     NOT_FOUND,
@@ -53,7 +56,12 @@ from qwen_mtp_desktop.server.errors import (
     ApiError,
     error_body,
 )
-from qwen_mtp_desktop.server.examples import model_id_for
+from qwen_mtp_desktop.server.examples import (
+    SINGLE_TURN_HEADER,
+    model_id_for,
+    single_turn_notice,
+)
+from qwen_mtp_desktop.server.request_log import RequestLog, set_tokens
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart
 from qwen_mtp_desktop.server.turns import (
     FINISH_REASONS,
@@ -288,6 +296,7 @@ def create_app(
     defaults: TurnDefaults | None = None,
     stream_interval_s: float = DEFAULT_STREAM_INTERVAL_S,
     allowed_hosts: Sequence[str] | None = None,
+    on_request: Callable[[ApiRequest], None] | None = None,
 ) -> FastAPI:
     """The API over `service`, whose engine the caller loads (and may reload: the model id
     follows the loaded folder unless `model_id` is given). `allowed_hosts`: the Host names
@@ -306,6 +315,8 @@ def create_app(
     app.add_middleware(
         _Guard, api_key=api_key, max_body_bytes=max_body_bytes, allowed_hosts=allowed_hosts
     )
+    if on_request is not None:  # outermost: refused requests are listed too
+        app.add_middleware(RequestLog, on_request=on_request)
 
     @functools.cache
     def context_limit(model_dir: Path) -> int | None:
@@ -326,6 +337,8 @@ def create_app(
             "owned_by": "local",
             "mtp": loaded.mode == "mtp" if loaded is not None else False,
             "device": loaded.device if loaded is not None else None,
+            # The demo model reads only the latest message (see single_turn_notice).
+            "single_turn": loaded is not None and is_demo_model(loaded.model_dir),
         }
 
     @app.exception_handler(ApiError)
@@ -436,8 +449,21 @@ def create_app(
 
         # Decoding and checking images is CPU work: off the event loop.
         messages = await _in_thread(plan) if _has_images(body) else plan()
+        notice = None
+        if is_demo_model(model_dir):  # as the app's chat does: the demo reads one request
+            kept = single_turn(messages)
+            if len(kept) < len(messages):
+                notice = single_turn_notice(len(messages) - len(kept))
+                messages = kept
         return await _run(
-            request, body, name, messages, settings, use_auto, folder[0] if folder else None
+            request,
+            body,
+            name,
+            messages,
+            settings,
+            use_auto,
+            folder[0] if folder else None,
+            notice,
         )
 
     async def _run(
@@ -448,6 +474,7 @@ def create_app(
         settings: Any,
         use_auto: bool,
         image_dir: Path | None,
+        notice: str | None = None,
     ) -> Response:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Event] = asyncio.Queue()
@@ -457,6 +484,7 @@ def create_app(
             if isinstance(event, Finished):
                 stats = event.stats
                 activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
+                set_tokens(request.scope.setdefault("state", {}), stats.generated_tokens)
             elif isinstance(event, Gone):
                 activity.finished(request_id, "cancelled", 0)
             elif isinstance(event, Failed):
@@ -508,6 +536,8 @@ def create_app(
             "X-Queue-Position": str(ahead),
             "X-Queue-Wait-Ms": str(round(first.queue_wait_s * 1000)),
         }
+        if notice is not None:
+            headers[SINGLE_TURN_HEADER] = "1"
         if not body.stream:
             try:
                 final = await events.get()
@@ -518,10 +548,11 @@ def create_app(
             assert isinstance(final, Finished)
             if final.stats.finish_reason == "cancelled":  # the server is stopping
                 raise _stopping()
-            return JSONResponse(
-                _completion(request_id, name, final, first.queue_wait_s), headers=headers
-            )
-        stream = _stream(events, body, request_id, name, first.queue_wait_s, done)
+            completion = _completion(request_id, name, final, first.queue_wait_s)
+            if notice is not None:
+                completion["notice"] = notice
+            return JSONResponse(completion, headers=headers)
+        stream = _stream(events, body, request_id, name, first.queue_wait_s, done, notice)
         headers |= {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
@@ -532,6 +563,7 @@ def create_app(
         name: str,
         queue_wait_s: float,
         done: Callable[[], None],
+        notice: str | None = None,
     ) -> AsyncIterator[bytes]:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         created_at = int(time.time())
@@ -580,6 +612,8 @@ def create_app(
                     mtp = mtp_stats(stats, event.record, queue_wait_s=queue_wait_s)
                     last = chunk({}, FINISH_REASONS[stats.finish_reason])
                     last["mtp"] = mtp
+                    if notice is not None:
+                        last["notice"] = notice
                     yield _sse(last)
                     if include_usage:
                         final = chunk({})

@@ -16,12 +16,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
 from fastapi import FastAPI
 
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server.app import (
     DEFAULT_MAX_BODY_BYTES,
@@ -60,6 +62,8 @@ class ServerConfig:
     stream_interval_s: float = DEFAULT_STREAM_INTERVAL_S
     #: uvicorn's access log (one line per request) on the app's logger.
     access_log: bool = False
+    #: Called (on the server's thread) with a record of each answered request.
+    on_request: Callable[[ApiRequest], None] | None = field(default=None, compare=False)
 
 
 def is_loopback(host: str) -> bool:
@@ -171,6 +175,7 @@ def build_app(service: EngineService, config: ServerConfig) -> FastAPI:
         defaults=config.defaults,
         stream_interval_s=config.stream_interval_s,
         allowed_hosts=hosts,
+        on_request=config.on_request,
     )
 
 
