@@ -160,7 +160,7 @@ class Distribution:
 
     def prob(self, token: int) -> float:
         """p(token); 0.0 for a token outside the support."""
-        at = int(np.searchsorted(self.ids, token))
+        at = int(self.ids.searchsorted(token))
         return float(self.probs[at]) if at < self.ids.size and self.ids[at] == token else 0.0
 
     def probs_at(self, tokens: IdArray) -> ProbArray:
@@ -187,7 +187,7 @@ class Distribution:
         if cdf is None:
             cdf = np.cumsum(self.probs)
             object.__setattr__(self, "_cdf", cdf)
-        at = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        at = int(cdf.searchsorted(rng.random() * cdf[-1], side="right"))
         return int(self.ids[min(at, self.ids.size - 1)])
 
 
