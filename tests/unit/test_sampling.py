@@ -180,6 +180,16 @@ def test_top_p_keeps_the_smallest_set_reaching_the_mass() -> None:
     assert process_logits(logits, Sampling(temperature=1.0, top_p=0.4)).ids.tolist() == [1]
 
 
+@pytest.mark.parametrize("top_k", [0, 4])
+def test_top_p_reached_exactly_keeps_no_more(top_k: int) -> None:
+    """Four equal tokens, top-p 0.5: two reach exactly half the mass (weights are exact
+    here), so two are kept, the lower ids; with and without top-k (two code paths)."""
+    logits = np.asarray([1, 1, 1, 1, -np.inf], dtype=F32)
+    got = process_logits(logits, Sampling(temperature=1.0, top_p=0.5, top_k=top_k))
+    assert got.ids.tolist() == [0, 1]
+    assert got.probs.tolist() == [0.5, 0.5]
+
+
 def test_min_p_is_relative_to_the_most_likely_token() -> None:
     probs = np.asarray([0.5, 0.3, 0.15, 0.05])
     logits = np.log(probs).astype(F32)
@@ -455,6 +465,18 @@ def test_acceptance_rate_and_residual_by_hand() -> None:
     before = rng_state(rng)
     assert verify_drafts([0], [q], [p, Distribution.point(1)], rng) == Verdict(1, 1)
     assert rng_state(rng) == before
+
+
+@pytest.mark.parametrize("ratio", [0.05, 0.5, 0.95])
+def test_a_draft_is_accepted_with_probability_p_over_q(ratio: float) -> None:
+    from scipy.stats import binomtest
+
+    q = Distribution([0, 1], [0.8, 0.2])
+    p = Distribution([0, 1], [0.8 * ratio, 1 - 0.8 * ratio])
+    rng = make_generator(17)
+    trials = 20_000
+    accepted = sum(verify_drafts([0], [q], [p, p], rng).accepted for _ in range(trials))
+    assert binomtest(accepted, trials, ratio).pvalue > 0.01, accepted / trials
 
 
 def test_truncation_on_both_sides() -> None:
