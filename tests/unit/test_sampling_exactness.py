@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -220,3 +221,41 @@ def test_the_harness_is_calibrated() -> None:
     assert homogeneity(sample(shifted), sample(probs)).p_value < 1e-4
     assert goodness_of_fit(sample(shifted), exact).p_value < 1e-4
     assert goodness_of_fit(Counter({0: 3, 9999: 1}), exact).p_value == 0.0  # impossible
+
+
+def test_drafts_processed_like_the_target_are_accepted_most() -> None:
+    """Why sample_draft gives q the target's whole processing: with a good draft head
+    (noise sd 0.2 here), the expected acceptance sum_x min(p(x), q(x)) over contexts with
+    a history is highest when q is penalised, tempered and truncated like p (measured
+    0.73; no penalties 0.71, no truncation 0.67, temperature 1 only 0.54)."""
+    sampling = SETTINGS["qwen"]
+    chain = Chain(sampling)
+    chain.noise *= 0.3
+    variants = {
+        "same": sampling,
+        "no penalties": replace(
+            sampling, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0
+        ),
+        "no truncation": replace(sampling, top_k=0, top_p=1.0),
+        "temperature 1 only": Sampling(temperature=1.0),
+    }
+    rng = make_generator(3)
+    answers = []
+    for _ in range(300):
+        answer: tuple[int, ...] = ()
+        for _ in range(int(rng.integers(0, 6))):
+            answer += (chain.p(answer).sample(rng),)
+        answers.append(answer)
+    acceptance = {}
+    for name, variant in variants.items():
+        found = []
+        for answer in answers:
+            prefix = PROMPT + answer
+            row = chain._logits(prefix)[DRAFT_IDS] + chain.noise[prefix[-1]]
+            history = PenaltyHistory(VOCAB, PROMPT)
+            history.extend(answer)
+            q = process_logits(row, variant, history, ids=DRAFT_IDS)
+            found.append(np.minimum(chain.p(answer).to_dense(VOCAB), q.to_dense(VOCAB)).sum())
+        acceptance[name] = float(np.mean(found))
+    best = acceptance.pop("same")
+    assert all(best > other for other in acceptance.values()), (best, acceptance)

@@ -56,6 +56,8 @@ Logits = npt.NDArray[np.floating[Any]]
 _F32_MAX = float(np.finfo(np.float32).max)
 #: Top-k's pre-filter reads every this-many-th logit (about k * stride candidates survive).
 _STRIDE = 16
+#: Top-p without top-k looks among this many best tokens first, then bins the whole row.
+_NUCLEUS_FIRST = 256
 #: Bins of the exponent when top-p searches the whole row (no top-k): 0.025 wide.
 _BINS = 4096
 #: How far probabilities given to `Distribution` may sum from 1 (hand-built ones round).
@@ -411,9 +413,9 @@ def _weights(values: npt.NDArray[np.floating[Any]], top: float, temperature: flo
         return np.exp((values.astype(np.float64) - top) / temperature)
 
 
-def _top_k(row: Logits, k: int, temperature: float) -> tuple[IdArray, ProbArray]:
-    """The k best entries ranked by (logit descending, id ascending), with their weights
-    relative to the best. Exact: every entry tied with the k-th is a candidate."""
+def _best(row: Logits, k: int) -> IdArray:
+    """Ascending positions of every entry >= the row's k-th largest value (ties included;
+    -inf entries only if fewer than k are finite), without sorting the row."""
     sample = row[::_STRIDE]
     candidates: IdArray | None = None
     if sample.size > 4 * k:
@@ -425,11 +427,20 @@ def _top_k(row: Logits, k: int, temperature: float) -> tuple[IdArray, ProbArray]
         kth = np.partition(row, row.size - k)[row.size - k]
         # Fewer than k possible tokens (the rest masked with -inf): those few.
         candidates = np.flatnonzero(row >= kth if kth > -np.inf else row > kth)
-    values = row[candidates]
-    # candidates ascend, so a stable sort on -value breaks ties by lower id.
-    order = np.argsort(-values, kind="stable")[:k]
-    best = values[order]
-    return candidates[order], _weights(best, float(best[0]), temperature)
+    return candidates
+
+
+def _ranked(row: Logits, positions: IdArray) -> IdArray:
+    """`positions` ordered by (logit descending, id ascending)."""
+    return positions[np.lexsort((positions, -row[positions]))]
+
+
+def _top_k(row: Logits, k: int, temperature: float) -> tuple[IdArray, ProbArray]:
+    """The k best entries ranked by (logit descending, id ascending), with their weights
+    relative to the best."""
+    best = _ranked(row, _best(row, k))[:k]
+    values = row[best]
+    return best, _weights(values, float(values[0]), temperature)
 
 
 def _whole_row(
@@ -456,10 +467,19 @@ def _nucleus(
     top_p: float,
 ) -> IdArray:
     """The smallest prefix of the row ranked by (logit descending, id ascending) whose mass
-    is >= top_p of the whole, without sorting the row: the weights are summed into bins of
-    the exponent (monotone in the logit, so every token of an earlier bin ranks strictly
-    before every token of a later one); only the bin where the cut falls is sorted."""
+    is >= top_p of the whole, without sorting the row. When the best few hundred do not
+    reach it, the weights are summed into bins of the exponent (monotone in the logit, so
+    every token of an earlier bin ranks strictly before every token of a later one) and
+    only the bin where the cut falls is sorted."""
     target = top_p * float(weights.sum(dtype=np.float64))
+    if row.size > 4 * _NUCLEUS_FIRST:
+        # Usually the nucleus is a few tokens: rank only the best few hundred. The cut
+        # counts if it lies strictly above their lowest logit (nothing outside ranks before).
+        ranked = _ranked(row, _best(row, _NUCLEUS_FIRST))
+        running = np.cumsum(weights[ranked], dtype=np.float64)
+        cut = int(np.searchsorted(running, target, side="left"))
+        if cut < ranked.size and row[ranked[cut]] > row[ranked[-1]]:
+            return np.sort(ranked[: cut + 1])
     # float32 weights are 0 below exp(-104): those tokens share the last bin.
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = np.minimum(-exponents * np.float32(_BINS / 104.0), np.float32(_BINS - 1))
@@ -467,8 +487,7 @@ def _nucleus(
     cumulative = np.cumsum(np.bincount(bins, weights=weights, minlength=_BINS))
     cut_bin = min(int(np.searchsorted(cumulative, target, side="left")), _BINS - 1)
     before = float(cumulative[cut_bin - 1]) if cut_bin else 0.0
-    inside = np.flatnonzero(bins == cut_bin)
-    inside = inside[np.lexsort((inside, -row[inside]))]
+    inside = _ranked(row, np.flatnonzero(bins == cut_bin))
     running = before + np.cumsum(weights[inside], dtype=np.float64)
     cut = min(int(np.searchsorted(running, target, side="left")), inside.size - 1)
     kept = np.concatenate([np.flatnonzero(bins < cut_bin), inside[: cut + 1]])
@@ -552,7 +571,9 @@ def sample_draft(
     q gets the full processing p gets, penalties included: acceptance is
     sum_x min(p(x), q(x)), highest when q's shape matches p's, and p is penalised, tempered
     and truncated; a draft head that matched the target exactly would then be accepted every
-    time, while an unpenalised or untruncated q loses mass on tokens p cuts or penalises.
+    time, while an unpenalised or untruncated q loses mass on tokens p cuts or penalises
+    (measured on a synthetic chain with a good draft: 0.73 expected acceptance, against
+    0.71 without penalties, 0.67 without truncation; test_sampling_exactness.py).
     Exactness does not depend on this choice."""
     q = process_logits(logits, sampling, history, drafts, ids=ids)
     return q.sample(rng), q
