@@ -393,6 +393,27 @@ def test_history_refuses_tokens_outside_the_vocabulary() -> None:
         process_logits(np.zeros(4, F32), Sampling(repetition_penalty=1.5), history)
 
 
+def test_penalties_need_the_history_and_ids_must_ascend() -> None:
+    with pytest.raises(ValueError, match="penalties need the token history"):
+        process_logits(np.zeros(3, F32), Sampling(temperature=1.0, presence_penalty=1.0))
+    with pytest.raises(LogitsError, match="strictly ascending"):
+        process_logits(np.zeros(3, F32), Sampling(), ids=np.asarray([0, 2, 1]))
+    history = PenaltyHistory(4)
+    with pytest.raises(ValueError, match="token id 4 is outside"):
+        history.seen(4)
+    with pytest.raises(ValueError, match="token id -1 is outside"):
+        history.answer_count(-1)
+
+
+def test_half_precision_rows_stay_finite_under_penalties() -> None:
+    logits = np.asarray([60000.0, -60000.0, 1.0], dtype=np.float16)
+    history = PenaltyHistory(3, [0, 1])
+    sampling = Sampling(temperature=1.0, repetition_penalty=0.01)
+    got = penalised_logits(logits, sampling, history)
+    assert got.dtype == np.float16 and np.isfinite(got).all()
+    assert process_logits(logits, sampling, history).ids.tolist() == [0]
+
+
 def test_history_grows_past_its_first_buffer() -> None:
     history = PenaltyHistory(10_000, range(50))
     for start in range(0, 3000, 7):
@@ -536,6 +557,8 @@ def test_no_drafts_is_a_plain_sampling_step() -> None:
     assert first.accepted == 0 and first.token == p.sample(make_generator(42))
     with pytest.raises(ValueError, match="2 drafts but 1 draft distributions"):
         verify_drafts([1, 2], [p], [p, p, p], make_generator(0))
+    with pytest.raises(ValueError, match="2 drafts need 3 target distributions, not 2"):
+        verify_drafts([4, 8], [p, p], [p, p], make_generator(0))
 
 
 def test_sample_draft_returns_the_q_it_sampled_from() -> None:

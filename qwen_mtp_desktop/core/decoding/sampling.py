@@ -250,14 +250,16 @@ class PenaltyHistory:
         self.answer_length += int(ids.size)
 
     def seen(self, token: int) -> bool:
-        return bool(self._index[token] >= 0)
+        """Whether `token` is in the prompt or the answer so far."""
+        return bool(self._index[self._checked([token])[0]] >= 0)
 
     def answer_count(self, token: int) -> int:
-        return int(self._counts[token])
+        return int(self._counts[self._checked([token])[0]])
 
     def entries(self, drafts: Sequence[int] = ()) -> tuple[IdArray, IdArray]:
         """(tokens, answer counts) for every token seen in the prompt, the answer or
-        `drafts` (the tokens after the answer at a draft position). Views when no drafts."""
+        `drafts` (the tokens after the answer at a draft position). Without drafts the
+        tokens are a view of the history's own list (nothing of size vocab is copied)."""
         seen = self._seen[: self._seen_count]
         if not len(drafts):
             return seen, self._counts[seen]
@@ -287,8 +289,10 @@ def penalised_logits(
     itself when no penalty applies (the input is never changed). `ids` as in
     `process_logits`. Each touched value is computed in float64 and rounded once to the row's
     type; a finite logit stays finite (clipped), a masked one (-inf) stays -inf."""
-    if history is None or not sampling.penalised:
+    if not sampling.penalised:
         return logits
+    if history is None:
+        raise ValueError("penalties need the token history (a PenaltyHistory)")
     tokens, counts = history.entries(drafts)
     if ids is None:
         if logits.size != history.vocab_size:
@@ -314,8 +318,9 @@ def penalised_logits(
             float(sampling.frequency_penalty) * counts
             + float(sampling.presence_penalty) * (counts > 0)
         )
+    largest = float(np.finfo(logits.dtype).max)
     with np.errstate(invalid="ignore"):
-        values = np.where(np.isfinite(original), np.clip(values, -_F32_MAX, _F32_MAX), values)
+        values = np.where(np.isfinite(original), np.clip(values, -largest, largest), values)
     out[positions] = values
     return out
 
@@ -332,7 +337,8 @@ def process_logits(
     after it at a draft position), temperature, top-k, top-p, min-p (module docstring).
 
     `ids` gives each entry's token id when the row covers part of the vocabulary (the draft
-    head's rows: strictly ascending ids); None means entry i is token i. Raises MethodError
+    head's rows: strictly ascending ids); None means entry i is token i. Penalised settings
+    need `history` (ValueError without it: never silently unpenalised). Raises MethodError
     for settings that cannot run and LogitsError for a row that has no distribution (NaN,
     +inf, every entry -inf). -inf entries are allowed: they mark impossible tokens."""
     problems = sampling.problems()
@@ -371,10 +377,13 @@ def _check_row(logits: Logits, ids: IdArray | None) -> None:
         raise LogitsError(f"expected one non-empty row of logits, got shape {shape}")
     if logits.dtype.kind != "f":
         raise LogitsError(f"logits must be floating point, not {logits.dtype}")
-    if ids is not None and (ids.shape != logits.shape or ids.dtype.kind not in "iu"):
-        raise LogitsError(
-            f"the row has {logits.size:,} logits but {ids.size:,} token ids (one per logit)"
-        )
+    if ids is not None:
+        if ids.shape != logits.shape or ids.dtype.kind not in "iu":
+            raise LogitsError(
+                f"the row has {logits.size:,} logits but {ids.size:,} token ids (one per logit)"
+            )
+        if ids.size > 1 and (ids[1:] <= ids[:-1]).any():
+            raise LogitsError("the token ids of a row must be strictly ascending")
 
 
 def _check_finite(row: Logits, top: float, raw: Logits) -> None:
@@ -547,6 +556,8 @@ def verify_drafts(
     k = len(drafts)
     if len(draft_distributions) != k:
         raise ValueError(f"{k} drafts but {len(draft_distributions)} draft distributions")
+    if not callable(targets) and len(targets) != k + 1:
+        raise ValueError(f"{k} drafts need {k + 1} target distributions, not {len(targets)}")
     target: Callable[[int], Distribution] = targets if callable(targets) else targets.__getitem__
     for index, (token, q) in enumerate(zip(drafts, draft_distributions, strict=True)):
         p = target(index)
