@@ -37,7 +37,7 @@ from qwen_mtp_desktop.core.decoding.graphs import (
     transform_draft,
     transform_target,
 )
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
 from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
 from qwen_mtp_desktop.core.decoding.state_cache import (
@@ -48,7 +48,7 @@ from qwen_mtp_desktop.core.decoding.state_cache import (
     Snapshot,
     StateCache,
 )
-from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
+from qwen_mtp_desktop.core.decoding.target import StepTiming, Target, TargetOutput
 from qwen_mtp_desktop.core.errors import native_error_line
 
 if TYPE_CHECKING:
@@ -110,15 +110,19 @@ class AppDecoder:
         draft_vocab: int = DEFAULT_DRAFT_VOCAB,
         special_ids: Sequence[int] = (),
         cache_budget: int = DEFAULT_CACHE_BUDGET,
+        mtp: bool = True,
     ) -> None:
+        """`mtp` False (or a model without an MTP IR) loads no draft head: plain decoding
+        and prompt lookup only."""
         import numpy as np
         import openvino as ov
 
         properties = dict(properties or {})
         core = ov.Core()
-        for name in (LANGUAGE_MODEL, MTP_MODEL, EMBEDDINGS_MODEL):
+        for name in (LANGUAGE_MODEL, EMBEDDINGS_MODEL):
             if not (model_dir / f"{name}.xml").is_file():
                 raise DecoderUnavailableError(f"the model has no {name}.xml")
+        mtp = mtp and (model_dir / f"{MTP_MODEL}.xml").is_file()
         try:
             compute_type = _inference_precision(core, device, properties)
             target_model = core.read_model(model_dir / f"{LANGUAGE_MODEL}.xml")
@@ -130,12 +134,14 @@ class AppDecoder:
                     [np.arange(size), np.asarray([i for i in special_ids if 0 <= i < vocab])]
                 ).astype(np.int64)
             )
-            rows = lm_head_rows(core, target_model, ids)
-            draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
-            transform_draft(draft_model, rows, compute_type)
-            del rows
+            compiled_draft = None
+            if mtp:
+                rows = lm_head_rows(core, target_model, ids)
+                draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
+                transform_draft(draft_model, rows, compute_type)
+                del rows
+                compiled_draft = core.compile_model(draft_model, device, properties)
             compiled_target = core.compile_model(target_model, device, properties)
-            compiled_draft = core.compile_model(draft_model, device, properties)
             # A lookup of a few rows: on one thread it runs in the caller, without waking the
             # device's thread pool (5-8 ms per call on a loaded 2-core machine otherwise).
             embed_properties = dict(properties)
@@ -156,7 +162,11 @@ class AppDecoder:
         self._in_draft_vocab = np.zeros(vocab, dtype=bool)
         self._in_draft_vocab[ids] = True
         self.target = Target(compiled_target, graph.states, embed, compute_type)
-        self.mtp = MtpHead(compiled_draft, ids, self.target, self.target.timing)
+        self._mtp = (
+            MtpHead(compiled_draft, ids, self.target, self.target.timing)
+            if compiled_draft is not None
+            else None
+        )
         self.cache = StateCache(cache_budget)
         self.last_prefill: PrefillInfo | None = None
         # The live sequence: token ids the target's state holds (`_processed` of them) and the
@@ -165,17 +175,34 @@ class AppDecoder:
         self._hidden: npt.NDArray[Any] = np.zeros((0, 0))
         self._processed = 0
         self._hidden_len = 0
+        #: Prefill in calls of at most this many tokens (None: one call).
+        self.prefill_chunk: int | None = None
 
     @property
     def timing(self) -> StepTiming:
         return self.target.timing
+
+    @property
+    def has_mtp(self) -> bool:
+        return self._mtp is not None
+
+    @property
+    def mtp(self) -> MtpHead:
+        if self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        return self._mtp
+
+    def _mtp_keep(self, positions: int) -> None:
+        if self._mtp is not None:
+            self._mtp.keep(positions)
 
     # --- the live sequence -------------------------------------------------------------------
 
     def _drop_live(self) -> None:
         """Forget the live state (after a failure mid-call, or a cold start)."""
         self.target.reset()
-        self.mtp.reset()
+        if self._mtp is not None:
+            self._mtp.reset()
         self._processed = self._hidden_len = 0
         self.cache.live = None
 
@@ -222,12 +249,18 @@ class AppDecoder:
             return
         live = self._live_state()
         started = time.perf_counter()
-        self.mtp.keep(self.mtp.positions)  # provisional chain entries are not part of it
+        head = self._mtp
+        if head is not None:
+            head.keep(head.positions)  # provisional chain entries are not part of it
         saved = SequenceState(
             np.array(live.ids),
             np.array(live.hidden),
             list(live.snapshots),
-            SavedCaches(self.target.kv.save(), self.mtp.kv.save(), self.mtp.positions),
+            SavedCaches(
+                self.target.kv.save(),
+                head.kv.save() if head is not None else [],
+                head.positions if head is not None else 0,
+            ),
         )
         self.cache.put_aside(saved)
         if not keep_live:
@@ -266,7 +299,7 @@ class AppDecoder:
                 self._drop_live()
                 return 0, None, "cold"
             self.target.kv.keep_positions(position)
-            self.mtp.keep(min(self.mtp.positions, position - 1))
+            self._mtp_keep(position - 1)
             self._processed = position
             self._hidden_len = min(self._hidden_len, position)
             live = self._live_state()
@@ -282,12 +315,13 @@ class AppDecoder:
                 raise ValueError("the kept sequence is shorter than its snapshot")
             self.target.recurrent.copy_in(snapshot.recurrent)
             self.target.kv.restore(caches.target, position)
+            head = self._mtp
             draft_positions = min(caches.draft_positions, position - 1)
-            if caches.draft and draft_positions > 0:
-                self.mtp.kv.restore(caches.draft, draft_positions)
-                self.mtp.positions = draft_positions
-            else:
-                self.mtp.reset()
+            if head is not None and caches.draft and draft_positions > 0:
+                head.kv.restore(caches.draft, draft_positions)
+                head.positions = draft_positions
+            elif head is not None:
+                head.reset()
         except ValueError as exc:
             log.warning("state cache: a kept sequence does not fit (%s); discarded", exc)
             self.cache.drop(source)
@@ -336,7 +370,11 @@ class AppDecoder:
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
         method.check()
-        self.target.timing = self.mtp.timing = StepTiming()  # per turn
+        if method.kind == "mtp" and self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        self.target.timing = StepTiming()  # per turn
+        if self._mtp is not None:
+            self._mtp.timing = self.target.timing
         if not method.sampling.greedy:
             raise NotImplementedError("sampling lands with issue 26")
         try:
@@ -377,23 +415,10 @@ class AppDecoder:
         target = self.target
         if stable_prefix is not None and reused < stable_prefix < total:
             # Prefill up to the point the next prompt keeps, and keep the state there.
-            head = prompt[reused:stable_prefix].tolist()
-            out = target.run(head, reused, len(head) - 1)
-            self._set_ids(reused, head)
-            self._set_hidden(reused, np.array(out.hidden))
-            target.settle(len(head), keep=True)
-            self._processed = stable_prefix
+            self._prefill(prompt[reused:stable_prefix].tolist())
             self._live_state().add_snapshot(self._snapshot())
-            reused_now = stable_prefix
-        else:
-            reused_now = reused
-        if reused_now < total:
-            rest = prompt[reused_now:].tolist()
-            out = target.run(rest, reused_now, len(rest) - 1)
-            self._set_ids(reused_now, rest)
-            self._set_hidden(reused_now, np.array(out.hidden))
-            target.settle(len(rest), keep=True)
-            self._processed = total
+        if self._processed < total:
+            out = self._prefill(prompt[self._processed :].tolist())
             first = int(out.argmax[-1])
             self._live_state().add_snapshot(self._snapshot(out.logits()[-1]))
         else:
@@ -462,6 +487,24 @@ class AppDecoder:
             yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
+
+    def _prefill(self, ids: list[int]) -> TargetOutput:
+        """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
+        the last call's output (its last position projected)."""
+        import numpy as np
+
+        chunk = self.prefill_chunk or len(ids)
+        out = None
+        for begin in range(0, len(ids), chunk):
+            part = ids[begin : begin + chunk]
+            start = self._processed
+            out = self.target.run(part, start, len(part) - 1)
+            self._set_ids(start, part)
+            self._set_hidden(start, np.array(out.hidden))
+            self.target.settle(len(part), keep=True)
+            self._processed = start + len(part)
+        assert out is not None
+        return out
 
     def _mtp_drafts(self, tokens: list[int], k: int) -> list[int]:
         """k drafts from the MTP head: catch it up on every confirmed position (target hidden
