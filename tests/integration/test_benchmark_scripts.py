@@ -250,6 +250,13 @@ def test_methods_per_workload(tmp_path: Path) -> None:
     assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out
 
 
+def test_prefill_speed(tmp_path: Path) -> None:
+    out = run_smoke("prefill_speed.py", tmp_path)
+    for path in ("genai SDPA bf16", "genai PA f32", "app bf16", "app f32 chunk 64"):
+        row = rf"^{re.escape(path)} +{NUMBER} tok/s +{NUMBER}x +{NUMBER} tok/s +{NUMBER}x"
+        positive(numbers(row, out, 1))
+
+
 def test_sampling_cost(tmp_path: Path) -> None:
     out = run_smoke("sampling_cost.py", tmp_path, timeout=300)
     rows = numbers(rf"^  .+? +{NUMBER} ms/row median, {NUMBER} ms p90 \(kept {NUMBER}\)", out, 8)
