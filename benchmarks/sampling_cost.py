@@ -12,9 +12,9 @@ the target rows processed lazily by `verify_drafts`, the draws included.
 
 Rows are shaped like a language model's: a normal bulk (sd 2) with a few tokens far above it
 (among the draft vocabulary's ids); the draft rows are the target's plus noise (sd 1).
-Settings are interleaved row by row, rotating which one reads a fresh row first, so machine
-load and cache misses hit them alike; the load average is printed with the numbers.
-`--smoke` runs 5 rows and checks the numbers are sane.
+Every setting processes every row once, the settings alternating in time so machine load
+hits them alike, and each row cold from memory like a fresh model output; the load average
+is printed with the numbers. `--smoke` runs 5 rows and checks the numbers are sane.
 """
 
 from __future__ import annotations
@@ -59,13 +59,14 @@ SETTINGS = {
 
 
 def language_model_rows(count: int, vocab: int, frequent: int, seed: int) -> list[np.ndarray]:
-    """A normal bulk (sd 2) and five likely tokens 12-22 above it among the `frequent`
-    lowest ids (byte-level BPE gives frequent tokens low ids: the draft vocabulary)."""
+    """A normal bulk (sd 2) and five likely tokens 8-20 above it (confident rows and flat
+    ones) among the `frequent` lowest ids (byte-level BPE gives frequent tokens low ids:
+    the draft vocabulary)."""
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(count):
         row = (rng.standard_normal(vocab) * 2).astype(np.float32)
-        row[rng.integers(0, frequent, 5)] += rng.uniform(12, 22, 5).astype(np.float32)
+        row[rng.integers(0, frequent, 5)] += rng.uniform(8, 20, 5).astype(np.float32)
         rows.append(row)
     return rows
 
@@ -74,12 +75,15 @@ def per_row(rows: list[np.ndarray], history: PenaltyHistory) -> dict[str, dict[s
     times: dict[str, list[float]] = {name: [] for name in SETTINGS}
     kept: dict[str, list[int]] = {name: [] for name in SETTINGS}
     names = list(SETTINGS)
-    for index, row in enumerate(rows):
-        # Rotated, so no setting is always the first to read a fresh row from memory.
-        for name in names[index % len(names) :] + names[: index % len(names)]:
-            sampling = SETTINGS[name]
+    # Pass p gives row i to setting (i + p) mod n: every setting sees every row once, the
+    # settings alternate in time (machine load hits them alike), and each row comes cold
+    # from memory (the rows together are far larger than the caches), as a fresh model
+    # output would.
+    for shift in range(len(names)):
+        for index, row in enumerate(rows):
+            name = names[(index + shift) % len(names)]
             began = time.perf_counter()
-            distribution = process_logits(row, sampling, history)
+            distribution = process_logits(row, SETTINGS[name], history)
             times[name].append((time.perf_counter() - began) * 1e3)
             kept[name].append(len(distribution))
     return {
