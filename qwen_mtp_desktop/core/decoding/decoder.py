@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
 from qwen_mtp_desktop.core.decoding.graphs import (
     GraphError,
     lm_head_rows,
@@ -94,6 +95,8 @@ class PrefillInfo:
     #: "live" (the request held them), "aside" (copied back in), "cold" (nothing kept).
     source: str
     seconds: float
+    #: The seed the answer draws from (None: greedy decoding).
+    seed: int | None = None
 
 
 class AppDecoder:
@@ -161,6 +164,7 @@ class AppDecoder:
         self.draft_vocab_size = len(ids)
         self._in_draft_vocab = np.zeros(vocab, dtype=bool)
         self._in_draft_vocab[ids] = True
+        self._draft_ids = ids
         self.target = Target(compiled_target, graph.states, embed, compute_type)
         self._mtp = (
             MtpHead(compiled_draft, ids, self.target, self.target.timing)
@@ -375,8 +379,6 @@ class AppDecoder:
         self.target.timing = StepTiming()  # per turn
         if self._mtp is not None:
             self._mtp.timing = self.target.timing
-        if not method.sampling.greedy:
-            raise NotImplementedError("sampling lands with issue 26")
         try:
             yield from self._generate(
                 prompt_ids,
@@ -413,19 +415,24 @@ class AppDecoder:
         total = len(prompt)
         reused, snapshot, source = self._resume(prompt)
         target = self.target
+        chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
         if stable_prefix is not None and reused < stable_prefix < total:
             # Prefill up to the point the next prompt keeps, and keep the state there.
             self._prefill(prompt[reused:stable_prefix].tolist())
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
             out = self._prefill(prompt[self._processed :].tolist())
-            first = int(out.argmax[-1])
-            self._live_state().add_snapshot(self._snapshot(out.logits()[-1]))
+            last_logits = out.logits()[-1]
+            self._live_state().add_snapshot(self._snapshot(last_logits))
+            first = chooser.first(last_logits, int(out.argmax[-1]))
         else:
             assert snapshot is not None and snapshot.logits is not None
-            first = int(np.argmax(snapshot.logits))
+            first = chooser.first(snapshot.logits, None)
+        chooser.emitted([first])
         self.cache.record_turn(reused)
-        self.last_prefill = PrefillInfo(total, reused, source, time.perf_counter() - began)
+        self.last_prefill = PrefillInfo(
+            total, reused, source, time.perf_counter() - began, chooser.seed
+        )
         tokens = [*prompt.tolist(), first]
         yield DecodedStep((first,))
         produced = 1
@@ -454,14 +461,11 @@ class AppDecoder:
             drafts: list[int] = []
             if k > 0 and lookup is not None:
                 drafts = lookup.candidates(k)
+                chooser.lookup_drafts(drafts)
             elif k > 0:
-                drafts = self._mtp_drafts(tokens, k)
+                drafts = self._mtp_drafts(tokens, k, chooser)
             out = target.run(pending + drafts, processed, len(pending) - 1)
-            argmax = out.argmax
-            accepted = 0
-            while accepted < len(drafts) and drafts[accepted] == int(argmax[accepted]):
-                accepted += 1
-            own = int(argmax[accepted])
+            accepted, own = chooser.verify(out, drafts)
             keep = accepted == len(drafts)
             confirmed = len(pending) + accepted  # positions whose hidden state is now known
             self._set_hidden(processed, np.array(out.hidden[:confirmed]))
@@ -480,6 +484,7 @@ class AppDecoder:
                     break
             emitted = emitted[: max_new_tokens - produced]
             tokens.extend(emitted)
+            chooser.emitted(emitted)
             if lookup is not None:
                 lookup.extend(emitted)
             produced += len(emitted)
@@ -506,7 +511,7 @@ class AppDecoder:
         assert out is not None
         return out
 
-    def _mtp_drafts(self, tokens: list[int], k: int) -> list[int]:
+    def _mtp_drafts(self, tokens: list[int], k: int, chooser: Chooser) -> list[int]:
         """k drafts from the MTP head: catch it up on every confirmed position (target hidden
         states), then chain on its own hidden state."""
         mtp = self.mtp
@@ -515,10 +520,10 @@ class AppDecoder:
         if self._hidden_len < end:
             raise RuntimeError("the MTP head is missing target hidden states")
         out: DraftOutput = mtp.catch_up(self._hidden[start:end], tokens[start + 1 : end + 1])
-        drafts = [out.token]
+        drafts = [chooser.draft(out, [])]
         for index in range(1, k):
             out = mtp.chain(out, drafts[-1], end + index - 1)
-            drafts.append(out.token)
+            drafts.append(chooser.draft(out, drafts))
         return drafts
 
     def cache_report(self) -> Any:
