@@ -223,7 +223,7 @@ class SettingsDialog(QDialog):
         within the window it opens over: no sideways scrolling, no fixed size."""
         content = self._area.widget()
         scroll = self._area.verticalScrollBar().sizeHint().width()
-        hint = content.sizeHint()
+        hint = content.sizeHint() if content is not None else QSize(560, 420)
         outer = self.layout()
         margins = outer.contentsMargins() if outer is not None else None
         extra = (margins.top() + margins.bottom()) if margins is not None else 0

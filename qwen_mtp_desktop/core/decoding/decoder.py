@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
 from qwen_mtp_desktop.core.decoding.graphs import (
+    DEFAULT_DRAFT_VOCAB,
     GraphError,
     lm_head_rows,
     transform_draft,
@@ -61,9 +62,6 @@ log = logging.getLogger(__name__)
 LANGUAGE_MODEL = "openvino_language_model"
 MTP_MODEL = "openvino_mtp_model"
 EMBEDDINGS_MODEL = "openvino_text_embeddings_model"
-#: Draft vocabulary size: the draft projection should cost little next to a target step.
-#: 32,768 rows of INT8 cost about a tenth of the 248k-row projection (benchmarks/README).
-DEFAULT_DRAFT_VOCAB = 32_768
 #: Confirmed tokens the target may re-process in one verification call; past this (after
 #: many rejections in a row) a separate call brings its state up to date.
 MAX_PENDING = 4

@@ -291,9 +291,8 @@ class ExportPanel(QWidget):
         self._source_changed()
         return page
 
-    def _build_check_page(self) -> QWidget:
+    def _build_check_page(self) -> CheckPage:
         page = CheckPage()
-        self.check_page = page
         # The names the wizard (and its tests) have always used for these widgets.
         self.check_summary, self.check_busy = page.check_summary, page.check_busy
         self.checklist, self.estimate_label = page.checklist, page.estimate_label
