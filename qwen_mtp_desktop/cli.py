@@ -7,25 +7,31 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from qwen_mtp_desktop import APP_ID
-from qwen_mtp_desktop.commands import (
-    EXIT_FAILED,
-    CommandError,
-    bench,
-    bounded_int,
-    demo_model,
-    doctor,
-    export,
-    generate,
-    models,
-    output_file,
-    serve,
-    validate,
-)
+from qwen_mtp_desktop.commands import EXIT_FAILED, CommandError, bounded_int, output_file
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, serve, models, export, validate, bench, demo_model)
+COMMAND_NAMES = ("doctor", "generate", "serve", "models", "export", "validate", "bench",
+                 "demo_model")  # fmt: skip
+
+
+def __getattr__(name: str) -> tuple[ModuleType, ...]:
+    """`COMMAND_MODULES`, imported when first asked for: opening the window needs none of
+    them, and they import much of the core (issue 28's start time)."""
+    if name != "COMMAND_MODULES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    modules = tuple(import_module(f"qwen_mtp_desktop.commands.{n}") for n in COMMAND_NAMES)
+    globals()[name] = modules
+    return modules
+
+
+def _command_modules() -> tuple[ModuleType, ...]:
+    modules = globals().get("COMMAND_MODULES")  # set by __getattr__, or by a test
+    return modules if modules is not None else __getattr__("COMMAND_MODULES")
 
 
 class VersionAction(argparse.Action):
@@ -78,7 +84,7 @@ def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
         parser.set_defaults(command=None)
         return parser
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
+    for module in _command_modules():
         module.register(subparsers)
     return parser
 
