@@ -135,12 +135,23 @@ _BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[{]}"))
 
 
+#: Up to this many brackets the depth is counted in Python: numpy's import (0.2-0.3 s) would
+#: otherwise delay the window, which reads the small settings file first (issue 28).
+SMALL_BRACKET_COUNT = 4096
+
+
 def json_nesting_depth(text: str) -> int:
     """The deepest [ / { nesting in JSON text, ignoring brackets inside strings. Linear time
     in C (regex, translate, numpy), so it runs before the recursive parser sees the text."""
+    brackets = _JSON_STRING.sub("", text).encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
+    if len(brackets) <= SMALL_BRACKET_COUNT:
+        deepest = level = 0
+        for bracket in brackets:
+            level += 1 if bracket in b"[{" else -1
+            deepest = max(deepest, level)
+        return deepest
     import numpy as np
 
-    brackets = _JSON_STRING.sub("", text).encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
     steps = np.frombuffer(brackets.translate(_BRACKET_STEPS), dtype=np.int8)
     deepest = level = 0
     for start in range(0, len(steps), 1 << 20):  # chunked: bounded temporary memory
