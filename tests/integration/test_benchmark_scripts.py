@@ -267,6 +267,13 @@ def test_window_start(tmp_path: Path) -> None:
     positive(starts)
     for median, low, high, _ratio in [*starts, (*bare[0], 1.0)]:
         assert low <= median <= high
+    cpu = numbers(
+        rf"^app, (?:fresh|restored) profile CPU\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
+        rf", {NUMBER}x the bare window$",
+        out,
+        2,
+    )
+    positive(cpu)
     placed = numbers(
         rf"window {NUMBER}x{NUMBER} at \({NUMBER}, {NUMBER}\) on the 1600x1000", out, 2
     )
