@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in (fresh, restored):
         ratios = [t / b for t, b in zip(kind.cpu, bare.cpu, strict=True)]
         print(describe(f"{kind.name} CPU", kind.cpu, ratios))
+    for kind in (fresh, restored):
         w, h, left, top = kind.placements[-1]
         print(f"{kind.name:<26} window {w}x{h} at ({left}, {top}) on the {width}x{height} screen")
     for kind in (fresh, restored):
