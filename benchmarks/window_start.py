@@ -22,8 +22,9 @@ Prints the medians with min-max, each app start's ratio to the bare window (medi
 per-round ratios) and the verdict against issue 28's target: visible in under 1.0 s (median of
 3 launches), on a fresh and on a restored profile. Also the CPU seconds each process had used by
 then (its own threads, not the engine process): on a busy machine the wall time mostly
-measures waiting for a core, the CPU time what the start itself costs. Offscreen there is no compositor or GPU, so a
-real display adds its own time on top of both the app and the bare window.
+measures waiting for a core, the CPU time what the start itself costs. Offscreen there is no
+compositor or GPU, so a real display adds its own time on top of both the app and the bare
+window.
 """
 
 from __future__ import annotations
