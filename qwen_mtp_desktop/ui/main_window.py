@@ -32,19 +32,19 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import SettingsStore
-from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
-from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
-if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
+if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
+    from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+    from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 
 log = logging.getLogger(__name__)
 
@@ -356,6 +356,8 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
+        from qwen_mtp_desktop.ui.about_dialog import AboutDialog
+
         dialog = AboutDialog(self, paths=self._paths)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
@@ -371,6 +373,8 @@ class MainWindow(QMainWindow):
 
     def show_settings(self) -> SettingsDialog:
         """File > Settings… (Ctrl+,), non-modal; one at a time."""
+        from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
+
         if self._settings_dialog is None:
             dialog = SettingsDialog(
                 self._store, self._paths, self.io_runner, self, models=self.model_paths
