@@ -44,6 +44,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.usage_error("the following arguments are required: PROMPT")
     args.model_dir = Path(args.model_dir)
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS
     from qwen_mtp_desktop.core.engine import (
         Engine,
         EngineError,
@@ -52,7 +53,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         Message,
     )
     from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
 
     lookup = args.prompt_lookup
     depth = args.num_assistant_tokens

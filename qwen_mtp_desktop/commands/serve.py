@@ -17,9 +17,9 @@ from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example, model_id
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine import EngineError, LoadOptions
-    from qwen_mtp_desktop.core.engine_client import RemoteEngine
-    from qwen_mtp_desktop.core.engine_service import EngineService
     from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.hosting.client import HostedEngine
+    from qwen_mtp_desktop.core.hosting.service import EngineService
     from qwen_mtp_desktop.core.paths import app_paths
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
@@ -56,7 +56,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     # The engine runs in its own process: a crash in the runtime ends the answer that was
     # streaming with an error event, and the server carries on with a restarted engine.
-    engine = RemoteEngine(on_stopped=lambda text: print(text, file=sys.stderr, flush=True))
+    engine = HostedEngine(on_stopped=lambda text: print(text, file=sys.stderr, flush=True))
     service = EngineService(engine, max_waiting=args.max_queue)
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir

@@ -1,6 +1,6 @@
 """The engine host process: `python -m qwen_mtp_desktop.host`, started by the app's window.
 
-It reads requests (core.engine_protocol) from stdin and writes events to a private copy of its
+It reads requests (core.hosting.protocol) from stdin and writes events to a private copy of its
 stdout; fd 1 itself is pointed at stderr first, so whatever the native runtime prints cannot
 corrupt the protocol. Everything it logs goes to stderr, which the window forwards to the app's
 log file (one writer per file).
@@ -30,7 +30,8 @@ import time
 from typing import IO, Any
 
 from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.hosting.protocol import (
     ApiState,
     Cancel,
     Chunks,
@@ -51,8 +52,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Unloaded,
     read_frame,
 )
-from qwen_mtp_desktop.core.engine_service import EngineService, coalesced
-from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.hosting.service import EngineService, coalesced
 from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
@@ -229,7 +229,7 @@ class ApiControl:
 
 class RecordLines(logging.Formatter):
     """Each log record as one JSON line (level, logger, message with its newlines), so the app
-    writes it to its log as the record it was (core.host_process.forward_log)."""
+    writes it to its log as the record it was (core.hosting.process.forward_log)."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()

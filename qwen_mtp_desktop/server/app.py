@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.engine_service import EngineService
+from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server.errors import (
     AUTHENTICATION,
     NOT_FOUND,
@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 #: A request body larger than this is refused (413) before it is read; image data URLs are
 #: the only large thing a request holds.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-#: Streamed text batching (seconds; core.engine_service.coalesced). 0 sends each step as it
+#: Streamed text batching (seconds; core.hosting.service.coalesced). 0 sends each step as it
 #: comes, with any steps that piled up meanwhile in one event: the lowest latency, one event
 #: per step as OpenAI clients expect, and fewer events whenever the client falls behind.
 DEFAULT_STREAM_INTERVAL_S = 0.0

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import uvicorn
 from fastapi import FastAPI
 
-from qwen_mtp_desktop.core.engine_service import EngineService
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server.app import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STREAM_INTERVAL_S,

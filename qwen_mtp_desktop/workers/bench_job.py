@@ -16,9 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import DraftMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
 from qwen_mtp_desktop.core.measurement import Progress
-from qwen_mtp_desktop.core.prompt_lookup import DraftMethod
 from qwen_mtp_desktop.workers.foundation import track
 
 log = logging.getLogger(__name__)

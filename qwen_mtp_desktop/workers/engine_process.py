@@ -2,8 +2,8 @@
 
 The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash or
 an out-of-memory kill in the runtime cannot take the window down. This object has the signals
-the panels connect to; requests are frames on the child's stdin (core.engine_protocol), events
-come back on its stdout, read on a thread (core.host_process.HostProcess) and handed to the GUI
+the panels connect to; requests are frames on the child's stdin (core.hosting.protocol), events
+come back on its stdout, read on a thread (core.hosting.process.HostProcess) and handed to the GUI
 thread as queued signals. Nothing here blocks the GUI thread except `shutdown()` at exit.
 
 When the child dies (a signal, an exit, a broken protocol), the request that was running fails
@@ -11,7 +11,7 @@ with ENGINE_STOPPED (the chat keeps the partial answer and marks it), `engine_st
 happened, and a new child starts and reloads the model that was loaded; `engine_restarted` says
 when it is back. After three deaths in a row with no model loaded in between (a model that
 crashes the runtime while loading, a broken install) it is not restarted until the next load,
-so nothing loops (core.host_process.RestartPolicy). The child exits when its stdin closes,
+so nothing loops (core.hosting.process.RestartPolicy). The child exits when its stdin closes,
 which happens when this app exits or dies.
 """
 
@@ -30,7 +30,8 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
+from qwen_mtp_desktop.core.hosting.protocol import (
     ApiState,
     Cancel,
     Chunks,
@@ -44,8 +45,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Started,
     Unloaded,
 )
-from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
-from qwen_mtp_desktop.core.host_process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
+from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
 
 __all__ = ["MAX_DEATHS_IN_A_ROW", "STOPPED_CODE", "EngineProcess"]

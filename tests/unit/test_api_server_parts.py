@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
 from qwen_mtp_desktop.server.app import _host_name, parse_request
 from qwen_mtp_desktop.server.errors import ApiError
@@ -268,7 +268,7 @@ def test_urls_of_a_wildcard_bind() -> None:
 
 def test_mtp_object_of_a_prompt_lookup_turn() -> None:
     """Auto may run prompt lookup: the response says so and counts its drafts."""
-    from qwen_mtp_desktop.core.decoding import StepDrafts, build_stats
+    from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
     from qwen_mtp_desktop.server.turns import mtp_stats
 
     stats = build_stats(

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from qwen_mtp_desktop.core.decoding import FinishReason, GenerationStats, Mode
+from qwen_mtp_desktop.core.decoding.stats import FinishReason, GenerationStats, Mode
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     EngineError,

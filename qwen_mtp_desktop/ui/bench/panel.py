@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.reports import ReportEntry
 from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart

@@ -36,7 +36,7 @@ from qwen_mtp_desktop.core.chats.records import (
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint

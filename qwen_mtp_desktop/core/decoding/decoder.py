@@ -4,7 +4,7 @@ Why not openvino-genai's MTP: in 2026.4 it runs MTP only on its continuous-batch
 (PagedAttention), which is slower per step than the stateful SDPA path that plain decoding can
 use, and every draft pays a full 248k-row vocabulary projection. Measured on Qwen3.5-0.8B INT4,
 its MTP reached about 1.04x the fastest plain decoding at 100 % acceptance (issue 14). This
-decoder runs the exported IRs directly with OpenVINO (graph changes in core.mtp_graphs):
+decoder runs the exported IRs directly with OpenVINO (graph changes in core.decoding.graphs):
 
 - the target is stateful with SDPA attention, like the fastest plain path; a step verifies the
   k drafts in one call of k + 1 (or a few more) tokens and projects only those positions;
@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.errors import native_error_line
-from qwen_mtp_desktop.core.mtp_graphs import (
+from qwen_mtp_desktop.core.decoding.graphs import (
     DRAFT_INDEX,
     HIDDEN,
     LOGITS,
@@ -43,6 +42,7 @@ from qwen_mtp_desktop.core.mtp_graphs import (
     transform_draft,
     transform_target,
 )
+from qwen_mtp_desktop.core.errors import native_error_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -130,7 +130,7 @@ def _trim_kv(request: Any, keep: int) -> None:
             state.state = ov.Tensor(data)
 
 
-class MtpDecoder:
+class AppDecoder:
     """Loads a model's target, draft and embedding IRs for exact greedy MTP decoding.
 
     Not thread-safe: one thread calls `generate()` at a time (the engine's worker)."""

@@ -1,4 +1,4 @@
-"""OpenVINO graph changes that let the app's own MTP decoder (core.mtp_decoder) run a Qwen3.5
+"""OpenVINO graph changes that let the app's own MTP decoder (core.decoding.decoder) run a Qwen3.5
 export: read the IRs once, change them in memory, never write them back.
 
 - Target (`openvino_language_model`): a `last_hidden_state` output (the lm_head's input, i.e.
