@@ -20,7 +20,6 @@ from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.remote.client import (
     RemoteAnswer,
     RemoteError,
-    iter_sse,
     list_models,
     server_stats,
 )
@@ -35,6 +34,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     save_endpoints,
 )
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
+from qwen_mtp_desktop.core.remote.sse import iter_sse
 from tests.remote_server import canned_server
 
 SLOW = settings(
