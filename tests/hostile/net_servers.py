@@ -13,7 +13,9 @@ to a request is spelled in the request's path, so one server serves every genera
   (a Content-Length of `length`, true or not);
 - `body`: bytes sent first (latin-1 text), then `repeat` (latin-1) sent `times` times (-1:
   forever, until the client goes away), then `tail`;
-- `delay_s`: a pause before each repeat (a slow drip).
+- `delay_s`: a pause before each repeat (a slow drip);
+- `pieces`: a list of texts, sent as one chat chunk event each, then a finish event and
+  `[DONE]` (replaces `body`: a short URL for texts full of escapes).
 
 Standard library only: it also measures the code before a fix (see the report of issue 29).
 """
@@ -118,6 +120,9 @@ class _Handler(socketserver.BaseRequestHandler):
                 data = f"{len(data):x}\r\n".encode() + data + b"\r\n"
             sock.sendall(data)
 
+        if "pieces" in spec:
+            events = "".join(sse_chunk(content=piece) for piece in spec["pieces"])
+            send((events + sse_chunk(finish="stop") + "data: [DONE]\n\n").encode())
         send(spec.get("body", "").encode("latin-1"))
         repeat = spec.get("repeat", "").encode("latin-1")
         times = int(spec.get("times", 0))
@@ -159,7 +164,11 @@ def serve_forever() -> None:
 def hostile_server() -> Iterator[int]:
     """The server in a child process until the block ends; yields its port."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "from tests.hostile.net_servers import serve_forever; serve_forever()"],
+        [
+            sys.executable,
+            "-c",
+            "from tests.hostile.net_servers import serve_forever; serve_forever()",
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[2],

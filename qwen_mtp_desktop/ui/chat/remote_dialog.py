@@ -112,7 +112,6 @@ class RemoteServerDialog(QDialog):
         form.addRow("Server address", self.url_edit)
         form.addRow("API key", key_row)
         form.addRow("", self.key_note)
-        form.addRow("", self.key_warning)
         form.addRow("Model", model_row)
         form.addRow("Name", self.name_edit)
 
@@ -138,6 +137,8 @@ class RemoteServerDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addLayout(form)
+        # Full width below the form: a wrapped label in a form row leaves gaps around it.
+        layout.addWidget(self.key_warning)
         layout.addWidget(self.status)
         layout.addWidget(self.buttons)
 
@@ -168,6 +169,13 @@ class RemoteServerDialog(QDialog):
         host = key_in_clear(url) if url is not None and has_key else None
         self.key_warning.setText(f"Warning: {key_in_clear_warning(host)}" if host else "")
         self.key_warning.setVisible(host is not None)
+        if host is not None and self.isVisible():  # grow to show it whole, never shrink
+            layout = self.layout()
+            if layout is not None:
+                layout.activate()
+            needed = self.heightForWidth(self.width())
+            if needed > self.height():
+                self.resize(self.width(), needed)
 
     def _uses_stored_key(self) -> bool:
         return (
