@@ -224,6 +224,13 @@ class TestKeyWarnings:
             said = _first_stderr(url, key)
             assert ("unencrypted" in said) == expected, (url, key, said)
             assert secret not in said
+        # `serve --api-key` warns the same way (the model folder does not exist: it stops).
+        code, _, errors = _cli(
+            "serve", "/nonexistent-model", "--api-key", secret, "--port", "0", terminal=False
+        )
+        said = errors.decode()
+        assert code == 1 and "process list" in said and "QWEN_MTP_API_KEY" in said, said
+        assert secret not in said
 
     @pytest.mark.gui
     def test_the_dialog_warns(self, qtbot: Any, screenshot_dir: Path) -> None:
