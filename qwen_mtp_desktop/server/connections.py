@@ -150,10 +150,12 @@ class GuardedH11Protocol(H11Protocol):
         if self._phase == BODY and self.flow.read_paused:
             self._set_deadline(self.limits.body_idle_s)  # the app is behind, not the client
             return
-        if self._phase == HEADERS and (self.cycle is None or self.cycle.response_complete):
+        if self._phase == HEADERS and self._seen_cycle is None:  # no request came at all
             with contextlib.suppress(Exception):
                 self.transport.write(_TIMEOUT_REPLY)
-        self.transport.close()  # a body that stalled: the app sees the client leave
+        # Otherwise just close: after an answer the client may still be sending a body we
+        # refused, and a stalled body's request sees its client leave.
+        self.transport.close()
 
     def _make_room(self) -> bool:
         """Under the cap, or made so by closing the connection that matters least; False
