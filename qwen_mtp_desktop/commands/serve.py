@@ -54,6 +54,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         access = logging.getLogger("uvicorn.access")
         access.addHandler(logging.StreamHandler(sys.stderr))
         access.setLevel(logging.INFO)
+    if args.api_key is not None:
+        print(
+            "warning: --api-key shows the key to every user of this computer (it is in the "
+            f"process list); set {API_KEY_ENV} instead.",
+            file=sys.stderr,
+        )
     try:
         # Refusals and a taken port come before the model loads, which can take a minute.
         check_config(config)
@@ -123,7 +129,8 @@ def register(commands: Any) -> None:
     )
     serve.add_argument(
         "--api-key",
-        help=f"require 'Authorization: Bearer KEY' (needed off loopback; or set {API_KEY_ENV})",
+        help="require 'Authorization: Bearer KEY' (needed off loopback); prefer setting "
+        f"{API_KEY_ENV}, since a command line is visible to other users of this computer",
     )
     serve.add_argument(
         "--model-id",

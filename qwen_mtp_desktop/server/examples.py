@@ -10,7 +10,8 @@ import json
 import shlex
 from pathlib import Path
 
-from qwen_mtp_desktop.core.chat_session import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.chat_session import DEMO_SINGLE_TURN_NOTE, single_turn
+from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.model_library import is_demo_model
 
 #: Read by `serve` when --api-key is not given, so the key need not show in the process list.
@@ -39,6 +40,18 @@ def single_turn_notice(left_out: int) -> str:
         f"{left_out} earlier message was" if left_out == 1 else f"{left_out} earlier messages were"
     )
     return f"{DEMO_SINGLE_TURN_NOTE} {what} left out of this request."
+
+
+def demo_single_turn(model_dir: Path, messages: list[Message]) -> tuple[list[Message], str | None]:
+    """What the model reads, and the notice to send with the answer: the demo model reads the
+    system prompt and the latest user message only, as the app's chat sends them (it was
+    trained on single requests); any other model reads everything (notice None)."""
+    if not is_demo_model(model_dir):
+        return messages, None
+    kept = single_turn(messages)
+    if len(kept) == len(messages):
+        return messages, None
+    return kept, single_turn_notice(len(messages) - len(kept))
 
 
 def model_id_for(model_dir: Path) -> str:

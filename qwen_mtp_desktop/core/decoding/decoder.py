@@ -491,6 +491,28 @@ class AppDecoder:
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
 
+    def logits_after(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """The target's logits for the token that follows `token_ids` (a copy), computed like a
+        turn's first token (kept states reused): what validation and exactness checks read."""
+        import numpy as np
+
+        if not token_ids:
+            raise ValueError("the prompt is empty")
+        prompt = np.asarray(token_ids, dtype=np.int64)
+        try:
+            _reused, snapshot, _source = self._resume(prompt)
+            if self._processed < len(prompt):
+                row = np.array(self._prefill(prompt[self._processed :].tolist()).logits()[-1])
+                self._live_state().add_snapshot(self._snapshot(row))
+                return row
+        except BaseException:
+            self._drop_live()
+            raise
+        finally:
+            self.cache.fit_budget()
+        assert snapshot is not None and snapshot.logits is not None
+        return np.array(snapshot.logits)
+
     def _prefill(self, ids: list[int]) -> TargetOutput:
         """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
         the last call's output (its last position projected)."""

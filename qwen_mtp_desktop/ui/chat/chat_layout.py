@@ -164,7 +164,9 @@ def _focusable(root: QWidget) -> list[QWidget]:
             return
         # Widgets only: children() would also wrap every layout, document and action, and
         # PySide builds each new wrapper type's enums on first sight (0.1-0.3 s at start-up).
-        for child in widget.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
+        for child in widget.findChildren(
+            QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly
+        ):
             walk(child)
 
     walk(root)
