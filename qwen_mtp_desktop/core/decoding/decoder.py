@@ -195,6 +195,11 @@ class AppDecoder:
         self._embed_request = self._embed.create_infer_request()
         self._buffers = _Buffers(self._target_request, self._target, graph.states)
         self.timing = StepTiming()
+        #: Observation hook (tests, benchmarks/mtp_chain_check.py): when a list, every step
+        #: that drafts appends (context length, drafts) before verifying them; the drafts
+        #: propose the tokens at indices context length, +1, ... of prompt + answer. The
+        #: caller owns and clears it; None (the default) costs one test per step.
+        self.draft_log: list[tuple[int, tuple[int, ...]]] | None = None
 
     # --- model calls -------------------------------------------------------------------------
 
@@ -328,6 +333,8 @@ class AppDecoder:
             pending = tokens[processed:]
             k = min(want, max_new_tokens - produced - 1) if drafting else 0
             drafts = self._chain(draft, mtp_hidden, k, draft_from) if k > 0 else []
+            if self.draft_log is not None and drafts:
+                self.draft_log.append((len(tokens), tuple(drafts)))
             hidden, argmax = self._run_target(pending + drafts, processed, len(pending) - 1)
             self.timing.reprocessed_tokens += len(pending) - 1
             accepted = 0
