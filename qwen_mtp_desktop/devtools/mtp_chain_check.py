@@ -217,21 +217,13 @@ def compare(
     return RunComparison(out, target_agreed, len(run.answer_ids))
 
 
-def chain_sensitivity(
-    reference: MtpReference, run: DecoderRun, prepared: Any = None
-) -> tuple[int, int]:
-    """(chains whose drafts at depth >= 2 differ between the two chaining rules, chains): 0
-    differing means this model cannot tell which hidden state a decoder chains on."""
-    if prepared is None:
-        prepared = reference.prepare(run.tokens)
-    differ = total = 0
-    for context_len, drafts in run.draft_log:
-        if len(drafts) < 2:
-            continue
-        total += 1
-        chains = [
-            prepared.chain_at(context_len, len(drafts), chain_hidden=rule, follow=list(drafts))
-            for rule in ("post_norm", "pre_norm")
-        ]
-        differ += int(chains[0].drafts[1:] != chains[1].drafts[1:])
-    return differ, total
+def chain_sensitivity(post_norm: RunComparison, pre_norm: RunComparison) -> tuple[int, int]:
+    """(steps whose reference drafts at depth >= 2 differ between the two chaining rules, steps
+    with depth >= 2), from one run compared under each rule: 0 differing means this model
+    cannot tell which hidden state a decoder chains on."""
+    steps: dict[int, list[bool]] = {}
+    pairs = zip(post_norm.drafts, pre_norm.drafts, strict=True)
+    for a, b in pairs:
+        if a.position >= 2:
+            steps.setdefault(a.context_len, []).append(a.reference != b.reference)
+    return sum(any(v) for v in steps.values()), len(steps)

@@ -72,7 +72,8 @@ class DraftStep:
     fed_token: int  # the token whose embedding the next depth reads (draft_argmax or `follow`)
     logits: npt.NDArray[np.float32]
     draft_runner_up: float  # second-best logit within the draft vocabulary
-    int8_bounds: npt.NDArray[np.float32]  # per token: how far INT8 rows can move its logit
+    row_bounds: npt.NDArray[np.float32]  # per token: max |lm_head row| / 254 (shared array)
+    hidden_l1: float  # ||MTP output||_1 at this depth
 
     def margin(self, token: int) -> float:
         """How far `token`'s logit is below the draft-vocabulary winner (0 when it is it)."""
@@ -87,7 +88,8 @@ class DraftStep:
         """The most that storing the lm_head rows as INT8 with one scale per row (the app's
         draft head) can shrink the winner's lead over `token`: |error| <= scale / 2 per weight,
         scale = max |row| / 127, so a logit moves by at most max |row| / 254 * ||hidden||_1."""
-        return float(self.int8_bounds[self.draft_argmax] + self.int8_bounds[token])
+        bounds = self.row_bounds[self.draft_argmax] + self.row_bounds[token]
+        return float(bounds * self.hidden_l1)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class MtpReference:
         self.embed = self.model.get_input_embeddings().weight.detach()
         self.lm_head = self.model.get_output_embeddings().weight.detach()
         self.vocab_size = int(self.lm_head.shape[0])
-        self._row_max = self.lm_head.abs().amax(dim=1) / 254.0
+        self._row_bounds = (self.lm_head.abs().amax(dim=1) / 254.0).numpy()
         self.draft_ids = draft_vocabulary(self.vocab_size, draft_vocab, special_ids)
         self._outside_draft = torch.ones(self.vocab_size, dtype=torch.bool)
         self._outside_draft[torch.from_numpy(self.draft_ids)] = False
@@ -292,9 +294,10 @@ class MtpReference:
             fed = full if follow == "full" else draft
         else:
             fed = int(follow[depth - 1]) if depth - 1 < len(follow) else draft
-        array = logits.numpy().astype(np.float32)
-        bounds = (self._row_max * post.abs().sum()).numpy().astype(np.float32)
-        return DraftStep(depth, position, full, draft, fed, array, runner_up, bounds)
+        l1 = float(post.abs().sum())
+        return DraftStep(
+            depth, position, full, draft, fed, logits.numpy(), runner_up, self._row_bounds, l1
+        )
 
 
 class PreparedSequence:
