@@ -346,16 +346,36 @@ def test_a_decoder_chaining_on_another_state_fails_the_check(
 
 
 @pytest.mark.slow
-def test_a_reference_fed_the_targets_raw_state_disagrees_at_depth_1(
-    setup: tuple[DecoderUnderTest, MtpReference], runs: list[DecoderRun]
+def test_the_states_the_decoder_feeds_are_the_final_normed_ones(
+    setup: tuple[DecoderUnderTest, MtpReference],
 ) -> None:
-    """LightLLM #1402's bug: the MTP head fed the target's hidden state before its final norm.
-    The decoder feeds the final-normed one, so such a reference disagrees from depth 1 on."""
-    _under_test, reference = setup
-    drafts: list[DraftComparison] = []
-    for run in (r for r in runs if r.depth == 1):
-        drafts += compare(reference, run, target_hidden="pre_norm").drafts
-    rate = sum(d.agrees for d in drafts) / len(drafts)
-    faults = sum(not d.agrees and not d.near_tie(FP16_SLACK) for d in drafts)
-    print(f"\ndepth 1 agreement with a reference fed the target's raw state: {rate:.1%}")
-    assert rate <= 0.9 and faults >= 3, (rate, faults)
+    """By value, not only by drafts: the target state the decoder hands the MTP head is the
+    target's final-normed hidden state, and the state a chained step reads is the MTP output
+    after its final norm. (On the demo model the drafts alone cannot tell the target's two
+    states apart: a reference fed the raw one still agrees at depth 1, its drafts are that
+    confident; so the values are compared here.)"""
+    import torch
+
+    under_test, reference = setup
+    decoder = under_test.decoder
+    ids = under_test.prompt_ids("Count from 1 to 20.")
+    decoder._reset()
+    hidden, _argmax = decoder._run_target(ids, 0, len(ids) - 1)
+    embeds = decoder._embeddings(ids[1:])
+    _draft, chained = decoder._run_draft(hidden[:-1], embeds, 0)
+    decoder._reset()
+    post, pre, _greedy = reference.target(ids)
+    with torch.no_grad():
+        mtp_pre, mtp_post, _k, _v = reference._mtp(
+            post[:-1], ids[1:], torch.arange(len(ids) - 1), None
+        )
+
+    def distance(a: Any, b: Any) -> float:
+        return float(np.abs(np.asarray(a, dtype=np.float32) - b.numpy()).max())
+
+    # fp16 weights in the export put the right state a few 1e-3 from the fp32 reference; the
+    # other state is at least 10x farther.
+    for got, right, other in ((hidden, post, pre), (chained[0], mtp_post[-1], mtp_pre[-1])):
+        near, far = distance(got, right), distance(got, other)
+        print(f"\ndistance to the final-normed state {near:.5f}, to the raw one {far:.5f}")
+        assert near < 0.05 and far > 10 * near, (near, far)
