@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.decoder import DEFAULT_DRAFT_VOCAB, AppDecoder
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import speculative_stats
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 from qwen_mtp_desktop.core.engine.generation import config_stop_ids, encode_ids
@@ -144,16 +145,16 @@ class DecoderUnderTest:
             steps = list(
                 self.decoder.generate(
                     ids,
+                    method=DecodingMethod.mtp(depth),
                     max_new_tokens=max_new_tokens,
-                    depth=depth,
                     stop_ids=self.stop_ids,
                     ignore_eos=ignore_eos,
                 )
             )
         finally:
             self.decoder.draft_log = None
-        answer = [t for step in steps for t in step]
-        sizes = [len(step) for step in steps]
+        answer = [t for step in steps for t in step.tokens]
+        sizes = [len(step.tokens) for step in steps]
         return DecoderRun(text, depth, ids, answer, sizes, max_new_tokens, log)
 
     def reference(self, checkpoint: Path, embedding_scale: float = 1.0) -> MtpReference:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import string
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.devtools.mtp_chain_check import (
     FP16_SLACK,
@@ -311,16 +313,23 @@ def test_a_reference_chained_on_the_unnormalised_state_disagrees(
     assert wrong_rate <= right_rate - 0.04 and wrong_faults >= 3, (right_rate, wrong_rate)
 
 
-class _TwiceNormalisedChain(AppDecoder):
-    """A deliberately wrong decoder: chained steps read the MTP output normalised a second
-    time (a double-normalisation bug), everything else unchanged."""
+class _TwiceNormalisedHead(MtpHead):
+    """A deliberately wrong MTP head: the state it hands the next chained step is its output
+    normalised a second time (a double-normalisation bug); its drafts are unchanged."""
 
     norm_weight: Any = None
 
-    def _run_draft(self, hidden: Any, embeds: Any, start: int) -> tuple[int, Any]:
-        token, own = super()._run_draft(hidden, embeds, start)
-        rms = np.sqrt((own.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6)
-        return token, (own / rms * (1.0 + self.norm_weight)).astype(own.dtype)
+    def _call(self, hidden: Any, tokens: list[int], start: int) -> DraftOutput:
+        out = super()._call(hidden, tokens, start)
+        own = out.own_hidden.astype(np.float64)
+        twice = own / np.sqrt((own**2).mean(-1, keepdims=True) + 1e-6) * (1.0 + self.norm_weight)
+        return replace(out, own_hidden=twice.astype(out.own_hidden.dtype))
+
+
+class _TwiceNormalisedChain(AppDecoder):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mtp.__class__ = _TwiceNormalisedHead  # the same head, the wrong state chained
 
 
 @pytest.mark.slow
@@ -330,7 +339,7 @@ def test_a_decoder_chaining_on_another_state_fails_the_check(
     """Negative control on the decoder's side: the check flags a decoder whose chain reads a
     wrong hidden state, at depth >= 2 only."""
     _under_test, reference = setup
-    _TwiceNormalisedChain.norm_weight = reference.mtp["norm.weight"].numpy()
+    _TwiceNormalisedHead.norm_weight = reference.mtp["norm.weight"].numpy()
     wrong = DecoderUnderTest(demo, exact=True, decoder_class=_TwiceNormalisedChain)
     rates = {}
     for name, deep in (("right", [r for r in runs if r.depth == 4]), ("wrong", _runs(wrong, (4,)))):
@@ -359,16 +368,18 @@ def test_the_states_the_decoder_feeds_are_the_final_normed_ones(
     under_test, reference = setup
     decoder = under_test.decoder
     ids = under_test.prompt_ids("Count from 1 to 20.")
-    decoder._reset()
-    hidden, _argmax = decoder._run_target(ids, 0, len(ids) - 1)
-    embeds = decoder._embeddings(ids[1:])
-    _draft, chained = decoder._run_draft(hidden[:-1], embeds, 0)
-    decoder._reset()
+    decoder.drop_states()
+    try:
+        out = decoder.target.run(ids, 0, len(ids) - 1)
+        hidden = np.array(out.hidden)
+        decoder.target.settle(len(ids), keep=True)
+        chained = decoder.mtp.catch_up(hidden[:-1], ids[1:]).own_hidden
+    finally:
+        decoder.drop_states()
     post, pre, _greedy = reference.target(ids)
     with torch.no_grad():
-        mtp_pre, mtp_post, _k, _v = reference._mtp(
-            post[:-1], ids[1:], torch.arange(len(ids) - 1), None
-        )
+        positions = torch.arange(len(ids) - 1)
+        mtp_pre, mtp_post, _k, _v = reference._mtp(post[:-1], ids[1:], positions, None)
 
     def distance(a: Any, b: Any) -> float:
         return float(np.abs(np.asarray(a, dtype=np.float32) - b.numpy()).max())
