@@ -138,7 +138,13 @@ class DecoderUnderTest:
     def run(
         self, text: str, depth: int, max_new_tokens: int, *, ignore_eos: bool = False
     ) -> DecoderRun:
-        ids = self.prompt_ids(text)
+        return self.run_ids(text, self.prompt_ids(text), depth, max_new_tokens, ignore_eos)
+
+    def run_ids(
+        self, label: str, ids: list[int], depth: int, max_new_tokens: int, ignore_eos: bool = False
+    ) -> DecoderRun:
+        """An answer to prompt token ids (`label` names it in reports). The decoder keeps its
+        states between calls, as in a chat: a prompt that extends the last one resumes there."""
         log: list[tuple[int, tuple[int, ...]]] = []
         self.decoder.draft_log = log
         try:
@@ -155,7 +161,7 @@ class DecoderUnderTest:
             self.decoder.draft_log = None
         answer = [t for step in steps for t in step.tokens]
         sizes = [len(step.tokens) for step in steps]
-        return DecoderRun(text, depth, ids, answer, sizes, max_new_tokens, log)
+        return DecoderRun(label, depth, ids, answer, sizes, max_new_tokens, log)
 
     def reference(self, checkpoint: Path, embedding_scale: float = 1.0) -> MtpReference:
         """The reference for this decoder's checkpoint, with the same draft vocabulary."""

@@ -282,6 +282,33 @@ def test_generated_prompts_disagree_only_at_near_ties(
     assert all(m.near_tie(FP16_SLACK) for m in mismatches), _explain(mismatches)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("depth", [2, 4])
+def test_drafts_after_a_resumed_turn_equal_the_reference(
+    setup: tuple[DecoderUnderTest, MtpReference], depth: int
+) -> None:
+    """The decoder keeps a conversation's states between turns (the target's and the MTP
+    head's caches), so the next turn's first drafts read MTP entries written in the last one.
+    The reference computes everything from scratch: they must still agree."""
+    from qwen_mtp_desktop.core.engine.generation import encode_ids
+
+    under_test, reference = setup
+    first = under_test.run("Count from 1 to 20.", depth, MAX_NEW_TOKENS)
+    follow_up = "\n<|im_start|>user\nRepeat 'tea time' three times.<|im_end|>\n"
+    follow_up += "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    ids = first.tokens + [int(i) for i in encode_ids(under_test.tokenizer, follow_up)]
+    # The demo model was trained on single requests and ends a second turn early: decode on.
+    second = under_test.run_ids("second turn", ids, depth, 40, ignore_eos=True)
+    prefill = under_test.decoder.last_prefill
+    assert prefill is not None and prefill.reused > len(first.prompt_ids), prefill
+    result = compare(reference, second)
+    assert result.target_agreed == result.target_compared
+    tallies = by_position(result.drafts, depth)
+    assert all(t.compared >= 5 for t in tallies), tallies
+    mismatches = [d for d in result.drafts if not d.agrees]
+    assert all(m.near_tie(FP16_SLACK) for m in mismatches), _explain(mismatches)
+
+
 def _depth2plus(drafts: list[DraftComparison]) -> tuple[float, int]:
     """(agreement at draft positions >= 2, disagreements numerics cannot explain)."""
     later = [d for d in drafts if d.position >= 2]
