@@ -66,6 +66,7 @@ class DepthResult:
     post_norm_later: tuple[int, int] = (0, 0)
     sensitive: tuple[int, int] = (0, 0)  # chains the two rules tell apart / chains
     raw_target_first: tuple[int, int] = (0, 0)  # depth 1 vs a reference fed the raw state
+    gaps: list[float] = field(default_factory=list)  # the reference's runner-up gap per draft
 
 
 def _rate(pair: tuple[int, int]) -> float:
@@ -133,6 +134,7 @@ def check_depth(
         (later["post_norm"][0], later["post_norm"][1]),
         (sensitive[0], sensitive[1]),
         (raw[0], raw[1]),
+        [d.top_margin for d in drafts],
     )
 
 
@@ -159,12 +161,20 @@ def report(numerics: str, results: list[DepthResult], slack: float) -> None:
             f"reference lead at disagreements: median {statistics.median(leads):.4f}, "
             f"max {leads[-1]:.4f}"
         )
+        # Where a lead sits among the reference's own winner-vs-runner-up gaps: a lead below
+        # almost all of them is a near-tie, whatever the logits' scale.
+        gaps = sorted(g for r in results for g in r.gaps)
+        print(
+            f"reference runner-up gap over all {len(gaps)} drafts: median "
+            f"{statistics.median(gaps):.4f}"
+        )
         for m in sorted(mismatches, key=lambda m: -m.margin)[:8]:
+            below = sum(g <= m.margin for g in gaps) / len(gaps)
             print(
                 f"  {m.prompt[:40]!r} context {m.context_len} position {m.position}: decoder "
                 f"{m.decoder}, reference {m.reference} (full vocabulary {m.reference_full}), "
-                f"lead {m.margin:.4f}, INT8 worst case {m.int8_slack:.4f}, runner-up gap "
-                f"{m.top_margin:.4f}"
+                f"lead {m.margin:.4f} (smaller than {1 - below:.1%} of all gaps), INT8 worst "
+                f"case {m.int8_slack:.4f}"
             )
     post = [sum(x) for x in zip(*(r.post_norm_later for r in results), strict=True)]
     pre = [sum(x) for x in zip(*(r.pre_norm_later for r in results), strict=True)]
