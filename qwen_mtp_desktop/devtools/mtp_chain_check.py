@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.decoding.decoder import DEFAULT_DRAFT_VOCAB, AppDecoder
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import speculative_stats
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
