@@ -179,6 +179,11 @@ class AppDecoder:
         self._hidden_len = 0
         #: Prefill in calls of at most this many tokens (None: one call).
         self.prefill_chunk: int | None = None
+        #: Observation hook (tests, benchmarks/mtp_chain_check.py): when a list, every step
+        #: that drafts with the MTP head appends (context length, drafts) before verifying
+        #: them; the drafts propose the tokens at indices context length, +1, ... of prompt +
+        #: answer. The caller owns and clears it; None (the default) costs one test per step.
+        self.draft_log: list[tuple[int, tuple[int, ...]]] | None = None
 
     @property
     def timing(self) -> StepTiming:
@@ -544,6 +549,8 @@ class AppDecoder:
         for index in range(1, k):
             out = mtp.chain(out, drafts[-1], end + index - 1)
             drafts.append(chooser.draft(out, drafts))
+        if self.draft_log is not None:
+            self.draft_log.append((len(tokens), tuple(drafts)))
         return drafts
 
     def cache_report(self) -> Any:
