@@ -297,3 +297,27 @@ def _whole(value: object) -> bool:
 
 
 PLAIN = DecodingMethod.plain()
+
+
+ConstraintKind = Literal["json_object", "json_schema", "regex", "lark"]
+#: A schema, regex or grammar longer than this is refused (they come from API clients).
+MAX_CONSTRAINT_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What the answer must match, enforced token by token (core.decoding.grammar): any JSON
+    object, a JSON schema (`source`: the schema as JSON text; `name` for messages), a regular
+    expression or a Lark grammar. Part of a `DecodingMethod`; the decoder masks every
+    distribution with it, drafts included, so the output equals plain constrained decoding."""
+
+    kind: ConstraintKind
+    source: str = ""
+    name: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "json_object":
+            return "any JSON object"
+        if self.kind == "json_schema":
+            return f"JSON schema {self.name!r}" if self.name else "a JSON schema"
+        return "a regular expression" if self.kind == "regex" else "a grammar"
