@@ -224,6 +224,11 @@ class DecodingMethod:
         return replace(self, sampling=sampling)
 
     @property
+    def name(self) -> str:
+        """ "plain decoding", "MTP", "prompt lookup": the method without its settings."""
+        return {"mtp": "MTP", "lookup": "prompt lookup"}.get(self.kind, "plain decoding")
+
+    @property
     def label(self) -> str:
         """ "plain decoding", "MTP n=2", "prompt lookup K=4, n-gram 3"."""
         if self.kind == "mtp":
@@ -315,3 +320,8 @@ def _finite(value: float) -> bool:
 
 
 PLAIN = DecodingMethod.plain()
+#: MTP n=1: the depth validated on every model so far, the cheapest when drafts are rejected,
+#: and where Auto starts on a model never benchmarked.
+DEFAULT_MTP = DecodingMethod.mtp(1)
+#: Prompt lookup with its default drafts per step and n-gram size.
+DEFAULT_LOOKUP = DecodingMethod.lookup()
