@@ -119,12 +119,12 @@ def stats_method(stats: Mapping[str, Any]) -> DecodingMethod | None:
 
 def clean_stats(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` without the known fields whose value is not what the app writes there, and with
-    an older row's method keys turned into the "method" record."""
-    if "method" not in raw and "mode" in raw:
-        method = stats_method(raw)
+    an older row's method keys turned into the "method" record (keys that name no method,
+    such as a "mode" without its draft count, stay as they were: nothing is lost)."""
+    method = stats_method(raw) if "method" not in raw and "mode" in raw else None
+    if method is not None:
         raw = {k: v for k, v in raw.items() if k not in _OLD_METHOD_KEYS}
-        if method is not None:
-            raw["method"] = method.to_record()
+        raw["method"] = method.to_record()
     out: dict[str, Any] = {}
     for key, value in raw.items():
         check = _FIELDS.get(key)

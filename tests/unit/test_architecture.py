@@ -74,8 +74,9 @@ def test_the_layer_checker_sees_every_module() -> None:
 
     package = Path(__file__).resolve().parents[2] / "qwen_mtp_desktop"
     files = {
-        ".".join(("qwen_mtp_desktop", *p.relative_to(package).with_suffix("").parts))
-        .removesuffix(".__init__")
+        ".".join(("qwen_mtp_desktop", *p.relative_to(package).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
         for p in package.rglob("*.py")
     }
     graph = grimp.build_graph("qwen_mtp_desktop", cache_dir=None)
