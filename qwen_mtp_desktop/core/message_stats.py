@@ -110,21 +110,24 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
 
 
 def stats_method(stats: Mapping[str, Any]) -> DecodingMethod | None:
-    """The method an answer's stats say ran: their "method" record, or an older row's "mode"
-    with its draft count and n-gram size; None when they name none."""
-    if "method" in stats:
-        return DecodingMethod.from_record(stats["method"])
-    return DecodingMethod.from_record({k: stats[k] for k in _OLD_METHOD_KEYS if k in stats})
+    """The method an answer's stats say ran: their "method" record, else an older row's
+    "mode" with its draft count and n-gram size; None when they name none."""
+    method = DecodingMethod.from_record(stats.get("method"))
+    if method is None and "mode" in stats:
+        method = DecodingMethod.from_record({k: stats[k] for k in _OLD_METHOD_KEYS if k in stats})
+    return method
 
 
 def clean_stats(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` without the known fields whose value is not what the app writes there, and with
     an older row's method keys turned into the "method" record (keys that name no method,
-    such as a "mode" without its draft count, stay as they were: nothing is lost)."""
-    method = stats_method(raw) if "method" not in raw and "mode" in raw else None
-    if method is not None:
-        raw = {k: v for k, v in raw.items() if k not in _OLD_METHOD_KEYS}
-        raw["method"] = method.to_record()
+    such as a "mode" without its draft count, stay as they were: nothing is lost). Cleaning
+    what it returns changes nothing."""
+    if DecodingMethod.from_record(raw.get("method")) is None and "mode" in raw:
+        older = stats_method(raw)
+        if older is not None:
+            raw = {k: v for k, v in raw.items() if k not in _OLD_METHOD_KEYS}
+            raw["method"] = older.to_record()
     out: dict[str, Any] = {}
     for key, value in raw.items():
         check = _FIELDS.get(key)
