@@ -11,6 +11,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
 from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
@@ -90,7 +91,8 @@ def test_validate_shows_the_verdict_charts_history_and_exports(
         assert not panel.validate_model(model)  # one run at a time
     report = finished.args[0]
     assert report["kind"] == "validate" and report["summary"]["all_identical"]
-    assert report["settings"]["num_assistant_tokens"] == 2  # the deepest selected depth
+    # The deepest selected depth.
+    assert report["settings"]["method"] == DecodingMethod.mtp(2).to_record()
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
     assert panel.validate_button.isEnabled() and not panel.cancel_button.isEnabled()
     assert "passed" in panel.banner_title.text()
@@ -125,7 +127,8 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
         panel.bench_button.click()
     report = finished.args[0]
     assert report["kind"] == "bench"
-    assert recommendations == [(model.resolve(), "CPU", report["recommendation"]["depth"])]
+    start = DecodingMethod.from_record(report["recommendation"]["method"])
+    assert recommendations == [(model.resolve(), "CPU", start)]
     assert [bar.label for bar in panel.throughput_chart.bars] == [
         "plain", "n=1", "n=2", "lookup K=4"
     ]  # fmt: skip
@@ -138,7 +141,7 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     assert panel.workload_chart.isVisible()
     (workload,) = panel.workload_chart.workloads
     assert workload.name == entry["prompt_set"] and workload.winner == entry["winner"]["label"]
-    assert [kind for _label, _value, kind in workload.methods] == ["baseline", "mtp", "lookup"]
+    assert [kind for _label, _value, kind in workload.methods] == ["plain", "mtp", "lookup"]
     assert workload.methods[2][1] == report["per_set"][0]["modes"][3]["speedup"]["median"]
     assert _colours(panel.workload_chart.grab().toImage()) > 10
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
@@ -151,7 +154,8 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     panel.lookup_check.setChecked(False)
     with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
         panel.bench_button.click()
-    assert [m["mode"] for m in finished.args[0]["modes"]] == ["baseline", "mtp", "mtp"]
+    methods = [DecodingMethod.from_record(m["method"]) for m in finished.args[0]["modes"]]
+    assert methods == [PLAIN, DecodingMethod.mtp(1), DecodingMethod.mtp(2)]
     assert not panel.workload_chart.isVisible()
     # A chart rendered for export does not depend on the widget's size on screen.
     image = panel.acceptance_chart.render_image(QSize(400, 260))

@@ -43,6 +43,7 @@ from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry
 from qwen_mtp_desktop.core.validate import method_label
+from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
@@ -72,8 +73,8 @@ def _list_prompt_sets() -> list[tuple[str, str]]:
 class BenchPanel(QWidget):
     """Signals:
     run_finished(dict): a validation or benchmark report (already saved to the history).
-    recommendation_changed(Path, str, object): a benchmark stored a new depth recommendation
-        for (model folder, device); the depth is an int, or None for plain decoding.
+    recommendation_changed(Path, str, DecodingMethod): a benchmark stored a new recommendation
+        for (model folder, device): where Auto starts, an MTP depth or plain decoding.
     busy_changed(bool): a run started or ended.
     history_loaded(list): the selected model's report history (list[ReportEntry]) was listed.
     report_shown(dict): a report is on screen (a new run or one picked from the history).
@@ -522,7 +523,7 @@ class BenchPanel(QWidget):
         if result.kind == "bench":
             rec = report["recommendation"]
             self.recommendation_changed.emit(
-                Path(report["model"]["path"]), report["device"], rec["depth"]
+                Path(report["model"]["path"]), report["device"], row_method(rec)
             )
             self._set_status(f"Benchmark finished in {report['duration_s']:.0f} s.", "ok")
         else:
