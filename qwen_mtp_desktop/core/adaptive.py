@@ -65,6 +65,8 @@ from qwen_mtp_desktop.core.turn_record import step_cost as _step_cost
 from qwen_mtp_desktop.core.within_turn import PRIOR_DRAFT_COST, SWITCH_MARGIN, WithinTurnCheck
 
 MAX_DEPTH = 4
+#: Where Auto starts on a model never benchmarked on this device.
+UNBENCHMARKED_START = DEFAULT_MTP
 #: Decode steps a turn needs before its numbers count fully (fewer count proportionally less).
 FULL_WEIGHT_STEPS = 8
 #: Weight of the newest turn in the smoothed step costs.
@@ -147,7 +149,7 @@ class AdaptivePolicy:
     (`DecodingMethod.drafting`); the turn's own sampling is added by `turn_settings`.
     """
 
-    start: DecodingMethod = DEFAULT_MTP
+    start: DecodingMethod = UNBENCHMARKED_START
     start_speedup: float | None = None
     start_acceptance: float | None = None
     benchmarked: bool = False
@@ -724,6 +726,7 @@ def policy_from_recommendation(
 
 
 __all__ = [
+    "UNBENCHMARKED_START",
     "AdaptivePolicy",
     "Decision",
     "TurnContext",

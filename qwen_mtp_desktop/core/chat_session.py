@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.adaptive import (
+    UNBENCHMARKED_START,
     AdaptivePolicy,
     Decision,
     TurnContext,
@@ -56,7 +57,7 @@ def generation_settings(
     there is none); `plan_auto_turn` then chooses each turn's."""
     method = settings.method
     if method == "auto":
-        method = (auto_start or DecodingMethod.mtp(1)).with_sampling(settings.sampling)
+        method = (auto_start or UNBENCHMARKED_START).with_sampling(settings.sampling)
     return GenerationSettings(
         max_new_tokens=settings.max_new_tokens,
         method=method,

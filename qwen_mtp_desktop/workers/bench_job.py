@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
 from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.workers.foundation import track
@@ -82,7 +82,7 @@ class BenchJob(QObject):
         model_dir: Path,
         prompt_set: str | Path,
         *,
-        method: DecodingMethod = DEFAULT_MTP,
+        method: DecodingMethod,
         max_new_tokens: int | None = None,
         device: str = "CPU",
     ) -> bool:
