@@ -248,3 +248,21 @@ def test_methods_per_workload(tmp_path: Path) -> None:
     for mtp, lookup, ratio in rows:  # lookup / MTP is per run, so near their quotient
         assert 0.25 * lookup / mtp <= ratio <= 4 * lookup / mtp, (mtp, lookup, ratio)
     assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out
+
+
+def test_prefill_speed(tmp_path: Path) -> None:
+    out = run_smoke("prefill_speed.py", tmp_path)
+    for path in ("genai SDPA bf16", "genai PA f32", "app bf16", "app f32 chunk 64"):
+        row = rf"^{re.escape(path)} +{NUMBER} tok/s +{NUMBER}x +{NUMBER} tok/s +{NUMBER}x"
+        positive(numbers(row, out, 1))
+
+
+def test_sampling_cost(tmp_path: Path) -> None:
+    out = run_smoke("sampling_cost.py", tmp_path, timeout=300)
+    rows = numbers(rf"^  .+? +{NUMBER} ms/row median, {NUMBER} ms p90 \(kept {NUMBER}\)", out, 8)
+    positive(rows)
+    assert all(median <= p90 for median, p90, _kept in rows), rows
+    steps = numbers(rf"^speculative step at depth (\d) .*: {NUMBER} ms median, {NUMBER} ms p90, "
+                    rf"{NUMBER} drafts accepted per step", out, 2)  # fmt: skip
+    assert [depth for depth, *_ in steps] == [1, 3]
+    assert all(accepted <= depth for depth, _m, _p, accepted in steps), steps

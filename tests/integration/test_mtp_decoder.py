@@ -126,10 +126,15 @@ def test_rollback_after_a_rejection_at_every_draft_position(
                 prompt_ids = [int(i) for i in tokenizer.encode(prompt).input_ids.data[0]]
                 reference = _ids(plain, text, GenerationSettings(60))
                 steps = list(
-                    decoder.generate(prompt_ids, max_new_tokens=60, depth=4, stop_ids=stop_ids)
+                    decoder.generate(
+                        prompt_ids,
+                        method=DecodingMethod.mtp(4),
+                        max_new_tokens=60,
+                        stop_ids=stop_ids,
+                    )
                 )
-                assert [t for step in steps for t in step] == reference
-                seen |= _rejections([len(s) for s in steps], 4, 60)
+                assert [t for step in steps for t in step.tokens] == reference
+                seen |= _rejections([len(s.tokens) for s in steps], 4, 60)
                 assert decoder.timing.target_calls >= 2
             if model_dir == broken_model:
                 assert decoder.timing.rollbacks > 0 and decoder.timing.reprocessed_tokens > 0

@@ -1,52 +1,62 @@
-"""The app's own exact MTP speculative decoder for Qwen3.5 exports (greedy, text turns).
+"""The app's own decoder for Qwen3.5 exports: plain decoding, MTP and prompt lookup, greedy or
+sampled, on one model in memory, keeping each conversation's state between turns.
 
 Why not openvino-genai's MTP: in 2026.4 it runs MTP only on its continuous-batching backend
-(PagedAttention), which is slower per step than the stateful SDPA path that plain decoding can
-use, and every draft pays a full 248k-row vocabulary projection. Measured on Qwen3.5-0.8B INT4,
-its MTP reached about 1.04x the fastest plain decoding at 100 % acceptance (issue 14). This
-decoder runs the exported IRs directly with OpenVINO (graph changes in core.decoding.graphs):
+(PagedAttention), slower per step than the stateful SDPA path plain decoding can use, and every
+draft pays a full 248k-row vocabulary projection; measured on Qwen3.5-0.8B INT4 it reached about
+1.04x the fastest plain decoding at 100 % acceptance (issue 14). This decoder runs the exported
+IRs directly with OpenVINO (graph changes in core.decoding.graphs):
 
-- the target is stateful with SDPA attention, like the fastest plain path; a step verifies the
-  k drafts in one call of k + 1 (or a few more) tokens and projects only those positions;
-- Gated DeltaNet states are explicit, double-buffered inputs/outputs: when every draft is
-  accepted the output buffers become the next inputs; when one is rejected the next call reads
-  the old buffers again and re-processes the confirmed tokens of this step together with its
-  own drafts (re-processing a few tokens costs a few percent of a step on CPU; a separate
-  rollback call would cost a whole step). Attention KV caches are trimmed back;
-- the draft head projects onto a draft vocabulary (the lowest token ids: byte-level BPE assigns
-  ids in merge order, so they are the most frequent tokens) with the argmax in the graph.
+- the target (core.decoding.target) is stateful with SDPA attention like the fastest plain
+  path; a step verifies its drafts in one call and projects only the positions it needs;
+  rejected work is dropped without copies (double-buffered recurrent states, hidden cache
+  entries);
+- drafts come from the MTP head (core.decoding.mtp_head: a draft-vocabulary lm_head, the
+  lowest token ids, which byte-level BPE gives to the most frequent tokens) or from prompt
+  lookup (core.decoding.prompt_lookup: n-grams of the conversation, free to produce);
+- a turn resumes from the longest state kept for its prompt (core.decoding.state_cache) and
+  prefills only the rest.
 
-Output equals plain greedy decoding token for token: every emitted token is the target's own
-argmax over the full vocabulary given the exact prefix (tests compare with plain decoding under
-exact numerics). openvino-genai stays in charge of tokenizing, detokenizing and vision: turns
-with images go to its pipeline.
+Greedy output equals plain greedy decoding token for token: every emitted token is the target's
+own argmax over the full vocabulary given the exact prefix (tests compare under exact numerics).
+openvino-genai stays in charge of tokenizing, detokenizing and vision.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
 from qwen_mtp_desktop.core.decoding.graphs import (
-    DRAFT_INDEX,
-    HIDDEN,
-    LOGITS,
-    LOGITS_POSITIONS,
-    STATE_IN,
-    STATE_OUT,
     GraphError,
     lm_head_rows,
     transform_draft,
     transform_target,
 )
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
+from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
+from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
+from qwen_mtp_desktop.core.decoding.state_cache import (
+    MIN_TAIL_WORTH_SAVING,
+    MIN_TOKENS_WORTH_SAVING,
+    SavedCaches,
+    SequenceState,
+    Snapshot,
+    StateCache,
+)
+from qwen_mtp_desktop.core.decoding.target import StepTiming, Target, TargetOutput
 from qwen_mtp_desktop.core.errors import native_error_line
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+log = logging.getLogger(__name__)
 
 LANGUAGE_MODEL = "openvino_language_model"
 MTP_MODEL = "openvino_mtp_model"
@@ -57,83 +67,42 @@ DEFAULT_DRAFT_VOCAB = 32_768
 #: Confirmed tokens the target may re-process in one verification call; past this (after
 #: many rejections in a row) a separate call brings its state up to date.
 MAX_PENDING = 4
+#: Default state cache budget when the engine gives none (bytes).
+DEFAULT_CACHE_BUDGET = 1 << 30
 
 
 class DecoderUnavailableError(Exception):
-    """The fast decoder cannot run this model; the message says why (shown to the user)."""
+    """The app's decoder cannot run this model; the message says why (shown to the user)."""
 
 
-@dataclass
-class StepTiming:
-    """Seconds spent per part of the decoding loop (benchmarks read them)."""
+@dataclass(frozen=True)
+class DecodedStep:
+    """One decoding step: its tokens (accepted drafts, then the target's own token, or fewer at
+    a stop), how many drafts were proposed and how many of them were accepted."""
 
-    target_s: float = 0.0
-    draft_s: float = 0.0
-    rollback_s: float = 0.0
-    target_calls: int = 0
-    draft_calls: int = 0
-    rollbacks: int = 0
-    reprocessed_tokens: int = 0
-    #: Target tokens outside the draft vocabulary (the draft head could not propose them).
-    out_of_draft_vocab: int = 0
-    steps: list[float] = field(default_factory=list)
+    tokens: tuple[int, ...]
+    drafted: int = 0
+    accepted: int = 0
 
 
-class _Buffers:
-    """Two sets of Gated DeltaNet state tensors: one the next call reads, one it writes. The
-    two bindings are built once and set with one call each (rebinding 72 tensors one by one
-    cost about 1 ms per step, a few percent of a full-size step)."""
+@dataclass(frozen=True)
+class PrefillInfo:
+    """How the last turn's prompt was processed: `reused` of `prompt_tokens` came from a kept
+    state (the rest was prefilled), and where they came from."""
 
-    def __init__(self, request: Any, compiled: Any, ports: Sequence[Any]) -> None:
-        import openvino as ov
-
-        self._request = request
-        inputs = [compiled.input(STATE_IN + p.name) for p in ports]
-        outputs = [compiled.output(STATE_OUT + p.name) for p in ports]
-        # bf16 has no numpy type: OpenVINO owns the memory; zeroing goes through a byte view.
-        self._tensors = [[ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in "ab"]
-        self._bindings = [
-            {
-                **dict(zip(inputs, self._tensors[read], strict=True)),
-                **dict(zip(outputs, self._tensors[1 - read], strict=True)),
-            }
-            for read in (0, 1)
-        ]
-        self._read = 0
-        self._bind()
-
-    def _bind(self) -> None:
-        if self._bindings[self._read]:
-            self._request.set_tensors(self._bindings[self._read])
-
-    def commit(self) -> None:
-        """The last call's outputs become the next call's inputs."""
-        self._read = 1 - self._read
-        self._bind()
-
-    def reset(self) -> None:
-        import numpy as np
-
-        for tensor in self._tensors[self._read]:
-            np.asarray(tensor.data).view(np.uint8).fill(0)
-
-
-def _trim_kv(request: Any, keep: int) -> None:
-    """Drop attention KV entries past `keep` tokens (only KV states stay internal)."""
-    import numpy as np
-    import openvino as ov
-
-    for state in request.query_state():
-        tensor = state.state
-        if tensor.shape[2] > keep:
-            data = np.ascontiguousarray(tensor.data[:, :, :keep])
-            state.state = ov.Tensor(data)
+    prompt_tokens: int
+    reused: int
+    #: "live" (the request held them), "aside" (copied back in), "cold" (nothing kept).
+    source: str
+    seconds: float
+    #: The seed the answer draws from (None: greedy decoding).
+    seed: int | None = None
 
 
 class AppDecoder:
-    """Loads a model's target, draft and embedding IRs for exact greedy MTP decoding.
-
-    Not thread-safe: one thread calls `generate()` at a time (the engine's worker)."""
+    """Loads a model's target, draft and embedding IRs; decodes turns with any
+    `DecodingMethod`; keeps conversation states. Not thread-safe: one thread calls
+    `generate()` at a time (the engine's turn worker); `cache_report()` may be read anywhere."""
 
     def __init__(
         self,
@@ -143,15 +112,20 @@ class AppDecoder:
         *,
         draft_vocab: int = DEFAULT_DRAFT_VOCAB,
         special_ids: Sequence[int] = (),
+        cache_budget: int = DEFAULT_CACHE_BUDGET,
+        mtp: bool = True,
     ) -> None:
+        """`mtp` False (or a model without an MTP IR) loads no draft head: plain decoding
+        and prompt lookup only."""
         import numpy as np
         import openvino as ov
 
         properties = dict(properties or {})
         core = ov.Core()
-        for name in (LANGUAGE_MODEL, MTP_MODEL, EMBEDDINGS_MODEL):
+        for name in (LANGUAGE_MODEL, EMBEDDINGS_MODEL):
             if not (model_dir / f"{name}.xml").is_file():
                 raise DecoderUnavailableError(f"the model has no {name}.xml")
+        mtp = mtp and (model_dir / f"{MTP_MODEL}.xml").is_file()
         try:
             compute_type = _inference_precision(core, device, properties)
             target_model = core.read_model(model_dir / f"{LANGUAGE_MODEL}.xml")
@@ -163,18 +137,20 @@ class AppDecoder:
                     [np.arange(size), np.asarray([i for i in special_ids if 0 <= i < vocab])]
                 ).astype(np.int64)
             )
-            rows = lm_head_rows(core, target_model, ids)
-            draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
-            transform_draft(draft_model, rows, compute_type)
-            del rows
-            self._target = core.compile_model(target_model, device, properties)
-            self._draft = core.compile_model(draft_model, device, properties)
+            compiled_draft = None
+            if mtp:
+                rows = lm_head_rows(core, target_model, ids)
+                draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
+                transform_draft(draft_model, rows, compute_type)
+                del rows
+                compiled_draft = core.compile_model(draft_model, device, properties)
+            compiled_target = core.compile_model(target_model, device, properties)
             # A lookup of a few rows: on one thread it runs in the caller, without waking the
             # device's thread pool (5-8 ms per call on a loaded 2-core machine otherwise).
             embed_properties = dict(properties)
             if device == "CPU":
                 embed_properties["INFERENCE_NUM_THREADS"] = 1
-            self._embed = core.compile_model(
+            embed = core.compile_model(
                 core.read_model(model_dir / f"{EMBEDDINGS_MODEL}.xml"), device, embed_properties
             )
         except GraphError as exc:
@@ -183,95 +159,192 @@ class AppDecoder:
             raise DecoderUnavailableError(
                 f"OpenVINO could not prepare it: {native_error_line(exc)}"
             ) from exc
-        self._hidden_type = compute_type
         self.hidden_size = graph.hidden_size
         self.vocab_size = vocab
         self.draft_vocab_size = len(ids)
-        self._draft_ids: npt.NDArray[np.int64] = ids
         self._in_draft_vocab = np.zeros(vocab, dtype=bool)
         self._in_draft_vocab[ids] = True
-        self._target_request = self._target.create_infer_request()
-        self._draft_request = self._draft.create_infer_request()
-        self._embed_request = self._embed.create_infer_request()
-        self._buffers = _Buffers(self._target_request, self._target, graph.states)
-        self.timing = StepTiming()
-
-    # --- model calls -------------------------------------------------------------------------
-
-    def _embeddings(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        import numpy as np
-
-        self._embed_request.infer({0: np.asarray([token_ids], dtype=np.int64)})
-        return np.array(self._embed_request.get_output_tensor(0).data)
-
-    def _run_target(
-        self, token_ids: Sequence[int], start: int, logits_from: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """Process `token_ids` at positions start.. (the KV cache holds `start` tokens); return
-        the hidden states of every position and the argmax at positions logits_from.. ."""
-        import numpy as np
-
-        count = len(token_ids)
-        embeds = self._embeddings(token_ids)
-        positions = np.arange(start, start + count, dtype=np.int64)
-        request = self._target_request
-        began = time.perf_counter()
-        request.infer(
-            {
-                "inputs_embeds": embeds,
-                "attention_mask": np.ones((1, start + count), dtype=np.int64),
-                "position_ids": np.broadcast_to(positions, (4, 1, count)).copy(),
-                "beam_idx": np.zeros(1, dtype=np.int32),
-                LOGITS_POSITIONS: np.arange(logits_from, count, dtype=np.int64),
-            }
+        self._draft_ids = ids
+        self.target = Target(compiled_target, graph.states, embed, compute_type)
+        self._mtp = (
+            MtpHead(compiled_draft, ids, self.target, self.target.timing)
+            if compiled_draft is not None
+            else None
         )
-        self.timing.target_s += time.perf_counter() - began
-        self.timing.target_calls += 1
-        logits = request.get_tensor(LOGITS).data
-        hidden = request.get_tensor(HIDDEN).data
-        return hidden[0], logits[0].argmax(axis=-1)
+        self.cache = StateCache(cache_budget)
+        self.last_prefill: PrefillInfo | None = None
+        # The live sequence: token ids the target's state holds (`_processed` of them) and the
+        # final hidden state of every confirmed position (`_hidden_len` rows).
+        self._ids = np.zeros(4096, dtype=np.int64)
+        self._hidden: npt.NDArray[Any] = np.zeros((0, 0))
+        self._processed = 0
+        self._hidden_len = 0
+        #: Prefill in calls of at most this many tokens (None: one call).
+        self.prefill_chunk: int | None = None
 
-    def _run_draft(
-        self, hidden: npt.NDArray[np.float32], embeds: npt.NDArray[np.float32], start: int
-    ) -> tuple[int, npt.NDArray[np.float32]]:
-        """One MTP call over len(hidden) positions from `start`; the draft token after the last
-        position and the MTP's own last hidden state (the next chained step's input)."""
+    @property
+    def timing(self) -> StepTiming:
+        return self.target.timing
+
+    @property
+    def has_mtp(self) -> bool:
+        return self._mtp is not None
+
+    @property
+    def mtp(self) -> MtpHead:
+        if self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        return self._mtp
+
+    def _mtp_keep(self, positions: int) -> None:
+        if self._mtp is not None:
+            self._mtp.keep(positions)
+
+    # --- the live sequence -------------------------------------------------------------------
+
+    def _drop_live(self) -> None:
+        """Forget the live state (after a failure mid-call, or a cold start)."""
+        self.target.reset()
+        if self._mtp is not None:
+            self._mtp.reset()
+        self._processed = self._hidden_len = 0
+        self.cache.live = None
+
+    def _set_ids(self, start: int, ids: Sequence[int] | npt.NDArray[np.int64]) -> None:
         import numpy as np
 
-        count = hidden.shape[0]
-        request = self._draft_request
-        began = time.perf_counter()
-        request.infer(
-            {
-                "hidden_states": self._hidden_tensor(hidden[None]),
-                "inputs_embeds": embeds,
-                "attention_mask": np.ones((1, start + count), dtype=np.int64),
-                "position_ids": np.arange(start, start + count, dtype=np.int64)[None],
-                "beam_idx": np.zeros(1, dtype=np.int32),
-            }
+        end = start + len(ids)
+        if end > len(self._ids):
+            grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.int64)
+            grown[:start] = self._ids[:start]
+            self._ids = grown
+        self._ids[start:end] = ids
+
+    def _set_hidden(self, start: int, rows: npt.NDArray[Any]) -> None:
+        import numpy as np
+
+        end = start + len(rows)
+        if self._hidden.ndim != 2 or self._hidden.dtype != rows.dtype or end > len(self._hidden):
+            grown = np.zeros((max(end, 2 * len(self._hidden), 1024), rows.shape[1]), rows.dtype)
+            if self._hidden.ndim == 2 and self._hidden.dtype == rows.dtype:
+                grown[: self._hidden_len] = self._hidden[: self._hidden_len]
+            self._hidden = grown
+        self._hidden[start:end] = rows
+        self._hidden_len = max(self._hidden_len, end) if start <= self._hidden_len else end
+
+    def _live_state(self) -> SequenceState:
+        """The live sequence as the cache sees it (views of the decoder's buffers)."""
+        live = self.cache.live
+        n = self._processed
+        if live is None:
+            live = SequenceState(self._ids[:n], self._hidden[: min(n, self._hidden_len)])
+            self.cache.live = live
+        live.ids = self._ids[:n]
+        live.hidden = self._hidden[: min(n, self._hidden_len)]
+        return live
+
+    def _put_live_aside(self, *, keep_live: bool = False) -> None:
+        """Copy the live sequence's caches out and keep the copy aside in the cache; the live
+        sequence stays live with `keep_live` (its tail is about to be dropped)."""
+        import numpy as np
+
+        live = self.cache.live
+        if live is None or self._processed < MIN_TOKENS_WORTH_SAVING:
+            return
+        live = self._live_state()
+        started = time.perf_counter()
+        head = self._mtp
+        if head is not None:
+            head.keep(head.positions)  # provisional chain entries are not part of it
+        saved = SequenceState(
+            np.array(live.ids),
+            np.array(live.hidden),
+            list(live.snapshots),
+            SavedCaches(
+                self.target.kv.save(),
+                head.kv.save() if head is not None else [],
+                head.positions if head is not None else 0,
+            ),
         )
-        self.timing.draft_s += time.perf_counter() - began
-        self.timing.draft_calls += 1
-        index = int(request.get_tensor(DRAFT_INDEX).data.reshape(-1)[0])
-        own_hidden = np.array(request.get_tensor(HIDDEN).data[0, -1:])
-        return int(self._draft_ids[index]), own_hidden
+        self.cache.put_aside(saved)
+        if not keep_live:
+            self.cache.live = None
+        log.info(
+            "state cache: put aside %d tokens in %.0f ms",
+            len(saved.ids),
+            (time.perf_counter() - started) * 1000,
+        )
 
-    def _hidden_tensor(self, array: npt.NDArray[Any]) -> Any:
-        """Hidden states (as the target's output holds them) as an MTP input tensor. OpenVINO
-        shows bf16 data to numpy as 16-bit values of another type: pass the bits on."""
-        import numpy as np
-        import openvino as ov
+    def _snapshot(self, logits: npt.NDArray[np.float32] | None = None) -> Snapshot:
+        return Snapshot(self._processed, self.target.recurrent.copy_out(), logits)
 
-        if self._hidden_type == ov.Type.bf16:
-            bits = np.ascontiguousarray(array).view(np.uint16)
-            return ov.Tensor(bits, list(bits.shape), ov.Type.bf16)
-        return np.ascontiguousarray(array)
+    def _resume(self, prompt: npt.NDArray[np.int64]) -> tuple[int, Snapshot | None, str]:
+        """Bring the state to the longest kept prefix of `prompt`: (tokens reused, the
+        snapshot resumed from, where it came from)."""
+        live = self.cache.live
+        if live is not None and self._processed > 0:
+            live = self._live_state()
+            if not live.snapshots or live.snapshots[-1].position != self._processed:
+                live.add_snapshot(self._snapshot())  # the end of the last answer
+        resume = self.cache.best_resume(prompt)
+        if resume is None:
+            self._put_live_aside()
+            self._drop_live()
+            return 0, None, "cold"
+        position, snapshot = resume.position, resume.snapshot
+        if resume.source is self.cache.live:
+            if self._processed - position >= MIN_TAIL_WORTH_SAVING:
+                self._put_live_aside(keep_live=True)  # an edit far back: keep the old branch
+            try:
+                if position != self._processed:
+                    self.target.recurrent.copy_in(snapshot.recurrent)
+            except ValueError as exc:
+                log.warning("state cache: a snapshot does not fit (%s); discarded", exc)
+                self._drop_live()
+                return 0, None, "cold"
+            self.target.kv.keep_positions(position)
+            self._mtp_keep(position - 1)
+            self._processed = position
+            self._hidden_len = min(self._hidden_len, position)
+            live = self._live_state()
+            live.snapshots = [s for s in live.snapshots if s.position <= position]
+            self.cache.touch(live)
+            return position, snapshot, "live"
+        source = resume.source
+        self._put_live_aside()
+        caches = source.caches
+        assert caches is not None
+        try:
+            if len(source.hidden) < position or len(source.ids) < position:
+                raise ValueError("the kept sequence is shorter than its snapshot")
+            self.target.recurrent.copy_in(snapshot.recurrent)
+            self.target.kv.restore(caches.target, position)
+            head = self._mtp
+            draft_positions = min(caches.draft_positions, position - 1)
+            if head is not None and caches.draft and draft_positions > 0:
+                head.kv.restore(caches.draft, draft_positions)
+                head.positions = draft_positions
+            elif head is not None:
+                head.reset()
+        except ValueError as exc:
+            log.warning("state cache: a kept sequence does not fit (%s); discarded", exc)
+            self.cache.drop(source)
+            self._drop_live()
+            return 0, None, "cold"
+        self._set_ids(0, source.ids[:position])
+        self._hidden_len = 0
+        self._set_hidden(0, source.hidden[:position])
+        self._processed = position
+        live = self._live_state()
+        live.snapshots = [s for s in source.snapshots if s.position <= position]
+        self.cache.touch(source)
+        self.cache.touch(live)
+        return position, snapshot, "aside"
 
-    def _reset(self) -> None:
-        self._target_request.reset_state()
-        self._draft_request.reset_state()
-        self._buffers.reset()
-        self.timing = StepTiming()
+    def drop_states(self) -> None:
+        """Forget every kept state (a model change, an eject, a budget of zero)."""
+        self._drop_live()
+        self.cache.clear()
 
     # --- decoding ------------------------------------------------------------------------------
 
@@ -279,113 +352,182 @@ class AppDecoder:
         self,
         prompt_ids: Sequence[int],
         *,
+        method: DecodingMethod,
         max_new_tokens: int,
-        depth: int | Callable[[], int],
         stop_ids: frozenset[int] | set[int],
         cancelled: Callable[[], bool] = lambda: False,
         ignore_eos: bool = False,
-    ) -> Generator[tuple[int, ...], None, None]:
-        """Yield the tokens of each decoding step until a stop id (included), max_new_tokens
-        or cancellation. A step proposes min(depth, tokens left - 1) drafts and yields the
-        accepted ones plus the target's own token, the rule core.decoding's statistics assume.
+        keep_drafting: Callable[[], bool] | None = None,
+        stable_prefix: int | None = None,
+    ) -> Generator[DecodedStep, None, None]:
+        """Yield each decoding step until a stop id (included), max_new_tokens or
+        cancellation. A step proposes up to min(method.drafts, tokens left - 1) drafts.
 
-        `depth` 0 decodes plain. A callable is asked before every step (Auto's within-turn
-        fall back); once it returns 0 the rest of the turn decodes plain (switching costs
-        nothing here: no re-prefill, no second model)."""
+        `keep_drafting` is asked after every step (Auto's within-turn fall back); once it says
+        False the rest of the turn decodes plain (free here: no re-prefill, no second model).
+        `stable_prefix`: how many leading prompt tokens the next turn's prompt will repeat
+        (the chat template re-renders this turn's answer without the generation prompt's
+        thinking block): the recurrent state is kept at that point too, so the next turn
+        resumes there. After the first step, `last_prefill` says how much was reused."""
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        wanted: Callable[[], int] = depth if callable(depth) else (lambda: depth)
-        if max_new_tokens < 1 or (isinstance(depth, int) and depth < 0):
-            raise ValueError("max_new_tokens must be >= 1 and depth >= 0")
-        stops = frozenset() if ignore_eos else frozenset(stop_ids)
-        self._reset()
-        tokens = list(prompt_ids)
-        prompt_len = len(tokens)
-        hidden, argmax = self._run_target(tokens, 0, prompt_len - 1)
-        self._buffers.commit()
-        processed = prompt_len  # tokens the target's state (KV and DeltaNet) holds
-        first = int(argmax[-1])
-        tokens.append(first)
-        yield (first,)
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        method.check()
+        if method.kind == "mtp" and self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        self.target.timing = StepTiming()  # per turn
+        if self._mtp is not None:
+            self._mtp.timing = self.target.timing
+        try:
+            yield from self._generate(
+                prompt_ids,
+                method,
+                max_new_tokens,
+                frozenset() if ignore_eos else frozenset(stop_ids),
+                cancelled,
+                keep_drafting,
+                stable_prefix,
+            )
+        except GeneratorExit:
+            raise  # closed between steps: the state is consistent
+        except BaseException:
+            # A failed or interrupted model call may leave the state half updated.
+            self._drop_live()
+            raise
+        finally:
+            self.cache.fit_budget()
+
+    def _generate(
+        self,
+        prompt_ids: Sequence[int],
+        method: DecodingMethod,
+        max_new_tokens: int,
+        stops: frozenset[int],
+        cancelled: Callable[[], bool],
+        keep_drafting: Callable[[], bool] | None,
+        stable_prefix: int | None,
+    ) -> Generator[DecodedStep, None, None]:
+        import numpy as np
+
+        began = time.perf_counter()
+        prompt = np.asarray(prompt_ids, dtype=np.int64)
+        total = len(prompt)
+        reused, snapshot, source = self._resume(prompt)
+        target = self.target
+        chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
+        if stable_prefix is not None and reused < stable_prefix < total:
+            # Prefill up to the point the next prompt keeps, and keep the state there.
+            self._prefill(prompt[reused:stable_prefix].tolist())
+            self._live_state().add_snapshot(self._snapshot())
+        if self._processed < total:
+            out = self._prefill(prompt[self._processed :].tolist())
+            last_logits = out.logits()[-1]
+            self._live_state().add_snapshot(self._snapshot(last_logits))
+            first = chooser.first(last_logits, int(out.argmax[-1]))
+        else:
+            assert snapshot is not None and snapshot.logits is not None
+            first = chooser.first(snapshot.logits, None)
+        chooser.emitted([first])
+        self.cache.record_turn(reused)
+        self.last_prefill = PrefillInfo(
+            total, reused, source, time.perf_counter() - began, chooser.seed
+        )
+        tokens = [*prompt.tolist(), first]
+        yield DecodedStep((first,))
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return
-        want = wanted()  # asked once after every step, the prefill's included
-        drafting = want > 0
-        draft_from = 0  # the MTP's KV cache holds positions < draft_from
-        draft, mtp_hidden = 0, None
-        if drafting:
-            draft, mtp_hidden = self._catch_up_draft(tokens, hidden, draft_from)
-            draft_from = len(tokens) - 1
+        drafting = method.kind != "plain"
+        lookup = NgramIndex(method.ngram) if method.kind == "lookup" else None
+        if lookup is not None:
+            lookup.extend(tokens)
         while not cancelled():
             step_began = time.perf_counter()
+            if drafting and keep_drafting is not None and not keep_drafting():
+                drafting = False
+            processed = self._processed
             if len(tokens) - processed > MAX_PENDING:
-                # Many rejections in a row: bring the target's state up to all but the last
-                # confirmed token in a call of its own, so verification calls stay short.
-                self._run_target(tokens[processed:-1], processed, len(tokens) - processed - 2)
-                self._buffers.commit()
-                processed = len(tokens) - 1
+                # Many rejections in a row: bring the target up to all but the last confirmed
+                # token in a call of its own, so verification calls stay short.
+                catch = tokens[processed:-1]
+                out = target.run(catch, processed, len(catch) - 1)
+                self._set_hidden(processed, np.array(out.hidden))
+                target.settle(len(catch), keep=True)
+                self._set_ids(processed, catch)
+                processed = self._processed = len(tokens) - 1
             pending = tokens[processed:]
-            k = min(want, max_new_tokens - produced - 1) if drafting else 0
-            drafts = self._chain(draft, mtp_hidden, k, draft_from) if k > 0 else []
-            hidden, argmax = self._run_target(pending + drafts, processed, len(pending) - 1)
-            self.timing.reprocessed_tokens += len(pending) - 1
-            accepted = 0
-            while accepted < k and drafts[accepted] == int(argmax[accepted]):
-                accepted += 1
-            new = [*drafts[:accepted], int(argmax[accepted])]
-            if accepted < k and not self._in_draft_vocab[new[-1]]:
-                self.timing.out_of_draft_vocab += 1
-            if accepted == k:
-                self._buffers.commit()
-                processed += len(pending) + k
+            k = min(method.drafts, max_new_tokens - produced - 1) if drafting else 0
+            drafts: list[int] = []
+            if k > 0 and lookup is not None:
+                drafts = lookup.candidates(k)
+                chooser.lookup_drafts(drafts)
+            elif k > 0:
+                drafts = self._mtp_drafts(tokens, k, chooser)
+            out = target.run(pending + drafts, processed, len(pending) - 1)
+            accepted, own = chooser.verify(out, drafts)
+            keep = accepted == len(drafts)
+            confirmed = len(pending) + accepted  # positions whose hidden state is now known
+            self._set_hidden(processed, np.array(out.hidden[:confirmed]))
+            target.settle(len(pending) + len(drafts), keep=keep)
+            if keep:
+                self._set_ids(processed, pending + drafts)
+                self._processed = processed + len(pending) + len(drafts)
             else:
-                began = time.perf_counter()
-                _trim_kv(self._target_request, processed)
-                self.timing.rollback_s += time.perf_counter() - began
-                self.timing.rollbacks += 1
-            for index, token in enumerate(new):
+                target.timing.reprocessed_tokens += len(pending) - 1
+                if method.kind == "mtp" and not self._in_draft_vocab[own]:
+                    target.timing.out_of_draft_vocab += 1
+            emitted = [*drafts[:accepted], own]
+            for index, token in enumerate(emitted):
                 if token in stops:
-                    new = new[: index + 1]
+                    emitted = emitted[: index + 1]
                     break
-            new = new[: max_new_tokens - produced]
-            tokens.extend(new)
-            produced += len(new)
-            self.timing.steps.append(time.perf_counter() - step_began)
-            yield tuple(new)
-            if new[-1] in stops or produced >= max_new_tokens:
+            emitted = emitted[: max_new_tokens - produced]
+            tokens.extend(emitted)
+            chooser.emitted(emitted)
+            if lookup is not None:
+                lookup.extend(emitted)
+            produced += len(emitted)
+            target.timing.steps.append(time.perf_counter() - step_began)
+            yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
+            if emitted[-1] in stops or produced >= max_new_tokens:
                 return
-            want = wanted() if drafting else 0
-            drafting = want > 0
-            if drafting:
-                # The MTP's chained entries (k > 1) were computed from its own hidden states:
-                # drop them and feed the target's, for every position confirmed this step.
-                if k > 1:
-                    _trim_kv(self._draft_request, draft_from)
-                valid = hidden[len(pending) - 1 : len(pending) + accepted]
-                draft, mtp_hidden = self._catch_up_draft(tokens, valid, draft_from)
-                draft_from = len(tokens) - 1
 
-    def _catch_up_draft(
-        self, tokens: list[int], hidden: npt.NDArray[np.float32], start: int
-    ) -> tuple[int, npt.NDArray[np.float32]]:
-        """Feed the MTP head the target's hidden states for positions start.. with the
-        embeddings of the tokens that follow them; return the first draft of the next step."""
-        count = hidden.shape[0]
-        embeds = self._embeddings(tokens[start + 1 : start + 1 + count])
-        return self._run_draft(hidden, embeds, start)
+    def _prefill(self, ids: list[int]) -> TargetOutput:
+        """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
+        the last call's output (its last position projected)."""
+        import numpy as np
 
-    def _chain(self, first: int | None, mtp_hidden: Any, k: int, draft_from: int) -> list[int]:
-        """k drafts: the first from the catch-up call, the rest from the MTP head fed its own
-        hidden state and the previous draft (positions past draft_from, trimmed later)."""
-        assert first is not None
-        drafts = [first]
-        hidden = mtp_hidden
+        chunk = self.prefill_chunk or len(ids)
+        out = None
+        for begin in range(0, len(ids), chunk):
+            part = ids[begin : begin + chunk]
+            start = self._processed
+            out = self.target.run(part, start, len(part) - 1)
+            self._set_ids(start, part)
+            self._set_hidden(start, np.array(out.hidden))
+            self.target.settle(len(part), keep=True)
+            self._processed = start + len(part)
+        assert out is not None
+        return out
+
+    def _mtp_drafts(self, tokens: list[int], k: int, chooser: Chooser) -> list[int]:
+        """k drafts from the MTP head: catch it up on every confirmed position (target hidden
+        states), then chain on its own hidden state."""
+        mtp = self.mtp
+        start = mtp.positions
+        end = len(tokens) - 1  # positions whose hidden state and next token are both known
+        if self._hidden_len < end:
+            raise RuntimeError("the MTP head is missing target hidden states")
+        out: DraftOutput = mtp.catch_up(self._hidden[start:end], tokens[start + 1 : end + 1])
+        drafts = [chooser.draft(out, [])]
         for index in range(1, k):
-            embeds = self._embeddings([drafts[-1]])
-            token, hidden = self._run_draft(hidden, embeds, draft_from + index - 1)
-            drafts.append(token)
+            out = mtp.chain(out, drafts[-1], end + index - 1)
+            drafts.append(chooser.draft(out, drafts))
         return drafts
+
+    def cache_report(self) -> Any:
+        return self.cache.report()
 
 
 def _inference_precision(core: Any, device: str, properties: dict[str, Any]) -> Any:

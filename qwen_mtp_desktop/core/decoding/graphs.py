@@ -29,9 +29,13 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 LOGITS = "logits"
+#: The argmax of each projected position (greedy decoding reads it instead of the logits).
+TARGET_ARGMAX = "target_argmax"
 HIDDEN = "last_hidden_state"
 LOGITS_POSITIONS = "logits_positions"
 DRAFT_INDEX = "draft_index"
+#: The draft head's logits over the draft vocabulary (sampled drafts read them).
+DRAFT_LOGITS = "draft_logits"
 STATE_IN = "state_in."
 STATE_OUT = "state_out."
 
@@ -103,9 +107,12 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     positions.output(0).set_names({LOGITS_POSITIONS})
     gathered = ops.gather(hidden, positions, ops.constant(np.int64(1)))
     matmul.input(0).replace_source_output(gathered.output(0))
+    top = ops.topk(matmul, ops.constant(np.int64(1)), -1, "max", "value", ov.Type.i64, stable=True)
+    argmax_result = ops.result(top.output(1))
+    argmax_result.output(0).set_names({TARGET_ARGMAX})
 
     new_params: list[Any] = [positions]
-    new_results: list[Any] = [hidden_result]
+    new_results: list[Any] = [hidden_result, argmax_result]
     states: list[StatePort] = []
     assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
     for node in model.get_ordered_ops():
@@ -210,8 +217,10 @@ def transform_draft(model: Any, rows: npt.NDArray[np.float32], compute_type: Any
         ops.constant(np.array([1], np.int64)),
     )
     logits = ops.matmul(last, weight, transpose_a=False, transpose_b=True)
-    top = ops.topk(logits, ops.constant(np.int64(1)), -1, "max", "none", ov.Type.i32)
+    top = ops.topk(logits, ops.constant(np.int64(1)), -1, "max", "value", ov.Type.i32, stable=True)
     index = ops.result(top.output(1))
     index.output(0).set_names({DRAFT_INDEX})
-    model.add_results([index])
+    logits_result = ops.result(logits)
+    logits_result.output(0).set_names({DRAFT_LOGITS})
+    model.add_results([index, logits_result])
     model.validate_nodes_and_infer_types()

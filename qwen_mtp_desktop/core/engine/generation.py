@@ -378,13 +378,13 @@ class Generation(AnswerStream):
         switched_at: list[int] = []
         stopped = False
 
-        def wanted_depth() -> int:
+        def keep_drafting() -> bool:
             if switched_at:
-                return 0
+                return False
             if within_turn is not None and within_turn(sizes, times, len(prompt_ids), False):
                 switched_at.append(len(sizes))
-                return 0
-            return depth
+                return False
+            return True
 
         def emit(ids: Sequence[int]) -> None:
             elapsed = clock() - started
@@ -400,14 +400,15 @@ class Generation(AnswerStream):
         )
         steps = decoder.generate(
             prompt_ids,
+            method=DecodingMethod.mtp(depth) if depth else DecodingMethod.plain(),
             max_new_tokens=settings.max_new_tokens,
-            depth=wanted_depth if within_turn is not None else depth,
             stop_ids=context.stop_ids,
             cancelled=self._cancel.is_set,
             ignore_eos=settings.ignore_eos,
+            keep_drafting=keep_drafting if within_turn is not None else None,
         )
         for step in steps:
-            ready, stopped = stops.push(step)
+            ready, stopped = stops.push(step.tokens)
             if ready:
                 emit(ready)
             if stopped:
