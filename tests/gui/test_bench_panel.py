@@ -140,7 +140,9 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     (entry,) = report["per_set"]
     assert panel.workload_chart.isVisible()
     (workload,) = panel.workload_chart.workloads
-    assert workload.name == entry["prompt_set"] and workload.winner == entry["winner"]["label"]
+    winner = DecodingMethod.from_record(entry["winner"]["method"])
+    assert winner is not None
+    assert workload.name == entry["prompt_set"] and workload.winner == winner.short_label
     assert [kind for _label, _value, kind in workload.methods] == ["plain", "mtp", "lookup"]
     assert workload.methods[2][1] == report["per_set"][0]["modes"][3]["speedup"]["median"]
     assert _colours(panel.workload_chart.grab().toImage()) > 10
@@ -179,3 +181,50 @@ def test_cancel_stops_a_benchmark_and_saves_nothing(qtbot: QtBot, panel: BenchPa
     assert measured and "Cancelled" in panel.status_label.text()
     assert not panel.progress_bar.isVisible()
     assert panel.history_list.count() == 0 and panel.report is None
+
+
+def test_reports_written_by_main_show_in_the_history(
+    qtbot: QtBot, panel: BenchPanel, screenshot_dir: Path
+) -> None:
+    """An existing user's data folder holds reports written before DecodingMethod (schema 1,
+    "baseline"): each lists, shows its banner, charts and table, and says "plain"."""
+    import json
+
+    from qwen_mtp_desktop.core.reports import reports_dir
+
+    model = panel.model_dir
+    assert model is not None
+    folder = reports_dir(model)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = Path(__file__).parents[1] / "unit" / "data" / "main_records"
+    names = ("bench_two_sets", "bench_exact_compare", "validate_mtp", "validate_lookup")
+    for name in names:
+        report = json.loads((data / f"{name}.json").read_text())
+        report["model"]["path"] = str(model.resolve())
+        (folder / f"{report['id']}.json").write_text(json.dumps(report))
+    panel._refresh_history()
+    qtbot.waitUntil(lambda: panel.history_list.count() == len(names), timeout=10_000)
+    shown: dict[str, tuple[str, str]] = {}
+    for row in range(panel.history_list.count()):
+        with qtbot.waitSignal(panel.report_shown, timeout=10_000) as blocker:
+            panel.history_list.setCurrentRow(row)
+        report = blocker.args[0]
+        assert report["schema_version"] == 2  # read into the current shape
+        assert panel.table.rowCount() > 0 and panel.throughput_chart.bars
+        title = panel.banner_title.text()
+        shown[report["id"]] = (title, panel.history_list.item(row).text())
+        if report["kind"] == "bench" and len(report["per_set"]) == 2:
+            assert title == "Recommended: prompt lookup K=4 (1.18x)"  # its stored label
+            assert [w.winner for w in panel.workload_chart.workloads] == [
+                "lookup K=4", "lookup K=4", "plain"
+            ]  # fmt: skip
+            assert [bar.label for bar in panel.throughput_chart.bars][0] == "plain"
+            for width, height in ((1024, 700), (1600, 1000)):
+                panel.resize(width, height)
+                qtbot.wait(100)
+                _save(panel, f"bench_main_report_{width}.png", screenshot_dir)
+    titles = sorted(title for title, _line in shown.values())
+    assert titles.count("Validation passed: MTP output is identical") == 1
+    assert titles.count("Validation passed: Prompt lookup output is identical") == 1
+    lines = " ".join(line for _title, line in shown.values())
+    assert "lookup K=1" in lines and "MTP n=1" in lines and "baseline" not in lines

@@ -384,10 +384,14 @@ class WorkloadChart(_Chart):
             )
             painter.setFont(self._font(8.5))
             painter.setPen(QColor(BEST_COLOR))
+            # Narrow groups (many workloads, a small window): the name is elided, not cut.
+            winner = QFontMetricsF(painter.font()).elidedText(
+                f"winner: {workload.winner}", Qt.TextElideMode.ElideRight, group - 4
+            )
             painter.drawText(
                 QRectF(center - group / 2, plot.bottom() + 20, group, 16),
                 Qt.AlignmentFlag.AlignCenter,
-                f"winner: {workload.winner}",
+                winner,
             )
         # Legend, top right: one swatch per kind of method.
         painter.setFont(self._font(8.5))

@@ -86,17 +86,22 @@ def chart_data(
 
 
 def _methods(modes: list[dict[str, Any]]) -> tuple[tuple[str, float, str], ...]:
-    """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars."""
+    """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars, named
+    by their short labels (the winner is named the same way)."""
     methods: list[tuple[str, float, str]] = [(PLAIN.short_label, 1.0, "plain")]
     measured = [(row_method(m), m) for m in modes if m["speedup"] and m["identical"]]
-    mtp = [m for method, m in measured if method.uses_mtp_head]
-    best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
+    mtp = [(method, m) for method, m in measured if method.uses_mtp_head]
+    best = max(mtp, key=lambda pair: pair[1]["speedup"]["median"], default=None)
     if best is not None:
-        methods.append((best["label"], best["speedup"]["median"], "mtp"))
+        methods.append((best[0].short_label, best[1]["speedup"]["median"], "mtp"))
     for method, mode in measured:
-        if method.drafts_vary:
+        if method.kind == "lookup":
             methods.append((method.short_label, mode["speedup"]["median"], "lookup"))
     return tuple(methods)
+
+
+def _short(winner: dict[str, Any]) -> str:
+    return row_method(winner).short_label
 
 
 def workload_data(report: dict[str, Any]) -> list[Workload]:
@@ -113,9 +118,9 @@ def workload_data(report: dict[str, Any]) -> list[Workload]:
         if "winner" not in entry or not any(row_method(m).drafts_vary for m in modes):
             continue
         name = entry["prompt_set"]
-        out.append(Workload(name, _methods(modes), winners[name]["label"]))
+        out.append(Workload(name, _methods(modes), _short(winners[name])))
     if len(out) > 1:
-        overall = verdict["overall"]["label"]
+        overall = _short(verdict["overall"])
         out.insert(0, Workload(ALL_WORKLOADS, _methods(report["modes"]), overall))
     return out
 
@@ -182,8 +187,9 @@ def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     detail = rec["reason"]
     if row_method(overall).drafts_vary:
         # The MTP recommendation's reason is Auto's starting point, said as such.
+        label = overall["label"]
         detail = (
-            f"{overall['label']} was the fastest method over all prompts: "
+            f"{label[:1].upper()}{label[1:]} was the fastest method over all prompts: "
             f"{overall['speedup']:.2f}x plain decoding, "
             f"{fmt(overall['acceptance_rate'], '{:.0%}')} of drafts accepted. Without prompt "
             f"lookup (Auto's starting point): {detail}"
