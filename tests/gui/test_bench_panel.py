@@ -218,7 +218,7 @@ def test_reports_written_by_main_show_in_the_history(
             assert [w.winner for w in panel.workload_chart.workloads] == [
                 "lookup K=4", "lookup K=4", "plain"
             ]  # fmt: skip
-            assert [bar.label for bar in panel.throughput_chart.bars][0] == "plain"
+            assert panel.throughput_chart.bars[0].label == "plain"
             for width, height in ((1024, 700), (1600, 1000)):
                 panel.resize(width, height)
                 qtbot.wait(100)
