@@ -32,6 +32,7 @@ from typing import IO, Any
 from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.hosting.protocol import (
+    ApiRequest,
     ApiState,
     Cancel,
     Chunks,
@@ -206,7 +207,12 @@ class ApiControl:
                 # Imported on demand: a window that never serves never loads the web stack.
                 from qwen_mtp_desktop.server.runner import ServerConfig, start_server_thread
 
-                config = ServerConfig(host=request.host, port=request.port, api_key=request.api_key)
+                config = ServerConfig(
+                    host=request.host,
+                    port=request.port,
+                    api_key=request.api_key,
+                    on_request=self._send_request,
+                )
                 self._handle = start_server_thread(self._service, config)
             except UserFacingError as exc:
                 self._send(ApiState(None, EngineError(exc.message, exc.fix, code=exc.code)))
@@ -225,6 +231,11 @@ class ApiControl:
     def _send(self, state: ApiState) -> None:
         with contextlib.suppress(OSError):
             self._events.send(state)
+
+    def _send_request(self, record: ApiRequest) -> None:
+        """An answered request, for the window's list (server.request_log)."""
+        with contextlib.suppress(OSError):
+            self._events.send(record)
 
 
 class RecordLines(logging.Formatter):

@@ -17,6 +17,7 @@ which happens when this app exits or dies.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
 from qwen_mtp_desktop.core.hosting.protocol import (
+    ApiRequest,
     ApiState,
     Cancel,
     Chunks,
@@ -47,6 +49,9 @@ from qwen_mtp_desktop.core.hosting.protocol import (
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
+
+#: Answered API requests kept for the server dialog's list.
+API_REQUESTS_KEPT = 50
 
 __all__ = ["MAX_DEATHS_IN_A_ROW", "STOPPED_CODE", "EngineProcess"]
 
@@ -69,6 +74,8 @@ class EngineProcess(QObject):
         api_state(str | None, EngineError | None): the local API server's URL while it runs
             (None when stopped), and the error that kept it from starting; `api_network_urls`
             says where other computers reach it.
+        api_request(ApiRequest): the local API server answered a request (time, endpoint,
+            status, tokens, duration; no prompt); the latest are in `api_requests`.
     """
 
     loading = Signal(object)
@@ -82,6 +89,7 @@ class EngineProcess(QObject):
     engine_stopped = Signal(str)
     engine_restarted = Signal(str)
     api_state = Signal(object, object)
+    api_request = Signal(object)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -97,6 +105,8 @@ class EngineProcess(QObject):
         self._engine = EngineSupervisor(self._event.emit, command)
         self.api_url: str | None = None
         self.api_network_urls: tuple[str, ...] = ()
+        #: The local API server's latest answered requests, oldest first (ApiRequest).
+        self.api_requests: deque[ApiRequest] = deque(maxlen=API_REQUESTS_KEPT)
         #: Seconds from the host sending a chunk batch to this process receiving it.
         self.hop_s = self._engine.host.hop_s
         self._event.connect(self._on_event)
@@ -183,6 +193,9 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiState):
             self.api_url, self.api_network_urls = event.url, event.network_urls
             self.api_state.emit(event.url, event.error)
+        elif isinstance(event, ApiRequest):
+            self.api_requests.append(event)
+            self.api_request.emit(event)
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()

@@ -93,6 +93,7 @@ def test_every_script_has_a_smoke_test() -> None:
         ("adaptive.py", ["--prompts", "no-such-set"], "no built-in prompt set called"),
         ("fullsize.py", [], "give one of build, run, all, or --smoke"),
         ("ui_responsiveness.py", ["--tokens", "0"], "must be positive"),
+        ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
     ],
 )
 def test_bad_input_is_one_clear_line(
@@ -248,6 +249,40 @@ def test_methods_per_workload(tmp_path: Path) -> None:
     for mtp, lookup, ratio in rows:  # lookup / MTP is per run, so near their quotient
         assert 0.25 * lookup / mtp <= ratio <= 4 * lookup / mtp, (mtp, lookup, ratio)
     assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out
+
+
+@pytest.mark.gui
+def test_window_start(tmp_path: Path) -> None:
+    out = run_smoke("window_start.py", tmp_path)
+    bare = numbers(
+        rf"^bare QMainWindow\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\)$", out, 1
+    )
+    positive(bare)
+    starts = numbers(
+        rf"^app, (?:fresh|restored) profile\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\), "
+        rf"{NUMBER}x the bare window$",
+        out,
+        2,
+    )
+    positive(starts)
+    for median, low, high, _ratio in [*starts, (*bare[0], 1.0)]:
+        assert low <= median <= high
+    cpu = numbers(
+        rf"^app, (?:fresh|restored) profile CPU\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
+        rf", {NUMBER}x the bare window$",
+        out,
+        2,
+    )
+    positive(cpu)
+    placed = numbers(
+        rf"window {NUMBER}x{NUMBER} at \({NUMBER}, {NUMBER}\) on the 1600x1000", out, 2
+    )
+    for width, height, left, top in placed:
+        assert left + width <= 1600 and top + height <= 1000
+    assert (
+        len(re.findall(r"^target \(under 1\.0 s, median\), .*: (?:met|NOT met)$", out, re.M)) == 2
+    )
+    positive(numbers(rf"imports before the window: {NUMBER} ms in all", out, 1))
 
 
 def test_prefill_speed(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
 from qwen_mtp_desktop.core.decoding.graphs import (
+    DEFAULT_DRAFT_VOCAB,
     GraphError,
     lm_head_rows,
     transform_draft,
@@ -61,9 +62,6 @@ log = logging.getLogger(__name__)
 LANGUAGE_MODEL = "openvino_language_model"
 MTP_MODEL = "openvino_mtp_model"
 EMBEDDINGS_MODEL = "openvino_text_embeddings_model"
-#: Draft vocabulary size: the draft projection should cost little next to a target step.
-#: 32,768 rows of INT8 cost about a tenth of the 248k-row projection (benchmarks/README).
-DEFAULT_DRAFT_VOCAB = 32_768
 #: Confirmed tokens the target may re-process in one verification call; past this (after
 #: many rejections in a row) a separate call brings its state up to date.
 MAX_PENDING = 4
@@ -492,6 +490,28 @@ class AppDecoder:
             yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
+
+    def logits_after(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """The target's logits for the token that follows `token_ids` (a copy), computed like a
+        turn's first token (kept states reused): what validation and exactness checks read."""
+        import numpy as np
+
+        if not token_ids:
+            raise ValueError("the prompt is empty")
+        prompt = np.asarray(token_ids, dtype=np.int64)
+        try:
+            _reused, snapshot, _source = self._resume(prompt)
+            if self._processed < len(prompt):
+                row = np.array(self._prefill(prompt[self._processed :].tolist()).logits()[-1])
+                self._live_state().add_snapshot(self._snapshot(row))
+                return row
+        except BaseException:
+            self._drop_live()
+            raise
+        finally:
+            self.cache.fit_budget()
+        assert snapshot is not None and snapshot.logits is not None
+        return np.array(snapshot.logits)
 
     def _prefill(self, ids: list[int]) -> TargetOutput:
         """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from qwen_mtp_desktop.core.decoding.decoder import DEFAULT_DRAFT_VOCAB
+from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
 from qwen_mtp_desktop.core.decoding.method import (
     DEFAULT_LOOKUP,
     DEFAULT_MTP,
@@ -88,7 +88,7 @@ class LoadOptions:
     exact_numerics: bool = False
     #: Decode text turns with the app's own decoder (core.decoding.decoder) when the model allows.
     fast_decoder: bool = True
-    #: Rows of the fast decoder's draft vocabulary (core.decoding.decoder.DEFAULT_DRAFT_VOCAB).
+    #: Rows of the fast decoder's draft vocabulary (core.decoding.graphs.DEFAULT_DRAFT_VOCAB).
     draft_vocab: int = DEFAULT_DRAFT_VOCAB
     #: What decodes plain turns beside the fast decoder: openvino-genai's stateful SDPA
     #: pipeline (measured 1.06-1.23x the fast decoder at depth 0 on Qwen3.5-0.8B INT4 here,

@@ -24,16 +24,15 @@ def chart_data(
         summary = report["summary"]
         base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
         if timed and base and mtp:
-            speedup = summary["speedup"]
+            # Speeds only (the banner gives the speed-up, a median of per-prompt ratios).
             bars = [
-                Bar("plain", base["median"], base["min"], base["max"], "plain", "1.00x"),
+                Bar("plain", base["median"], base["min"], base["max"], "plain"),
                 Bar(
                     method.short_label,
                     mtp["median"],
                     mtp["min"],
                     mtp["max"],
                     "lookup" if lookup else "mtp",
-                    fmt(speedup and speedup["median"], "{:.2f}x"),
                 ),
             ]
         positions = summary["acceptance_by_position"]
@@ -52,8 +51,9 @@ def chart_data(
         if speed is None:
             continue
         method = row_method(mode)
+        note = ""  # the speed-up has its own chart: one statistic per chart
         if method.is_plain:
-            kind, note = "plain", "1.00x"
+            kind = "plain"
         else:
             kind = (
                 "diverged"
@@ -64,9 +64,8 @@ def chart_data(
                 if method == best
                 else "mtp"
             )
-            note = fmt(mode["speedup"] and mode["speedup"]["median"], "{:.2f}x")
             if not mode["identical"]:
-                note += " · differs"
+                note = "differs"
             if not method.drafts_vary:  # lookup's drafts per step vary; the table has it
                 series.append(Series(f"n={method.drafts}", tuple(mode["acceptance_by_position"])))
         # A bar's label is short: "plain" (the banner names which plain path was the

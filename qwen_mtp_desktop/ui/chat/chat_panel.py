@@ -338,7 +338,10 @@ class ChatPanel(ChatLayout):
         self._default_model = model_dir
         self._on_model_changed(model_dir)
 
-    def new_chat(self) -> None:
+    def new_chat(self, model_dir: Path | None = None) -> None:
+        """An empty chat, with `model_dir` as its model when given ("Open in chat")."""
+        if model_dir is not None:
+            self._default_model = model_dir
         if self._chats.store is None:
             return
         self.stop()
