@@ -239,7 +239,9 @@ class BenchResults(QScrollArea):
         self.table.resizeColumnsToContents()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.resizeRowsToContents()
-        height = self.table.horizontalHeader().height() + 4
+        # The header's hint, not its height: two-line headers are not laid out yet here.
+        height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
+        height += 2
         height += sum(self.table.rowHeight(r) for r in range(len(rows)))
         self.table.setFixedHeight(height)
 
@@ -255,7 +257,9 @@ class BenchResults(QScrollArea):
             speedup = "1.00x" if plain else fmt_spread(mode["speedup"], "{:.2f}x")
             rows.append(
                 [
-                    mode["label"],
+                    # Two lines for a long name ("prompt lookup K=4,\nn-gram 3"), as the
+                    # headers: the figures beside it are narrower.
+                    mode["label"].replace(", ", ",\n"),
                     fmt_spread(mode["decode_tokens_per_s"]),
                     speedup,
                     fmt_spread(mode["ttft_s"], "{:.0f}", 1000),
