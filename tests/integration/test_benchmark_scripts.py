@@ -93,6 +93,7 @@ def test_every_script_has_a_smoke_test() -> None:
         ("adaptive.py", ["--prompts", "no-such-set"], "no built-in prompt set called"),
         ("fullsize.py", [], "give one of build, run, all, or --smoke"),
         ("ui_responsiveness.py", ["--tokens", "0"], "must be positive"),
+        ("mtp_chain_check.py", ["--model", ".", "--checkpoint", "."], "is not an exported"),
         ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
     ],
 )
@@ -219,6 +220,39 @@ def test_fullsize(tmp_path: Path) -> None:
             1,
         )
     )
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_mtp_chain_check(tmp_path: Path) -> None:
+    """The demo model's drafts at depths 1-4 against the reference computed from its checkpoint
+    (the script itself requires agreement up to near-ties); here every printed row again."""
+    out = run_smoke("mtp_chain_check.py", tmp_path)
+    pct = r"(\d+\.\d)%"
+    row = re.compile(
+        rf"^depth (\d) \| agreement by position ((?:{pct} ?)+) \(([\d/ ]+)\) \| acceptance "
+        rf"{NUMBER} by position ([\d. ]+) \| target agreement {pct}$",
+        re.M,
+    )
+    rows = {int(m.group(1)): m for m in row.finditer(out)}
+    assert sorted(rows) == [1, 2, 3, 4], out
+    for depth, m in rows.items():
+        agreements = [float(v) for v in m.group(2).split("%") if v.strip()]
+        counts = [tuple(int(x) for x in c.split("/")) for c in m.group(4).split()]
+        assert len(agreements) == len(counts) == depth, m.group(0)
+        assert all(compared > 0 and agreed <= compared for agreed, compared in counts)
+        assert all(90.0 <= a <= 100.0 for a in agreements), m.group(0)
+        assert 0.0 <= float(m.group(5)) <= 1.0
+        assert len(m.group(6).split()) == depth
+        assert m.group(7) == "100.0"
+    chain = numbers(
+        rf"depth >= 2 agreement with a post-norm chain {pct}, with a pre-norm chain {pct}; "
+        rf"the two rules differ in (\d+)/(\d+) chains",
+        out,
+        1,
+    )[0]
+    assert chain[0] >= chain[1] and chain[3] > 0, chain
+    assert "verdict: the decoder chains on the post-norm MTP output" in out or chain[2] == 0
 
 
 def test_prefill_costs(tmp_path: Path) -> None:

@@ -24,12 +24,18 @@ from tests.statistics import goodness_of_fit
 
 pytestmark = pytest.mark.slow
 
-#: A prompt the demo model is unsure about (it was trained on counting and repeating), and
-#: settings that keep the joint of three tokens small enough to enumerate exactly.
-PROMPT = "<|im_start|>user\nhello there, what is going on<|im_end|>\n<|im_start|>assistant\n"
+#: A prompt the demo model is unsure about (it was trained on counting and repeating), where
+#: its MTP head's drafts are accepted about 30 % of the time at these settings, and settings
+#: that keep the joint of three tokens small enough to enumerate exactly. Measured here: a
+#: sampler that skips the residual moves the second token's distribution by a total variation
+#: of 0.05 (0.00 on prompts the head predicts well, where nearly every draft is accepted).
+PROMPT = (
+    "<|im_start|>user\nWrite a poem about the sea<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
 SETTINGS = Sampling(temperature=1.5, top_k=6, repetition_penalty=1.2)
 TOKENS = 3
-SAMPLES = 2500
+SAMPLES = 1500
 
 
 @pytest.fixture(scope="module")

@@ -179,6 +179,11 @@ class AppDecoder:
         self._hidden_len = 0
         #: Prefill in calls of at most this many tokens (None: one call).
         self.prefill_chunk: int | None = None
+        #: Observation hook (tests, benchmarks/mtp_chain_check.py): when a list, every step
+        #: that drafts with the MTP head appends (context length, drafts) before verifying
+        #: them; the drafts propose the tokens at indices context length, +1, ... of prompt +
+        #: answer. The caller owns and clears it; None (the default) costs one test per step.
+        self.draft_log: list[tuple[int, tuple[int, ...]]] | None = None
 
     @property
     def timing(self) -> StepTiming:
@@ -339,6 +344,12 @@ class AppDecoder:
         self.cache.touch(live)
         return position, snapshot, "aside"
 
+    def _compact_caches(self) -> None:
+        """Copy the live cache entries together once hidden ones pile up (kv_slots)."""
+        self.target.kv.compact_if_worth_it()
+        if self._mtp is not None:
+            self._mtp.kv.compact_if_worth_it()
+
     def drop_states(self) -> None:
         """Forget every kept state (a model change, an eject, a budget of zero)."""
         self._drop_live()
@@ -412,6 +423,7 @@ class AppDecoder:
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         total = len(prompt)
         reused, snapshot, source = self._resume(prompt)
+        self._compact_caches()
         target = self.target
         chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
         if stable_prefix is not None and reused < stable_prefix < total:
@@ -468,6 +480,8 @@ class AppDecoder:
             confirmed = len(pending) + accepted  # positions whose hidden state is now known
             self._set_hidden(processed, np.array(out.hidden[:confirmed]))
             target.settle(len(pending) + len(drafts), keep=keep)
+            if not keep:
+                self._compact_caches()
             if keep:
                 self._set_ids(processed, pending + drafts)
                 self._processed = processed + len(pending) + len(drafts)
@@ -501,6 +515,7 @@ class AppDecoder:
         prompt = np.asarray(token_ids, dtype=np.int64)
         try:
             _reused, snapshot, _source = self._resume(prompt)
+            self._compact_caches()
             if self._processed < len(prompt):
                 row = np.array(self._prefill(prompt[self._processed :].tolist()).logits()[-1])
                 self._live_state().add_snapshot(self._snapshot(row))
@@ -544,6 +559,8 @@ class AppDecoder:
         for index in range(1, k):
             out = mtp.chain(out, drafts[-1], end + index - 1)
             drafts.append(chooser.draft(out, drafts))
+        if self.draft_log is not None:
+            self.draft_log.append((len(tokens), tuple(drafts)))
         return drafts
 
     def cache_report(self) -> Any:
