@@ -35,17 +35,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample, policy_from_recommendation
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.prompt_sets import PromptSet, load_prompt_set
 
-FIXED: tuple[int | None, ...] = (None, 1, 2, 3)
+FIXED: tuple[DecodingMethod, ...] = (PLAIN, *(DecodingMethod.mtp(d) for d in (1, 2, 3)))
 
 
 @dataclass
 class Run:
     name: str
-    fixed: int | None = None
+    fixed: DecodingMethod = PLAIN
     policy: AdaptivePolicy | None = None
     history: list[Message] = field(default_factory=list)
     tokens: int = 0
@@ -60,25 +61,20 @@ class Run:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def label(depth: int | None) -> str:
-    return "plain" if depth is None else f"MTP n={depth}"
-
-
 def run_turn(engine: Engine, run: Run, user: str, max_new_tokens: int) -> None:
     run.history.append(Message("user", user))
     if run.policy is not None:
         decision = run.policy.decide()
-        depth = decision.choice
-        within = run.policy.within_turn_check(depth, max_new_tokens) if depth is not None else None
+        method = decision.method
+        within = (
+            run.policy.within_turn_check(method.drafts, max_new_tokens)
+            if method.uses_mtp_head
+            else None
+        )
         run.choices.append(decision.label + (" (probe)" if decision.probe else ""))
     else:
-        depth, within = run.fixed, None
-    settings = GenerationSettings(
-        max_new_tokens=max_new_tokens,
-        num_assistant_tokens=depth or 1,
-        plain=depth is None,
-        within_turn=within,
-    )
+        method, within = run.fixed, None
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method, within_turn=within)
     generation = engine.generate(run.history, settings)
     stats = generation.run_to_end()
     times = stats.chunk_times
@@ -107,12 +103,11 @@ def seeded_policy(model: Path, prompts: PromptSet, max_new_tokens: int) -> tuple
         runs=1,
         warmup=1,
         max_new_tokens=max_new_tokens,
-        lookup_tokens=None,  # only the depth recommendation is used here
+        lookup=None,  # only the depth recommendation is used here
     )
     rec = report["recommendation"]
     policy = policy_from_recommendation(
-        rec["depth"],
-        benchmarked=True,
+        DecodingMethod.from_record(rec["method"]),
         speedup=rec["speedup"],
         acceptance=rec["acceptance_rate"],
     )
@@ -126,14 +121,13 @@ def conversation(
     engine = Engine()
     engine.load(model, LoadOptions(mtp=True))
     engine.load_plain()
-    runs = [Run(label(d), fixed=d) for d in FIXED]
+    runs = [Run(m.short_label, fixed=m) for m in FIXED]
     runs.append(Run("Auto (cold)", policy=AdaptivePolicy()))
     runs.append(Run("Auto (bench-seeded)", policy=seeded))
     users = [case.text for case in prompts.prompts]
     # Warm both pipelines and every depth once, outside the measurement.
-    for depth in FIXED:
-        warm = GenerationSettings(max_new_tokens=8, num_assistant_tokens=depth or 1,
-                                  plain=depth is None)  # fmt: skip
+    for method in FIXED:
+        warm = GenerationSettings(max_new_tokens=8, method=method)
         engine.generate([Message("user", users[0])], warm).run_to_end()
     started = time.perf_counter()
     for turn in range(turns):
@@ -189,7 +183,7 @@ def print_table(title: str, result: dict[str, Any]) -> None:
                 print(f"  re-prefill per within-turn switch (ms): {row['reprefill_ms']}")
 
 
-SETTINGS = [label(d) for d in FIXED] + ["Auto (cold)", "Auto (bench-seeded)"]
+SETTINGS = [m.short_label for m in FIXED] + ["Auto (cold)", "Auto (bench-seeded)"]
 
 
 def check_smoke(results: dict[str, Any], turns: int) -> int:

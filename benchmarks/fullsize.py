@@ -317,6 +317,7 @@ def tune_bigram(model_dir: Path) -> float:
     calibration before export (`make_bigram`) only gets close."""
     import math
 
+    from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
     prompts = [c.messages[-1].content for c in load_prompt_set("demo").prompts[:2]]
@@ -327,7 +328,7 @@ def tune_bigram(model_dir: Path) -> float:
         engine.load(model_dir, LoadOptions(mtp=True))
         rates = []
         for text in prompts:
-            settings = GenerationSettings(64, num_assistant_tokens=1, ignore_eos=True)
+            settings = GenerationSettings(64, method=DEFAULT_MTP, ignore_eos=True)
             stats = engine.generate([Message("user", text)], settings).run_to_end()
             rates.append(stats.acceptance_rate)
         engine.unload()
@@ -392,14 +393,22 @@ def bench_model(
         warmup=1,
         compare_genai_mtp=True,
         progress=progress,
-        lookup_tokens=None,  # this benchmark compares the MTP decoders
+        lookup=None,  # this benchmark compares the MTP decoders
     )
     log(f"  report saved: {save_report(report)}")
     return report
 
 
+def _depth(mode: dict[str, Any]) -> int | None:
+    """A report mode's MTP depth (None: plain decoding)."""
+    from qwen_mtp_desktop.core.verdicts import row_method
+
+    method = row_method(mode)
+    return method.drafts if method.uses_mtp_head else None
+
+
 def _mode(report: dict[str, Any], depth: int | None) -> dict[str, Any]:
-    return next(m for m in report["modes"] if m["depth"] == depth)
+    return next(m for m in report["modes"] if _depth(m) == depth)
 
 
 def projections(
@@ -615,7 +624,7 @@ def smoke_problems(
         problems.append(f"variants benchmarked: {list(reports)}, expected {SMOKE['variants']}")
     lines = text.splitlines()
     for variant, report in reports.items():
-        depths = [m["depth"] for m in report["modes"]]
+        depths = [_depth(m) for m in report["modes"]]
         if depths != [None, *SMOKE["depths"]]:
             problems.append(f"{variant}: modes for depths {depths}")
         if not report.get("comparison"):
@@ -628,7 +637,7 @@ def smoke_problems(
             positive(f"{what} ms/step", mode["step_ms"])
             if mode["speedup"] is not None:
                 positive(f"{what} speed-up", mode["speedup"]["median"])
-            if mode["depth"] is not None:
+            if _depth(mode) is not None:
                 rate = mode["acceptance_rate"]
                 if not (isinstance(rate, float | int) and 0 <= rate <= 1):
                     problems.append(f"{what}: acceptance {rate!r}")

@@ -31,35 +31,36 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from qwen_mtp_desktop.core.bench import run_benchmark  # noqa: E402
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
 from qwen_mtp_desktop.core.prompt_sets import load_prompt_set  # noqa: E402
-from qwen_mtp_desktop.core.verdicts import method_verdict  # noqa: E402
+from qwen_mtp_desktop.core.verdicts import method_verdict, row_method  # noqa: E402
 
 WORKLOADS = ("code", "chat", "list", "summarise", "edit")
 
 
-def lookup_over_mtp(report: dict[str, Any], workload: str, mtp_depth: int) -> float | None:
-    """Median over (round, prompt) of lookup's speed-up divided by MTP n=mtp_depth's."""
+def lookup_over_mtp(report: dict[str, Any], workload: str, mtp: DecodingMethod) -> float | None:
+    """Median over (round, prompt) of prompt lookup's speed-up divided by `mtp`'s."""
     runs = [r for r in report["runs"] if r["prompt_set"] == workload]
-    lookup_key = report["settings"]["lookup_tokens"]
+    lookup = DecodingMethod.from_record(report["settings"]["lookup"])
     chat_decoder = report["settings"]["mtp_decoder"]
     ratios = []
     for row in runs:
-        if row["decoder"] != "lookup" or row["depth"] != lookup_key or not row["speedup"]:
+        if row_method(row).drafting != lookup or not row["speedup"]:
             continue
-        mtp = next(
+        paired = next(
             (
                 r
                 for r in runs
                 if r["round"] == row["round"]
                 and r["prompt_id"] == row["prompt_id"]
                 and r["decoder"] == chat_decoder
-                and r["depth"] == mtp_depth
+                and row_method(r).drafting == mtp
             ),
             None,
         )
-        if mtp is not None and mtp["speedup"]:
-            ratios.append(row["speedup"] / mtp["speedup"])
+        if paired is not None and paired["speedup"]:
+            ratios.append(row["speedup"] / paired["speedup"])
     return statistics.median(ratios) if ratios else None
 
 
@@ -68,10 +69,10 @@ def table(report: dict[str, Any]) -> list[dict[str, Any]]:
     verdict = dict(method_verdict(report)["workloads"])
     for entry in report["per_set"]:
         modes = entry["modes"]
-        base = next(m for m in modes if m["depth"] is None)
-        mtp = [m for m in modes if m["mode"] == "mtp" and m["speedup"]]
+        base = next(m for m in modes if row_method(m).is_plain)
+        mtp = [m for m in modes if row_method(m).uses_mtp_head and m["speedup"]]
         best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
-        lookup = next((m for m in modes if m["mode"] == "lookup"), None)
+        lookup = next((m for m in modes if row_method(m).kind == "lookup"), None)
         lookup_speedup = lookup["speedup"] if lookup else None
         name = entry["prompt_set"]
         rows.append(
@@ -85,7 +86,9 @@ def table(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "lookup_ratio": lookup_speedup["median"] if lookup_speedup else None,
                 "lookup_ttft_ms": lookup["ttft_s"]["median"] * 1000 if lookup else None,
                 "lookup_accepted": lookup["acceptance_rate"] if lookup else None,
-                "lookup_over_mtp": lookup_over_mtp(report, name, best["depth"]) if best else None,
+                "lookup_over_mtp": (
+                    lookup_over_mtp(report, name, row_method(best)) if best else None
+                ),
                 "identical": all(m["identical"] for m in modes),
                 "winner": verdict[name]["label"],
             }
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             runs=args.rounds,
             warmup=1,
             max_new_tokens=args.max_new_tokens,
-            lookup_tokens=args.lookup_tokens,
+            lookup=DecodingMethod.lookup(args.lookup_tokens),
         )
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)

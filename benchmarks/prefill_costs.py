@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod  # noqa: E402
 from qwen_mtp_desktop.core.engine import (  # noqa: E402
     Engine,
     GenerationSettings,
@@ -63,10 +64,10 @@ class Measured:
 
 def settings_for(path: str) -> GenerationSettings:
     if path.startswith("plain"):
-        return GenerationSettings(max_new_tokens=2, plain=True)
+        return GenerationSettings(max_new_tokens=2, method=PLAIN)
     if path.startswith("lookup"):
-        return GenerationSettings(max_new_tokens=2, prompt_lookup=True, num_assistant_tokens=4)
-    return GenerationSettings(max_new_tokens=2, num_assistant_tokens=1)
+        return GenerationSettings(max_new_tokens=2, method=DecodingMethod.lookup(4))
+    return GenerationSettings(max_new_tokens=2, method=DecodingMethod.mtp(1))
 
 
 def messages_for(path: str, words: int, image: Path) -> list[Message]:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -22,8 +26,6 @@ class CommandError(Exception):
 #: No count the commands take (tokens, rounds, context) is meaningful above this; a larger
 #: value is a typo, and passed on it would overflow a native size or run for days.
 MAX_COUNT = 1_000_000
-#: Draft tokens per MTP step: far beyond what pays off (the benchmark tries up to 8).
-MAX_DRAFT_TOKENS = 32
 
 
 def whole_number(text: str, low: int, high: int) -> int:
@@ -73,26 +75,44 @@ def output_file(text: str) -> Path:
 def add_lookup_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
     """`--prompt-lookup` (help: `what` it does for this command) and `--max-ngram-size`;
     `check_lookup_arguments` checks them against the draft count."""
-    from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
+    from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, MAX_NGRAM
 
     parser.add_argument("--prompt-lookup", action="store_true", help=what)
     parser.add_argument(
         "--max-ngram-size",
-        type=bounded_int(1, MAX_NGRAM_SIZE),
+        type=bounded_int(1, MAX_NGRAM),
         default=None,
         metavar="N",
-        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_MAX_NGRAM_SIZE})",
+        help=f"with --prompt-lookup: longest n-gram searched (default {DEFAULT_NGRAM})",
     )
 
 
 def check_lookup_arguments(args: argparse.Namespace, draft_tokens: int | str | None) -> None:
     """The usage errors (exit 2) of `add_lookup_arguments`' options with --num-assistant-tokens."""
-    from qwen_mtp_desktop.core.decoding.prompt_lookup import MAX_LOOKUP_TOKENS
+    from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS
 
     if args.max_ngram_size is not None and not args.prompt_lookup:
         args.usage_error("argument --max-ngram-size: applies only with --prompt-lookup")
-    if args.prompt_lookup and isinstance(draft_tokens, int) and draft_tokens > MAX_LOOKUP_TOKENS:
+    if args.prompt_lookup and isinstance(draft_tokens, int) and draft_tokens > MAX_LOOKUP_DRAFTS:
         args.usage_error(
             f"argument --num-assistant-tokens: with --prompt-lookup must be at most "
-            f"{MAX_LOOKUP_TOKENS}, got {draft_tokens}"
+            f"{MAX_LOOKUP_DRAFTS}, got {draft_tokens}"
         )
+
+
+def drafting_method(args: argparse.Namespace, draft_tokens: int | None) -> DecodingMethod:
+    """The drafting method `--num-assistant-tokens K`, `--prompt-lookup` and
+    `--max-ngram-size N` ask for (greedy): MTP at depth K (default 1), or prompt lookup with K
+    drafts per step (default 4) and n-grams up to N (default 3). The one place the CLI's
+    spelling of a method becomes a `DecodingMethod` (`check_lookup_arguments` first)."""
+    from qwen_mtp_desktop.core.decoding.method import (
+        DEFAULT_LOOKUP_DRAFTS,
+        DEFAULT_NGRAM,
+        DecodingMethod,
+    )
+
+    if args.prompt_lookup:
+        return DecodingMethod.lookup(
+            draft_tokens or DEFAULT_LOOKUP_DRAFTS, args.max_ngram_size or DEFAULT_NGRAM
+        )
+    return DecodingMethod.mtp(draft_tokens or 1)

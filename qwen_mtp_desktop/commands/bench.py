@@ -13,11 +13,12 @@ from qwen_mtp_desktop.commands.validate import (
     add_common_arguments,
     save_and_export,
 )
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
-    DEFAULT_MAX_NGRAM_SIZE,
-    MAX_LOOKUP_TOKENS,
-    MAX_NGRAM_SIZE,
+from qwen_mtp_desktop.core.decoding.method import (
+    DEFAULT_LOOKUP_DRAFTS,
+    DEFAULT_NGRAM,
+    MAX_LOOKUP_DRAFTS,
+    MAX_NGRAM,
+    DecodingMethod,
 )
 from qwen_mtp_desktop.core.verdicts import method_verdict
 
@@ -62,8 +63,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             cache_dir=app_paths().compile_cache_dir,
             compare_genai_mtp=args.compare_genai,
             progress=ProgressPrinter(),
-            lookup_tokens=args.lookup_tokens or None,
-            max_ngram_size=args.max_ngram_size,
+            # `--lookup-tokens 0` leaves prompt lookup out.
+            lookup=DecodingMethod.lookup(args.lookup_tokens, args.max_ngram_size)
+            if args.lookup_tokens
+            else None,
         )
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
@@ -159,17 +162,17 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--lookup-tokens",
-        type=bounded_int(0, MAX_LOOKUP_TOKENS),
-        default=DEFAULT_LOOKUP_TOKENS,
+        type=bounded_int(0, MAX_LOOKUP_DRAFTS),
+        default=DEFAULT_LOOKUP_DRAFTS,
         metavar="K",
-        help=f"prompt lookup's drafts per step (default {DEFAULT_LOOKUP_TOKENS}; 0 leaves "
+        help=f"prompt lookup's drafts per step (default {DEFAULT_LOOKUP_DRAFTS}; 0 leaves "
         "prompt lookup out)",
     )
     parser.add_argument(
         "--max-ngram-size",
-        type=bounded_int(1, MAX_NGRAM_SIZE),
-        default=DEFAULT_MAX_NGRAM_SIZE,
+        type=bounded_int(1, MAX_NGRAM),
+        default=DEFAULT_NGRAM,
         metavar="N",
-        help=f"prompt lookup's longest n-gram (default {DEFAULT_MAX_NGRAM_SIZE})",
+        help=f"prompt lookup's longest n-gram (default {DEFAULT_NGRAM})",
     )
     parser.set_defaults(func=_cmd_bench)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.commands import (
     EXIT_OK,
-    MAX_DRAFT_TOKENS,
     CommandError,
     add_lookup_arguments,
     check_lookup_arguments,
+    drafting_method,
     positive_int,
     whole_number,
 )
@@ -30,7 +29,9 @@ def depth_or_auto(text: str) -> int | str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither a positive whole number nor 'auto'"
         ) from None
-    return whole_number(text, 1, MAX_DRAFT_TOKENS)
+    from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
+
+    return whole_number(text, 1, MAX_MTP_DEPTH)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -44,7 +45,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         args.usage_error("the following arguments are required: PROMPT")
     args.model_dir = Path(args.model_dir)
     from qwen_mtp_desktop.commands.answer_output import print_result, stream_answer
-    from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS
+    from qwen_mtp_desktop.core.decoding.method import PLAIN
     from qwen_mtp_desktop.core.engine import (
         Engine,
         EngineError,
@@ -65,21 +66,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             "tokens; 'auto' is the Auto policy, which chooses the method itself"
         )
     check_lookup_arguments(args, depth)
-    if depth is None:
-        depth = DEFAULT_LOOKUP_TOKENS if lookup else 1
     messages: list[Message] = []
     if args.system:
         messages.append(Message("system", args.system))
     messages.append(Message("user", args.prompt))
     auto = depth == "auto" and not args.no_mtp
-    settings = GenerationSettings(
-        max_new_tokens=args.max_new_tokens,
-        num_assistant_tokens=1 if depth == "auto" else int(depth),
-        thinking=args.think,
-        prompt_lookup=lookup,
+    method = (
+        PLAIN if args.no_mtp else drafting_method(args, depth if isinstance(depth, int) else None)
     )
-    if lookup and args.max_ngram_size is not None:
-        settings = replace(settings, max_ngram_size=args.max_ngram_size)
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens, method=method, thinking=args.think
+    )
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
     )
@@ -89,7 +86,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         decision = None
-        if auto and loaded.mode == "mtp":
+        if auto and loaded.mtp:
             # The chat's Auto policy: the stored benchmark verdict (n=1 without one), and a
             # fall back to plain decoding mid-answer if the drafts keep being rejected.
             from qwen_mtp_desktop.core.chat_session import AutoDecoding
@@ -124,19 +121,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         f"{stats.generated_tokens} tokens, {stats.decode_tokens_per_s:.1f} tok/s, "
         f"TTFT {stats.ttft_s * 1000:.0f} ms, "
     )
-    if stats.mode == "lookup":
-        summary += (
-            f"prompt lookup K={stats.num_assistant_tokens}, n-gram {stats.max_ngram_size}: "
-            f"{stats.drafted_tokens} drafts proposed, {stats.acceptance_rate:.0%} accepted "
-            f"({stats.mean_accepted_per_step:.2f} per step)"
-        )
-    elif stats.mode == "mtp":
-        summary += (
-            f"MTP n={stats.num_assistant_tokens}: {stats.acceptance_rate:.0%} of drafts "
-            f"accepted ({stats.mean_accepted_per_step:.2f} per step)"
-        )
-    else:
+    if stats.method.is_plain:
         summary += "plain (no drafts)"
+    else:
+        summary += (
+            f"{stats.method.label}: {stats.drafted_tokens} drafts proposed, "
+            f"{stats.acceptance_rate:.0%} accepted ({stats.mean_accepted_per_step:.2f} per step)"
+        )
     if stats.switched_to_plain_at is not None:
         switched = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
         summary += f"; Auto switched to plain decoding after {switched} tokens"

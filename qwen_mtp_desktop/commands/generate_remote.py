@@ -89,12 +89,11 @@ def run_remote(args: argparse.Namespace) -> int:
     summary += f", TTFT {stats.ttft_s * 1000:.0f} ms (measured here, network included), "
     if answer.server_stats is None:
         summary += "no MTP statistics from the server"
-    elif stats.mode == "baseline":
+    elif stats.method.is_plain:
         summary += "server decoded plain (no drafts)"
     else:
-        what = "MTP" if stats.mode == "mtp" else "prompt lookup"
         summary += (
-            f"server: {what} n={stats.num_assistant_tokens}, {stats.acceptance_rate:.0%} of "
+            f"server: {stats.method.label}, {stats.acceptance_rate:.0%} of "
             f"drafts accepted ({stats.mean_accepted_per_step:.2f} per step)"
         )
     print_result(

@@ -38,6 +38,7 @@ def run_self_test(
     started = time.perf_counter()
     try:
         from qwen_mtp_desktop.core.buildinfo import build_info
+        from qwen_mtp_desktop.core.decoding.method import DecodingMethod
         from qwen_mtp_desktop.core.paths import demo_model_dir
         from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
         from qwen_mtp_desktop.core.validate import run_validation
@@ -48,7 +49,7 @@ def run_self_test(
             model,
             load_prompt_set(PROMPT_SET),
             max_new_tokens=max_new_tokens,
-            num_assistant_tokens=NUM_ASSISTANT_TOKENS,
+            method=DecodingMethod.mtp(NUM_ASSISTANT_TOKENS),
             device=device,
             timing=False,
         )

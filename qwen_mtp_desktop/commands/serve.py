@@ -83,7 +83,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         model_id = args.model_id or model_id_for(loaded.model_dir)
-        if loaded.mode != "mtp":
+        if not loaded.mtp:
             mode = "plain decoding (no MTP)"
         elif args.num_assistant_tokens == "auto":
             mode = "MTP, Auto depth"

@@ -14,17 +14,15 @@ from typing import Any
 from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
     EXIT_OK,
-    MAX_DRAFT_TOKENS,
     CommandError,
     add_lookup_arguments,
     bounded_int,
     check_lookup_arguments,
+    drafting_method,
     output_file,
     positive_int,
 )
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_MAX_NGRAM_SIZE,
-)
+from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
 
 
 class ProgressPrinter:
@@ -63,6 +61,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.prompt_sets import default_prompt_set_name, load_prompt_set
     from qwen_mtp_desktop.core.reports import fmt
     from qwen_mtp_desktop.core.validate import method_label, run_validation
+    from qwen_mtp_desktop.core.verdicts import row_method
 
     check_lookup_arguments(args, args.num_assistant_tokens)
 
@@ -72,12 +71,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             args.model_dir,
             prompt_set,
             max_new_tokens=args.max_new_tokens,
-            num_assistant_tokens=args.num_assistant_tokens,
+            method=drafting_method(args, args.num_assistant_tokens),
             device=args.device,
             timing=not args.no_timing,
             progress=ProgressPrinter(),
-            method="lookup" if args.prompt_lookup else "mtp",
-            max_ngram_size=args.max_ngram_size or DEFAULT_MAX_NGRAM_SIZE,
         )
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
@@ -86,7 +83,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
-        n = report["settings"]["num_assistant_tokens"]
         label = method_label(report["settings"])
         for result in report["results"]:
             mtp = result["mtp"]
@@ -109,9 +105,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                     f"{fmt(div['baseline_margin'], '{:.4f}')} ({div['verdict'].replace('_', '-')})"
                 )
         verdict = "identical" if summary["all_identical"] else "NOT identical"
-        depth = f"n={n}" if label == "MTP" else f"K={n}"
         print(
-            f"{label} {depth} output {verdict} to plain decoding on {summary['identical_prompts']}/"
+            f"{row_method(report['settings']).label} output {verdict} to plain decoding on "
+            f"{summary['identical_prompts']}/"
             f"{summary['prompts']} prompts; acceptance {fmt(summary['acceptance_rate'], '{:.1%}')}"
         )
         for path in written:
@@ -160,7 +156,7 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--num-assistant-tokens",
-        type=bounded_int(1, MAX_DRAFT_TOKENS),
+        type=bounded_int(1, MAX_MTP_DEPTH),
         default=1,
         metavar="K",
         help="draft tokens per step (default 1)",

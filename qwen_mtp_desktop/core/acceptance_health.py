@@ -38,11 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.adaptive import draft_trials
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, DEFAULT_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.recommendations import model_fingerprint
 from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.verdicts import row_method
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +79,17 @@ class AcceptanceReference:
     fingerprint: list[list[Any]] = field(default_factory=list)
     genai_version: str | None = None
     mtp_precision: str | None = None
-    #: "mtp", or "lookup": then `first_draft` is the share of drafted tokens accepted, on the
-    #: prompt set `workload`, at `lookup_tokens` drafts per step and `max_ngram_size`.
-    method: str = "mtp"
+    #: What was measured: MTP at a depth, or prompt lookup with its drafts per step and
+    #: n-gram size; then `first_draft` is the share of drafted tokens accepted, on the prompt
+    #: set `workload`.
+    method: DecodingMethod = DEFAULT_MTP
     workload: str | None = None
-    lookup_tokens: int | None = None
-    max_ngram_size: int | None = None
+
+    @property
+    def compares_workloads(self) -> bool:
+        """Prompt lookup's acceptance depends on how much answers copy, so it is compared per
+        workload only (the module docstring)."""
+        return self.method.kind == "lookup"
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ class HealthWarning:
     causes: tuple[str, ...]
 
     @property
-    def method(self) -> str:
+    def method(self) -> DecodingMethod:
         return self.reference.method
 
     @property
@@ -112,7 +119,7 @@ class HealthWarning:
     def text(self) -> str:
         ref = self.reference
         causes = "; ".join(self.causes)
-        if ref.method == "lookup":
+        if ref.compares_workloads:
             return (
                 f"Prompt lookup acceptance dropped: {self.live:.0%} of drafted tokens accepted "
                 f"on this chat's {ref.workload} requests, against {ref.first_draft:.0%} when "
@@ -130,22 +137,26 @@ class HealthWarning:
 def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
     """The reference a finished report gives: a validation whose output was identical, or a
     benchmark's shallowest MTP depth (reports of prompt lookup give none)."""
-    settings = report.get("settings", {})
     if report.get("kind") == "validate":
         summary = report["summary"]
         positions = summary.get("acceptance_by_position") or []
-        if settings.get("method", "mtp") != "mtp" or not summary.get("all_identical"):
+        method = row_method(report["settings"])
+        if not method.uses_mtp_head or not summary.get("all_identical"):
             return None
         if not positions:
             return None
         first = positions[0]
         sets = (report["prompt_set"]["name"],)
     elif report.get("kind") == "bench":
-        modes = [m for m in report.get("modes", []) if m.get("mode") == "mtp" and m["identical"]]
-        measured = [m for m in modes if m["acceptance_by_position"]]
-        if not measured:
+        modes = [
+            (row_method(m), m)
+            for m in report.get("modes", [])
+            if row_method(m).uses_mtp_head and m["identical"] and m["acceptance_by_position"]
+        ]
+        if not modes:
             return None
-        first = min(measured, key=lambda m: m["depth"])["acceptance_by_position"][0]
+        method, shallowest = min(modes, key=lambda pair: pair[0].drafts)
+        first = shallowest["acceptance_by_position"][0]
         sets = tuple(p["name"] for p in report.get("prompt_sets", []))
     else:
         return None
@@ -161,6 +172,7 @@ def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
         fingerprint=model_fingerprint(Path(model["path"])),
         genai_version=report.get("versions", {}).get("openvino-genai"),
         mtp_precision=model.get("mtp_precision"),
+        method=method.drafting,
     )
 
 
@@ -168,21 +180,20 @@ def lookup_references_from_report(report: dict[str, Any]) -> list[AcceptanceRefe
     """Prompt lookup references a finished report gives, one per workload (prompt set): a
     lookup validation whose output was identical, or each prompt set's lookup mode in a
     benchmark (identical output, drafts measured)."""
-    settings = report.get("settings", {})
-    found: list[tuple[str, float, int | None, int | None]] = []
+    found: list[tuple[str, float, DecodingMethod]] = []
     if report.get("kind") == "validate":
         summary = report["summary"]
         rate = summary.get("acceptance_rate")
-        if settings.get("method") == "lookup" and summary.get("all_identical") and rate is not None:
-            name = report["prompt_set"]["name"]
-            k, n = settings.get("num_assistant_tokens"), settings.get("max_ngram_size")
-            found.append((name, float(rate), k, n))
+        method = row_method(report["settings"])
+        if method.kind == "lookup" and summary.get("all_identical") and rate is not None:
+            found.append((report["prompt_set"]["name"], float(rate), method))
     elif report.get("kind") == "bench":
         for entry in report.get("per_set", []):
             for mode in entry.get("modes", []):
                 rate = mode.get("acceptance_rate")
-                if mode.get("mode") == "lookup" and mode.get("identical") and rate is not None:
-                    found.append((entry["prompt_set"], float(rate), mode.get("depth"), None))
+                method = row_method(mode)
+                if method.kind == "lookup" and mode.get("identical") and rate is not None:
+                    found.append((entry["prompt_set"], float(rate), method))
     if not found:
         return []
     model = report["model"]
@@ -199,12 +210,10 @@ def lookup_references_from_report(report: dict[str, Any]) -> list[AcceptanceRefe
             fingerprint=fingerprint,
             genai_version=report.get("versions", {}).get("openvino-genai"),
             mtp_precision=None,
-            method="lookup",
+            method=method.drafting,
             workload=workload,
-            lookup_tokens=k,
-            max_ngram_size=n,
         )
-        for workload, rate, k, n in found
+        for workload, rate, method in found
     ]
 
 
@@ -241,21 +250,40 @@ def save_reference(report: dict[str, Any]) -> AcceptanceReference | None:
     with _lock:
         entries = _read_entries()
         if reference is not None:
-            entries[_key(Path(reference.model_path), reference.device)] = asdict(reference)
+            entries[_key(Path(reference.model_path), reference.device)] = _as_entry(reference)
         for lookup in lookups:
             key = _key(Path(lookup.model_path), lookup.device, lookup.workload)
-            entries[key] = asdict(lookup)
+            entries[key] = _as_entry(lookup)
         payload = {"schema_version": REFERENCE_SCHEMA, "entries": entries}
         atomic_write_text(reference_file(), json.dumps(payload, indent=2) + "\n")
     return reference
 
 
+def _as_entry(reference: AcceptanceReference) -> dict[str, Any]:
+    entry = asdict(reference)
+    entry["method"] = reference.method.to_record()
+    return entry
+
+
 def _as_reference(entry: object, model_dir: Path) -> AcceptanceReference | None:
+    """A stored entry (untrusted): this version's, or an older one whose "method" was "mtp"
+    (its depth not kept: the first-draft share does not depend on it) or "lookup" with
+    "lookup_tokens" and "max_ngram_size" (None in a benchmark's: it ran the default)."""
     if not isinstance(entry, dict):
         return None
     try:
         entry = dict(entry)
         entry["prompt_sets"] = tuple(entry["prompt_sets"])
+        drafts, ngram = entry.pop("lookup_tokens", None), entry.pop("max_ngram_size", None)
+        stored = entry.get("method", "mtp")
+        if stored == "mtp":
+            stored = {"kind": "mtp", "drafts": 1}
+        elif stored == "lookup":
+            stored = {"kind": "lookup", "drafts": drafts, "ngram": ngram or DEFAULT_NGRAM}
+        method = DecodingMethod.from_record(stored)
+        if method is None:
+            raise ValueError(f"not a decoding method: {stored!r}")
+        entry["method"] = method
         reference = AcceptanceReference(**entry)
         float(reference.first_draft)
     except (TypeError, ValueError, KeyError):
@@ -281,7 +309,7 @@ def load_lookup_references(model_dir: Path, device: str) -> dict[str, Acceptance
     for key, entry in entries.items():
         if key.startswith(prefix):
             reference = _as_reference(entry, model_dir)
-            if reference is not None and reference.workload and reference.method == "lookup":
+            if reference is not None and reference.workload and reference.compares_workloads:
                 found[reference.workload] = reference
     return found
 
@@ -330,7 +358,7 @@ def current_state(model_dir: Path) -> ModelState:
 
 def likely_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
     """What changed since the reference, most specific first, and the content caveat."""
-    if reference.method == "lookup":
+    if reference.compares_workloads:
         return _lookup_causes(reference, now)
     causes = []
     if reference.fingerprint and now.fingerprint != reference.fingerprint:
@@ -431,13 +459,14 @@ class HealthMonitor:
     def observe(self, stats: GenerationStats, request: str = "") -> HealthWarning | None:
         """Take in a finished answer (and the request it answered, for prompt lookup's
         workload); a warning the first time acceptance has dropped."""
-        if stats.mode == "lookup":
+        method = stats.method
+        if method.kind == "lookup":
             return self._observe_lookup(stats, request)
-        if self.reference is None or stats.mode != "mtp" or stats.num_assistant_tokens < 1:
+        if self.reference is None or not method.uses_mtp_head:
             return None
         end = stats.switched_to_plain_at
         sizes = stats.chunk_sizes if end is None else stats.chunk_sizes[:end]
-        trials, accepted = draft_trials(sizes, stats.num_assistant_tokens)
+        trials, accepted = draft_trials(sizes, method.drafts)
         if not trials or not trials[0]:
             return None
         evidence = self._mtp
@@ -461,8 +490,8 @@ class HealthMonitor:
             return None
         evidence.warned = True
         causes = likely_causes(reference, self.now)
-        k, measured_k = stats.num_assistant_tokens, reference.lookup_tokens
-        if measured_k and k != measured_k:
+        k, measured_k = stats.method.drafts, reference.method.drafts
+        if k != measured_k:
             causes.insert(
                 -1,
                 f"this chat drafts {k} tokens per step, the reference {measured_k} (more drafts "

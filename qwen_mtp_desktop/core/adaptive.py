@@ -51,15 +51,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
-    DEFAULT_MAX_NGRAM_SIZE,
-)
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP, DEFAULT_MTP, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
 from qwen_mtp_desktop.core.turn_record import (
-    Choice,
     TurnContext,
     TurnSample,
     draft_trials,
@@ -69,6 +65,8 @@ from qwen_mtp_desktop.core.turn_record import step_cost as _step_cost
 from qwen_mtp_desktop.core.within_turn import PRIOR_DRAFT_COST, SWITCH_MARGIN, WithinTurnCheck
 
 MAX_DEPTH = 4
+#: Where Auto starts on a model never benchmarked on this device.
+UNBENCHMARKED_START = DEFAULT_MTP
 #: Decode steps a turn needs before its numbers count fully (fewer count proportionally less).
 FULL_WEIGHT_STEPS = 8
 #: Weight of the newest turn in the smoothed step costs.
@@ -109,29 +107,24 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value >= 0.01 else f"{value * 1000:.0f} ms"
 
 
-def choice_label(choice: Choice) -> str:
-    return "plain" if choice is None else f"MTP n={choice}"
+def _mtp(depth: int) -> DecodingMethod:
+    return DecodingMethod.mtp(depth)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What Auto runs for the next turn, and why, in words for the chat."""
+    """What Auto runs for the next turn (a greedy method: plain, MTP n=k or prompt lookup),
+    and why, in words for the chat."""
 
-    choice: Choice
+    method: DecodingMethod
     reason: str
     #: Predicted speed relative to plain decoding (None when nothing is known yet).
     predicted_speedup: float | None = None
     probe: bool = False
-    #: Run prompt lookup (then `choice` is None).
-    lookup: bool = False
 
     @property
     def label(self) -> str:
-        return "prompt lookup" if self.lookup else choice_label(self.choice)
-
-    @property
-    def depth(self) -> int | None:
-        return self.choice
+        return self.method.short_label
 
     def summary(self) -> str:
         """E.g. "MTP n=2: 78 % accepted, 1.3x" or "plain: drafts rejected, MTP would be 0.6x"."""
@@ -146,23 +139,25 @@ class _Cost:
 
 @dataclass
 class AdaptivePolicy:
-    """Decides plain vs MTP depth turn by turn. Feed it every turn with `observe()`, ask it with
-    `decide()` before the next; `within_turn_check()` gives the engine its mid-turn test.
+    """Decides plain vs MTP depth vs prompt lookup turn by turn. Feed it every turn with
+    `observe()`, ask it with `decide()` before the next; `within_turn_check()` gives the engine
+    its mid-turn test.
 
-    `start` is where it begins (the benchmark's recommendation, or 1 when there is none);
-    `start_speedup` / `start_acceptance` are that benchmark's figures, used as priors.
+    `start` is where it begins (the benchmark's recommendation: plain decoding or an MTP
+    depth; MTP n=1 when there is none); `start_speedup` / `start_acceptance` are that
+    benchmark's figures, used as priors. Every method it compares is greedy
+    (`DecodingMethod.drafting`); the turn's own sampling is added by `turn_settings`.
     """
 
-    start: Choice = 1
+    start: DecodingMethod = UNBENCHMARKED_START
     start_speedup: float | None = None
     start_acceptance: float | None = None
     benchmarked: bool = False
     max_depth: int = MAX_DEPTH
     first_probe_after: int = FIRST_PROBE_AFTER
-    #: Whether prompt lookup is an option, and its drafts per step.
-    lookup: bool = True
-    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
+    #: Prompt lookup as Auto runs it (the chat's drafts per step and n-gram size, see
+    #: `use_lookup_settings`); None: prompt lookup is not an option.
+    lookup: DecodingMethod | None = DEFAULT_LOOKUP
     _lookup_cost: _Cost | None = field(default=None, init=False)
     #: Seconds a lookup turn's first decode step costs beyond the others.
     _lookup_extra: float = field(default=0.0, init=False)
@@ -171,11 +166,12 @@ class AdaptivePolicy:
     #: Prefill and load costs per decoding path, and the path each text method last took.
     _turn_costs: TurnCosts = field(default_factory=TurnCosts, init=False)
     _text_paths: dict[str, str] = field(default_factory=dict, init=False)
-    _costs: dict[Choice, _Cost] = field(default_factory=dict, init=False)
+    #: Measured seconds per step of plain decoding and of MTP per depth.
+    _costs: dict[DecodingMethod, _Cost] = field(default_factory=dict, init=False)
     _trials: list[float] = field(default_factory=list, init=False)
     _accepted: list[float] = field(default_factory=list, init=False)
     _turn_length: float | None = field(default=None, init=False)
-    _current: Choice = field(default=None, init=False)
+    _current: DecodingMethod = field(default=PLAIN, init=False)
     _turns: int = field(default=0, init=False)
     _plain_turns: int = field(default=0, init=False)
     _mtp_turns_in_stint: int = field(default=0, init=False)
@@ -183,13 +179,19 @@ class AdaptivePolicy:
     _last: Decision | None = field(default=None, init=False)
     _draft_cost_prior: float = field(default=PRIOR_DRAFT_COST, init=False)
     _failures: int = field(default=0, init=False)
-    _last_depth: int | None = field(default=None, init=False)
+    #: The MTP method that ran last (None: none yet).
+    _last_mtp: DecodingMethod | None = field(default=None, init=False)
     _plain_reason: str | None = field(default=None, init=False)
     _last_mtp_loss: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
-        if self.start is not None:
-            self.start = max(1, min(self.start, self.max_depth))
+        if not (self.start.is_plain or self.start.uses_mtp_head):
+            raise ValueError(f"Auto starts from plain decoding or an MTP depth, not {self.start}")
+        self.start = self.start.drafting
+        if self.start.uses_mtp_head:
+            self.start = _mtp(max(1, min(self.start.drafts, self.max_depth)))
+        if self.lookup is not None:
+            self.lookup = self.lookup.drafting
         self._current = self.start
         self._probe_interval = self.first_probe_after
         if self.start_acceptance is not None:
@@ -197,12 +199,12 @@ class AdaptivePolicy:
             self._trials = [2.0]
             self._accepted = [2.0 * self.start_acceptance]
             if self.start_speedup and self.start_speedup > 0:
-                depth = self.start or 1
+                depth = self.start.drafts or 1
                 ratio = expected_tokens([self.start_acceptance] * depth, depth) / (
                     self.start_speedup
                 )
                 self._draft_cost_prior = max((ratio - 1) / depth, 0.05)
-        if self.start is None and self.start_speedup:
+        if self.start.is_plain and self.start_speedup:
             # Plain from the start: probing costs what the benchmark measured MTP to lose.
             self._last_mtp_loss = max(1 / self.start_speedup - 1, 0.0)
             budget = math.ceil(self._last_mtp_loss / PROBE_BUDGET)
@@ -211,7 +213,7 @@ class AdaptivePolicy:
     # --- what is known ------------------------------------------------------------------
 
     @property
-    def current(self) -> Choice:
+    def current(self) -> DecodingMethod:
         return self._current
 
     @property
@@ -244,42 +246,45 @@ class AdaptivePolicy:
         trials = sum(self._trials)
         return sum(self._accepted) / trials if trials >= 0.5 else None
 
-    def step_cost(self, choice: Choice) -> float | None:
-        """Seconds per decoding step in `choice`: measured, or estimated from what was."""
-        known = self._costs.get(choice)
+    def step_cost(self, method: DecodingMethod) -> float | None:
+        """Seconds per decoding step of plain decoding or MTP at a depth: measured, or
+        estimated from what was."""
+        known = self._costs.get(method.drafting)
         if known is not None:
             return known.seconds
-        plain = self._costs.get(None)
-        measured = sorted(c for c in self._costs if c is not None)
-        if choice is None:
+        plain = self._costs.get(PLAIN)
+        measured = sorted(m.drafts for m in self._costs if m.uses_mtp_head)
+        if method.is_plain:
             if not measured:
                 return None
             depth = measured[0]
-            return self._costs[depth].seconds / (1 + depth * self._draft_cost_prior)
-        base = plain.seconds if plain is not None else self.step_cost(None)
+            return self._costs[_mtp(depth)].seconds / (1 + depth * self._draft_cost_prior)
+        base = plain.seconds if plain is not None else self.step_cost(PLAIN)
         if base is None:
             return None
+        depth = method.drafts
         per_draft = self._draft_cost_prior
         if measured:
-            nearest = min(measured, key=lambda d: abs(d - choice))
+            nearest = min(measured, key=lambda d: abs(d - depth))
+            nearest_s = self._costs[_mtp(nearest)].seconds
             if plain is not None:
-                per_draft = max((self._costs[nearest].seconds / base - 1) / nearest, 0.0)
-            if nearest < choice:
+                per_draft = max((nearest_s / base - 1) / nearest, 0.0)
+            if nearest < depth:
                 # Beyond the measured depths: the nearest cost plus the per-draft slope.
-                return self._costs[nearest].seconds + (choice - nearest) * per_draft * base
-        return base * (1 + choice * per_draft)
+                return nearest_s + (depth - nearest) * per_draft * base
+        return base * (1 + depth * per_draft)
 
-    def predicted_rate(self, choice: Choice) -> float | None:
-        """Tokens per second predicted for `choice`."""
-        cost = self.step_cost(choice)
+    def predicted_rate(self, method: DecodingMethod) -> float | None:
+        """Tokens per second predicted for plain decoding or MTP at a depth."""
+        cost = self.step_cost(method)
         if cost is None or cost <= 0:
             return None
-        if choice is None:
+        if method.is_plain:
             return 1.0 / cost
-        return expected_tokens(self.acceptance(), choice) / cost
+        return expected_tokens(self.acceptance(), method.drafts) / cost
 
-    def predicted_speedup(self, choice: Choice) -> float | None:
-        rate, plain = self.predicted_rate(choice), self.predicted_rate(None)
+    def predicted_speedup(self, method: DecodingMethod) -> float | None:
+        rate, plain = self.predicted_rate(method), self.predicted_rate(PLAIN)
         if rate is None or plain is None:
             return None
         return rate / plain
@@ -295,7 +300,7 @@ class AdaptivePolicy:
         """Seconds per prompt-lookup step: measured, else LOOKUP_STEP_PRIOR plain steps."""
         if self._lookup_cost is not None:
             return self._lookup_cost.seconds
-        plain = self.step_cost(None)
+        plain = self.step_cost(PLAIN)
         return plain * LOOKUP_STEP_PRIOR if plain is not None else None
 
     def predicted_lookup_rate(self) -> float | None:
@@ -316,19 +321,21 @@ class AdaptivePolicy:
         self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
         self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
         self._learn_lookup(sample)
-        if sample.lookup:
+        method = sample.method.drafting
+        if method.kind == "lookup":
             return  # a lookup turn says nothing about MTP or plain decoding
-        if sample.depth is not None:
+        mtp = method if method.uses_mtp_head else None
+        if mtp is not None:
             sizes, times = sample.mtp_part()
-            self._learn_cost(sample.depth, times)
-            trials, accepted = draft_trials(sizes, sample.depth, sample.max_new_tokens)
+            self._learn_cost(mtp, times)
+            trials, accepted = draft_trials(sizes, mtp.drafts, sample.max_new_tokens)
             if sum(trials):
                 self._learn_acceptance(trials, accepted)
         _plain_sizes, plain_times = sample.plain_part()
-        if sample.depth is None:
-            self._learn_cost(None, plain_times)
+        if mtp is None:
+            self._learn_cost(PLAIN, plain_times)
         elif len(plain_times) > 2:
-            self._learn_cost(None, plain_times[1:])  # the first is the re-prefill
+            self._learn_cost(PLAIN, plain_times[1:])  # the first is the re-prefill
         generated = sample.generated_tokens
         if generated:
             self._turn_length = (
@@ -336,28 +343,27 @@ class AdaptivePolicy:
                 if self._turn_length is None
                 else 0.5 * self._turn_length + 0.5 * generated
             )
-        if sample.depth is not None:
+        if mtp is not None:
             self._last_mtp_loss = self._turn_loss(sample)
-            self._last_depth = sample.depth
-        ran_mtp = sample.depth is not None and sample.switched_at is None
+            self._last_mtp = mtp
+        ran_mtp = mtp is not None and sample.switched_at is None
         if ran_mtp:
             self._plain_turns = 0
             self._mtp_turns_in_stint += 1
         else:
             self._plain_turns += 1
-            if sample.depth is not None:  # fell back within the turn
+            if mtp is not None:  # fell back within the turn
                 self._mtp_turns_in_stint += 1
-                self._current = None
+                self._current = PLAIN
                 self._end_mtp_stint()
 
     def _learn_turn_cost(self, sample: TurnSample) -> None:
         """The turn's prefill on the path it ran (core.turn_costs)."""
-        if not sample.mode:
+        if not sample.decoder:
             return  # a sample made by hand, without what ran it
-        path = path_of(sample.mode, sample.decoder, sample.images)
+        path = path_of(sample.method, sample.decoder, sample.images)
         if not sample.images:
-            method = "lookup" if sample.lookup else "plain" if sample.depth is None else "mtp"
-            self._text_paths[method] = path
+            self._text_paths[sample.method.kind] = path
         ttft = sample.step_times_s[0] if sample.step_times_s else None
         self._turn_costs.observe(path, sample.prompt_tokens, ttft, sample.prompt_chars)
 
@@ -372,7 +378,7 @@ class AdaptivePolicy:
             self._lookup_steps += steps * weight
             self._lookup_tokens += tokens * weight
         times = sample.step_times_s
-        if not sample.lookup or len(times) < 3 or times[-1] <= times[1]:
+        if sample.method.kind != "lookup" or len(times) < 3 or times[-1] <= times[1]:
             return
         # The mean step, not the median: lookup's steps are bimodal (a 1-token step where no
         # n-gram matched, a (K+1)-token verification where one did) and heavy-tailed, so the
@@ -397,15 +403,15 @@ class AdaptivePolicy:
             cost.weight = min(cost.weight + weight, 10.0)
             self._lookup_extra = (1 - alpha) * self._lookup_extra + alpha * extra
 
-    def _learn_cost(self, choice: Choice, times: Sequence[float]) -> None:
+    def _learn_cost(self, method: DecodingMethod, times: Sequence[float]) -> None:
         measured = _step_cost(times)
         if measured is None:
             return
         seconds, steps = measured
         weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
-        known = self._costs.get(choice)
+        known = self._costs.get(method)
         if known is None:
-            self._costs[choice] = _Cost(seconds, weight)
+            self._costs[method] = _Cost(seconds, weight)
             return
         alpha = COST_ALPHA * weight
         known.seconds = (1 - alpha) * known.seconds + alpha * seconds
@@ -422,7 +428,7 @@ class AdaptivePolicy:
     def _turn_loss(self, sample: TurnSample) -> float:
         """How much longer this turn's decoding took than plain decoding would have, as a
         fraction of the plain time (0 when it was faster or plain's cost is unknown)."""
-        plain = self.step_cost(None)
+        plain = self.step_cost(PLAIN)
         tokens = sample.generated_tokens - (sample.step_sizes[0] if sample.step_sizes else 0)
         if plain is None or tokens <= 0 or len(sample.step_times_s) < 2:
             return 0.0
@@ -448,9 +454,9 @@ class AdaptivePolicy:
         are compared by predicted turn time, prefill and pipeline loads included."""
         context = context or TurnContext()
         decision = self._first_decision() if self._turns == 0 else self._next_decision()
-        if decision.choice is None and self._current is not None:
+        if decision.method.is_plain and not self._current.is_plain:
             self._end_mtp_stint()
-        self._current = decision.choice
+        self._current = decision.method
         if context.images:
             # A detour: the MTP/plain state above stays as text turns left it.
             decision = self._image_turn(decision, context)
@@ -459,12 +465,14 @@ class AdaptivePolicy:
         self._last = decision
         return decision
 
-    def use_lookup_settings(self, lookup_tokens: int, max_ngram_size: int) -> None:
-        """Run prompt lookup with the chat's drafts per step and n-gram size. Evidence
-        gathered with other settings (tokens per step, step cost) is dropped: both change."""
-        if (lookup_tokens, max_ngram_size) == (self.lookup_tokens, self.max_ngram_size):
+    def use_lookup_settings(self, lookup: DecodingMethod) -> None:
+        """Run prompt lookup with the chat's drafts per step and n-gram size (when it is an
+        option). Evidence gathered with other settings (tokens per step, step cost) is
+        dropped: both change."""
+        lookup = lookup.drafting
+        if self.lookup is None or lookup == self.lookup:
             return
-        self.lookup_tokens, self.max_ngram_size = lookup_tokens, max_ngram_size
+        self.lookup = lookup
         self._lookup_cost, self._lookup_extra = None, 0.0
         self._lookup_steps = self._lookup_tokens = 0.0
 
@@ -474,7 +482,8 @@ class AdaptivePolicy:
         self._turn_costs.ran = paths
 
     def lookup_settings_text(self) -> str:
-        return f"K={self.lookup_tokens}, n-gram {self.max_ngram_size} from the chat settings"
+        lookup = self.lookup or DecodingMethod.lookup()
+        return f"K={lookup.drafts}, n-gram {lookup.ngram} from the chat settings"
 
     def expected_turn_tokens(self) -> float:
         return self._turn_length or DEFAULT_TURN_TOKENS
@@ -493,18 +502,18 @@ class AdaptivePolicy:
         prefill = (self._turn_costs.prefill_s(path, tokens) or 0.0) if tokens else 0.0
         return prefill + load_s / LOAD_TURNS + self.expected_turn_tokens() / rate, prefill
 
-    def _text_path(self, method: str) -> str:
-        return self._text_paths.get(method, text_path(method, fast=True))
+    def _text_path(self, method: DecodingMethod) -> str:
+        return self._text_paths.get(method.kind, text_path(method, fast=True))
 
     def _maybe_lookup(self, base: Decision, context: TurnContext) -> Decision:
         """Prompt lookup instead of `base` (plain or MTP) when its turn is predicted faster by
         the switch margin, prefill and its pipeline's first load included (never measured:
         tried when within the exploration band)."""
-        lookup_rate = self.predicted_lookup_rate()
+        lookup_rate, lookup = self.predicted_lookup_rate(), self.lookup
         # It must beat every option, not only this turn's (which may be a measuring turn).
-        options = (base.choice, None, *range(1, self.max_depth + 1))
-        rates = {c: r for c in options if (r := self.predicted_rate(c)) is not None}
-        if lookup_rate is None or not rates:
+        options = (base.method, PLAIN, *(_mtp(d) for d in range(1, self.max_depth + 1)))
+        rates = {m: r for m in options if (r := self.predicted_rate(m)) is not None}
+        if lookup_rate is None or lookup is None or not rates:
             return base
         best = max(rates, key=lambda c: rates[c])
         base_rate = rates[best]
@@ -512,9 +521,10 @@ class AdaptivePolicy:
         measured = self._lookup_cost is not None and self._lookup_cost.weight >= 1.0
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
         costs = self._turn_costs
-        load = costs.load_s("lookup", context.model_load_s)
-        lookup_time, lookup_prefill = self.turn_time(lookup_rate, "lookup", context, load)
-        base_path = self._text_path("plain" if best is None else "mtp")
+        lookup_path = self._text_path(lookup)
+        load = costs.load_s(lookup_path, context.model_load_s)
+        lookup_time, lookup_prefill = self.turn_time(lookup_rate, lookup_path, context, load)
+        base_path = self._text_path(best)
         base_time, base_prefill = self.turn_time(base_rate, base_path, context)
         decodes_faster = lookup_rate * bonus > base_rate * (1 + SWITCH_MARGIN)
         if base_time <= lookup_time / bonus * (1 + SWITCH_MARGIN):
@@ -527,7 +537,7 @@ class AdaptivePolicy:
                 parts.append(
                     f"its pipeline would take {_seconds(lookup_prefill)} to prefill this "
                     f"~{tokens:,}-token prompt against {_seconds(base_prefill)} for "
-                    f"{choice_label(best)}"
+                    f"{best.short_label}"
                 )
             if load:
                 parts.append(f"loading its pipeline takes ~{_seconds(load)}")
@@ -535,7 +545,7 @@ class AdaptivePolicy:
             return replace(base, reason=base.reason + why)
         per_step = self.lookup_tokens_per_step()
         assert per_step is not None
-        plain = self.predicted_rate(None)
+        plain = self.predicted_rate(PLAIN)
         speedup = lookup_rate / plain if plain else None
         ratio = f", {speedup:.1f}x" if speedup is not None else ""
         note = "" if measured else " (trying it)"
@@ -546,20 +556,22 @@ class AdaptivePolicy:
                 f"is {lookup_time:.2f} s vs {base_time:.2f} s"
             )
         return Decision(
-            None,
+            lookup,
             f"answers copy the conversation ({per_step:.1f} tokens per step, "
             f"{self.lookup_settings_text()}){ratio}, beats {base.label}{note}{extra}",
             predicted_speedup=speedup,
-            lookup=True,
         )
 
     def _image_turn(self, base: Decision, context: TurnContext) -> Decision:
         """A turn with images runs on openvino-genai's MTP or plain pipeline (prompt lookup
         cannot read images): the one predicted faster with its own prefill and load."""
-        depth = base.choice or max(
-            range(1, self.max_depth + 1), key=lambda d: self.predicted_rate(d) or 0.0
-        )
-        mtp_rate, plain_rate = self.predicted_rate(depth), self.predicted_rate(None)
+        mtp = base.method
+        if not mtp.uses_mtp_head:
+            mtp = max(
+                (_mtp(d) for d in range(1, self.max_depth + 1)),
+                key=lambda m: self.predicted_rate(m) or 0.0,
+            )
+        mtp_rate, plain_rate = self.predicted_rate(mtp), self.predicted_rate(PLAIN)
         if mtp_rate is None or plain_rate is None:
             return replace(base, reason=base.reason + "; image turn (no prompt lookup)")
         costs = self._turn_costs
@@ -568,24 +580,24 @@ class AdaptivePolicy:
         plain_time, plain_prefill = self.turn_time(
             plain_rate, "genai-plain+image", context, context.plain_load_s
         )
-        choice: Choice = depth if mtp_time < plain_time else None
-        if base.choice is None and choice is not None:
-            # Stay with plain unless MTP is clearly faster.
-            choice = depth if mtp_time * (1 + SWITCH_MARGIN) < plain_time else None
-        winner, other = (mtp_time, plain_time) if choice is not None else (plain_time, mtp_time)
-        prefill = mtp_prefill if choice is not None else plain_prefill
-        what = "MTP" if choice is not None else "plain decoding"
+        margin = (1 + SWITCH_MARGIN) if base.method.is_plain else 1.0
+        # From plain decoding, MTP must be clearly faster.
+        chosen = mtp if mtp_time * margin < plain_time else PLAIN
+        ran_mtp = not chosen.is_plain
+        winner, other = (mtp_time, plain_time) if ran_mtp else (plain_time, mtp_time)
+        prefill = mtp_prefill if ran_mtp else plain_prefill
+        what = "MTP" if ran_mtp else "plain decoding"
         return Decision(
-            choice,
+            chosen,
             f"image turn (no prompt lookup): {what} predicted {winner:.2f} s with "
             f"{prefill:.2f} s prefill, against {other:.2f} s",
-            predicted_speedup=(mtp_rate / plain_rate) if choice is not None else 1.0,
+            predicted_speedup=(mtp_rate / plain_rate) if ran_mtp else 1.0,
         )
 
     def _first_decision(self) -> Decision:
-        if self.start is None:
+        if self.start.is_plain:
             speed = f", MTP was {self.start_speedup:.2f}x" if self.start_speedup else ""
-            return Decision(None, f"benchmark found plain decoding faster{speed}")
+            return Decision(PLAIN, f"benchmark found plain decoding faster{speed}")
         if not self.benchmarked:
             return Decision(self.start, "not benchmarked on this device yet; measuring")
         speed = f"{self.start_speedup:.2f}x" if self.start_speedup else "fastest"
@@ -593,59 +605,59 @@ class AdaptivePolicy:
 
     def _next_decision(self) -> Decision:
         current = self._current
-        if current is None:
+        if current.is_plain:
             return self._from_plain()
-        options: list[Choice] = [current, None]
-        if current > 1:
-            options.append(current - 1)
-        if current < self.max_depth:
-            options.append(current + 1)
+        options = [current, PLAIN]
+        if current.drafts > 1:
+            options.append(_mtp(current.drafts - 1))
+        if current.drafts < self.max_depth:
+            options.append(_mtp(current.drafts + 1))
         scores = self._scores(options)
         if current not in scores:
             return Decision(current, "measuring", predicted_speedup=None)
         best = max(scores, key=lambda option: scores[option])
-        choice: Choice = current
+        choice = current
         if best != current and scores[best] > scores[current] * (1 + SWITCH_MARGIN):
             choice = best
-        speedup = self.predicted_speedup(choice) if choice is not None else None
-        if None not in self._costs and speedup is not None and speedup < CHECK_PLAIN_BELOW:
+        speedup = self.predicted_speedup(choice) if not choice.is_plain else None
+        if PLAIN not in self._costs and speedup is not None and speedup < CHECK_PLAIN_BELOW:
             # Plain decoding's cost is only a guess so far: measure it once.
             rate = self.acceptance_rate()
             seen = f"{rate:.0%} accepted; " if rate is not None else ""
-            return Decision(None, f"{seen}one plain turn to compare with MTP n={choice}")
+            return Decision(PLAIN, f"{seen}one plain turn to compare with {choice.short_label}")
         return self._explain(choice, explore=choice not in self._costs)
 
     def _from_plain(self) -> Decision:
         self_plain_turns = self._plain_turns
         if self_plain_turns >= self._probe_interval:
             self._plain_turns = 0
-            depth = 1
+            probe = _mtp(1)
             rate = self.acceptance_rate()
             seen = f"; last {rate:.0%} accepted" if rate is not None else ""
             return Decision(
-                depth,
+                probe,
                 f"trying MTP again after {self_plain_turns} plain turns{seen}",
-                predicted_speedup=self.predicted_speedup(depth),
+                predicted_speedup=self.predicted_speedup(probe),
                 probe=True,
             )
-        plain_rate = self.predicted_rate(None)
-        if self_plain_turns <= 1 and self._last_depth is not None and plain_rate:
+        plain_rate = self.predicted_rate(PLAIN)
+        if self_plain_turns <= 1 and self._last_mtp is not None and plain_rate:
             # Right after MTP ran its acceptance is fresh: go back if it (or a neighbour not
             # measured yet) is predicted faster.
-            last = self._last_depth
+            last = self._last_mtp.drafts
             scores = self._scores(
-                [d for d in (last - 1, last, last + 1) if 1 <= d <= self.max_depth]
+                [_mtp(d) for d in (last - 1, last, last + 1) if 1 <= d <= self.max_depth]
             )
             if scores:
                 best = max(scores, key=lambda d: scores[d])
                 if scores[best] > plain_rate * (1 + SWITCH_MARGIN):
                     self._plain_turns = 0
                     return self._explain(best, explore=best not in self._costs)
-        return self._explain(None)
+        return self._explain(PLAIN)
 
-    def _scores(self, options: Sequence[Choice]) -> dict[Choice, float]:
+    def _scores(self, options: Sequence[DecodingMethod]) -> dict[DecodingMethod, float]:
         """Predicted rates, with a bonus for options never measured (worth a turn to see)."""
-        scores: dict[Choice, float] = {}
+        scores: dict[DecodingMethod, float] = {}
         for option in options:
             rate = self.predicted_rate(option)
             if rate is None:
@@ -655,21 +667,21 @@ class AdaptivePolicy:
             scores[option] = rate
         return scores
 
-    def _explain(self, choice: Choice, explore: bool = False) -> Decision:
+    def _explain(self, choice: DecodingMethod, explore: bool = False) -> Decision:
         rate = self.acceptance_rate()
         accepted = f"{rate:.0%} accepted" if rate is not None else "no drafts yet"
-        if choice is None and self._current is None and self._plain_reason:
-            return Decision(None, self._plain_reason, predicted_speedup=1.0)  # same stint
-        if choice is None:
+        if choice.is_plain and self._current.is_plain and self._plain_reason:
+            return Decision(PLAIN, self._plain_reason, predicted_speedup=1.0)  # same stint
+        if choice.is_plain:
             best = max(
-                (d for d in range(1, self.max_depth + 1)),
-                key=lambda d: self.predicted_rate(d) or 0.0,
+                (_mtp(d) for d in range(1, self.max_depth + 1)),
+                key=lambda m: self.predicted_rate(m) or 0.0,
             )
             speedup = self.predicted_speedup(best)
             would = f", MTP would be {speedup:.1f}x" if speedup is not None else ""
             what = "drafts rejected" if rate is None or rate < 0.5 else accepted
             self._plain_reason = f"{what}{would}"
-            return Decision(None, self._plain_reason, predicted_speedup=1.0)
+            return Decision(PLAIN, self._plain_reason, predicted_speedup=1.0)
         self._plain_reason = None
         speedup = self.predicted_speedup(choice)
         ratio = f", {speedup:.1f}x" if speedup is not None and math.isfinite(speedup) else ""
@@ -682,7 +694,7 @@ class AdaptivePolicy:
         self, depth: int, max_new_tokens: int, *, plain_load_s: float = 0.0
     ) -> WithinTurnCheck:
         """The engine's test, asked after every MTP step of a turn at `depth`."""
-        plain = self.step_cost(None)
+        plain = self.step_cost(PLAIN)
         return WithinTurnCheck(
             depth=depth,
             max_new_tokens=max_new_tokens,
@@ -694,34 +706,33 @@ class AdaptivePolicy:
 
 
 def policy_from_recommendation(
-    depth: int | None,
+    start: DecodingMethod | None,
     *,
-    benchmarked: bool,
     speedup: float | None = None,
     acceptance: float | None = None,
     max_depth: int = MAX_DEPTH,
 ) -> AdaptivePolicy:
-    """A policy starting from a benchmark's verdict (`benchmarked=False`: none, start at n=1)."""
-    if not benchmarked:
-        return AdaptivePolicy(start=1, max_depth=max_depth)
+    """A policy starting from a benchmark's verdict (plain decoding or an MTP depth; None:
+    never benchmarked, start at MTP n=1 and measure)."""
+    if start is None:
+        return AdaptivePolicy(max_depth=max_depth)
     return AdaptivePolicy(
-        start=depth,
+        start=start,
         start_speedup=speedup,
         start_acceptance=acceptance,
         benchmarked=True,
-        max_depth=max(max_depth, depth or 1),
+        max_depth=max(max_depth, start.drafts or 1),
     )
 
 
 __all__ = [
+    "UNBENCHMARKED_START",
     "AdaptivePolicy",
-    "Choice",
     "Decision",
     "TurnContext",
     "TurnSample",
     "WithinTurnCheck",
     "auto_summary",
-    "choice_label",
     "draft_trials",
     "expected_tokens",
     "policy_from_recommendation",
@@ -736,34 +747,25 @@ def turn_settings(
     *,
     plain_load_s: float = 0.0,
 ) -> GenerationSettings:
-    """`settings` for the turn `decision` chose: plain decoding, or MTP at its depth with the
-    policy's within-turn fall back (`plain_load_s`: what loading the plain pipeline would cost
-    now, 0 when it is loaded)."""
-    if decision.lookup:
-        return replace(
-            settings,
-            plain=False,
-            prompt_lookup=True,
-            num_assistant_tokens=policy.lookup_tokens,
-            max_ngram_size=policy.max_ngram_size,
-            within_turn=None,
-        )
-    if decision.choice is None:
-        return replace(settings, plain=True, within_turn=None)
+    """`settings` for the turn `decision` chose, with the settings' own sampling (penalties):
+    an MTP turn gets the policy's within-turn fall back (`plain_load_s`: what loading the plain
+    pipeline would cost now, 0 when it is loaded)."""
+    method = decision.method.with_sampling(settings.method.sampling)
+    if not method.uses_mtp_head:
+        return replace(settings, method=method, within_turn=None)
     check = policy.within_turn_check(
-        decision.choice, settings.max_new_tokens, plain_load_s=plain_load_s
+        method.drafts, settings.max_new_tokens, plain_load_s=plain_load_s
     )
-    return replace(settings, plain=False, num_assistant_tokens=decision.choice, within_turn=check)
+    return replace(settings, method=method, within_turn=check)
 
 
 def auto_summary(decision: Decision, stats: GenerationStats) -> dict[str, object]:
     """What a message's stored stats keep about Auto: its choice, why, and a mid-turn switch."""
     record: dict[str, object] = {
         "choice": decision.label,
-        "depth": decision.choice,
+        "method": decision.method.to_record(),
         "reason": decision.reason,
         "probe": decision.probe,
-        "method": "lookup" if decision.lookup else "plain" if decision.choice is None else "mtp",
         "summary": decision.summary(),
     }
     if stats.switched_to_plain_at is not None:

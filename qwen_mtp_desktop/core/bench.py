@@ -11,11 +11,12 @@ same round, then summarised as medians with min-max. Decode speed excludes the t
 token (TTFT is reported apart).
 
 The recommendation is the fastest depth whose output stayed identical to plain decoding; if none
-beats plain decoding, it is "baseline" (depth None). core.recommendations stores it per model
-folder and device, where the chat's "auto" setting reads it.
+beats plain decoding, it is plain decoding. core.recommendations stores it per model folder and
+device, where the chat's "auto" setting reads it.
 
-Prompt lookup (core.decoding.prompt_lookup) is measured beside them as one more mode
-(decoder "lookup", depth = its drafts per step), on openvino-genai's prompt-lookup pipeline.
+Every row of the report names its method as a `DecodingMethod` record ("method"), with the
+decoder that ran it. Prompt lookup (core.decoding.prompt_lookup) is measured beside the others
+as one more method, on openvino-genai's prompt-lookup pipeline.
 Each prompt set is a workload (code, chat, list, summarise, edit): its `winner` is the fastest
 method that kept the output identical (plain, MTP n=k or prompt lookup), stored with the
 recommendation so Auto and the chat know which method wins where.
@@ -32,10 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
-    DEFAULT_MAX_NGRAM_SIZE,
-)
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP, PLAIN, DecodingMethod, MethodError
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     Engine,
@@ -66,7 +64,7 @@ from qwen_mtp_desktop.core.reports import (
     now_iso,
     version_lines,
 )
-from qwen_mtp_desktop.core.verdicts import workload_winner
+from qwen_mtp_desktop.core.verdicts import row_method, workload_winner
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +88,7 @@ BENCH_KEYS = REPORT_HEADER_KEYS | frozenset(
 )
 MODE_KEYS = frozenset(
     {
-        "mode",
-        "depth",
+        "method",
         "decoder",
         "label",
         "runs",
@@ -109,7 +106,7 @@ MODE_KEYS = frozenset(
     }
 )
 RECOMMENDATION_KEYS = frozenset(
-    {"depth", "label", "speedup", "acceptance_rate", "mtp_slower", "diverged_depths", "reason"}
+    {"method", "label", "speedup", "acceptance_rate", "mtp_slower", "diverged_depths", "reason"}
 )
 
 
@@ -128,21 +125,19 @@ def parse_depths(text: str) -> tuple[int, ...]:
     return tuple(depths)
 
 
-#: A measured decoding path: (depth or None for plain, decoder: "fast" or "genai").
-ModeKey = tuple[int | None, str]
+#: A measured decoding path: (greedy method, decoder: "fast" or "genai").
+ModeKey = tuple[DecodingMethod, str]
 DECODER_NAMES = {"fast": "app decoder", "genai": "openvino-genai"}
-#: The decoder name of prompt-lookup modes (depth = drafts per step).
-LOOKUP = "lookup"
 
 
-def mode_label(depth: int | None, decoder: str | None = None) -> str:
+def mode_label(method: DecodingMethod, decoder: str | None = None) -> str:
     """Plain always names what decoded it ("plain · openvino-genai", "plain · app decoder");
     MTP does when it is not the app's own decoder ("MTP n=2" vs "MTP n=2 · openvino-genai");
-    prompt lookup reads "prompt lookup K=4"."""
-    if decoder == LOOKUP:
-        return f"prompt lookup K={depth}"
-    base = "plain" if depth is None else f"MTP n={depth}"
-    if decoder is None or (depth is not None and decoder == "fast"):
+    prompt lookup has one path ("prompt lookup K=4, n-gram 3")."""
+    if method.drafts_vary:
+        return method.label
+    base = method.short_label
+    if decoder is None or (not method.is_plain and decoder == "fast"):
         return base
     return f"{base} · {DECODER_NAMES.get(decoder, decoder)}"
 
@@ -208,11 +203,10 @@ def run_benchmark(
     compare_genai_mtp: bool = False,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-    lookup_tokens: int | None = DEFAULT_LOOKUP_TOKENS,
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
+    lookup: DecodingMethod | None = DEFAULT_LOOKUP,
 ) -> dict[str, Any]:
-    """Benchmark every plain path, MTP at each depth and prompt lookup with `lookup_tokens`
-    drafts per step (None: not measured); returns the report (keys: BENCH_KEYS).
+    """Benchmark every plain path, MTP at each depth and `lookup` (prompt lookup's drafts per
+    step and n-gram size; None: not measured); returns the report (keys: BENCH_KEYS).
 
     `exact_numerics=False` measures what the chat runs (the device's default precision);
     outputs are compared within the same numerics either way. `compare_genai_mtp` also runs
@@ -227,6 +221,8 @@ def run_benchmark(
         raise ValidationError("Runs must be at least 1 (warm-up at least 0).", code="BAD_SETTINGS")
     if not prompt_sets:
         raise ValidationError("Choose at least one prompt set.", code="BAD_SETTINGS")
+    if lookup is not None:
+        lookup = _greedy_lookup(lookup)
     model_dir = Path(model_dir).expanduser()
     check_model_dir(model_dir)  # a wrong folder fails here, before any progress is shown
     started = time.perf_counter()
@@ -252,16 +248,17 @@ def run_benchmark(
         try:
             engines["plain"], engines["mtp"] = load_engine_pair(model_dir, options)
             chat_decoder = engines["mtp"].require_loaded().decoder
-            modes: list[ModeKey] = [(None, "genai")]
+            modes: list[ModeKey] = [(PLAIN, "genai")]
             if chat_decoder == "fast":
-                modes.append((None, "fast"))
-            modes += [(depth, chat_decoder) for depth in depths]
-            if lookup_tokens is not None:
-                modes.append((lookup_tokens, LOOKUP))
+                modes.append((PLAIN, "fast"))
+            mtp_modes = [(DecodingMethod.mtp(depth), chat_decoder) for depth in depths]
+            modes += mtp_modes
+            if lookup is not None:
+                modes.append((lookup, "genai"))
             if compare_genai_mtp and chat_decoder == "fast":
                 engines["genai-mtp"] = Engine()
                 engines["genai-mtp"].load(model_dir, replace(options, fast_decoder=False))
-                modes += [(depth, "genai") for depth in depths]
+                modes += [(DecodingMethod.mtp(depth), "genai") for depth in depths]
         except BaseException:
             for engine in engines.values():
                 engine.unload()
@@ -271,18 +268,14 @@ def run_benchmark(
         tracker = Tracker(len(modes) * (warmup + runs * len(cases)), progress, cancel)
 
         def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], Any]:
-            depth, decoder = key
-            if depth is None or decoder == LOOKUP:
+            method, decoder = key
+            # The MTP engine decodes plain on the app's decoder (LoadOptions.plain_decoder),
+            # the plain engine on openvino-genai's pipelines (prompt lookup's too).
+            if not method.uses_mtp_head:
                 engine = engines["mtp"] if decoder == "fast" else engines["plain"]
             else:
                 engine = engines["mtp"] if decoder == chat_decoder else engines["genai-mtp"]
-            settings = GenerationSettings(
-                max_new_tokens=new_tokens,
-                num_assistant_tokens=depth or 1,
-                plain=depth is None and decoder == "fast",
-                prompt_lookup=decoder == LOOKUP,
-                max_ngram_size=max_ngram_size,
-            )
+            settings = GenerationSettings(max_new_tokens=new_tokens, method=method)
             return generate_ids(engine, prompt, settings, cancel)
 
         try:
@@ -311,7 +304,7 @@ def run_benchmark(
                         )
                         sampler.window()
                         ids, stats = run(key, rendered[(pset.name, case.id)], tokens_for(pset))
-                        row = run_record(stats, key[0])
+                        row = run_record(stats)
                         row.update(
                             decoder=key[1],
                             round=round_index,
@@ -338,9 +331,9 @@ def run_benchmark(
                 else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
             )
             run_rows.append(row)
-    main_modes = [baseline_key, *[(depth, chat_decoder) for depth in depths]]
-    if lookup_tokens is not None:
-        main_modes.append((lookup_tokens, LOOKUP))
+    main_modes = [baseline_key, *mtp_modes]
+    if lookup is not None:
+        main_modes.append((lookup, "genai"))
     others = [key for key in modes if key not in main_modes]
     mode_summaries = summarise_modes(run_rows, main_modes, baseline_key)
     report = {
@@ -362,12 +355,11 @@ def run_benchmark(
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS) if exact_numerics else {},
             "mtp_decoder": chat_decoder,
-            "lookup_tokens": lookup_tokens,
-            "max_ngram_size": max_ngram_size if lookup_tokens is not None else None,
+            "lookup": lookup.to_record() if lookup is not None else None,
         },
         "baseline": {
             "decoder": baseline_key[1],
-            "label": mode_label(None, baseline_key[1]),
+            "label": mode_label(PLAIN, baseline_key[1]),
             "reason": "the fastest plain decoding measured (median decode tokens/s)",
         },
         "runs": run_rows,
@@ -399,7 +391,7 @@ def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]
     speeds: dict[ModeKey, list[float]] = {}
     for group in groups:
         for key, (_ids, row) in group.items():
-            if key[0] is None:
+            if key[0].is_plain:
                 speeds.setdefault(key, []).append(row["decode_tokens_per_s"])
     return max(speeds, key=lambda key: statistics.median(speeds[key]))
 
@@ -432,26 +424,29 @@ def summarise_modes(
     modes: Sequence[ModeKey],
     baseline: ModeKey,
 ) -> list[dict[str, Any]]:
-    """One summary per mode key (plain or MTP depth, decoder); `baseline` is the plain path the
-    speed-ups and projections are relative to."""
+    """One summary per mode key (method, decoder); `baseline` is the plain path the speed-ups
+    and projections are relative to."""
 
     def rows_of(key: ModeKey) -> list[dict[str, Any]]:
-        return [r for r in rows if r["depth"] == key[0] and r.get("decoder", key[1]) == key[1]]
+        method, decoder = key
+        return [
+            r
+            for r in rows
+            if row_method(r).drafting == method and r.get("decoder", decoder) == decoder
+        ]
 
     out: list[dict[str, Any]] = []
     base_steps = [r["step_ms"] for r in rows_of(baseline) if r["step_ms"] is not None]
     base_step = statistics.median(base_steps) if base_steps else None
     for key in modes:
-        depth, decoder = key
+        method, decoder = key
         mine = rows_of(key)
         steps = [r["step_ms"] for r in mine if r["step_ms"] is not None]
         step_ms = statistics.median(steps) if steps else None
-        lookup = decoder == LOOKUP
         summary: dict[str, Any] = {
-            "mode": "baseline" if depth is None else ("lookup" if lookup else "mtp"),
-            "depth": depth,
+            "method": method.to_record(),
             "decoder": decoder,
-            "label": mode_label(depth, decoder),
+            "label": mode_label(method, decoder),
             "runs": len(mine),
             "decode_tokens_per_s": spread([r["decode_tokens_per_s"] for r in mine]),
             "ttft_s": spread([r["ttft_s"] for r in mine]),
@@ -462,14 +457,15 @@ def summarise_modes(
             "projected_speedup": None,
             "break_even_acceptance": None,
         }
-        if depth is None:
+        if method.is_plain:
             summary.update(
                 acceptance_rate=None, mean_accepted_per_step=None, acceptance_by_position=[]
             )
         else:
             summary.update(acceptance_summary(mine))
-            # Prompt lookup proposes a varying number of drafts: no per-depth projection.
-            if step_ms and base_step and not lookup:
+            # Drafts per step that vary (prompt lookup): no per-depth projection.
+            depth = method.drafts
+            if step_ms and base_step and not method.drafts_vary:
                 summary["projected_speedup"] = {
                     f"{p:.2f}": expected_tokens_per_step(p, depth) * base_step / step_ms
                     for p in PROJECTION_ACCEPTANCE
@@ -480,14 +476,15 @@ def summarise_modes(
 
 
 def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest depth whose output stayed identical, or baseline when MTP does not pay."""
-    mtp_modes = [m for m in modes if m["depth"] is not None and m["mode"] == "mtp"]
-    diverged = [m["depth"] for m in mtp_modes if not m["identical"]]
+    """The fastest MTP depth whose output stayed identical, or plain decoding when MTP does
+    not pay: where Auto starts (its "method")."""
+    mtp_modes = [m for m in modes if row_method(m).uses_mtp_head]
+    diverged = [row_method(m).drafts for m in mtp_modes if not m["identical"]]
     candidates = [m for m in mtp_modes if m["identical"] and m["speedup"] is not None]
+    plain = {"method": PLAIN.to_record(), "label": PLAIN.short_label}
     if not candidates:
         return {
-            "depth": None,
-            "label": "baseline",
+            **plain,
             "speedup": None,
             "acceptance_rate": None,
             "mtp_slower": False,
@@ -496,30 +493,41 @@ def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "decoding; run `validate` to see where and why the outputs differ.",
         }
     best = max(candidates, key=lambda m: m["speedup"]["median"])
+    method = row_method(best).drafting
     speedup = best["speedup"]["median"]
     if speedup <= 1.0:
         return {
-            "depth": None,
-            "label": "baseline",
+            **plain,
             "speedup": speedup,
             "acceptance_rate": best["acceptance_rate"],
             "mtp_slower": True,
             "diverged_depths": diverged,
             "reason": f"MTP is slower than plain decoding on this model and device (best: "
-            f"n={best['depth']} at {speedup:.2f}x, {_pct(best['acceptance_rate'])} of drafts "
+            f"{method.label} at {speedup:.2f}x, {_pct(best['acceptance_rate'])} of drafts "
             "accepted), so use plain decoding.",
         }
     return {
-        "depth": best["depth"],
-        "label": f"n={best['depth']}",
+        "method": method.to_record(),
+        "label": method.short_label,
         "speedup": speedup,
         "acceptance_rate": best["acceptance_rate"],
         "mtp_slower": False,
         "diverged_depths": diverged,
-        "reason": f"n={best['depth']} is the fastest depth whose output stayed identical: "
+        "reason": f"{method.label} is the fastest depth whose output stayed identical: "
         f"{speedup:.2f}x the plain decoding speed (median of per-round ratios), "
         f"{_pct(best['acceptance_rate'])} of drafts accepted.",
     }
+
+
+def _greedy_lookup(lookup: DecodingMethod) -> DecodingMethod:
+    """The benchmark decodes greedily (its outputs are compared): prompt lookup's settings."""
+    try:
+        lookup.check()
+    except MethodError as exc:
+        raise ValidationError(str(exc), code="BAD_SETTINGS") from exc
+    if lookup.kind != "lookup":
+        raise ValidationError(f"{lookup} is not prompt lookup.", code="BAD_SETTINGS")
+    return lookup.drafting
 
 
 def _pct(value: float | None) -> str:
@@ -531,7 +539,7 @@ def _pct(value: float | None) -> str:
 
 def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
     yield (
-        "| Mode | Decode tok/s | TTFT ms | Speed-up | Acceptance | Accepted/step | "
+        "| Method | Decode tok/s | TTFT ms | Speed-up | Acceptance | Accepted/step | "
         "By position | Identical | Peak RSS |"
     )
     yield "|---|---|---|---|---|---|---|---|---|"
@@ -552,9 +560,10 @@ def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
 def bench_markdown(report: dict[str, Any]) -> str:
     rec = report["recommendation"]
     settings = report["settings"]
+    recommended = row_method(rec)
     verdict = (
-        f"**Recommendation: {rec['label']}"
-        + (f" ({rec['speedup']:.2f}x plain decoding)" if rec["depth"] is not None else "")
+        f"**Recommendation: {recommended.label}"
+        + (f" ({rec['speedup']:.2f}x plain decoding)" if not recommended.is_plain else "")
         + f".** {rec['reason']}"
     )
     lengths = ", ".join(f"{k}: {v}" for k, v in settings["max_new_tokens_per_set"].items())
@@ -620,16 +629,17 @@ def bench_markdown(report: dict[str, Any]) -> str:
         "n=k: a k+1-token verification plus k draft calls), assuming each draft is accepted "
         "with the given probability when the previous one was.",
         "",
-        "| Mode | ms per step | "
+        "| Method | ms per step | "
         + " | ".join(f"{p:.0%} accepted" for p in PROJECTION_ACCEPTANCE)
         + " | Break-even |",
         "|---|---|" + "---|" * len(PROJECTION_ACCEPTANCE) + "---|",
     ]
     for m in report["modes"]:
-        if m["mode"] == "lookup":
+        method = row_method(m)
+        if method.drafts_vary:
             continue  # its drafts per step vary: the projection does not apply
         step = "–" if m["step_ms"] is None else f"{m['step_ms']:.1f}"
-        if m["depth"] is None:
+        if method.is_plain:
             lines.append(
                 f"| {m['label']} | {step} |" + " 1.00x |" * len(PROJECTION_ACCEPTANCE) + " – |"
             )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.adaptive import (
+    UNBENCHMARKED_START,
     AdaptivePolicy,
     Decision,
     TurnContext,
@@ -33,6 +34,7 @@ from qwen_mtp_desktop.core.adaptive import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.model_library import display_name
@@ -48,29 +50,19 @@ PolicyKey = tuple[int, Path, str]
 
 
 def generation_settings(
-    settings: ChatSettings, auto_depth: int | None = None
+    settings: ChatSettings, auto_start: DecodingMethod | None = None
 ) -> GenerationSettings:
-    """The engine's settings for a chat's settings (temperature 0 means greedy decoding).
-    "auto" depth uses `auto_depth`, the benchmark's recommendation (1 when there is none).
-    Prompt lookup drafts `lookup_tokens` per step."""
-    depth = settings.num_assistant_tokens
-    if depth == "auto":
-        depth = auto_depth or 1
-    if settings.prompt_lookup:
-        depth = settings.lookup_tokens
+    """The engine's settings for a chat's settings (`ChatSettings.method`). Under Auto the
+    method is `auto_start`, where the benchmark's recommendation starts Auto (MTP n=1 when
+    there is none); `plan_auto_turn` then chooses each turn's."""
+    method = settings.method
+    if method == "auto":
+        method = (auto_start or UNBENCHMARKED_START).with_sampling(settings.sampling)
     return GenerationSettings(
         max_new_tokens=settings.max_new_tokens,
-        do_sample=settings.temperature > 0,
-        temperature=settings.temperature if settings.temperature > 0 else 0.7,
-        top_p=settings.top_p,
-        top_k=settings.top_k,
-        repetition_penalty=settings.repetition_penalty,
-        seed=settings.seed,
-        num_assistant_tokens=depth,
+        method=method,
         thinking=settings.thinking,
-        prompt_lookup=settings.prompt_lookup,
-        max_ngram_size=settings.max_ngram_size,
-        lookup_tokens=settings.lookup_tokens,
+        replay_lookup=settings.replay_lookup,
     )
 
 
@@ -173,25 +165,17 @@ def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
 
 
 def auto_applies(settings: ChatSettings) -> bool:
-    """Auto chooses the decoding only for "auto" depth with MTP on and greedy decoding (not
-    when the chat asks for prompt lookup)."""
-    return (
-        settings.num_assistant_tokens == "auto"
-        and settings.mtp
-        and not settings.prompt_lookup
-        and settings.temperature <= 0
-    )
+    """Auto chooses the method only for "auto" draft tokens with MTP on and greedy decoding
+    (not when the chat asks for prompt lookup): `ChatSettings.method` says "auto"."""
+    return settings.method == "auto"
 
 
 def policy_for(found: DepthRecommendation | None) -> AdaptivePolicy:
     """A fresh Auto policy starting from a benchmark verdict (None: never benchmarked, n=1)."""
     if found is None:
-        return policy_from_recommendation(None, benchmarked=False)
+        return policy_from_recommendation(None)
     return policy_from_recommendation(
-        found.depth,
-        benchmarked=True,
-        speedup=found.speedup,
-        acceptance=found.acceptance_rate,
+        found.start, speedup=found.speedup, acceptance=found.acceptance_rate
     )
 
 
@@ -204,7 +188,7 @@ def verdict_text(recommendation: DepthRecommendation) -> str:
         parts.append(f"{accepted:.0%} accepted")
     if speedup is not None:
         parts.append(
-            f"MTP would be {speedup:.2f}x" if recommendation.depth is None else f"{speedup:.2f}x"
+            f"MTP would be {speedup:.2f}x" if recommendation.start.is_plain else f"{speedup:.2f}x"
         )
     return ", ".join(parts) or recommendation.label
 
@@ -268,9 +252,10 @@ class AutoDecoding:
         """The verdict `remember()` was given (None when unknown or never benchmarked)."""
         return self._verdicts.get((model_dir, device))
 
-    def depth(self, model_dir: Path, device: str) -> int | None:
+    def start(self, model_dir: Path, device: str) -> DecodingMethod | None:
+        """Where Auto starts on this model and device (None: never benchmarked)."""
         found = self.recommendation(model_dir, device)
-        return found.depth if found is not None else None
+        return found.start if found is not None else None
 
     def forget(self, model_dir: Path) -> None:
         """A new benchmark result for `model_dir`: its verdicts and policies start over."""
@@ -319,7 +304,7 @@ class AutoDecoding:
         recommendation = self.recommendation(model_dir, device)
         if recommendation is None:
             return "Auto · starts at MTP n=1 (not benchmarked on this device yet)"
-        start = "plain" if recommendation.depth is None else f"MTP n={recommendation.depth}"
+        start = recommendation.start.short_label
         return f"Auto · starts at {start} (benchmark: {verdict_text(recommendation)})"
 
 
@@ -333,7 +318,7 @@ def plan_auto_turn(
 ) -> Turn:
     """Auto's turn: prompt lookup with the chat's own K and n-gram size, and the options
     compared with this history's prefill (its characters and images) and pipeline loads."""
-    policy.use_lookup_settings(settings.lookup_tokens, settings.max_ngram_size)
+    policy.use_lookup_settings(settings.replay_lookup)
     cost = plain_switch_cost(plain_ready=plain_ready, load_s=load_s)
     context = TurnContext(
         prompt_chars=sum(len(m.content) for m in history),

@@ -60,8 +60,7 @@ MODEL_KEYS = frozenset(
 
 RUN_KEYS = frozenset(
     {
-        "mode",
-        "depth",
+        "method",
         "prompt_tokens",
         "tokens",
         "ttft_s",
@@ -134,14 +133,15 @@ def describe_machine(device: str) -> dict[str, Any]:
     }
 
 
-def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
-    """One generation's measurements (TTFT is kept apart from decode speed)."""
+def run_record(stats: GenerationStats) -> dict[str, Any]:
+    """One generation's measurements (TTFT is kept apart from decode speed) and the method
+    that ran it (`DecodingMethod.to_record`)."""
     decode_steps = max(stats.steps - 1, 0)
     decode_tokens = stats.generated_tokens - (stats.chunk_sizes[0] if stats.chunk_sizes else 0)
     decode_s = decode_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s > 0 else 0.0
+    drafting = not stats.method.is_plain
     return {
-        "mode": stats.mode,
-        "depth": depth if stats.mode != "baseline" else None,
+        "method": stats.method.to_record(),
         "prompt_tokens": stats.prompt_tokens,
         "tokens": stats.generated_tokens,
         "ttft_s": stats.ttft_s,
@@ -151,10 +151,8 @@ def run_record(stats: GenerationStats, depth: int | None) -> dict[str, Any]:
         "step_ms": 1000 * decode_s / decode_steps if decode_steps else None,
         "drafted_tokens": stats.drafted_tokens,
         "accepted_tokens": stats.accepted_tokens,
-        "acceptance_rate": stats.acceptance_rate if stats.mode != "baseline" else None,
-        "mean_accepted_per_step": (
-            stats.mean_accepted_per_step if stats.mode != "baseline" else None
-        ),
+        "acceptance_rate": stats.acceptance_rate if drafting else None,
+        "mean_accepted_per_step": stats.mean_accepted_per_step if drafting else None,
         "acceptance_by_position": list(stats.acceptance_by_position),
         "finish_reason": stats.finish_reason,
     }
@@ -203,7 +201,7 @@ def load_engine_pair(model_dir: Path, options: LoadOptions) -> tuple[Engine, Eng
         baseline.unload()
         mtp.unload()
         raise
-    if loaded.mode != "mtp":
+    if not loaded.mtp:
         baseline.unload()
         mtp.unload()
         raise ValidationError(

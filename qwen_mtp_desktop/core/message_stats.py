@@ -4,14 +4,22 @@ The stats of every answer are kept as JSON in the chat store and shown under the
 damaged or hand-edited row must not break the chat (a string where a rate was expected made
 the stats line raise). Known fields with a wrong type or an absurd value are dropped; unknown
 fields stay (they are data from newer versions).
+
+The decoding method that ran is kept as a `DecodingMethod` record ("method"); rows written
+before it say "mode" ("baseline" for plain decoding), "num_assistant_tokens" and
+"max_ngram_size", which `clean_stats` turns into the record: the one place that reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range
+
+#: The keys that named the method before the "method" record.
+_OLD_METHOD_KEYS = ("mode", "num_assistant_tokens", "max_ngram_size")
 
 _BIG = 10**12
 _MAX_LIST = 1_000_000
@@ -70,12 +78,16 @@ def _auto(value: object) -> dict[str, Any] | None:
     return out
 
 
+def _method(value: object) -> dict[str, Any] | None:
+    method = DecodingMethod.from_record(value)
+    return method.to_record() if method is not None else None
+
+
 _FIELDS: dict[str, Callable[[Any], Any]] = {
-    "mode": _text,
+    "method": _method,
     "device": _text,
     "finish_reason": _text,
     "model": _text,
-    "num_assistant_tokens": _count,
     "prompt_tokens": _count,
     "generated_tokens": _count,
     "reasoning_tokens": _count,
@@ -97,8 +109,25 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def stats_method(stats: Mapping[str, Any]) -> DecodingMethod | None:
+    """The method an answer's stats say ran: their "method" record, else an older row's
+    "mode" with its draft count and n-gram size; None when they name none."""
+    method = DecodingMethod.from_record(stats.get("method"))
+    if method is None and "mode" in stats:
+        method = DecodingMethod.from_record({k: stats[k] for k in _OLD_METHOD_KEYS if k in stats})
+    return method
+
+
 def clean_stats(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` without the known fields whose value is not what the app writes there."""
+    """`raw` without the known fields whose value is not what the app writes there, and with
+    an older row's method keys turned into the "method" record (keys that name no method,
+    such as a "mode" without its draft count, stay as they were: nothing is lost). Cleaning
+    what it returns changes nothing."""
+    if DecodingMethod.from_record(raw.get("method")) is None and "mode" in raw:
+        older = stats_method(raw)
+        if older is not None:
+            raw = {k: v for k, v in raw.items() if k not in _OLD_METHOD_KEYS}
+            raw["method"] = older.to_record()
     out: dict[str, Any] = {}
     for key, value in raw.items():
         check = _FIELDS.get(key)

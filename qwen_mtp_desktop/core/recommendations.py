@@ -1,7 +1,8 @@
 """The benchmark's verdict kept per model folder and device (`mtp_depth.json` in the data folder):
-the recommended draft depth (or plain decoding), the winner per workload and the measured
-acceptance. The chat's Auto and the acceptance health check read it; a re-export of the model
-(its IR files' sizes and times change) makes the entry stale."""
+where Auto starts (an MTP depth, or plain decoding), the winner per workload and the measured
+acceptance. The chat's Auto reads it; a re-export of the model (its IR files' sizes and times
+change) makes the entry stale. Entries written before `DecodingMethod` say "depth" (None for
+plain decoding) instead of "method"; `_as_recommendation` reads both."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import (
     LANGUAGE_MODEL,
     MTP_MODEL,
@@ -20,13 +22,9 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.verdicts import row_method
 
 log = logging.getLogger(__name__)
-
-
-#: What "auto" uses for a model/device that was never benchmarked: one draft per step is the
-#: depth validated on every model so far and the cheapest when drafts are rejected.
-DEFAULT_AUTO_DEPTH = 1
 
 
 RECOMMENDATIONS_FILE = "mtp_depth.json"
@@ -42,19 +40,22 @@ _store_lock = threading.Lock()
 class DepthRecommendation:
     model_path: str
     device: str
-    #: Draft tokens per step; None means plain decoding is faster on this model and device.
-    depth: int | None
-    label: str
+    #: Where Auto starts: MTP at the fastest depth, or plain decoding when MTP is slower here.
+    start: DecodingMethod
     speedup: float | None
     acceptance_rate: float | None
     created: str
     report_id: str
-    #: Prompt set (workload) -> the method that won it: {"method", "depth", "label",
-    #: "speedup", ...} (see `workload_winner`); empty for entries from before prompt lookup.
+    #: Prompt set (workload) -> the method that won it: {"method", "label", "speedup", ...}
+    #: (see `workload_winner`); empty for entries from before prompt lookup.
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Measured per-draft acceptance, {"mtp": {"1": 0.9, ...}, "lookup": 0.4}: what the
     #: chat's acceptance health check (core.acceptance_health) compares live turns with.
     acceptance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.start.short_label
 
 
 def recommendations_file() -> Path:
@@ -100,7 +101,7 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
     entry = {
         "model_path": model_path,
         "device": report["device"].upper(),
-        "depth": rec["depth"],
+        "method": rec["method"],
         "label": rec["label"],
         "speedup": rec["speedup"],
         "acceptance_rate": rec["acceptance_rate"],
@@ -120,25 +121,34 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
     return _as_recommendation(entry)
 
 
-def measured_acceptance(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-draft acceptance by method (MTP per depth, prompt lookup) from a report's modes."""
-    mtp = {
-        str(m["depth"]): m["acceptance_rate"]
-        for m in modes
-        if m["mode"] == "mtp" and m["acceptance_rate"] is not None
-    }
-    lookup = [m["acceptance_rate"] for m in modes if m["mode"] == "lookup"]
-    return {"mtp": mtp, "lookup": lookup[0] if lookup else None}
+def measured_acceptance(modes: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Acceptance by method (its label: "MTP n=1", "prompt lookup K=4, n-gram 3") from a
+    report's modes."""
+    found = {}
+    for mode in modes:
+        method = row_method(mode)
+        if not method.is_plain and mode["acceptance_rate"] is not None:
+            found[method.label] = mode["acceptance_rate"]
+    return found
 
 
 def _as_recommendation(entry: dict[str, Any]) -> DepthRecommendation:
+    """An entry as stored (KeyError or ValueError when it is damaged)."""
     workloads = entry.get("workloads")
     acceptance = entry.get("acceptance")
+    if "method" in entry:
+        start = DecodingMethod.from_record(entry["method"])
+    else:  # written before DecodingMethod: "depth", None for plain decoding
+        depth = entry["depth"]
+        start = (
+            PLAIN if depth is None else DecodingMethod.from_record({"kind": "mtp", "drafts": depth})
+        )
+    if start is None or not (start.is_plain or start.uses_mtp_head):
+        raise ValueError(f"Auto cannot start from {entry.get('method', entry.get('depth'))!r}")
     return DepthRecommendation(
         model_path=entry["model_path"],
         device=entry["device"],
-        depth=entry["depth"],
-        label=entry["label"],
+        start=start.drafting,
         speedup=entry["speedup"],
         acceptance_rate=entry["acceptance_rate"],
         created=entry["created"],
@@ -159,18 +169,6 @@ def depth_recommendation(model_dir: Path, device: str) -> DepthRecommendation | 
         return None
     try:
         return _as_recommendation(entry)
-    except KeyError:
+    except (KeyError, ValueError):
+        log.warning("ignoring a damaged recommendation for %s", model_dir)
         return None
-
-
-def recommended_depth(model_dir: Path, device: str) -> int | None:
-    """What the chat's "auto" draft depth means for this model and device.
-
-    Returns the benchmarked best depth; None when the benchmark found MTP slower than plain
-    decoding (run without MTP); DEFAULT_AUTO_DEPTH (1) when the model was never benchmarked on
-    this device (use `depth_recommendation()` to tell that case apart).
-    """
-    found = depth_recommendation(model_dir, device)
-    if found is None:
-        return DEFAULT_AUTO_DEPTH
-    return found.depth

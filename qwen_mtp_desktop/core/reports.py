@@ -2,11 +2,16 @@
 folders may be read-only, like the bundled demo), and the Markdown pieces both kinds share.
 
 Reports are plain JSON dicts with a stable key set (`validate.VALIDATION_KEYS` /
-`bench.BENCH_KEYS`); `report_markdown.report_markdown()` renders any saved report.
+`bench.BENCH_KEYS`); `report_markdown.report_markdown()` renders any saved report. Every row
+that measured a method names it as a `DecodingMethod` record under "method" (`row_method`
+reads it). Reports from before that (schema 1: "mode" "baseline" | "mtp" | "lookup" with a
+"depth") are read by `load_report`, which turns them into the current shape: the one place
+that knows the old one.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -18,15 +23,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.verdicts import method_verdict, row_method
 
 log = logging.getLogger(__name__)
 
 
-REPORT_SCHEMA_VERSION = 1
+#: 2: methods as DecodingMethod records. 1 (read, upgraded): "mode" and "depth".
+REPORT_SCHEMA_VERSION = 2
 
 
 ReportKind = Literal["validate", "bench"]
@@ -98,35 +106,105 @@ def load_report(path: Path) -> dict[str, Any]:
         raise ValidationError(
             f"{Path(path).name} is not a validation or benchmark report.", code="BAD_REPORT"
         )
-    if raw.get("schema_version") != REPORT_SCHEMA_VERSION:
+    if raw.get("schema_version") not in (1, REPORT_SCHEMA_VERSION):
         raise ValidationError(
             f"{Path(path).name} was written by another version of the app "
             f"(schema {raw.get('schema_version')}).",
             code="BAD_REPORT",
         )
-    return raw
+    try:
+        report = _upgraded(raw) if raw["schema_version"] == 1 else raw
+        for row in _method_rows(report):
+            row_method(row)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValidationError(
+            f"{Path(path).name} is damaged: {exc!r} where a measured method was expected.",
+            "Delete it from the reports folder; new runs are not affected.",
+            code="BAD_REPORT",
+        ) from exc
+    return report
+
+
+def _method_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every dict in a report that names a method: runs, modes, winners, the recommendation,
+    a validation's settings and its runs."""
+    if report["kind"] == "validate":
+        yield report["settings"]
+        for result in report["results"]:
+            yield result["baseline"]
+            yield result["mtp"]
+            if result.get("timing"):
+                yield result["timing"]["baseline"]
+                yield result["timing"]["mtp"]
+        return
+    yield from report["runs"]
+    yield from report["modes"]
+    yield from report.get("comparison") or []
+    for entry in report.get("per_set", []):
+        yield from entry["modes"]
+        if entry.get("winner"):
+            yield entry["winner"]
+    yield report["recommendation"]
+
+
+def _old_method(mode: object, drafts: object, ngram: object) -> dict[str, Any]:
+    """A schema-1 row's "mode" ("baseline" was plain decoding) and "depth" (MTP's depth or
+    prompt lookup's drafts per step) as a method record."""
+    method = DecodingMethod.from_record(
+        {"mode": mode, "num_assistant_tokens": drafts or 0, "max_ngram_size": ngram}
+    )
+    if method is None:
+        raise ValueError(f"not a decoding method: mode {mode!r}, depth {drafts!r}")
+    return method.to_record()
+
+
+def _upgraded(report: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 report in the current shape (see the module docstring)."""
+    report = copy.deepcopy(report)
+    settings = report["settings"]
+    if report["kind"] == "validate":
+        ngram = settings.pop("max_ngram_size", None) or DEFAULT_NGRAM
+        drafts = settings.pop("num_assistant_tokens")
+        settings["method"] = _old_method(settings.get("method", "mtp"), drafts, ngram)
+        for row in list(_method_rows(report))[1:]:
+            row["method"] = _old_method(row.pop("mode"), row.pop("depth", None), ngram)
+    else:
+        ngram = settings.pop("max_ngram_size", None) or DEFAULT_NGRAM
+        drafts = settings.pop("lookup_tokens", None)
+        settings["lookup"] = _old_method("lookup", drafts, ngram) if drafts else None
+        rec = report["recommendation"]
+        depth = rec.pop("depth")
+        rec["method"] = _old_method("mtp" if depth else "baseline", depth, 0)
+        rec["label"] = row_method(rec).short_label  # was "baseline" or "n=2"
+        for row in _method_rows(report):
+            if row is rec:
+                continue
+            # Rows said "mode", winners "method" ("plain" | "mtp" | "lookup"); prompt lookup's
+            # rows had the decoder "lookup" (it runs on openvino-genai's pipeline).
+            mode = row.pop("mode") if "mode" in row else row.pop("method")
+            row["method"] = _old_method(mode, row.pop("depth", None), ngram)
+            if row.get("decoder") == "lookup":
+                row["decoder"] = "genai"
+    report["schema_version"] = REPORT_SCHEMA_VERSION
+    return report
 
 
 def headline(report: dict[str, Any]) -> tuple[str, bool]:
     if report["kind"] == "validate":
         summary = report["summary"]
-        n = report["settings"]["num_assistant_tokens"]
         ok = bool(summary["all_identical"])
         text = f"{'identical' if ok else 'DIFFERENT'} {summary['identical_prompts']}/"
-        lookup = report["settings"].get("method") == "lookup"
-        text += f"{summary['prompts']} · {'prompt lookup K' if lookup else 'n'}={n}"
+        text += f"{summary['prompts']} · {row_method(report['settings']).short_label}"
         if summary["acceptance_rate"] is not None:
             text += f" · {summary['acceptance_rate']:.0%} accepted"
         return text, ok
     # The overall winner the Benchmark panel's banner and chart name (prompt lookup too).
-    from qwen_mtp_desktop.core.verdicts import method_verdict
-
     overall = method_verdict(report)["overall"]
-    best = overall["method"] != "plain"
-    text = f"best: {overall['label']}" if best else "best: plain"
+    best = not row_method(overall).is_plain
+    text = f"best: {overall['label']}" if best else f"best: {PLAIN.short_label}"
     if best and overall.get("speedup") is not None:
         text += f" ({overall['speedup']:.2f}x)"
-    base = next((m for m in report["modes"] if m["depth"] is None), None)
+    base = next((m for m in report["modes"] if row_method(m).is_plain), None)
     if base is not None and base["decode_tokens_per_s"] is not None:
         text += f" · plain {base['decode_tokens_per_s']['median']:.1f} tok/s"
     return text, best

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+
 #: Prefill seconds per prompt token relative to the app's decoder, measured with
 #: benchmarks/prefill_costs.py (32-2048 words, 3 interleaved rounds): lookup 1.33 / 1.31,
 #: openvino-genai MTP with an image 1.55 / 1.55, plain 0.85-0.87 / 0.89-0.90 on the demo model /
@@ -51,22 +53,20 @@ PRIOR_TOKENS_PER_CHAR = 0.3
 LOAD_SHARE = 0.3
 
 
-def path_of(mode: str, decoder: str, images: int = 0) -> str:
-    """The path a turn ran on, from its stats' mode and decoder."""
-    if mode == "lookup":
-        path = "lookup"
-    elif decoder == "fast":
-        path = "app"
-    else:
-        path = "genai-mtp" if mode == "mtp" else "genai-plain"
+def path_of(method: DecodingMethod, decoder: str, images: int = 0) -> str:
+    """The path a turn ran on, from the method that ran and its decoder."""
+    path = text_path(method, fast=decoder == "fast")
     return f"{path}+image" if images else path
 
 
-def text_path(method: str, fast: bool) -> str:
-    """The path a text turn of `method` ("mtp", "plain", "lookup") takes."""
-    if method == "lookup":
+def text_path(method: DecodingMethod, fast: bool) -> str:
+    """The path a text turn of `method` takes: prompt lookup's pipeline, the app's decoder,
+    or openvino-genai's MTP or plain pipeline."""
+    if method.kind == "lookup":
         return "lookup"
-    return "app" if fast else f"genai-{method}"
+    if fast:
+        return "app"
+    return "genai-mtp" if method.uses_mtp_head else "genai-plain"
 
 
 @dataclass

@@ -9,10 +9,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
-
-#: None means plain decoding; an int is the MTP draft depth.
-Choice = int | None
 
 
 def expected_tokens(acceptance: Sequence[float], depth: int) -> float:
@@ -29,23 +27,21 @@ class TurnSample:
     """What one generation measured: the size of every streamed step (the first is the
     prefill's token) and when it arrived (seconds since the request started).
 
-    `depth` is the MTP depth the turn started with (None: plain). `switched_at` is the index of
-    the first step decoded by the plain pipeline when the turn fell back within the turn; that
-    step includes the re-prefill, so it counts for neither mode's step cost.
+    `method` is what the turn started with, without its sampling (an MTP turn may have fallen
+    back to plain decoding: `switched_at` is then the index of the first step decoded plain;
+    that step includes the re-prefill, so it counts for neither method's step cost).
     """
 
-    depth: Choice
+    method: DecodingMethod
     step_sizes: tuple[int, ...]
     step_times_s: tuple[float, ...]
     max_new_tokens: int | None = None
     switched_at: int | None = None
-    #: The turn ran prompt lookup (then `depth` is None and its steps are lookup steps).
-    lookup: bool = False
     #: Prompt lookup's replay over this answer: (decode steps, tokens); None when unknown.
     lookup_replay: tuple[int, int] | None = None
-    #: What ran and read it (GenerationStats.mode / decoder), the prompt's tokens, and what
-    #: the caller knew before: the prompt's characters and images (core.turn_costs).
-    mode: str = ""
+    #: What decoded it (GenerationStats.decoder; "" for a sample made by hand, whose prefill
+    #: is not learnt), the prompt's tokens, and what the caller knew before: the prompt's
+    #: characters and images (core.turn_costs).
     decoder: str = ""
     prompt_tokens: int = 0
     prompt_chars: int = 0
@@ -54,8 +50,7 @@ class TurnSample:
     def __post_init__(self) -> None:
         if len(self.step_sizes) != len(self.step_times_s):
             raise ValueError("step_sizes and step_times_s must have the same length")
-        if self.depth is not None and self.depth < 1:
-            raise ValueError("an MTP depth is at least 1")
+        self.method.check()
 
     @classmethod
     def from_stats(
@@ -64,18 +59,15 @@ class TurnSample:
         max_new_tokens: int | None = None,
         context: TurnContext | None = None,
     ) -> TurnSample:
-        depth = stats.num_assistant_tokens if stats.mode == "mtp" else None
         replay = stats.lookup_replay
         context = context or TurnContext()
         return cls(
-            depth=depth,
+            method=stats.method.drafting,
             step_sizes=tuple(stats.chunk_sizes),
             step_times_s=tuple(stats.chunk_times),
             max_new_tokens=max_new_tokens,
             switched_at=stats.switched_to_plain_at,
-            lookup=stats.mode == "lookup",
             lookup_replay=(replay["steps"], replay["tokens"]) if replay else None,
-            mode=stats.mode,
             decoder=stats.decoder,
             prompt_tokens=stats.prompt_tokens,
             prompt_chars=context.prompt_chars,
@@ -87,15 +79,18 @@ class TurnSample:
         return sum(self.step_sizes)
 
     def mtp_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The steps the MTP head drafted for (none when it did not run)."""
         end = len(self.step_sizes) if self.switched_at is None else self.switched_at
-        if self.depth is None:
+        if not self.method.uses_mtp_head:
             end = 0
         return self.step_sizes[:end], self.step_times_s[:end]
 
     def plain_part(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """Plain decoding's steps, each preceded by the step it is timed from."""
-        if self.depth is None:
+        if self.method.is_plain:
             return self.step_sizes, self.step_times_s
+        if not self.method.uses_mtp_head:
+            return (), ()
         if self.switched_at is None:
             return (), ()
         return self.step_sizes[self.switched_at :], self.step_times_s[self.switched_at :]
@@ -155,4 +150,4 @@ class TurnContext:
     plain_load_s: float = 0.0
 
 
-__all__ = ["Choice", "TurnContext", "TurnSample", "draft_trials", "expected_tokens", "step_cost"]
+__all__ = ["TurnContext", "TurnSample", "draft_trials", "expected_tokens", "step_cost"]

@@ -1,4 +1,5 @@
-"""Correctness before speed: MTP speculative decoding must reproduce plain greedy decoding.
+"""Correctness before speed: a drafting method (MTP, prompt lookup) must reproduce plain greedy
+decoding.
 
 `run_validation()` loads the model twice (plain and with its MTP head), both with exact numerics
 (f32, no dynamic quantization: bf16 and activation quantization flip near-tie argmaxes, see
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, DraftMethod
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMethod, MethodError
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
@@ -54,6 +55,7 @@ from qwen_mtp_desktop.core.reports import (
     now_iso,
     version_lines,
 )
+from qwen_mtp_desktop.core.verdicts import row_method
 
 log = logging.getLogger(__name__)
 
@@ -226,26 +228,31 @@ def run_validation(
     prompt_set: PromptSet,
     *,
     max_new_tokens: int | None = None,
-    num_assistant_tokens: int = 1,
+    method: DecodingMethod = DEFAULT_MTP,
     device: str = "CPU",
     timing: bool = True,
     margins: bool = True,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-    method: DraftMethod = "mtp",
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
 ) -> dict[str, Any]:
-    """Validate a drafting method (MTP, or prompt lookup with `method="lookup"`) against plain
-    greedy decoding on every prompt of `prompt_set`. The drafting side keeps the report key
-    "mtp" (the schema predates prompt lookup); `settings.method` says which method it was.
+    """Validate a drafting `method` (MTP at a depth, prompt lookup) against plain greedy
+    decoding on every prompt of `prompt_set`, both greedy. The drafting side keeps the report
+    key "mtp" (the schema predates prompt lookup); `settings.method` says which method it was.
 
     Returns the report dict (keys: VALIDATION_KEYS). Raises EngineError / ValidationError when
     the model cannot run, RunCancelledError when `cancel` is set.
     """
-    if num_assistant_tokens < 1:
-        raise ValidationError("The number of draft tokens must be at least 1.", code="BAD_SETTINGS")
-    lookup = method == "lookup"
-    label = "prompt lookup" if lookup else "MTP"
+    method = method.drafting
+    try:
+        method.check()
+    except MethodError as exc:
+        raise ValidationError(str(exc), code="BAD_SETTINGS") from exc
+    if method.is_plain:
+        raise ValidationError(
+            "Validation compares a drafting method (MTP or prompt lookup) with plain decoding.",
+            code="BAD_SETTINGS",
+        )
+    label = method.name
     model_dir = Path(model_dir).expanduser()
     check_model_dir(model_dir)  # a wrong folder fails here, before any progress is shown
     started = time.perf_counter()
@@ -256,11 +263,9 @@ def run_validation(
     tracker = Tracker(1 + 2 * len(prompts) + (2 * len(prompts) if timing else 0), progress, cancel)
     model = describe_model(model_dir)
     options = LoadOptions(device=device, exact_numerics=True)
-    if lookup:
-        # One engine: plain turns on its plain pipeline, prompt lookup on its own pipeline.
-        tracker.start(
-            f"Loading {display_name(model_dir)} (plain and prompt lookup, exact numerics)…"
-        )
+    if not method.uses_mtp_head:
+        # One engine: plain turns on its plain pipeline, the drafting method on its own.
+        tracker.start(f"Loading {display_name(model_dir)} (plain and {label}, exact numerics)…")
         baseline = Engine()
         baseline.load(model_dir, replace(options, mtp=False))
         mtp = baseline
@@ -274,11 +279,8 @@ def run_validation(
     try:
         tokens = ModelTokenizer(model_dir)
         probe = LogitProbe(model_dir, device) if margins else None
-        plain_settings = settings = GenerationSettings(
-            max_new_tokens=new_tokens, num_assistant_tokens=num_assistant_tokens
-        )
-        if lookup:
-            settings = replace(settings, prompt_lookup=True, max_ngram_size=max_ngram_size)
+        plain_settings = GenerationSettings(max_new_tokens=new_tokens, method=PLAIN)
+        settings = GenerationSettings(max_new_tokens=new_tokens, method=method)
         rendered: dict[str, str] = {}
         for number, case in enumerate(prompts):
             caption = prompt_caption(case, number, len(prompts))
@@ -286,7 +288,7 @@ def run_validation(
             tracker.start(f"{caption}: plain decoding")
             base_ids, base_stats = generate_ids(baseline, prompt, plain_settings, cancel)
             tracker.done()
-            tracker.start(f"{caption}: {label} decoding (n={num_assistant_tokens})")
+            tracker.start(f"{caption}: {method.label}")
             mtp_ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
             tracker.done()
             position = first_divergence(base_ids, mtp_ids)
@@ -305,8 +307,8 @@ def run_validation(
                     "mtp_tokens": len(mtp_ids),
                     "divergence": divergence,
                     "output": tokens.decode(base_ids)[:400],
-                    "baseline": run_record(base_stats, None),
-                    "mtp": run_record(mtp_stats, num_assistant_tokens),
+                    "baseline": run_record(base_stats),
+                    "mtp": run_record(mtp_stats),
                     "timing": None,
                 }
             )
@@ -321,8 +323,8 @@ def run_validation(
                 tracker.start(f"{caption}: timing {label} decoding")
                 _ids, mtp_stats = generate_ids(mtp, prompt, settings, cancel)
                 tracker.done()
-                base_rec = run_record(base_stats, None)
-                mtp_rec = run_record(mtp_stats, num_assistant_tokens)
+                base_rec = run_record(base_stats)
+                mtp_rec = run_record(mtp_stats)
                 result["timing"] = {
                     "baseline": base_rec,
                     "mtp": mtp_rec,
@@ -346,10 +348,8 @@ def run_validation(
         "prompt_set": prompt_set.to_json_dict(),
         "settings": {
             "max_new_tokens": new_tokens,
-            "num_assistant_tokens": num_assistant_tokens,
-            # What drafted: "mtp" (the MTP head) or "lookup" (prompt lookup, with its n-gram).
-            "method": method,
-            "max_ngram_size": max_ngram_size if lookup else None,
+            # What drafted (DecodingMethod.to_record): MTP at a depth, or prompt lookup.
+            "method": method.to_record(),
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS),
             # What decoded each side: "fast" (the app's decoder) or "genai" (openvino-genai).
@@ -387,14 +387,14 @@ def _validation_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # --- Markdown ------------------------------------------------------------------------------
 
 
-def _decoder_lines(decoders: dict[str, str] | None) -> list[str]:
+def _decoder_lines(decoders: dict[str, str] | None, label: str) -> list[str]:
     """Which decoder ran each side (reports from before the app's own decoder have none)."""
     if not decoders:
         return []
     names = {"fast": "the app's MTP decoder", "genai": "openvino-genai"}
     return [
         f"Plain decoding: {names.get(decoders['plain'], decoders['plain'])}; "
-        f"MTP: {names.get(decoders['mtp'], decoders['mtp'])}.",
+        f"{label}: {names.get(decoders['mtp'], decoders['mtp'])}.",
         "",
     ]
 
@@ -411,11 +411,10 @@ def validation_markdown(report: dict[str, Any]) -> str:
             f"**{'PASS' if ok else 'FAIL'}: {label} output "
             f"{'equals' if ok else 'differs from'} plain greedy decoding on "
             f"{summary['identical_prompts']} of {summary['prompts']} prompts** "
-            f"({settings['max_new_tokens']} new tokens, n={settings['num_assistant_tokens']} "
-            "draft tokens per step)."
+            f"({settings['max_new_tokens']} new tokens, {row_method(settings).label})."
         ),
         "",
-        *_decoder_lines(settings.get("decoders")),
+        *_decoder_lines(settings.get("decoders"), label),
         *header_lines(report),
         "",
         "## Results",
@@ -462,8 +461,9 @@ def validation_markdown(report: dict[str, Any]) -> str:
 
 
 def method_label(settings: dict[str, Any]) -> str:
-    """ "MTP" or "Prompt lookup": what drafted in a validation (older reports: MTP)."""
-    return "Prompt lookup" if settings.get("method") == "lookup" else "MTP"
+    """ "MTP" or "Prompt lookup": what drafted in a validation."""
+    name = row_method(settings).name
+    return name[:1].upper() + name[1:]
 
 
 VERDICT_TEXT: dict[str, str] = {

@@ -5,30 +5,42 @@ line cannot disagree. Plain functions of the report dict, no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+
+
+def row_method(row: Mapping[str, Any]) -> DecodingMethod:
+    """The method a report row measured (its "method" record: modes, runs, winners, the
+    recommendation, a validation's settings); ValueError when it names none
+    (core.reports.load_report checked every row of a saved report)."""
+    method = DecodingMethod.from_record(row["method"])
+    if method is None:
+        raise ValueError(f"not a decoding method: {row['method']!r}")
+    return method
 
 
 def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The fastest method on one workload among those whose output stayed identical to plain
     decoding: MTP at some depth, prompt lookup, or plain when neither beats it."""
     drafting = [
-        m for m in modes if m["depth"] is not None and m["identical"] and m["speedup"] is not None
+        m
+        for m in modes
+        if not row_method(m).is_plain and m["identical"] and m["speedup"] is not None
     ]
     best = max(drafting, key=lambda m: m["speedup"]["median"], default=None)
     if best is None or best["speedup"]["median"] <= 1.0:
         return {
-            "method": "plain",
-            "depth": None,
-            "label": "plain",
+            "method": PLAIN.to_record(),
+            "label": PLAIN.short_label,
             "speedup": None,
             "acceptance_rate": None,
             "runner_up": best["label"] if best is not None else None,
             "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
         }
     return {
-        "method": best.get("mode", "mtp"),
-        "depth": best["depth"],
+        "method": best["method"],
         "label": best["label"],
         "speedup": best["speedup"]["median"],
         "acceptance_rate": best["acceptance_rate"],
@@ -53,4 +65,4 @@ def method_verdict(report: dict[str, Any]) -> dict[str, Any]:
     return {"overall": workload_winner(report["modes"]), "workloads": workloads}
 
 
-__all__ = ["ALL_WORKLOADS", "method_verdict", "workload_winner"]
+__all__ = ["ALL_WORKLOADS", "method_verdict", "row_method", "workload_winner"]

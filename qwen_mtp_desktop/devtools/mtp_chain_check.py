@@ -47,7 +47,8 @@ class DecoderRun:
 
     def acceptance(self) -> tuple[int, int, list[float]]:
         """(drafted, accepted, acceptance by draft position) by the app's own statistics."""
-        return speculative_stats(self.chunk_sizes, self.depth, "mtp", self.max_new_tokens)
+        method = DecodingMethod.mtp(self.depth)
+        return speculative_stats(self.chunk_sizes, method, self.max_new_tokens)
 
 
 @dataclass(frozen=True)

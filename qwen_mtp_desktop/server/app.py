@@ -358,7 +358,7 @@ def create_app(
             "object": "model",
             "created": created,
             "owned_by": "local",
-            "mtp": loaded.mode == "mtp" if loaded is not None else False,
+            "mtp": loaded.mtp if loaded is not None else False,
             "device": loaded.device if loaded is not None else None,
             # The demo model reads only the latest message (examples.demo_single_turn).
             "single_turn": loaded is not None and is_demo_model(loaded.model_dir),
@@ -466,7 +466,7 @@ def create_app(
             )
         loaded = service.engine.loaded
         settings, use_auto = plan_settings(
-            body, defaults, mtp_loaded=loaded is not None and loaded.mode == "mtp"
+            body, defaults, mtp_loaded=loaded is not None and loaded.mtp
         )
         folder: list[Path] = []
 

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
+
 #: Stop strings per request and characters per stop string (OpenAI allows 4; more is cheap).
 MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256
@@ -19,8 +21,8 @@ MAX_STOP_CHARS = 256
 MAX_TOKENS_LIMIT = 1_000_000
 #: Messages per request (each one is rendered by the model's chat template).
 MAX_MESSAGES = 10_000
-#: Draft tokens per step a request may ask for (core: the benchmark tries up to 8).
-MAX_DRAFT_TOKENS = 32
+#: Draft tokens per step a request may ask for (the benchmark tries up to 8).
+MAX_DRAFT_TOKENS = MAX_MTP_DEPTH
 #: A model id (a folder name) and a message's `name` are short; longer is not a name.
 MAX_MODEL_CHARS = 1024
 MAX_NAME_CHARS = 256

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
@@ -44,8 +45,12 @@ log = logging.getLogger(__name__)
 
 #: Longest a streaming turn keeps gathering ready steps before sending them (seconds).
 READY_BATCH_S = 0.05
-#: The server's draft setting: a fixed depth, or the chat's Auto policy.
+#: The server's draft setting (`serve --num-assistant-tokens`): a fixed MTP depth, or the
+#: chat's Auto policy.
 Depth = int | Literal["auto"]
+#: What a sampling request without top_p / top_k gets (README, "Local API server").
+DEFAULT_TOP_P = 0.9
+DEFAULT_TOP_K = 20
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,10 @@ def plan_messages(
 def plan_settings(
     request: ChatCompletionRequest, defaults: TurnDefaults, *, mtp_loaded: bool
 ) -> tuple[GenerationSettings, bool]:
-    """(the engine's settings, whether Auto may choose the depth). Temperature 0 or absent
-    decodes greedily; sampling runs plain decoding because MTP decodes greedily."""
+    """(the engine's settings, whether Auto may choose the method): the one place the API's
+    fields become a `DecodingMethod`. Temperature 0 or absent decodes greedily, with MTP at
+    the request's or the server's depth; sampling runs plain decoding because MTP decodes
+    greedily."""
     if request.n is not None and request.n > 1:
         raise ApiError(
             400,
@@ -144,31 +151,37 @@ def plan_settings(
                 code="unsupported_value",
                 param=name,
             )
-    sample = bool(request.temperature)
     depth = request.num_assistant_tokens or defaults.depth
     thinking = defaults.thinking
     kwargs = request.chat_template_kwargs
     if kwargs is not None and kwargs.enable_thinking is not None:
         thinking = kwargs.enable_thinking
+    penalty = request.repetition_penalty or 1.0
+    method: DecodingMethod
+    if request.temperature:
+        sampling = Sampling(
+            temperature=request.temperature,
+            top_p=request.top_p if request.top_p is not None else DEFAULT_TOP_P,
+            top_k=request.top_k if request.top_k is not None else DEFAULT_TOP_K,
+            repetition_penalty=penalty,
+            seed=request.seed,
+        )
+        method = DecodingMethod.plain(sampling)
+    else:
+        sampling = Sampling(repetition_penalty=penalty)
+        method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
     settings = GenerationSettings(
         max_new_tokens=request.token_budget() or defaults.max_tokens,
-        do_sample=sample,
-        temperature=request.temperature if sample and request.temperature else 0.7,
-        top_p=request.top_p if request.top_p is not None else GenerationSettings.top_p,
-        top_k=request.top_k if request.top_k is not None else GenerationSettings.top_k,
-        repetition_penalty=request.repetition_penalty or 1.0,
-        seed=request.seed,
+        method=method,
         stop_strings=request.stop_strings(),
-        num_assistant_tokens=1 if depth == "auto" else depth,
         thinking=thinking,
-        plain=sample and mtp_loaded,
         ignore_eos=request.ignore_eos,
     )
     try:
         settings.validate()
     except EngineError as exc:
         raise ApiError(400, str(exc), code="invalid_value") from exc
-    auto = depth == "auto" and mtp_loaded and not sample
+    auto = depth == "auto" and mtp_loaded and sampling.greedy
     return settings, auto
 
 
@@ -181,12 +194,15 @@ FINISH_REASONS = {"eos": "stop", "stop_string": "stop", "length": "length", "can
 def mtp_stats(
     stats: GenerationStats, record: dict[str, Any], *, queue_wait_s: float
 ) -> dict[str, Any]:
-    """The `mtp` extension object of a response (README, "Local API server")."""
-    drafting = stats.mode in ("mtp", "lookup")  # Auto may choose prompt lookup
+    """The `mtp` extension object of a response (README, "Local API server"): its "mode" is
+    the method's kind ("plain", "mtp" or "lookup": Auto may choose prompt lookup), "method"
+    the whole method (`DecodingMethod.to_record`)."""
+    method = stats.method
     switched = stats.switched_to_plain_at
     result: dict[str, Any] = {
-        "mode": stats.mode if drafting else "plain",
-        "draft_tokens_per_step": stats.num_assistant_tokens if drafting else 0,
+        "mode": method.kind,
+        "draft_tokens_per_step": method.drafts,
+        "method": method.to_record(),
         "decoding": record.get("decoding", "fixed"),
         "decoder": stats.decoder,
         "drafted_tokens": stats.drafted_tokens,

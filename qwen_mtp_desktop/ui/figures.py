@@ -48,7 +48,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
 
 #: Tooltips of the benchmark table's columns.
 COLUMN_HELP = {
-    "Mode": "Plain decoding, or MTP with n guessed tokens per step",
+    "Method": "Plain decoding, MTP with n guessed tokens per step, or prompt lookup with up "
+    "to K tokens copied from the conversation per step",
     "Decode tok/s (min–max)": "Writing speed after the first token: median of the runs, "
     "with the slowest and fastest",
     "Speed-up (min–max)": "Decode speed relative to plain decoding, round by round: the median "
@@ -61,6 +62,7 @@ COLUMN_HELP = {
     "First difference": "Where MTP's output first differs from plain decoding",
     "Plain tok/s": "Writing speed of plain decoding",
     "MTP tok/s": "Writing speed with MTP",
+    "Prompt lookup tok/s": "Writing speed with prompt lookup",
     "Speed-up": "MTP's speed relative to plain decoding",
 }
 

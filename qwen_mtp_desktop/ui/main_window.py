@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop import APP_NAME
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.model_library import (
     display_name,
@@ -439,11 +440,11 @@ class MainWindow(QMainWindow):
         if self._bench is not None:  # measure the chat's model by default
             self._bench.follow_chat_model(loaded.model_dir)
         # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
-        mode = "MTP ready" if loaded.mode == "mtp" else "plain decoding"
+        mode = "MTP ready" if loaded.mtp else "plain decoding"
         self.model_label.setToolTip(
             "MTP ready: the model's MTP head is loaded. Whether an answer used it (Auto decides "
             "turn by turn) is written under the answer and in the chat header."
-            if loaded.mode == "mtp"
+            if loaded.mtp
             else "Plain decoding: this model runs without MTP guesses."
         )
         self.model_label.setText(
@@ -492,9 +493,9 @@ class MainWindow(QMainWindow):
         self.show_panel("Benchmark")
         self.bench.validate_model(model_dir)
 
-    def _validate_lookup(self, model_dir: Path, workload: str, lookup_tokens: int) -> None:
+    def _validate_lookup(self, model_dir: Path, workload: str, lookup: DecodingMethod) -> None:
         self.show_panel("Benchmark")
-        self.bench.validate_model(model_dir, lookup_tokens, method="lookup", prompt_set=workload)
+        self.bench.validate_model(model_dir, lookup, prompt_set=workload)
 
     def _reexport(self, model_dir: Path) -> None:
         self.export_panel.prefill_from_model(model_dir)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import DraftMethod
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
 from qwen_mtp_desktop.workers.foundation import track
 
@@ -84,13 +84,12 @@ class BenchJob(QObject):
         model_dir: Path,
         prompt_set: str | Path,
         *,
-        num_assistant_tokens: int = 1,
+        method: DecodingMethod,
         max_new_tokens: int | None = None,
         device: str = "CPU",
-        method: DraftMethod = "mtp",
     ) -> bool:
-        """Start `validate` of `method` (MTP, or prompt lookup at `num_assistant_tokens`
-        drafts per step); False if a run is already going."""
+        """Start `validate` of a drafting `method` (MTP at a depth, prompt lookup); False if a
+        run is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.acceptance_health import save_reference
@@ -102,11 +101,10 @@ class BenchJob(QObject):
                 model_dir,
                 load_prompt_set(prompt_set),
                 max_new_tokens=max_new_tokens,
-                num_assistant_tokens=num_assistant_tokens,
+                method=method,
                 device=device,
                 progress=progress,
                 cancel=self._cancel,
-                method=method,
             )
             path = save_report(report)
             save_reference(report)  # what the chat's acceptance health check compares with
@@ -126,10 +124,10 @@ class BenchJob(QObject):
         device: str = "CPU",
         exact_numerics: bool = False,
         cache_dir: Path | None = None,
-        lookup_tokens: int | None = None,
+        lookup: DecodingMethod | None = None,
     ) -> bool:
-        """Start `bench` (with prompt lookup at `lookup_tokens` drafts per step unless None);
-        False if a run is already going."""
+        """Start `bench` (with prompt lookup as `lookup` says, unless None); False if a run
+        is already going."""
 
         def job(progress: Callable[[Progress], None]) -> JobResult:
             from qwen_mtp_desktop.core.acceptance_health import save_reference
@@ -150,7 +148,7 @@ class BenchJob(QObject):
                 cache_dir=cache_dir,
                 progress=progress,
                 cancel=self._cancel,
-                lookup_tokens=lookup_tokens,
+                lookup=lookup,
             )
             path = save_report(report)
             save_recommendation(report)

@@ -481,7 +481,7 @@ class ModelRouter(QObject):
             LoadedModel(
                 model_dir=ref,
                 device="remote",
-                mode="baseline",
+                mtp=False,
                 model_type="remote",
                 load_s=0.0,
             )

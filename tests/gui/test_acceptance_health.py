@@ -13,6 +13,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.acceptance_health import load_lookup_references, load_reference
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 from qwen_mtp_desktop.ui.bench.panel import _PATH_ROLE
@@ -147,7 +148,8 @@ def test_lookup_health_compares_like_with_like_and_revalidates_lookup(
         if chat.health_warning is not None:
             break
     warning = chat.health_warning
-    assert warning is not None and warning.method == "lookup" and warning.workload == "list"
+    assert warning is not None and warning.workload == "list"
+    assert warning.method.kind == "lookup"
     assert warning.live < 0.2 and chat.health_wrap.isVisible()
     assert "Compared like with like only" in chat.health_text.text()
     assert "list prompts" in chat.revalidate_button.toolTip()
@@ -163,9 +165,12 @@ def test_lookup_health_compares_like_with_like_and_revalidates_lookup(
     with qtbot.waitSignal(bench.run_finished, timeout=3 * LONG_WAIT) as finished:
         with qtbot.waitSignal(chat.validate_lookup_requested, timeout=10_000) as asked:
             chat.revalidate_button.click()
-        assert asked.args == [model, "list", 4] and not chat.health_wrap.isVisible()
+        # The chat's own prompt lookup (K=4, n-gram 3) is what is validated.
+        assert asked.args == [model, "list", DecodingMethod.lookup(4, 3)]
+        assert not chat.health_wrap.isVisible()
     report = finished.args[0]
-    assert report["kind"] == "validate" and report["settings"]["method"] == "lookup"
+    assert report["kind"] == "validate"
+    assert report["settings"]["method"] == DecodingMethod.lookup(4, 3).to_record()
     assert report["prompt_set"]["name"] == "list" and report["summary"]["all_identical"]
     assert bench.banner_title.text() == "Validation passed: Prompt lookup output is identical"
     stored = load_lookup_references(model, "CPU")["list"]

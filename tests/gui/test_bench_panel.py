@@ -11,6 +11,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
 from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
@@ -90,7 +91,8 @@ def test_validate_shows_the_verdict_charts_history_and_exports(
         assert not panel.validate_model(model)  # one run at a time
     report = finished.args[0]
     assert report["kind"] == "validate" and report["summary"]["all_identical"]
-    assert report["settings"]["num_assistant_tokens"] == 2  # the deepest selected depth
+    # The deepest selected depth.
+    assert report["settings"]["method"] == DecodingMethod.mtp(2).to_record()
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
     assert panel.validate_button.isEnabled() and not panel.cancel_button.isEnabled()
     assert "passed" in panel.banner_title.text()
@@ -125,7 +127,8 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
         panel.bench_button.click()
     report = finished.args[0]
     assert report["kind"] == "bench"
-    assert recommendations == [(model.resolve(), "CPU", report["recommendation"]["depth"])]
+    start = DecodingMethod.from_record(report["recommendation"]["method"])
+    assert recommendations == [(model.resolve(), "CPU", start)]
     assert [bar.label for bar in panel.throughput_chart.bars] == [
         "plain", "n=1", "n=2", "lookup K=4"
     ]  # fmt: skip
@@ -137,8 +140,10 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     (entry,) = report["per_set"]
     assert panel.workload_chart.isVisible()
     (workload,) = panel.workload_chart.workloads
-    assert workload.name == entry["prompt_set"] and workload.winner == entry["winner"]["label"]
-    assert [kind for _label, _value, kind in workload.methods] == ["baseline", "mtp", "lookup"]
+    winner = DecodingMethod.from_record(entry["winner"]["method"])
+    assert winner is not None
+    assert workload.name == entry["prompt_set"] and workload.winner == winner.short_label
+    assert [kind for _label, _value, kind in workload.methods] == ["plain", "mtp", "lookup"]
     assert workload.methods[2][1] == report["per_set"][0]["modes"][3]["speedup"]["median"]
     assert _colours(panel.workload_chart.grab().toImage()) > 10
     qtbot.waitUntil(lambda: panel.history_list.count() == 1, timeout=10_000)
@@ -151,7 +156,8 @@ def test_benchmark_run_and_history(qtbot: QtBot, panel: BenchPanel, screenshot_d
     panel.lookup_check.setChecked(False)
     with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
         panel.bench_button.click()
-    assert [m["mode"] for m in finished.args[0]["modes"]] == ["baseline", "mtp", "mtp"]
+    methods = [DecodingMethod.from_record(m["method"]) for m in finished.args[0]["modes"]]
+    assert methods == [PLAIN, DecodingMethod.mtp(1), DecodingMethod.mtp(2)]
     assert not panel.workload_chart.isVisible()
     # A chart rendered for export does not depend on the widget's size on screen.
     image = panel.acceptance_chart.render_image(QSize(400, 260))
@@ -175,3 +181,50 @@ def test_cancel_stops_a_benchmark_and_saves_nothing(qtbot: QtBot, panel: BenchPa
     assert measured and "Cancelled" in panel.status_label.text()
     assert not panel.progress_bar.isVisible()
     assert panel.history_list.count() == 0 and panel.report is None
+
+
+def test_reports_written_by_main_show_in_the_history(
+    qtbot: QtBot, panel: BenchPanel, screenshot_dir: Path
+) -> None:
+    """An existing user's data folder holds reports written before DecodingMethod (schema 1,
+    "baseline"): each lists, shows its banner, charts and table, and says "plain"."""
+    import json
+
+    from qwen_mtp_desktop.core.reports import reports_dir
+
+    model = panel.model_dir
+    assert model is not None
+    folder = reports_dir(model)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = Path(__file__).parents[1] / "unit" / "data" / "main_records"
+    names = ("bench_two_sets", "bench_exact_compare", "validate_mtp", "validate_lookup")
+    for name in names:
+        report = json.loads((data / f"{name}.json").read_text())
+        report["model"]["path"] = str(model.resolve())
+        (folder / f"{report['id']}.json").write_text(json.dumps(report))
+    panel._refresh_history()
+    qtbot.waitUntil(lambda: panel.history_list.count() == len(names), timeout=10_000)
+    shown: dict[str, tuple[str, str]] = {}
+    for row in range(panel.history_list.count()):
+        with qtbot.waitSignal(panel.report_shown, timeout=10_000) as blocker:
+            panel.history_list.setCurrentRow(row)
+        report = blocker.args[0]
+        assert report["schema_version"] == 2  # read into the current shape
+        assert panel.table.rowCount() > 0 and panel.throughput_chart.bars
+        title = panel.banner_title.text()
+        shown[report["id"]] = (title, panel.history_list.item(row).text())
+        if report["kind"] == "bench" and len(report["per_set"]) == 2:
+            assert title == "Recommended: prompt lookup K=4 (1.18x)"  # its stored label
+            assert [w.winner for w in panel.workload_chart.workloads] == [
+                "lookup K=4", "lookup K=4", "plain"
+            ]  # fmt: skip
+            assert panel.throughput_chart.bars[0].label == "plain"
+            for width, height in ((1024, 700), (1600, 1000)):
+                panel.resize(width, height)
+                qtbot.wait(100)
+                _save(panel, f"bench_main_report_{width}.png", screenshot_dir)
+    titles = sorted(title for title, _line in shown.values())
+    assert titles.count("Validation passed: MTP output is identical") == 1
+    assert titles.count("Validation passed: Prompt lookup output is identical") == 1
+    lines = " ".join(line for _title, line in shown.values())
+    assert "lookup K=1" in lines and "MTP n=1" in lines and "baseline" not in lines

@@ -11,8 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.reports import headline
-from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, workload_winner
+from qwen_mtp_desktop.core.verdicts import (
+    ALL_WORKLOADS,
+    method_verdict,
+    row_method,
+    workload_winner,
+)
 from qwen_mtp_desktop.ui.bench.charts import ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.report_view import chart_data, verdict, workload_data
 
@@ -22,29 +28,29 @@ SETS = ("code", "chat", "list", "summarise", "edit")
 
 
 def _mode(kind: str, depth: int | None, speedup: float | None, identical: bool) -> dict[str, Any]:
-    label = {
-        "baseline": "plain · openvino-genai",
-        "mtp": f"MTP n={depth}",
-        "lookup": f"prompt lookup K={depth}",
+    method = {
+        "plain": PLAIN,
+        "mtp": DecodingMethod.mtp(depth or 1),
+        "lookup": DecodingMethod.lookup(depth or 4),
     }[kind]
+    label = "plain · openvino-genai" if method.is_plain else method.label
     spread = None if speedup is None else {"median": speedup, "min": speedup, "max": speedup}
     return {
-        "mode": kind,
-        "depth": depth,
-        "decoder": "lookup" if kind == "lookup" else "fast",
+        "method": method.to_record(),
+        "decoder": "genai" if kind != "mtp" else "fast",
         "label": label,
         "identical": identical,
         "speedup": spread,
-        "acceptance_rate": None if kind == "baseline" else 0.5,
+        "acceptance_rate": None if kind == "plain" else 0.5,
         "decode_tokens_per_s": {"median": 10.0, "min": 9.0, "max": 11.0},
-        "acceptance_by_position": [] if kind == "baseline" else [0.5],
+        "acceptance_by_position": [] if kind == "plain" else [0.5],
     }
 
 
 speedups = st.one_of(st.none(), st.floats(0.3, 3.0, allow_nan=False))
 modes = st.builds(
     lambda mtp, lookup: [
-        _mode("baseline", None, None, True),
+        _mode("plain", None, None, True),
         *(_mode("mtp", d + 1, s, ident) for d, (s, ident) in enumerate(mtp)),
         _mode("lookup", 4, lookup[0], lookup[1]),
     ],
@@ -84,23 +90,27 @@ def test_banner_and_chart_name_the_same_winners(report: dict[str, Any]) -> None:
     chart = workload_data(report)
     overall = method_verdict(report)["overall"]
     history_line, ok = headline(report)  # the History list's line for the same report
-    if overall["method"] == "plain":
+    if row_method(overall).is_plain:
         assert title.startswith("Recommended: plain decoding"), title
         assert history_line.startswith("best: plain") and not ok
     else:
         assert title.startswith(f"Recommended: {overall['label']} ("), title
         assert status == "ok" and ok
         assert history_line.startswith(f"best: {overall['label']} ("), history_line
+    short = row_method(overall).short_label  # the chart names methods by short labels
     if len(chart) > 1:  # the chart's first group is all workloads, with the same winner
-        assert chart[0].name == ALL_WORKLOADS and chart[0].winner == overall["label"]
+        assert chart[0].name == ALL_WORKLOADS and chart[0].winner == short
     elif len(chart) == 1:  # one workload: its winner is the overall one
-        assert chart[0].winner == overall["label"]
+        assert chart[0].winner == short
+    for workload in chart:  # the winner is one of the bars, outlined
+        assert workload.winner in [label for label, _value, _kind in workload.methods]
     # Every workload the chart names another winner for, the banner names too.
     for workload in chart[1:] if len(chart) > 1 else chart:
         entry = next(e for e in report["per_set"] if e["prompt_set"] == workload.name)
-        assert workload.winner == entry["winner"]["label"]
-        if workload.winner != overall["label"]:
-            assert f"{workload.name}: {workload.winner}" in detail, (workload, detail)
+        assert workload.winner == row_method(entry["winner"]).short_label
+        if workload.winner != short:
+            winner = entry["winner"]["label"]
+            assert f"{workload.name}: {winner}" in detail, (workload, detail)
 
 
 def test_prompt_lookup_winning_overall_is_what_the_banner_recommends() -> None:
@@ -108,13 +118,13 @@ def test_prompt_lookup_winning_overall_is_what_the_banner_recommends() -> None:
     sets = []
     for name, lookup in (("edit", 2.1), ("summarise", 1.4)):
         set_modes = [
-            _mode("baseline", None, None, True),
+            _mode("plain", None, None, True),
             _mode("mtp", 1, 0.8, True),
             _mode("lookup", 4, lookup, True),
         ]
         sets.append({"prompt_set": name, "modes": set_modes, "winner": workload_winner(set_modes)})
     all_modes = [
-        _mode("baseline", None, None, True),
+        _mode("plain", None, None, True),
         _mode("mtp", 1, 0.8, True),
         _mode("lookup", 4, 1.7, True),
     ]
@@ -124,13 +134,15 @@ def test_prompt_lookup_winning_overall_is_what_the_banner_recommends() -> None:
         "per_set": sets,
         "recommendation": _recommend(all_modes),
     }
-    assert report["recommendation"]["label"] == "baseline"  # Auto's MTP start: plain
+    assert report["recommendation"]["label"] == "plain"  # Auto's MTP start: plain
     status, title, detail = verdict(report)
-    assert (status, title) == ("ok", "Recommended: prompt lookup K=4 (1.70x)")
-    assert detail.startswith("prompt lookup K=4 was the fastest method over all prompts: 1.70x")
+    assert (status, title) == ("ok", "Recommended: prompt lookup K=4, n-gram 3 (1.70x)")
+    assert detail.startswith(
+        "Prompt lookup K=4, n-gram 3 was the fastest method over all prompts: 1.70x"
+    )
     chart = workload_data(report)
     assert [w.name for w in chart] == [ALL_WORKLOADS, "edit", "summarise"]
-    assert {w.winner for w in chart} == {"prompt lookup K=4"}
+    assert {w.winner for w in chart} == {"lookup K=4"}
 
 
 @settings(max_examples=100, deadline=None)
@@ -148,7 +160,7 @@ def test_each_chart_shows_one_statistic_for_its_bars_and_labels(report: dict[str
     for workload in workload_data(report):
         entry = next((e for e in report["per_set"] if e["prompt_set"] == workload.name), None)
         modes = entry["modes"] if entry is not None else report["modes"]
-        by_label = {m["label"]: m for m in modes}
+        by_label = {row_method(m).short_label: m for m in modes}
         for label, value, kind in workload.methods:
-            expected = 1.0 if kind == "baseline" else by_label[label]["speedup"]["median"]
+            expected = 1.0 if kind == "plain" else by_label[label]["speedup"]["median"]
             assert value == expected, (label, value, expected)

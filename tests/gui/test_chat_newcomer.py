@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chat_session import DEMO_EXAMPLES
+from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.core.units import NBSP
 from qwen_mtp_desktop.ui.figures import LEGEND
@@ -248,7 +249,7 @@ def test_compare_shows_mtp_at_work_beside_plain_decoding(
     assert dialog.mtp.answer.drafted_ranges
     plain_stats, mtp_stats = dialog.plain.stats, dialog.mtp.stats
     assert plain_stats is not None and mtp_stats is not None
-    assert plain_stats.mode == "baseline" and mtp_stats.mode == "mtp"
+    assert plain_stats.method == PLAIN and mtp_stats.method.uses_mtp_head
     assert mtp_stats.acceptance_rate > 0.5
     assert f"{NBSP}tok/s" in dialog.plain.status.text()
     assert "drafts accepted" in dialog.mtp.status.text()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
@@ -82,8 +83,7 @@ def test_send_streams_and_persists_across_restart(qtbot: QtBot) -> None:
     for key in (
         "model",
         "device",
-        "mode",
-        "num_assistant_tokens",
+        "method",
         "generated_tokens",
         "ttft_s",
         "decode_tokens_per_s",
@@ -272,11 +272,12 @@ def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
 def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: float) -> None:
     from qwen_mtp_desktop.core.recommendations import save_recommendation
 
+    start = PLAIN if depth is None else DecodingMethod.mtp(depth)
     save_recommendation(
         {
             "recommendation": {
-                "depth": depth,
-                "label": f"n={depth}" if depth else "baseline",
+                "method": start.to_record(),
+                "label": start.short_label,
                 "speedup": speedup,
                 "acceptance_rate": accepted,
             },
@@ -294,7 +295,7 @@ def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: flo
         (2, 1.3, "Auto · starts at MTP n=2 (benchmark: 90% accepted, 1.30x)", "mtp",
          "MTP n=2: benchmark: 1.30x"),
         (None, 0.6, "Auto · starts at plain (benchmark: 90% accepted, MTP would be 0.60x)",
-         "baseline", "plain: benchmark found plain decoding faster, MTP was 0.60x"),
+         "plain", "plain: benchmark found plain decoding faster, MTP was 0.60x"),
     ],
 )  # fmt: skip
 def test_auto_starts_from_the_benchmark_and_records_its_choice(
@@ -317,7 +318,7 @@ def test_auto_starts_from_the_benchmark_and_records_its_choice(
     qtbot.waitUntil(
         lambda: (
             chat._loaded is not None
-            and chat._loaded.mode == "mtp"
+            and chat._loaded.mtp
             and start_label in chat.model_status.text()
         ),
         timeout=LONG_WAIT,
@@ -328,7 +329,7 @@ def test_auto_starts_from_the_benchmark_and_records_its_choice(
     assert f"Auto · {answer_summary}" in chat.model_status.text()
     stored = chat._messages[-1].stats
     assert stored is not None
-    assert stored["mode"] == answer_mode and stored["decoding"] == "auto"
+    assert stored["method"]["kind"] == answer_mode and stored["decoding"] == "auto"
     assert stored["auto"]["summary"] == answer_summary
     assert "chunk_times" not in stored
     assert f"Auto · {answer_summary}" in chat.live_stats.text()
@@ -384,4 +385,5 @@ def test_system_prompt_and_export(
     assert "Count from 1 to 4." in markdown and "MTP" in markdown
     exported = json.loads((tmp_path / "chat.json").read_text())
     assistant = next(m for m in exported["messages"] if m["role"] == "assistant")
-    assert assistant["stats"]["mode"] == "mtp" and assistant["stats"]["acceptance_rate"] > 0
+    assert assistant["stats"]["method"]["kind"] == "mtp"
+    assert assistant["stats"]["acceptance_rate"] > 0

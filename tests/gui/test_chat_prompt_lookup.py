@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
@@ -24,7 +25,8 @@ def _choose(panel: object, method: str) -> None:
         panel.mtp_check.setChecked(method != "plain")
     if method in ("auto", "mtp"):
         panel.depth_spin.setValue(0 if method == "auto" else 1)
-    assert panel.method() == method
+    chosen = panel.method()
+    assert (chosen if chosen == "auto" else chosen.kind) == method
 
 
 def test_prompt_lookup_in_the_chat(qtbot: QtBot, screenshot_dir: Path) -> None:
@@ -33,11 +35,12 @@ def test_prompt_lookup_in_the_chat(qtbot: QtBot, screenshot_dir: Path) -> None:
     panel = chat.settings_panel
     chat.settings_toggle.setChecked(True)
     assert panel.method() == "auto" and not panel.lookup_spin.isVisible()
+    assert panel.method() == panel.settings.method  # the settings' one mapping
     assert panel.lookup_check.isEnabled() and not panel.lookup_check.isChecked()
     prompt = "Say 'we like apples' four times."
 
     _choose(panel, "plain")
-    qtbot.waitUntil(lambda: chat._loaded is not None and chat._loaded.mode == "baseline",
+    qtbot.waitUntil(lambda: chat._loaded is not None and not chat._loaded.mtp,
                     timeout=LONG_WAIT)  # fmt: skip
     _send(qtbot, chat, prompt)
     plain_answer = chat.transcript.messages[-1].content
@@ -48,14 +51,15 @@ def test_prompt_lookup_in_the_chat(qtbot: QtBot, screenshot_dir: Path) -> None:
     panel.lookup_spin.setValue(5)
     settings = panel.settings
     assert settings.prompt_lookup and settings.lookup_tokens == 5
+    assert panel.method() == DecodingMethod.lookup(5, 3)
     # Prompt lookup needs no MTP head: the model stays loaded without it here.
     assert "prompt lookup K=5" in chat.model_status.text()
     _send(qtbot, chat, prompt)
     answer = chat.transcript.messages[-1]
     assert answer.content == plain_answer
     stats = chat._messages[-1].stats
-    assert stats is not None and stats["mode"] == "lookup"
-    assert stats["num_assistant_tokens"] == 5 and stats["decoding"] == "fixed"
+    assert stats is not None and stats["method"] == DecodingMethod.lookup(5, 3).to_record()
+    assert stats["decoding"] == "fixed"
     assert 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
     line = answer.stats_label.text()
     assert "prompt lookup K=5, n-gram 3" in line and f"{stats['drafted_tokens']} drafts" in line

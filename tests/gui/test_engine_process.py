@@ -37,7 +37,7 @@ def _load(qtbot: QtBot, process: EngineProcess, path: Path) -> LoadedModel:
 
 def test_generation_streams_through_signals(qtbot: QtBot, engine: EngineProcess) -> None:
     loaded = _load(qtbot, engine, demo_model_dir())
-    assert loaded.mode == "mtp"
+    assert loaded.mtp
     received: list[object] = []
     engine.chunks.connect(lambda rid, chunks: received.extend(chunks))
     with qtbot.waitSignal(engine.finished, timeout=120_000) as blocker:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 
@@ -59,8 +60,7 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
     from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 
     base = {
-        "mode": "mtp",
-        "num_assistant_tokens": 2,
+        "method": DecodingMethod.mtp(2).to_record(),
         "acceptance_rate": 0.75,
         "mean_accepted_per_step": 1.5,
         "decode_tokens_per_s": 41.25,
@@ -73,4 +73,12 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
     assert format_stats({**base, "decoder": "genai"}).startswith("MTP n=2 via openvino-genai  ·  ")
     # Records from before the fast decoder have no "decoder" and read as before.
     assert format_stats(base) == fast
+    assert format_stats({"method": PLAIN.to_record(), "decoder": "fast"}) == "plain decoding"
+    # Rows from before DecodingMethod ("mode", "baseline" for plain) read the same.
+    old = {k: v for k, v in base.items() if k != "method"}
+    assert format_stats({**old, "mode": "mtp", "num_assistant_tokens": 2}) == format_stats(base)
     assert format_stats({"mode": "baseline", "decoder": "fast"}) == "plain decoding"
+    lookup = {"method": DecodingMethod.lookup(3, 2).to_record(), "drafted_tokens": 8}
+    assert format_stats({**lookup, "accepted_tokens": 2}) == (
+        "prompt lookup K=3, n-gram 2  ·  8 drafts, 25% accepted"
+    )

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample, turn_settings
+from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
@@ -56,7 +57,7 @@ def broken_engines(broken_head: Path, request: pytest.FixtureRequest) -> Iterato
 
 
 def _plain_ids(engine: Engine, history: Sequence[Message], max_new_tokens: int) -> list[int]:
-    generation = engine.generate(history, GenerationSettings(max_new_tokens, plain=True))
+    generation = engine.generate(history, GenerationSettings(max_new_tokens, method=PLAIN))
     generation.run_to_end()
     return list(generation.token_ids)
 
@@ -66,7 +67,7 @@ def _auto_conversation(engine: Engine, max_new_tokens: int = 60) -> list[tuple[s
     Returns (choice, reason) per turn plus the decision for a fourth. Prompt lookup is left
     out: these tests pin Auto's MTP-or-plain part (tests/integration/test_adaptive_lookup.py
     covers the third option; later counts copy the earlier ones, so it would join in here)."""
-    policy = AdaptivePolicy(lookup=False)
+    policy = AdaptivePolicy(lookup=None)
     history: list[Message] = []
     decisions = []
     for text in TURNS:
@@ -77,7 +78,7 @@ def _auto_conversation(engine: Engine, max_new_tokens: int = 60) -> list[tuple[s
         generation = engine.generate(history, settings)
         stats = generation.run_to_end()
         assert list(generation.token_ids) == _plain_ids(engine, history, max_new_tokens)
-        assert stats.mode == ("baseline" if decision.choice is None else "mtp")
+        assert stats.method == decision.method
         policy.observe(TurnSample.from_stats(stats, max_new_tokens))
         history.append(Message("assistant", generation.answer))
     following = policy.decide()
@@ -154,14 +155,14 @@ def test_plain_decoding_beside_mtp(demo_model: Path) -> None:
         try:
             assert engine.plain_ready == on_fast and engine.plain_load_s is None
             generation = engine.generate(
-                [Message("user", "Count from 1 to 5.")], GenerationSettings(20, plain=True)
+                [Message("user", "Count from 1 to 5.")], GenerationSettings(20, method=PLAIN)
             )
             stats = generation.run_to_end()
-            assert stats.mode == "baseline" and stats.drafted_tokens == 0
+            assert stats.method == PLAIN and stats.drafted_tokens == 0
             assert stats.decoder == ("fast" if on_fast else "genai")
             assert engine.plain_ready and (engine.plain_load_s is None) == on_fast
             assert engine.load_plain() == 0.0
-            assert engine.loaded is not None and engine.loaded.mode == "mtp"
+            assert engine.loaded is not None and engine.loaded.mtp
         finally:
             engine.unload()
         assert not engine.plain_ready

@@ -17,6 +17,7 @@ import pytest
 
 from qwen_mtp_desktop.core.adaptive import Decision
 from qwen_mtp_desktop.core.chat_session import AutoDecoding
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
 pytestmark = pytest.mark.slow
@@ -52,9 +53,9 @@ def engine(demo_model: Path) -> Iterator[Engine]:
     # As in a chat that has run before: each pipeline's first generation is several times
     # slower (allocation, warm-up) and would be one noisy turn more in a short conversation.
     for settings in (
-        GenerationSettings(8, plain=True),
+        GenerationSettings(8, method=PLAIN),
         GenerationSettings(8),
-        GenerationSettings(8, prompt_lookup=True),
+        GenerationSettings(8, method=DecodingMethod.lookup()),
     ):
         engine.generate([Message("user", "Count from 1 to 5.")], settings).run_to_end()
     yield engine
@@ -90,8 +91,9 @@ def _conversation(
         replayed[0] += record["lookup_replay"]["steps"]
         replayed[1] += record["lookup_replay"]["tokens"]
         assert record["decoding"] == "auto" and record["auto"]["choice"] == turn.decision.label
-        assert stats.mode == ("lookup" if turn.decision.lookup else record["mode"])
-        plain = engine.generate(history, GenerationSettings(48, plain=True))
+        assert stats.method == turn.decision.method
+        assert record["method"] == stats.method.to_record()
+        plain = engine.generate(history, GenerationSettings(48, method=PLAIN))
         plain.run_to_end()
         assert generation.token_ids == plain.token_ids
     return auto, decisions, replayed[1] / replayed[0]
@@ -100,7 +102,7 @@ def _conversation(
 def test_auto_tries_prompt_lookup_where_answers_copy(engine: Engine) -> None:
     auto, decisions, replayed_per_step = _conversation(engine, COPYING, 1)
     labels = [d.summary() for d in decisions]
-    lookups = [d for d in decisions if d.lookup]
+    lookups = [d for d in decisions if d.method.kind == "lookup"]
     assert lookups and "answers copy the conversation" in lookups[0].reason, labels
     assert replayed_per_step > 2.0
     policy = auto.existing_policy((1, engine.loaded.model_dir, "CPU"))  # type: ignore[union-attr]
@@ -118,5 +120,5 @@ def test_auto_learns_that_counting_copies_little(engine: Engine) -> None:
     per_step = policy.lookup_tokens_per_step()
     assert per_step is not None and per_step < 1.6
     for decision in decisions:
-        if decision.lookup:  # its reason quotes what it learned
+        if decision.method.kind == "lookup":  # its reason quotes what it learned
             assert "(1." in decision.reason, decision.summary()

@@ -13,6 +13,7 @@ from PIL import Image
 
 from qwen_mtp_desktop.core.adaptive import TurnContext
 from qwen_mtp_desktop.core.chat_session import AutoDecoding
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.turn_costs import path_of
 
@@ -26,9 +27,9 @@ def _engine(model: Path) -> Engine:
     engine = Engine()
     engine.load(model, LoadOptions(mtp=True))
     for settings in (
-        GenerationSettings(4, plain=True),
+        GenerationSettings(4, method=PLAIN),
         GenerationSettings(4),
-        GenerationSettings(4, prompt_lookup=True),
+        GenerationSettings(4, method=DecodingMethod.lookup()),
     ):
         engine.generate([Message("user", "Count from 1 to 5.")], settings).run_to_end()
     return engine
@@ -67,15 +68,15 @@ def test_prefill_learned_from_real_turns_predicts_the_next_long_turn(engine: Eng
         policy = auto.existing_policy(key)
         assert policy is not None
         if index >= 2:  # characters -> tokens, learned from the turns before
-            stats_tokens = engine.generate(history, GenerationSettings(1, plain=True))
+            stats_tokens = engine.generate(history, GenerationSettings(1, method=PLAIN))
             real = stats_tokens.run_to_end().prompt_tokens
             assert abs(policy.prompt_tokens(turn.context) - real) <= 0.2 * real
         generation = engine.generate(history, turn.settings)
         stats = generation.run_to_end()
-        plain = engine.generate(history, GenerationSettings(24, plain=True))
+        plain = engine.generate(history, GenerationSettings(24, method=PLAIN))
         plain.run_to_end()
         assert generation.token_ids == plain.token_ids
-        path = path_of(stats.mode, stats.decoder)
+        path = path_of(stats.method, stats.decoder)
         if repeats == 80 and index > 3:  # predicted before learning from it
             predicted = policy._turn_costs.prefill_s(path, stats.prompt_tokens)
             assert predicted is not None
@@ -108,12 +109,12 @@ def test_an_image_turn_under_auto_never_runs_prompt_lookup(engine: Engine, tmp_p
         model_load_s=loaded.load_s,
         plain_load_s=turn.context.plain_load_s if turn.context else 0.0,
     )
-    assert not turn.decision.lookup and not turn.settings.prompt_lookup
+    assert turn.decision.method.kind != "lookup" and turn.settings.method.kind != "lookup"
     assert "image turn (no prompt lookup)" in turn.decision.reason, turn.decision.summary()
     generation = engine.generate(history, turn.settings)
     stats = generation.run_to_end()
-    assert stats.mode != "lookup" and stats.decoder == "genai"
-    plain = engine.generate(history, GenerationSettings(24, plain=True))
+    assert stats.method.kind != "lookup" and stats.decoder == "genai"
+    plain = engine.generate(history, GenerationSettings(24, method=PLAIN))
     plain.run_to_end()
     assert generation.token_ids == plain.token_ids
     record = turn.finish(stats, loaded.model_dir)

@@ -138,6 +138,21 @@ def test_chat_answers_with_usage_and_mtp_statistics(client: openai.OpenAI) -> No
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     mtp = mtp_of(response)
     assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == 1
+    assert mtp["method"] == {
+        "kind": "mtp",
+        "drafts": 1,
+        "ngram": 0,
+        "sampling": {
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "top_k": 0,
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "seed": None,
+        },
+    }
     assert mtp["decoder"] == "fast" and mtp["decoding"] == "fixed"
     # One target token per step plus the accepted drafts: the statistics add up.
     assert mtp["steps"] + mtp["accepted_tokens"] == usage.completion_tokens
@@ -217,6 +232,8 @@ def test_sampling_runs_plain_decoding(client: openai.OpenAI) -> None:
     first = chat(client, "Count from 1 to 6.", temperature=0.8, seed=7)
     second = chat(client, "Count from 1 to 6.", temperature=0.8, seed=7)
     assert mtp_of(first)["mode"] == "plain" and mtp_of(first)["drafted_tokens"] == 0
+    sampling = mtp_of(first)["method"]["sampling"]
+    assert (sampling["temperature"], sampling["top_k"], sampling["seed"]) == (0.8, 20, 7)
     assert first.choices[0].message.content == second.choices[0].message.content
 
 

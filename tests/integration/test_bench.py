@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core.bench import BENCH_KEYS, MODE_KEYS, run_benchmark
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.prompt_sets import read_prompt_set
-from qwen_mtp_desktop.core.recommendations import (
-    depth_recommendation,
-    recommended_depth,
-    save_recommendation,
-)
+from qwen_mtp_desktop.core.recommendations import depth_recommendation, save_recommendation
 from qwen_mtp_desktop.core.reports import reports_dir
+from qwen_mtp_desktop.core.verdicts import row_method
 from tests.integration.test_validate import make_broken_mtp_copy, small_set
 
 pytestmark = pytest.mark.slow
@@ -42,7 +40,7 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     baseline = report["baseline"]
     assert baseline["label"] in plain_labels and "fastest" in baseline["reason"]
     assert [m["label"] for m in report["modes"]] == [
-        baseline["label"], "MTP n=1", "MTP n=2", "prompt lookup K=4"
+        baseline["label"], "MTP n=1", "MTP n=2", "prompt lookup K=4, n-gram 3"
     ]  # fmt: skip
     assert [m["label"] for m in report["comparison"]] == list(plain_labels - {baseline["label"]})
     for mode in [*report["modes"], *report["comparison"]]:
@@ -50,24 +48,26 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
         assert mode["identical"] and mode["runs"] == 4  # 2 rounds x 2 prompts
         assert mode["decode_tokens_per_s"]["min"] > 0 and mode["ttft_s"]["median"] > 0
     assert report["comparison"][0]["speedup"]["median"] <= 1.0  # it was not the fastest
-    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "lookup"]
-    assert [m["mode"] for m in report["modes"][1:]] == ["mtp", "mtp", "lookup"]
+    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "genai"]
+    assert [row_method(m) for m in report["modes"]] == [
+        PLAIN, DecodingMethod.mtp(1), DecodingMethod.mtp(2), DecodingMethod.lookup(4, 3)
+    ]  # fmt: skip
     runs = report["runs"]
     assert len(runs) == 5 * 4
     # The mode that runs first rotates from prompt to prompt and round to round.
     first = {
-        (r["round"], r["prompt_id"]): (r["depth"], r["decoder"]) for r in runs if r["order"] == 0
+        (r["round"], r["prompt_id"]): (row_method(r), r["decoder"]) for r in runs if r["order"] == 0
     }
     assert len(set(first.values())) == 4
     for run in runs:
-        is_baseline = run["depth"] is None and run["decoder"] == baseline["decoder"]
+        is_baseline = row_method(run).is_plain and run["decoder"] == baseline["decoder"]
         assert (run["speedup"] is None) == is_baseline
         assert run["peak_rss_bytes"] > 0
     assert report["memory"]["peak_rss_bytes"] >= report["memory"]["rss_after_load_bytes"]
     rec = report["recommendation"]
     stored = depth_recommendation(path, "CPU")
-    assert stored is not None and stored.depth == rec["depth"] and stored.report_id == report["id"]
-    assert recommended_depth(path, "CPU") == rec["depth"]
+    assert stored is not None and stored.report_id == report["id"]
+    assert stored.start == row_method(rec)
     assert any(p.stem == report["id"] for p in reports_dir(path).glob("*.json"))
     n1, n2, lookup = report["modes"][1:]
     assert n1["acceptance_rate"] >= 0.6 and n1["mean_accepted_per_step"] > 0.6
@@ -80,12 +80,12 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     winner = entry["winner"]
     fastest = max(entry["modes"][1:], key=lambda m: m["speedup"]["median"])
     if fastest["speedup"]["median"] > 1.0:
-        assert winner["label"] == fastest["label"] and winner["method"] == fastest["mode"]
+        assert winner["label"] == fastest["label"] and winner["method"] == fastest["method"]
     else:
-        assert winner["method"] == "plain" and winner["runner_up"] == fastest["label"]
+        assert row_method(winner) == PLAIN and winner["runner_up"] == fastest["label"]
     assert stored.workloads == {"small": winner}
-    assert stored.acceptance["mtp"]["1"] == n1["acceptance_rate"]
-    assert stored.acceptance["lookup"] == lookup["acceptance_rate"]
+    assert stored.acceptance["MTP n=1"] == n1["acceptance_rate"]
+    assert stored.acceptance["prompt lookup K=4, n-gram 3"] == lookup["acceptance_rate"]
 
 
 def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
@@ -99,14 +99,15 @@ def test_bench_recommends_baseline_when_the_mtp_head_is_broken(
         # The verdict is a median of per-round speed ratios: one round on a busy 2-core VM
         # once showed MTP "faster" at 0 % acceptance, so take three.
         runs=3,
-        lookup_tokens=None,  # this test is about the MTP head
+        lookup=None,  # this test is about the MTP head
     )
     for mode in report["modes"][1:]:
         assert mode["identical"]
         assert mode["acceptance_rate"] < 0.1
     rec = report["recommendation"]
-    assert rec["depth"] is None and rec["label"] == "baseline" and rec["mtp_slower"]
+    assert row_method(rec) == PLAIN and rec["label"] == "plain" and rec["mtp_slower"]
     assert report["modes"][0]["label"] == report["baseline"]["label"]
     assert "slower" in rec["reason"]
     save_recommendation(report)
-    assert recommended_depth(broken, "CPU") is None
+    found = depth_recommendation(broken, "CPU")
+    assert found is not None and found.start == PLAIN

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core import engine as engine_module
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import (
     Engine,
     EngineError,
@@ -33,7 +34,7 @@ def _run(engine: Engine, messages: list[Message], **settings: object) -> tuple[l
 @pytest.fixture(scope="module")
 def exact_engines(demo_model: Path) -> dict[str, Engine]:
     engines = {}
-    for mode in ("mtp", "baseline"):
+    for mode in ("mtp", "plain"):
         engine = Engine()
         engine.load(demo_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
         engines[mode] = engine
@@ -44,22 +45,23 @@ def exact_engines(demo_model: Path) -> dict[str, Engine]:
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_demo_mtp_output_equals_baseline(exact_engines: dict[str, Engine], n: int) -> None:
-    baseline_ids, _ = _run(exact_engines["baseline"], COUNTING, max_new_tokens=80)
-    mtp_ids, stats = _run(exact_engines["mtp"], COUNTING, max_new_tokens=80, num_assistant_tokens=n)
+    baseline_ids, _ = _run(exact_engines["plain"], COUNTING, max_new_tokens=80)
+    method = DecodingMethod.mtp(n)
+    mtp_ids, stats = _run(exact_engines["mtp"], COUNTING, max_new_tokens=80, method=method)
     assert mtp_ids == baseline_ids
-    assert stats.mode == "mtp" and stats.num_assistant_tokens == n
+    assert stats.method == method
     assert stats.accepted_tokens > 0
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_moe_mtp_output_equals_baseline(moe_model: Path, n: int) -> None:
     outputs = {}
-    for mode in ("baseline", "mtp"):
+    for mode in ("plain", "mtp"):
         engine = Engine()
         engine.load(moe_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
-        outputs[mode], _ = _run(engine, COUNTING, max_new_tokens=40, num_assistant_tokens=n)
+        outputs[mode], _ = _run(engine, COUNTING, max_new_tokens=40, method=DecodingMethod.mtp(n))
         engine.unload()
-    assert outputs["mtp"] == outputs["baseline"]
+    assert outputs["mtp"] == outputs["plain"]
     assert len(outputs["mtp"]) > 0
 
 
@@ -172,15 +174,16 @@ def test_thinking_is_split_from_answer(demo_model: Path) -> None:
 def test_settings_are_validated(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
-    for bad in (
-        GenerationSettings(max_new_tokens=0),
-        GenerationSettings(num_assistant_tokens=0),
-        GenerationSettings(do_sample=True, temperature=0),
-        GenerationSettings(top_p=1.5),
+    for bad, says in (
+        (GenerationSettings(max_new_tokens=0), "at least 1"),
+        (GenerationSettings(method=DecodingMethod.mtp(0)), "MTP needs 1 to"),
+        (GenerationSettings(method=DecodingMethod.plain(Sampling(top_p=1.5))), "top-p is 1.5"),
+        (GenerationSettings(method=DecodingMethod.lookup(4, 0)), "n-gram size"),
+        (GenerationSettings(replay_lookup=DecodingMethod.mtp(1)), "lookup replay"),
     ):
         with pytest.raises(EngineError) as info:
             engine.generate(COUNTING, bad)
-        assert info.value.code == "BAD_SETTINGS"
+        assert info.value.code == "BAD_SETTINGS" and says in info.value.message
     with pytest.raises(EngineError) as info:
         engine.generate([Message("assistant", "hi")])
     assert info.value.code == "BAD_CONVERSATION"
@@ -190,19 +193,31 @@ def test_settings_are_validated(demo_model: Path) -> None:
 def test_sampling_with_seed_is_reproducible_in_baseline_mode(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model, LoadOptions(mtp=False))
-    settings = dict(max_new_tokens=30, do_sample=True, temperature=0.8, seed=7)
-    first, _ = _run(engine, COUNTING, **settings)
-    second, _ = _run(engine, COUNTING, **settings)
-    assert first == second
+    sampled = DecodingMethod.plain(Sampling(temperature=0.8, seed=7))
+    first, stats = _run(engine, COUNTING, max_new_tokens=30, method=sampled)
+    second, _ = _run(engine, COUNTING, max_new_tokens=30, method=sampled)
+    assert first == second and stats.method == sampled  # the stats keep the sampling
+    # Every sampling value reaches openvino-genai's sampler (top-k 0 keeps every token).
+    for sampling in (
+        Sampling(temperature=0.8, top_k=0, seed=7),
+        Sampling(temperature=0.8, top_p=0.5, top_k=3, min_p=0.1, seed=7),
+        Sampling(temperature=0.8, presence_penalty=1.0, frequency_penalty=0.5, seed=7),
+    ):
+        ids, _ = _run(engine, COUNTING, max_new_tokens=12, method=DecodingMethod.plain(sampling))
+        assert ids
     engine.unload()
 
 
 def test_sampling_with_mtp_is_refused_clearly(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
+    sampled = Sampling(temperature=0.8)
     with pytest.raises(EngineError) as info:
-        engine.generate(COUNTING, GenerationSettings(do_sample=True, temperature=0.8))
+        engine.generate(COUNTING, GenerationSettings(method=DecodingMethod.mtp(1, sampled)))
     assert info.value.code == "MTP_NEEDS_GREEDY" and "temperature" in info.value.fix
+    with pytest.raises(EngineError) as info:
+        engine.generate(COUNTING, GenerationSettings(method=DecodingMethod.lookup(4, 3, sampled)))
+    assert info.value.code == "LOOKUP_NEEDS_GREEDY"
     # The engine is still usable.
     assert engine.generate(COUNTING, GenerationSettings(max_new_tokens=5)).run_to_end()
     engine.unload()
@@ -237,14 +252,14 @@ def test_image_turn_in_both_modes(demo_model: Path, tmp_path: Path) -> None:
     Image.new("RGB", (64, 64), (200, 30, 30)).save(image)
     messages = [Message("user", "Count from 1 to 5.", image=image)]
     outputs = {}
-    for mode in ("baseline", "mtp"):
+    for mode in ("plain", "mtp"):
         engine = Engine()
         engine.load(demo_model, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
         generation = engine.generate(messages, GenerationSettings(max_new_tokens=20))
         generation.run_to_end()
         outputs[mode] = generation.token_ids
         engine.unload()
-    assert outputs["mtp"] == outputs["baseline"] and outputs["mtp"]
+    assert outputs["mtp"] == outputs["plain"] and outputs["mtp"]
 
 
 def test_unreadable_image_is_a_clear_error(demo_model: Path, tmp_path: Path) -> None:
@@ -275,10 +290,11 @@ def test_model_without_mtp_head_loads_baseline_with_warning(demo_copy: Path) -> 
     (demo_copy / "openvino_mtp_model.bin").unlink()
     engine = Engine()
     loaded = engine.load(demo_copy)
-    assert loaded.mode == "baseline"
+    assert not loaded.mtp
     assert any("no MTP head" in warning for warning in loaded.warnings)
+    # An MTP method on a model without its head decodes plain, and the stats say so.
     stats = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10)).run_to_end()
-    assert stats.mode == "baseline" and any("no MTP head" in w for w in stats.warnings)
+    assert stats.method == PLAIN and any("no MTP head" in w for w in stats.warnings)
     engine.unload()
 
 
@@ -304,12 +320,12 @@ def test_damaged_mtp_head_loads_plain_with_warning(demo_copy: Path, damage: str)
         path.write_bytes(path.read_bytes()[:1000])
     engine = Engine()
     loaded = engine.load(demo_copy)
-    assert loaded.mode == "baseline"
+    assert not loaded.mtp
     (warning,) = loaded.warnings
     assert warning.startswith("This model's MTP head is damaged: openvino_mtp_model.")
     assert "re-export the model" in warning
     stats = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10)).run_to_end()
-    assert stats.mode == "baseline" and stats.generated_tokens == 10
+    assert stats.method == PLAIN and stats.generated_tokens == 10
     engine.unload()
 
 
@@ -377,7 +393,7 @@ def test_streamed_text_equals_the_detokenizer(demo_copy: Path, fast_vocab: bool)
     assert (engine._vocab is not None) is fast_vocab
     generation = engine.generate(
         [Message("user", "Repeat 'the quick brown fox jumps over the lazy dog' three times.")],
-        GenerationSettings(max_new_tokens=60, num_assistant_tokens=2, ignore_eos=True),
+        GenerationSettings(max_new_tokens=60, method=DecodingMethod.mtp(2), ignore_eos=True),
     )
     chunks = list(generation)
     assert generation.stats is not None and generation.stats.generated_tokens == 60

@@ -23,7 +23,7 @@ def test_it_answers_like_the_engine_and_survives_a_crash(demo_model: Path) -> No
     engine = HostedEngine(on_stopped=stopped.append)
     try:
         loaded = engine.load(demo_model)
-        assert loaded.mode == "mtp" and engine.require_loaded() == loaded
+        assert loaded.mtp and engine.require_loaded() == loaded
         generation = engine.generate(COUNTING, GenerationSettings(max_new_tokens=20))
         stats = generation.run_to_end()
         assert generation.answer.split()[:3] == ["1", "2", "3"]

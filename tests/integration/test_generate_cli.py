@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+
 pytestmark = pytest.mark.slow
 
 
@@ -52,15 +54,14 @@ def test_generate_json_has_every_stats_field(demo_model: Path) -> None:
         "acceptance_rate",
         "mean_accepted_per_step",
         "acceptance_by_position",
-        "mode",
-        "num_assistant_tokens",
+        "method",
         "device",
         "reasoning_tokens",
         "answer_tokens",
         "finish_reason",
     ):
         assert field in stats, field
-    assert stats["mode"] == "mtp" and stats["num_assistant_tokens"] == 2
+    assert stats["method"] == DecodingMethod.mtp(2).to_record()
     assert len(stats["acceptance_by_position"]) == 2
     assert payload["text"].split()[:3] == ["1", "2", "3"]
 
@@ -68,7 +69,7 @@ def test_generate_json_has_every_stats_field(demo_model: Path) -> None:
 def test_generate_baseline(demo_model: Path) -> None:
     result = _cli("generate", str(demo_model), "Count from 1 to 5.", "--no-mtp", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["stats"]["mode"] == "baseline"
+    assert json.loads(result.stdout)["stats"]["method"] == PLAIN.to_record()
 
 
 def test_generate_prompt_lookup(demo_model: Path) -> None:
@@ -90,8 +91,7 @@ def test_generate_prompt_lookup(demo_model: Path) -> None:
     payload = json.loads(result.stdout)
     stats = payload["stats"]
     assert payload["text"] == json.loads(plain.stdout)["text"]
-    assert stats["mode"] == "lookup" and stats["num_assistant_tokens"] == 5
-    assert stats["max_ngram_size"] == 2
+    assert stats["method"] == DecodingMethod.lookup(5, 2).to_record()
     assert 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
     text = _cli("generate", str(demo_model), prompt, "--prompt-lookup")
     assert text.returncode == 0, text.stderr

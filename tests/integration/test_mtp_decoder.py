@@ -61,7 +61,7 @@ def engines(model: Path) -> Iterator[tuple[Engine, Engine]]:
     plain, fast = Engine(), Engine()
     plain.load(model, LoadOptions(mtp=False, exact_numerics=True))
     loaded = fast.load(model, LoadOptions(mtp=True, exact_numerics=True))
-    assert loaded.decoder == "fast" and loaded.mode == "mtp", loaded.decoder_note
+    assert loaded.decoder == "fast" and loaded.mtp, loaded.decoder_note
     yield plain, fast
     plain.unload()
     fast.unload()
@@ -86,10 +86,10 @@ def test_output_equals_plain_decoding(
     plain, fast = engines
     reference = _ids(plain, prompt, GenerationSettings(budget))
     generation = fast.generate(
-        [Message("user", prompt)], GenerationSettings(budget, num_assistant_tokens=depth)
+        [Message("user", prompt)], GenerationSettings(budget, method=DecodingMethod.mtp(depth))
     )
     stats = generation.run_to_end()
-    assert stats.decoder == "fast" and stats.mode == "mtp"
+    assert stats.decoder == "fast" and stats.method == DecodingMethod.mtp(depth)
     assert list(generation.token_ids) == reference
     assert stats.generated_tokens <= budget
     # Every decode step proposed min(depth, tokens left - 1) drafts: none is larger.
@@ -156,7 +156,7 @@ def test_stop_strings_end_the_text_like_openvino_genai(
             for engine, depth in ((plain, 1), (fast, 1), (fast, 3)):
                 generation = engine.generate(
                     [Message("user", "Count from 1 to 20.")],
-                    GenerationSettings(80, stop_strings=(stop,), num_assistant_tokens=depth),
+                    GenerationSettings(80, stop_strings=(stop,), method=DecodingMethod.mtp(depth)),
                 )
                 stats = generation.run_to_end()
                 results.append((list(generation.token_ids), generation.answer, stats.finish_reason))
@@ -171,7 +171,7 @@ def test_cancel_mid_answer_keeps_a_prefix_and_the_engine_usable(demo_model: Path
     engine = Engine()
     engine.load(demo_model, LoadOptions(mtp=True, exact_numerics=True))
     try:
-        settings = GenerationSettings(200, num_assistant_tokens=2, ignore_eos=True)
+        settings = GenerationSettings(200, method=DecodingMethod.mtp(2), ignore_eos=True)
         history = [Message("user", "Count from 1 to 20.")]
         reference = _ids(engine, history[0].content, settings)
         generation = engine.generate(history, settings)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
@@ -109,12 +110,10 @@ def test_output_equals_plain_decoding(
 ) -> None:
     plain, lookup = engines
     reference, _ = _run(plain, prompt, GenerationSettings(budget))
-    settings = GenerationSettings(
-        budget, prompt_lookup=True, num_assistant_tokens=k, max_ngram_size=n
-    )
-    ids, stats = _run(lookup, prompt, settings)
+    method = DecodingMethod.lookup(k, n)
+    ids, stats = _run(lookup, prompt, GenerationSettings(budget, method=method))
     assert ids == reference
-    assert stats.mode == "lookup" and stats.decoder == "genai"
+    assert stats.method == method and stats.decoder == "genai"
     assert stats.generated_tokens <= budget
     assert all(size <= k + 1 for size in stats.chunk_sizes)
     _check_drafts(lookup, prompt, ids, stats, k, n, budget)
@@ -126,10 +125,8 @@ def test_stop_strings_end_the_text_like_plain_decoding(
 ) -> None:
     plain, lookup = engines
     results = []
-    for engine, lookup_on in ((plain, False), (lookup, True)):
-        settings = GenerationSettings(
-            80, stop_strings=(stop,), prompt_lookup=lookup_on, num_assistant_tokens=3
-        )
+    for engine, method in ((plain, PLAIN), (lookup, DecodingMethod.lookup(3))):
+        settings = GenerationSettings(80, stop_strings=(stop,), method=method)
         generation = engine.generate([Message("user", "Count from 1 to 20.")], settings)
         stats = generation.run_to_end()
         results.append((list(generation.token_ids), generation.answer, stats.finish_reason))
@@ -144,10 +141,10 @@ def test_token_budget_boundaries(engines: tuple[Engine, Engine], budget: int) ->
     plain, lookup = engines
     prompt = "Say 'we like apples' four times."
     reference, _ = _run(plain, prompt, GenerationSettings(budget))
-    settings = GenerationSettings(budget, prompt_lookup=True, num_assistant_tokens=5)
+    settings = GenerationSettings(budget, method=DecodingMethod.lookup(5))
     ids, stats = _run(lookup, prompt, settings)
     assert ids == reference and stats.generated_tokens == len(ids) <= budget
-    _check_drafts(lookup, prompt, ids, stats, 5, settings.max_ngram_size, budget)
+    _check_drafts(lookup, prompt, ids, stats, 5, settings.method.ngram, budget)
 
 
 def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model: Path) -> None:
@@ -156,10 +153,9 @@ def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model:
     engine = Engine()
     engine.load(demo_model, LoadOptions(mtp=False))
     try:
-        settings = GenerationSettings(60, prompt_lookup=True, num_assistant_tokens=4)
+        settings = GenerationSettings(60, method=DecodingMethod.lookup(4, 3))
         _, stats = _run(engine, "Say 'we like apples' four times.", settings)
-        assert stats.mode == "lookup" and stats.num_assistant_tokens == 4
-        assert stats.max_ngram_size == settings.max_ngram_size
+        assert stats.method == DecodingMethod.lookup(4, 3)
         assert stats.accepted_tokens >= 6 and 0 < stats.acceptance_rate <= 1
     finally:
         engine.unload()
@@ -177,9 +173,10 @@ def test_an_image_turn_decodes_without_prompt_lookup(demo_model: Path, tmp_path:
     try:
         plain = engine.generate(messages, GenerationSettings(20))
         plain.run_to_end()
-        generation = engine.generate(messages, GenerationSettings(20, prompt_lookup=True))
+        lookup = GenerationSettings(20, method=DecodingMethod.lookup())
+        generation = engine.generate(messages, lookup)
         stats = generation.run_to_end()
-        assert stats.mode == "baseline" and stats.lookup_replay is None
+        assert stats.method == PLAIN and stats.lookup_replay is None
         assert generation.token_ids == plain.token_ids and generation.token_ids
     finally:
         engine.unload()

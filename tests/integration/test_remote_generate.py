@@ -57,7 +57,8 @@ def test_remote_answer_equals_local_greedy_with_stats(demo_model: Path, server: 
     assert stats["remote"]["timing"] == "client"
     # Acceptance as the server reported it (our serve sends its `mtp` object).
     server_stats = stats["remote"]["server_stats"]
-    assert stats["mode"] == "mtp" and server_stats["mode"] == "mtp"
+    assert stats["method"] == server_stats["method"] == local_stats["method"]
+    assert server_stats["mode"] == "mtp"
     assert stats["drafted_tokens"] == server_stats["drafted_tokens"] > 0
     assert stats["acceptance_rate"] == server_stats["acceptance_rate"] > 0
     # Client-side timing includes the network and the server's queue: never less than its own.

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from qwen_mtp_desktop.core import validate as validate_module
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError
 from qwen_mtp_desktop.core.measurement import MODEL_KEYS, RUN_KEYS
 from qwen_mtp_desktop.core.prompt_sets import load_prompt_set, read_prompt_set
@@ -80,7 +81,7 @@ def test_validate_cli_on_the_demo_model(
     report = json.loads(out)
     _check_schema(report)
     assert report["summary"]["all_identical"] and report["numerics"] == "exact"
-    assert report["settings"]["num_assistant_tokens"] == 1
+    assert report["settings"]["method"] == DecodingMethod.mtp(1).to_record()
     assert report["device"] == "CPU" and report["model"]["path"] == str(path.resolve())
     for name, version in report["versions"].items():
         assert version == importlib.metadata.version(name), name
@@ -103,7 +104,7 @@ def test_validate_cli_on_the_demo_model(
 
 def test_validate_moe_model_at_depth_two(moe_model: Path, tmp_path: Path) -> None:
     report = run_validation(
-        moe_model, read_prompt_set(small_set(tmp_path, 24)), num_assistant_tokens=2
+        moe_model, read_prompt_set(small_set(tmp_path, 24)), method=DecodingMethod.mtp(2)
     )
     _check_schema(report)
     assert report["summary"]["all_identical"]
@@ -153,7 +154,7 @@ def test_a_divergence_is_located_and_explained(
 
     def corrupt_mtp(engine: Any, prompt: str, settings: Any, cancel: Any = None) -> Any:
         ids, stats = real(engine, prompt, settings, cancel)
-        if engine.loaded.mode == "mtp" and len(ids) > 3:
+        if engine.loaded.mtp and len(ids) > 3:
             ids[3] = ids[3] + 1  # what a faulty draft acceptance would do
         return ids, stats
 
@@ -178,7 +179,7 @@ def test_validation_can_be_cancelled(demo_model: Path, tmp_path: Path) -> None:
 
     def on_progress(progress: validate_module.Progress) -> None:
         messages.append(progress.message)
-        if "MTP decoding" in progress.message:
+        if progress.message.endswith(": MTP n=1"):
             cancel.set()
 
     with pytest.raises(RunCancelledError):
@@ -216,10 +217,10 @@ def test_validate_prompt_lookup_cli(
     report = json.loads(out)
     _check_schema(report)
     settings = report["settings"]
-    assert settings["method"] == "lookup" and settings["max_ngram_size"] == 2
-    assert settings["num_assistant_tokens"] == 4
+    lookup = DecodingMethod.lookup(4, 2)
+    assert settings["method"] == lookup.to_record()
     for result in report["results"]:
-        assert result["identical"] and result["mtp"]["mode"] == "lookup"
+        assert result["identical"] and result["mtp"]["method"] == lookup.to_record()
         assert result["mtp"]["accepted_tokens"] <= result["mtp"]["drafted_tokens"]
     if fixture == "demo_model":
         # Counting and repeating answers copy from themselves.

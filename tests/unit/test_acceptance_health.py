@@ -20,6 +20,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     reference_from_report,
     save_reference,
 )
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
 from qwen_mtp_desktop.core.recommendations import model_fingerprint
 
@@ -30,7 +31,7 @@ def _turn(accepted_share: float, steps: int = 20, depth: int = 1) -> GenerationS
     sizes = [1] + [1 + depth] * hits + [1] * (steps - hits)
     times = [0.01 * i for i in range(len(sizes))]
     return build_stats(
-        mode="mtp", num_assistant_tokens=depth, device="CPU", prompt_tokens=10,
+        method=DecodingMethod.mtp(depth), device="CPU", prompt_tokens=10,
         chunk_sizes=sizes, chunk_times=times, total_s=times[-1], reasoning_tokens=0,
         answer_tokens=sum(sizes), finish_reason="eos",
     )  # fmt: skip
@@ -58,7 +59,7 @@ def test_quiet_at_the_measured_acceptance_and_with_too_little_evidence() -> None
     assert fresh.observe(_turn(0.0, steps=MIN_TRIALS - 1)) is None  # too few drafts yet
     # A plain turn or a prompt-lookup turn says nothing about the MTP head.
     plain = build_stats(
-        mode="baseline", num_assistant_tokens=0, device="CPU", prompt_tokens=1,
+        method=PLAIN, device="CPU", prompt_tokens=1,
         chunk_sizes=[1, 1, 1], chunk_times=[0, 1, 2], total_s=2, reasoning_tokens=0,
         answer_tokens=3, finish_reason="eos",
     )  # fmt: skip
@@ -109,7 +110,7 @@ def _validation(path: Path, identical: bool = True, first: float = 0.8) -> dict[
         "kind": "validate", "id": "v1", "created": "2026-11-30T21:00:00Z", "device": "cpu",
         "model": {"path": str(path), "mtp_precision": "FP16"},
         "versions": {"openvino-genai": "2026.4.1.0"}, "prompt_set": {"name": "demo"},
-        "settings": {"method": "mtp"},
+        "settings": {"method": DecodingMethod.mtp(1).to_record()},
         "summary": {"all_identical": identical, "acceptance_by_position": [first, 0.5]},
     }  # fmt: skip
 
@@ -126,21 +127,24 @@ def test_reports_give_references_that_round_trip(tmp_path: Path) -> None:
     # A failed validation or a prompt-lookup one keeps the old reference.
     assert save_reference(_validation(model, identical=False)) is None
     lookup = _validation(model)
-    lookup["settings"]["method"] = "lookup"
+    lookup["settings"]["method"] = DecodingMethod.lookup().to_record()
     assert reference_from_report(lookup) is None
+    n1, n2 = DecodingMethod.mtp(1).to_record(), DecodingMethod.mtp(2).to_record()
+    lookup4 = DecodingMethod.lookup(4).to_record()
     bench = {
         "kind": "bench", "id": "b1", "created": "2026-11-30T22:00:00Z", "device": "CPU",
         "model": {"path": str(model), "mtp_precision": "FP16"}, "versions": {},
         "prompt_sets": [{"name": "chat"}, {"name": "edit"}],
         "modes": [
-            {"mode": "baseline", "depth": None, "identical": True, "acceptance_by_position": []},
-            {"mode": "mtp", "depth": 2, "identical": True, "acceptance_by_position": [0.7, 0.4]},
-            {"mode": "mtp", "depth": 1, "identical": True, "acceptance_by_position": [0.75]},
-            {"mode": "lookup", "depth": 4, "identical": True, "acceptance_by_position": [0.3]},
+            {"method": PLAIN.to_record(), "identical": True, "acceptance_by_position": []},
+            {"method": n2, "identical": True, "acceptance_by_position": [0.7, 0.4]},
+            {"method": n1, "identical": True, "acceptance_by_position": [0.75]},
+            {"method": lookup4, "identical": True, "acceptance_by_position": [0.3]},
         ],
     }  # fmt: skip
     reference = save_reference(bench)
     assert reference is not None and reference.first_draft == 0.75
+    assert reference.method == DecodingMethod.mtp(1)  # the shallowest depth measured
     assert reference.prompt_sets == ("chat", "edit") and load_reference(model, "CPU") == reference
     # A damaged file is ignored, not a crash.
     reference_file().write_text(json.dumps({"schema_version": 1, "entries": {"x": 1}}))

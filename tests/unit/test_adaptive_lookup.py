@@ -15,8 +15,12 @@ from qwen_mtp_desktop.core.adaptive import (
     policy_from_recommendation,
     turn_settings,
 )
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings
+
+mtp = DecodingMethod.mtp
+LOOKUP = DecodingMethod.lookup()
 
 RECORDED = json.loads(
     (Path(__file__).parent / "data" / "adaptive_lookup_recorded.json").read_text()
@@ -27,22 +31,28 @@ RECORDED = json.loads(
 #: verification, 60-70 ms, plus k draft calls of about 5 ms with the 32k-row draft head);
 #: prompt lookup at K=4 on openvino-genai's continuous-batching pipeline (plain there ran at
 #: 14.3 tok/s, 70 ms, plus a 5-token verification instead of 1).
-FULLSIZE_STEP = {None: 0.057, 1: 0.065, 2: 0.073, 3: 0.081, 4: 0.090, "lookup": 0.078}
+FULLSIZE_STEP = {
+    PLAIN: 0.057,
+    mtp(1): 0.065,
+    mtp(2): 0.073,
+    mtp(3): 0.081,
+    mtp(4): 0.090,
+    LOOKUP: 0.078,
+}
 
 
 def recorded(conversation: str, decision: Decision, turn: int) -> TurnSample:
-    """The recorded turn of `conversation` in the mode `decision` chose."""
-    mode = "lookup" if decision.lookup else "plain" if decision.choice is None else "1"
-    if decision.choice is not None and decision.choice >= 2:
-        mode = "2"
+    """The recorded turn of `conversation` with the method `decision` chose (the recording
+    has plain, prompt lookup, MTP n=1 and n=2: deeper reads as n=2)."""
+    method = decision.method
+    mode = {"lookup": "lookup", "plain": "plain"}.get(method.kind, str(min(method.drafts, 2)))
     runs = RECORDED[conversation][mode]
     run = runs[turn % len(runs)]
     return TurnSample(
-        None if decision.lookup else decision.choice,
+        method,
         tuple(run["sizes"]),
         tuple(run["times"]),
         max_new_tokens=48,
-        lookup=decision.lookup,
         lookup_replay=(run["replay"][0], run["replay"][1]),
     )
 
@@ -51,26 +61,25 @@ def fullsize(decision: Decision, acceptance: float, copy_per_step: float, seed: 
     """A 96-token turn at the full-size model's step costs; `copy_per_step` is prompt lookup's
     replayed tokens per step on this content."""
     rng = random.Random(seed)
-    depth = decision.choice
-    key: object = "lookup" if decision.lookup else depth
+    method = decision.method
+    depth = method.drafts if method.uses_mtp_head else 0
     sizes, times = [1], [0.3]
     while sum(sizes) < 96:
         got = 0
-        if decision.lookup:
+        if method.kind == "lookup":
             got = min(4, int(copy_per_step - 1 + rng.random()))
-        while depth is not None and got < depth and rng.random() < acceptance:
+        while got < depth and rng.random() < acceptance:
             got += 1
         sizes.append(1 + got)
-        times.append(times[-1] + FULLSIZE_STEP[key] * (1 + rng.uniform(-0.05, 0.05)))  # type: ignore[index]
+        times.append(times[-1] + FULLSIZE_STEP[method] * (1 + rng.uniform(-0.05, 0.05)))
     steps = round(95 / copy_per_step)
     return TurnSample(
-        None if decision.lookup else depth,
-        tuple(sizes),
-        tuple(times),
-        max_new_tokens=512,
-        lookup=decision.lookup,
-        lookup_replay=(steps, 95),
+        method, tuple(sizes), tuple(times), max_new_tokens=512, lookup_replay=(steps, 95)
     )
+
+
+def is_lookup(decision: Decision) -> bool:
+    return decision.method.kind == "lookup"
 
 
 def converse(policy: AdaptivePolicy, turns: int, make: object) -> list[Decision]:
@@ -83,10 +92,10 @@ def converse(policy: AdaptivePolicy, turns: int, make: object) -> list[Decision]
 
 
 def test_recorded_copying_conversation_goes_to_prompt_lookup() -> None:
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     decisions = converse(policy, 8, lambda d, t: recorded("copy", d, t))
-    assert not decisions[0].lookup  # nothing replayed yet
-    assert all(d.lookup for d in decisions[2:]), [d.summary() for d in decisions]
+    assert not is_lookup(decisions[0])  # nothing replayed yet
+    assert all(d.method == LOOKUP for d in decisions[2:]), [d.summary() for d in decisions]
     assert "answers copy the conversation" in decisions[-1].reason
     # What it learned is what the recording says: about 2.5 tokens per lookup step.
     per_step = policy.lookup_tokens_per_step()
@@ -105,7 +114,7 @@ def test_recorded_counting_conversation_is_decoded_near_the_best_fixed_mode() ->
     plain decoding (overhead-bound), so plain and prompt lookup are within noise of each
     other here: Auto may alternate between them, but must decode about as fast as the best
     fixed mode, and the MTP it tried first must not come back."""
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     samples: list[TurnSample] = []
     decisions = []
     for turn in range(12):
@@ -117,9 +126,9 @@ def test_recorded_counting_conversation_is_decoded_near_the_best_fixed_mode() ->
         # Each fixed mode over the same turns (the same recorded runs) as Auto's.
         mode: _rate([recorded("count", decision, t) for t in range(3, 12)])
         for mode, decision in (
-            ("plain", Decision(None, "")),
-            ("mtp", Decision(1, "")),
-            ("lookup", Decision(None, "", lookup=True)),
+            ("plain", Decision(PLAIN, "")),
+            ("mtp", Decision(mtp(1), "")),
+            ("lookup", Decision(LOOKUP, "")),
         )
     }
     assert fixed["mtp"] < min(fixed["plain"], fixed["lookup"])  # the recording says so
@@ -127,39 +136,45 @@ def test_recorded_counting_conversation_is_decoded_near_the_best_fixed_mode() ->
         fixed,
         [d.summary() for d in decisions],
     )
-    assert all(d.choice is None or d.probe for d in decisions[3:])
+    assert all(not d.method.uses_mtp_head or d.probe for d in decisions[3:])
 
 
 def test_fullsize_costs_counting_picks_mtp_and_copying_picks_prompt_lookup() -> None:
-    counting = policy_from_recommendation(2, benchmarked=True, speedup=1.6, acceptance=0.9)
+    counting = policy_from_recommendation(mtp(2), speedup=1.6, acceptance=0.9)
     decisions = converse(counting, 12, lambda d, t: fullsize(d, 0.9, 1.28, t))
-    assert all(d.choice is not None and not d.lookup for d in decisions), [
-        d.summary() for d in decisions
-    ]
-    copying = policy_from_recommendation(2, benchmarked=True, speedup=1.6, acceptance=0.9)
+    assert all(d.method.uses_mtp_head for d in decisions), [d.summary() for d in decisions]
+    copying = policy_from_recommendation(mtp(2), speedup=1.6, acceptance=0.9)
     decisions = converse(copying, 12, lambda d, t: fullsize(d, 0.6, 3.6, 100 + t))
-    assert all(d.lookup for d in decisions[2:]), [d.summary() for d in decisions]
+    assert all(is_lookup(d) for d in decisions[2:]), [d.summary() for d in decisions]
     speedup = decisions[-1].predicted_speedup
     assert speedup is not None and speedup > 1.2
 
 
 def test_lookup_off_and_the_settings_and_record_of_a_lookup_turn() -> None:
-    policy = AdaptivePolicy(start=1, lookup=False)
+    policy = AdaptivePolicy(start=mtp(1), lookup=None)
     decisions = converse(policy, 6, lambda d, t: recorded("copy", d, t))
-    assert not any(d.lookup for d in decisions)
+    assert not any(is_lookup(d) for d in decisions)
 
-    decision = Decision(None, "answers copy the conversation", 1.8, lookup=True)
-    settings = turn_settings(decision, GenerationSettings(64, plain=True), AdaptivePolicy())
-    assert settings.prompt_lookup and not settings.plain and settings.within_turn is None
-    assert settings.num_assistant_tokens == 4 and settings.max_ngram_size == 3
+    decision = Decision(LOOKUP, "answers copy the conversation", 1.8)
+    penalty = Sampling(repetition_penalty=1.1)
+    base = GenerationSettings(64, method=DecodingMethod.mtp(3, penalty))
+    settings = turn_settings(decision, base, AdaptivePolicy())
+    # The decision's method with the settings' own (greedy) sampling; no within-turn test.
+    assert settings.method == DecodingMethod.lookup(4, 3, penalty)
+    assert settings.within_turn is None
+    plain = turn_settings(Decision(PLAIN, ""), base, AdaptivePolicy())
+    assert plain.method == DecodingMethod.plain(penalty) and plain.within_turn is None
+    deeper = turn_settings(Decision(mtp(2), ""), base, AdaptivePolicy())
+    assert deeper.method == DecodingMethod.mtp(2, penalty) and deeper.within_turn is not None
     stats = build_stats(
-        mode="lookup", num_assistant_tokens=4, device="CPU", prompt_tokens=10,
+        method=LOOKUP, device="CPU", prompt_tokens=10,
         chunk_sizes=[1, 3, 1], chunk_times=[0.1, 0.11, 0.12], total_s=0.12,
         reasoning_tokens=0, answer_tokens=5, finish_reason="eos",
         drafts=[StepDrafts(0, 0), StepDrafts(4, 2), StepDrafts(0, 0)],
     )  # fmt: skip
     stats.lookup_replay = {"steps": 2, "tokens": 4}  # type: ignore[assignment]
     sample = TurnSample.from_stats(stats, 64)
-    assert sample.lookup and sample.depth is None and sample.lookup_replay == (2, 4)
+    assert sample.method == LOOKUP and sample.lookup_replay == (2, 4)
     record = auto_summary(decision, stats)
-    assert record["method"] == "lookup" and record["choice"] == "prompt lookup"
+    assert record["method"] == LOOKUP.to_record() and record["choice"] == "lookup K=4"
+    assert record["summary"] == "lookup K=4: answers copy the conversation"

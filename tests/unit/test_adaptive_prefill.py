@@ -16,10 +16,10 @@ from qwen_mtp_desktop.core.adaptive import (
     TurnContext,
     TurnSample,
     policy_from_recommendation,
-    turn_settings,
 )
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.turn_costs import LOAD_SHARE, PRIOR_RATIO, TurnCosts, path_of
@@ -42,16 +42,14 @@ CHARS_PER_TOKEN = 3.0
 def with_prefill(sample: TurnSample, decision: Decision, prompt_tokens: int) -> TurnSample:
     """The recorded turn as if its prompt had `prompt_tokens` tokens: its first step comes
     after the measured prefill for the path it ran on, the rest as recorded."""
-    mode = "lookup" if decision.lookup else "baseline" if decision.choice is None else "mtp"
-    decoder = "fast" if mode == "mtp" else "genai"
-    path = path_of(mode, decoder)
+    decoder = "fast" if decision.method.uses_mtp_head else "genai"
+    path = path_of(decision.method, decoder)
     prefill = PREFILL_S_PER_TOKEN[path] * prompt_tokens
     start = sample.step_times_s[0]
     times = tuple(prefill + t - start for t in sample.step_times_s)
     return replace(
         sample,
         step_times_s=times,
-        mode=mode,
         decoder=decoder,
         prompt_tokens=prompt_tokens,
         prompt_chars=round(prompt_tokens * CHARS_PER_TOKEN),
@@ -68,10 +66,14 @@ def converse(policy: AdaptivePolicy, turns: int, prompt_tokens: int) -> list[Dec
     return decisions
 
 
+def is_lookup(decision: Decision) -> bool:
+    return decision.method.kind == "lookup"
+
+
 def test_short_prompts_copying_goes_to_prompt_lookup_with_prefill_counted() -> None:
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     decisions = converse(policy, 8, prompt_tokens=40)
-    assert all(d.lookup for d in decisions[3:]), [d.summary() for d in decisions]
+    assert all(is_lookup(d) for d in decisions[3:]), [d.summary() for d in decisions]
     assert "K=4, n-gram 3 from the chat settings" in decisions[-1].reason
 
 
@@ -79,12 +81,12 @@ def test_a_long_prompt_makes_prompt_lookup_lose_and_the_reason_says_why() -> Non
     """The same copying conversation, but every prompt 12,000 tokens long: prompt lookup's
     pipeline prefills it 0.31 s slower than the app's decoder, more than its faster decoding
     of a ~16-token answer saves, so Auto stays off it and says so."""
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     short = converse(policy, 6, prompt_tokens=40)
-    assert short[-1].lookup  # it had learned that lookup decodes this faster
+    assert is_lookup(short[-1])  # it had learned that lookup decodes this faster
     long_context = TurnContext(prompt_chars=round(12_000 * CHARS_PER_TOKEN), model_load_s=0.05)
     decision = policy.decide(long_context)
-    assert not decision.lookup, decision.summary()
+    assert not is_lookup(decision), decision.summary()
     assert "prompt lookup decodes faster, but its pipeline would take" in decision.reason
     assert "12,0" in decision.reason or "11,9" in decision.reason  # the prompt's ~tokens
     # The prefill it quotes is the measured line's: 12,000 x 107.2 us = 1.29 s.
@@ -101,44 +103,44 @@ def test_image_turns_never_run_prompt_lookup_and_weigh_the_genai_prefills() -> N
     """On a copying conversation prompt lookup wins text turns; an image turn cannot run it,
     and with a long prompt openvino-genai's plain pipeline (70.6 us a token) beats its MTP
     pipeline (125.2 us) although MTP decodes faster, once both were measured."""
-    policy = policy_from_recommendation(1, benchmarked=True, speedup=1.3, acceptance=0.9)
+    policy = policy_from_recommendation(DecodingMethod.mtp(1), speedup=1.3, acceptance=0.9)
     converse(policy, 6, prompt_tokens=40)
     image_context = TurnContext(prompt_chars=30_000, images=1, model_load_s=0.05)
     for path in ("genai-mtp+image", "genai-plain+image"):
         for tokens in (1_000, 10_000):
             policy._turn_costs.observe(path, tokens, PREFILL_S_PER_TOKEN[path] * tokens)
     decision = policy.decide(image_context)
-    assert not decision.lookup
     assert decision.reason.startswith("image turn (no prompt lookup)"), decision.reason
-    assert decision.choice is None, decision.summary()
+    assert decision.method == PLAIN, decision.summary()
     short_image = policy.decide(TurnContext(prompt_chars=30, images=1, model_load_s=0.05))
-    assert not short_image.lookup and "image turn" in short_image.reason
+    assert not is_lookup(short_image) and "image turn" in short_image.reason
 
 
 def test_a_never_loaded_lookup_pipeline_is_charged_its_load() -> None:
     """A model that took 30 s to load: opening prompt lookup's pipeline (0.3 of that, the
     measured share) for a short turn costs more than lookup saves over the next LOAD_TURNS
     turns, so Auto waits; a pipeline that already ran on this model costs nothing."""
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     for turn in range(4):
-        decision = Decision(None, "plain")
+        decision = Decision(PLAIN, "plain")
         policy.observe(with_prefill(recorded("copy", decision, turn), decision, 40))
     # A one-token prompt: prefill plays no part here, only the load does.
     cheap = policy.decide(TurnContext(prompt_chars=3, model_load_s=0.01))
-    assert cheap.lookup, cheap.summary()
+    assert is_lookup(cheap), cheap.summary()
     slow = policy.decide(TurnContext(prompt_chars=3, model_load_s=30.0))
-    assert not slow.lookup and "loading its pipeline takes ~9.0 s" in slow.reason, slow.summary()
+    assert not is_lookup(slow), slow.summary()
+    assert "loading its pipeline takes ~9.0 s" in slow.reason, slow.summary()
     policy.share_loaded({"lookup"})
     loaded = policy.decide(TurnContext(prompt_chars=3, model_load_s=30.0))
-    assert loaded.lookup, loaded.summary()
+    assert is_lookup(loaded), loaded.summary()
 
 
 def test_the_chats_lookup_settings_are_used_and_named() -> None:
-    policy = policy_from_recommendation(None, benchmarked=False, max_depth=2)
+    policy = policy_from_recommendation(None, max_depth=2)
     auto = AutoDecoding()
     chat = ChatSettings(temperature=0.0, lookup_tokens=7, max_ngram_size=2)
     settings = generation_settings(chat)
-    assert settings.lookup_tokens == 7 and settings.max_ngram_size == 2
+    assert settings.replay_lookup == DecodingMethod.lookup(7, 2)
     from qwen_mtp_desktop.core.chat_session import plan_auto_turn
 
     turn = Turn(settings)
@@ -149,10 +151,9 @@ def test_the_chats_lookup_settings_are_used_and_named() -> None:
         assert turn.decision is not None and turn.context is not None
         assert turn.context.prompt_chars == 90
         policy.observe(with_prefill(recorded("copy", turn.decision, index), turn.decision, 30))
-    assert turn.decision is not None and turn.decision.lookup, turn.decision.summary()
+    assert turn.decision is not None and is_lookup(turn.decision), turn.decision.summary()
     assert "K=7, n-gram 2 from the chat settings" in turn.decision.reason
-    assert turn.settings.prompt_lookup
-    assert turn.settings.num_assistant_tokens == 7 and turn.settings.max_ngram_size == 2
+    assert turn.settings.method == DecodingMethod.lookup(7, 2)
     assert auto.recommendation  # the session type is importable alongside
 
 
@@ -160,23 +161,25 @@ def test_changing_the_lookup_settings_drops_evidence_measured_with_others() -> N
     policy = AdaptivePolicy()
     converse(policy, 3, prompt_tokens=40)
     assert policy.lookup_tokens_per_step() is not None
-    policy.use_lookup_settings(4, 3)  # the same: kept
+    policy.use_lookup_settings(DecodingMethod.lookup(4, 3))  # the same: kept
     assert policy.lookup_tokens_per_step() is not None
-    policy.use_lookup_settings(2, 3)
+    policy.use_lookup_settings(DecodingMethod.lookup(2, 3))
     assert policy.lookup_tokens_per_step() is None and policy.lookup_step_cost() != 0
-    settings = turn_settings(Decision(None, "", lookup=True), GenerationSettings(), policy)
-    assert settings.num_assistant_tokens == 2
+    assert policy.lookup == DecodingMethod.lookup(2, 3)
+    off = AdaptivePolicy(lookup=None)
+    off.use_lookup_settings(DecodingMethod.lookup(2, 3))  # not an option stays so
+    assert off.lookup is None
 
 
 def test_turn_record_keeps_the_context_and_teaches_prefill() -> None:
     policy = AdaptivePolicy()
     context = TurnContext(prompt_chars=900, images=0)
     stats = build_stats(
-        mode="mtp", num_assistant_tokens=1, device="CPU", prompt_tokens=300,
+        method=DecodingMethod.mtp(1), device="CPU", prompt_tokens=300,
         chunk_sizes=[1, 2, 2, 1], chunk_times=[0.03, 0.032, 0.034, 0.036], total_s=0.04,
         reasoning_tokens=0, answer_tokens=6, finish_reason="eos", decoder="fast",
     )  # fmt: skip
-    turn = Turn(GenerationSettings(), policy, Decision(1, "x"), context)
+    turn = Turn(GenerationSettings(), policy, Decision(DecodingMethod.mtp(1), "x"), context)
     turn.finish(stats, None)
     assert policy.prompt_tokens(TurnContext(prompt_chars=1800)) == 600
     assert policy._turn_costs.prefill_s("app", 600) == pytest.approx(0.06)

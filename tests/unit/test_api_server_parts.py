@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
 from qwen_mtp_desktop.server.app import parse_request
@@ -103,13 +104,23 @@ def test_parse_raises_only_api_errors(raw: bytes) -> None:
 
 def test_settings_greedy_by_default_sampling_runs_plain() -> None:
     defaults = TurnDefaults(max_tokens=77, depth=2)
-    greedy, auto = plan_settings(parsed(), defaults, mtp_loaded=True)
-    assert not greedy.do_sample and not greedy.plain and not auto
-    assert greedy.max_new_tokens == 77 and greedy.num_assistant_tokens == 2
+    greedy, auto = plan_settings(parsed(seed=3), defaults, mtp_loaded=True)
+    assert greedy.method == DecodingMethod.mtp(2) and not auto  # greedy: the seed is moot
+    assert greedy.max_new_tokens == 77
     sampled, auto = plan_settings(parsed(temperature=0.5, seed=3), defaults, mtp_loaded=True)
-    assert sampled.do_sample and sampled.plain and sampled.seed == 3 and not auto
+    # Sampling runs plain decoding, with the documented defaults for top-p and top-k.
+    assert sampled.method == DecodingMethod.plain(
+        Sampling(temperature=0.5, top_p=0.9, top_k=20, seed=3)
+    )
+    assert not auto
+    own, _ = plan_settings(
+        parsed(temperature=0.5, top_p=0.5, top_k=0, repetition_penalty=1.2),
+        defaults,
+        mtp_loaded=False,
+    )
+    assert own.method.sampling == Sampling(temperature=0.5, top_p=0.5, repetition_penalty=1.2)
     own, _ = plan_settings(parsed(num_assistant_tokens=4), defaults, mtp_loaded=True)
-    assert own.num_assistant_tokens == 4
+    assert own.method == DecodingMethod.mtp(4)
     _, auto = plan_settings(parsed(), TurnDefaults(depth="auto"), mtp_loaded=True)
     assert auto
     thinking, _ = plan_settings(
@@ -208,8 +219,7 @@ def test_bind_rules() -> None:
 
 def test_mtp_object_from_stats() -> None:
     stats = build_stats(
-        mode="mtp",
-        num_assistant_tokens=2,
+        method=DecodingMethod.mtp(2),
         device="CPU",
         prompt_tokens=10,
         chunk_sizes=[1, 3, 1, 2],
@@ -222,6 +232,7 @@ def test_mtp_object_from_stats() -> None:
     )
     mtp = mtp_stats(stats, {"decoding": "fixed"}, queue_wait_s=0.05)
     assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == 2
+    assert mtp["method"] == DecodingMethod.mtp(2).to_record()
     assert (mtp["drafted_tokens"], mtp["accepted_tokens"]) == (6, 3)
     assert mtp["acceptance_rate"] == 0.5 and mtp["mean_accepted_per_step"] == 1.0
     assert mtp["acceptance_by_position"] == [0.6667, 0.3333]
@@ -273,11 +284,12 @@ def test_mtp_object_of_a_prompt_lookup_turn() -> None:
     from qwen_mtp_desktop.server.turns import mtp_stats
 
     stats = build_stats(
-        mode="lookup", num_assistant_tokens=4, device="CPU", prompt_tokens=9,
+        method=DecodingMethod.lookup(4), device="CPU", prompt_tokens=9,
         chunk_sizes=[1, 4, 1], chunk_times=[0.1, 0.2, 0.3], total_s=0.3, reasoning_tokens=0,
         answer_tokens=6, finish_reason="eos",
         drafts=[StepDrafts(0, 0), StepDrafts(4, 3), StepDrafts(2, 0)],
     )  # fmt: skip
     mtp = mtp_stats(stats, {"decoding": "auto"}, queue_wait_s=0.0)
     assert mtp["mode"] == "lookup" and mtp["draft_tokens_per_step"] == 4
+    assert mtp["method"] == DecodingMethod.lookup(4).to_record()
     assert (mtp["drafted_tokens"], mtp["accepted_tokens"]) == (6, 3)

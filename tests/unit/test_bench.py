@@ -22,51 +22,53 @@ from qwen_mtp_desktop.core.bench import (
     recommend,
     summarise_modes,
 )
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.measurement import installed_versions, run_record
-from qwen_mtp_desktop.core.recommendations import (
-    DEFAULT_AUTO_DEPTH,
-    depth_recommendation,
-    recommended_depth,
-    save_recommendation,
-)
+from qwen_mtp_desktop.core.recommendations import depth_recommendation, save_recommendation
 from qwen_mtp_desktop.core.report_markdown import report_markdown
 from tests.unit.test_validate import fake_model, fake_stats
 
+mtp = DecodingMethod.mtp
+PLAIN_KEY = (PLAIN, "genai")
+
 
 def rows(
-    depth: int | None, speeds: list[float], *, base: list[float], identical: bool = True,
-    prompt_set: str = "demo", sizes: tuple[int, ...] = (1, 2, 2, 1, 2),
+    depth: int | DecodingMethod | None, speeds: list[float], *, base: list[float],
+    identical: bool = True, prompt_set: str = "demo", sizes: tuple[int, ...] = (1, 2, 2, 1, 2),
+    decoder: str = "fast",
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Run rows as run_benchmark records them, one per round."""
+    """Run rows as run_benchmark records them, one per round: plain decoding (None) on
+    openvino-genai, MTP at a depth or another method on `decoder`."""
+    method = PLAIN if depth is None else mtp(depth) if isinstance(depth, int) else depth
     out = []
     for index, speed in enumerate(speeds):
-        stats = (
-            fake_stats("baseline", 1, (1, 1, 1, 1, 1), speed)
-            if depth is None
-            else fake_stats("mtp", depth, sizes, speed)
-        )
-        row = run_record(stats, depth)
+        plain = method.is_plain
+        stats = fake_stats(method, (1, 1, 1, 1, 1) if plain else sizes, speed)
+        row = run_record(stats)
         row.update(
+            decoder="genai" if plain else decoder,
             decode_tokens_per_s=speed,
             round=index,
             order=0,
             prompt_set=prompt_set,
             prompt_id="p",
             peak_rss_bytes=100 * 2**20,
-            identical=identical or depth is None,
-            speedup=None if depth is None else speed / base[index],
+            identical=identical or plain,
+            speedup=None if plain else speed / base[index],
         )
         out.append(row)
     return out
 
 
+def keys(*depths: int) -> list[tuple[DecodingMethod, str]]:
+    return [PLAIN_KEY, *[(mtp(d), "fast") for d in depths]]
+
+
 def fake_bench(path: Path, all_rows: list[dict[str, Any]], depths: list[int]) -> dict[str, Any]:
-    modes = summarise_modes(
-        all_rows, [(None, "genai"), *[(d, "fast") for d in depths]], (None, "genai")
-    )
+    modes = summarise_modes(all_rows, keys(*depths), PLAIN_KEY)
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "bench",
         "id": "20261130-020000-bench-cccccc",
         "created": "2026-11-30T02:00:00Z",
@@ -128,9 +130,7 @@ def test_summary_and_recommendation_pick_the_fastest_identical_depth() -> None:
         + rows(2, [150.0, 110.0, 160.0], base=base)
         + rows(3, [200.0, 170.0, 230.0], base=base, identical=False)
     )
-    modes = summarise_modes(
-        data, [(None, "genai"), (1, "fast"), (2, "fast"), (3, "fast")], (None, "genai")
-    )
+    modes = summarise_modes(data, keys(1, 2, 3), PLAIN_KEY)
     assert [m["label"] for m in modes] == [
         "plain · openvino-genai",
         "MTP n=1",
@@ -149,7 +149,8 @@ def test_summary_and_recommendation_pick_the_fastest_identical_depth() -> None:
     assert modes[0]["speedup"] is None and modes[0]["acceptance_rate"] is None
     rec = recommend(modes)
     assert set(rec) == RECOMMENDATION_KEYS
-    assert rec["depth"] == 2 and rec["label"] == "n=2" and not rec["mtp_slower"]
+    assert rec["method"] == mtp(2).to_record() and rec["label"] == "MTP n=2"
+    assert not rec["mtp_slower"]
     assert rec["diverged_depths"] == [3]  # faster, but its output changed
 
 
@@ -160,14 +161,13 @@ def test_recommendation_is_baseline_when_mtp_is_slower() -> None:
         + rows(1, [60.0, 55.0], base=base)
         + rows(2, [40.0, 45.0], base=base)
     )
-    rec = recommend(
-        summarise_modes(data, [(None, "genai"), (1, "fast"), (2, "fast")], (None, "genai"))
-    )
-    assert rec["depth"] is None and rec["label"] == "baseline" and rec["mtp_slower"]
-    assert "slower" in rec["reason"] and "n=1" in rec["reason"]
+    rec = recommend(summarise_modes(data, keys(1, 2), PLAIN_KEY))
+    assert rec["method"] == PLAIN.to_record() and rec["label"] == "plain" and rec["mtp_slower"]
+    assert "slower" in rec["reason"] and "MTP n=1" in rec["reason"]
     diverged = rows(None, base, base=base) + rows(1, [300.0, 300.0], base=base, identical=False)
-    rec = recommend(summarise_modes(diverged, [(None, "genai"), (1, "fast")], (None, "genai")))
-    assert rec["depth"] is None and not rec["mtp_slower"] and "validate" in rec["reason"]
+    rec = recommend(summarise_modes(diverged, keys(1), PLAIN_KEY))
+    assert rec["method"] == PLAIN.to_record() and not rec["mtp_slower"]
+    assert "validate" in rec["reason"]
 
 
 def test_bench_schema_key_set_is_pinned(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_bench_schema_key_set_is_pinned(tmp_path: Path) -> None:
         "per_set", "memory", "recommendation", "baseline", "comparison",
     } == BENCH_KEYS  # fmt: skip
     assert {
-        "mode", "depth", "decoder", "label", "runs", "decode_tokens_per_s", "ttft_s", "speedup",
+        "method", "decoder", "label", "runs", "decode_tokens_per_s", "ttft_s", "speedup",
         "acceptance_rate", "mean_accepted_per_step", "acceptance_by_position", "identical",
         "step_ms", "peak_rss_bytes", "projected_speedup", "break_even_acceptance",
     } == MODE_KEYS  # fmt: skip
@@ -190,7 +190,7 @@ def test_bench_markdown(tmp_path: Path) -> None:
     base = [100.0, 90.0]
     data = rows(None, base, base=base) + rows(1, [130.0, 120.0], base=base)
     text = report_markdown(fake_bench(tmp_path, data, [1]))
-    assert "**Recommendation: n=1" in text
+    assert "**Recommendation: MTP n=1 (1.32x plain decoding)" in text
     assert "| MTP n=1 | 125.0 (120.0–130.0) |" in text
     assert "## What this machine would give" in text and "90% accepted" in text
     assert "3 runs after 1 warm-up" in text
@@ -203,34 +203,36 @@ def test_stored_recommendation_round_trip(tmp_path: Path, app_home: Path) -> Non
         (model / f"{name}.xml").write_text("<net/>")
         (model / f"{name}.bin").write_bytes(b"\0" * 16)
     assert depth_recommendation(model, "CPU") is None
-    assert recommended_depth(model, "CPU") == DEFAULT_AUTO_DEPTH
+
+    def start(device: str = "CPU") -> DecodingMethod | None:
+        found = depth_recommendation(model, device)
+        return found.start if found is not None else None
 
     base = [100.0]
     faster = fake_bench(model, rows(None, base, base=base) + rows(2, [150.0], base=base), [2])
     stored = save_recommendation(faster)
-    assert stored.depth == 2 and stored.speedup == pytest.approx(1.5)
+    assert stored.start == mtp(2) and stored.speedup == pytest.approx(1.5)
+    assert stored.label == "MTP n=2"
     assert recommendations.recommendations_file().is_relative_to(app_home)
-    assert recommended_depth(model, "cpu") == 2  # device names are case-insensitive
-    assert recommended_depth(model, "GPU") == DEFAULT_AUTO_DEPTH  # per device
+    assert start("cpu") == mtp(2)  # device names are case-insensitive
+    assert start("GPU") is None  # per device
 
     slower = fake_bench(model, rows(None, base, base=base) + rows(1, [50.0], base=base), [1])
     save_recommendation(slower)
-    assert recommended_depth(model, "CPU") is None  # plain decoding
     found = depth_recommendation(model, "CPU")
-    assert found is not None and found.label == "baseline"
+    assert found is not None and found.start == PLAIN and found.label == "plain"
 
     # Re-exporting the model invalidates what was measured on the old files.
     bin_path = model / "openvino_mtp_model.bin"
     bin_path.write_bytes(b"\0" * 32)
     os.utime(bin_path, ns=(1, 1))
     assert depth_recommendation(model, "CPU") is None
-    assert recommended_depth(model, "CPU") == DEFAULT_AUTO_DEPTH
 
     recommendations.recommendations_file().write_text("{broken")
-    assert recommended_depth(model, "CPU") == DEFAULT_AUTO_DEPTH
+    assert depth_recommendation(model, "CPU") is None
 
 
-def test_recommended_depth_is_safe_to_call_from_any_thread(tmp_path: Path) -> None:
+def test_the_recommendation_is_safe_to_read_from_any_thread(tmp_path: Path) -> None:
     model = tmp_path / "m"
     model.mkdir()
     base = [100.0]
@@ -241,7 +243,8 @@ def test_recommended_depth_is_safe_to_call_from_any_thread(tmp_path: Path) -> No
         try:
             for _ in range(20):
                 save_recommendation(report)
-                assert recommended_depth(model, "CPU") == 1
+                found = depth_recommendation(model, "CPU")
+                assert found is not None and found.start == mtp(1)
         except BaseException as exc:
             errors.append(exc)
 
@@ -301,29 +304,29 @@ def test_workload_winner_is_the_fastest_identical_method() -> None:
     from qwen_mtp_desktop.core.bench import workload_winner
 
     base = [100.0, 100.0, 100.0]
+    lookup = DecodingMethod.lookup(4, 3)
     data = [
         *rows(None, base, base=base),
         *rows(1, [120.0, 125.0, 118.0], base=base),
-        *rows(4, [160.0, 150.0, 170.0], base=base),  # stands for prompt lookup below
+        *rows(lookup, [160.0, 150.0, 170.0], base=base, decoder="genai"),
     ]
-    for row in data:
-        if row["depth"] == 4:
-            row.update(decoder="lookup", mode="lookup")
-    keys = [(None, "genai"), (1, "fast"), (4, "lookup")]
-    modes = summarise_modes(data, keys, (None, "genai"))
-    assert [m["mode"] for m in modes] == ["baseline", "mtp", "lookup"]
-    assert modes[2]["label"] == "prompt lookup K=4" and modes[2]["projected_speedup"] is None
+    method_keys = [PLAIN_KEY, (mtp(1), "fast"), (lookup, "genai")]
+    modes = summarise_modes(data, method_keys, PLAIN_KEY)
+    assert [m["method"] for m in modes] == [m.to_record() for m in (PLAIN, mtp(1), lookup)]
+    assert modes[2]["label"] == "prompt lookup K=4, n-gram 3"
+    assert modes[2]["projected_speedup"] is None
     winner = workload_winner(modes)
-    assert winner["method"] == "lookup" and winner["label"] == "prompt lookup K=4"
-    assert winner["speedup"] == 1.6
+    assert winner["method"] == lookup.to_record()
+    assert winner["label"] == "prompt lookup K=4, n-gram 3" and winner["speedup"] == 1.6
     # The depth recommendation stays about MTP depths.
-    assert recommend(modes)["depth"] == 1
+    assert recommend(modes)["method"] == mtp(1).to_record()
     # A faster method whose output differed does not win; nothing faster than plain -> plain.
     for row in data:
-        if row["depth"] == 4:
+        if row["method"] == lookup.to_record():
             row["identical"] = False
-    assert workload_winner(summarise_modes(data, keys, (None, "genai")))["method"] == "mtp"
+    found = workload_winner(summarise_modes(data, method_keys, PLAIN_KEY))
+    assert found["method"] == mtp(1).to_record()
     slow = [*rows(None, base, base=base), *rows(1, [90.0, 95.0, 92.0], base=base)]
-    plain = workload_winner(summarise_modes(slow, keys[:2], (None, "genai")))
-    assert plain["method"] == "plain" and plain["runner_up"] == "MTP n=1"
+    plain = workload_winner(summarise_modes(slow, method_keys[:2], PLAIN_KEY))
+    assert plain["method"] == PLAIN.to_record() and plain["runner_up"] == "MTP n=1"
     assert plain["runner_up_speedup"] == 0.92

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from tests.conftest import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -72,8 +73,9 @@ def mode(depth: int | None, speed: float, decoder: str = "fast") -> dict[str, An
     label = "plain · openvino-genai" if depth is None else f"MTP n={depth}"
     if decoder == "genai" and depth is not None:
         label += " · openvino-genai"
+    method = PLAIN if depth is None else DecodingMethod.mtp(depth)
     return {
-        "depth": depth,
+        "method": method.to_record(),
         "label": label,
         "decode_tokens_per_s": {"median": speed, "min": speed * 0.9, "max": speed * 1.1},
         "speedup": None if depth is None else {"median": 1.2, "min": 1.1, "max": 1.3},

@@ -21,6 +21,7 @@ from qwen_mtp_desktop.core.chat_session import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.recommendations import save_recommendation
@@ -58,17 +59,42 @@ def benchmarked_model(tmp_path: Path, depth: int, speed: float) -> Path:
 
 
 def test_generation_settings_map_a_chats_settings() -> None:
-    greedy = generation_settings(ChatSettings(temperature=0.0, num_assistant_tokens="auto"), 3)
-    assert (greedy.do_sample, greedy.temperature, greedy.num_assistant_tokens) == (False, 0.7, 3)
-    unbenchmarked = generation_settings(ChatSettings(num_assistant_tokens="auto"), None)
-    assert unbenchmarked.num_assistant_tokens == 1
-    fixed = generation_settings(ChatSettings(temperature=0.4, num_assistant_tokens=2, seed=5), 4)
-    assert (fixed.do_sample, fixed.temperature, fixed.num_assistant_tokens, fixed.seed) == (
-        True,
-        0.4,
-        2,
-        5,
+    mtp = DecodingMethod.mtp
+    auto = ChatSettings(temperature=0.0, num_assistant_tokens="auto", repetition_penalty=1.1)
+    greedy = generation_settings(auto, mtp(3))
+    assert greedy.method == mtp(3, Sampling(repetition_penalty=1.1))
+    assert greedy.replay_lookup == DecodingMethod.lookup(4, 3)
+    unbenchmarked = generation_settings(ChatSettings(temperature=0.0), None)
+    assert unbenchmarked.method == mtp(1)
+    fixed = generation_settings(
+        ChatSettings(temperature=0.4, num_assistant_tokens=2, seed=5), mtp(4)
     )
+    assert fixed.method == mtp(2, Sampling(temperature=0.4, top_p=0.9, top_k=20, seed=5))
+    plain = generation_settings(ChatSettings(temperature=0.4, mtp=False, seed=5))
+    assert plain.method == DecodingMethod.plain(fixed.method.sampling)
+    lookup = ChatSettings(temperature=0.0, prompt_lookup=True, lookup_tokens=6, max_ngram_size=2)
+    assert generation_settings(lookup).method == DecodingMethod.lookup(6, 2)
+    assert generation_settings(lookup).replay_lookup == DecodingMethod.lookup(6, 2)
+
+
+@pytest.mark.parametrize(
+    ("settings", "method"),
+    [
+        (ChatSettings(temperature=0.0), "auto"),
+        (ChatSettings(temperature=0.0, num_assistant_tokens=3), DecodingMethod.mtp(3)),
+        (ChatSettings(temperature=0.0, mtp=False), PLAIN),
+        (ChatSettings(temperature=0.0, mtp=False, prompt_lookup=True), DecodingMethod.lookup()),
+        (ChatSettings(temperature=0.0, prompt_lookup=True, lookup_tokens=2, max_ngram_size=1),
+         DecodingMethod.lookup(2, 1)),
+        # MTP with sampling: the engine refuses it where the head loads (MTP_NEEDS_GREEDY).
+        (ChatSettings(temperature=0.7, seed=1),
+         DecodingMethod.mtp(1, Sampling(temperature=0.7, top_p=0.9, top_k=20, seed=1))),
+    ],
+)  # fmt: skip
+def test_a_chats_settings_name_one_method_or_auto(
+    settings: ChatSettings, method: DecodingMethod | str
+) -> None:
+    assert settings.method == method
 
 
 def test_history_starts_with_the_system_prompt_and_skips_empty_answers() -> None:
@@ -102,27 +128,29 @@ def test_auto_starts_from_the_stored_verdict_and_learns(tmp_path: Path) -> None:
     found = AutoDecoding.lookup(model, "CPU")
     assert found is not None and found.acceptance_rate is not None
     auto.remember(model, "CPU", found)
-    assert auto.known(model, "CPU") and auto.depth(model, "CPU") == 2
+    assert auto.known(model, "CPU") and auto.start(model, "CPU") == DecodingMethod.mtp(2)
     assert auto.status(None, model, "CPU") == (
         f"Auto · starts at MTP n=2 (benchmark: {found.acceptance_rate:.0%} accepted, 1.50x)"
     )
 
     key = (1, model, "CPU")
     turn = auto.plan_turn(key, GenerationSettings(max_new_tokens=32), plain_ready=False, load_s=2.0)
-    assert turn.decision is not None and turn.decision.choice == 2
-    assert turn.settings.num_assistant_tokens == 2 and not turn.settings.plain
+    assert turn.decision is not None and turn.decision.method == DecodingMethod.mtp(2)
+    assert turn.settings.method == DecodingMethod.mtp(2)
     assert turn.settings.within_turn is not None
     assert turn.settings.within_turn.plain_load_s == 2.0
     assert auto.existing_policy(key) is turn.policy
 
     stats = build_stats(
-        mode="mtp", num_assistant_tokens=2, device="CPU", prompt_tokens=10,
+        method=DecodingMethod.mtp(2), device="CPU", prompt_tokens=10,
         chunk_sizes=[1, 3, 3, 1], chunk_times=[0.1, 0.2, 0.3, 0.4], total_s=0.4,
         reasoning_tokens=0, answer_tokens=8, finish_reason="stop", max_new_tokens=32,
     )  # fmt: skip
     record = turn.finish(stats, model, [(0, 4)])
     assert turn.policy is not None and turn.policy.turns == 1
-    assert record["decoding"] == "auto" and record["auto"]["depth"] == 2
+    assert record["decoding"] == "auto"
+    assert record["auto"]["method"] == DecodingMethod.mtp(2).to_record()
+    assert record["method"] == DecodingMethod.mtp(2).to_record()
     assert record["model_dir"] == str(model) and record["drafted_ranges"] == [[0, 4]]
     assert "chunk_sizes" not in record and "chunk_times" not in record
     assert auto.status(key, model, "CPU").startswith("Auto · ")
@@ -133,7 +161,7 @@ def test_auto_starts_from_the_stored_verdict_and_learns(tmp_path: Path) -> None:
 
 def test_a_fixed_turn_records_fixed_decoding() -> None:
     stats = build_stats(
-        mode="baseline", num_assistant_tokens=1, device="CPU", prompt_tokens=4,
+        method=PLAIN, device="CPU", prompt_tokens=4,
         chunk_sizes=[1, 1], chunk_times=[0.1, 0.2], total_s=0.2, reasoning_tokens=0,
         answer_tokens=2, finish_reason="stop",
     )  # fmt: skip
@@ -141,12 +169,16 @@ def test_a_fixed_turn_records_fixed_decoding() -> None:
     assert record["decoding"] == "fixed" and "auto" not in record and record["model"] == ""
 
 
-@pytest.mark.parametrize(("depth", "speed", "start"), [(2, 150.0, 2), (1, 50.0, None)])
-def test_policy_for_a_verdict(tmp_path: Path, depth: int, speed: float, start: int | None) -> None:
+@pytest.mark.parametrize(
+    ("depth", "speed", "start"), [(2, 150.0, DecodingMethod.mtp(2)), (1, 50.0, PLAIN)]
+)
+def test_policy_for_a_verdict(
+    tmp_path: Path, depth: int, speed: float, start: DecodingMethod
+) -> None:
     found = AutoDecoding.lookup(benchmarked_model(tmp_path, depth, speed), "CPU")
     assert found is not None
     assert policy_for(found).current == start
-    assert policy_for(None).current == 1
+    assert policy_for(None).current == DecodingMethod.mtp(1)
 
 
 def test_each_user_action_is_one_store_call(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from qwen_mtp_desktop.core.chats.records import (
     UnknownMessageError,
 )
 from qwen_mtp_desktop.core.chats.store import DEFAULT_TITLE, MAX_TITLE_CHARS, ChatStore
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.paths import app_paths
@@ -56,8 +57,7 @@ def search_store(
 
 def _stats(finish_reason: str = "eos") -> dict[str, object]:
     return build_stats(
-        mode="mtp",
-        num_assistant_tokens=2,
+        method=DecodingMethod.mtp(2),
         device="CPU",
         prompt_tokens=12,
         chunk_sizes=[1, 3, 2, 3],
@@ -281,7 +281,7 @@ def test_streaming_answer_life_cycle(store: ChatStore) -> None:
     assert done.reasoning == "Let me think. It is furry."
     assert done.stats is not None
     assert done.stats["model"] == "Qwen3.5-0.8B"
-    assert done.stats["mode"] == "mtp" and done.stats["num_assistant_tokens"] == 2
+    assert done.stats["method"] == DecodingMethod.mtp(2).to_record()
     assert done.stats["generated_tokens"] == 9
     assert done.stats["ttft_s"] == 0.25
     assert done.stats["acceptance_rate"] == pytest.approx(5 / 6)
@@ -904,6 +904,11 @@ def test_stats_summary_shows_auto_and_reads_old_rows() -> None:
 
     old_row = {"mode": "mtp", "num_assistant_tokens": 2, "generated_tokens": 10}
     assert stats_summary(old_row) == "MTP n=2 · 10 tokens"
+    assert stats_summary({"mode": "baseline", "num_assistant_tokens": 0}) == "plain decoding"
+    lookup = {"mode": "lookup", "num_assistant_tokens": 3, "max_ngram_size": 2}
+    assert stats_summary(lookup) == "prompt lookup K=3, n-gram 2"
+    new_row = {"method": DecodingMethod.lookup(3, 2).to_record(), "acceptance_rate": 0.5}
+    assert stats_summary(new_row) == "prompt lookup K=3, n-gram 2 · acceptance 50%"
     auto_row = {
         **old_row,
         "decoding": "auto",

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats, speculative_stats
 from qwen_mtp_desktop.core.decoding.text import (
     ByteLevelVocab,
@@ -73,28 +74,29 @@ def test_thinking_splitter_without_thinking_and_self_opened() -> None:
 
 def test_speculative_stats_from_chunk_sizes() -> None:
     # prefill token, then steps with n=3: accepted 0, 3, 1, 2
-    drafted, accepted, by_position = speculative_stats([1, 1, 4, 2, 3], 3, "mtp")
+    n3 = DecodingMethod.mtp(3)
+    drafted, accepted, by_position = speculative_stats([1, 1, 4, 2, 3], n3)
     assert drafted == 12
     assert accepted == 6
     assert by_position == [0.75, 0.5, 0.25]
-    assert speculative_stats([1, 1, 1], 2, "baseline") == (0, 0, [])
+    assert speculative_stats([1, 1, 1], PLAIN) == (0, 0, [])
 
 
 def test_speculative_stats_near_the_token_budget() -> None:
     # n=1, budget 6: after 5 tokens only 1 is left, so the last step drafts nothing.
-    drafted, accepted, by_position = speculative_stats([1, 2, 2, 1], 1, "mtp", max_new_tokens=6)
+    n1, n3 = DecodingMethod.mtp(1), DecodingMethod.mtp(3)
+    drafted, accepted, by_position = speculative_stats([1, 2, 2, 1], n1, max_new_tokens=6)
     assert (drafted, accepted) == (2, 2)
     assert by_position == [1.0]
     # n=3, budget 7: the second step may draft only min(3, 7 - 5 - 1) = 1.
-    drafted, accepted, by_position = speculative_stats([1, 4, 2], 3, "mtp", max_new_tokens=7)
+    drafted, accepted, by_position = speculative_stats([1, 4, 2], n3, max_new_tokens=7)
     assert (drafted, accepted) == (4, 4)
     assert by_position == [1.0, 1.0, 1.0]
 
 
 def test_build_stats_is_consistent() -> None:
     stats = build_stats(
-        mode="mtp",
-        num_assistant_tokens=1,
+        method=DecodingMethod.mtp(1),
         device="CPU",
         prompt_tokens=12,
         chunk_sizes=[1, 2, 2, 1, 2],
@@ -111,13 +113,16 @@ def test_build_stats_is_consistent() -> None:
     assert stats.acceptance_rate == 0.75
     assert stats.mean_accepted_per_step == 0.75
     assert stats.generated_tokens == stats.steps + stats.accepted_tokens
-    assert stats.to_json_dict()["chunk_sizes"] == [1, 2, 2, 1, 2]
+    record = stats.to_json_dict()
+    assert record["chunk_sizes"] == [1, 2, 2, 1, 2]
+    # The method that ran, as its record (what stored stats and reports keep).
+    assert record["method"] == DecodingMethod.mtp(1).to_record()
+    assert not {"mode", "num_assistant_tokens", "max_ngram_size"} & set(record)
 
 
 def test_build_stats_empty_generation() -> None:
     stats = build_stats(
-        mode="baseline",
-        num_assistant_tokens=1,
+        method=PLAIN,
         device="CPU",
         prompt_tokens=3,
         chunk_sizes=[],
@@ -128,7 +133,7 @@ def test_build_stats_empty_generation() -> None:
         finish_reason="cancelled",
     )
     assert stats.generated_tokens == 0 and stats.decode_tokens_per_s == 0.0
-    assert stats.num_assistant_tokens == 0
+    assert stats.method == PLAIN and stats.drafted_tokens == 0
 
 
 # --- ByteLevelVocab: Qwen's byte-level BPE decoded in Python ------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.hosting.protocol import (
@@ -178,8 +179,7 @@ def test_frames_round_trip(messages: list[object]) -> None:
 
 def test_finished_carries_the_stats() -> None:
     stats = build_stats(
-        mode="mtp",
-        num_assistant_tokens=2,
+        method=DecodingMethod.mtp(2),
         device="CPU",
         prompt_tokens=5,
         chunk_sizes=[1, 3, 2],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
 from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE, Exited
@@ -57,7 +58,7 @@ def harness() -> Harness:
 
 def _finished(request_id: int) -> Finished:
     stats = GenerationStats(
-        mode="mtp", num_assistant_tokens=1, device="CPU", prompt_tokens=1, generated_tokens=1,
+        method=DecodingMethod.mtp(1), device="CPU", prompt_tokens=1, generated_tokens=1,
         reasoning_tokens=0, answer_tokens=1, ttft_s=0.0, decode_tokens_per_s=0.0, total_s=0.0,
         steps=1, drafted_tokens=0, accepted_tokens=0, acceptance_rate=0.0,
         mean_accepted_per_step=0.0, acceptance_by_position=[], finish_reason="eos",

@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     save_reference,
     workload_kind,
 )
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, StepDrafts, build_stats
 from qwen_mtp_desktop.core.paths import resources_dir
 from tests.unit.test_acceptance_health import SAME, _reference, _turn
@@ -43,16 +44,18 @@ def _lookup_turn(drafted: int, accepted: int, steps: int = 6) -> GenerationStats
         sizes.append(1 + kept)
     times = [0.01 * i for i in range(len(sizes))]
     return build_stats(
-        mode="lookup", num_assistant_tokens=4, device="CPU", prompt_tokens=50,
+        method=DecodingMethod.lookup(4), device="CPU", prompt_tokens=50,
         chunk_sizes=sizes, chunk_times=times, total_s=times[-1], reasoning_tokens=0,
         answer_tokens=sum(sizes), finish_reason="eos", drafts=drafts,
     )  # fmt: skip
 
 
+LOOKUP = DecodingMethod.lookup(4, 3)
+
+
 def _lookup_reference(workload: str, rate: float) -> Any:
     return _reference(
-        rate, method="lookup", workload=workload, prompt_sets=(workload,), mtp_precision=None,
-        lookup_tokens=4, max_ngram_size=3,
+        rate, method=LOOKUP, workload=workload, prompt_sets=(workload,), mtp_precision=None,
     )  # fmt: skip
 
 
@@ -77,7 +80,7 @@ def test_lookup_collapse_on_its_own_workload_warns_once_and_says_it_compared_lik
     fired = [w for w in warnings if w is not None]
     assert len(fired) == 1
     warning = fired[0]
-    assert warning.method == "lookup" and warning.workload == "edit" and warning.live < 0.4
+    assert warning.method == LOOKUP and warning.workload == "edit" and warning.live < 0.4
     assert warning.text.startswith("Prompt lookup acceptance dropped:")
     assert "on this chat's edit requests" in warning.text
     assert "Compared like with like only" in warning.text
@@ -88,7 +91,7 @@ def test_lookup_collapse_on_its_own_workload_warns_once_and_says_it_compared_lik
 def test_a_different_drafts_per_step_is_named_as_a_cause() -> None:
     reference = _lookup_reference("edit", 0.8)  # measured at K=4
     monitor = HealthMonitor(None, SAME, {"edit": reference})
-    stats = replace(_lookup_turn(24, 0), num_assistant_tokens=8)
+    stats = replace(_lookup_turn(24, 0), method=DecodingMethod.lookup(8, 3))
     warnings = [monitor.observe(stats, "Edit this list: ...") for _ in range(3)]
     warning = next(w for w in warnings if w is not None)
     assert "this chat drafts 8 tokens per step, the reference 4" in warning.text
@@ -111,7 +114,7 @@ def test_mtp_and_lookup_are_watched_apart() -> None:
     for _ in range(4):
         assert monitor.observe(_lookup_turn(24, 19), edit) is None
     fired = [monitor.observe(_turn(0.0)) for _ in range(3)]
-    assert [w.method for w in fired if w is not None] == ["mtp"]
+    assert [w.method.kind for w in fired if w is not None] == ["mtp"]
     assert monitor.observe(_lookup_turn(24, 19), edit) is None  # lookup still healthy
     # A lookup answer never feeds the MTP evidence, nor the other way round.
     assert monitor.live is not None and monitor.live < 0.2
@@ -119,14 +122,14 @@ def test_mtp_and_lookup_are_watched_apart() -> None:
 
 def _bench(model: Path) -> dict[str, Any]:
     def lookup(rate: float | None, identical: bool = True) -> dict[str, Any]:
-        return {"mode": "lookup", "depth": 4, "identical": identical, "acceptance_rate": rate}
+        return {"method": LOOKUP.to_record(), "identical": identical, "acceptance_rate": rate}
 
     return {
         "kind": "bench", "id": "b1", "created": "2026-11-30T22:00:00Z", "device": "cpu",
         "model": {"path": str(model), "mtp_precision": "FP16"},
         "versions": {"openvino-genai": "2026.4.1.0"},
         "prompt_sets": [{"name": "chat"}, {"name": "edit"}, {"name": "code"}],
-        "modes": [{"mode": "mtp", "depth": 1, "identical": True,
+        "modes": [{"method": DecodingMethod.mtp(1).to_record(), "identical": True,
                    "acceptance_by_position": [0.75]}],
         "per_set": [
             {"prompt_set": "chat", "modes": [lookup(0.12)]},
@@ -143,25 +146,25 @@ def test_bench_and_validate_give_lookup_references_per_workload(tmp_path: Path) 
     found = lookup_references_from_report(_bench(model))
     assert {r.workload: r.first_draft for r in found} == {"chat": 0.12, "edit": 0.81}
     mtp = save_reference(_bench(model))
-    assert mtp is not None and mtp.method == "mtp" and load_reference(model, "CPU") == mtp
+    assert mtp is not None and mtp.method == DecodingMethod.mtp(1)
+    assert load_reference(model, "CPU") == mtp
     stored = load_lookup_references(model, "CPU")
     assert sorted(stored) == ["chat", "edit"] and stored["edit"].source == "bench"
     assert load_lookup_references(model, "GPU") == {}
     validation = {
         "kind": "validate", "id": "v2", "created": "2026-11-30T23:00:00Z", "device": "CPU",
         "model": {"path": str(model)}, "versions": {}, "prompt_set": {"name": "edit"},
-        "settings": {"method": "lookup", "num_assistant_tokens": 6, "max_ngram_size": 2},
+        "settings": {"method": DecodingMethod.lookup(6, 2).to_record()},
         "summary": {"all_identical": True, "acceptance_rate": 0.7,
                     "acceptance_by_position": []},
     }  # fmt: skip
     assert save_reference(validation) is None  # no MTP reference in it ...
     stored = load_lookup_references(model, "CPU")
     edit = stored["edit"]  # ... but the edit workload's lookup reference is the new one
-    assert (edit.source, edit.first_draft, edit.lookup_tokens, edit.max_ngram_size) == (
+    assert (edit.source, edit.first_draft, edit.method) == (
         "validate",
         0.7,
-        6,
-        2,
+        DecodingMethod.lookup(6, 2),
     )
     assert stored["chat"].source == "bench" and load_reference(model, "CPU") == mtp
 

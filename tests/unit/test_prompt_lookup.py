@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.prompt_lookup import LookupRecorder, NgramIndex, step_drafts
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts, speculative_stats
 from qwen_mtp_desktop.core.decoding.text import StopStringFilter
@@ -60,7 +61,7 @@ def test_a_step_ending_on_an_accepted_end_of_text_draft_counts_it() -> None:
     drafts = step_drafts(prompt, [[64], [eos]], 1, 1, 7)
     assert drafts[1] == StepDrafts(1, 1)
     sizes = [1, 1]
-    assert speculative_stats(sizes, 1, "lookup", 7, drafts)[:2] == (1, 1)
+    assert speculative_stats(sizes, DecodingMethod.lookup(1, 1), 7, drafts)[:2] == (1, 1)
     # A rejected draft: the target's own token differs from the candidate.
     assert step_drafts(prompt, [[64], [5]], 1, 1, 7)[1] == StepDrafts(1, 0)
 
@@ -74,7 +75,7 @@ def test_recorder_cuts_the_record_where_a_stop_string_ended_the_text() -> None:
     assert recorder.stopped and shown == [1, 2]
     sizes, times, drafts = recorder.step_record()
     assert sizes == [1, 1] and times == [0.01, 0.02] and [d.proposed for d in drafts] == [0, 3]
-    drafted, accepted, _ = speculative_stats(sizes, 3, "lookup", 50, drafts)
+    drafted, accepted, _ = speculative_stats(sizes, DecodingMethod.lookup(3, 2), 50, drafts)
     # " b" was the first of three accepted drafts; the two after it are cut with the text.
     assert (drafted, accepted) == (3, 1)
 
@@ -83,10 +84,11 @@ def test_lookup_stats_count_only_proposed_drafts() -> None:
     # Steps that proposed nothing are not rejections.
     sizes = [1, 1, 4, 1, 3]
     drafts = [StepDrafts(p, a) for p, a in [(0, 0), (0, 0), (3, 3), (0, 0), (3, 2)]]
-    drafted, accepted, by_position = speculative_stats(sizes, 3, "lookup", None, drafts)
+    lookup = DecodingMethod.lookup(3)
+    drafted, accepted, by_position = speculative_stats(sizes, lookup, None, drafts)
     assert (drafted, accepted) == (6, 5)
     assert by_position == [1.0, 1.0, 0.5]
-    assert speculative_stats(sizes, 3, "lookup", None, None) == (0, 0, [])
+    assert speculative_stats(sizes, lookup, None, None) == (0, 0, [])
 
 
 @given(

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keyring.backends import fail
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.remote.client import (
     RemoteAnswer,
@@ -241,7 +242,7 @@ def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
         answer = _answer(url)
         stats = answer.run_to_end()
     assert answer.answer == "Hello"
-    assert stats.mode == "mtp" and stats.num_assistant_tokens == 2
+    assert stats.method == DecodingMethod.mtp(2)
     assert stats.acceptance_rate == 0.75 and stats.generated_tokens == 11
     assert stats.prompt_tokens == 7 and stats.finish_reason == "eos"
     assert stats.remote is not None and stats.remote["server_stats"]["accepted_tokens"] == 6
@@ -253,7 +254,7 @@ def test_a_server_without_statistics_shows_no_acceptance() -> None:
         answer = _answer(url)
         stats = answer.run_to_end()
     assert answer.answer == "ok" and stats.finish_reason == "length"
-    assert stats.mode == "baseline" and stats.drafted_tokens == 0 and stats.acceptance_rate == 0
+    assert stats.method == PLAIN and stats.drafted_tokens == 0 and stats.acceptance_rate == 0
     assert stats.remote is not None and stats.remote["server_stats"] is None
     assert stats.generated_tokens == 0 and stats.remote["tokens_reported"] is False
 
@@ -375,14 +376,39 @@ def test_sse_data_lines_join_back(events: list[list[str]]) -> None:
 def test_server_stats_drop_values_out_of_range() -> None:
     raw = {
         "mode": "mtp",
+        "draft_tokens_per_step": 2,
         "acceptance_rate": 7,
         "drafted_tokens": -1,
         "steps": True,
         "acceptance_by_position": [0.5, "x"],
         "decoder": "fast",
     }
-    assert server_stats(raw) == {"mode": "mtp", "decoder": "fast"}
+    assert server_stats(raw) == {
+        "mode": "mtp",
+        "method": DecodingMethod.mtp(2).to_record(),
+        "draft_tokens_per_step": 2,
+        "decoder": "fast",
+    }
     assert server_stats({"mode": "warp"}) is None
+    # A method this app cannot run is no method: no figures rather than wrong ones.
+    assert server_stats({"mode": "mtp"}) is None
+    assert server_stats({"mode": "mtp", "draft_tokens_per_step": 10**6}) is None
+
+
+def test_server_stats_read_the_method_record_and_older_servers_mode() -> None:
+    """This app's `serve` sends the whole method; an older one (and other servers that copy
+    the object) only "mode" and "draft_tokens_per_step", where prompt lookup's n-gram size
+    is not said (the default is assumed)."""
+    lookup = DecodingMethod.lookup(6, 2)
+    newer = server_stats(
+        {"mode": "lookup", "draft_tokens_per_step": 6, "method": lookup.to_record()}
+    )
+    assert newer is not None and newer["method"] == lookup.to_record()
+    older = server_stats({"mode": "lookup", "draft_tokens_per_step": 6})
+    assert older is not None and older["method"] == DecodingMethod.lookup(6).to_record()
+    plain = server_stats({"mode": "plain", "draft_tokens_per_step": 0})
+    assert plain is not None and plain["method"] == PLAIN.to_record()
+    assert server_stats({"mode": "mtp", "draft_tokens_per_step": 2, "method": "x"}) is None
 
 
 # --- the answer's inbox (core.remote.inbox) ------------------------------------------------------

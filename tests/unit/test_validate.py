@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.measurement import (
@@ -49,13 +50,14 @@ EXPECTED_SETS = {"chat", "code", "demo", "edit", "list", "summarise"}
 
 
 def fake_stats(
-    mode: str = "mtp", n: int = 1, sizes: tuple[int, ...] = (1, 2, 1, 2, 2), tok_s: float = 50.0
+    method: DecodingMethod = DEFAULT_MTP,
+    sizes: tuple[int, ...] = (1, 2, 1, 2, 2),
+    tok_s: float = 50.0,
 ) -> GenerationStats:
     """Stats as the engine would build them from streamer chunk sizes."""
     times = [0.05 + i * (1 / tok_s) for i in range(len(sizes))]
     return build_stats(
-        mode=mode,  # type: ignore[arg-type]
-        num_assistant_tokens=n,
+        method=method,
         device="CPU",
         prompt_tokens=20,
         chunk_sizes=list(sizes),
@@ -91,8 +93,8 @@ def fake_validation(
 ) -> dict[str, Any]:
     from qwen_mtp_desktop.core.validate import _validation_summary
 
-    base = run_record(fake_stats("baseline", 1, (1, 1, 1, 1, 1)), None)
-    mtp = run_record(fake_stats(), 1)
+    base = run_record(fake_stats(PLAIN, (1, 1, 1, 1, 1)))
+    mtp = run_record(fake_stats())
     result = {
         "prompt_id": "count",
         "prompt": "Count | to 5.",
@@ -118,7 +120,7 @@ def fake_validation(
         "timing": {"baseline": base, "mtp": mtp, "speedup": 1.2} if identical else None,
     }
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "validate",
         "id": report_id,
         "created": created,
@@ -130,7 +132,11 @@ def fake_validation(
         "device": "CPU",
         "numerics": "exact",
         "prompt_set": {"name": "demo", "title": "Demo", "path": None, "prompt_ids": ["count"]},
-        "settings": {"max_new_tokens": 5, "num_assistant_tokens": 1, "greedy": True},
+        "settings": {
+            "max_new_tokens": 5,
+            "method": DecodingMethod.mtp(1).to_record(),
+            "greedy": True,
+        },
         "results": [result],
         "summary": _validation_summary([result]),
     }
@@ -232,17 +238,19 @@ def test_spread_ignores_missing_values() -> None:
 
 
 def test_run_record_and_acceptance_summary() -> None:
-    record = run_record(fake_stats(n=2, sizes=(1, 3, 1, 2, 3)), 2)
+    n2 = DecodingMethod.mtp(2)
+    record = run_record(fake_stats(n2, sizes=(1, 3, 1, 2, 3)))
     assert set(record) == RUN_KEYS
-    assert record["depth"] == 2 and record["drafted_tokens"] == 8 and record["accepted_tokens"] == 5
+    assert record["method"] == n2.to_record()
+    assert record["drafted_tokens"] == 8 and record["accepted_tokens"] == 5
     assert record["step_ms"] == pytest.approx(20.0)
-    summary = acceptance_summary([record, run_record(fake_stats(n=2, sizes=(1, 1, 1)), 2)])
+    summary = acceptance_summary([record, run_record(fake_stats(n2, sizes=(1, 1, 1)))])
     assert summary["acceptance_rate"] == pytest.approx(5 / 12)
     assert summary["mean_accepted_per_step"] == pytest.approx(5 / 6)
     # Position 1 was accepted in 3 of 6 decode steps, position 2 in 2 of 6.
     assert summary["acceptance_by_position"] == pytest.approx([3 / 6, 2 / 6])
-    baseline = run_record(fake_stats("baseline", 1, (1, 1, 1)), None)
-    assert baseline["depth"] is None and baseline["acceptance_rate"] is None
+    plain = run_record(fake_stats(PLAIN, (1, 1, 1)))
+    assert plain["method"] == PLAIN.to_record() and plain["acceptance_rate"] is None
 
 
 def test_installed_versions_match_package_metadata() -> None:

@@ -50,14 +50,8 @@ def chat_json(conv: Conversation, messages: Sequence[StoredMessage]) -> str:
 def chat_markdown(conv: Conversation, messages: Sequence[StoredMessage]) -> str:
     """The conversation as Markdown."""
     s = conv.settings
-    if s.prompt_lookup:
-        mode = f"prompt lookup (K={s.lookup_tokens})"
-    elif not s.mtp:
-        mode = "plain decoding"
-    elif s.num_assistant_tokens == "auto":
-        mode = "MTP (Auto)"
-    else:
-        mode = f"MTP (n={s.num_assistant_tokens})"
+    method = s.method
+    mode = "Auto (plain decoding, MTP or prompt lookup)" if method == "auto" else method.label
     lines = [f"# {conv.title}", ""]
     if conv.model_dir:
         lines.append(f"- Model: `{conv.model_dir}`")

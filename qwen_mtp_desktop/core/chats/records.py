@@ -9,14 +9,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
-    DEFAULT_MAX_NGRAM_SIZE,
-    MAX_LOOKUP_TOKENS,
-    MAX_NGRAM_SIZE,
+from qwen_mtp_desktop.core.decoding.method import (
+    DEFAULT_LOOKUP_DRAFTS,
+    DEFAULT_NGRAM,
+    MAX_LOOKUP_DRAFTS,
+    MAX_MTP_DEPTH,
+    MAX_NGRAM,
+    MAX_SEED,
+    DecodingMethod,
+    Sampling,
 )
 from qwen_mtp_desktop.core.engine import Message, Role
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.message_stats import stats_method
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +74,17 @@ def _is_number(value: object) -> bool:
 _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "device": lambda v: isinstance(v, str) and bool(v.strip()),
     "mtp": lambda v: isinstance(v, bool),
-    "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and v >= 1),
+    "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and 1 <= v <= MAX_MTP_DEPTH),
     "thinking": lambda v: isinstance(v, bool),
     "max_new_tokens": lambda v: _is_int(v) and v >= 1,
-    "temperature": lambda v: _is_number(v) and v >= 0,
+    "temperature": lambda v: _is_number(v) and 0 <= v <= 100,
     "top_p": lambda v: _is_number(v) and 0 < v <= 1,
     "top_k": lambda v: _is_int(v) and v >= 0,
-    "repetition_penalty": lambda v: _is_number(v) and v > 0,
-    "seed": lambda v: v is None or _is_int(v),
+    "repetition_penalty": lambda v: _is_number(v) and 0 < v <= 100,
+    "seed": lambda v: v is None or (_is_int(v) and 0 <= v <= MAX_SEED),
     "prompt_lookup": lambda v: isinstance(v, bool),
-    "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_TOKENS,
-    "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM_SIZE,
+    "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_DRAFTS,
+    "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM,
 }
 
 _FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
@@ -87,7 +92,8 @@ _FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """Per-chat generation settings (what the chat's settings panel edits)."""
+    """Per-chat generation settings (what the chat's settings panel edits). The stored keys
+    are the chat's own vocabulary (a store edge); `method` is what they mean for decoding."""
 
     device: str = "CPU"
     mtp: bool = True
@@ -105,8 +111,41 @@ class ChatSettings:
     #: still says whether the model loads with its head (so switching back costs no reload).
     prompt_lookup: bool = False
     #: Prompt lookup's drafts per step and longest n-gram.
-    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
+    lookup_tokens: int = DEFAULT_LOOKUP_DRAFTS
+    max_ngram_size: int = DEFAULT_NGRAM
+
+    @property
+    def sampling(self) -> Sampling:
+        """Temperature 0 is greedy decoding; top-p, top-k and the seed apply when sampling."""
+        if self.temperature <= 0:
+            return Sampling(repetition_penalty=self.repetition_penalty)
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            repetition_penalty=self.repetition_penalty,
+            seed=self.seed,
+        )
+
+    @property
+    def replay_lookup(self) -> DecodingMethod:
+        """Prompt lookup as this chat runs it (drafts per step, n-gram size): what Auto
+        weighs and every greedy turn's replay measures."""
+        return DecodingMethod.lookup(self.lookup_tokens, self.max_ngram_size)
+
+    @property
+    def method(self) -> DecodingMethod | Literal["auto"]:
+        """The decoding method these settings ask for, or "auto" (MTP on, draft tokens Auto,
+        greedy): Auto (core.adaptive) chooses per turn. MTP on with sampling is refused by
+        the engine where the MTP head loads (MTP decodes greedily)."""
+        sampling = self.sampling
+        if self.prompt_lookup:
+            return self.replay_lookup.with_sampling(sampling)
+        if not self.mtp:
+            return DecodingMethod.plain(sampling)
+        if self.num_assistant_tokens != "auto":
+            return DecodingMethod.mtp(self.num_assistant_tokens, sampling)
+        return "auto" if sampling.greedy else DecodingMethod.mtp(1, sampling)
 
     def __post_init__(self) -> None:
         for name, check in _SETTING_CHECKS.items():
@@ -217,17 +256,16 @@ def stats_summary(stats: Mapping[str, Any]) -> str:
     auto = stats.get("auto")
     if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
         parts.append(f"Auto: {auto['summary']}")
-    if stats.get("mode") == "mtp":
-        parts.append(f"MTP n={stats.get('num_assistant_tokens')}")
-    elif stats.get("mode") == "baseline":
-        parts.append("baseline")
+    method = stats_method(stats)
+    if method is not None:
+        parts.append(method.label)
     if _is_int(stats.get("generated_tokens")):
         parts.append(f"{stats['generated_tokens']} tokens")
     if _is_number(stats.get("ttft_s")):
         parts.append(f"TTFT {stats['ttft_s']:.2f} s")
     if _is_number(stats.get("decode_tokens_per_s")):
         parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
-    if stats.get("mode") == "mtp" and _is_number(stats.get("acceptance_rate")):
+    if method is not None and not method.is_plain and _is_number(stats.get("acceptance_rate")):
         parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
     if _is_number(stats.get("total_s")):
         parts.append(f"{stats['total_s']:.1f} s")

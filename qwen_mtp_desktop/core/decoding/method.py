@@ -22,8 +22,9 @@ from typing import Any, Literal
 MethodKind = Literal["plain", "mtp", "lookup"]
 METHOD_KINDS: tuple[MethodKind, ...] = ("plain", "mtp", "lookup")
 
-#: Drafts per step the MTP head may propose (the verify call grows with depth).
-MAX_MTP_DEPTH = 8
+#: Drafts per step the MTP head may propose (the verify call grows with depth). The CLI and the
+#: API have accepted up to 32 since they exist; the Benchmark tries up to 8.
+MAX_MTP_DEPTH = 32
 #: Prompt lookup's defaults for the chat and `generate`, and the bounds settings accept.
 DEFAULT_LOOKUP_DRAFTS = 4
 DEFAULT_NGRAM = 3
@@ -76,33 +77,30 @@ class Sampling:
     def problems(self) -> list[str]:
         """What is wrong with these values, in words a user can act on (empty: fine)."""
         found: list[str] = []
-        checks: list[tuple[str, float, bool, str]] = [
-            ("temperature", self.temperature, 0 <= self.temperature <= 100, "0 (greedy) to 100"),
-            ("top-p", self.top_p, 0 < self.top_p <= 1, "above 0 and at most 1"),
-            ("min-p", self.min_p, 0 <= self.min_p < 1, "0 to below 1"),
+        # (name, value, (low, high), whether low is allowed, whether high is, allowed range)
+        checks: list[tuple[str, object, float, float, bool, bool, str]] = [
+            ("temperature", self.temperature, 0, 100, True, True, "0 (greedy) to 100"),
+            ("top-p", self.top_p, 0, 1, False, True, "above 0 and at most 1"),
+            ("min-p", self.min_p, 0, 1, True, False, "0 to below 1"),
             (
                 "repetition penalty",
                 self.repetition_penalty,
-                0 < self.repetition_penalty <= 100,
+                0,
+                100,
+                False,
+                True,
                 "above 0 and at most 100 (1 = off)",
             ),
-            (
-                "presence penalty",
-                self.presence_penalty,
-                -2 <= self.presence_penalty <= 2,
-                "-2 to 2 (0 = off)",
-            ),
-            (
-                "frequency penalty",
-                self.frequency_penalty,
-                -2 <= self.frequency_penalty <= 2,
-                "-2 to 2 (0 = off)",
-            ),
+            ("presence penalty", self.presence_penalty, -2, 2, True, True, "-2 to 2 (0 = off)"),
+            ("frequency penalty", self.frequency_penalty, -2, 2, True, True, "-2 to 2 (0 = off)"),
         ]
-        for name, value, ok, allowed in checks:
+        for name, value, low, high, with_low, with_high, allowed in checks:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 found.append(f"{name} must be a number ({allowed}).")
-            elif not math.isfinite(value) or not ok:
+                continue
+            above = value >= low if with_low else value > low
+            below = value <= high if with_high else value < high
+            if not (_finite(value) and above and below):
                 found.append(f"{name} is {value!r}; it must be {allowed}.")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             found.append(f"top-k is {self.top_k!r}; it must be a whole number >= 0 (0 = off).")
@@ -160,7 +158,7 @@ class Sampling:
             elif name == "top_k":
                 ok = type(value) is int and value >= 0
             else:
-                ok = type(value) in (int, float) and math.isfinite(value)
+                ok = type(value) in (int, float) and _finite(value)
             values[name] = value if ok else default
         sampling = cls(**values)
         return defaults if sampling.problems() else sampling
@@ -206,12 +204,29 @@ class DecodingMethod:
         return self.kind == "plain"
 
     @property
+    def uses_mtp_head(self) -> bool:
+        """Whether the model's MTP head drafts (a model loaded without one decodes plain)."""
+        return self.kind == "mtp"
+
+    @property
+    def drafts_vary(self) -> bool:
+        """Whether the drafts per step vary (prompt lookup proposes only what matched, so its
+        acceptance comes from a replay of its search, and no per-depth projection applies);
+        MTP proposes `drafts` every step."""
+        return self.kind == "lookup"
+
+    @property
     def drafting(self) -> DecodingMethod:
         """The method without its sampling: what Auto and the benchmark compare (greedy)."""
         return replace(self, sampling=GREEDY) if self.sampling != GREEDY else self
 
     def with_sampling(self, sampling: Sampling) -> DecodingMethod:
         return replace(self, sampling=sampling)
+
+    @property
+    def name(self) -> str:
+        """ "plain decoding", "MTP", "prompt lookup": the method without its settings."""
+        return {"mtp": "MTP", "lookup": "prompt lookup"}.get(self.kind, "plain decoding")
 
     @property
     def label(self) -> str:
@@ -267,10 +282,12 @@ class DecodingMethod:
         }
 
     @classmethod
-    def from_record(cls, data: Mapping[str, Any]) -> DecodingMethod | None:
+    def from_record(cls, data: object) -> DecodingMethod | None:
         """A method from a stored record, this module's or an older one ({"mode": "baseline" |
         "mtp" | "lookup", "num_assistant_tokens": k, "max_ngram_size": n}); None when it names
-        no method this app knows (records are untrusted)."""
+        no method this app knows, or is no mapping at all (records are untrusted)."""
+        if not isinstance(data, Mapping):
+            return None
         kind = data.get("kind", data.get("mode"))
         if kind == "baseline":
             kind = "plain"
@@ -296,7 +313,18 @@ def _whole(value: object) -> bool:
     return type(value) is int
 
 
+def _finite(value: float) -> bool:
+    """math.isfinite without its OverflowError on ints too large for a float (those are
+    finite; the range checks refuse them)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
 PLAIN = DecodingMethod.plain()
+#: MTP n=1: the depth validated on every model so far, the cheapest when drafts are rejected,
+#: and where Auto starts on a model never benchmarked.
+DEFAULT_MTP = DecodingMethod.mtp(1)
+#: Prompt lookup with its default drafts per step and n-gram size.
+DEFAULT_LOOKUP = DecodingMethod.lookup()
 
 
 ConstraintKind = Literal["json_object", "json_schema", "regex", "lark"]

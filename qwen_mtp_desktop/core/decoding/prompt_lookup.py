@@ -20,19 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP_DRAFTS, DEFAULT_NGRAM
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts
 from qwen_mtp_desktop.core.decoding.text import StopStringFilter
-
-#: How a run drafts: the MTP head or prompt lookup (reports' `settings.method`).
-DraftMethod = Literal["mtp", "lookup"]
-#: Defaults for the chat and `generate`: drafts per step and the longest n-gram searched.
-DEFAULT_LOOKUP_TOKENS = 4
-DEFAULT_MAX_NGRAM_SIZE = 3
-#: Upper bounds accepted by the settings (the verify call grows with K).
-MAX_LOOKUP_TOKENS = 16
-MAX_NGRAM_SIZE = 8
 
 
 class NgramIndex:
@@ -135,8 +126,8 @@ class LookupReplay:
 def replay_lookup(
     prompt_ids: Sequence[int],
     answer_ids: Sequence[int],
-    num_assistant_tokens: int = DEFAULT_LOOKUP_TOKENS,
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE,
+    num_assistant_tokens: int = DEFAULT_LOOKUP_DRAFTS,
+    max_ngram_size: int = DEFAULT_NGRAM,
 ) -> LookupReplay:
     """Prompt lookup's steps over `answer_ids` (a greedy answer to `prompt_ids`): each step
     accepts the longest prefix of its candidates that the answer continues with, plus the
@@ -227,11 +218,6 @@ class LookupRecorder:
 
 
 __all__ = [
-    "DEFAULT_LOOKUP_TOKENS",
-    "DEFAULT_MAX_NGRAM_SIZE",
-    "MAX_LOOKUP_TOKENS",
-    "MAX_NGRAM_SIZE",
-    "DraftMethod",
     "LookupRecorder",
     "LookupReplay",
     "NgramIndex",

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-#: What drafted a turn's tokens: the MTP head, nothing (plain decoding, "baseline" in records),
-#: or prompt lookup (core.decoding.prompt_lookup: n-grams of the prompt and answer).
-Mode = Literal["mtp", "baseline", "lookup"]
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+
 FinishReason = Literal["eos", "length", "stop_string", "cancelled"]
 
 
@@ -29,8 +28,8 @@ class StepDrafts:
 class GenerationStats:
     """Everything measured about one generation. Times are in seconds."""
 
-    mode: Mode
-    num_assistant_tokens: int
+    #: The method that ran (an MTP request on a model without its head ran plain decoding).
+    method: DecodingMethod
     device: str
     prompt_tokens: int
     generated_tokens: int
@@ -60,8 +59,6 @@ class GenerationStats:
     #: What decoded the turn: "fast" (the app's own decoder, core.decoding.decoder) or "genai"
     #: (openvino-genai's pipeline); empty in records from before the fast decoder.
     decoder: str = ""
-    #: Prompt lookup's longest n-gram (0 for other modes and older records).
-    max_ngram_size: int = 0
     #: What prompt lookup would have done on this greedy text answer, whatever decoded it
     #: (core.decoding.prompt_lookup.LookupReplay as a dict; None for sampled or image turns): Auto
     #: learns from it how well the conversation copies.
@@ -72,6 +69,7 @@ class GenerationStats:
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["method"] = self.method.to_record()
         if data["remote"] is None:
             del data["remote"]
         return data
@@ -79,16 +77,15 @@ class GenerationStats:
 
 def speculative_stats(
     chunk_sizes: Sequence[int],
-    num_assistant_tokens: int,
-    mode: Mode,
+    method: DecodingMethod,
     max_new_tokens: int | None = None,
     drafts: Sequence[StepDrafts] | None = None,
 ) -> tuple[int, int, list[float]]:
-    """(drafted, accepted, acceptance by position) from per-step chunk sizes.
+    """(drafted, accepted, acceptance by position) from per-step chunk sizes of `method`.
 
-    `drafts` (one per chunk, same length as `chunk_sizes`) is for prompt lookup, which
-    proposes a varying number and whose replay knows which tokens were drafts
-    (core.decoding.prompt_lookup); MTP proposes n per step.
+    `drafts` (one per chunk, same length as `chunk_sizes`) is for a method whose drafts per
+    step vary (prompt lookup), whose replay knows which tokens were drafts
+    (core.decoding.prompt_lookup); MTP proposes `method.drafts` per step.
 
     A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
     always adds one token of its own). The first write comes from the prefill, which drafts
@@ -99,16 +96,17 @@ def speculative_stats(
     lookup replay sees that; for MTP, whose drafts are not visible, such a final step counts
     one accepted draft too few.
     """
-    if mode == "baseline" or num_assistant_tokens <= 0 or not chunk_sizes:
+    if method.is_plain or method.drafts <= 0 or not chunk_sizes:
         return 0, 0, []
-    if mode == "lookup" and (drafts is None or len(drafts) < len(chunk_sizes)):
+    varying = method.drafts_vary
+    if varying and (drafts is None or len(drafts) < len(chunk_sizes)):
         return 0, 0, []
-    n = num_assistant_tokens
+    n = method.drafts
     generated = chunk_sizes[0]
     proposed_per_step: list[int] = []
     accepted_per_step: list[int] = []
     for i, size in enumerate(chunk_sizes[1:], start=1):
-        if drafts is not None and mode == "lookup":
+        if drafts is not None and varying:
             count = drafts[i].proposed
             accepted_per_step.append(min(drafts[i].accepted, count, size))
         else:
@@ -127,8 +125,7 @@ def speculative_stats(
 
 def build_stats(
     *,
-    mode: Mode,
-    num_assistant_tokens: int,
+    method: DecodingMethod,
     device: str,
     prompt_tokens: int,
     chunk_sizes: Sequence[int],
@@ -142,7 +139,6 @@ def build_stats(
     switched_to_plain_at: int | None = None,
     decoder: str = "",
     drafts: Sequence[StepDrafts] | None = None,
-    max_ngram_size: int = 0,
 ) -> GenerationStats:
     """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
     With `switched_to_plain_at`, only the chunks before it count for draft acceptance."""
@@ -151,13 +147,10 @@ def build_stats(
     decode_time = chunk_times[-1] - chunk_times[0] if len(chunk_times) > 1 else 0.0
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
     mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
-    drafted, accepted, by_position = speculative_stats(
-        mtp_sizes, num_assistant_tokens, mode, max_new_tokens, drafts
-    )
+    drafted, accepted, by_position = speculative_stats(mtp_sizes, method, max_new_tokens, drafts)
     decode_steps = max(len(mtp_sizes) - 1, 0)
     return GenerationStats(
-        mode=mode,
-        num_assistant_tokens=num_assistant_tokens if mode != "baseline" else 0,
+        method=method,
         device=device,
         prompt_tokens=prompt_tokens,
         generated_tokens=generated,
@@ -178,5 +171,4 @@ def build_stats(
         chunk_times=[round(t, 6) for t in chunk_times],
         switched_to_plain_at=switched_to_plain_at,
         decoder=decoder,
-        max_ngram_size=max_ngram_size if mode == "lookup" else 0,
     )

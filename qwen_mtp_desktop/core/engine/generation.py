@@ -34,7 +34,7 @@ from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     LookupRecorder,
     replay_lookup,
 )
-from qwen_mtp_desktop.core.decoding.stats import FinishReason, Mode, StepDrafts, build_stats
+from qwen_mtp_desktop.core.decoding.stats import FinishReason, StepDrafts, build_stats
 from qwen_mtp_desktop.core.decoding.text import (
     ByteLevelVocab,
     ByteStreamDecoder,
@@ -173,9 +173,11 @@ class Generation(AnswerStream):
         super().__init__()
         self._context = context
         self._settings = settings
-        self._mode: Mode = "baseline" if settings.plain else context.loaded.mode
-        if settings.prompt_lookup:
-            self._mode = "lookup"
+        method = settings.method
+        if method.uses_mtp_head and not context.loaded.mtp:
+            method = DecodingMethod.plain(method.sampling)  # no MTP head loaded
+        #: The method that runs (and the stats report).
+        self._method = method
         self._decoding: Decoding = "fast" if config is None else "genai"
         self._device = context.loaded.device
         self._decoder = _StepDecoder(context, settings.thinking)
@@ -213,8 +215,7 @@ class Generation(AnswerStream):
         # The held-back tail of a character split over tokens, if any, ends the answer.
         last = self._decoder.step((), item.total_s, final=True)
         self.stats = build_stats(
-            mode=self._mode,
-            num_assistant_tokens=self._settings.num_assistant_tokens,
+            method=self._method,
             device=self._device,
             prompt_tokens=item.prompt_tokens,
             chunk_sizes=item.chunk_sizes,
@@ -228,12 +229,10 @@ class Generation(AnswerStream):
             switched_to_plain_at=item.switched_to_plain_at,
             decoder=self._decoding,
             drafts=item.drafts,
-            max_ngram_size=self._settings.max_ngram_size,
         )
-        if item.prompt_ids is not None and not self._settings.do_sample:
-            settings = self._settings
-            k = settings.num_assistant_tokens if settings.prompt_lookup else settings.lookup_tokens
-            replay = replay_lookup(item.prompt_ids, self.token_ids, k, settings.max_ngram_size)
+        if item.prompt_ids is not None and self._method.sampling.greedy:
+            lookup = self._method if self._method.kind == "lookup" else self._settings.replay_lookup
+            replay = replay_lookup(item.prompt_ids, self.token_ids, lookup.drafts, lookup.ngram)
             self.stats.lookup_replay = replay.to_json_dict()
         log_conversation("answer", self.answer + last.answer)  # only with debug logging on
         if last.reasoning or last.answer:
@@ -249,8 +248,8 @@ class Generation(AnswerStream):
         context = self._context
         loaded, tokenizer, pipeline = context.loaded, context.tokenizer, context.pipeline
         assert tokenizer is not None and pipeline is not None
-        use_mtp = self._mode == "mtp"
-        lookup = self._mode == "lookup"
+        use_mtp = self._method.uses_mtp_head
+        lookup = self._method.kind == "lookup"
         within_turn = self._settings.within_turn if use_mtp and not images else None
         prompt_ids: list[int] = []
         if not images:  # also for prompt lookup's replay (Generation.next_chunk)
@@ -367,8 +366,8 @@ class Generation(AnswerStream):
         loaded, decoder, tokenizer = context.loaded, context.fast_decoder, context.tokenizer
         assert decoder is not None and tokenizer is not None
         settings = self._settings
-        use_mtp = self._mode == "mtp"
-        depth = settings.num_assistant_tokens if use_mtp else 0
+        use_mtp = self._method.uses_mtp_head
+        depth = self._method.drafts if use_mtp else 0
         within_turn = settings.within_turn if use_mtp else None
         sizes: list[int] = []
         times: list[float] = []
@@ -452,7 +451,7 @@ class Generation(AnswerStream):
 
     def _turn_warnings(self, loaded: LoadedModel, use_mtp: bool) -> list[str]:
         warnings = list(loaded.warnings)
-        if use_mtp and self._settings.num_assistant_tokens > 1:
+        if use_mtp and self._method.drafts > 1:
             warnings.append(MTP_UNVALIDATED_NOTE)
         return warnings
 

@@ -15,15 +15,16 @@ exact plain backend openvino-genai has; MTP on its continuous-batching backend).
 
 Plain decoding beside MTP (for Auto, core.adaptive): the MTP pipeline cannot decode without
 drafts (num_assistant_tokens=0 raises), so an engine loaded with MTP loads a second, plain
-`VLMPipeline` of the same model the first time a request asks for `plain=True` (or
+`VLMPipeline` of the same model the first time a request asks for plain decoding (or
 `load_plain()` is called) and then keeps both. Measured on Qwen3.5-0.8B INT4 (CPU): MTP alone
 1.74 GiB proportional set (1.77 GiB RSS), both 2.26 GiB (2.81 GiB RSS: the plain pipeline maps
 the same weight file, counted twice in RSS; it adds 0.55 GiB of its own compiled buffers).
 Users whose model wins with MTP never pay it.
 
-Prompt lookup (`GenerationSettings.prompt_lookup`) drafts from n-grams of the prompt and answer
-instead of the MTP head, on a third openvino-genai pipeline (`prompt_lookup=True`, continuous
-batching) opened on the first such turn; it works without an MTP head too.
+Prompt lookup (a `GenerationSettings.method` of kind "lookup") drafts from n-grams of the
+prompt and answer instead of the MTP head, on a third openvino-genai pipeline
+(`prompt_lookup=True`, continuous batching) opened on the first such turn; it works without an
+MTP head too.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from qwen_mtp_desktop.core.decoding.decoder import (
     AppDecoder,
     DecoderUnavailableError,
 )
-from qwen_mtp_desktop.core.decoding.stats import Mode
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab, vocab_agrees
 from qwen_mtp_desktop.core.engine.generation import (
     Generation,
@@ -80,6 +81,8 @@ EXACT_NUMERICS = {
     "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
     "KV_CACHE_PRECISION": "f32",
 }
+#: openvino-genai's top_k for "keep every token" (its default; Sampling's top_k 0).
+ALL_TOKENS = 2**64 - 1
 #: Texts whose tokens must decode the same through tokenizer.json as through the detokenizer.
 VOCAB_CHECK_TEXTS = (
     "Count from 1 to 20.\n\n1 2 3 4 5",
@@ -148,7 +151,7 @@ class Engine:
         use_mtp = options.mtp and files.has_mtp
         warnings = list(files.warnings)
         if options.mtp and not files.has_mtp:
-            log.warning("%s: no MTP head, loading in baseline mode", model_dir)
+            log.warning("%s: no MTP head, loading for plain decoding", model_dir)
         _check_device(options.device)
         self._open_args = (model_dir, options.device, dict(properties))
         self._plain_on_fast = options.plain_decoder == "fast"
@@ -195,12 +198,11 @@ class Engine:
         self._think_end = self._single_token_id("</think>")
         self._vocab = self._fast_vocab(model_dir, options.cache_dir)
         self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
-        mode: Mode = "mtp" if use_mtp else "baseline"
         decoder: Decoding = "fast" if self._fast is not None else "genai"
         self.loaded = LoadedModel(
             model_dir,
             options.device,
-            mode,
+            use_mtp,
             files.model_type,
             load_s,
             tuple(warnings),
@@ -211,7 +213,7 @@ class Engine:
             "loaded %s on %s (%s, %s decoder) in %.2f s",
             model_dir,
             options.device,
-            mode,
+            "MTP" if use_mtp else "plain",
             decoder,
             load_s,
         )
@@ -233,12 +235,12 @@ class Engine:
 
     @property
     def plain_ready(self) -> bool:
-        """Whether a request with `plain=True` runs without loading anything first."""
+        """Whether a plain-decoding request runs without loading anything first."""
         loaded = self.loaded
         if loaded is None:
             return False
         fast_plain = self._fast is not None and self._plain_on_fast
-        return fast_plain or loaded.mode != "mtp" or self._plain is not None
+        return fast_plain or not loaded.mtp or self._plain is not None
 
     def load_plain(self) -> float:
         """Load openvino-genai's plain pipeline now if plain text turns would need it (nothing
@@ -254,7 +256,7 @@ class Engine:
         """openvino-genai's plain pipeline (stateful SDPA), opened on first use."""
         loaded = self.loaded
         assert loaded is not None and self._open_args is not None
-        if loaded.mode != "mtp" and self._fast is None:
+        if not loaded.mtp and self._fast is None:
             return self._pipeline
         if self._plain is None:
             model_dir, device, properties = self._open_args
@@ -395,14 +397,17 @@ class Engine:
 
     def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
         loaded = self._require_loaded()[0]
-        if settings.prompt_lookup and images:
+        method = settings.method
+        if method.kind == "lookup" and images:
             # The runtime expands an image into hundreds of prompt tokens the app cannot see,
             # so its drafts could not be counted: such turns decode as if lookup were off.
             log.info("prompt lookup is not used for a turn with images")
-            settings = replace(settings, prompt_lookup=False)
-        lookup = settings.prompt_lookup
-        use_mtp = loaded.mode == "mtp" and not settings.plain and not lookup
-        if use_mtp and settings.do_sample:
+            method = DecodingMethod.mtp(method.drafts, method.sampling)
+            settings = replace(settings, method=method)
+        lookup = method.kind == "lookup"
+        greedy = method.sampling.greedy
+        use_mtp = loaded.mtp and method.uses_mtp_head
+        if use_mtp and not greedy:
             # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
             # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
             raise EngineError(
@@ -417,7 +422,7 @@ class Engine:
             not lookup
             and self._fast is not None
             and not images
-            and not settings.do_sample
+            and greedy
             and (use_mtp or self._plain_on_fast)
         )
         with self._lock:
@@ -427,8 +432,8 @@ class Engine:
             if lookup:
                 pipeline = self._ensure_lookup()
                 config = self._generation_config(settings, pipeline, mtp=False)
-                config.num_assistant_tokens = settings.num_assistant_tokens
-                config.max_ngram_size = settings.max_ngram_size
+                config.num_assistant_tokens = method.drafts
+                config.max_ngram_size = method.ngram
                 config.stop_strings = set()  # applied by the app (core.decoding.prompt_lookup)
             elif not fast:
                 pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
@@ -467,20 +472,24 @@ class Engine:
         config = pipeline.get_generation_config()
         config.max_new_tokens = settings.max_new_tokens
         config.apply_chat_template = False
-        config.do_sample = settings.do_sample
-        if settings.do_sample:
-            config.temperature = settings.temperature
-            config.top_p = settings.top_p
-            config.top_k = settings.top_k
-            if settings.seed is not None:
-                config.rng_seed = settings.seed
-        config.repetition_penalty = settings.repetition_penalty
+        sampling = settings.method.sampling
+        config.do_sample = not sampling.greedy
+        if not sampling.greedy:
+            config.temperature = sampling.temperature
+            config.top_p = sampling.top_p
+            config.top_k = sampling.top_k or ALL_TOKENS
+            config.min_p = sampling.min_p
+            if sampling.seed is not None:
+                config.rng_seed = sampling.seed
+        config.repetition_penalty = sampling.repetition_penalty
+        config.presence_penalty = sampling.presence_penalty
+        config.frequency_penalty = sampling.frequency_penalty
         config.ignore_eos = settings.ignore_eos
         if settings.stop_strings:
             config.stop_strings = set(settings.stop_strings)
             config.include_stop_str_in_output = False
         if mtp:
-            config.num_assistant_tokens = settings.num_assistant_tokens
+            config.num_assistant_tokens = settings.method.drafts
         return config
 
     def require_loaded(self) -> LoadedModel:

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Literal
 
 from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
-from qwen_mtp_desktop.core.decoding.prompt_lookup import (
-    DEFAULT_LOOKUP_TOKENS,
-    DEFAULT_MAX_NGRAM_SIZE,
-    MAX_LOOKUP_TOKENS,
-    MAX_NGRAM_SIZE,
+from qwen_mtp_desktop.core.decoding.method import (
+    DEFAULT_LOOKUP,
+    DEFAULT_MTP,
+    DecodingMethod,
+    MethodError,
 )
-from qwen_mtp_desktop.core.decoding.stats import GenerationStats, Mode
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.errors import UserFacingError
 
 
@@ -42,69 +42,33 @@ class Message:
 @dataclass(frozen=True)
 class GenerationSettings:
     max_new_tokens: int = 512
-    do_sample: bool = False
-    temperature: float = 0.7
-    top_p: float = 0.9
-    top_k: int = 20
-    repetition_penalty: float = 1.0
-    seed: int | None = None
+    #: How to decode (core.decoding.method): plain, MTP at a depth or prompt lookup, each
+    #: greedy or sampled. On a model loaded without its MTP head an MTP method decodes plain.
+    method: DecodingMethod = DEFAULT_MTP
     stop_strings: tuple[str, ...] = ()
-    #: Draft tokens the MTP head proposes per step (ignored in baseline mode).
-    num_assistant_tokens: int = 1
     thinking: bool = False
-    #: Decode without MTP even though the MTP pipeline is loaded (Auto's plain turns); the
-    #: engine loads a plain pipeline of the same model the first time.
-    plain: bool = False
     #: Auto's within-turn test (see the module docstring); ignored for turns with images.
     within_turn: WithinTurnTest | None = None
     #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
     ignore_eos: bool = False
-    #: Draft by prompt lookup (n-grams of prompt and answer, core.decoding.prompt_lookup) instead of
-    #: the MTP head, on openvino-genai's prompt-lookup pipeline (opened on first use);
-    #: num_assistant_tokens is then the drafts per step.
-    prompt_lookup: bool = False
-    #: Prompt lookup's longest n-gram searched.
-    max_ngram_size: int = DEFAULT_MAX_NGRAM_SIZE
-    #: Prompt lookup's drafts per step for the replay a turn of another method records (the
-    #: chat's setting, so Auto judges lookup as the chat would run it).
-    lookup_tokens: int = DEFAULT_LOOKUP_TOKENS
+    #: Prompt lookup's settings for the replay every greedy text turn records, whatever decoded
+    #: it (the chat's own, so Auto judges lookup as the chat would run it).
+    replay_lookup: DecodingMethod = DEFAULT_LOOKUP
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
-        if self.num_assistant_tokens < 1 and not self.plain:
+        try:
+            self.method.check()
+            self.replay_lookup.check()
+        except MethodError as exc:
+            raise EngineError(str(exc), code="BAD_SETTINGS") from exc
+        if self.replay_lookup.kind != "lookup":
             raise EngineError(
-                "num_assistant_tokens must be at least 1 in MTP mode.",
-                "Turn MTP off for plain decoding instead.",
+                f"The lookup replay needs prompt lookup's settings, not {self.replay_lookup}.",
                 code="BAD_SETTINGS",
             )
-        if self.prompt_lookup:
-            self._validate_lookup()
-        if self.do_sample and self.temperature <= 0:
-            raise EngineError("temperature must be above 0 when sampling.", code="BAD_SETTINGS")
-        if not 0 < self.top_p <= 1:
-            raise EngineError("top-p must be in (0, 1].", code="BAD_SETTINGS")
-        if self.top_k < 0 or self.repetition_penalty <= 0:
-            raise EngineError("top-k must be >= 0 and repetition penalty > 0.", code="BAD_SETTINGS")
-
-    def _validate_lookup(self) -> None:
-        if self.plain:
-            raise EngineError(
-                "Prompt lookup and plain decoding were both asked for.",
-                "Choose one decoding method.",
-                code="BAD_SETTINGS",
-            )
-        if not 1 <= self.num_assistant_tokens <= MAX_LOOKUP_TOKENS:
-            raise EngineError(
-                f"Prompt lookup needs 1 to {MAX_LOOKUP_TOKENS} draft tokens per step.",
-                code="BAD_SETTINGS",
-            )
-        if not 1 <= self.max_ngram_size <= MAX_NGRAM_SIZE:
-            raise EngineError(
-                f"The n-gram size for prompt lookup must be 1 to {MAX_NGRAM_SIZE}.",
-                code="BAD_SETTINGS",
-            )
-        if self.do_sample:
+        if self.method.kind == "lookup" and not self.method.sampling.greedy:
             raise EngineError(
                 "Prompt lookup decodes greedily here (temperature 0), so its output equals "
                 "plain decoding.",
@@ -140,7 +104,8 @@ Decoding = Literal["fast", "genai"]
 class LoadedModel:
     model_dir: Path
     device: str
-    mode: Mode
+    #: Whether the MTP head is loaded (False: MTP methods decode plain).
+    mtp: bool
     model_type: str
     load_s: float
     warnings: tuple[str, ...] = ()

@@ -23,29 +23,30 @@ def check_generation(
     qwen_mtp_desktop.core.export.child check-generation DIR`) so a native crash or the memory
     it takes stays out of the app.
     """
+    from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
     messages = [Message("user", GENERATION_PROMPT)]
-    settings = GenerationSettings(
-        max_new_tokens=max_new_tokens, num_assistant_tokens=num_assistant_tokens
-    )
-    runs: dict[str, dict[str, Any]] = {}
+    mtp_method = DecodingMethod.mtp(num_assistant_tokens)
+    runs: dict[DecodingMethod, dict[str, Any]] = {}
     engine = Engine()
     try:
-        for mode in ("baseline", "mtp"):
-            loaded = engine.load(model_dir, LoadOptions(mtp=mode == "mtp", exact_numerics=True))
-            if loaded.mode != mode:
+        for method in (PLAIN, mtp_method):
+            head = method.uses_mtp_head
+            loaded = engine.load(model_dir, LoadOptions(mtp=head, exact_numerics=True))
+            if loaded.mtp != head:
                 raise ExportError(
                     "The exported model did not load with its MTP head.",
                     "Re-export; the MTP IR may be damaged.",
                     code="MTP_NOT_LOADED",
                 )
+            settings = GenerationSettings(max_new_tokens=max_new_tokens, method=method)
             generation = engine.generate(messages, settings)
             tokens: list[int] = []
             for chunk in generation:
                 tokens.extend(chunk.token_ids)
             stats = generation.stats
-            runs[mode] = {
+            runs[method] = {
                 "tokens": tokens,
                 "text": generation.answer,
                 "acceptance_rate": stats.acceptance_rate if stats else None,
@@ -54,7 +55,9 @@ def check_generation(
             engine.unload()
     finally:
         engine.unload()
-    base, mtp = runs["baseline"]["tokens"], runs["mtp"]["tokens"]
+    # The record's keys ("baseline_tokens", ...) are the export record's (stored) format.
+    plain, drafted = runs[PLAIN], runs[mtp_method]
+    base, mtp = plain["tokens"], drafted["tokens"]
     first = next((i for i, (a, b) in enumerate(zip(base, mtp, strict=False)) if a != b), None)
     if first is None and len(base) != len(mtp):
         first = min(len(base), len(mtp))
@@ -65,9 +68,9 @@ def check_generation(
         "mtp_tokens": mtp,
         "first_difference": first,
         "num_assistant_tokens": num_assistant_tokens,
-        "acceptance_rate": runs["mtp"]["acceptance_rate"],
-        "baseline_text": runs["baseline"]["text"],
-        "mtp_text": runs["mtp"]["text"],
+        "acceptance_rate": drafted["acceptance_rate"],
+        "baseline_text": plain["text"],
+        "mtp_text": drafted["text"],
     }
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from qwen_mtp_desktop.core.decoding.stats import FinishReason, GenerationStats, Mode
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import FinishReason, GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     EngineError,
@@ -283,16 +284,29 @@ def parse_event(data: str, started: bool) -> Parsed:
     return delta, server_stats(mtp), usage if isinstance(usage, dict) else None
 
 
-_MODES: dict[str, Mode] = {"mtp": "mtp", "lookup": "lookup", "plain": "baseline"}
+def server_method(raw: dict[str, Any]) -> DecodingMethod | None:
+    """The method a server's `mtp` object says ran: its "method" record (this app's `serve`
+    since DecodingMethod), else its "mode" ("plain" | "mtp" | "lookup") with
+    "draft_tokens_per_step" (older servers; their prompt lookup's n-gram size is not said:
+    the default). None when it names no method this app knows."""
+    if "method" in raw:
+        return DecodingMethod.from_record(raw["method"])
+    mode, drafts = raw.get("mode"), raw.get("draft_tokens_per_step")
+    if mode == "plain":
+        return PLAIN
+    if mode in ("mtp", "lookup"):
+        return DecodingMethod.from_record({"kind": mode, "drafts": drafts, "ngram": DEFAULT_NGRAM})
+    return None
 
 
 def server_stats(raw: object) -> dict[str, Any] | None:
     """The server's `mtp` object with each known field checked (a hostile or buggy server's
-    values are dropped, not shown); None when absent or without a known mode."""
-    mode = raw.get("mode") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or not isinstance(mode, str) or mode not in _MODES:
+    values are dropped, not shown); None when absent or without a method this app knows
+    (then "method" is its record)."""
+    method = server_method(raw) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or method is None:
         return None
-    out: dict[str, Any] = {"mode": raw["mode"]}
+    out: dict[str, Any] = {"mode": method.kind, "method": method.to_record()}
     counts = ("draft_tokens_per_step", "drafted_tokens", "accepted_tokens", "steps")
     for name in counts:
         count = int_in_range(raw.get(name), 0, 10**9)
@@ -332,18 +346,19 @@ def request_body(
             "Remove the image, or chat with a local vision model.",
             code="REMOTE_NO_IMAGES",
         )
+    sampling = settings.method.sampling
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in messages],
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": settings.max_new_tokens,
-        "temperature": settings.temperature if settings.do_sample else 0.0,
+        "temperature": sampling.temperature,
     }
-    if settings.do_sample:
-        body["top_p"] = settings.top_p
-    if settings.seed is not None:
-        body["seed"] = settings.seed
+    if not sampling.greedy:
+        body["top_p"] = sampling.top_p
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
     if settings.stop_strings:
         body["stop"] = list(settings.stop_strings)
     if settings.thinking:
@@ -633,12 +648,12 @@ class RemoteAnswer(AnswerStream):
         # Tokens after the first text event, over the time between first and last text; the
         # first event's size is unknown, so it counts as one token (exact for one-token steps).
         tps = (completion - 1) / span if completion and completion > 1 and span > 0 else 0.0
-        mode: Mode = _MODES[mtp["mode"]] if mtp else "baseline"
+        # Without the server's figures the method is not known: the stats line shows none.
+        method = DecodingMethod.from_record(mtp["method"]) if mtp else None
         drafted = mtp.get("drafted_tokens", 0) if mtp else 0
         accepted = mtp.get("accepted_tokens", 0) if mtp else 0
         return GenerationStats(
-            mode=mode,
-            num_assistant_tokens=mtp.get("draft_tokens_per_step", 0) if mtp else 0,
+            method=method or PLAIN,
             device="remote",
             prompt_tokens=_usage_count(usage, "prompt_tokens") or 0,
             generated_tokens=completion or 0,

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from qwen_mtp_desktop.ui.style import ACCENT
 
-BASELINE_COLOR = "#8a93a6"
+PLAIN_COLOR = "#8a93a6"
 BEST_COLOR = "#2e9d57"
 DIVERGED_COLOR = "#d93025"
 LOOKUP_COLOR = "#e08a1e"
@@ -32,7 +32,7 @@ class Bar:
     median: float
     low: float
     high: float
-    #: "baseline", "mtp", "lookup" (prompt lookup), "best" (the recommended mode) or
+    #: "plain", "mtp", "lookup" (prompt lookup), "best" (the recommended mode) or
     #: "diverged" (output changed).
     kind: str = "mtp"
     #: Shown under the label: "differs" when the output left plain decoding's.
@@ -186,7 +186,7 @@ class ThroughputChart(_Chart):
         slot = plot.width() / len(self.bars)
         width = min(slot * 0.56, 72)
         colors = {
-            "baseline": BASELINE_COLOR,
+            "plain": PLAIN_COLOR,
             "mtp": ACCENT,
             "lookup": LOOKUP_COLOR,
             "best": BEST_COLOR,
@@ -329,7 +329,7 @@ class Workload:
     """One prompt set's methods: speed-up over plain decoding per method (plain = 1.0)."""
 
     name: str
-    #: (method label, median speed-up, "baseline" / "mtp" / "lookup"), plain first.
+    #: (method label, median speed-up, "plain" / "mtp" / "lookup"), plain first.
     methods: tuple[tuple[str, float, str], ...]
     #: The label of the method that won (the fastest identical one, or "plain").
     winner: str
@@ -357,7 +357,7 @@ class WorkloadChart(_Chart):
         return bool(self.workloads)
 
     def _paint_body(self, painter: QPainter, rect: QRectF) -> None:
-        colors = {"baseline": BASELINE_COLOR, "mtp": ACCENT, "lookup": LOOKUP_COLOR}
+        colors = {"plain": PLAIN_COLOR, "mtp": ACCENT, "lookup": LOOKUP_COLOR}
         highest = max(value for w in self.workloads for _l, value, _k in w.methods)
         top, step = nice_ceiling(max(highest, 1.0) * 1.15)
         legend_h = 18
@@ -365,7 +365,7 @@ class WorkloadChart(_Chart):
         self._axis(painter, plot, top, step, "{:g}x")
         # Plain decoding's level, across the whole plot.
         one = plot.bottom() - plot.height() / top
-        painter.setPen(QPen(QColor(BASELINE_COLOR), 1, Qt.PenStyle.DashLine))
+        painter.setPen(QPen(QColor(PLAIN_COLOR), 1, Qt.PenStyle.DashLine))
         painter.drawLine(QPointF(plot.left(), one), QPointF(plot.right(), one))
         group = plot.width() / len(self.workloads)
         for index, workload in enumerate(self.workloads):
@@ -402,16 +402,20 @@ class WorkloadChart(_Chart):
             )
             painter.setFont(self._font(8.5))
             painter.setPen(QColor(BEST_COLOR))
+            # Narrow groups (many workloads, a small window): the name is elided, not cut.
+            winner = QFontMetricsF(painter.font()).elidedText(
+                f"winner: {workload.winner}", Qt.TextElideMode.ElideRight, group - 4
+            )
             painter.drawText(
                 QRectF(center - group / 2, plot.bottom() + 20, group, 16),
                 Qt.AlignmentFlag.AlignCenter,
-                f"winner: {workload.winner}",
+                winner,
             )
         # Legend, top right: one swatch per kind of method.
         painter.setFont(self._font(8.5))
         metrics = QFontMetricsF(painter.font())
         x = plot.right()
-        for text, kind in (("prompt lookup", "lookup"), ("best MTP", "mtp"), ("plain", "baseline")):
+        for text, kind in (("prompt lookup", "lookup"), ("best MTP", "mtp"), ("plain", "plain")):
             x -= metrics.horizontalAdvance(text)
             painter.setPen(self._muted())
             painter.drawText(QPointF(x, rect.top() + 12), text)

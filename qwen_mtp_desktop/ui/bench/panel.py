@@ -36,13 +36,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
+from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP_DRAFTS, DecodingMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry
 from qwen_mtp_desktop.core.validate import method_label
+from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
@@ -74,8 +75,8 @@ def _list_prompt_sets() -> list[tuple[str, str]]:
 class BenchPanel(QWidget):
     """Signals:
     run_finished(dict): a validation or benchmark report (already saved to the history).
-    recommendation_changed(Path, str, object): a benchmark stored a new depth recommendation
-        for (model folder, device); the depth is an int, or None for plain decoding.
+    recommendation_changed(Path, str, DecodingMethod): a benchmark stored a new recommendation
+        for (model folder, device): where Auto starts, an MTP depth or plain decoding.
     busy_changed(bool): a run started or ended.
     history_loaded(list): the selected model's report history (list[ReportEntry]) was listed.
     report_shown(dict): a report is on screen (a new run or one picked from the history).
@@ -250,7 +251,7 @@ class BenchPanel(QWidget):
         self.lookup_check = QCheckBox("prompt lookup")
         self.lookup_check.setChecked(True)
         self.lookup_check.setToolTip(
-            f"Also benchmark prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step from "
+            f"Also benchmark prompt lookup ({DEFAULT_LOOKUP_DRAFTS} drafts per step from "
             "n-grams of the prompt), and compare the methods per workload"
         )
         depths.addStretch(1)
@@ -294,7 +295,7 @@ class BenchPanel(QWidget):
         self.validate_button.clicked.connect(self._on_validate)
         self.validate_lookup_button = QPushButton("Validate lookup")
         self.validate_lookup_button.setToolTip(
-            f"Compare prompt lookup ({DEFAULT_LOOKUP_TOKENS} drafts per step) with plain greedy "
+            f"Compare prompt lookup ({DEFAULT_LOOKUP_DRAFTS} drafts per step) with plain greedy "
             "decoding token for token on the selected prompt set, and measure its acceptance "
             "there (the chat compares its lookup answers with it, per workload)"
         )
@@ -404,16 +405,14 @@ class BenchPanel(QWidget):
     def validate_model(
         self,
         path: Path,
-        num_assistant_tokens: int | None = None,
+        method: DecodingMethod | None = None,
         *,
-        method: DraftMethod = "mtp",
         prompt_set: str | None = None,
     ) -> bool:
-        """Select `path` and start validating it (one click from the models or chat panels),
-        at `num_assistant_tokens` draft tokens (default: the deepest depth selected here; for
-        prompt lookup, DEFAULT_LOOKUP_TOKENS), on the built-in `prompt_set` when given (the
-        chat's health check re-validates lookup on the workload it compared). False if
-        another run is still going."""
+        """Select `path` and start validating `method` on it (one click from the models or chat
+        panels; default: MTP at the deepest depth selected here), on the built-in `prompt_set`
+        when given (the chat's health check re-validates lookup on the workload it compared).
+        False if another run is still going."""
         if self.job.running:
             self._set_status("A run is already going; cancel it first.", "warning")
             return False
@@ -425,7 +424,7 @@ class BenchPanel(QWidget):
                 return False
             self._set_touched = True
             self.set_combo.setCurrentIndex(index)
-        return self._start_validation(num_assistant_tokens, method)
+        return self._start_validation(method)
 
     def benchmark_model(self, path: Path) -> bool:
         if self.job.running:
@@ -483,22 +482,18 @@ class BenchPanel(QWidget):
         tokens = self.tokens_spin.value() or None
         return model, specs, tokens
 
-    def _start_validation(
-        self, num_assistant_tokens: int | None = None, method: DraftMethod = "mtp"
-    ) -> bool:
+    def _start_validation(self, method: DecodingMethod | None = None) -> bool:
         settings = self._run_settings()
         depths = self.selected_depths()
         if settings is None:
             return False
         model, specs, tokens = settings
-        default = DEFAULT_LOOKUP_TOKENS if method == "lookup" else max(depths, default=1)
         return self.job.start_validation(
             model,
             specs[0],
-            num_assistant_tokens=num_assistant_tokens or default,
+            method=method or DecodingMethod.mtp(max(depths, default=1)),
             max_new_tokens=tokens,
             device=self.device,
-            method=method,
         )
 
     def _start_benchmark(self) -> bool:
@@ -517,7 +512,7 @@ class BenchPanel(QWidget):
             runs=self.runs_spin.value(),
             max_new_tokens=tokens,
             device=self.device,
-            lookup_tokens=DEFAULT_LOOKUP_TOKENS if self.lookup_check.isChecked() else None,
+            lookup=DecodingMethod.lookup() if self.lookup_check.isChecked() else None,
             cache_dir=app_paths().compile_cache_dir,
         )
 
@@ -525,7 +520,7 @@ class BenchPanel(QWidget):
         self._start_validation()
 
     def _on_validate_lookup(self) -> None:
-        self._start_validation(method="lookup")
+        self._start_validation(DecodingMethod.lookup())
 
     def _on_benchmark(self) -> None:
         self._start_benchmark()
@@ -550,7 +545,7 @@ class BenchPanel(QWidget):
         if result.kind == "bench":
             rec = report["recommendation"]
             self.recommendation_changed.emit(
-                Path(report["model"]["path"]), report["device"], rec["depth"]
+                Path(report["model"]["path"]), report["device"], row_method(rec)
             )
             self._set_status(f"Benchmark finished in {report['duration_s']:.0f} s.", "ok")
         else:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.reports import fmt
 from qwen_mtp_desktop.core.validate import method_label
-from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict
+from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, row_method
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
@@ -17,17 +18,17 @@ def chart_data(
     """Throughput bars and acceptance series for a report (one prompt set, or all)."""
     if report["kind"] == "validate":
         timed = [r["timing"] for r in report["results"] if r["timing"] is not None]
-        n = report["settings"]["num_assistant_tokens"]
-        lookup = report["settings"].get("method") == "lookup"
+        method = row_method(report["settings"])
+        lookup = method.drafts_vary
         bars: list[Bar] = []
         summary = report["summary"]
         base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
         if timed and base and mtp:
             # Speeds only (the banner gives the speed-up, a median of per-prompt ratios).
             bars = [
-                Bar("plain", base["median"], base["min"], base["max"], "baseline"),
+                Bar("plain", base["median"], base["min"], base["max"], "plain"),
                 Bar(
-                    f"lookup K={n}" if lookup else f"MTP n={n}",
+                    method.short_label,
                     mtp["median"],
                     mtp["min"],
                     mtp["max"],
@@ -37,40 +38,42 @@ def chart_data(
         positions = summary["acceptance_by_position"]
         if lookup:  # its drafts per step vary: no per-position curve (the table has its rate)
             return bars, []
-        return bars, ([Series(f"n={n}", tuple(positions))] if positions else [])
+        series = [Series(f"n={method.drafts}", tuple(positions))] if positions else []
+        return bars, series
     modes = report["modes"]
     if prompt_set is not None:
         modes = next(e["modes"] for e in report["per_set"] if e["prompt_set"] == prompt_set)
-    best = report["recommendation"]["depth"]
+    best = row_method(report["recommendation"])
     bars = []
     series = []
     for mode in modes:
         speed = mode["decode_tokens_per_s"]
         if speed is None:
             continue
-        lookup = mode.get("mode") == "lookup"
+        method = row_method(mode)
         note = ""  # the speed-up has its own chart: one statistic per chart
-        if mode["depth"] is None:
-            kind = "baseline"
+        if method.is_plain:
+            kind = "plain"
         else:
             kind = (
                 "diverged"
                 if not mode["identical"]
                 else "lookup"
-                if lookup
+                if method.drafts_vary
                 else "best"
-                if mode["depth"] == best
+                if method == best
                 else "mtp"
             )
             if not mode["identical"]:
                 note = "differs"
-            if not lookup:  # its drafts per step vary; the table has its acceptance
-                series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
-        label = mode["label"].replace("MTP ", "").replace("prompt lookup", "lookup")
+            if not method.drafts_vary:  # lookup's drafts per step vary; the table has it
+                series.append(Series(f"n={method.drafts}", tuple(mode["acceptance_by_position"])))
+        # A bar's label is short: "plain" (the banner names which plain path was the
+        # baseline), "n=2", "n=2 · openvino-genai", "lookup K=4".
+        label = mode["label"].replace("MTP ", "") if method.uses_mtp_head else method.short_label
         bars.append(
             Bar(
-                # The bar says "plain"; the banner names which plain path was the baseline.
-                "plain" if mode["depth"] is None else label,
+                label,
                 speed["median"],
                 speed["min"],
                 speed["max"],
@@ -82,16 +85,22 @@ def chart_data(
 
 
 def _methods(modes: list[dict[str, Any]]) -> tuple[tuple[str, float, str], ...]:
-    """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars."""
-    methods: list[tuple[str, float, str]] = [("plain", 1.0, "baseline")]
-    mtp = [m for m in modes if m.get("mode") == "mtp" and m["speedup"] and m["identical"]]
-    best = max(mtp, key=lambda m: m["speedup"]["median"], default=None)
+    """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars, named
+    by their short labels (the winner is named the same way)."""
+    methods: list[tuple[str, float, str]] = [(PLAIN.short_label, 1.0, "plain")]
+    measured = [(row_method(m), m) for m in modes if m["speedup"] and m["identical"]]
+    mtp = [(method, m) for method, m in measured if method.uses_mtp_head]
+    best = max(mtp, key=lambda pair: pair[1]["speedup"]["median"], default=None)
     if best is not None:
-        methods.append((best["label"], best["speedup"]["median"], "mtp"))
-    for mode in modes:
-        if mode.get("mode") == "lookup" and mode["speedup"] and mode["identical"]:
-            methods.append((mode["label"], mode["speedup"]["median"], "lookup"))
+        methods.append((best[0].short_label, best[1]["speedup"]["median"], "mtp"))
+    for method, mode in measured:
+        if method.kind == "lookup":
+            methods.append((method.short_label, mode["speedup"]["median"], "lookup"))
     return tuple(methods)
+
+
+def _short(winner: dict[str, Any]) -> str:
+    return row_method(winner).short_label
 
 
 def workload_data(report: dict[str, Any]) -> list[Workload]:
@@ -105,12 +114,12 @@ def workload_data(report: dict[str, Any]) -> list[Workload]:
     out = []
     for entry in report.get("per_set", []):
         modes = entry["modes"]
-        if "winner" not in entry or not any(m.get("mode") == "lookup" for m in modes):
+        if "winner" not in entry or not any(row_method(m).drafts_vary for m in modes):
             continue
         name = entry["prompt_set"]
-        out.append(Workload(name, _methods(modes), winners[name]["label"]))
+        out.append(Workload(name, _methods(modes), _short(winners[name])))
     if len(out) > 1:
-        overall = verdict["overall"]["label"]
+        overall = _short(verdict["overall"])
         out.insert(0, Workload(ALL_WORKLOADS, _methods(report["modes"]), overall))
     return out
 
@@ -136,9 +145,8 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     """(status, title, detail) for the banner."""
     if report["kind"] == "validate":
         summary = report["summary"]
-        n = report["settings"]["num_assistant_tokens"]
         name = method_label(report["settings"])
-        what = f"prompt lookup K={n}" if name != "MTP" else f"MTP n={n}"
+        what = row_method(report["settings"]).label
         if summary["all_identical"]:
             detail = (
                 f"{what} reproduced plain greedy decoding token for token on all "
@@ -176,10 +184,11 @@ def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     rec = report["recommendation"]
     overall = method_verdict(report)["overall"]
     detail = rec["reason"]
-    if overall["method"] == "lookup":
+    if row_method(overall).drafts_vary:
         # The MTP recommendation's reason is Auto's starting point, said as such.
+        label = overall["label"]
         detail = (
-            f"{overall['label']} was the fastest method over all prompts: "
+            f"{label[:1].upper()}{label[1:]} was the fastest method over all prompts: "
             f"{overall['speedup']:.2f}x plain decoding, "
             f"{fmt(overall['acceptance_rate'], '{:.0%}')} of drafts accepted. Without prompt "
             f"lookup (Auto's starting point): {detail}"
@@ -188,9 +197,9 @@ def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     if baseline:
         detail += f" Speed-ups are against {baseline['label']}, {baseline['reason']}."
     detail += _workload_detail(report, overall)
-    if overall["method"] != "plain":
+    if not row_method(overall).is_plain:
         return "ok", f"Recommended: {overall['label']}{_speed(overall)}", detail
-    lookup = any(m.get("mode") == "lookup" for m in report["modes"])
+    lookup = any(row_method(m).drafts_vary for m in report["modes"])
     if rec["mtp_slower"]:
         slower = "MTP and prompt lookup are" if lookup else "MTP is"
         return "warning", f"Recommended: plain decoding ({slower} slower here)", detail

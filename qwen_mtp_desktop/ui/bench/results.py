@@ -27,8 +27,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.reports import fmt, fmt_spread
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
+from qwen_mtp_desktop.core.validate import method_label
+from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS
 from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict, workload_data
@@ -197,7 +200,7 @@ class BenchResults(QScrollArea):
             modes = report["modes"]
             if prompt_set is not None:
                 modes = next(e["modes"] for e in report["per_set"] if e["prompt_set"] == prompt_set)
-            self._fill_bench_table(modes, report["recommendation"]["depth"])
+            self._fill_bench_table(modes, row_method(report["recommendation"]))
 
     def _fill_table(self, headers: list[str], rows: list[list[str]], bold_row: int = -1) -> None:
         self.table.clear()
@@ -236,20 +239,27 @@ class BenchResults(QScrollArea):
         self.table.resizeColumnsToContents()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.resizeRowsToContents()
-        height = self.table.horizontalHeader().height() + 4
+        # The header's hint, not its height: two-line headers are not laid out yet here.
+        height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
+        height += 2
         height += sum(self.table.rowHeight(r) for r in range(len(rows)))
         self.table.setFixedHeight(height)
 
-    def _fill_bench_table(self, modes: list[dict[str, Any]], best: int | None) -> None:
+    def _fill_bench_table(self, modes: list[dict[str, Any]], best: DecodingMethod) -> None:
+        """One row per mode; the recommended MTP depth in bold."""
         rows = []
         bold = -1
         for index, mode in enumerate(modes):
-            if mode["depth"] is not None and mode["depth"] == best:
+            method = row_method(mode)
+            if not best.is_plain and method == best:
                 bold = index
-            speedup = fmt_spread(mode["speedup"], "{:.2f}x") if mode["depth"] else "1.00x"
+            plain = method.is_plain
+            speedup = "1.00x" if plain else fmt_spread(mode["speedup"], "{:.2f}x")
             rows.append(
                 [
-                    mode["label"],
+                    # Two lines for a long name ("prompt lookup K=4,\nn-gram 3"), as the
+                    # headers: the figures beside it are narrower.
+                    mode["label"].replace(", ", ",\n"),
                     fmt_spread(mode["decode_tokens_per_s"]),
                     speedup,
                     fmt_spread(mode["ttft_s"], "{:.0f}", 1000),
@@ -262,7 +272,7 @@ class BenchResults(QScrollArea):
         self._fill_table(
             [
                 # Two-line headers: the figures are narrower than their names.
-                "Mode",
+                "Method",
                 "Decode tok/s\n(min–max)",
                 "Speed-up\n(min–max)",
                 "TTFT ms",
@@ -298,7 +308,7 @@ class BenchResults(QScrollArea):
                 "First\ndifference",
                 "Accepted",
                 "Plain\ntok/s",
-                "MTP\ntok/s",
+                f"{method_label(report['settings'])}\ntok/s",
                 "Speed-up",
             ],
             rows,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
@@ -93,14 +92,14 @@ class ChatPanel(ChatLayout):
     """Signals:
     export_requested(): the user wants the export wizard (from the demo banner).
     validate_requested(Path): the user wants to validate MTP on a model.
-    validate_lookup_requested(Path, str, int): the user wants prompt lookup validated on a
-        model, on a workload's prompt set, at that many drafts per step (health banner).
+    validate_lookup_requested(Path, str, DecodingMethod): the user wants prompt lookup (the
+        chat's) validated on a model, on a workload's prompt set (health banner).
     busy_changed(bool): a generation started or ended.
     """
 
     export_requested = Signal()
     validate_requested = Signal(object)
-    validate_lookup_requested = Signal(object, str, int)
+    validate_lookup_requested = Signal(object, str, object)
     busy_changed = Signal(bool)
 
     def __init__(
@@ -229,7 +228,7 @@ class ChatPanel(ChatLayout):
         self.health_wrap.revalidate_button.setToolTip(
             f"Check prompt lookup against plain decoding on the {warning.workload} prompts "
             "again and measure its acceptance there"
-            if warning.method == "lookup"
+            if warning.reference.compares_workloads
             else "Check MTP against plain decoding on this model again and measure its acceptance"
         )
         self.health_wrap.show_warning(warning.text)
@@ -238,9 +237,9 @@ class ChatPanel(ChatLayout):
         """Run the validation that measured what the warning compared with: MTP's, or prompt
         lookup's on the workload's prompt set at the chat's drafts per step."""
         warning = self.health_warning
-        if warning is not None and warning.method == "lookup" and warning.workload:
-            tokens = self.settings_panel.settings.lookup_tokens
-            self.validate_lookup_requested.emit(self._model_dir(), warning.workload, tokens)
+        if warning is not None and warning.reference.compares_workloads and warning.workload:
+            lookup = self.settings_panel.settings.replay_lookup
+            self.validate_lookup_requested.emit(self._model_dir(), warning.workload, lookup)
             return
         self.validate_requested.emit(self._model_dir())
 
@@ -302,7 +301,7 @@ class ChatPanel(ChatLayout):
         history = compare_history(conversation.system_prompt, self._messages, demo)
         if not history:
             return None
-        settings = replace(self._engine_settings(), do_sample=False)  # MTP decodes greedily
+        settings = self._engine_settings()  # Compare decodes greedily (compared_methods)
         dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self._dark)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
@@ -620,7 +619,7 @@ class ChatPanel(ChatLayout):
         if self._loading:
             status = f"Loading {name} on {settings.device}…"
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
-            mode = self.model.mode_label(self.conversation is not None)
+            mode = self.model.decoding_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
         elif self.model.ejected:
             status = "ejected"  # the Eject button's tooltip says the next message reloads

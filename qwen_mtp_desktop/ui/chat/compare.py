@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
 from qwen_mtp_desktop.core.chats.records import StoredMessage
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.units import keep_units
@@ -56,6 +57,15 @@ def compare_blocked(decodes_mtp: bool, messages: Sequence[StoredMessage], busy: 
     if busy:
         return "Wait for the answer being written."
     return ""
+
+
+def compared_methods(method: DecodingMethod) -> tuple[DecodingMethod, DecodingMethod]:
+    """(plain, MTP) as Compare runs them for a chat that decodes with `method`: greedy (MTP
+    decodes greedily; the repetition penalty stays), MTP at the chat's depth (n=1 when the
+    chat runs another method)."""
+    sampling = Sampling(repetition_penalty=method.sampling.repetition_penalty)
+    depth = method.drafts if method.uses_mtp_head else 1
+    return DecodingMethod.plain(sampling), DecodingMethod.mtp(depth, sampling)
 
 
 COMPARE_TIP = (
@@ -147,15 +157,16 @@ class CompareDialog(QDialog):
         self._engine = engine
         self._history = list(history)
         self._settings = settings
+        self._plain_method, self._mtp_method = compared_methods(settings.method)
         prompt = next((m.content for m in reversed(history) if m.role == "user"), "")
         intro = QLabel(
-            f"The same message, decoded twice: plain (one token per step), then MTP "
-            f"(n={settings.num_assistant_tokens}: the MTP head guesses ahead, the model keeps "
-            f"what it would have written). Tinted text came from kept guesses.\n\n“{prompt}”"
+            f"The same message, decoded twice: plain (one token per step), then "
+            f"{self._mtp_method.label} (the MTP head guesses ahead, the model keeps what it "
+            f"would have written). Tinted text came from kept guesses.\n\n“{prompt}”"
         )
         intro.setWordWrap(True)
         self.plain = _Side("Plain decoding", dark)
-        self.mtp = _Side(f"MTP n={settings.num_assistant_tokens}", dark)
+        self.mtp = _Side(self._mtp_method.label, dark)
         columns = QWidget()
         row = QHBoxLayout(columns)
         row.setContentsMargins(0, 0, 0, 0)
@@ -187,7 +198,7 @@ class CompareDialog(QDialog):
 
     def start(self) -> None:
         self.running = True
-        self._run(self.plain, replace(self._settings, plain=True))
+        self._run(self.plain, replace(self._settings, method=self._plain_method, within_turn=None))
 
     def _run(self, side: _Side, settings: GenerationSettings) -> None:
         self._side = side
@@ -209,7 +220,7 @@ class CompareDialog(QDialog):
             f"{stats.decode_tokens_per_s:.1f} tok/s  ·  TTFT {stats.ttft_s * 1000:.0f} ms  ·  "
             f"{stats.generated_tokens} tokens"
         )
-        if stats.mode == "mtp":
+        if not stats.method.is_plain:
             figures = (
                 f"{stats.acceptance_rate:.0%} drafts accepted "
                 f"({stats.mean_accepted_per_step:.2f}/step)  ·  " + figures
@@ -217,7 +228,7 @@ class CompareDialog(QDialog):
         side.status.setText(keep_units(figures))
         side.status.setToolTip(stats_tooltip(figures))
         if side is self.plain:
-            self._run(self.mtp, replace(self._settings, plain=False))
+            self._run(self.mtp, replace(self._settings, method=self._mtp_method, within_turn=None))
             return
         self._end()
         assert self.plain.stats is not None

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QLabel
 
 from qwen_mtp_desktop.core.chat_session import Turn
 from qwen_mtp_desktop.core.chats.records import StoredMessage
+from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import speculative_stats
 from qwen_mtp_desktop.core.engine import LoadedModel, StepChunk
 from qwen_mtp_desktop.core.units import keep_units
@@ -75,25 +76,26 @@ class Stream:
             span = self.last_t - self.first_t
             if span > 0 and len(self.sizes) > 1:
                 parts.insert(0, f"{(tokens - self.sizes[0]) / span:.1f} tok/s")
-        settings = self.settings
-        if loaded is not None and settings.prompt_lookup:
-            # Proposed drafts are counted at the end (core.decoding.prompt_lookup);
-            # accepted ones show.
-            accepted = tokens - len(self.sizes)
-            parts.append(
-                f"prompt lookup K={settings.num_assistant_tokens}: {accepted} drafts accepted"
-            )
-        elif loaded is not None and loaded.mode == "mtp" and not settings.plain:
-            n = settings.num_assistant_tokens
-            drafted, accepted, _ = speculative_stats(self.sizes, n, "mtp", settings.max_new_tokens)
+        method = self.settings.method
+        if loaded is not None and method.uses_mtp_head and not loaded.mtp:
+            method = PLAIN  # no MTP head loaded: the engine decodes plain
+        if loaded is None:
+            pass
+        elif method.drafts_vary:
+            # Prompt lookup's proposed drafts are counted at the end
+            # (core.decoding.prompt_lookup); accepted ones show.
+            parts.append(f"{method.label}: {tokens - len(self.sizes)} drafts accepted")
+        elif not method.is_plain:
+            budget = self.settings.max_new_tokens
+            drafted, accepted, _ = speculative_stats(self.sizes, method, budget)
             steps = len(self.sizes) - 1
-            parts.append(f"MTP n={n}")
+            parts.append(method.label)
             if drafted:
                 parts.append(
                     f"{accepted / drafted:.0%} drafts accepted ({accepted / steps:.2f}/step)"
                 )
-        elif loaded is not None:
-            parts.append("plain decoding")
+        else:
+            parts.append(method.label)
         return "Generating  ·  " + "  ·  ".join(parts)
 
 

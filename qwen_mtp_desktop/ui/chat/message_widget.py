@@ -27,6 +27,7 @@ from qwen_mtp_desktop.core.markdown import (
     first_page,
     split_segments,
 )
+from qwen_mtp_desktop.core.message_stats import stats_method
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
@@ -45,15 +46,15 @@ DRAFT_TINT_DARK = QColor(60, 160, 90, 110)
 def format_stats(stats: dict[str, Any]) -> str:
     """The one-line summary shown under an answer (and live while it streams)."""
     parts: list[str] = []
-    mode = stats.get("mode")
+    method = stats_method(stats)
     remote = stats.get("remote")
     if isinstance(remote, dict):
-        # A remote server's answer: speed and TTFT were measured here; the mode and
+        # A remote server's answer: speed and TTFT were measured here; the method and
         # acceptance only when the server reported them (core.remote.client).
         endpoint = remote.get("endpoint")
         parts.append(f"remote · {endpoint[:120]}" if isinstance(endpoint, str) else "remote")
         if not isinstance(remote.get("server_stats"), dict):
-            mode = None
+            method = None
         if remote.get("tokens_reported") is False:
             stats = {k: v for k, v in stats.items() if k != "generated_tokens"}
     auto = stats.get("auto")
@@ -63,27 +64,26 @@ def format_stats(stats: dict[str, Any]) -> str:
         switched = auto.get("switched_to_plain_after_tokens")
         if isinstance(switched, int):
             parts.append(f"switched to plain after {switched} tokens")
-    if mode == "mtp":
-        # Turns the app's own decoder does not take (images) run on openvino-genai's MTP.
-        via = " via openvino-genai" if stats.get("decoder") == "genai" else ""
-        parts.append(f"MTP n={stats.get('num_assistant_tokens', 1)}{via}")
-        rate = stats.get("acceptance_rate")
-        if rate is not None:
-            parts.append(
-                f"{rate:.0%} drafts accepted ({stats.get('mean_accepted_per_step', 0):.2f}/step)"
-            )
-    elif mode == "lookup":
-        parts.append(
-            f"prompt lookup K={stats.get('num_assistant_tokens', 1)}, "
-            f"n-gram {stats.get('max_ngram_size', 0)}"
-        )
+    if method is None:
+        pass
+    elif method.drafts_vary:
+        parts.append(method.label)
         drafted, accepted = stats.get("drafted_tokens"), stats.get("accepted_tokens")
         if isinstance(drafted, int) and isinstance(accepted, int):
             # Prompt lookup proposes nothing where no n-gram matches: say how many it did.
             rate = f"{accepted / drafted:.0%} accepted" if drafted else "no match found"
             parts.append(f"{drafted} drafts, {rate}")
-    elif mode == "baseline":
-        parts.append("plain decoding")
+    elif not method.is_plain:
+        # Turns the app's own decoder does not take (images) run on openvino-genai's MTP.
+        via = " via openvino-genai" if stats.get("decoder") == "genai" else ""
+        parts.append(f"{method.label}{via}")
+        share = stats.get("acceptance_rate")
+        if share is not None:
+            parts.append(
+                f"{share:.0%} drafts accepted ({stats.get('mean_accepted_per_step', 0):.2f}/step)"
+            )
+    else:
+        parts.append(method.label)
     tps = stats.get("decode_tokens_per_s")
     if tps:
         parts.append(f"{tps:.1f} tok/s")

@@ -26,6 +26,7 @@ from qwen_mtp_desktop.core.chat_session import (
     generation_settings,
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
@@ -93,7 +94,7 @@ class ModelSession(QObject):
         """Ask the engine process for the chat's model, device and mode if they differ."""
         model_dir, settings, _ = self._chat()
         key = (model_dir, settings.device)
-        if settings.num_assistant_tokens == "auto" and not self.auto.known(*key):
+        if settings.method == "auto" and not self.auto.known(*key):
             # Look the benchmark's verdict up off the GUI thread, then come back here.
             def found(recommendation: DepthRecommendation | None) -> None:
                 self.auto.remember(*key, recommendation)
@@ -146,7 +147,7 @@ class ModelSession(QObject):
         wanted_mtp = self.want is not None and self.want[1].mtp
         # A remote server decodes as it does; its settings are not "a missing MTP head".
         wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
-        if loaded.mode == "mtp":
+        if loaded.mtp:
             self._mtp_problems.pop(loaded.model_dir, None)
         elif wanted_mtp:
             # Asked for MTP, got plain decoding: the head is missing or damaged; say so where
@@ -176,11 +177,11 @@ class ModelSession(QObject):
 
     @property
     def decodes_mtp(self) -> bool:
-        return self.loaded is not None and self.loaded.mode == "mtp"
+        return self.loaded is not None and self.loaded.mtp
 
     def engine_settings(self) -> GenerationSettings:
         model_dir, settings, _ = self._chat()
-        return generation_settings(settings, self.auto.depth(model_dir, settings.device))
+        return generation_settings(settings, self.auto.start(model_dir, settings.device))
 
     def policy_key(self) -> PolicyKey:
         model_dir, settings, conversation_id = self._chat()
@@ -202,22 +203,22 @@ class ModelSession(QObject):
             )
         return turn
 
-    def mode_label(self, stored_chat: bool) -> str:
-        """What decoding runs, and for Auto what it decided and why."""
+    def decoding_label(self, stored_chat: bool) -> str:
+        """What decoding runs ("MTP n=2", "prompt lookup K=4, n-gram 3", "plain decoding"),
+        and for Auto what it decided and why."""
         loaded = self.loaded
         model_dir, settings, _ = self._chat()
         if loaded is None:
             return ""
         if is_remote(loaded.model_dir):
             return self.engine.status_text()
-        if settings.prompt_lookup:
-            return f"prompt lookup K={settings.lookup_tokens}, n-gram {settings.max_ngram_size}"
-        if loaded.mode != "mtp":
-            return "plain decoding"
-        if settings.num_assistant_tokens != "auto":
-            return f"MTP n={self.engine_settings().num_assistant_tokens}"
-        key = self.policy_key() if stored_chat else None
-        return self.auto.status(key, model_dir, settings.device)
+        method = settings.method
+        if method == "auto" and loaded.mtp:
+            key = self.policy_key() if stored_chat else None
+            return self.auto.status(key, model_dir, settings.device)
+        if method == "auto" or (method.uses_mtp_head and not loaded.mtp):
+            return PLAIN.label  # no MTP head loaded
+        return method.label
 
     # ------------------------------------------------------------------------ acceptance health
 
@@ -226,7 +227,7 @@ class ModelSession(QObject):
         self.health = None
         self.health_warning = None
         self.health_reset.emit()
-        model_dir, device, mtp = loaded.model_dir, loaded.device, loaded.mode == "mtp"
+        model_dir, device, mtp = loaded.model_dir, loaded.device, loaded.mtp
 
         def find() -> HealthMonitor | None:
             # Prompt lookup runs without an MTP head too: its references count either way.

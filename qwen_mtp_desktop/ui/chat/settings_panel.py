@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.decoding.prompt_lookup import MAX_LOOKUP_TOKENS, MAX_NGRAM_SIZE
+from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.model_library import display_name
 
 EXPERIMENTAL_DEPTH_NOTE = (
@@ -109,11 +110,11 @@ class ChatSettingsPanel(QFrame):
         )
         self.lookup_check.toggled.connect(self._emit)
         self.lookup_spin = QSpinBox()
-        self.lookup_spin.setRange(1, MAX_LOOKUP_TOKENS)
+        self.lookup_spin.setRange(1, MAX_LOOKUP_DRAFTS)
         self.lookup_spin.setToolTip("Tokens prompt lookup proposes per step when it finds a match.")
         self.lookup_spin.valueChanged.connect(self._emit)
         self.ngram_spin = QSpinBox()
-        self.ngram_spin.setRange(1, MAX_NGRAM_SIZE)
+        self.ngram_spin.setRange(1, MAX_NGRAM)
         self.ngram_spin.setToolTip(
             "Longest run of recent tokens searched for earlier in the conversation."
         )
@@ -331,9 +332,9 @@ class ChatSettingsPanel(QFrame):
         for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
             widget.setEnabled(sampling)
 
-    def method(self) -> str:
-        """The decoding method these settings choose: "lookup", "auto", "mtp" or "plain"."""
-        return method_of(self.settings)
+    def method(self) -> DecodingMethod | Literal["auto"]:
+        """The decoding method these settings choose, or "auto" (`ChatSettings.method`)."""
+        return self.settings.method
 
     def _on_model(self, index: int) -> None:
         if self._updating:
@@ -365,12 +366,3 @@ class ChatSettingsPanel(QFrame):
             seed=None if seed < 0 else seed,
         )
         self.settings_changed.emit(self._settings)
-
-
-def method_of(settings: ChatSettings) -> str:
-    """The decoding method a chat's settings describe: "lookup", "auto", "mtp" or "plain"."""
-    if settings.prompt_lookup:
-        return "lookup"
-    if not settings.mtp:
-        return "plain"
-    return "auto" if settings.num_assistant_tokens == "auto" else "mtp"
