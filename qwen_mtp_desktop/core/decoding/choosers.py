@@ -1,13 +1,20 @@
 """How the app's decoder picks tokens: greedily from the argmax the target graph computes, or
-by exact speculative sampling over the logits (core.decoding.sampling). The decoding loop asks
-a `Chooser` for the first token, for each draft the MTP head proposes, and for the verdict on a
-verification; everything about randomness and penalties stays here."""
+by exact speculative sampling over the logits (core.decoding.sampling), optionally masked by a
+grammar (core.decoding.grammar). The decoding loop asks a `Chooser` for the first token, for
+each draft the MTP head proposes, and for the verdict on a verification; everything about
+randomness, penalties and grammars stays here.
+
+Under a grammar every distribution is masked at the grammar state its position would have:
+the target's p_i after the drafts before it, the draft head's q_i likewise, so drafts are
+always allowed and the output is plain constrained decoding's. Tokens the grammar forces are
+offered to the loop as free drafts (`forced()`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from qwen_mtp_desktop.core.decoding.grammar import GrammarState, masked
 from qwen_mtp_desktop.core.decoding.method import Sampling
 from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput
 from qwen_mtp_desktop.core.decoding.sampling import (
@@ -45,6 +52,9 @@ class Chooser(Protocol):
     def emitted(self, tokens: Sequence[int]) -> None:
         """These tokens joined the answer."""
 
+    def forced(self) -> list[int]:
+        """Tokens a grammar allows as the only continuation (free drafts); [] without one."""
+
 
 class GreedyChooser:
     """Temperature 0, no penalties: the target's argmax, computed in the graph (the lowest id
@@ -73,6 +83,9 @@ class GreedyChooser:
     def emitted(self, tokens: Sequence[int]) -> None:
         pass
 
+    def forced(self) -> list[int]:
+        return []
+
 
 class SamplingChooser:
     """Sampling (or greedy decoding with penalties): every distribution goes through
@@ -86,22 +99,38 @@ class SamplingChooser:
         vocab_size: int,
         prompt_ids: Sequence[int],
         draft_ids: npt.NDArray[np.int64],
+        grammar: GrammarState | None = None,
     ) -> None:
-        self.seed: int | None = sampling.seed if sampling.seed is not None else fresh_seed()
+        self.seed: int | None = None
+        if not sampling.greedy:
+            self.seed = sampling.seed if sampling.seed is not None else fresh_seed()
         self._sampling = sampling
-        self._rng = make_generator(self.seed)
+        self._rng = make_generator(self.seed or 0)
         self._history = PenaltyHistory(vocab_size, prompt_ids) if sampling.penalised else None
         self._draft_ids = draft_ids
         self._q: list[Distribution] = []
+        self._grammar = grammar
+        #: Drafts consumed by the grammar while drafting (taken back before verification).
+        self._provisional = 0
+
+    def _mask(
+        self, logits: npt.NDArray[np.float32], ids: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """The row masked by the grammar's current state (`ids`: the row's token ids)."""
+        if self._grammar is None:
+            return logits
+        allowed = self._grammar.allowed()
+        return masked(logits, allowed if ids is None else allowed[ids])
 
     def first(self, logits: npt.NDArray[np.float32], argmax: int | None) -> int:
-        return process_logits(logits, self._sampling, self._history).sample(self._rng)
+        row = self._mask(logits)
+        return process_logits(row, self._sampling, self._history).sample(self._rng)
 
     def draft(self, output: DraftOutput, drafts: Sequence[int]) -> int:
         if not drafts:
             self._q = []
         token, q = sample_draft(
-            output.logits,
+            self._mask(output.logits, self._draft_ids),
             self._sampling,
             self._rng,
             self._history,
@@ -109,6 +138,8 @@ class SamplingChooser:
             ids=self._draft_ids,
         )
         self._q.append(q)
+        if self._grammar is not None:
+            self._provisional += self._grammar.consume([token])
         return token
 
     def lookup_drafts(self, drafts: Sequence[int]) -> None:
@@ -116,18 +147,35 @@ class SamplingChooser:
 
     def verify(self, output: TargetOutput, drafts: Sequence[int]) -> tuple[int, int]:
         rows = output.logits()
-        sampling, history = self._sampling, self._history
+        sampling, history, grammar = self._sampling, self._history, self._grammar
+        if grammar is not None:
+            grammar.rollback(self._provisional)
+            self._provisional = 0
+        consumed = [0]  # drafts consumed by the grammar for the position being scored
 
         def target(index: int) -> Distribution:
-            return process_logits(rows[index], sampling, history, drafts[:index])
+            row = rows[index]
+            if grammar is not None:
+                # The grammar state at this position: after the drafts before it. A draft the
+                # grammar refuses has p = 0, so no later position is ever asked for.
+                consumed[0] += grammar.consume(drafts[consumed[0] : index])
+                row = masked(row, grammar.allowed())
+            return process_logits(row, sampling, history, drafts[:index])
 
         verdict = verify_drafts(drafts, self._q[: len(drafts)], target, self._rng)
+        if grammar is not None:
+            grammar.rollback(consumed[0])  # emitted() consumes what was accepted
         self._q = []
         return verdict.accepted, verdict.token
 
     def emitted(self, tokens: Sequence[int]) -> None:
         if self._history is not None:
             self._history.extend(tokens)
+        if self._grammar is not None:
+            self._grammar.consume(tokens)
+
+    def forced(self) -> list[int]:
+        return self._grammar.forced() if self._grammar is not None else []
 
 
 def chooser_for(
@@ -135,7 +183,8 @@ def chooser_for(
     vocab_size: int,
     prompt_ids: Sequence[int],
     draft_ids: npt.NDArray[np.int64],
+    grammar: GrammarState | None = None,
 ) -> Chooser:
-    if sampling.greedy and not sampling.penalised:
+    if sampling.greedy and not sampling.penalised and grammar is None:
         return GreedyChooser()
-    return SamplingChooser(sampling, vocab_size, prompt_ids, draft_ids)
+    return SamplingChooser(sampling, vocab_size, prompt_ids, draft_ids, grammar)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
+from qwen_mtp_desktop.core.decoding.grammar import GrammarState, GrammarVocabulary
 from qwen_mtp_desktop.core.decoding.graphs import (
     DEFAULT_DRAFT_VOCAB,
     GraphError,
@@ -65,6 +66,8 @@ EMBEDDINGS_MODEL = "openvino_text_embeddings_model"
 #: Confirmed tokens the target may re-process in one verification call; past this (after
 #: many rejections in a row) a separate call brings its state up to date.
 MAX_PENDING = 4
+#: Forced tokens (a grammar's) verified in one call.
+MAX_FORCED_DRAFTS = 32
 #: Default state cache budget when the engine gives none (bytes).
 DEFAULT_CACHE_BUDGET = 1 << 30
 
@@ -163,6 +166,9 @@ class AppDecoder:
         self._in_draft_vocab = np.zeros(vocab, dtype=bool)
         self._in_draft_vocab[ids] = True
         self._draft_ids = ids
+        self._tokenizer_json = model_dir / "tokenizer.json"
+        self._stop_ids = tuple(special_ids)
+        self._grammar_vocabulary: GrammarVocabulary | None = None
         self.target = Target(compiled_target, graph.states, embed, compute_type)
         self._mtp = (
             MtpHead(compiled_draft, ids, self.target, self.target.timing)
@@ -425,7 +431,12 @@ class AppDecoder:
         reused, snapshot, source = self._resume(prompt)
         self._compact_caches()
         target = self.target
-        chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
+        grammar = None
+        if method.constraint is not None:
+            grammar = GrammarState(self.grammar_vocabulary(), method.constraint)
+        chooser = chooser_for(
+            method.sampling, self.vocab_size, prompt_ids, self._draft_ids, grammar
+        )
         if stable_prefix is not None and reused < stable_prefix < total:
             # Prefill up to the point the next prompt keeps, and keep the state there.
             self._prefill(prompt[reused:stable_prefix].tolist())
@@ -469,7 +480,12 @@ class AppDecoder:
             pending = tokens[processed:]
             k = min(method.drafts, max_new_tokens - produced - 1) if drafting else 0
             drafts: list[int] = []
-            if k > 0 and lookup is not None:
+            forced = chooser.forced()[: max_new_tokens - produced - 1] if drafting else []
+            if forced:
+                # Tokens the grammar forces cost no draft call and are always accepted.
+                drafts = forced[:MAX_FORCED_DRAFTS]
+                chooser.lookup_drafts(drafts)
+            elif k > 0 and lookup is not None:
                 drafts = lookup.candidates(k)
                 chooser.lookup_drafts(drafts)
             elif k > 0:
@@ -504,6 +520,15 @@ class AppDecoder:
             yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
+
+    def grammar_vocabulary(self) -> GrammarVocabulary:
+        """The model's vocabulary for constrained output, built on the first constrained turn
+        (about a second for 248k tokens)."""
+        if self._grammar_vocabulary is None:
+            self._grammar_vocabulary = GrammarVocabulary(
+                self._tokenizer_json, self.vocab_size, self._stop_ids
+            )
+        return self._grammar_vocabulary
 
     def logits_after(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
         """The target's logits for the token that follows `token_ids` (a copy), computed like a

@@ -32,9 +32,20 @@ from qwen_mtp_desktop.core.safe_files import TOKENIZER_JSON_BYTES, UnsafeFileErr
 
 if TYPE_CHECKING:
     import numpy as np
+    from llguidance._lib import JsonCompileOptions
     import numpy.typing as npt
 
 log = logging.getLogger(__name__)
+
+
+#: JSON as json.dumps writes it: one space after ',' and ':', no other whitespace. Free
+#: whitespace lets a model that is unsure (small ones are) pad an answer with blanks until
+#: its token budget runs out, still "valid".
+JSON_LAYOUT: JsonCompileOptions = {
+    "whitespace_flexible": False,
+    "item_separator": ", ",
+    "key_separator": ": ",
+}
 
 
 class ConstraintError(MethodError):
@@ -51,13 +62,13 @@ def grammar_text(constraint: Constraint) -> str:
             f"at most {MAX_CONSTRAINT_CHARS:,} are accepted."
         )
     try:
-        if constraint.kind == "json_object":
-            return str(llguidance.LLMatcher.grammar_from_json_schema({"type": "object"}))
-        if constraint.kind == "json_schema":
-            schema = json.loads(constraint.source)
+        if constraint.kind in ("json_object", "json_schema"):
+            schema = json.loads(constraint.source) if constraint.kind == "json_schema" else {}
             if not isinstance(schema, dict):
                 raise ConstraintError("A JSON schema must be a JSON object.")
-            return str(llguidance.LLMatcher.grammar_from_json_schema(schema))
+            if constraint.kind == "json_object":
+                schema = {"type": "object"}
+            return str(llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT))
         if constraint.kind == "regex":
             return str(llguidance.LLMatcher.grammar_from_regex(constraint.source))
         return str(llguidance.LLMatcher.grammar_from_lark(constraint.source))

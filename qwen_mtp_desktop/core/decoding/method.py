@@ -179,6 +179,8 @@ class DecodingMethod:
     #: Prompt lookup's longest n-gram searched; 0 for the others.
     ngram: int = 0
     sampling: Sampling = GREEDY
+    #: What the answer must match (structured output), or None.
+    constraint: Constraint | None = None
 
     @classmethod
     def plain(cls, sampling: Sampling = GREEDY) -> DecodingMethod:
@@ -217,11 +219,17 @@ class DecodingMethod:
 
     @property
     def drafting(self) -> DecodingMethod:
-        """The method without its sampling: what Auto and the benchmark compare (greedy)."""
-        return replace(self, sampling=GREEDY) if self.sampling != GREEDY else self
+        """The method without its sampling and constraint: what Auto and the benchmark compare
+        (greedy, unconstrained)."""
+        if self.sampling == GREEDY and self.constraint is None:
+            return self
+        return replace(self, sampling=GREEDY, constraint=None)
 
     def with_sampling(self, sampling: Sampling) -> DecodingMethod:
         return replace(self, sampling=sampling)
+
+    def with_constraint(self, constraint: Constraint | None) -> DecodingMethod:
+        return replace(self, constraint=constraint)
 
     @property
     def name(self) -> str:
@@ -245,9 +253,12 @@ class DecodingMethod:
         return "plain" if self.kind == "plain" else self.label
 
     def __str__(self) -> str:
-        if self.sampling.greedy and not self.sampling.penalised:
-            return self.label
-        return f"{self.label}, {self.sampling.describe()}"
+        text = self.label
+        if not self.sampling.greedy or self.sampling.penalised:
+            text += f", {self.sampling.describe()}"
+        if self.constraint is not None:
+            text += f", output matches {self.constraint.describe()}"
+        return text
 
     def check(self) -> None:
         """Raise MethodError naming the first value that cannot run."""
@@ -269,6 +280,8 @@ class DecodingMethod:
         problems = self.sampling.problems()
         if problems:
             raise MethodError(" ".join(problems))
+        if self.constraint is not None:
+            self.constraint.check()
 
     # --- records (the external edge: stored stats, reports, the API) ---------------------------
 
@@ -279,6 +292,11 @@ class DecodingMethod:
             "drafts": self.drafts,
             "ngram": self.ngram,
             "sampling": self.sampling.to_record(),
+            **(
+                {"constraint": {"kind": self.constraint.kind, "name": self.constraint.name}}
+                if self.constraint is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -328,6 +346,7 @@ DEFAULT_LOOKUP = DecodingMethod.lookup()
 
 
 ConstraintKind = Literal["json_object", "json_schema", "regex", "lark"]
+CONSTRAINT_KINDS: tuple[ConstraintKind, ...] = ("json_object", "json_schema", "regex", "lark")
 #: A schema, regex or grammar longer than this is refused (they come from API clients).
 MAX_CONSTRAINT_CHARS = 200_000
 
@@ -342,6 +361,19 @@ class Constraint:
     kind: ConstraintKind
     source: str = ""
     name: str = ""
+
+    def check(self) -> None:
+        """MethodError when the constraint is malformed before compiling it (the grammar
+        engine checks the rest: core.decoding.grammar)."""
+        if self.kind not in CONSTRAINT_KINDS:
+            raise MethodError(f"unknown kind of structured output {self.kind!r}")
+        if not isinstance(self.source, str) or len(self.source) > MAX_CONSTRAINT_CHARS:
+            raise MethodError(
+                f"The {self.describe()} must be text of at most {MAX_CONSTRAINT_CHARS:,} "
+                "characters."
+            )
+        if self.kind != "json_object" and not self.source.strip():
+            raise MethodError(f"The {self.describe()} is empty.")
 
     def describe(self) -> str:
         if self.kind == "json_object":
