@@ -32,8 +32,8 @@ from qwen_mtp_desktop.core.safe_files import TOKENIZER_JSON_BYTES, UnsafeFileErr
 
 if TYPE_CHECKING:
     import numpy as np
-    from llguidance._lib import JsonCompileOptions
     import numpy.typing as npt
+    from llguidance._lib import JsonCompileOptions
 
 log = logging.getLogger(__name__)
 
