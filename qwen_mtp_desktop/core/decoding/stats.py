@@ -63,6 +63,9 @@ class GenerationStats:
     #: (core.decoding.prompt_lookup.LookupReplay as a dict; None for sampled or image turns): Auto
     #: learns from it how well the conversation copies.
     lookup_replay: dict[str, int] | None = None
+    #: Prompt tokens whose state was kept from an earlier turn (core.decoding.state_cache),
+    #: so only prompt_tokens - reused_tokens were prefilled; the API's `cached_tokens`.
+    reused_tokens: int = 0
     #: An answer from a remote server (core.remote.client): the endpoint, and the server's own
     #: `mtp` statistics when it reported them; None for local answers (and left out of JSON).
     remote: dict[str, Any] | None = None

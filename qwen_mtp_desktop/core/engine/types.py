@@ -95,6 +95,10 @@ class LoadOptions:
     #: whose explicit Gated DeltaNet states cost a little per step; opened on the first plain
     #: turn) or the fast decoder itself ("fast": no second model in memory).
     plain_decoder: Decoding = "genai"
+    #: Bytes of conversation states the app's decoder keeps between turns
+    #: (core.decoding.state_cache); None: the default for this computer's memory
+    #: (core.engine.runtime.default_state_cache_bytes); 0 keeps nothing.
+    state_cache_bytes: int | None = None
 
 
 Decoding = Literal["fast", "genai"]
