@@ -208,9 +208,34 @@ def test_sampling_with_seed_is_reproducible_in_baseline_mode(demo_model: Path) -
     engine.unload()
 
 
-def test_sampling_with_mtp_is_refused_clearly(demo_model: Path) -> None:
+def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> None:
+    """Every drafting method samples (exact speculative sampling); a seed reproduces, no seed
+    means a fresh one per answer, reported in the stats."""
     engine = Engine()
     engine.load(demo_model)
+    story = [Message("user", "Write a poem about the sea")]
+    for method in (DecodingMethod.mtp(2), DecodingMethod.lookup(4, 3), DecodingMethod.plain()):
+        seeded = method.with_sampling(Sampling(temperature=1.2, top_k=40, seed=11))
+        first = engine.generate(story, GenerationSettings(max_new_tokens=16, method=seeded))
+        stats = first.run_to_end()
+        again = engine.generate(story, GenerationSettings(max_new_tokens=16, method=seeded))
+        again.run_to_end()
+        assert first.token_ids == again.token_ids, method
+        assert stats.method.sampling.seed == 11 and stats.decoder == "fast"
+        assert stats.method.kind == method.kind
+        unseeded = method.with_sampling(Sampling(temperature=1.2, top_k=40))
+        seeds, answers = set(), set()
+        for _ in range(4):
+            turn = engine.generate(story, GenerationSettings(max_new_tokens=16, method=unseeded))
+            seeds.add(turn.run_to_end().method.sampling.seed)
+            answers.add(tuple(turn.token_ids))
+        assert None not in seeds and len(seeds) == 4 and len(answers) >= 2, method
+    engine.unload()
+
+
+def test_sampling_with_mtp_is_refused_where_only_openvino_genai_runs(demo_model: Path) -> None:
+    engine = Engine()
+    engine.load(demo_model, LoadOptions(fast_decoder=False))
     sampled = Sampling(temperature=0.8)
     with pytest.raises(EngineError) as info:
         engine.generate(COUNTING, GenerationSettings(method=DecodingMethod.mtp(1, sampled)))
@@ -218,6 +243,10 @@ def test_sampling_with_mtp_is_refused_clearly(demo_model: Path) -> None:
     with pytest.raises(EngineError) as info:
         engine.generate(COUNTING, GenerationSettings(method=DecodingMethod.lookup(4, 3, sampled)))
     assert info.value.code == "LOOKUP_NEEDS_GREEDY"
+    # Plain sampling there gets a fresh seed (openvino-genai's default seed is fixed).
+    plain = GenerationSettings(max_new_tokens=8, method=DecodingMethod.plain(sampled))
+    seeds = {engine.generate(COUNTING, plain).run_to_end().method.sampling.seed for _ in range(3)}
+    assert None not in seeds and len(seeds) == 3
     # The engine is still usable.
     assert engine.generate(COUNTING, GenerationSettings(max_new_tokens=5)).run_to_end()
     engine.unload()

@@ -79,11 +79,14 @@ class DecoderUnavailableError(Exception):
 @dataclass(frozen=True)
 class DecodedStep:
     """One decoding step: its tokens (accepted drafts, then the target's own token, or fewer at
-    a stop), how many drafts were proposed and how many of them were accepted."""
+    a stop), how many drafts the method proposed and how many of them were accepted, and how
+    many tokens a grammar forced (verified in the same call, not counted as drafts: they are
+    always accepted and would make the method's acceptance look better than it is)."""
 
     tokens: tuple[int, ...]
     drafted: int = 0
     accepted: int = 0
+    forced: int = 0
 
 
 @dataclass(frozen=True)
@@ -517,7 +520,10 @@ class AppDecoder:
                 lookup.extend(emitted)
             produced += len(emitted)
             target.timing.steps.append(time.perf_counter() - step_began)
-            yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
+            if forced:
+                yield DecodedStep(tuple(emitted), forced=min(accepted, len(emitted)))
+            else:
+                yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
 

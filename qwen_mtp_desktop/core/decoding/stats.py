@@ -86,9 +86,10 @@ def speculative_stats(
 ) -> tuple[int, int, list[float]]:
     """(drafted, accepted, acceptance by position) from per-step chunk sizes of `method`.
 
-    `drafts` (one per chunk, same length as `chunk_sizes`) is for a method whose drafts per
-    step vary (prompt lookup), whose replay knows which tokens were drafts
-    (core.decoding.prompt_lookup); MTP proposes `method.drafts` per step.
+    `drafts` (one per chunk, same length as `chunk_sizes`) gives what each step proposed and
+    accepted exactly: the app's decoder reports it for every method, and openvino-genai's
+    prompt lookup is replayed (core.decoding.prompt_lookup). Without it (openvino-genai's MTP)
+    a step is taken to propose `method.drafts`.
 
     A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
     always adds one token of its own). The first write comes from the prefill, which drafts
@@ -101,15 +102,15 @@ def speculative_stats(
     """
     if method.is_plain or method.drafts <= 0 or not chunk_sizes:
         return 0, 0, []
-    varying = method.drafts_vary
-    if varying and (drafts is None or len(drafts) < len(chunk_sizes)):
+    exact = drafts is not None and len(drafts) >= len(chunk_sizes)
+    if method.drafts_vary and not exact:
         return 0, 0, []
     n = method.drafts
     generated = chunk_sizes[0]
     proposed_per_step: list[int] = []
     accepted_per_step: list[int] = []
     for i, size in enumerate(chunk_sizes[1:], start=1):
-        if drafts is not None and varying:
+        if drafts is not None and exact:
             count = drafts[i].proposed
             accepted_per_step.append(min(drafts[i].accepted, count, size))
         else:

@@ -4,7 +4,7 @@ call blocks, so it runs on a short-lived worker thread and hands each step over 
 cancelling takes effect at the next step and keeps the partial answer.
 
 A turn runs on the app's own decoder (core.decoding.decoder) or on an openvino-genai pipeline that
-the engine hands over in a `TurnContext` (core.engine.runtime opens them).
+the engine hands over in a `TurnResources` (core.engine.runtime opens them).
 
 With openvino-genai, within a turn the runtime cannot hand a generation from one pipeline to
 the other: `generate()` takes a text prompt and prefills it from scratch (prefix caching is off
@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
@@ -86,14 +86,19 @@ class _Ended:
     warnings: list[str]
     max_new_tokens: int
     switched_to_plain_at: int | None = None
-    #: Prompt lookup: drafts proposed and accepted per chunk (core.decoding.prompt_lookup).
+    #: Drafts proposed and accepted per chunk: known exactly on the app's decoder; replayed
+    #: for openvino-genai's prompt lookup (core.decoding.prompt_lookup); None otherwise.
     drafts: list[StepDrafts] | None = None
     #: The prompt's ids for a greedy text turn (prompt lookup's replay), else None.
     prompt_ids: list[int] | None = None
+    #: Prompt tokens reused from a kept conversation state (the app's decoder).
+    reused_tokens: int = 0
+    #: The seed the answer drew from, when it was sampled.
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
-class TurnContext:
+class TurnResources:
     """What a turn needs from the engine that started it (core.engine.runtime)."""
 
     loaded: LoadedModel
@@ -106,6 +111,11 @@ class TurnContext:
     #: The openvino-genai pipeline that runs the turn; None runs it on `fast_decoder`.
     pipeline: Any
     fast_decoder: AppDecoder | None
+    #: The prompt's token ids (the app's decoder decodes from them).
+    prompt_ids: list[int] | None
+    #: How many leading prompt tokens the next turn's prompt repeats (the state kept there
+    #: lets that turn resume), when known.
+    stable_prefix: int | None
     #: For a within-turn switch to plain decoding: the plain pipeline (opened on first use)
     #: and its generation config for these settings.
     open_plain: Callable[[GenerationSettings], tuple[Any, openvino_genai.GenerationConfig]]
@@ -117,7 +127,7 @@ class _StepDecoder:
     """Turns step token ids into a `StepChunk`: routes reasoning vs answer, detokenizes
     incrementally and counts how many answer characters came from accepted drafts."""
 
-    def __init__(self, context: TurnContext, thinking: bool) -> None:
+    def __init__(self, context: TurnResources, thinking: bool) -> None:
         tokenizer = context.tokenizer
         assert tokenizer is not None
         self.splitter = ThinkingSplitter(context.think_start, context.think_end, thinking)
@@ -163,7 +173,7 @@ class Generation(AnswerStream):
 
     def __init__(
         self,
-        context: TurnContext,
+        context: TurnResources,
         prompt: str,
         config: openvino_genai.GenerationConfig | None,
         settings: GenerationSettings,
@@ -214,8 +224,11 @@ class Generation(AnswerStream):
             raise item
         # The held-back tail of a character split over tokens, if any, ends the answer.
         last = self._decoder.step((), item.total_s, final=True)
+        method = self._method
+        if item.seed is not None:
+            method = method.with_sampling(replace(method.sampling, seed=item.seed))
         self.stats = build_stats(
-            method=self._method,
+            method=method,
             device=self._device,
             prompt_tokens=item.prompt_tokens,
             chunk_sizes=item.chunk_sizes,
@@ -230,6 +243,7 @@ class Generation(AnswerStream):
             decoder=self._decoding,
             drafts=item.drafts,
         )
+        self.stats.reused_tokens = item.reused_tokens
         if item.prompt_ids is not None and self._method.sampling.greedy:
             lookup = self._method if self._method.kind == "lookup" else self._settings.replay_lookup
             replay = replay_lookup(item.prompt_ids, self.token_ids, lookup.drafts, lookup.ngram)
@@ -359,24 +373,26 @@ class Generation(AnswerStream):
         )
 
     def _run_fast(self, prompt: str) -> _Ended:
-        """The turn on the app's own decoder (core.decoding.decoder); same queue protocol as
-        `_run`. Stop strings are applied here: tokens that may begin one are held back, and
-        the ones that form it are dropped, as openvino-genai does."""
+        """The turn on the app's own decoder (core.decoding.decoder), any method, greedy,
+        sampled or constrained; same queue protocol as `_run`. Stop strings are applied here:
+        tokens that may begin one are held back, and the ones that form it are dropped, as
+        openvino-genai does."""
         context = self._context
         loaded, decoder, tokenizer = context.loaded, context.fast_decoder, context.tokenizer
         assert decoder is not None and tokenizer is not None
         settings = self._settings
-        use_mtp = self._method.uses_mtp_head
-        depth = self._method.drafts if use_mtp else 0
-        within_turn = settings.within_turn if use_mtp else None
+        method = self._method
+        within_turn = settings.within_turn if method.uses_mtp_head else None
         sizes: list[int] = []
         times: list[float] = []
+        drafts: list[StepDrafts] = []
         emitted: list[int] = []
         clock = time.perf_counter
         started = clock()
         out = self._queue
         switched_at: list[int] = []
         stopped = False
+        held = StepDrafts(0, 0)  # drafts of steps whose tokens a stop string holds back
 
         def keep_drafting() -> bool:
             if switched_at:
@@ -386,38 +402,47 @@ class Generation(AnswerStream):
                 return False
             return True
 
-        def emit(ids: Sequence[int]) -> None:
+        def emit(ids: Sequence[int], step: StepDrafts) -> None:
             elapsed = clock() - started
             sizes.append(len(ids))
             times.append(elapsed)
+            drafts.append(step)
             emitted.extend(ids)
             out.put(_RawStep(tuple(ids), elapsed))
 
-        prompt_ids = [int(i) for i in encode_ids(tokenizer, prompt)]
+        prompt_ids: list[int] = (
+            context.prompt_ids
+            if context.prompt_ids is not None
+            else [int(i) for i in encode_ids(tokenizer, prompt)]
+        )
         stops = StopStringFilter(
             lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
             settings.stop_strings,
         )
         steps = decoder.generate(
             prompt_ids,
-            method=DecodingMethod.mtp(depth) if depth else DecodingMethod.plain(),
+            method=method,
             max_new_tokens=settings.max_new_tokens,
             stop_ids=context.stop_ids,
             cancelled=self._cancel.is_set,
             ignore_eos=settings.ignore_eos,
             keep_drafting=keep_drafting if within_turn is not None else None,
+            stable_prefix=context.stable_prefix,
         )
         for step in steps:
             ready, stopped = stops.push(step.tokens)
+            held = StepDrafts(held.proposed + step.drafted, held.accepted + step.accepted)
             if ready:
-                emit(ready)
+                emit(ready, held)
+                held = StepDrafts(0, 0)
             if stopped:
                 steps.close()
                 break
         if not stopped and not self._cancel.is_set():
             rest = stops.flush()
             if rest:
-                emit(rest)
+                emit(rest, held)
+        turn = decoder.last_prefill
         return _Ended(
             sizes,
             times,
@@ -426,11 +451,13 @@ class Generation(AnswerStream):
             "stop_string"
             if stopped
             else self._finish_reason(emitted, context.stop_ids, settings.max_new_tokens),
-            self._turn_warnings(loaded, use_mtp),
+            self._turn_warnings(loaded, method.uses_mtp_head),
             settings.max_new_tokens,
             switched_at[0] if switched_at else None,
-            None,
+            drafts,
             prompt_ids,
+            turn.reused if turn is not None else 0,
+            turn.seed if turn is not None else None,
         )
 
     def _work(self, body: Callable[[], _Ended]) -> None:

@@ -1,30 +1,24 @@
-"""`Engine`: loads a Qwen3.5 OpenVINO model with its MTP head, renders a conversation with
-the model's own chat template and starts `Generation`s on the right decoder.
+"""`Engine`: loads a Qwen3.5 OpenVINO model, renders a conversation with the model's own chat
+template and starts `Generation`s on the right decoder.
+
+Text turns run on the app's own decoder (core.decoding.decoder) whatever their method: plain
+decoding, MTP at any depth or prompt lookup, greedy, sampled (exact speculative sampling) or
+constrained by a grammar. It keeps each conversation's state between turns, so a turn prefills
+only what the kept state lacks; one decoder for every text turn also means Auto's switches
+between plain decoding and MTP keep that state, with one model in memory. `LoadedModel.decoder`
+says which path is loaded and `decoder_note` why the app's decoder is not.
+
+openvino-genai's pipelines stay for what the app's decoder does not do: turns with images (its
+MTP pipeline for greedy MTP, its stateful SDPA plain pipeline otherwise), models whose IR the
+app's decoder cannot read (then its MTP and prompt lookup decode greedily, and nothing is kept
+between turns), and, when `LoadOptions.plain_decoder` is "genai", plain text turns (the
+benchmark's fastest-plain-path row). They are opened the first time such a turn comes.
 
 Runtime facts this relies on (see RUNTIME-NOTES): MTP works through `VLMPipeline` with
 `draft_model(dir, device, mtp_mode=True)` and prefix caching off; `ChatHistory` fails with MTP,
 so the prompt is rendered with `Tokenizer.apply_chat_template` and sent with
-`apply_chat_template=False`.
-
-Text turns run on the app's own decoder (core.decoding.decoder: MTP at any depth, or plain at depth
-0, greedy, exact) when the model allows it; `LoadedModel.decoder` says which path is loaded and
-`decoder_note` why the fast one is not. openvino-genai's pipelines stay for what the fast
-decoder does not do: turns with images, sampling, and models it cannot load. They are opened
-the first time such a turn comes (plain decoding on the stateful SDPA backend, the fastest
-exact plain backend openvino-genai has; MTP on its continuous-batching backend).
-
-Plain decoding beside MTP (for Auto, core.adaptive): the MTP pipeline cannot decode without
-drafts (num_assistant_tokens=0 raises), so an engine loaded with MTP loads a second, plain
-`VLMPipeline` of the same model the first time a request asks for plain decoding (or
-`load_plain()` is called) and then keeps both. Measured on Qwen3.5-0.8B INT4 (CPU): MTP alone
-1.74 GiB proportional set (1.77 GiB RSS), both 2.26 GiB (2.81 GiB RSS: the plain pipeline maps
-the same weight file, counted twice in RSS; it adds 0.55 GiB of its own compiled buffers).
-Users whose model wins with MTP never pay it.
-
-Prompt lookup (a `GenerationSettings.method` of kind "lookup") drafts from n-grams of the
-prompt and answer instead of the MTP head, on a third openvino-genai pipeline
-(`prompt_lookup=True`, continuous batching) opened on the first such turn; it works without an
-MTP head too.
+`apply_chat_template=False`; openvino-genai's default sampling seed is fixed, so a sampled turn
+without a seed gets a fresh one (reported in its stats).
 """
 
 from __future__ import annotations
@@ -43,10 +37,12 @@ from qwen_mtp_desktop.core.decoding.decoder import (
     DecoderUnavailableError,
 )
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.sampling import fresh_seed
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab, vocab_agrees
 from qwen_mtp_desktop.core.engine.generation import (
     Generation,
-    TurnContext,
+    TurnResources,
     config_stop_ids,
     encode_ids,
 )
@@ -157,9 +153,10 @@ class Engine:
         self._plain_on_fast = options.plain_decoder == "fast"
         started = time.perf_counter()
         note = ""
-        if use_mtp and options.fast_decoder:
+        if options.fast_decoder:
             self._tokenizer = self._open_tokenizer(model_dir, options.device)
             self._stop_ids = self._model_stop_ids(model_dir)
+            budget = options.state_cache_bytes
             try:
                 self._fast = AppDecoder(
                     model_dir,
@@ -167,11 +164,14 @@ class Engine:
                     properties,
                     draft_vocab=options.draft_vocab,
                     special_ids=sorted(self._stop_ids),
+                    cache_budget=default_state_cache_bytes() if budget is None else budget,
+                    mtp=use_mtp,
                 )
             except DecoderUnavailableError as exc:
                 note = (
-                    f"The fast MTP decoder cannot run this model ({exc}), "
-                    "so openvino-genai decodes it."
+                    f"The app's decoder cannot run this model ({exc}), "
+                    "so openvino-genai decodes it (no state kept between turns"
+                    + (", no sampling with MTP)." if use_mtp else ").")
                 )
                 log.warning("%s: %s", model_dir, note)
                 warnings.append(note)
@@ -198,6 +198,8 @@ class Engine:
         self._think_end = self._single_token_id("</think>")
         self._vocab = self._fast_vocab(model_dir, options.cache_dir)
         self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
+        if self._fast is not None and use_mtp and not self._fast.has_mtp:
+            use_mtp = False  # the decoder found no MTP IR it could load
         decoder: Decoding = "fast" if self._fast is not None else "genai"
         self.loaded = LoadedModel(
             model_dir,
@@ -345,11 +347,17 @@ class Engine:
 
     def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
         """The conversation in the model's own chat template, ending with the assistant turn."""
-        tokenizer = self._require_loaded()[1]
+        self._require_loaded()
         if not messages or messages[-1].role != "user":
             raise EngineError(
                 "The conversation must end with a user message.", code="BAD_CONVERSATION"
             )
+        return self._render(messages, thinking, generation_prompt=True)
+
+    def _render(
+        self, messages: Sequence[Message], thinking: bool, *, generation_prompt: bool
+    ) -> str:
+        tokenizer = self._require_loaded()[1]
         guards = self._guards
         assert guards is not None
         history = []
@@ -364,7 +372,9 @@ class Engine:
             raise EngineError(exc.message, exc.fix, code=exc.code) from exc
         try:
             rendered: str = tokenizer.apply_chat_template(
-                history, add_generation_prompt=True, extra_context={"enable_thinking": thinking}
+                history,
+                add_generation_prompt=generation_prompt,
+                extra_context={"enable_thinking": thinking},
             )
         except Exception as exc:
             raise EngineError(
@@ -375,6 +385,19 @@ class Engine:
             ) from exc
         return rendered
 
+    def _next_turn_prompt(self, messages: Sequence[Message], thinking: bool) -> str | None:
+        """How the next turn's prompt will begin: this conversation with an answer added, as
+        the template renders earlier turns (Qwen3.5 drops their thinking block, so the next
+        prompt leaves this one's generation prompt at the assistant header). None when it
+        cannot be rendered (the turn then keeps its state at the prompt's end only)."""
+        try:
+            return self._render(
+                [*messages, Message("assistant", "X")], thinking, generation_prompt=False
+            )
+        except EngineError as exc:
+            log.debug("next turn's prompt not rendered: %s", exc.message)
+            return None
+
     def generate(
         self, messages: Sequence[Message], settings: GenerationSettings | None = None
     ) -> Generation:
@@ -382,63 +405,58 @@ class Engine:
         settings.validate()
         self._require_loaded()
         prompt = self.render_prompt(messages, thinking=settings.thinking)
-        self._check_context(prompt)
+        prompt_ids = self._check_context(prompt)
         log_conversation("prompt", prompt)  # only with debug logging on
         images = [_load_image(m.image) for m in messages if m.image is not None]
-        return self._start(prompt, settings, images)
+        next_prompt = None
+        if self._fast is not None and not images:
+            next_prompt = self._next_turn_prompt(messages, settings.thinking)
+        return self._start(prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt)
 
     def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
         """Generate from an already rendered prompt (validation and benchmarks use this)."""
         settings = settings or GenerationSettings()
         settings.validate()
         self._require_loaded()
-        self._check_context(prompt)
-        return self._start(prompt, settings, [])
+        prompt_ids = self._check_context(prompt)
+        return self._start(prompt, settings, [], prompt_ids=prompt_ids)
 
-    def _start(self, prompt: str, settings: GenerationSettings, images: list[Any]) -> Generation:
+    def _start(
+        self,
+        prompt: str,
+        settings: GenerationSettings,
+        images: list[Any],
+        *,
+        prompt_ids: list[int] | None = None,
+        next_prompt: str | None = None,
+    ) -> Generation:
+        """Route a turn: text turns to the app's decoder (any method, greedy, sampled or
+        constrained, with the conversation's kept state), turns with images (and every turn
+        when the app's decoder cannot run the model) to openvino-genai's pipelines."""
         loaded = self._require_loaded()[0]
         method = settings.method
-        if method.kind == "lookup" and images:
-            # The runtime expands an image into hundreds of prompt tokens the app cannot see,
-            # so its drafts could not be counted: such turns decode as if lookup were off.
-            log.info("prompt lookup is not used for a turn with images")
-            method = DecodingMethod.mtp(method.drafts, method.sampling)
+        if method.uses_mtp_head and not loaded.mtp:
+            method = DecodingMethod.plain(method.sampling).with_constraint(method.constraint)
+        # Plain turns go to openvino-genai's plain pipeline only when asked to
+        # (LoadOptions.plain_decoder "genai": the benchmark's fastest-plain-path row).
+        genai_plain = method.is_plain and method.constraint is None and not self._plain_on_fast
+        fast = self._fast is not None and not images and not genai_plain
+        if not fast:
+            method = self._genai_method(method, images=bool(images))
+        if method != settings.method:
             settings = replace(settings, method=method)
-        lookup = method.kind == "lookup"
-        greedy = method.sampling.greedy
-        use_mtp = loaded.mtp and method.uses_mtp_head
-        if use_mtp and not greedy:
-            # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
-            # decoding" (mtp_strategy.cpp); refuse up front instead of failing mid-request.
-            raise EngineError(
-                "Sampling (temperature above 0) does not work with MTP in this OpenVINO GenAI "
-                "release; MTP decodes greedily.",
-                "Set temperature to 0, or turn MTP off to sample.",
-                code="MTP_NEEDS_GREEDY",
+        stable_prefix = None
+        if fast and next_prompt is not None and prompt_ids is not None:
+            stable_prefix = common_prefix_length(
+                prompt_ids, [int(i) for i in encode_ids(self._tokenizer, next_prompt)]
             )
-        # MTP text turns on the app's decoder; plain ones on the fastest plain path
-        # (LoadOptions.plain_decoder). A within-turn switch stays on the app's decoder.
-        fast = (
-            not lookup
-            and self._fast is not None
-            and not images
-            and greedy
-            and (use_mtp or self._plain_on_fast)
-        )
         with self._lock:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
             config = pipeline = None
-            if lookup:
-                pipeline = self._ensure_lookup()
-                config = self._generation_config(settings, pipeline, mtp=False)
-                config.num_assistant_tokens = method.drafts
-                config.max_ngram_size = method.ngram
-                config.stop_strings = set()  # applied by the app (core.decoding.prompt_lookup)
-            elif not fast:
-                pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
-                config = self._generation_config(settings, pipeline, mtp=use_mtp)
-            context = TurnContext(
+            if not fast:
+                pipeline, config = self._genai_turn(settings)
+            resources = TurnResources(
                 loaded,
                 self._tokenizer,
                 self._vocab,
@@ -447,12 +465,80 @@ class Engine:
                 self._stop_ids,
                 pipeline,
                 self._fast if fast else None,
+                prompt_ids if fast else None,
+                stable_prefix,
                 self._open_plain,
                 self._generation_finished,
             )
-            generation = Generation(context, prompt, config, settings, images)
+            generation = Generation(resources, prompt, config, settings, images)
             self._active = generation
         return generation
+
+    def _genai_method(self, method: DecodingMethod, *, images: bool) -> DecodingMethod:
+        """What openvino-genai can run of `method` (image turns; models the app's decoder
+        cannot run): its MTP and prompt lookup decode greedily, and it enforces no
+        constraint here."""
+        if method.constraint is not None:
+            raise EngineError(
+                "Structured output (a JSON schema or grammar) is not available for "
+                + (
+                    "turns with images."
+                    if images
+                    else "this model: the app's decoder cannot run it."
+                ),
+                "Send the request without the image, or without response_format.",
+                code="CONSTRAINT_UNSUPPORTED",
+            )
+        if method.kind == "lookup" and images:
+            # The runtime expands an image into hundreds of prompt tokens the app cannot see,
+            # so its drafts could not be counted: such turns decode as if lookup were off.
+            log.info("prompt lookup is not used for a turn with images")
+            loaded = self.loaded
+            mtp = loaded is not None and loaded.mtp
+            method = (
+                DecodingMethod.mtp(1, method.sampling)
+                if mtp
+                else DecodingMethod.plain(method.sampling)
+            )
+        if method.uses_mtp_head and not method.sampling.greedy:
+            # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
+            # decoding" (mtp_strategy.cpp); image turns sample without drafts.
+            if images:
+                log.info(
+                    "an image turn samples with plain decoding (openvino-genai's MTP is greedy)"
+                )
+                return DecodingMethod.plain(method.sampling)
+            raise EngineError(
+                "Sampling with MTP needs the app's decoder, which cannot run this model; "
+                "openvino-genai's MTP decodes greedily.",
+                "Set temperature to 0, or turn MTP off to sample.",
+                code="MTP_NEEDS_GREEDY",
+            )
+        if method.kind == "lookup" and not method.sampling.greedy:
+            raise EngineError(
+                "Prompt lookup samples only on the app's decoder, which cannot run this model.",
+                "Set temperature to 0, or choose plain decoding to sample.",
+                code="LOOKUP_NEEDS_GREEDY",
+            )
+        if not method.sampling.greedy and method.sampling.seed is None:
+            # openvino-genai's default seed is fixed: every answer would be the same.
+            method = method.with_sampling(replace(method.sampling, seed=fresh_seed()))
+        return method
+
+    def _genai_turn(self, settings: GenerationSettings) -> tuple[Any, Any]:
+        """The openvino-genai pipeline and generation config for a turn it runs."""
+        method = settings.method
+        if method.kind == "lookup":
+            pipeline = self._ensure_lookup()
+            config = self._generation_config(settings, pipeline, mtp=False)
+            config.num_assistant_tokens = method.drafts
+            config.max_ngram_size = method.ngram
+            config.stop_strings = set()  # applied by the app (core.decoding.prompt_lookup)
+            return pipeline, config
+        loaded = self.loaded
+        use_mtp = loaded is not None and loaded.mtp and method.uses_mtp_head
+        pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
+        return pipeline, self._generation_config(settings, pipeline, mtp=use_mtp)
 
     def _open_plain(
         self, settings: GenerationSettings
@@ -501,13 +587,20 @@ class Engine:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return self.loaded, self._tokenizer
 
-    def _check_context(self, prompt: str) -> None:
+    def _check_context(self, prompt: str) -> list[int]:
+        """The prompt's token ids, after checking they fit the model's context."""
+        ids = [int(i) for i in encode_ids(self._tokenizer, prompt)]
         guards = self._guards
         if guards is not None and guards.context_length is not None:
             try:
-                check_fits(len(encode_ids(self._tokenizer, prompt)), guards.context_length)
+                check_fits(len(ids), guards.context_length)
             except UserFacingError as exc:
                 raise EngineError(exc.message, exc.fix, code=exc.code) from exc
+        return ids
+
+    def state_cache_report(self) -> CacheReport | None:
+        """What the app's decoder keeps of conversations (None: no app decoder loaded)."""
+        return self._fast.cache_report() if self._fast is not None else None
 
     def _fast_vocab(self, model_dir: Path, cache_dir: Path | None = None) -> ByteLevelVocab | None:
         """The model's byte-level vocabulary for streaming text, when it decodes exactly like
@@ -545,6 +638,25 @@ class Engine:
             "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
             code="LOAD_FAILED",
         )
+
+
+def default_state_cache_bytes() -> int:
+    """The state cache's budget when the user set none: an eighth of this computer's memory,
+    at least 256 MB and at most 8 GB (Qwen3.5-0.8B keeps about 25 kB per token of attention
+    cache at f32 plus 10 MB per recurrent-state snapshot)."""
+    import psutil
+
+    total = int(psutil.virtual_memory().total)
+    return max(256 * 1000**2, min(total // 8, 8 * 1000**3))
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
 
 
 def _load_image(path: Path) -> Any:

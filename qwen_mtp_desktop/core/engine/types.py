@@ -68,13 +68,6 @@ class GenerationSettings:
                 f"The lookup replay needs prompt lookup's settings, not {self.replay_lookup}.",
                 code="BAD_SETTINGS",
             )
-        if self.method.kind == "lookup" and not self.method.sampling.greedy:
-            raise EngineError(
-                "Prompt lookup decodes greedily here (temperature 0), so its output equals "
-                "plain decoding.",
-                "Set temperature to 0, or choose plain decoding to sample.",
-                code="LOOKUP_NEEDS_GREEDY",
-            )
 
 
 @dataclass(frozen=True)
@@ -90,11 +83,12 @@ class LoadOptions:
     fast_decoder: bool = True
     #: Rows of the fast decoder's draft vocabulary (core.decoding.graphs.DEFAULT_DRAFT_VOCAB).
     draft_vocab: int = DEFAULT_DRAFT_VOCAB
-    #: What decodes plain turns beside the fast decoder: openvino-genai's stateful SDPA
-    #: pipeline (measured 1.06-1.23x the fast decoder at depth 0 on Qwen3.5-0.8B INT4 here,
-    #: whose explicit Gated DeltaNet states cost a little per step; opened on the first plain
-    #: turn) or the fast decoder itself ("fast": no second model in memory).
-    plain_decoder: Decoding = "genai"
+    #: What decodes plain text turns when the app's decoder is loaded: the app's decoder
+    #: ("fast": one decoder for every text turn, so a conversation's kept state carries
+    #: across Auto's switches between plain and MTP, with no second model in memory) or
+    #: openvino-genai's stateful SDPA pipeline ("genai", opened on the first plain turn; the
+    #: benchmark's "fastest plain path" comparison uses it).
+    plain_decoder: Decoding = "fast"
     #: Bytes of conversation states the app's decoder keeps between turns
     #: (core.decoding.state_cache); None: the default for this computer's memory
     #: (core.engine.runtime.default_state_cache_bytes); 0 keeps nothing.
