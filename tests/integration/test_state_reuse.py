@@ -1,0 +1,137 @@
+"""Conversation state kept between turns (issue 24), through the real engine and chat template:
+random conversations with continue, regenerate, edit, delete, switching chats and back, and a
+budget small enough to evict; every answer equals the answer after a cold prefill (an engine
+that keeps nothing), token for token, with exact numerics; and the turns that should reuse
+their conversation's state do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
+from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = [
+    "Count from 1 to 12.",
+    "Repeat 'tea time' three times.",
+    "List the numbers from 30 to 41.",
+    'Say "we like apples" two times.',
+    "Count from 7 to 15.",
+]
+METHODS = [
+    DecodingMethod.plain(),
+    DecodingMethod.mtp(1),
+    DecodingMethod.mtp(3),
+    DecodingMethod.lookup(3, 2),
+    DecodingMethod.mtp(2, Sampling(temperature=1.0, top_k=8, seed=5)),
+]
+
+
+@pytest.fixture(scope="module")
+def engines(demo_model: Path) -> Iterator[dict[str, Engine]]:
+    """One engine that keeps states (default budget), one with a tiny budget that must evict,
+    and one that keeps nothing (the cold reference)."""
+    made = {}
+    for name, budget in (("keeps", None), ("tight", 400_000), ("cold", 0)):
+        engine = Engine()
+        engine.load(demo_model, LoadOptions(exact_numerics=True, state_cache_bytes=budget))
+        made[name] = engine
+    yield made
+    for engine in made.values():
+        engine.unload()
+
+
+@dataclass
+class Chat:
+    messages: list[Message] = field(default_factory=list)
+
+
+def answer(engine: Engine, messages: list[Message], method: DecodingMethod, thinking: bool):  # type: ignore[no-untyped-def]
+    turn = engine.generate(
+        messages, GenerationSettings(max_new_tokens=20, method=method, thinking=thinking)
+    )
+    stats = turn.run_to_end()
+    return list(turn.token_ids), turn.answer, stats
+
+
+ACTIONS = st.sampled_from(["continue", "continue", "regenerate", "edit", "delete", "switch"])
+
+
+@given(
+    steps=st.lists(
+        st.tuples(ACTIONS, st.integers(0, 99), st.sampled_from(range(len(METHODS)))),
+        min_size=4,
+        max_size=9,
+    ),
+    thinking=st.booleans(),
+)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_answers_with_kept_state_equal_cold_answers(
+    engines: dict[str, Engine], steps: list[tuple[str, int, int]], thinking: bool
+) -> None:
+    chats = [Chat(), Chat()]
+    current = 0
+    for action, pick, method_index in steps:
+        chat = chats[current]
+        method = METHODS[method_index]
+        if action == "switch":
+            current = 1 - current
+            chat = chats[current]
+            action = "continue"
+        users = [i for i, m in enumerate(chat.messages) if m.role == "user"]
+        if action in ("regenerate", "edit", "delete") and not users:
+            action = "continue"
+        if action == "regenerate":
+            chat.messages = chat.messages[: users[-1] + 1]
+        elif action == "edit":
+            index = users[pick % len(users)]
+            chat.messages = [*chat.messages[:index], Message("user", QUESTIONS[pick % 5])]
+        elif action == "delete":
+            chat.messages = chat.messages[: users[-1]]
+            action = "continue"
+        if action == "continue":
+            chat.messages.append(Message("user", QUESTIONS[pick % len(QUESTIONS)]))
+        results = {
+            name: answer(engine, chat.messages, method, thinking)
+            for name, engine in engines.items()
+        }
+        cold_ids = results["cold"][0]
+        for name in ("keeps", "tight"):
+            assert results[name][0] == cold_ids, (name, action, method, chat.messages)
+        assert results["cold"][2].reused_tokens == 0
+        chat.messages.append(Message("assistant", results["cold"][1]))
+    report = engines["tight"].state_cache_report()
+    assert report is not None and report.bytes <= 400_000
+
+
+def test_a_follow_up_reuses_the_conversation(engines: dict[str, Engine]) -> None:
+    """The next question, regenerate and switching back each reuse the kept state: all but
+    the tokens the template re-renders (the last answer, whose thinking block it drops)."""
+    engine = engines["keeps"]
+    method = DecodingMethod.mtp(2)
+    chat = [Message("user", QUESTIONS[0])]
+    _, text, first = answer(engine, chat, method, False)
+    chat += [Message("assistant", text), Message("user", QUESTIONS[1])]
+    _, text, second = answer(engine, chat, method, False)
+    # Everything up to the first answer's header was kept: at least the first prompt minus
+    # its generation prompt (the thinking block, a few tokens).
+    assert second.reused_tokens >= first.prompt_tokens - 8, (second.reused_tokens, first)
+    _, _, again = answer(engine, chat, method, False)  # regenerate
+    assert again.reused_tokens == again.prompt_tokens
+    other = [Message("user", QUESTIONS[2])]
+    answer(engine, other, method, False)  # another chat
+    _, _, back = answer(engine, chat, method, False)  # and back
+    assert back.reused_tokens == back.prompt_tokens
+    assert back.ttft_s < max(first.ttft_s, 0.05) * 3
