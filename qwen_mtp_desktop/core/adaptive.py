@@ -365,7 +365,9 @@ class AdaptivePolicy:
         if not sample.images:
             self._text_paths[sample.method.kind] = path
         ttft = sample.step_times_s[0] if sample.step_times_s else None
-        self._turn_costs.observe(path, sample.prompt_tokens, ttft, sample.prompt_chars)
+        self._turn_costs.observe(
+            path, sample.prompt_tokens, ttft, sample.prompt_chars, sample.reused_tokens
+        )
 
     def _learn_lookup(self, sample: TurnSample) -> None:
         """Prompt lookup's tokens per step from the turn's replay, and its step cost from a
@@ -503,7 +505,13 @@ class AdaptivePolicy:
         return prefill + load_s / LOAD_TURNS + self.expected_turn_tokens() / rate, prefill
 
     def _text_path(self, method: DecodingMethod) -> str:
-        return self._text_paths.get(method.kind, text_path(method, fast=True))
+        """The path a text turn of `method` would take: where it ran before, else where the
+        model's other text turns ran (the app's decoder runs every method; a model only
+        openvino-genai runs has a pipeline per method)."""
+        if method.kind in self._text_paths:
+            return self._text_paths[method.kind]
+        learned = set(self._text_paths.values())
+        return text_path(method, fast="app" in learned or not learned)
 
     def _maybe_lookup(self, base: Decision, context: TurnContext) -> Decision:
         """Prompt lookup instead of `base` (plain or MTP) when its turn is predicted faster by

@@ -3,21 +3,24 @@ token as a function of the prompt's length) and loading a pipeline on its first 
 (core.adaptive) adds them to the decoding time it predicts, so a long prompt or an image turn
 is judged with its real cost, not by decode speed alone.
 
-Every path prefills the whole conversation on every request (neither the app's decoder nor
-openvino-genai's pipelines keep a KV cache across requests here), so switching method between
-turns loses no cache: `benchmarks/prefill_costs.py` measured the time to first token right after
-another path ran at 0.94-1.18x the time right after the same path (demo model). What differs is
-how fast each path prefills, and the first turn on a pipeline not opened yet, which loads it.
+The app's decoder runs every text turn, whatever its method, and keeps the conversation's
+state between turns (core.decoding.state_cache): a turn prefills only the tokens the kept state
+lacks, and switching method between turns keeps that state, so the prefill is the same for
+every text option Auto compares. It still counts where paths differ: image turns (openvino-
+genai's pipelines prefill the whole conversation, image included) and models the app's decoder
+cannot run (openvino-genai's prompt-lookup pipeline prefills 3.3-3.8x slower than plain on
+Qwen3.5-0.8B), and the first turn on a pipeline not opened yet, which loads it.
 
-Paths (`path_of`): "app" (the app's own decoder: MTP, and plain where it runs plain), "lookup"
-(openvino-genai's prompt-lookup pipeline), "genai-mtp" / "genai-plain" (openvino-genai's MTP and
-plain pipelines, which run turns with images and models the app's decoder cannot), each with an
-"+image" twin for turns with images (the image's own tokens, which the app cannot count, make
-the same text prompt cost more).
+Paths (`path_of`): "app" (the app's own decoder, every method), "lookup" (openvino-genai's
+prompt-lookup pipeline), "genai-mtp" / "genai-plain" (openvino-genai's MTP and plain pipelines,
+which run turns with images and models the app's decoder cannot), each with an "+image" twin
+for turns with images (the image's own tokens, which the app cannot count, make the same text
+prompt cost more).
 
-Each path's cost is a least-squares line, seconds = a + b x prompt tokens, over recent turns
-(older turns weigh less); a path never measured is priced from a measured one by the ratio
-`benchmarks/prefill_costs.py` found on this machine (PRIOR_RATIO).
+Each path's cost is a least-squares line, seconds = a + b x prefilled tokens (the prompt's
+tokens minus those reused), over recent turns (older turns weigh less); a path never measured
+is priced from a measured one by the ratio `benchmarks/prefill_costs.py` found on this machine
+(PRIOR_RATIO).
 """
 
 from __future__ import annotations
@@ -60,12 +63,12 @@ def path_of(method: DecodingMethod, decoder: str, images: int = 0) -> str:
 
 
 def text_path(method: DecodingMethod, fast: bool) -> str:
-    """The path a text turn of `method` takes: prompt lookup's pipeline, the app's decoder,
-    or openvino-genai's MTP or plain pipeline."""
-    if method.kind == "lookup":
-        return "lookup"
+    """The path a text turn of `method` takes: the app's decoder, or (when it cannot run the
+    model) openvino-genai's prompt-lookup, MTP or plain pipeline."""
     if fast:
         return "app"
+    if method.kind == "lookup":
+        return "lookup"
     return "genai-mtp" if method.uses_mtp_head else "genai-plain"
 
 
@@ -112,13 +115,21 @@ class TurnCosts:
     ran: set[str] = field(default_factory=set)
 
     def observe(
-        self, path: str, prompt_tokens: int, ttft_s: float | None, prompt_chars: int = 0
+        self,
+        path: str,
+        prompt_tokens: int,
+        ttft_s: float | None,
+        prompt_chars: int = 0,
+        reused_tokens: int = 0,
     ) -> None:
-        """Take in a finished turn's path, prompt length and time to first token."""
+        """Take in a finished turn's path, prompt length (and how much of it was reused from a
+        kept state) and time to first token."""
         self.ran.add(path.removesuffix("+image"))
         if prompt_tokens <= 0 or ttft_s is None or ttft_s <= 0:
             return
-        self._lines.setdefault(path, _Line()).add(prompt_tokens, ttft_s)
+        prefilled = prompt_tokens - max(reused_tokens, 0)
+        if prefilled > 0:
+            self._lines.setdefault(path, _Line()).add(prefilled, ttft_s)
         if prompt_chars > 0 and not path.endswith("+image"):
             self._chars = self._chars * DECAY + prompt_chars
             self._tokens = self._tokens * DECAY + prompt_tokens
@@ -129,7 +140,7 @@ class TurnCosts:
         return round(prompt_chars * ratio)
 
     def prefill_s(self, path: str, tokens: int) -> float | None:
-        """Predicted time to first token on `path` for a prompt of `tokens` (None: no path
+        """Predicted time to first token on `path` for prefilling `tokens` (None: no path
         has been measured yet)."""
         line = self._lines.get(path)
         if line is not None:

@@ -46,6 +46,8 @@ class TurnSample:
     prompt_tokens: int = 0
     prompt_chars: int = 0
     images: int = 0
+    #: Prompt tokens whose state was kept from an earlier turn (not prefilled).
+    reused_tokens: int = 0
 
     def __post_init__(self) -> None:
         if len(self.step_sizes) != len(self.step_times_s):
@@ -72,6 +74,7 @@ class TurnSample:
             prompt_tokens=stats.prompt_tokens,
             prompt_chars=context.prompt_chars,
             images=context.images,
+            reused_tokens=stats.reused_tokens,
         )
 
     @property

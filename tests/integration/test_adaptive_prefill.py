@@ -71,8 +71,10 @@ def test_prefill_learned_from_real_turns_predicts_the_next_long_turn(engine: Eng
             stats_tokens = engine.generate(history, GenerationSettings(1, method=PLAIN))
             real = stats_tokens.run_to_end().prompt_tokens
             assert abs(policy.prompt_tokens(turn.context) - real) <= 0.2 * real
+        engine.drop_states()  # a real prefill to learn from and predict
         generation = engine.generate(history, turn.settings)
         stats = generation.run_to_end()
+        assert stats.reused_tokens == 0
         plain = engine.generate(history, GenerationSettings(24, method=PLAIN))
         plain.run_to_end()
         assert generation.token_ids == plain.token_ids

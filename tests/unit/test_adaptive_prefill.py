@@ -117,9 +117,11 @@ def test_image_turns_never_run_prompt_lookup_and_weigh_the_genai_prefills() -> N
 
 
 def test_a_never_loaded_lookup_pipeline_is_charged_its_load() -> None:
-    """A model that took 30 s to load: opening prompt lookup's pipeline (0.3 of that, the
-    measured share) for a short turn costs more than lookup saves over the next LOAD_TURNS
-    turns, so Auto waits; a pipeline that already ran on this model costs nothing."""
+    """On a model only openvino-genai runs (its plain turns ran there), a model that took 30 s
+    to load: opening prompt lookup's pipeline (0.3 of that, the measured share) for a short
+    turn costs more than lookup saves over the next LOAD_TURNS turns, so Auto waits; a
+    pipeline that already ran on this model costs nothing. (On the app's decoder every method
+    runs on the one loaded model: nothing to load.)"""
     policy = policy_from_recommendation(None, max_depth=2)
     for turn in range(4):
         decision = Decision(PLAIN, "plain")

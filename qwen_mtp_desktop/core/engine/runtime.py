@@ -598,6 +598,12 @@ class Engine:
                 raise EngineError(exc.message, exc.fix, code=exc.code) from exc
         return ids
 
+    def drop_states(self) -> None:
+        """Forget the conversation states kept between turns (the next turn prefills all of
+        its prompt; benchmarks measure cold prefills this way)."""
+        if self._fast is not None:
+            self._fast.drop_states()
+
     def state_cache_report(self) -> CacheReport | None:
         """What the app's decoder keeps of conversations (None: no app decoder loaded)."""
         return self._fast.cache_report() if self._fast is not None else None
