@@ -31,8 +31,10 @@ conversation (editing, quoting, repeating) goes to prompt lookup; a free or coun
 with MTP or plain decoding. Lookup turns do not change the MTP/plain state.
 
 What a turn costs before it decodes counts too (core.turn_costs): each path's prefill as a
-function of the prompt's length (prompt lookup and image turns run on openvino-genai pipelines
-that prefill slower or faster than the app's decoder), and loading a pipeline on its first turn.
+function of the tokens it prefills (text turns of every method run on the app's decoder, which
+keeps the conversation's state; image turns, and every turn of a model the app's decoder cannot
+run, on openvino-genai pipelines that prefill the whole prompt), and loading a pipeline on its
+first turn.
 `decide()` takes the coming turn's `TurnContext` (prompt length, images) and compares the
 options by predicted turn time, prefill included: a long prompt can make prompt lookup lose
 although it decodes faster, and an image turn (which prompt lookup cannot run) chooses between

@@ -16,7 +16,8 @@ device, where the chat's "auto" setting reads it.
 
 Every row of the report names its method as a `DecodingMethod` record ("method"), with the
 decoder that ran it. Prompt lookup (core.decoding.prompt_lookup) is measured beside the others
-as one more method, on openvino-genai's prompt-lookup pipeline.
+as one more method, on the decoder the chat uses. Every run prefills its prompt cold (no
+state kept from an earlier run), so times to first token compare like with like.
 Each prompt set is a workload (code, chat, list, summarise, edit): its `winner` is the fastest
 method that kept the output identical (plain, MTP n=k or prompt lookup), stored with the
 recommendation so Auto and the chat know which method wins where.
@@ -133,7 +134,7 @@ DECODER_NAMES = {"fast": "app decoder", "genai": "openvino-genai"}
 def mode_label(method: DecodingMethod, decoder: str | None = None) -> str:
     """Plain always names what decoded it ("plain · openvino-genai", "plain · app decoder");
     MTP does when it is not the app's own decoder ("MTP n=2" vs "MTP n=2 · openvino-genai");
-    prompt lookup has one path ("prompt lookup K=4, n-gram 3")."""
+    prompt lookup is named by its settings alone ("prompt lookup K=4, n-gram 3")."""
     if method.drafts_vary:
         return method.label
     base = method.short_label
@@ -254,7 +255,7 @@ def run_benchmark(
             mtp_modes = [(DecodingMethod.mtp(depth), chat_decoder) for depth in depths]
             modes += mtp_modes
             if lookup is not None:
-                modes.append((lookup, "genai"))
+                modes.append((lookup, chat_decoder))
             if compare_genai_mtp and chat_decoder == "fast":
                 engines["genai-mtp"] = Engine()
                 engines["genai-mtp"].load(model_dir, replace(options, fast_decoder=False))
@@ -269,8 +270,8 @@ def run_benchmark(
 
         def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], Any]:
             method, decoder = key
-            # The MTP engine decodes plain on the app's decoder (LoadOptions.plain_decoder),
-            # the plain engine on openvino-genai's pipelines (prompt lookup's too).
+            # The MTP engine decodes on the app's decoder (plain and prompt lookup too), the
+            # plain engine on openvino-genai's plain pipeline.
             if not method.uses_mtp_head:
                 engine = engines["mtp"] if decoder == "fast" else engines["plain"]
             else:
@@ -333,7 +334,7 @@ def run_benchmark(
             run_rows.append(row)
     main_modes = [baseline_key, *mtp_modes]
     if lookup is not None:
-        main_modes.append((lookup, "genai"))
+        main_modes.append((lookup, chat_decoder))
     others = [key for key in modes if key not in main_modes]
     mode_summaries = summarise_modes(run_rows, main_modes, baseline_key)
     report = {

@@ -172,7 +172,10 @@ def generate_ids(
     settings: GenerationSettings,
     cancel: threading.Event | None = None,
 ) -> tuple[list[int], GenerationStats]:
-    """Greedy token ids and stats of one generation; RunCancelledError if `cancel` gets set."""
+    """Greedy token ids and stats of one generation; RunCancelledError if `cancel` gets set.
+    The prompt is prefilled cold (no state kept from an earlier run), so every run's time to
+    first token measures the same work."""
+    engine.drop_states()
     generation = engine.generate_raw(prompt, settings)
     try:
         while True:
@@ -191,11 +194,18 @@ def generate_ids(
     return list(generation.token_ids), generation.stats
 
 
+def plain_reference_options(options: LoadOptions) -> LoadOptions:
+    """`options` for openvino-genai's plain pipeline alone (no app decoder, no MTP head)."""
+    return replace(options, mtp=False, fast_decoder=False, plain_decoder="genai")
+
+
 def load_engine_pair(model_dir: Path, options: LoadOptions) -> tuple[Engine, Engine]:
-    """(plain, MTP) engines on the same model and options; ValidationError without MTP head."""
+    """(plain, MTP) engines on the same model and options; ValidationError without MTP head.
+    The plain engine is openvino-genai's plain pipeline alone: the independent reference for
+    exactness and the "plain · openvino-genai" row; the MTP engine holds the app's decoder."""
     baseline, mtp = Engine(), Engine()
     try:
-        baseline.load(model_dir, replace(options, mtp=False))
+        baseline.load(model_dir, plain_reference_options(options))
         loaded = mtp.load(model_dir, replace(options, mtp=True))
     except BaseException:
         baseline.unload()

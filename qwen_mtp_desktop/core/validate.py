@@ -42,6 +42,7 @@ from qwen_mtp_desktop.core.measurement import (
     describe_model,
     generate_ids,
     load_engine_pair,
+    plain_reference_options,
     report_header,
     run_record,
     spread,
@@ -264,12 +265,18 @@ def run_validation(
     model = describe_model(model_dir)
     options = LoadOptions(device=device, exact_numerics=True)
     if not method.uses_mtp_head:
-        # One engine: plain turns on its plain pipeline, the drafting method on its own.
+        # No MTP head needed: openvino-genai's plain pipeline as the reference, the drafting
+        # method on the decoder the chat uses.
         tracker.start(f"Loading {display_name(model_dir)} (plain and {label}, exact numerics)…")
-        baseline = Engine()
-        baseline.load(model_dir, replace(options, mtp=False))
-        mtp = baseline
-        decoders = {"plain": baseline.require_loaded().decoder, "mtp": "genai"}
+        baseline, mtp = Engine(), Engine()
+        try:
+            baseline.load(model_dir, plain_reference_options(options))
+            mtp.load(model_dir, replace(options, mtp=False))
+        except BaseException:
+            baseline.unload()
+            mtp.unload()
+            raise
+        decoders = {"plain": "genai", "mtp": mtp.require_loaded().decoder}
     else:
         tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
         baseline, mtp = load_engine_pair(model_dir, options)

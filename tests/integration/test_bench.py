@@ -47,8 +47,10 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
         assert set(mode) == MODE_KEYS
         assert mode["identical"] and mode["runs"] == 4  # 2 rounds x 2 prompts
         assert mode["decode_tokens_per_s"]["min"] > 0 and mode["ttft_s"]["median"] > 0
-    assert report["comparison"][0]["speedup"]["median"] <= 1.0  # it was not the fastest
-    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "genai"]
+    # The other plain path was not the fastest by median decode speed (the baseline's rule).
+    speed = report["comparison"][0]["decode_tokens_per_s"]["median"]
+    assert speed <= report["modes"][0]["decode_tokens_per_s"]["median"]
+    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "fast"]
     assert [row_method(m) for m in report["modes"]] == [
         PLAIN, DecodingMethod.mtp(1), DecodingMethod.mtp(2), DecodingMethod.lookup(4, 3)
     ]  # fmt: skip
