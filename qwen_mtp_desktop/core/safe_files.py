@@ -16,7 +16,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -260,6 +260,33 @@ def special_entries(folder: Path, *, limit: int = 10_000) -> list[tuple[str, str
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 found.append((entry.name, _kind_name(mode)))
     return found
+
+
+def resolve_inside(path: Path, roots: Sequence[Path]) -> Path:
+    """The real path behind `path` (links followed) when it lies inside one of `roots` (real
+    paths); UnsafeFileError otherwise: LINK_OUTSIDE for a link that leads out of them (a file
+    copied from a downloaded folder must not carry the user's private files with it),
+    NOT_REGULAR for a dangling or looping link."""
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except (OSError, RuntimeError) as exc:
+        raise UnsafeFileError(
+            f"{path} is a broken or looping symbolic link.",
+            "Replace it with the file it should be, or remove it.",
+            code="NOT_REGULAR",
+        ) from exc
+    for root in roots:
+        try:
+            real.relative_to(root)
+        except ValueError:
+            continue
+        return real
+    raise UnsafeFileError(
+        f"{path.name} is a symbolic link to {real}, outside the model folder.",
+        "If the file belongs to the model, copy it into the model folder in place of the "
+        "link; otherwise remove the link.",
+        code="LINK_OUTSIDE",
+    )
 
 
 def check_output_target(path: Path, *, what: str = "the output file") -> None:
