@@ -19,7 +19,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 
@@ -71,6 +71,34 @@ def special_file_kind(path: Path) -> str | None:
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
     return _kind_name(mode)
+
+
+def open_regular_file(path: Path, *, kind: FileKind) -> BinaryIO:
+    """`path` opened for reading when it is a regular file (links followed). A FIFO, device,
+    socket or folder is refused with UnsafeFileError NOT_REGULAR without blocking: the open
+    never waits for a writer. FileNotFoundError passes through."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnsafeFileError(
+            f"{kind.what} ({path}) cannot be opened ({exc.strerror or exc}).", kind.fix
+        ) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UnsafeFileError(
+            f"{kind.what} ({path}) is {_kind_name(mode)}, not a regular file; it was not read.",
+            kind.fix,
+            code="NOT_REGULAR",
+        )
+    return os.fdopen(fd, "rb")
 
 
 def read_bytes_file(path: Path, *, max_bytes: int, kind: FileKind) -> bytes:
