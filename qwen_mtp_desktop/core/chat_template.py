@@ -31,6 +31,7 @@ from typing import Any
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.safe_files import (
     FileKind,
+    NotRegularFileError,
     UnsafeFileError,
     read_json_file,
     read_text_file,
@@ -91,7 +92,8 @@ def template_source(model_dir: Path, rt_info: Mapping[str, object] | None) -> Te
     a blank template); then the tokenizer IR's rt_info `chat_template` (`rt_info`: that IR's),
     whose presence overrides them all, even when empty. Measured: one of those JSON files
     that is not valid JSON makes the tokenizer fail to load, and so does a side file that is
-    not a regular file; one that is not UTF-8 leaves a template Python cannot read."""
+    not a regular file; one that is not UTF-8 leaves a template Python cannot read (unless
+    rt_info overrides it)."""
     text: str | None = None
     origin: str | None = None
     for name in _JSON_SOURCES:
@@ -107,21 +109,26 @@ def template_source(model_dir: Path, rt_info: Mapping[str, object] | None) -> Te
         if found is not None:
             text, origin = found, name
     side = model_dir / SIDE_FILE
+    unreadable: str | None = None  # the side file's text cannot be known (not UTF-8, too big)
     if side.exists():
         try:
             text = read_text_file(
                 side, max_bytes=MAX_TEMPLATE_CHARS, kind=FileKind(SIDE_FILE, _FIX)
             )
+        except NotRegularFileError as exc:  # the runtime's tokenizer fails to load
+            return TemplateSource(None, SIDE_FILE, problem=exc.message)
         except (UnsafeFileError, OSError) as exc:
-            message = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
-            return TemplateSource(None, SIDE_FILE, problem=message)
+            text = None
+            unreadable = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
         origin = SIDE_FILE
     if rt_info is not None and "chat_template" in rt_info:
         value = rt_info["chat_template"]
         if isinstance(value, Mapping):  # <chat_template><default value="..."/></chat_template>
             value = value.get("default")
         if isinstance(value, str):  # anything else: the runtime warns and keeps the files'
-            text, origin = value, "tokenizer"
+            return TemplateSource(value, "tokenizer")
+    if unreadable is not None:
+        return TemplateSource(None, SIDE_FILE, problem=unreadable)
     return TemplateSource(text, origin)
 
 

@@ -42,6 +42,17 @@ class UnsafeFileError(UserFacingError, ValueError):
     code = "BAD_FILE"
 
 
+class NotRegularFileError(UnsafeFileError):
+    """A FIFO, device, socket or folder where a regular file was expected; `what` names it
+    ("a named pipe (FIFO)")."""
+
+    code = "NOT_REGULAR"
+
+    def __init__(self, message: str, fix: str, what: str) -> None:
+        super().__init__(message, fix)
+        self.what = what
+
+
 @dataclass(frozen=True)
 class FileKind:
     """What a file is to the user, for messages: "the settings file", and how to fix it."""
@@ -83,6 +94,16 @@ def open_regular_file(path: Path, *, kind: FileKind) -> BinaryIO:
     except FileNotFoundError:
         raise
     except OSError as exc:
+        try:
+            mode = Path(path).stat().st_mode  # a socket refuses open(): name it as what it is
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(
+                f"{kind.what} ({path}) is {_kind_name(mode)}, not a regular file; it was not read.",
+                kind.fix,
+                _kind_name(mode),
+            ) from exc
         raise UnsafeFileError(
             f"{kind.what} ({path}) cannot be opened ({exc.strerror or exc}).", kind.fix
         ) from exc
@@ -93,59 +114,38 @@ def open_regular_file(path: Path, *, kind: FileKind) -> BinaryIO:
         raise
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise UnsafeFileError(
-            f"{kind.what} ({path}) is {_kind_name(mode)}, not a regular file; it was not read.",
+        what = _kind_name(mode)
+        raise NotRegularFileError(
+            f"{kind.what} ({path}) is {what}, not a regular file; it was not read.",
             kind.fix,
-            code="NOT_REGULAR",
+            what,
         )
     return os.fdopen(fd, "rb")
 
 
 def read_bytes_file(path: Path, *, max_bytes: int, kind: FileKind) -> bytes:
-    """The file's bytes. FileNotFoundError passes through (callers treat absence themselves)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnsafeFileError(
-            f"{kind.what} ({path}) cannot be opened ({exc.strerror or exc}).", kind.fix
-        ) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFileError(
-                f"{kind.what} ({path}) is {_kind_name(info.st_mode)}, not a regular file; "
-                "it was not read.",
-                kind.fix,
-            )
-        if info.st_size > max_bytes:
-            raise UnsafeFileError(
-                f"{kind.what} ({path}) is {info.st_size:,} bytes, more than the "
-                f"{max_bytes:,} such a file can reasonably hold; it was not read.",
-                kind.fix,
-            )
-        chunks: list[bytes] = []
-        total = 0
-        while True:  # read to EOF, but never past the limit (the file may grow meanwhile)
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
+    """The file's bytes. FileNotFoundError passes through (callers treat absence themselves);
+    NotRegularFileError for a FIFO, device, socket or folder; UnsafeFileError otherwise."""
+    with open_regular_file(path, kind=kind) as handle:
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
                 raise UnsafeFileError(
-                    f"{kind.what} ({path}) grew past {max_bytes:,} bytes while being read.",
+                    f"{kind.what} ({path}) is {size:,} bytes, more than the "
+                    f"{max_bytes:,} such a file can reasonably hold; it was not read.",
                     kind.fix,
                 )
-        return b"".join(chunks)
-    except OSError as exc:
+            # Never past the limit, whatever the file does meanwhile (it may grow).
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise UnsafeFileError(
+                f"{kind.what} ({path}) cannot be read ({exc.strerror or exc}).", kind.fix
+            ) from exc
+    if len(data) > max_bytes:
         raise UnsafeFileError(
-            f"{kind.what} ({path}) cannot be read ({exc.strerror or exc}).", kind.fix
-        ) from exc
-    finally:
-        os.close(fd)
+            f"{kind.what} ({path}) grew past {max_bytes:,} bytes while being read.", kind.fix
+        )
+    return data
 
 
 def read_text_file(path: Path, *, max_bytes: int = TEXT_FILE_BYTES, kind: FileKind) -> str:

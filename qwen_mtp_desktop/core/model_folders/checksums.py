@@ -9,7 +9,12 @@ from pathlib import Path
 
 from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
 from qwen_mtp_desktop.core.model_folders.report import Diagnostic, Severity
-from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, open_regular_file
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    NotRegularFileError,
+    UnsafeFileError,
+    open_regular_file,
+)
 
 _HASH_CHUNK = 1 << 20
 _REPAIR = "Copy the file from the original export, or re-export the model."
@@ -119,9 +124,12 @@ def verify_checksums(
                     done += len(chunk)
                     if progress is not None:
                         progress(done, total)
-        except UnsafeFileError as exc:
+        except NotRegularFileError as exc:
             severity, consequence = _damage_weight(name)
             out.append(Diagnostic("NOT_REGULAR", severity, exc.message + consequence, _REPAIR))
+            continue
+        except UnsafeFileError as exc:
+            out.append(Diagnostic("UNREADABLE", "error", exc.message, _REPAIR))
             continue
         except OSError as exc:
             out.append(Diagnostic("UNREADABLE", "error", f"{name} cannot be read ({exc}).", ""))
