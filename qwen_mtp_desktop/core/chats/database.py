@@ -18,6 +18,11 @@ from pathlib import Path
 
 from qwen_mtp_desktop.core.chats import migrations
 from qwen_mtp_desktop.core.chats.records import ChatStoreError, SearchBackend
+from qwen_mtp_desktop.core.private_files import (
+    PRIVATE_DIR_MODE,
+    create_private_file,
+    make_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,12 @@ def _is_damage(exc: sqlite3.Error) -> bool:
 
 def open_database(path: Path) -> OpenedDatabase:
     """The database at `path`, migrated to this app's schema (a damaged one set aside)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    # Conversations are private: the file is created owner-only (SQLite gives its -wal and
+    # -shm files the same mode), and one an older version left readable is tightened.
+    create_private_file(path)
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        make_private(part)
     try:
         return _connect(path)
     except (sqlite3.Error, _DamagedDatabaseError) as exc:
@@ -66,6 +76,7 @@ def open_database(path: Path) -> OpenedDatabase:
                 code="CHATS_DAMAGED",
             ) from exc
         log.warning("chat store %s is damaged (%s); starting an empty one", path, exc)
+        create_private_file(path)
         opened = _connect(path)
         opened.notice = (
             f"Your chat history could not be read ({exc}). It was kept as {backup}. "
