@@ -30,7 +30,7 @@ from qwen_mtp_desktop.core.model_library import (
     selected_model,
 )
 from qwen_mtp_desktop.core.paths import AppPaths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
@@ -435,10 +435,8 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"Model: {name}{suffix}  ·  Device: {device}")
 
     def _restore_geometry(self) -> None:
-        saved = self._store.settings.ui_state.get("main_window_geometry")
-        if saved:
-            self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
-        else:
+        saved = self._store.settings.ui_state.get(UI_WINDOW_GEOMETRY)  # validated base64
+        if not saved or not self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
             self.resize(1280, 800)
 
     def _validate(self, model_dir: Path) -> None:
@@ -479,7 +477,7 @@ class MainWindow(QMainWindow):
             return
         self.shutdown()
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
-        self._store.settings.ui_state["main_window_geometry"] = geometry
+        self._store.settings.ui_state[UI_WINDOW_GEOMETRY] = geometry
         with contextlib.suppress(OSError):  # losing window geometry must never block quitting
             self._store.save()
         super().closeEvent(event)
