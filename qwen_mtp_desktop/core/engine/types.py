@@ -14,6 +14,7 @@ from typing import Literal
 from qwen_mtp_desktop.core.decoding import GenerationStats, Mode
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.mtp_decoder import DEFAULT_DRAFT_VOCAB
+from qwen_mtp_desktop.core.prompt_guards import text_problem
 from qwen_mtp_desktop.core.prompt_lookup import (
     DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
@@ -78,6 +79,12 @@ class GenerationSettings:
                 "Turn MTP off for plain decoding instead.",
                 code="BAD_SETTINGS",
             )
+        for stop in self.stop_strings:
+            problem = text_problem(stop)
+            if problem is not None:
+                raise EngineError(
+                    f"A stop string is not valid text: {problem}.", code="BAD_SETTINGS"
+                )
         if self.prompt_lookup:
             self._validate_lookup()
         if self.do_sample and self.temperature <= 0:
