@@ -406,7 +406,7 @@ class ChatPanel(ChatLayout):
             # event loop runs, while the window paints for the first time).
             box = QMessageBox(
                 QMessageBox.Icon.Warning,
-                "Chat history was reset",
+                store.notice_title,
                 store.notice,
                 QMessageBox.StandardButton.Ok,
                 self,
