@@ -228,8 +228,15 @@ def run_all(
     workers: int,
     inject: dict[str, int],
     timeout_per_cycle: float,
+    progress: Path | None = None,
 ) -> dict[str, PathResult]:
     results = {path: PathResult() for path in paths}
+    if progress is not None and progress.is_file():  # --resume: carry on where it stopped
+        saved = json.loads(progress.read_text())
+        for path in paths:
+            if path in saved:
+                fields = {k: v for k, v in saved[path].items() if k != "crash_count"}
+                results[path] = PathResult(**fields)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="native-crashes-") as folder:
         image = Path(folder) / "image.png"
@@ -252,6 +259,8 @@ def run_all(
                         result,
                         timeout_per_cycle,
                     )
+                if progress is not None:
+                    _save(progress, results)
                 done = sum(r.cycles for r in results.values())
                 print(
                     f"  ... {done} of {cycles * len(paths)} cycles, "
@@ -263,6 +272,13 @@ def run_all(
         finally:
             stop_load(burners)
     return results
+
+
+def _save(target: Path, results: dict[str, PathResult]) -> None:
+    data = {p: {**asdict(r), "crash_count": r.crash_count} for p, r in results.items()}
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    partial.replace(target)
 
 
 def _write_image(path: Path) -> None:
@@ -332,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout-per-cycle", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="keep the results in this file after every round and continue from it",
+    )
     parser.add_argument("--smoke", action="store_true", help="2 cycles per path; checks")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
@@ -344,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     model = (args.model or demo_model_dir()).expanduser()
     if args.child:
         return run_child(args.child, model, args.cycles, args.first, args.image, args.inject)
+    # SIGTERM ends the run like Ctrl+C: the busy processes and the running child are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
@@ -369,11 +392,11 @@ def main(argv: list[str] | None = None) -> int:
         args.load_workers,
         inject,
         args.timeout_per_cycle,
+        args.resume,
     )
     report(results, time.monotonic() - started, args.load_workers)
     if args.json:
-        data = {p: {**asdict(r), "crash_count": r.crash_count} for p, r in results.items()}
-        args.json.write_text(json.dumps(data, indent=1))
+        _save(args.json, results)
     return check_smoke(results, args.cycles, inject) if args.smoke else 0
 
 
