@@ -227,6 +227,8 @@ class TestUntrustedJson:
             demo=str(demo_model),
         )
         tried = sum(result["tried"].values())
+        files_touched = touched(before, snapshot(decoy))
+        assert files_touched == 0, "a hostile file made a reader change the user's files"
         assert tried >= EXAMPLES * 0.9
         assert set(result["tried"]) == {"config", "tokenizer", "manifest", "settings", "stats"}
         figures.record(
@@ -235,7 +237,7 @@ class TestUntrustedJson:
             json_per_reader=result["tried"],
             json_crashes=0,
             json_hangs=0,
-            json_files_touched=touched(before, snapshot(decoy)),
+            json_files_touched=files_touched,
         )
 
     def test_settings_value_falls_back_alone(self, tmp_path: Path) -> None:
