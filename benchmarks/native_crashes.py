@@ -17,7 +17,9 @@ script counts, for every path a chat turn can take:
 Each cycle builds a new Engine, loads the model, decodes one answer and unloads it. A child
 process runs `--cycles-per-child` cycles (a crash ends the child; the next child carries on),
 the paths take turns child by child so they see the same machine, and `--load-workers` busy
-processes keep every core loaded meanwhile. Per path it reports cycles, crashes (by signal,
+processes keep every core loaded meanwhile (or `--parallel N` children run at once, loading
+each other). Loads use a compiled-model cache, as the app's chat does (the first load of each
+path compiles it). Per path it reports cycles, crashes (by signal,
 with the phase: load or generate), hangs, Python errors, MTP turns that accepted no draft,
 answers that differ from the path's first answer, and median load / generate times.
 
@@ -39,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -83,12 +86,13 @@ def run_child(path: str, model: Path, cycles: int, first: int, image: Path, inje
     from qwen_mtp_desktop.core.privacy import block_telemetry
 
     block_telemetry()
+    cache = image.parent / "ov-cache"  # a compiled-model cache, as the app's chat loads
     options = {
-        "decoder": LoadOptions(),
-        "genai-plain": LoadOptions(mtp=False),
-        "genai-mtp": LoadOptions(fast_decoder=False),
-        "lookup": LoadOptions(mtp=False),
-        "vision": LoadOptions(),
+        "decoder": LoadOptions(cache_dir=cache),
+        "genai-plain": LoadOptions(mtp=False, cache_dir=cache),
+        "genai-mtp": LoadOptions(fast_decoder=False, cache_dir=cache),
+        "lookup": LoadOptions(mtp=False, cache_dir=cache),
+        "vision": LoadOptions(cache_dir=cache),
     }[path]
     settings = GenerationSettings(
         max_new_tokens=24,
@@ -229,6 +233,7 @@ def run_all(
     inject: dict[str, int],
     timeout_per_cycle: float,
     progress: Path | None = None,
+    parallel: int = 1,
 ) -> dict[str, PathResult]:
     results = {path: PathResult() for path in paths}
     if progress is not None and progress.is_file():  # --resume: carry on where it stopped
@@ -244,21 +249,23 @@ def run_all(
         burners = start_load(workers)
         try:
             while any(results[p].cycles < cycles for p in paths):
-                for path in paths:  # the paths take turns, child by child
-                    result = results[path]
-                    remaining = cycles - result.cycles
-                    if remaining <= 0:
-                        continue
-                    run_children(
-                        path,
-                        model,
-                        min(per_child, remaining),
-                        result.cycles,
-                        image,
-                        inject.get(path, -1),
-                        result,
-                        timeout_per_cycle,
-                    )
+                # The paths take turns, child by child (`parallel` children at once: each
+                # path's child touches only its own result).
+                due = [p for p in paths if results[p].cycles < cycles]
+                with ThreadPoolExecutor(max_workers=parallel) as pool:
+                    for path in due:
+                        result = results[path]
+                        pool.submit(
+                            run_children,
+                            path,
+                            model,
+                            min(per_child, cycles - result.cycles),
+                            result.cycles,
+                            image,
+                            inject.get(path, -1),
+                            result,
+                            timeout_per_cycle,
+                        )
                 if progress is not None:
                     _save(progress, results)
                 done = sum(r.cycles for r in results.values())
@@ -346,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated paths")
     parser.add_argument("--cycles-per-child", type=int, default=25)
     parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="children at once (they load each other too)"
+    )
     parser.add_argument("--timeout-per-cycle", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
@@ -371,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
         parser.error(f"unknown path {', '.join(unknown) or '(none)'}; choose from {PATHS}")
-    for name in ("cycles", "cycles_per_child", "timeout_per_cycle"):
+    for name in ("cycles", "cycles_per_child", "timeout_per_cycle", "parallel"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.load_workers < 0:
@@ -393,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         inject,
         args.timeout_per_cycle,
         args.resume,
+        args.parallel,
     )
     report(results, time.monotonic() - started, args.load_workers)
     if args.json:
