@@ -250,6 +250,7 @@ def _exercise(store: Any) -> int:
     return shown
 
 
+@pytest.mark.slow
 class TestChatDatabaseRows:
     def test_tampered_rows_open_are_reported_and_lose_nothing(self, tmp_path: Path) -> None:
         from qwen_mtp_desktop.core.chats.store import ChatStore

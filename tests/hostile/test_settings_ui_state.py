@@ -106,6 +106,7 @@ def ui_state(draw: st.DrawFn, real: bytes) -> dict[str, Any]:
 
 
 class TestUiStateValues:
+    @pytest.mark.slow
     def test_every_ui_value_is_checked_and_falls_back_alone(self, tmp_path: Path) -> None:
         from qwen_mtp_desktop.core.settings import _UI_VALIDATORS, load_settings
 

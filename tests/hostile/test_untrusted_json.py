@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -214,6 +215,7 @@ def readers_case(examples: int, demo: str) -> dict[str, Any]:
 
 
 class TestUntrustedJson:
+    @pytest.mark.slow
     def test_every_reader_survives_hostile_files(self, demo_model: Path, decoy: Path) -> None:
         from tests.hostile.conftest import snapshot, touched
 
