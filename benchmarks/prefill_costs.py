@@ -5,7 +5,7 @@ Each path the chat can run a turn on is measured at several prompt lengths, inte
 rotating order (this machine's speed drifts), with a few new tokens so the time to first token
 is the prefill:
 
-- `MTP (app)` and `plain (app)`: the app's own decoder (core.mtp_decoder), text turns;
+- `MTP (app)` and `plain (app)`: the app's own decoder (core.decoding.decoder), text turns;
 - `lookup (genai)`: openvino-genai's prompt-lookup pipeline (continuous batching);
 - `MTP (genai, image)` and `plain (genai, image)`: openvino-genai's MTP and plain pipelines,
   which image turns run on (the image adds its own tokens to the prompt).

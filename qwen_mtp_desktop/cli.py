@@ -7,25 +7,31 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from qwen_mtp_desktop import APP_ID
-from qwen_mtp_desktop.commands import (
-    EXIT_FAILED,
-    CommandError,
-    bench,
-    bounded_int,
-    demo_model,
-    doctor,
-    export,
-    generate,
-    models,
-    output_file,
-    serve,
-    validate,
-)
+from qwen_mtp_desktop.commands import EXIT_FAILED, CommandError, bounded_int, output_file
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
-COMMAND_MODULES = (doctor, generate, serve, models, export, validate, bench, demo_model)
+COMMAND_NAMES = ("doctor", "generate", "serve", "models", "export", "validate", "bench",
+                 "demo_model")  # fmt: skip
+
+
+def __getattr__(name: str) -> tuple[ModuleType, ...]:
+    """`COMMAND_MODULES`, imported when first asked for: opening the window needs none of
+    them, and they import much of the core (issue 28's start time)."""
+    if name != "COMMAND_MODULES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    modules = tuple(import_module(f"qwen_mtp_desktop.commands.{n}") for n in COMMAND_NAMES)
+    globals()[name] = modules
+    return modules
+
+
+def _command_modules() -> tuple[ModuleType, ...]:
+    modules = globals().get("COMMAND_MODULES")  # set by __getattr__, or by a test
+    return modules if modules is not None else __getattr__("COMMAND_MODULES")
 
 
 class VersionAction(argparse.Action):
@@ -53,7 +59,8 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; without `commands`, only the options that open the window."""
     parser = argparse.ArgumentParser(
         prog=APP_ID,
         description="Local Qwen3.5 chat on OpenVINO with multi-token-prediction speed-up. "
@@ -73,16 +80,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", type=Path, help="open the app with this model directory")
     parser.add_argument("--screenshot", type=output_file, help=argparse.SUPPRESS)
     parser.add_argument("--quit-after-ms", type=bounded_int(0, 86_400_000), help=argparse.SUPPRESS)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register(commands)
+    if not commands:
+        parser.set_defaults(command=None)
+        return parser
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        module.register(subparsers)
     return parser
+
+
+def _window_options(
+    parser: argparse.ArgumentParser, arguments: list[str]
+) -> argparse.Namespace | None:
+    """The options when they only open the window (no command, no help), read without
+    building every command's parser: some import what their defaults come from, which would
+    delay the window (issue 28). None when a command or help is asked for."""
+    if any(argument in ("-h", "--help") for argument in arguments):
+        return None
+    options, rest = parser.parse_known_args(arguments)
+    return None if rest else options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     block_telemetry()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(commands=False)
+    args = _window_options(parser, arguments)
+    if args is None:
+        parser = build_parser()
+        args = parser.parse_args(arguments)
     if args.self_test:
         if args.command is not None:
             parser.error("--self-test takes no command")

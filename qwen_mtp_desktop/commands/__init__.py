@@ -73,7 +73,7 @@ def output_file(text: str) -> Path:
 def add_lookup_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
     """`--prompt-lookup` (help: `what` it does for this command) and `--max-ngram-size`;
     `check_lookup_arguments` checks them against the draft count."""
-    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, MAX_NGRAM_SIZE
 
     parser.add_argument("--prompt-lookup", action="store_true", help=what)
     parser.add_argument(
@@ -87,7 +87,7 @@ def add_lookup_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
 
 def check_lookup_arguments(args: argparse.Namespace, draft_tokens: int | str | None) -> None:
     """The usage errors (exit 2) of `add_lookup_arguments`' options with --num-assistant-tokens."""
-    from qwen_mtp_desktop.core.prompt_lookup import MAX_LOOKUP_TOKENS
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import MAX_LOOKUP_TOKENS
 
     if args.max_ngram_size is not None and not args.prompt_lookup:
         args.usage_error("argument --max-ngram-size: applies only with --prompt-lookup")

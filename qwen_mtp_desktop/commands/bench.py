@@ -13,7 +13,7 @@ from qwen_mtp_desktop.commands.validate import (
     add_common_arguments,
     save_and_export,
 )
-from qwen_mtp_desktop.core.prompt_lookup import (
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
     MAX_LOOKUP_TOKENS,

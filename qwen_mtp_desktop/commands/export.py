@@ -158,7 +158,8 @@ def register(commands: Any) -> None:
         "--mtp-weight-format",
         choices=["default", "same", "none", "int8", "int4"],
         default="default",
-        help="MTP head compression: optimum's choice (default), like the main model, none "
+        help="MTP head compression: default (like the main model with its RoPE frequencies "
+        "in full precision; optimum-intel's choice except for int8), like the main model, none "
         "(fp16), int8 or int4",
     )
     cmd.add_argument("--revision", help="hub revision (branch, tag or commit)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +51,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.prompt is None:
         args.usage_error("the following arguments are required: PROMPT")
     args.model_dir = Path(args.model_dir)
+    from qwen_mtp_desktop.commands.answer_output import print_result, stream_answer
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS
     from qwen_mtp_desktop.core.engine import (
         Engine,
         EngineError,
@@ -60,7 +61,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         Message,
     )
     from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS
 
     lookup = args.prompt_lookup
     depth = args.num_assistant_tokens
@@ -116,65 +116,58 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             assert decision is not None
             print(f"Auto: {decision.summary()}", file=sys.stderr)
         generation = engine.generate(messages, settings)
-        try:
-            for chunk in generation:
-                if not args.json:
-                    if chunk.reasoning:
-                        sys.stderr.write(chunk.reasoning)
-                        sys.stderr.flush()
-                    if chunk.answer:
-                        sys.stdout.write(chunk.answer)
-                        sys.stdout.flush()
-        except KeyboardInterrupt:
-            generation.close()
-            raise
+        stream_answer(generation, quiet=args.json)
     except EngineError as exc:
         raise CommandError(str(exc)) from exc
     finally:
         engine.unload()
     stats = generation.stats
     assert stats is not None
-    if args.json:
-        payload: dict[str, Any] = {
-            "model_dir": str(loaded.model_dir),
-            "text": generation.answer,
-            "reasoning": generation.reasoning,
-            "load_s": loaded.load_s,
-            "stats": stats.to_json_dict(),
-        }
-        if decision is not None:
-            from qwen_mtp_desktop.core.adaptive import auto_summary
+    tail: dict[str, Any] = {}
+    if decision is not None:
+        from qwen_mtp_desktop.core.adaptive import auto_summary
 
-            payload["auto"] = auto_summary(decision, stats)
-        print(json.dumps(payload, indent=2))
-    else:
-        print()
-        summary = (
-            f"{stats.generated_tokens} tokens, {stats.decode_tokens_per_s:.1f} tok/s, "
-            f"TTFT {stats.ttft_s * 1000:.0f} ms, "
+        tail["auto"] = auto_summary(decision, stats)
+    summary = (
+        f"{stats.generated_tokens} tokens, {stats.decode_tokens_per_s:.1f} tok/s, "
+        f"TTFT {stats.ttft_s * 1000:.0f} ms, "
+    )
+    if stats.mode == "lookup":
+        summary += (
+            f"prompt lookup K={stats.num_assistant_tokens}, n-gram {stats.max_ngram_size}: "
+            f"{stats.drafted_tokens} drafts proposed, {stats.acceptance_rate:.0%} accepted "
+            f"({stats.mean_accepted_per_step:.2f} per step)"
         )
-        if stats.mode == "lookup":
-            summary += (
-                f"prompt lookup K={stats.num_assistant_tokens}, n-gram {stats.max_ngram_size}: "
-                f"{stats.drafted_tokens} drafts proposed, {stats.acceptance_rate:.0%} accepted "
-                f"({stats.mean_accepted_per_step:.2f} per step)"
-            )
-        elif stats.mode == "mtp":
-            summary += (
-                f"MTP n={stats.num_assistant_tokens}: {stats.acceptance_rate:.0%} of drafts "
-                f"accepted ({stats.mean_accepted_per_step:.2f} per step)"
-            )
-        else:
-            summary += "plain (no drafts)"
-        if stats.switched_to_plain_at is not None:
-            switched = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
-            summary += f"; Auto switched to plain decoding after {switched} tokens"
-        print(summary, file=sys.stderr)
+    elif stats.mode == "mtp":
+        summary += (
+            f"MTP n={stats.num_assistant_tokens}: {stats.acceptance_rate:.0%} of drafts "
+            f"accepted ({stats.mean_accepted_per_step:.2f} per step)"
+        )
+    else:
+        summary += "plain (no drafts)"
+    if stats.switched_to_plain_at is not None:
+        switched = sum(stats.chunk_sizes[: stats.switched_to_plain_at])
+        summary += f"; Auto switched to plain decoding after {switched} tokens"
+    print_result(
+        generation,
+        stats,
+        as_json=args.json,
+        summary=summary,
+        head={"model_dir": str(loaded.model_dir), "load_s": loaded.load_s},
+        tail=tail,
+    )
     return EXIT_OK
 
 
 def register(commands: Any) -> None:
-    gen = commands.add_parser("generate", help="answer one prompt, streaming to stdout")
+    gen = commands.add_parser(
+        "generate",
+        help="answer one prompt, streaming to stdout",
+        description="Answer one prompt, streaming the text to stdout (reasoning to stderr). On "
+        "a terminal, control characters and bidi controls in the text (escape sequences that "
+        "could retitle the window, clear the screen or plant a link) are shown as \\uXXXX; "
+        "piped or redirected, the text is written exactly as the model produced it.",
+    )
     # With --remote the one positional argument is the prompt (kept a str: a Path would
     # rewrite "a//b" in it).
     gen.add_argument("model_dir", metavar="MODEL_DIR")
@@ -203,6 +196,10 @@ def register(commands: Any) -> None:
         default=False,
         help="let Qwen3.5 think before answering (reasoning goes to stderr)",
     )
-    gen.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    gen.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object at the end (control characters escaped)",
+    )
     add_remote_arguments(gen)
     gen.set_defaults(func=_cmd_generate, usage_error=gen.error)

@@ -5,10 +5,8 @@ statistics when it reports them (core.remote)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any
 
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError
 
@@ -24,11 +22,14 @@ LOCAL_ONLY = {
 
 
 def run_remote(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.commands.answer_output import print_result, stream_answer
     from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
     from qwen_mtp_desktop.core.remote.client import RemoteAnswer, list_models
     from qwen_mtp_desktop.core.remote.endpoints import (
         EndpointError,
         RemoteEndpoint,
+        key_in_clear,
+        key_in_clear_warning,
         normalize_base_url,
     )
 
@@ -47,6 +48,15 @@ def run_remote(args: argparse.Namespace) -> int:
     except EndpointError as exc:
         usage_error(f"argument --remote: {exc}")
         raise  # usage_error exits
+    if args.api_key:
+        print(
+            "warning: --api-key shows the key to every user of this computer (it is in the "
+            f"process list); set {KEY_ENV} instead.",
+            file=sys.stderr,
+        )
+    exposed = key_in_clear(base_url) if api_key else None
+    if exposed is not None:
+        print(f"warning: {key_in_clear_warning(exposed)}", file=sys.stderr)
     try:
         model = args.remote_model
         if not model:
@@ -66,37 +76,11 @@ def run_remote(args: argparse.Namespace) -> int:
         messages.append(Message("user", prompt))
         settings = GenerationSettings(max_new_tokens=args.max_new_tokens, thinking=args.think)
         answer = RemoteAnswer(endpoint, api_key, messages, settings)
-        try:
-            for chunk in answer:
-                if not args.json:
-                    if chunk.reasoning:
-                        sys.stderr.write(chunk.reasoning)
-                        sys.stderr.flush()
-                    if chunk.answer:
-                        sys.stdout.write(chunk.answer)
-                        sys.stdout.flush()
-        except KeyboardInterrupt:
-            answer.close()
-            raise
-        except EngineError as exc:
-            if answer.answer and not args.json:
-                print()  # the partial answer stays on screen; the reason goes below it
-            raise CommandError(str(exc)) from exc
+        stream_answer(answer, quiet=args.json)
     except EngineError as exc:
         raise CommandError(str(exc)) from exc
     stats = answer.stats
     assert stats is not None
-    if args.json:
-        payload: dict[str, Any] = {
-            "remote": base_url,
-            "model": model,
-            "text": answer.answer,
-            "reasoning": answer.reasoning,
-            "stats": stats.to_json_dict(),
-        }
-        print(json.dumps(payload, indent=2))
-        return EXIT_OK
-    print()
     summary = (
         f"{stats.generated_tokens} tokens" if stats.generated_tokens else "token count not reported"
     )
@@ -113,7 +97,9 @@ def run_remote(args: argparse.Namespace) -> int:
             f"server: {what} n={stats.num_assistant_tokens}, {stats.acceptance_rate:.0%} of "
             f"drafts accepted ({stats.mean_accepted_per_step:.2f} per step)"
         )
-    print(summary, file=sys.stderr)
+    print_result(
+        answer, stats, as_json=args.json, summary=summary, head={"remote": base_url, "model": model}
+    )
     return EXIT_OK
 
 
@@ -127,7 +113,8 @@ def add_arguments(gen: argparse.ArgumentParser) -> None:
     gen.add_argument(
         "--api-key",
         metavar="KEY",
-        help=f"with --remote: the server's API key (or set {KEY_ENV})",
+        help=f"with --remote: the server's API key; prefer setting {KEY_ENV}, since a "
+        "command line is visible to other users of this computer",
     )
     gen.add_argument(
         "--remote-model",

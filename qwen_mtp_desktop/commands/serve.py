@@ -12,14 +12,20 @@ from typing import Any
 
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, positive_int
 from qwen_mtp_desktop.commands.generate import depth_or_auto
-from qwen_mtp_desktop.server.examples import API_KEY_ENV, curl_example, model_id_for
+from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.server.examples import (
+    API_KEY_ENV,
+    SINGLE_TURN_BANNER,
+    curl_example,
+    model_id_for,
+)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine import EngineError, LoadOptions
-    from qwen_mtp_desktop.core.engine_client import RemoteEngine
-    from qwen_mtp_desktop.core.engine_service import EngineService
     from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.hosting.client import HostedEngine
+    from qwen_mtp_desktop.core.hosting.service import EngineService
     from qwen_mtp_desktop.core.paths import app_paths
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
@@ -48,6 +54,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         access = logging.getLogger("uvicorn.access")
         access.addHandler(logging.StreamHandler(sys.stderr))
         access.setLevel(logging.INFO)
+    if args.api_key is not None:
+        print(
+            "warning: --api-key shows the key to every user of this computer (it is in the "
+            f"process list); set {API_KEY_ENV} instead.",
+            file=sys.stderr,
+        )
     try:
         # Refusals and a taken port come before the model loads, which can take a minute.
         check_config(config)
@@ -56,7 +68,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     # The engine runs in its own process: a crash in the runtime ends the answer that was
     # streaming with an error event, and the server carries on with a restarted engine.
-    engine = RemoteEngine(on_stopped=lambda text: print(text, file=sys.stderr, flush=True))
+    engine = HostedEngine(on_stopped=lambda text: print(text, file=sys.stderr, flush=True))
     service = EngineService(engine, max_waiting=args.max_queue)
     options = LoadOptions(
         device=args.device, mtp=not args.no_mtp, cache_dir=app_paths().compile_cache_dir
@@ -88,6 +100,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             f"{curl_example(url, model_id, '$' + API_KEY_ENV if api_key else None)}\n",
             flush=True,
         )
+        if is_demo_model(loaded.model_dir):
+            print(f"Note: {SINGLE_TURN_BANNER}\n", flush=True)
         run_server(service, config, sock)
     except UserFacingError as exc:
         raise CommandError(str(exc)) from exc
@@ -115,9 +129,14 @@ def register(commands: Any) -> None:
     )
     serve.add_argument(
         "--api-key",
-        help=f"require 'Authorization: Bearer KEY' (needed off loopback; or set {API_KEY_ENV})",
+        help="require 'Authorization: Bearer KEY' (needed off loopback); prefer setting "
+        f"{API_KEY_ENV}, since a command line is visible to other users of this computer",
     )
-    serve.add_argument("--model-id", help="the model's id for clients (default: folder name)")
+    serve.add_argument(
+        "--model-id",
+        help="the model's id for clients (default: the model's name: its folder's, or the "
+        "parent folder's for one named openvino; demo-model for the demo)",
+    )
     serve.add_argument("--device", default="CPU", help="OpenVINO device (CPU, GPU, NPU, AUTO)")
     depth = serve.add_mutually_exclusive_group()
     depth.add_argument(

@@ -22,7 +22,7 @@ from qwen_mtp_desktop.commands import (
     output_file,
     positive_int,
 )
-from qwen_mtp_desktop.core.prompt_lookup import (
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     DEFAULT_MAX_NGRAM_SIZE,
 )
 

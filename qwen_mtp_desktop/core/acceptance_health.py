@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.adaptive import draft_trials
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.recommendations import model_fingerprint

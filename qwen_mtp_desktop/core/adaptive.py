@@ -20,7 +20,7 @@ conversation that turns predictable (code, lists) wins again. A probe costs litt
 asks `WithinTurnCheck` after every MTP step and continues the turn with plain decoding once the
 drafts clearly lose (see Engine for how, and the README for what that switch costs).
 
-Prompt lookup (core.prompt_lookup) is the third option. Its drafts are n-grams of the
+Prompt lookup (core.decoding.prompt_lookup) is the third option. Its drafts are n-grams of the
 conversation, so how well it would do on an answer is known exactly after the fact, whatever
 decoded it: every greedy text turn's stats carry a replay of prompt lookup over the answer
 (`GenerationStats.lookup_replay`: its steps and tokens). Auto keeps the tokens per lookup step
@@ -51,9 +51,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
+    DEFAULT_MAX_NGRAM_SIZE,
+)
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
 from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
 from qwen_mtp_desktop.core.turn_record import (
     Choice,

@@ -1,7 +1,7 @@
 """Benchmark plain decoding against MTP at several draft depths, and remember the best depth.
 
 Every decoding path the app can run is measured: plain decoding on openvino-genai's stateful
-SDPA pipeline and on the app's own decoder (core.mtp_decoder at depth 0), MTP per depth on the
+SDPA pipeline and on the app's own decoder (core.decoding.decoder at depth 0), MTP per depth on the
 decoder the chat uses, and optionally openvino-genai's own MTP for comparison. The baseline is
 the fastest plain path (by median decode speed); it is named in the report, and every speed-up
 is measured against it. After a warm-up, every round runs each prompt in every mode, in an
@@ -14,11 +14,11 @@ The recommendation is the fastest depth whose output stayed identical to plain d
 beats plain decoding, it is "baseline" (depth None). core.recommendations stores it per model
 folder and device, where the chat's "auto" setting reads it.
 
-Prompt lookup (core.prompt_lookup) is measured beside them as one more mode (decoder "lookup",
-depth = its drafts per step), on openvino-genai's prompt-lookup pipeline. Each prompt set is a
-workload (code, chat, list, summarise, edit): its `winner` is the fastest method that kept the
-output identical (plain, MTP n=k or prompt lookup), stored with the recommendation so Auto and
-the chat know which method wins where.
+Prompt lookup (core.decoding.prompt_lookup) is measured beside them as one more mode
+(decoder "lookup", depth = its drafts per step), on openvino-genai's prompt-lookup pipeline.
+Each prompt set is a workload (code, chat, list, summarise, edit): its `winner` is the fastest
+method that kept the output identical (plain, MTP n=k or prompt lookup), stored with the
+recommendation so Auto and the chat know which method wins where.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
+    DEFAULT_LOOKUP_TOKENS,
+    DEFAULT_MAX_NGRAM_SIZE,
+)
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     Engine,
@@ -53,7 +57,6 @@ from qwen_mtp_desktop.core.measurement import (
     spread,
 )
 from qwen_mtp_desktop.core.model_library import display_name
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DEFAULT_MAX_NGRAM_SIZE
 from qwen_mtp_desktop.core.prompt_sets import PromptSet, prompt_caption
 from qwen_mtp_desktop.core.reports import (
     fmt,

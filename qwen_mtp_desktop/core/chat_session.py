@@ -33,7 +33,7 @@ from qwen_mtp_desktop.core.adaptive import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.model_library import display_name
 from qwen_mtp_desktop.core.recommendations import DepthRecommendation, depth_recommendation

@@ -682,8 +682,9 @@ def _check_bin(reader: _Reader, bin_path: Path) -> int | None:
             IrIssue(
                 "IR_CORRUPT",
                 "error",
-                f"{bin_path.name} is {bin_bytes:,} bytes but {len(outside)} constant(s) reach "
-                f"past its end (up to byte {first.end:,}, {first.name!r}): the file is truncated "
+                # In words: the sizes say enough; the tensor names would say nothing to a user.
+                f"{bin_path.name} is {bin_bytes:,} bytes but {reader.xml_path.name} needs "
+                f"{first.end:,}: the file is truncated (a copy or download stopped part way) "
                 "or belongs to another export",
             )
         )

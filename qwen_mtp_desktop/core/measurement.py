@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop import __version__
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions
 from qwen_mtp_desktop.core.environment import package_version
 from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError

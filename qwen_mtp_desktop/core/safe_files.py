@@ -163,12 +163,23 @@ _BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[{]}"))
 
 
+#: Up to this many brackets the depth is counted in Python: numpy's import (0.2-0.3 s) would
+#: otherwise delay the window, which reads the small settings file first (issue 28).
+SMALL_BRACKET_COUNT = 4096
+
+
 def json_nesting_depth(text: str) -> int:
     """The deepest [ / { nesting in JSON text, ignoring brackets inside strings. Linear time
     in C (regex, translate, numpy), so it runs before the recursive parser sees the text."""
+    brackets = _JSON_STRING.sub("", text).encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
+    if len(brackets) <= SMALL_BRACKET_COUNT:
+        deepest = level = 0
+        for bracket in brackets:
+            level += 1 if bracket in b"[{" else -1
+            deepest = max(deepest, level)
+        return deepest
     import numpy as np
 
-    brackets = _JSON_STRING.sub("", text).encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
     steps = np.frombuffer(brackets.translate(_BRACKET_STEPS), dtype=np.int8)
     deepest = level = 0
     for start in range(0, len(steps), 1 << 20):  # chunked: bounded temporary memory
@@ -197,11 +208,27 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_json_text(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """json.loads with bounded nesting, bounded numbers and no NaN/Infinity. ValueError if not."""
+def json_value_count(text: str) -> int:
+    """About how many values JSON text holds (at least as many as it really does): the
+    commas and opening brackets outside strings, plus one. Linear time in C, so a text of
+    millions of tiny values ("[[],[],...]", each a Python object of 50+ bytes once parsed)
+    is refused before the parser builds them."""
+    skeleton = _JSON_STRING.sub("", text)
+    return skeleton.count(",") + skeleton.count("[") + skeleton.count("{") + 1
+
+
+def parse_json_text(
+    text: str, *, max_depth: int = MAX_JSON_DEPTH, max_values: int | None = None
+) -> Any:
+    """json.loads with bounded nesting, bounded numbers and no NaN/Infinity (and, given
+    `max_values`, a bounded number of values). ValueError if not."""
     deepest = json_nesting_depth(text)
     if deepest > max_depth:
         raise ValueError(f"nested {deepest} levels deep (at most {max_depth} are accepted)")
+    if max_values is not None:
+        values = json_value_count(text)
+        if values > max_values:
+            raise ValueError(f"about {values:,} values (at most {max_values:,} are accepted)")
     return json.loads(
         text, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant
     )

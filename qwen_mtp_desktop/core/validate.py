@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, DraftMethod
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
@@ -45,7 +46,6 @@ from qwen_mtp_desktop.core.measurement import (
     spread,
 )
 from qwen_mtp_desktop.core.model_library import display_name
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_MAX_NGRAM_SIZE, DraftMethod
 from qwen_mtp_desktop.core.prompt_sets import PromptSet, prompt_caption
 from qwen_mtp_desktop.core.reports import (
     fmt,

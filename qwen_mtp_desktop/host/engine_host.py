@@ -1,6 +1,6 @@
 """The engine host process: `python -m qwen_mtp_desktop.host`, started by the app's window.
 
-It reads requests (core.engine_protocol) from stdin and writes events to a private copy of its
+It reads requests (core.hosting.protocol) from stdin and writes events to a private copy of its
 stdout; fd 1 itself is pointed at stderr first, so whatever the native runtime prints cannot
 corrupt the protocol. Everything it logs goes to stderr, which the window forwards to the app's
 log file (one writer per file).
@@ -30,7 +30,9 @@ import time
 from typing import IO, Any
 
 from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.hosting.protocol import (
+    ApiRequest,
     ApiState,
     Cancel,
     Chunks,
@@ -51,8 +53,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Unloaded,
     read_frame,
 )
-from qwen_mtp_desktop.core.engine_service import EngineService, coalesced
-from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.hosting.service import EngineService, coalesced
 from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
 from qwen_mtp_desktop.core.privacy import block_telemetry
 
@@ -206,7 +207,12 @@ class ApiControl:
                 # Imported on demand: a window that never serves never loads the web stack.
                 from qwen_mtp_desktop.server.runner import ServerConfig, start_server_thread
 
-                config = ServerConfig(host=request.host, port=request.port, api_key=request.api_key)
+                config = ServerConfig(
+                    host=request.host,
+                    port=request.port,
+                    api_key=request.api_key,
+                    on_request=self._send_request,
+                )
                 self._handle = start_server_thread(self._service, config)
             except UserFacingError as exc:
                 self._send(ApiState(None, EngineError(exc.message, exc.fix, code=exc.code)))
@@ -226,10 +232,15 @@ class ApiControl:
         with contextlib.suppress(OSError):
             self._events.send(state)
 
+    def _send_request(self, record: ApiRequest) -> None:
+        """An answered request, for the window's list (server.request_log)."""
+        with contextlib.suppress(OSError):
+            self._events.send(record)
+
 
 class RecordLines(logging.Formatter):
     """Each log record as one JSON line (level, logger, message with its newlines), so the app
-    writes it to its log as the record it was (core.host_process.forward_log)."""
+    writes it to its log as the record it was (core.hosting.process.forward_log)."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()

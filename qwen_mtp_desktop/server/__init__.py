@@ -1,4 +1,4 @@
-"""The local OpenAI-compatible API server (FastAPI + uvicorn) over `core.engine_service`.
+"""The local OpenAI-compatible API server (FastAPI + uvicorn) over `core.hosting.service`.
 
 - `create_app(service, ...)`: the ASGI app (app.py);
 - `start_server_thread(service, config) -> ServerHandle` (`.url`, `.stop()`), for a process that

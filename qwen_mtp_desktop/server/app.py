@@ -11,10 +11,12 @@ its own (`turns.TurnJob`), so the event loop stays free to accept, refuse and st
 that disconnects cancels its turn, waiting or running.
 
 Protection before a body is read: the API key (constant-time compare), a Host check while bound
-to loopback (a web page that rebinds a DNS name to 127.0.0.1 cannot reach the model), and the
-body size (Content-Length first, then counted while reading). A POST must say Content-Type
-application/json, which a web page cannot send cross-site without a CORS preflight that this
-server never grants.
+to loopback (a web page that rebinds a DNS name to 127.0.0.1 cannot reach the model; the
+header is parsed strictly, server.hosts), and the body size (Content-Length first, then
+counted while reading). A POST must say Content-Type application/json, which a web page cannot
+send cross-site without a CORS preflight that this server never grants. Slow or half-sent
+requests are timed out before they get here (server.connections); the memory requests hold
+while they arrive and wait is bounded (server.request_budget).
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from qwen_mtp_desktop.core.context_limit import context_length
-from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.engine_service import EngineService
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
+from qwen_mtp_desktop.core.hosting.service import EngineService
+from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.core.safe_files import json_value_count
 from qwen_mtp_desktop.server.errors import (
     AUTHENTICATION,
     NOT_FOUND,
@@ -53,7 +59,17 @@ from qwen_mtp_desktop.server.errors import (
     ApiError,
     error_body,
 )
-from qwen_mtp_desktop.server.examples import model_id_for
+from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER, demo_single_turn, model_id_for
+from qwen_mtp_desktop.server.hosts import host_name
+from qwen_mtp_desktop.server.request_budget import (
+    DEFAULT_BUDGET_BYTES,
+    MAX_JSON_VALUES,
+    MemoryBudget,
+    Reservation,
+    check_text_fits,
+    retained_bytes,
+)
+from qwen_mtp_desktop.server.request_log import RequestLog, set_tokens
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart
 from qwen_mtp_desktop.server.turns import (
     FINISH_REASONS,
@@ -77,7 +93,7 @@ log = logging.getLogger(__name__)
 #: A request body larger than this is refused (413) before it is read; image data URLs are
 #: the only large thing a request holds.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-#: Streamed text batching (seconds; core.engine_service.coalesced). 0 sends each step as it
+#: Streamed text batching (seconds; core.hosting.service.coalesced). 0 sends each step as it
 #: comes, with any steps that piled up meanwhile in one event: the lowest latency, one event
 #: per step as OpenAI clients expect, and fewer events whenever the client falls behind.
 DEFAULT_STREAM_INTERVAL_S = 0.0
@@ -158,7 +174,8 @@ class _Guard:
 
     def _refusal(self, scope: Scope) -> ApiError | None:
         headers = Headers(scope=scope)
-        if self._hosts is not None and _host_name(headers.get("host", "")) not in self._hosts:
+        hosts = headers.getlist("host")
+        if self._hosts is not None and (len(hosts) != 1 or host_name(hosts[0]) not in self._hosts):
             return ApiError(
                 403,
                 "This server answers only requests addressed to localhost or 127.0.0.1 "
@@ -187,14 +204,6 @@ class _Guard:
             if int(length) > self._max:
                 return _too_large(self._max)
         return None
-
-
-def _host_name(host: str) -> str:
-    """The Host header without its port: "127.0.0.1:8000" -> "127.0.0.1", "[::1]:80" -> "::1"."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _too_large(limit: int) -> ApiError:
@@ -239,9 +248,19 @@ def _refuse_constant(name: str) -> Any:
 def parse_request(raw: bytes) -> ChatCompletionRequest:
     """The body as a request; ApiError 400 for anything that is not one."""
     try:
-        payload = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "The request body is not UTF-8 text.", code="invalid_json") from None
+    values = json_value_count(text)
+    if values > MAX_JSON_VALUES:  # before the parser makes a Python object of each
+        raise ApiError(
+            400,
+            f"The request body's JSON holds about {values:,} values; a chat request needs far "
+            f"fewer (at most {MAX_JSON_VALUES:,} are accepted).",
+            code="invalid_json",
+        )
+    try:
+        payload = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise ApiError(
             400, "The request body's JSON is nested too deeply.", code="invalid_json"
@@ -263,15 +282,24 @@ def parse_request(raw: bytes) -> ChatCompletionRequest:
         ) from None
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, counted while it arrives (a chunked upload has no Content-Length)."""
+class _ClientLeftError(Exception):
+    """The client went away (or was timed out) while its body arrived: nobody to answer."""
+
+
+async def _read_body(request: Request, limit: int, reservation: Reservation) -> bytes:
+    """The body, counted while it arrives (a chunked upload has no Content-Length) against
+    `limit` and against the server's memory budget."""
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            reservation.grow(len(chunk))
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise _ClientLeftError from None
     return b"".join(chunks)
 
 
@@ -288,12 +316,16 @@ def create_app(
     defaults: TurnDefaults | None = None,
     stream_interval_s: float = DEFAULT_STREAM_INTERVAL_S,
     allowed_hosts: Sequence[str] | None = None,
+    memory_budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    on_request: Callable[[ApiRequest], None] | None = None,
 ) -> FastAPI:
     """The API over `service`, whose engine the caller loads (and may reload: the model id
     follows the loaded folder unless `model_id` is given). `allowed_hosts`: the Host names
-    accepted (the runner passes the loopback names when bound to loopback; None = any)."""
+    accepted (the runner passes the loopback names when bound to loopback; None = any).
+    `memory_budget_bytes`: what request bodies and waiting requests may hold together."""
     defaults = defaults or TurnDefaults()
     activity = Activity()
+    budget = MemoryBudget(memory_budget_bytes)
     auto = AutoState()
     created = int(time.time())
     app = FastAPI(
@@ -306,6 +338,8 @@ def create_app(
     app.add_middleware(
         _Guard, api_key=api_key, max_body_bytes=max_body_bytes, allowed_hosts=allowed_hosts
     )
+    if on_request is not None:  # outermost: refused requests are listed too
+        app.add_middleware(RequestLog, on_request=on_request)
 
     @functools.cache
     def context_limit(model_dir: Path) -> int | None:
@@ -326,11 +360,17 @@ def create_app(
             "owned_by": "local",
             "mtp": loaded.mode == "mtp" if loaded is not None else False,
             "device": loaded.device if loaded is not None else None,
+            # The demo model reads only the latest message (examples.demo_single_turn).
+            "single_turn": loaded is not None and is_demo_model(loaded.model_dir),
         }
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
         return exc.response()
+
+    @app.exception_handler(_ClientLeftError)
+    async def _client_left(request: Request, exc: _ClientLeftError) -> Response:
+        return Response(status_code=499)  # never sent: the connection is gone
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -395,7 +435,18 @@ def create_app(
                 "Send the body as JSON with the header 'Content-Type: application/json'.",
                 code="unsupported_media_type",
             )
-        body = parse_request(await _read_body(request, max_body_bytes))
+        reservation = budget.reservation()
+        try:
+            planned = await _plan(request, reservation)
+            return await _run(request, planned, reservation)
+        except BaseException:
+            reservation.release()
+            raise
+
+    async def _plan(request: Request, reservation: Reservation) -> _Planned:
+        """The request reduced to what the engine needs; the body is let go here, so a waiting
+        request holds its messages' text and settings only (and counts that)."""
+        body = parse_request(await _read_body(request, max_body_bytes, reservation))
         current = current_model()
         if current is None:
             raise ApiError(503, "No model is loaded.", type=SERVER_ERROR, code="model_not_loaded")
@@ -403,12 +454,12 @@ def create_app(
         if body.model != name:
             raise _unknown_model(body.model, current)
         limit = context_limit(model_dir)
-        budget = body.token_budget()
-        if limit is not None and budget is not None and budget >= limit:
+        budget_tokens = body.token_budget()
+        if limit is not None and budget_tokens is not None and budget_tokens >= limit:
             field = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
             raise ApiError(
                 400,
-                f"{field} is {budget:,}, but this model reads at most {limit:,} tokens "
+                f"{field} is {budget_tokens:,}, but this model reads at most {limit:,} tokens "
                 "(its context length), prompt included; ask for fewer.",
                 code="context_length_exceeded",
                 param=field,
@@ -428,7 +479,9 @@ def create_app(
 
         def plan() -> list[Message]:
             try:
-                return plan_messages(body, vision=vision, image_dir=image_dir)
+                messages = plan_messages(body, vision=vision, image_dir=image_dir)
+                check_text_fits(messages, limit)
+                return messages
             except BaseException:
                 if folder:
                     shutil.rmtree(folder[0], ignore_errors=True)
@@ -436,20 +489,28 @@ def create_app(
 
         # Decoding and checking images is CPU work: off the event loop.
         messages = await _in_thread(plan) if _has_images(body) else plan()
-        return await _run(
-            request, body, name, messages, settings, use_auto, folder[0] if folder else None
+        messages, notice = demo_single_turn(model_dir, messages)  # as the app's chat does
+        try:
+            reservation.resize(retained_bytes(messages))
+        except ApiError:
+            if folder:
+                shutil.rmtree(folder[0], ignore_errors=True)
+            raise
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        return _Planned(
+            name,
+            messages,
+            settings,
+            use_auto,
+            body.stream,
+            include_usage,
+            folder[0] if folder else None,
+            notice,
         )
 
-    async def _run(
-        request: Request,
-        body: ChatCompletionRequest,
-        name: str,
-        messages: Any,
-        settings: Any,
-        use_auto: bool,
-        image_dir: Path | None,
-    ) -> Response:
+    async def _run(request: Request, planned: _Planned, reservation: Reservation) -> Response:
         loop = asyncio.get_running_loop()
+        name = planned.name
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def emit(event: Event) -> None:
@@ -457,11 +518,13 @@ def create_app(
             if isinstance(event, Finished):
                 stats = event.stats
                 activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
+                set_tokens(request.scope.setdefault("state", {}), stats.generated_tokens)
             elif isinstance(event, Gone):
                 activity.finished(request_id, "cancelled", 0)
             elif isinstance(event, Failed):
                 activity.count("rejected" if event.error.status == 429 else "failed")
             if isinstance(event, Finished | Failed | Gone):
+                reservation.release()  # its messages are let go with the job
                 with activity.lock:  # even when no response ever ran to its end
                     activity.jobs.discard(job)
             try:
@@ -473,13 +536,13 @@ def create_app(
         ahead = service.waiting + (1 if service.busy else 0)
         job = TurnJob(
             service,
-            messages,
-            settings,
+            planned.messages,
+            planned.settings,
             emit,
-            auto=auto if use_auto else None,
-            stream=body.stream,
+            auto=auto if planned.use_auto else None,
+            stream=planned.stream,
             stream_interval_s=stream_interval_s,
-            image_dir=image_dir,
+            image_dir=planned.image_dir,
         )
         with activity.lock:
             activity.jobs.add(job)
@@ -487,6 +550,7 @@ def create_app(
         watcher = asyncio.create_task(_watch_disconnect(request, job))
 
         def done() -> None:
+            reservation.release()
             watcher.cancel()
             job.cancel()  # no-op when it finished
             with activity.lock:
@@ -508,7 +572,9 @@ def create_app(
             "X-Queue-Position": str(ahead),
             "X-Queue-Wait-Ms": str(round(first.queue_wait_s * 1000)),
         }
-        if not body.stream:
+        if planned.notice is not None:
+            headers[SINGLE_TURN_HEADER] = "1"
+        if not planned.stream:
             try:
                 final = await events.get()
             finally:
@@ -518,22 +584,23 @@ def create_app(
             assert isinstance(final, Finished)
             if final.stats.finish_reason == "cancelled":  # the server is stopping
                 raise _stopping()
-            return JSONResponse(
-                _completion(request_id, name, final, first.queue_wait_s), headers=headers
-            )
-        stream = _stream(events, body, request_id, name, first.queue_wait_s, done)
+            completion = _completion(request_id, name, final, first.queue_wait_s)
+            if planned.notice is not None:
+                completion["notice"] = planned.notice
+            return JSONResponse(completion, headers=headers)
+        stream = _stream(events, planned, request_id, name, first.queue_wait_s, done)
         headers |= {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
     async def _stream(
         events: asyncio.Queue[Event],
-        body: ChatCompletionRequest,
+        planned: _Planned,
         request_id: str,
         name: str,
         queue_wait_s: float,
         done: Callable[[], None],
     ) -> AsyncIterator[bytes]:
-        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        include_usage = planned.include_usage
         created_at = int(time.time())
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -580,6 +647,8 @@ def create_app(
                     mtp = mtp_stats(stats, event.record, queue_wait_s=queue_wait_s)
                     last = chunk({}, FINISH_REASONS[stats.finish_reason])
                     last["mtp"] = mtp
+                    if planned.notice is not None:
+                        last["notice"] = planned.notice
                     yield _sse(last)
                     if include_usage:
                         final = chunk({})
@@ -597,6 +666,21 @@ def create_app(
             done()
 
     return app
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A request as it waits for the engine: what the engine needs, and no more."""
+
+    name: str
+    messages: list[Message]
+    settings: GenerationSettings
+    use_auto: bool
+    stream: bool
+    include_usage: bool
+    image_dir: Path | None
+    #: Said with the answer when the demo model read only the latest message.
+    notice: str | None = None
 
 
 async def _watch_disconnect(request: Request, job: TurnJob) -> None:

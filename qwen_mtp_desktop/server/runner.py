@@ -4,7 +4,9 @@ engine host) or in the foreground until Ctrl+C (`run_server`, for `qwen-mtp-desk
 The socket is bound here, before uvicorn starts, so a port that is taken fails at once with a
 clear message, and port 0 (any free port) gives the real URL back. Binding to anything but
 loopback needs an API key: a server reachable from the network without one would hand the
-model (and the machine's CPU) to anyone on it.
+model (and the machine's CPU) to anyone on it. Connections are served by
+`server.connections`' guarded protocol: slow headers and bodies time out, and the number of
+connections stays within what the file-descriptor limit allows.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
 from fastapi import FastAPI
 
-from qwen_mtp_desktop.core.engine_service import EngineService
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
+from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server.app import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STREAM_INTERVAL_S,
@@ -30,6 +34,13 @@ from qwen_mtp_desktop.server.app import (
     Activity,
     create_app,
 )
+from qwen_mtp_desktop.server.connections import (
+    BACKLOG,
+    ConnectionLimits,
+    connection_limit,
+    guarded_protocol,
+)
+from qwen_mtp_desktop.server.request_budget import DEFAULT_BUDGET_BYTES
 from qwen_mtp_desktop.server.turns import TurnDefaults
 
 log = logging.getLogger(__name__)
@@ -60,6 +71,13 @@ class ServerConfig:
     stream_interval_s: float = DEFAULT_STREAM_INTERVAL_S
     #: uvicorn's access log (one line per request) on the app's logger.
     access_log: bool = False
+    #: Request bodies arriving and requests waiting for the engine hold at most this much.
+    memory_budget_bytes: int = DEFAULT_BUDGET_BYTES
+    #: Header and body timeouts; None: the defaults, with as many connections as the
+    #: file-descriptor limit allows (server.connections.connection_limit).
+    connection_limits: ConnectionLimits | None = None
+    #: Called (on the server's thread) with a record of each answered request.
+    on_request: Callable[[ApiRequest], None] | None = field(default=None, compare=False)
 
 
 def is_loopback(host: str) -> bool:
@@ -108,7 +126,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
@@ -171,13 +189,19 @@ def build_app(service: EngineService, config: ServerConfig) -> FastAPI:
         defaults=config.defaults,
         stream_interval_s=config.stream_interval_s,
         allowed_hosts=hosts,
+        memory_budget_bytes=config.memory_budget_bytes,
+        on_request=config.on_request,
     )
 
 
 def _uvicorn_server(app: FastAPI, config: ServerConfig) -> uvicorn.Server:
+    limits = config.connection_limits or ConnectionLimits(max_connections=connection_limit())
+    log.info("API server: at most %d connections", limits.max_connections)
     return uvicorn.Server(
         uvicorn.Config(
             app,
+            http=guarded_protocol(limits),
+            backlog=BACKLOG,
             log_config=None,  # keep the app's logging set-up
             access_log=config.access_log,
             timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),

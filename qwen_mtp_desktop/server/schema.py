@@ -21,6 +21,9 @@ MAX_TOKENS_LIMIT = 1_000_000
 MAX_MESSAGES = 10_000
 #: Draft tokens per step a request may ask for (core: the benchmark tries up to 8).
 MAX_DRAFT_TOKENS = 32
+#: A model id (a folder name) and a message's `name` are short; longer is not a name.
+MAX_MODEL_CHARS = 1024
+MAX_NAME_CHARS = 256
 
 
 def _encodable(text: str) -> str:
@@ -66,7 +69,7 @@ class ChatMessage(_Strict):
     #: "developer" is OpenAI's newer name for the system role.
     role: Literal["system", "developer", "user", "assistant"]
     content: Text | list[ContentPart] | None = None
-    name: Text | None = None
+    name: Annotated[Text, Field(max_length=MAX_NAME_CHARS)] | None = None
     tool_calls: list[Any] | None = None
 
 
@@ -81,7 +84,7 @@ class ChatTemplateKwargs(_Strict):
 
 
 class ChatCompletionRequest(_Strict):
-    model: Text
+    model: Annotated[Text, Field(max_length=MAX_MODEL_CHARS)]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     stream: bool = False
     stream_options: StreamOptions | None = None

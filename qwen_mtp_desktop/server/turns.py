@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     EngineError,
@@ -31,7 +31,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.engine_service import (
+from qwen_mtp_desktop.core.hosting.service import (
     EngineService,
     WaitCancelledError,
     coalesced,
@@ -290,7 +290,7 @@ def _ready_batches(generation: AnswerStream) -> Iterator[list[StepChunk]]:
 
 class TurnJob:
     """One request's turn; `start()` runs it on a daemon thread, events go to `emit`.
-    `stream`: emit Chunks, batched by `stream_interval_s` (core.engine_service.coalesced) or,
+    `stream`: emit Chunks, batched by `stream_interval_s` (core.hosting.service.coalesced) or,
     at 0, as they come (`_ready_batches`)."""
 
     def __init__(

@@ -51,7 +51,8 @@ COLUMN_HELP = {
     "Mode": "Plain decoding, or MTP with n guessed tokens per step",
     "Decode tok/s (min–max)": "Writing speed after the first token: median of the runs, "
     "with the slowest and fastest",
-    "Speed-up (min–max)": "Decode speed relative to plain decoding (1.00x = the same)",
+    "Speed-up (min–max)": "Decode speed relative to plain decoding, round by round: the median "
+    "of the per-round ratios, with the lowest and highest (1.00x = the same)",
     "TTFT ms": "Time to first token, in milliseconds",
     "Accepted": "Share of MTP's guessed tokens the model kept",
     "Per step": "Guessed tokens kept per decoding step",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
+from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -31,18 +32,21 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
-from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
-from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
+from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
-if TYPE_CHECKING:  # built after the first paint, imported then (MainWindow.build_panels)
+if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
+    from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
+    from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
+
+log = logging.getLogger(__name__)
 
 PANELS = ("Chat", "Models", "Export", "Benchmark")
 #: Settings' key on every platform (macOS's standard Preferences key is the same).
@@ -103,6 +107,8 @@ class MainWindow(QMainWindow):
         # calls build_panels), so the window shows sooner (issue 18); any use of one builds
         # them at once. Until then, placeholders.
         self._models: ModelsPanel | None = None
+        #: The model the engine has loaded (the Models panel marks it).
+        self._loaded_model: Path | None = None
         self._export_panel: ExportPanel | None = None
         self._bench: BenchPanel | None = None
         for name in PANELS:
@@ -182,11 +188,13 @@ class MainWindow(QMainWindow):
             lambda path: self.model_label.setText(f"Loading {display_name(Path(path))}…")
         )
         self.engine.loaded.connect(self._on_engine_loaded)
-        self.engine.load_failed.connect(lambda _error: self.model_label.setText("No model loaded"))
+        self.engine.load_failed.connect(self._on_load_failed)
         self.engine.unloaded.connect(self._on_engine_unloaded)
         # The engine runs in its own process; when it dies the window stays and says so.
         self.engine.engine_stopped.connect(self.statusBar().showMessage)
         self.engine.engine_restarted.connect(self.statusBar().showMessage)
+        self._shown_once = False
+        self._placed = QRect()
         self._restore_geometry()
         #: Notices shown at start-up (e.g. damaged settings kept aside), newest last.
         self.notices: list[str] = []
@@ -252,7 +260,6 @@ class MainWindow(QMainWindow):
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
         self.chat.validate_lookup_requested.connect(self._validate_lookup)
-        self.io_runner.submit(_device_names, self.chat.set_devices)
         return self.chat
 
     def build_panels(self) -> None:
@@ -272,6 +279,7 @@ class MainWindow(QMainWindow):
             deploy_runner=self.threads.model_deploy,
         )
         self._models = models
+        models.set_loaded(self._loaded_model)
         models.open_in_chat.connect(self._open_in_chat)
         models.models_changed.connect(self.chat.set_models)
         models.models_changed.connect(self._describe_models)
@@ -287,13 +295,15 @@ class MainWindow(QMainWindow):
         models.reexport_requested.connect(self._reexport)
 
         bench = BenchPanel(
-            self.model_dir,
+            self._loaded_model or self.model_dir,
             device=self._store.settings.device,
             job=self.threads.bench,
             io=self.threads.bench_io,
         )
         self._bench = bench
-        self.io_runner.submit(_device_names, bench.set_devices)
+        # Listing devices imports openvino (about 0.5 s of the interpreter): after the first
+        # paint, never on another thread while the window is being built (issue 28).
+        self.io_runner.submit(_device_names, self._on_devices)
         models.validate_requested.connect(self._validate)
         models.models_changed.connect(bench.set_models)
         bench.recommendation_changed.connect(
@@ -310,6 +320,10 @@ class MainWindow(QMainWindow):
             self.stack.removeWidget(placeholder)
             placeholder.deleteLater()
         self.stack.setCurrentIndex(max(row, 0))
+
+    def _on_devices(self, names: list[str]) -> None:
+        self.chat.set_devices(names)
+        self.bench.set_devices(names)
 
     def show_shortcuts(self) -> QMessageBox:
         """Help > Keyboard shortcuts (non-modal)."""
@@ -342,6 +356,8 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
+        from qwen_mtp_desktop.ui.about_dialog import AboutDialog
+
         dialog = AboutDialog(self, paths=self._paths)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
@@ -357,6 +373,8 @@ class MainWindow(QMainWindow):
 
     def show_settings(self) -> SettingsDialog:
         """File > Settings… (Ctrl+,), non-modal; one at a time."""
+        from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
+
         if self._settings_dialog is None:
             dialog = SettingsDialog(
                 self._store, self._paths, self.io_runner, self, models=self.model_paths
@@ -366,6 +384,8 @@ class MainWindow(QMainWindow):
             dialog.open_folder_requested.connect(self._open_folder)
             self._settings_dialog = dialog
         self._settings_dialog.show_server_state()
+        if not self._settings_dialog.isVisible():
+            self._settings_dialog.fit_to_content()
         self._settings_dialog.show()
         self._settings_dialog.raise_()
         return self._settings_dialog
@@ -378,6 +398,8 @@ class MainWindow(QMainWindow):
             dialog = DiscoverDialog(self.io_runner, self._store.settings.device, self)
             dialog.export_requested.connect(self._export_from_discover)
             self._discover_dialog = dialog
+        if not self._discover_dialog.isVisible():
+            self._discover_dialog.fit_to_content()
         self._discover_dialog.show()
         self._discover_dialog.raise_()
         return self._discover_dialog
@@ -411,6 +433,11 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"The local API server did not start: {error}")
 
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
+        self._loaded_model = loaded.model_dir
+        if self._models is not None:
+            self._models.set_loaded(loaded.model_dir)
+        if self._bench is not None:  # measure the chat's model by default
+            self._bench.follow_chat_model(loaded.model_dir)
         # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
         mode = "MTP ready" if loaded.mode == "mtp" else "plain decoding"
         self.model_label.setToolTip(
@@ -424,7 +451,16 @@ class MainWindow(QMainWindow):
             f"loaded in {loaded.load_s:.1f} s"
         )
 
+    def _on_load_failed(self, _error: object) -> None:
+        self.model_label.setText("No model loaded")
+        self._loaded_model = None
+        if self._models is not None:
+            self._models.set_loaded(None)
+
     def _on_engine_unloaded(self) -> None:
+        self._loaded_model = None
+        if self._models is not None:
+            self._models.set_loaded(None)
         self.model_label.setToolTip("The model was ejected; the next message loads it again.")
         self.model_label.setText("No model loaded (ejected)")
 
@@ -435,9 +471,22 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"Model: {name}{suffix}  ·  Device: {device}")
 
     def _restore_geometry(self) -> None:
-        saved = self._store.settings.ui_state.get(UI_WINDOW_GEOMETRY)  # validated base64
-        if not saved or not self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
-            self.resize(1280, 800)
+        saved = self._store.settings.ui_state.get(UI_WINDOW_GEOMETRY)  # validated base64 (issue 29)
+        wanted = None
+        if saved:
+            if self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
+                wanted = self.geometry()
+            else:  # Qt refuses one saved on a screen that is gone: open as on a first start
+                log.info("the saved window geometry is not usable on these screens")
+        # Fresh or restored, the window must fit the screen it opens on (issue 28).
+        self._placed = fit_window(self, wanted)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if not self._shown_once:  # the real frame is known now: keep it on the screen
+            self._shown_once = True
+            if self.geometry() == self._placed:  # not resized by a caller since
+                QTimer.singleShot(0, lambda: refit_if_outside(self))
 
     def _validate(self, model_dir: Path) -> None:
         self.show_panel("Benchmark")
@@ -456,8 +505,9 @@ class MainWindow(QMainWindow):
         self.show_panel("Models")
 
     def _open_in_chat(self, model_dir: Path) -> None:
-        self.chat.use_model(model_dir)
+        # A new chat with that model: the open chat keeps its own model (issue 28).
         self.show_panel("Chat")
+        self.chat.new_chat(model_dir)
 
     def shutdown(self) -> None:
         """Stop generating, write what is pending, stop every worker thread."""

@@ -10,28 +10,34 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from qwen_mtp_desktop.core.engine import EngineError
+from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.server.examples import curl_example, model_id_for
-from qwen_mtp_desktop.workers.engine_process import EngineProcess
+from qwen_mtp_desktop.workers.engine_process import API_REQUESTS_KEPT, EngineProcess
 
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
@@ -40,6 +46,17 @@ INTRO = (
     "OpenAI-compatible API. Requests are answered one at a time and take turns with the chat; "
     "each answer reports its MTP statistics."
 )
+
+
+REQUEST_COLUMNS = ("Time", "Endpoint", "Status", "Tokens", "Duration")
+
+
+def request_row(record: ApiRequest) -> tuple[str, str, str, str, str]:
+    """One request as the dialog's list shows it."""
+    when = time.strftime("%H:%M:%S", time.localtime(record.at))
+    tokens = "–" if record.tokens is None else f"{record.tokens:,}"
+    status = "left" if record.status == 499 else str(record.status)  # the client went away
+    return when, f"{record.method} {record.path}", status, tokens, f"{record.duration_s:.2f} s"
 
 
 def apply_saved(engine: EngineProcess, store: SettingsStore) -> None:
@@ -119,9 +136,10 @@ class ServerDialog(QDialog):
         layout.addLayout(actions)
         layout.addWidget(QLabel("Example request"))
         layout.addWidget(self.example)
-        layout.addStretch(1)
+        layout.addWidget(QLabel("Recent requests"))
+        layout.addWidget(self._build_request_log())
         layout.addWidget(buttons)
-        self.resize(640, 420)
+        self.resize(680, 560)
 
         self._error: EngineError | None = None
         self._starting = False
@@ -130,7 +148,40 @@ class ServerDialog(QDialog):
         self.key_edit.textChanged.connect(self._refresh)
         engine.api_state.connect(self._on_state)
         engine.loaded.connect(lambda _model: self._refresh())
+        engine.api_request.connect(self._add_request)
+        for record in engine.api_requests:  # the ones answered before the dialog opened
+            self._add_request(record)
         self._refresh()
+
+    def _build_request_log(self) -> QTableWidget:
+        """The latest answered requests, newest on top: time, endpoint, status, tokens,
+        duration. No prompt or answer text (server.request_log says why)."""
+        table = QTableWidget(0, len(REQUEST_COLUMNS))
+        table.setObjectName("requestLog")
+        table.setHorizontalHeaderLabels(list(REQUEST_COLUMNS))
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        table.setWordWrap(False)
+        table.setMinimumHeight(110)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        table.setToolTip("The server's latest requests; what they asked is never shown or kept")
+        self.request_log = table
+        return table
+
+    def _add_request(self, record: ApiRequest) -> None:
+        table = self.request_log
+        table.insertRow(0)
+        for column, text in enumerate(request_row(record)):
+            item = QTableWidgetItem(text)
+            if column >= 2:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            table.setItem(0, column, item)
+        while table.rowCount() > API_REQUESTS_KEPT:
+            table.removeRow(table.rowCount() - 1)
 
     # ------------------------------------------------------------------ actions
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -41,6 +41,7 @@ from qwen_mtp_desktop.core.data_folders import (
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import THEMES, SettingsStore
+from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
@@ -112,6 +113,7 @@ class SettingsDialog(QDialog):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 12)
         area = QScrollArea()
+        self._area = area
         area.setWidgetResizable(True)
         area.setFrameShape(QFrame.Shape.NoFrame)
         content = QWidget()
@@ -216,6 +218,18 @@ class SettingsDialog(QDialog):
         outer.addLayout(buttons)
 
     # --- public ---------------------------------------------------------------------------
+
+    def fit_to_content(self) -> None:
+        """As large as its content wants (the folder paths on one line where they fit),
+        within the window it opens over: no sideways scrolling, no fixed size."""
+        content = self._area.widget()
+        scroll = self._area.verticalScrollBar().sizeHint().width()
+        hint = content.sizeHint() if content is not None else QSize(560, 420)
+        outer = self.layout()
+        margins = outer.contentsMargins() if outer is not None else None
+        extra = (margins.top() + margins.bottom()) if margins is not None else 0
+        buttons = self.close_button.sizeHint().height() + extra + 8
+        fit_dialog(self, QSize(hint.width() + scroll + 4, hint.height() + buttons))
 
     def set_models(self, models: Sequence[Path]) -> None:
         """The library's usable models changed (a scan finished)."""

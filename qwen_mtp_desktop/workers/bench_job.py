@@ -12,14 +12,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import DraftMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
-from qwen_mtp_desktop.core.measurement import Progress
-from qwen_mtp_desktop.core.prompt_lookup import DraftMethod
 from qwen_mtp_desktop.workers.foundation import track
+
+if TYPE_CHECKING:  # measurement loads the decoding loop (and numpy): not before the window
+    from qwen_mtp_desktop.core.measurement import Progress
 
 log = logging.getLogger(__name__)
 

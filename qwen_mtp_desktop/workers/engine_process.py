@@ -2,8 +2,8 @@
 
 The engine (openvino-genai and the app's decoder) runs in a child process, so a native crash or
 an out-of-memory kill in the runtime cannot take the window down. This object has the signals
-the panels connect to; requests are frames on the child's stdin (core.engine_protocol), events
-come back on its stdout, read on a thread (core.host_process.HostProcess) and handed to the GUI
+the panels connect to; requests are frames on the child's stdin (core.hosting.protocol), events
+come back on its stdout, read on a thread (core.hosting.process.HostProcess) and handed to the GUI
 thread as queued signals. Nothing here blocks the GUI thread except `shutdown()` at exit.
 
 When the child dies (a signal, an exit, a broken protocol), the request that was running fails
@@ -11,12 +11,13 @@ with ENGINE_STOPPED (the chat keeps the partial answer and marks it), `engine_st
 happened, and a new child starts and reloads the model that was loaded; `engine_restarted` says
 when it is back. After three deaths in a row with no model loaded in between (a model that
 crashes the runtime while loading, a broken install) it is not restarted until the next load,
-so nothing loops (core.host_process.RestartPolicy). The child exits when its stdin closes,
+so nothing loops (core.hosting.process.RestartPolicy). The child exits when its stdin closes,
 which happens when this app exits or dies.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
+from qwen_mtp_desktop.core.hosting.protocol import (
+    ApiRequest,
     ApiState,
     Chunks,
     Failed,
@@ -43,9 +46,11 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Started,
     Unloaded,
 )
-from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
-from qwen_mtp_desktop.core.host_process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
+from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
+
+#: Answered API requests kept for the server dialog's list.
+API_REQUESTS_KEPT = 50
 
 __all__ = ["MAX_DEATHS_IN_A_ROW", "STOPPED_CODE", "EngineProcess"]
 
@@ -68,6 +73,8 @@ class EngineProcess(QObject):
         api_state(str | None, EngineError | None): the local API server's URL while it runs
             (None when stopped), and the error that kept it from starting; `api_network_urls`
             says where other computers reach it.
+        api_request(ApiRequest): the local API server answered a request (time, endpoint,
+            status, tokens, duration; no prompt); the latest are in `api_requests`.
     """
 
     loading = Signal(object)
@@ -81,6 +88,7 @@ class EngineProcess(QObject):
     engine_stopped = Signal(str)
     engine_restarted = Signal(str)
     api_state = Signal(object, object)
+    api_request = Signal(object)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -96,6 +104,8 @@ class EngineProcess(QObject):
         self._engine = EngineSupervisor(self._event.emit, command)
         self.api_url: str | None = None
         self.api_network_urls: tuple[str, ...] = ()
+        #: The local API server's latest answered requests, oldest first (ApiRequest).
+        self.api_requests: deque[ApiRequest] = deque(maxlen=API_REQUESTS_KEPT)
         #: Seconds from the host sending a chunk batch to this process receiving it.
         self.hop_s = self._engine.host.hop_s
         self._event.connect(self._on_event)
@@ -181,6 +191,9 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiState):
             self.api_url, self.api_network_urls = event.url, event.network_urls
             self.api_state.emit(event.url, event.error)
+        elif isinstance(event, ApiRequest):
+            self.api_requests.append(event)
+            self.api_request.emit(event)
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()

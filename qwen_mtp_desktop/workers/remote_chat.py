@@ -9,6 +9,11 @@ panel talks to one object: a model path naming an endpoint (core.remote.endpoint
 routes the turn to `core.remote.client.RemoteAnswer`, pumped on the "remote-answer" thread
 (remote request ids are negative, so they never meet the engine process's). The GUI thread
 never touches the network or the keychain.
+
+The pump hands the window one batch of text at a time and waits until the window has taken
+it: a server that floods faster than the chat can render then slows down (the answer stops
+reading its socket) instead of piling signals up in the GUI's event queue, and a Stop is
+followed by at most one batch, which is dropped.
 """
 
 from __future__ import annotations
@@ -174,7 +179,8 @@ class RemoteModels(QObject):
 
 
 class _Job:
-    """One remote turn: what to send, and its answer once the pump has made it."""
+    """One remote turn: what to send, its answer once the pump has made it, and whether the
+    window still has a batch of its text to take (the pump waits for that)."""
 
     def __init__(
         self,
@@ -187,9 +193,14 @@ class _Job:
         self.endpoint = endpoint
         self.messages = tuple(messages)
         self.settings = settings
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._answer: RemoteAnswer | None = None
         self._cancelled = False
+        self._in_flight = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
     def attach(self, answer: RemoteAnswer) -> None:
         with self._lock:
@@ -202,8 +213,26 @@ class _Job:
         with self._lock:
             self._cancelled = True
             answer = self._answer
+            self._lock.notify_all()
         if answer is not None:
             answer.cancel()
+
+    def sent(self) -> None:
+        """The pump emitted a batch (pump thread)."""
+        with self._lock:
+            self._in_flight = True
+
+    def delivered(self) -> None:
+        """The window took the batch (GUI thread)."""
+        with self._lock:
+            self._in_flight = False
+            self._lock.notify_all()
+
+    def wait_delivered(self) -> None:
+        """Until the window took the last batch, or the turn was cancelled (pump thread)."""
+        with self._lock:
+            while self._in_flight and not self._cancelled:
+                self._lock.wait()
 
 
 class _Pump(QObject):
@@ -233,6 +262,7 @@ class _Pump(QObject):
             return
         job.attach(answer)
         while True:
+            job.wait_delivered()
             try:
                 chunks = answer.next_chunks(0.1, within_s=COALESCE_S)
             except StopIteration:
@@ -242,6 +272,7 @@ class _Pump(QObject):
                 self.failed.emit(job.request_id, exc)
                 return
             if chunks:
+                job.sent()
                 self.chunks.emit(job.request_id, chunks)
 
 
@@ -389,14 +420,20 @@ class ModelRouter(QObject):
         self._thread.start()
 
     def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
-        live = self._live.get(request_id)
-        if live is not None:
-            if live.first_s is None and chunks:
-                live.first_s = chunks[0].elapsed_s
-            live.events += len(chunks)
-            live.chars += sum(len(c.answer) + len(c.reasoning) for c in chunks)
-            live.last_s = chunks[-1].elapsed_s if chunks else live.last_s
-        self.chunks.emit(request_id, chunks)
+        job = self._jobs.get(request_id)
+        if job is None or job.cancelled:
+            return  # stopped: text that was on its way is not shown
+        try:
+            live = self._live.get(request_id)
+            if live is not None:
+                if live.first_s is None and chunks:
+                    live.first_s = chunks[0].elapsed_s
+                live.events += len(chunks)
+                live.chars += sum(len(c.answer) + len(c.reasoning) for c in chunks)
+                live.last_s = chunks[-1].elapsed_s if chunks else live.last_s
+            self.chunks.emit(request_id, chunks)  # the chat shows it before the next batch
+        finally:
+            job.delivered()
 
     def _on_finished(self, request_id: int, stats: object) -> None:
         self._jobs.pop(request_id, None)

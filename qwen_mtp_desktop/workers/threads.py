@@ -5,7 +5,7 @@ store: the chat database's TaskRunner (every SQL statement, in order). io: short
 queries. models / model_verify / model_deploy: the Models panel's scans, checksum runs and
 OVMS repository writing. bench_io / bench:
 the Benchmark panel's report reads and its validation and benchmark runs. exports: the export
-queue.
+queue, made on first use (the Export panel is built after the window's first paint).
 
 `shutdown()` stops them all (each finishes or cancels its work first), the engine last, since
 the store may still be writing what the engine produced.
@@ -14,13 +14,16 @@ the store may still be writing what the engine produced.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
 from qwen_mtp_desktop.workers.bench_job import BenchJob
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
-from qwen_mtp_desktop.workers.export_job import ExportQueue
 from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.workers.export_job import ExportQueue
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +39,22 @@ class BackgroundThreads(QObject):
         self.model_deploy = TaskRunner("model-deploy", self)
         self.bench_io = TaskRunner("bench-io", self)
         self.bench = BenchJob(self)
-        self.exports = ExportQueue(parent=self)
+        self._exports: ExportQueue | None = None
+
+    @property
+    def exports(self) -> ExportQueue:
+        """The export queue, made when first asked for (the Export panel, built after the
+        window's first paint): its module imports the whole export job (issue 28)."""
+        if self._exports is None:
+            from qwen_mtp_desktop.workers.export_job import ExportQueue
+
+            self._exports = ExportQueue(parent=self)
+        return self._exports
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Stop every thread; True if all stopped in time."""
         stopped = [
-            ("exports", self.exports.shutdown(timeout_ms)),
+            ("exports", self._exports.shutdown(timeout_ms) if self._exports else True),
             ("bench", self.bench.shutdown(timeout_ms)),
             ("bench-io", self.bench_io.shutdown(timeout_ms)),
             ("model-deploy", self.model_deploy.shutdown(timeout_ms)),

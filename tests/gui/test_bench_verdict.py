@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.reports import headline
 from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, workload_winner
-from qwen_mtp_desktop.ui.bench.report_view import verdict, workload_data
+from qwen_mtp_desktop.ui.bench.charts import ThroughputChart, WorkloadChart
+from qwen_mtp_desktop.ui.bench.report_view import chart_data, verdict, workload_data
 
 pytestmark = pytest.mark.gui
 
@@ -130,3 +131,24 @@ def test_prompt_lookup_winning_overall_is_what_the_banner_recommends() -> None:
     chart = workload_data(report)
     assert [w.name for w in chart] == [ALL_WORKLOADS, "edit", "summarise"]
     assert {w.winner for w in chart} == {"prompt lookup K=4"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(reports())
+def test_each_chart_shows_one_statistic_for_its_bars_and_labels(report: dict[str, Any]) -> None:
+    """Issue 28: a bar of median tok/s labelled with a median of per-round ratios could say
+    "1.11x" under a bar lower than plain's. The speed chart shows speeds only; the workload
+    chart's bars and labels are both the per-round-ratio median."""
+    bars, _series = chart_data(report)
+    speeds = [m for m in report["modes"] if m["decode_tokens_per_s"] is not None]
+    assert [bar.median for bar in bars] == [m["decode_tokens_per_s"]["median"] for m in speeds]
+    assert all(bar.note in ("", "differs") for bar in bars), [bar.note for bar in bars]
+    assert "median tokens/s" in ThroughputChart.title
+    assert "median of the per-round ratios" in WorkloadChart.title
+    for workload in workload_data(report):
+        entry = next((e for e in report["per_set"] if e["prompt_set"] == workload.name), None)
+        modes = entry["modes"] if entry is not None else report["modes"]
+        by_label = {m["label"]: m for m in modes}
+        for label, value, kind in workload.methods:
+            expected = 1.0 if kind == "baseline" else by_label[label]["speedup"]["median"]
+            assert value == expected, (label, value, expected)

@@ -39,10 +39,12 @@ class Dialogs:
     def __init__(self) -> None:
         self.answers: list[bool] = []
         self.asked: list[str] = []
+        self.buttons: list[tuple[str, str]] = []
         self.folder: Path | None = None
 
-    def confirm(self, _parent: Any, title: str, _text: str, _action: str) -> bool:
+    def confirm(self, _parent: Any, title: str, _text: str, action: str, keep: str) -> bool:
         self.asked.append(title)
+        self.buttons.append((action, keep))
         return self.answers.pop(0) if self.answers else False
 
     def choose(self, _parent: Any, _title: str, _start: Path) -> Path | None:
@@ -193,8 +195,22 @@ def test_good_source_passes_and_options_explain_the_choices(
     check(panel, qtbot, cached_checkpoint(moe=False))
     assert keys(panel, "fail") == []
     assert panel.options_button.isEnabled()
+    # The fixture's hidden size (64) fits no INT4 group of 128: the report knows, but the
+    # Check page (before a format is chosen) does not show it; the Options page does, and
+    # only while INT4 is chosen.
+    assert "group_size" in keys(panel, "warn")
+    titles = [row.title_label.text() for row in panel.checklist.rows]
+    assert "INT4 group size" not in titles, titles
     shoot(panel, screenshot_dir, "2_check_passed")
     panel.show_page(2)
+    assert panel.options_problems.isVisibleTo(panel) and "group size" in (
+        panel.options_problems.text()
+    )
+    panel.group_combo.setCurrentIndex(panel.group_combo.findData(16))
+    assert not panel.options_problems.isVisibleTo(panel)
+    panel.group_combo.setCurrentIndex(panel.group_combo.findData(128))
+    panel.format_radios["fp16"].setChecked(True)
+    assert not panel.options_problems.isVisibleTo(panel)
     panel.format_radios["int8"].setChecked(True)
     panel.mtp_combo.setCurrentIndex(panel.mtp_combo.findData("int4"))
     options = panel.current_options()
@@ -291,6 +307,10 @@ def test_wizard_exports_dense_int8_end_to_end(
     assert len(panel.log_view.toPlainText()) > len(hidden_text)
     panel.warnings_check.setChecked(False)
     assert panel.log_view.toPlainText() == hidden_text
+    # What the view hides is kept in the export's log file, offered after the export.
+    assert outcome.log_file is not None and outcome.log_file.is_file()
+    assert "Warning: " in outcome.log_file.read_text()
+    assert panel.run_view.log_file_button.isVisibleTo(panel)
     assert panel.chat_button.isVisible() and panel.models_button.isVisible()
     opened: list[Path] = []
     shown: list[Path] = []
@@ -319,7 +339,9 @@ def test_wizard_cancel_then_export_again(
     # Cancel asks first; "no" keeps the export running.
     dialogs.answers.append(False)
     qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)
-    assert dialogs.asked[-1] == "Cancel the export?"
+    assert dialogs.asked[-1] == "Stop the export?"
+    # Each button says what it does: never "Cancel export" beside "Cancel".
+    assert dialogs.buttons[-1] == ("Stop export", "Keep exporting")
     assert panel.jobs.busy and panel.cancel_button.isEnabled() and panel.last_outcome is None
     dialogs.answers.append(True)
     qtbot.mouseClick(panel.cancel_button, panel_module.Qt.MouseButton.LeftButton)

@@ -1,25 +1,63 @@
-"""Every panel usable on a small (1024x700) and a large (1600x1000) window: every action button
-fully inside the window and not squeezed below its text, the chat's conversation wide enough with
-Settings open. Saves a screenshot of each panel at each size under .cache/screenshots."""
+"""Every panel and every dialog usable on a small (1024x700) and a large (1600x1000) window, as a
+user meets them: a library with a long-named model beside the demo, a benchmark report in the
+History, the dialogs opened the way the app opens them. `tests/gui/layout_checks.py` asserts that
+nothing is cut (buttons, labels, table cells and headers, combo boxes, sideways scrolling); each
+screen is saved under .cache/screenshots (layout-*.png) to be looked at."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from PySide6.QtCore import QPoint, QRect
-from PySide6.QtWidgets import QAbstractButton, QAbstractScrollArea, QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.paths import app_paths, demo_checkpoint_dir, demo_model_dir
+from qwen_mtp_desktop.core.reports import model_key
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
+from tests.gui.layout_checks import layout_problems
 
 pytestmark = pytest.mark.gui
 
 SIZES = ((1024, 700), (1600, 1000))
 #: The conversation column must keep at least this much of the window with Settings open.
 MIN_TRANSCRIPT_SHARE = 0.5
+#: A model name as exports are named (precision, group size): longer than "Demo model".
+LONG_NAME = "Qwen3.5-0.8B-INT4-asym-g64-sym-fallback"
+
+
+@pytest.fixture(scope="module")
+def bench_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A real benchmark of the demo model (plain, MTP n=1,2, prompt lookup; one round)."""
+    home = tmp_path_factory.mktemp("bench-home")
+    env = {**os.environ, "QWEN_MTP_DESKTOP_HOME": str(home)}
+    command = [sys.executable, "-m", "qwen_mtp_desktop", "bench", str(demo_model_dir())]
+    command += ["--prompts", "demo", "--depths", "1,2", "--runs", "1", "--json"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+@pytest.fixture
+def library(app_home: Path, bench_report: dict[str, Any]) -> Path:
+    """The models folder with a copy of the demo model under an export's long name, and the
+    benchmark report in the demo model's History."""
+    paths = app_paths().ensure()
+    copy = paths.models_dir / LONG_NAME
+    shutil.copytree(demo_model_dir(), copy)
+    reports = paths.data_dir / "reports" / model_key(demo_model_dir())
+    reports.mkdir(parents=True)
+    (reports / f"{bench_report['id']}.json").write_text(json.dumps(bench_report))
+    return copy
 
 
 def _window(qtbot: QtBot, width: int, height: int) -> MainWindow:
@@ -37,93 +75,78 @@ def _window(qtbot: QtBot, width: int, height: int) -> MainWindow:
     return window
 
 
-def _scroll_viewport(widget: QWidget, stop: QWidget) -> QWidget | None:
-    """The viewport of the scroll area `widget` sits in below `stop`, if any."""
-    parent = widget.parentWidget()
-    while parent is not None and parent is not stop:
-        if isinstance(parent, QAbstractScrollArea):
-            return parent.viewport()
-        parent = parent.parentWidget()
-    return None
+def _save(widget: QWidget, screenshot_dir: Path, name: str) -> None:
+    QApplication.processEvents()
+    assert widget.grab().save(str(screenshot_dir / f"layout-{name}.png"))
 
 
-def _rect_in(widget: QWidget, window: QWidget) -> QRect:
-    return QRect(widget.mapTo(window, QPoint(0, 0)), widget.size())
+def _settle(qtbot: QtBot, ms: int = 150) -> None:
+    qtbot.wait(ms)
+    QApplication.processEvents()
 
 
-def clipped_buttons(window: QWidget, panel: QWidget) -> list[str]:
-    """The visible buttons of `panel` that are not fully shown: outside the window, outside a
-    parent that clips them, or narrower than their text needs. A button below the fold of a
-    scroll area counts as shown (the user scrolls to it) if it fits the area's width."""
-    problems: list[str] = []
-    frame = window.rect()
-    for button in panel.findChildren(QAbstractButton):
-        if not button.isVisibleTo(window) or button.width() == 0:
-            continue
-        name = button.text() or button.toolTip() or button.objectName() or type(button).__name__
-        rect = _rect_in(button, window)
-        if button.width() < button.minimumSizeHint().width():
-            problems.append(
-                f"{name!r} is {button.width()} px wide, its text needs "
-                f"{button.minimumSizeHint().width()} px"
-            )
-            continue
-        viewport = _scroll_viewport(button, panel)
-        if viewport is not None:
-            area = _rect_in(viewport, window)
-            if rect.left() < area.left() or rect.right() > area.right():
-                problems.append(f"{name!r} at {rect.getRect()} is wider than its scroll area")
-            continue
-        if not frame.contains(rect):
-            problems.append(f"{name!r} at {rect.getRect()} is outside the window {frame.size()}")
-            continue
-        parent = button.parentWidget()
-        while parent is not None and parent is not window:
-            if not _rect_in(parent, window).contains(rect):
-                problems.append(f"{name!r} is cut off by {type(parent).__name__}")
-                break
-            parent = parent.parentWidget()
-    return problems
+def _select_model(qtbot: QtBot, window: MainWindow, path: Path) -> None:
+    window.models.show_model(path)
+    qtbot.waitUntil(lambda: window.models.report(path) is not None, timeout=30_000)
+    _settle(qtbot)
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)
-def test_every_action_button_is_fully_visible(
-    qtbot: QtBot, screenshot_dir: Path, width: int, height: int
+def test_panels_show_everything(
+    qtbot: QtBot, library: Path, screenshot_dir: Path, width: int, height: int
 ) -> None:
     window = _window(qtbot, width, height)
+    size = f"{width}x{height}"
     problems: dict[str, list[str]] = {}
     for name in PANELS:
         window.show_panel(name)
-        QApplication.processEvents()
-        panel = window.panel(name)
-        assert window.grab().save(
-            str(screenshot_dir / f"layout-{name.lower()}-{width}x{height}.png")
-        )
-        found = clipped_buttons(window, panel)
+        if name == "Models":
+            _select_model(qtbot, window, library)
+            # The demo model loads in the chat: the list marks it.
+            qtbot.waitUntil(lambda: window.models.loaded_path is not None, timeout=60_000)
+        if name == "Benchmark":
+            bench = window.bench
+            qtbot.waitUntil(lambda b=bench: b.report is not None, timeout=20_000)
+        _settle(qtbot)
+        _save(window, screenshot_dir, f"{name.lower()}-{size}")
+        found = layout_problems(window, window.panel(name))
         if found:
             problems[name] = found
-    assert not problems, problems
+    # The export wizard's Check and Options pages, on the demo checkpoint.
+    export = window.export_panel
+    window.show_panel("Export")
+    export.set_source(str(demo_checkpoint_dir()))
+    export.run_check()
+    qtbot.waitUntil(lambda: export.check_busy.isHidden(), timeout=60_000)
+    for page, title in ((1, "check"), (2, "options")):
+        export.show_page(page)
+        _settle(qtbot)
+        _save(window, screenshot_dir, f"export-{title}-{size}")
+        found = layout_problems(window, export)
+        if found:
+            problems[f"Export {title}"] = found
+    assert not problems, json.dumps(problems, indent=1)
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_chat_with_settings_open_keeps_the_conversation_wide(
-    qtbot: QtBot, screenshot_dir: Path, width: int, height: int
+    qtbot: QtBot, library: Path, screenshot_dir: Path, width: int, height: int
 ) -> None:
     window = _window(qtbot, width, height)
     window.show_panel("Chat")
     window.chat.settings_toggle.setChecked(True)
-    QApplication.processEvents()
+    _settle(qtbot)
     assert window.chat.settings_panel.isVisible()
-    assert window.grab().save(str(screenshot_dir / f"layout-chat-settings-{width}x{height}.png"))
+    _save(window, screenshot_dir, f"chat-settings-{width}x{height}")
     transcript = window.chat.transcript
     assert transcript.width() >= MIN_TRANSCRIPT_SHARE * width, (
         f"the conversation is {transcript.width()} px of a {width} px window"
     )
-    problems = clipped_buttons(window, window.chat)
+    problems = layout_problems(window, window.chat.settings_panel)
     assert not problems, problems
 
 
-def test_narrow_chat_opens_one_side_column_at_a_time(qtbot: QtBot) -> None:
+def test_narrow_chat_opens_one_side_column_at_a_time(qtbot: QtBot, library: Path) -> None:
     window = _window(qtbot, 1024, 700)
     chat = window.chat
     window.show_panel("Chat")
@@ -145,18 +168,50 @@ def test_narrow_chat_opens_one_side_column_at_a_time(qtbot: QtBot) -> None:
     assert chat.settings_panel.isVisible() and not chat.conversations.isVisible()
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES)
-def test_dialogs_fit_and_show_every_button(
-    qtbot: QtBot, screenshot_dir: Path, width: int, height: int
-) -> None:
-    """Settings and Discover, opened over the window, fit inside it with every button shown."""
-    window = _window(qtbot, width, height)
-    settings_dialog = window.show_settings()
+def _dialogs(qtbot: QtBot, window: MainWindow, library: Path) -> Iterator[tuple[str, QDialog]]:
+    """Each dialog, opened as the app opens it, then closed."""
+    settings = window.show_settings()
+    yield "settings", settings
+    settings.close()
     discover = window.show_discover()
     qtbot.waitUntil(lambda: discover.loaded, timeout=10_000)
-    for name, dialog in (("settings", settings_dialog), ("discover", discover)):
-        dialog.adjustSize()
-        QApplication.processEvents()
-        assert dialog.width() <= width and dialog.height() <= height, (name, dialog.size())
-        assert not clipped_buttons(dialog, dialog), name
-        assert dialog.grab().save(str(screenshot_dir / f"layout-{name}-{width}x{height}.png"))
+    yield "discover", discover
+    discover.close()
+    server = window.show_server_dialog()
+    yield "api-server", server
+    server.close()
+    window.show_panel("Chat")
+    window.chat.header.remote_action.emit("action:add-remote")
+    remote = window.chat.remote_dialog
+    assert isinstance(remote, QDialog)
+    yield "remote-server", remote
+    remote.reject()
+    window.show_panel("Models")
+    _select_model(qtbot, window, library)
+    ovms = window.models.deploy_selected()
+    assert ovms is not None
+    yield "ovms-deploy", ovms
+    ovms.reject()
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_dialogs_fit_the_window_and_show_everything(
+    qtbot: QtBot, library: Path, screenshot_dir: Path, width: int, height: int
+) -> None:
+    """Settings, Discover, the local API server, a remote server and OVMS deploy, opened over
+    the window: each fits inside it and nothing in it is cut."""
+    window = _window(qtbot, width, height)
+    problems: dict[str, list[str]] = {}
+    for name, dialog in _dialogs(qtbot, window, library):
+        qtbot.waitExposed(dialog)
+        _settle(qtbot)
+        frame, outer = dialog.frameGeometry(), window.frameGeometry()
+        if not outer.contains(frame):
+            problems.setdefault(name, []).append(
+                f"{frame.getRect()} is not inside the window {outer.getRect()}"
+            )
+        _save(dialog, screenshot_dir, f"{name}-{width}x{height}")
+        found = layout_problems(dialog, dialog)
+        if found:
+            problems.setdefault(name, []).extend(found)
+    assert not problems, json.dumps(problems, indent=1)

@@ -92,3 +92,30 @@ def test_file_and_help_menus(qtbot: QtBot) -> None:
     )
     window.quit_action.trigger()
     assert not window.isVisible()
+
+
+def test_open_in_chat_starts_a_new_chat_with_that_model(qtbot: QtBot, tmp_path: Path) -> None:
+    """Issue 28: "Open in chat" (Models, Export) used to switch the open chat's model."""
+    import shutil
+
+    other = tmp_path / "Qwen3.5-0.8B-int8"
+    shutil.copytree(demo_model_dir(), other)
+    window = _window(qtbot)
+    chat = window.chat
+    qtbot.waitUntil(lambda: chat.store_ready, timeout=10_000)
+    chat.send("Count from 1 to 5.")
+    qtbot.waitUntil(lambda: chat.conversation is not None and not chat.generating, timeout=60_000)
+    first = chat.conversation
+    assert first is not None
+    window._open_in_chat(other)
+    assert window.stack.currentWidget() is chat
+    assert chat.conversation is None  # a new, empty chat ...
+    assert chat._model_dir() == other  # ... with that model
+    store = chat._chats.store
+    assert store is not None
+    assert Path(store.get_conversation(first.id).model_dir or "") == demo_model_dir()
+    loaded = chat.model
+    qtbot.waitUntil(
+        lambda: loaded.loaded is not None and loaded.loaded.model_dir == other, timeout=60_000
+    )
+    window.shutdown()

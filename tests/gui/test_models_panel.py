@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
-from qwen_mtp_desktop.ui.models.common import ModelDialogs
+from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, ModelDialogs
+from qwen_mtp_desktop.ui.models.model_row import DETAIL_ROLE, LOADED_ROLE, LOADED_TEXT
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import stylesheet
 from tests.unit.test_model_folders import make_export
@@ -147,10 +149,11 @@ def test_lists_demo_managed_and_added_folders(
     panel = make_panel([group])
     assert entry_paths(panel) == [demo, managed, a, b]
     rows = [panel.model_list.topLevelItem(i) for i in range(panel.model_list.topLevelItemCount())]
-    texts = [[row.text(c) for c in range(4)] for row in rows if row is not None]
-    assert texts[0][0] == "Demo model"
-    assert [t[3] for t in texts] == ["yes", "yes", "yes", "no"]
-    assert all(t[1] == "Qwen3.5 dense" and t[2].endswith("KB") for t in texts)
+    names = [row.text(0) for row in rows if row is not None]
+    details = [row.data(0, DETAIL_ROLE).split(" · ") for row in rows if row is not None]
+    assert names[0] == "Demo model"
+    assert [d[2] for d in details] == ["MTP head", "MTP head", "MTP head", "no MTP head"]
+    assert all(d[0] == "Qwen3.5 dense" and d[1].endswith("KB") for d in details)
     # The demo is the default (nothing configured), so it is selected first.
     assert panel.selected_path == demo
     assert panel.details.default_badge.isVisible()
@@ -163,6 +166,59 @@ def test_lists_demo_managed_and_added_folders(
     ]
     assert items[0].text() == "App model folder"
     assert items[1].text().endswith("/group"), "long paths lose their middle, not their end"
+    # The summary counts the folders listed, not every folder the watcher holds.
+    assert len(panel.watched_folders) > 2
+    assert "4 models in 2 library folders" in panel.status_label.text()
+
+
+def test_the_model_the_chat_loaded_is_marked(
+    make_panel: PanelFactory, resources: Path, tmp_path: Path
+) -> None:
+    demo = make_export(resources / "demo-model" / "openvino")
+    other = make_export(tmp_path / "lib" / "Qwen3.5-0.8B-int4")
+    panel = make_panel([tmp_path / "lib"])
+    rows = {
+        Path(item.data(0, Qt.ItemDataRole.UserRole)): item
+        for i in range(panel.model_list.topLevelItemCount())
+        if (item := panel.model_list.topLevelItem(i)) is not None
+    }
+    assert not any(item.data(0, LOADED_ROLE) for item in rows.values())
+    panel.set_loaded(other)
+    rows = {
+        Path(item.data(0, Qt.ItemDataRole.UserRole)): item
+        for i in range(panel.model_list.topLevelItemCount())
+        if (item := panel.model_list.topLevelItem(i)) is not None
+    }
+    assert rows[other].data(0, LOADED_ROLE) and not rows[demo].data(0, LOADED_ROLE)
+    assert LOADED_TEXT in rows[other].toolTip(0)
+    panel.select(other)
+    assert panel.details.loaded_badge.isVisibleTo(panel)
+    panel.select(demo)
+    assert not panel.details.loaded_badge.isVisibleTo(panel)
+    panel.set_loaded(None)  # ejected
+    assert panel.loaded_path is None
+
+
+def test_a_disabled_delete_is_not_red(
+    make_panel: PanelFactory, resources: Path, app_style: None
+) -> None:
+    demo = make_export(resources / "demo-model" / "openvino")
+    panel = make_panel([])
+    panel.select(demo)
+    button = panel.details.delete_button
+    assert not button.isEnabled()  # the demo is part of the app
+    image = button.grab().toImage()
+    red = QColor(SEVERITY_COLORS["error"])
+
+    def reddish(x: int, y: int) -> bool:
+        color = image.pixelColor(x, y)
+        return (
+            abs(color.red() - red.red()) < 40
+            and abs(color.green() - red.green()) < 40
+            and abs(color.blue() - red.blue()) < 40
+        )
+
+    assert not any(reddish(x, y) for x in range(image.width()) for y in range(image.height()))
 
 
 def test_selection_shows_details(make_panel: PanelFactory, tmp_path: Path) -> None:
@@ -178,9 +234,11 @@ def test_selection_shows_details(make_panel: PanelFactory, tmp_path: Path) -> No
     assert details.overview.values["Kind"].text().startswith("Qwen3.5 dense")
     table = details.component_table
     assert table.rowCount() == len(report.components)
-    first = [item.text() if (item := table.item(0, c)) else "" for c in range(5)]
+    first = [item.text() if (item := table.item(0, c)) else "" for c in range(4)]
     assert first[0] == "Language model" and first[1] == "chat"
-    assert first[2].endswith("KB") and first[4] == "INT4 asym g16 (100 %)"
+    assert first[2].endswith("KB") and first[3] == "INT4 asym g16 (100 %)"
+    size = table.item(0, 2)
+    assert size is not None and ".xml:" in size.toolTip() and ".bin:" in size.toolTip()
     assert details.mtp_form.values["Present"].text().startswith("yes")
     assert details.mtp_form.values["Compressed like the model"].text() == "yes (both INT4)"
     assert [row.code for row in details.diagnostic_rows] == []
@@ -357,6 +415,12 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
         qtbot.mouseClick(details.verify_button, LEFT)
         assert not details.verify_button.isEnabled()
     assert [row.code for row in details.integrity_rows] == ["CHECKSUMS_OK"]
+    # A pass reads as one: the green tick stays in the list, no internal code on screen.
+    (passed,) = details.integrity_rows
+    texts = [label.text() for label in passed.findChildren(QLabel)]
+    assert "Passed" in texts and not any("CHECKSUMS_OK" in text for text in texts)
+    assert "CHECKSUMS_OK" in passed.toolTip()  # for a bug report
+    assert panel._status_of(model) == "ok"
     # In words, not a raw code.
     assert panel.status_label.text() == (
         f"Integrity check of {model.name}: All 3 files match the export record."

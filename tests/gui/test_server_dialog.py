@@ -84,6 +84,16 @@ def test_the_window_serves_its_model_and_brings_the_server_back(
     assert answer.choices[0].message.content.split()[:3] == ["1", "2", "3"]
     stats = answer.model_extra["mtp"] if answer.model_extra else None
     assert stats is not None and stats["drafted_tokens"] >= stats["accepted_tokens"] >= 0
+    # The dialog lists it: time, endpoint, status, tokens, duration; not what was asked.
+    log = dialog.request_log
+    qtbot.waitUntil(lambda: log.rowCount() >= 1, timeout=10_000)
+    row = [log.item(0, column).text() for column in range(log.columnCount())]
+    assert row[1:3] == ["POST /v1/chat/completions", "200"]
+    assert answer.usage is not None and row[3] == str(answer.usage.completion_tokens)
+    assert row[4].endswith(" s") and float(row[4][:-2]) > 0
+    cells = [log.item(r, c).text() for r in range(log.rowCount()) for c in range(5)]
+    assert not any("Count from" in cell for cell in cells)
+    dialog.grab().save(str(screenshot_dir / "server_dialog_requests.png"))
 
     # The engine dies: the server goes with it and comes back with the new engine, same port.
     pid = window.engine.pid

@@ -21,7 +21,6 @@ APP_THREADS = {
     "model-verify",
     "model-deploy",
     "bench-io",
-    "export",
 }
 
 
@@ -32,6 +31,10 @@ def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
     # The benchmark job starts its thread per run, so it is not running yet; the engine runs
     # in its own process, which starts with the threads and stops with them.
     assert sorted(t.objectName() for t in started) == sorted(APP_THREADS)
+    # The export queue's thread comes with the Export panel, after the first paint.
+    before_export = set(map(id, running_threads()))
+    assert threads.exports is threads.exports
+    assert [t.objectName() for t in running_threads() if id(t) not in before_export] == ["export"]
     engine_pid = threads.engine.pid
     assert engine_pid is not None and threads.engine.running
 

@@ -74,7 +74,7 @@ def _mutate(data: dict[str, Any], kind: str, first: int, second: int) -> dict[st
 
 
 def _byte(piece: str) -> int:
-    from qwen_mtp_desktop.core.decoding import _byte_level_alphabet
+    from qwen_mtp_desktop.core.decoding.text import _byte_level_alphabet
 
     return _byte_level_alphabet()[piece]
 
@@ -91,7 +91,7 @@ class TestFastDetokenizerProven:
     def test_proof_passes_exactly_when_every_id_agrees(
         self, data: st.DataObject, runtime: Any, original: dict[str, Any], demo_model: Path
     ) -> None:
-        from qwen_mtp_desktop.core.decoding import ByteLevelVocab
+        from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab
         from qwen_mtp_desktop.core.prompt_guards import emitted_vocab_size
         from qwen_mtp_desktop.core.vocab_proof import prove
 
@@ -137,7 +137,7 @@ class TestFastDetokenizerProven:
             engine.unload()
 
     def test_load_time_cost(self, demo_model: Path, runtime: Any, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.decoding import ByteLevelVocab
+        from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab
         from qwen_mtp_desktop.core.environment import package_version
         from qwen_mtp_desktop.core.prompt_guards import emitted_vocab_size
         from qwen_mtp_desktop.core.vocab_proof import cached_prove, prove

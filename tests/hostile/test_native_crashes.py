@@ -52,7 +52,7 @@ class TestNativeCrashRecovery:
         self, demo_model: Path, tmp_path: Path
     ) -> None:
         from qwen_mtp_desktop.core.engine import LoadOptions
-        from qwen_mtp_desktop.core.engine_client import RemoteEngine
+        from qwen_mtp_desktop.core.hosting.client import RemoteEngine
 
         reference_engine = RemoteEngine()
         try:
@@ -124,7 +124,7 @@ def test_the_window_answers_after_a_crash_at_first_generate(
     qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the user sees: the answer, and a status line naming the crash and the retry."""
-    from qwen_mtp_desktop.core import host_process
+    from qwen_mtp_desktop.core.hosting import process as host_process
     from qwen_mtp_desktop.core.paths import app_paths
     from qwen_mtp_desktop.core.settings import SettingsStore
     from qwen_mtp_desktop.ui.main_window import MainWindow

@@ -127,7 +127,7 @@ def _clear(path: Path) -> None:
 def readers_case(examples: int, demo: str) -> dict[str, Any]:
     """Runs in the child. Each example puts one hostile file in one reader's place."""
     from qwen_mtp_desktop.core.chats.store import ChatStore
-    from qwen_mtp_desktop.core.decoding import MAX_VOCAB_SIZE, ByteLevelVocab
+    from qwen_mtp_desktop.core.decoding.text import MAX_VOCAB_SIZE, ByteLevelVocab
     from qwen_mtp_desktop.core.engine import EngineError, check_model_dir
     from qwen_mtp_desktop.core.message_stats import clean_stats
     from qwen_mtp_desktop.core.model_folders.inspection import inspect_model

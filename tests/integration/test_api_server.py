@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine import LoadOptions
-from qwen_mtp_desktop.core.engine_service import EngineService
+from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server import ServerConfig, ServerHandle, TurnDefaults, start_server_thread
 
 pytestmark = pytest.mark.slow

@@ -95,6 +95,8 @@ def test_every_script_has_a_smoke_test() -> None:
         ("ui_responsiveness.py", ["--tokens", "0"], "must be positive"),
         ("native_crashes.py", ["."], "is not an exported model folder"),
         ("native_crashes.py", ["--paths", "gpu"], "unknown path gpu"),
+        ("mtp_chain_check.py", ["--model", ".", "--checkpoint", "."], "is not an exported"),
+        ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
     ],
 )
 def test_bad_input_is_one_clear_line(
@@ -222,6 +224,39 @@ def test_fullsize(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.export
+def test_mtp_chain_check(tmp_path: Path) -> None:
+    """The demo model's drafts at depths 1-4 against the reference computed from its checkpoint
+    (the script itself requires agreement up to near-ties); here every printed row again."""
+    out = run_smoke("mtp_chain_check.py", tmp_path)
+    pct = r"(\d+\.\d)%"
+    row = re.compile(
+        rf"^depth (\d) \| agreement by position ((?:{pct} ?)+) \(([\d/ ]+)\) \| acceptance "
+        rf"{NUMBER} by position ([\d. ]+) \| target agreement {pct}$",
+        re.M,
+    )
+    rows = {int(m.group(1)): m for m in row.finditer(out)}
+    assert sorted(rows) == [1, 2, 3, 4], out
+    for depth, m in rows.items():
+        agreements = [float(v) for v in m.group(2).split("%") if v.strip()]
+        counts = [tuple(int(x) for x in c.split("/")) for c in m.group(4).split()]
+        assert len(agreements) == len(counts) == depth, m.group(0)
+        assert all(compared > 0 and agreed <= compared for agreed, compared in counts)
+        assert all(90.0 <= a <= 100.0 for a in agreements), m.group(0)
+        assert 0.0 <= float(m.group(5)) <= 1.0
+        assert len(m.group(6).split()) == depth
+        assert m.group(7) == "100.0"
+    chain = numbers(
+        rf"depth >= 2 agreement with a post-norm chain {pct}, with a pre-norm chain {pct}; "
+        rf"the two rules differ in (\d+)/(\d+) chains",
+        out,
+        1,
+    )[0]
+    assert chain[0] >= chain[1] and chain[3] > 0, chain
+    assert "verdict: the decoder chains on the post-norm MTP output" in out or chain[2] == 0
+
+
 def test_prefill_costs(tmp_path: Path) -> None:
     out = run_smoke("prefill_costs.py", tmp_path)
     paths = ("MTP (app)", "plain (app)", "lookup (genai)", "MTP (genai, image)",
@@ -267,3 +302,55 @@ def test_native_crashes(tmp_path: Path) -> None:
         assert int(found[0][0]) == (1 if path == "decoder" else 2), (path, found)
         assert float(found[0][1]) > 0 and float(found[0][2]) > 0, (path, found)
     assert "first crash on decoder:\nFatal Python error: Segmentation fault" in out, out
+
+
+@pytest.mark.gui
+def test_window_start(tmp_path: Path) -> None:
+    out = run_smoke("window_start.py", tmp_path)
+    bare = numbers(
+        rf"^bare QMainWindow\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\)$", out, 1
+    )
+    positive(bare)
+    starts = numbers(
+        rf"^app, (?:fresh|restored) profile\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\), "
+        rf"{NUMBER}x the bare window$",
+        out,
+        2,
+    )
+    positive(starts)
+    for median, low, high, _ratio in [*starts, (*bare[0], 1.0)]:
+        assert low <= median <= high
+    cpu = numbers(
+        rf"^app, (?:fresh|restored) profile CPU\s+median {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
+        rf", {NUMBER}x the bare window$",
+        out,
+        2,
+    )
+    positive(cpu)
+    placed = numbers(
+        rf"window {NUMBER}x{NUMBER} at \({NUMBER}, {NUMBER}\) on the 1600x1000", out, 2
+    )
+    for width, height, left, top in placed:
+        assert left + width <= 1600 and top + height <= 1000
+    assert (
+        len(re.findall(r"^target \(under 1\.0 s, median\), .*: (?:met|NOT met)$", out, re.M)) == 2
+    )
+    positive(numbers(rf"imports before the window: {NUMBER} ms in all", out, 1))
+
+
+def test_prefill_speed(tmp_path: Path) -> None:
+    out = run_smoke("prefill_speed.py", tmp_path)
+    for path in ("genai SDPA bf16", "genai PA f32", "app bf16", "app f32 chunk 64"):
+        row = rf"^{re.escape(path)} +{NUMBER} tok/s +{NUMBER}x +{NUMBER} tok/s +{NUMBER}x"
+        positive(numbers(row, out, 1))
+
+
+def test_sampling_cost(tmp_path: Path) -> None:
+    out = run_smoke("sampling_cost.py", tmp_path, timeout=300)
+    rows = numbers(rf"^  .+? +{NUMBER} ms/row median, {NUMBER} ms p90 \(kept {NUMBER}\)", out, 8)
+    positive(rows)
+    assert all(median <= p90 for median, p90, _kept in rows), rows
+    steps = numbers(rf"^speculative step at depth (\d) .*: {NUMBER} ms median, {NUMBER} ms p90, "
+                    rf"{NUMBER} drafts accepted per step", out, 2)  # fmt: skip
+    assert [depth for depth, *_ in steps] == [1, 3]
+    assert all(accepted <= depth for depth, _m, _p, accepted in steps), steps

@@ -306,8 +306,8 @@ def test_damaged_mtp_head_loads_plain_with_warning(demo_copy: Path, damage: str)
     loaded = engine.load(demo_copy)
     assert loaded.mode == "baseline"
     (warning,) = loaded.warnings
-    assert warning.startswith("This model's MTP head is damaged (openvino_mtp_model.")
-    assert "Re-export the model" in warning
+    assert warning.startswith("This model's MTP head is damaged: openvino_mtp_model.")
+    assert "re-export the model" in warning
     stats = engine.generate(COUNTING, GenerationSettings(max_new_tokens=10)).run_to_end()
     assert stats.mode == "baseline" and stats.generated_tokens == 10
     engine.unload()

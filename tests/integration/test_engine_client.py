@@ -1,4 +1,4 @@
-"""RemoteEngine: the Engine interface with the engine in a host process that is restarted."""
+"""HostedEngine: the Engine interface with the engine in a host process that is restarted."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
-from qwen_mtp_desktop.core.engine_client import RemoteEngine
-from qwen_mtp_desktop.core.host_process import MAX_DEATHS_IN_A_ROW
+from qwen_mtp_desktop.core.hosting.client import HostedEngine
+from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ COUNTING = [Message("user", "Count from 1 to 40.")]
 
 def test_it_answers_like_the_engine_and_survives_a_crash(demo_model: Path) -> None:
     stopped: list[str] = []
-    engine = RemoteEngine(on_stopped=stopped.append)
+    engine = HostedEngine(on_stopped=stopped.append)
     try:
         loaded = engine.load(demo_model)
         assert loaded.mode == "mtp" and engine.require_loaded() == loaded
@@ -52,7 +52,7 @@ def test_it_answers_like_the_engine_and_survives_a_crash(demo_model: Path) -> No
 def test_an_engine_that_keeps_dying_is_left_stopped(demo_model: Path) -> None:
     crashing = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
     stopped: list[str] = []
-    engine = RemoteEngine(crashing, on_stopped=stopped.append)
+    engine = HostedEngine(crashing, on_stopped=stopped.append)
     with pytest.raises(EngineError) as failed:
         engine.load(demo_model)
     assert failed.value.code == "ENGINE_STOPPED"

@@ -1,4 +1,4 @@
-"""The app's own MTP decoder (core.mtp_decoder) against openvino-genai's plain decoding, with
+"""The app's own MTP decoder (core.decoding.decoder) against openvino-genai's plain decoding, with
 exact numerics: identical tokens for generated prompts, draft depths and token budgets, on the
 demo model, the MoE fixture and a copy whose MTP head is noise (rejections everywhere);
 rollback after a rejection at every draft position; stop strings; cancellation; a model the
@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     Engine,
@@ -21,7 +23,6 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.mtp_decoder import MtpDecoder
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
 pytestmark = pytest.mark.slow
@@ -116,7 +117,7 @@ def test_rollback_after_a_rejection_at_every_draft_position(
     for model_dir in (demo_model, broken_model):
         plain = Engine()
         plain.load(model_dir, LoadOptions(mtp=False, exact_numerics=True))
-        decoder = MtpDecoder(model_dir, "CPU", EXACT_NUMERICS)
+        decoder = AppDecoder(model_dir, "CPU", EXACT_NUMERICS)
         tokenizer = plain._tokenizer
         stop_ids = plain._stop_ids
         try:
@@ -125,10 +126,15 @@ def test_rollback_after_a_rejection_at_every_draft_position(
                 prompt_ids = [int(i) for i in tokenizer.encode(prompt).input_ids.data[0]]
                 reference = _ids(plain, text, GenerationSettings(60))
                 steps = list(
-                    decoder.generate(prompt_ids, max_new_tokens=60, depth=4, stop_ids=stop_ids)
+                    decoder.generate(
+                        prompt_ids,
+                        method=DecodingMethod.mtp(4),
+                        max_new_tokens=60,
+                        stop_ids=stop_ids,
+                    )
                 )
-                assert [t for step in steps for t in step] == reference
-                seen |= _rejections([len(s) for s in steps], 4, 60)
+                assert [t for step in steps for t in step.tokens] == reference
+                seen |= _rejections([len(s.tokens) for s in steps], 4, 60)
                 assert decoder.timing.target_calls >= 2
             if model_dir == broken_model:
                 assert decoder.timing.rollbacks > 0 and decoder.timing.reprocessed_tokens > 0

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-from qwen_mtp_desktop.core.prompt_lookup import NgramIndex
 
 pytestmark = pytest.mark.slow
 

@@ -68,6 +68,8 @@ def test_serve_answers_and_stops_cleanly_on_ctrl_c(
 ) -> None:
     process, url, banner = served
     assert "'demo-model' (MTP, 1 draft tokens per step" in banner
+    assert process.stdout is not None  # then what the demo does with earlier turns
+    assert process.stdout.readline().startswith("Note: The demo model answers each request")
     assert 'Authorization: Bearer $QWEN_MTP_API_KEY"' in banner and KEY not in banner
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
     answer = client.chat.completions.create(

@@ -95,7 +95,7 @@ def main() -> int:
 
     if args.step_delay > 0:
         # The engine runs in its own process: start it as the paced test host.
-        from qwen_mtp_desktop.core import host_process
+        from qwen_mtp_desktop.core.hosting import process as host_process
         from tests.reliability import paced_host
 
         host_process.host_command = lambda: paced_host.command(args.step_delay)

@@ -25,8 +25,8 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core import host_process
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.hosting import process as host_process
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow

@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     reference_from_report,
     save_reference,
 )
-from qwen_mtp_desktop.core.decoding import GenerationStats, build_stats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
 from qwen_mtp_desktop.core.recommendations import model_fingerprint
 
 

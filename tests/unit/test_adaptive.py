@@ -18,7 +18,7 @@ from qwen_mtp_desktop.core.adaptive import (
     expected_tokens,
     policy_from_recommendation,
 )
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 
 RECORDED = json.loads(
     (Path(__file__).parent / "data" / "adaptive_recorded_turns.json").read_text()

@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.adaptive import (
     policy_from_recommendation,
     turn_settings,
 )
-from qwen_mtp_desktop.core.decoding import StepDrafts, build_stats
+from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 
 RECORDED = json.loads(

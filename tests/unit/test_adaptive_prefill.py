@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.adaptive import (
 )
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.turn_costs import LOAD_SHARE, PRIOR_RATIO, TurnCosts, path_of
 from tests.unit.test_adaptive_lookup import recorded

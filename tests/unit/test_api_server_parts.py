@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
-from qwen_mtp_desktop.server.app import _host_name, parse_request
+from qwen_mtp_desktop.server.app import parse_request
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import curl_example
+from qwen_mtp_desktop.server.hosts import host_name
 from qwen_mtp_desktop.server.images import decode_data_url
 from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats, plan_messages, plan_settings
 
@@ -199,10 +200,10 @@ def test_bind_rules() -> None:
         check_config(ServerConfig(host="0.0.0.0"))
     with pytest.raises(ServerConfigError, match="spaces"):
         check_config(ServerConfig(api_key=" secret"))
-    assert _host_name("127.0.0.1:8000") == "127.0.0.1"
-    assert _host_name("[::1]:8000") == "::1"
-    assert _host_name("LocalHost") == "localhost"
-    assert _host_name("evil.example:80") == "evil.example"
+    assert host_name("127.0.0.1:8000") == "127.0.0.1"
+    assert host_name("[::1]:8000") == "::1"
+    assert host_name("LocalHost") == "localhost"
+    assert host_name("evil.example:80") == "evil.example"
 
 
 def test_mtp_object_from_stats() -> None:
@@ -268,7 +269,7 @@ def test_urls_of_a_wildcard_bind() -> None:
 
 def test_mtp_object_of_a_prompt_lookup_turn() -> None:
     """Auto may run prompt lookup: the response says so and counts its drafts."""
-    from qwen_mtp_desktop.core.decoding import StepDrafts, build_stats
+    from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
     from qwen_mtp_desktop.server.turns import mtp_stats
 
     stats = build_stats(

@@ -63,3 +63,24 @@ def test_openvino_sends_no_telemetry_from_the_app() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True ['MainThread']"
+
+
+def test_the_layer_checker_sees_every_module() -> None:
+    """import-linter (grimp) only sees modules inside packages: a folder without `__init__.py`
+    hides its modules from every contract (ui/chat/ was invisible this way). Count them."""
+    from pathlib import Path
+
+    import grimp
+
+    package = Path(__file__).resolve().parents[2] / "qwen_mtp_desktop"
+    files = {
+        ".".join(("qwen_mtp_desktop", *p.relative_to(package).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
+        for p in package.rglob("*.py")
+    }
+    graph = grimp.build_graph("qwen_mtp_desktop", cache_dir=None)
+    assert files - graph.modules == set(), "modules the layer checker cannot see"
+    assert len(graph.modules) == len(files)
+    folders = [d for d in package.rglob("*") if d.is_dir() and d.name != "__pycache__"]
+    assert [d for d in folders if not (d / "__init__.py").is_file()] == []

@@ -21,7 +21,7 @@ from qwen_mtp_desktop.core.chat_session import (
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.recommendations import save_recommendation
 from tests.unit.test_bench import fake_bench, rows

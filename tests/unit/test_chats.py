@@ -25,7 +25,7 @@ from qwen_mtp_desktop.core.chats.records import (
     UnknownMessageError,
 )
 from qwen_mtp_desktop.core.chats.store import DEFAULT_TITLE, MAX_TITLE_CHARS, ChatStore
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.paths import app_paths
 

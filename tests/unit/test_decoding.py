@@ -8,14 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import (
+from qwen_mtp_desktop.core.decoding.stats import build_stats, speculative_stats
+from qwen_mtp_desktop.core.decoding.text import (
     ByteLevelVocab,
     ByteStreamDecoder,
     IncrementalDecoder,
     StopStringFilter,
     ThinkingSplitter,
-    build_stats,
-    speculative_stats,
     vocab_agrees,
 )
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import build_stats
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.protocol import (
     Chunks,
     Failed,
     Finished,
@@ -22,7 +22,11 @@ from qwen_mtp_desktop.core.engine_protocol import (
     ProtocolError,
     read_frame,
 )
-from qwen_mtp_desktop.core.engine_service import EngineService, ServiceBusyError, WaitCancelledError
+from qwen_mtp_desktop.core.hosting.service import (
+    EngineService,
+    ServiceBusyError,
+    WaitCancelledError,
+)
 
 
 def _hold(service: EngineService, entered: threading.Event, release: threading.Event) -> None:

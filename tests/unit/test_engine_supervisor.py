@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
-from qwen_mtp_desktop.core.engine_protocol import Failed, Finished, Load, Loaded, LoadFailed, Ready
-from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
-from qwen_mtp_desktop.core.host_process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE, Exited
+from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE, Exited
+from qwen_mtp_desktop.core.hosting.protocol import Failed, Finished, Load, Loaded, LoadFailed, Ready
+from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 
 IDLE_HOST = [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"]
 MODEL = LoadedModel(Path("/models/demo"), "CPU", "mtp", "qwen3_5", 0.1)

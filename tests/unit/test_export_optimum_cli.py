@@ -72,8 +72,12 @@ def test_command_carries_the_mtp_choice() -> None:
     options = ExportOptions(weight_format="int8", mtp_weight_format="int4")
     command = export_command("/src", Path("/out"), options, python="py")
     assert command[-3:] == ["--mtp-weight-format", "int4", "/out"]
-    default = export_command("/src", Path("/out"), ExportOptions(weight_format="int8"))
-    assert "--mtp-weight-format" not in default
+    for fmt in ("int4", "fp16"):  # optimum-intel's own choice keeps RoPE in full precision
+        default = export_command("/src", Path("/out"), ExportOptions(weight_format=fmt))
+        assert "--mtp-weight-format" not in default
+    # ... but not for INT8: there the default is the main model's settings with RoPE kept.
+    int8 = export_command("/src", Path("/out"), ExportOptions(weight_format="int8"))
+    assert int8[-3:] == ["--mtp-weight-format", "same", "/out"]
 
 
 def test_mtp_configs() -> None:

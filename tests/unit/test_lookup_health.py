@@ -22,7 +22,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     save_reference,
     workload_kind,
 )
-from qwen_mtp_desktop.core.decoding import GenerationStats, StepDrafts, build_stats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, StepDrafts, build_stats
 from qwen_mtp_desktop.core.paths import resources_dir
 from tests.unit.test_acceptance_health import SAME, _reference, _turn
 

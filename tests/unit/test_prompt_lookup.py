@@ -1,4 +1,4 @@
-"""core.prompt_lookup: the replay of openvino-genai's candidate search, against a direct
+"""core.decoding.prompt_lookup: the replay of openvino-genai's candidate search, against a direct
 transcription of the runtime's scan (generated sequences), and the step record of a turn."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import StepDrafts, StopStringFilter, speculative_stats
-from qwen_mtp_desktop.core.prompt_lookup import LookupRecorder, NgramIndex, step_drafts
+from qwen_mtp_desktop.core.decoding.prompt_lookup import LookupRecorder, NgramIndex, step_drafts
+from qwen_mtp_desktop.core.decoding.stats import StepDrafts, speculative_stats
+from qwen_mtp_desktop.core.decoding.text import StopStringFilter
 
 
 def scan(ids: Sequence[int], count: int, max_ngram: int) -> list[int]:
@@ -98,7 +99,7 @@ def test_replay_matches_a_step_by_step_simulation(
     prompt: list[int], answer: list[int], k: int, ngram: int
 ) -> None:
     """The replay equals running the runtime's search step by step against the answer."""
-    from qwen_mtp_desktop.core.prompt_lookup import replay_lookup
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import replay_lookup
 
     replay = replay_lookup(prompt, answer, k, ngram)
     sizes, drafted, accepted = [], 0, 0
@@ -117,7 +118,7 @@ def test_replay_matches_a_step_by_step_simulation(
 
 
 def test_replay_of_a_copied_text_needs_few_steps() -> None:
-    from qwen_mtp_desktop.core.prompt_lookup import replay_lookup
+    from qwen_mtp_desktop.core.decoding.prompt_lookup import replay_lookup
 
     text = list(range(10, 40))
     copied = replay_lookup([1, 2, *text, 3], text, 4, 3)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,6 @@ from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.remote.client import (
     RemoteAnswer,
     RemoteError,
-    iter_sse,
     list_models,
     server_stats,
 )
@@ -34,7 +35,9 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     remote_ref,
     save_endpoints,
 )
+from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
+from qwen_mtp_desktop.core.remote.sse import iter_sse
 from tests.remote_server import canned_server
 
 SLOW = settings(
@@ -380,3 +383,51 @@ def test_server_stats_drop_values_out_of_range() -> None:
     }
     assert server_stats(raw) == {"mode": "mtp", "decoder": "fast"}
     assert server_stats({"mode": "warp"}) is None
+
+
+# --- the answer's inbox (core.remote.inbox) ------------------------------------------------------
+
+
+@given(st.lists(st.text(max_size=50), max_size=40), st.integers(1, 120), st.integers(1, 80))
+def test_the_inbox_hands_over_everything_in_order_within_its_bound(
+    pieces: list[str], max_pending: int, max_batch: int
+) -> None:
+    inbox: Inbox[str] = Inbox(max_pending_chars=max_pending, max_batch_chars=max_batch)
+    taken: list[Batch] = []
+    most = 0
+
+    def consume() -> None:
+        nonlocal most
+        while True:
+            most = max(most, inbox._pending)
+            item = inbox.take(5)
+            if not isinstance(item, Batch):
+                assert item == "end"
+                return
+            taken.append(item)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    for index, piece in enumerate(pieces):
+        assert inbox.put_text(piece, "", float(index))
+    inbox.put_end("end")
+    consumer.join(10)
+    assert "".join(batch.answer for batch in taken) == "".join(pieces)
+    assert sum(batch.events for batch in taken) == len(pieces)
+    assert all(batch.first_at <= batch.last_at for batch in taken)
+    # The reader waits once the bound is reached: at most one piece beyond it waits.
+    assert most <= max_pending + 50
+
+
+def test_closing_the_inbox_wakes_a_waiting_reader_and_drops_the_backlog() -> None:
+    inbox: Inbox[str] = Inbox(max_pending_chars=10)
+    assert inbox.put_text("x" * 10, "", 0.0)
+    results: list[bool] = []
+    reader = threading.Thread(target=lambda: results.append(inbox.put_text("y", "", 1.0)))
+    reader.start()
+    time.sleep(0.1)
+    assert reader.is_alive()  # the inbox is full: the reader waits
+    inbox.close()
+    reader.join(2)
+    assert results == [False]
+    assert inbox.take(0) is CLOSED  # what waited is dropped: Stop is the next thing taken

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import GenerationStats, build_stats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.measurement import (
     MODEL_KEYS,

@@ -9,14 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from qwen_mtp_desktop.core.engine import Message, Role
-from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.prompt_lookup import (
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
     MAX_LOOKUP_TOKENS,
     MAX_NGRAM_SIZE,
 )
+from qwen_mtp_desktop.core.engine import Message, Role
+from qwen_mtp_desktop.core.errors import UserFacingError
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,8 @@ class ChatSettings:
     top_k: int = 20
     repetition_penalty: float = 1.0
     seed: int | None = None
-    #: Draft by prompt lookup (core.prompt_lookup) instead of the MTP head; `mtp` still says
-    #: whether the model loads with its head (so switching back costs no reload).
+    #: Draft by prompt lookup (core.decoding.prompt_lookup) instead of the MTP head; `mtp`
+    #: still says whether the model loads with its head (so switching back costs no reload).
     prompt_lookup: bool = False
     #: Prompt lookup's drafts per step and longest n-gram.
     lookup_tokens: int = DEFAULT_LOOKUP_TOKENS

@@ -52,7 +52,7 @@ from qwen_mtp_desktop.core.chats.records import (
     UnknownConversationError,
     UnknownMessageError,
 )
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Role
 from qwen_mtp_desktop.core.paths import app_paths
 

@@ -9,7 +9,8 @@ Callers import from the package (`from qwen_mtp_desktop.core.engine import Engin
 the names below are its public interface.
 """
 
-from qwen_mtp_desktop.core.engine.generation import MTP_UNVALIDATED_NOTE, Generation
+from typing import TYPE_CHECKING, Any
+
 from qwen_mtp_desktop.core.engine.model_files import (
     DETOKENIZER,
     LANGUAGE_MODEL,
@@ -19,7 +20,6 @@ from qwen_mtp_desktop.core.engine.model_files import (
     ModelFiles,
     check_model_dir,
 )
-from qwen_mtp_desktop.core.engine.runtime import EXACT_NUMERICS, Engine
 from qwen_mtp_desktop.core.engine.types import (
     AnswerStream,
     Decoding,
@@ -32,6 +32,32 @@ from qwen_mtp_desktop.core.engine.types import (
     StepChunk,
     WithinTurnTest,
 )
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.core.engine.generation import MTP_UNVALIDATED_NOTE, Generation
+    from qwen_mtp_desktop.core.engine.runtime import EXACT_NUMERICS, Engine
+
+#: Names whose modules load the decoding loop (and numpy, OpenVINO on use): imported when first
+#: asked for, so a process that only passes messages and settings around (the window) never
+#: loads them before its first paint (issue 28's start time; a test checks).
+_LAZY = {
+    "Engine": "runtime",
+    "EXACT_NUMERICS": "runtime",
+    "Generation": "generation",
+    "MTP_UNVALIDATED_NOTE": "generation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DETOKENIZER",

@@ -3,7 +3,7 @@ MTP step that had k drafts accepted carries k + 1 tokens) that ends with `stats`
 call blocks, so it runs on a short-lived worker thread and hands each step over a queue;
 cancelling takes effect at the next step and keeps the partial answer.
 
-A turn runs on the app's own decoder (core.mtp_decoder) or on an openvino-genai pipeline that
+A turn runs on the app's own decoder (core.decoding.decoder) or on an openvino-genai pipeline that
 the engine hands over in a `TurnContext` (core.engine.runtime opens them).
 
 With openvino-genai, within a turn the runtime cannot hand a generation from one pipeline to
@@ -15,7 +15,7 @@ text re-tokenizes to exactly the generated ids (so greedy output stays plain dec
 policy predicts the saving exceeds the re-prefill.
 
 Prompt lookup drafts per step vary, so the stats replay the runtime's candidate search
-(core.prompt_lookup) to count them.
+(core.decoding.prompt_lookup) to count them.
 """
 
 from __future__ import annotations
@@ -28,16 +28,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.decoding import (
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
+    LookupRecorder,
+    replay_lookup,
+)
+from qwen_mtp_desktop.core.decoding.stats import FinishReason, Mode, StepDrafts, build_stats
+from qwen_mtp_desktop.core.decoding.text import (
     ByteLevelVocab,
     ByteStreamDecoder,
-    FinishReason,
     IncrementalDecoder,
-    Mode,
-    StepDrafts,
     StopStringFilter,
     ThinkingSplitter,
-    build_stats,
 )
 from qwen_mtp_desktop.core.engine.types import (
     AnswerStream,
@@ -49,11 +52,6 @@ from qwen_mtp_desktop.core.engine.types import (
 )
 from qwen_mtp_desktop.core.errors import native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
-from qwen_mtp_desktop.core.mtp_decoder import MtpDecoder
-from qwen_mtp_desktop.core.prompt_lookup import (
-    LookupRecorder,
-    replay_lookup,
-)
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -88,7 +86,7 @@ class _Ended:
     warnings: list[str]
     max_new_tokens: int
     switched_to_plain_at: int | None = None
-    #: Prompt lookup: drafts proposed and accepted per chunk (core.prompt_lookup).
+    #: Prompt lookup: drafts proposed and accepted per chunk (core.decoding.prompt_lookup).
     drafts: list[StepDrafts] | None = None
     #: The prompt's ids for a greedy text turn (prompt lookup's replay), else None.
     prompt_ids: list[int] | None = None
@@ -107,7 +105,7 @@ class TurnContext:
     stop_ids: frozenset[int]
     #: The openvino-genai pipeline that runs the turn; None runs it on `fast_decoder`.
     pipeline: Any
-    fast_decoder: MtpDecoder | None
+    fast_decoder: AppDecoder | None
     #: For a within-turn switch to plain decoding: the plain pipeline (opened on first use)
     #: and its generation config for these settings.
     open_plain: Callable[[GenerationSettings], tuple[Any, openvino_genai.GenerationConfig]]
@@ -362,7 +360,7 @@ class Generation(AnswerStream):
         )
 
     def _run_fast(self, prompt: str) -> _Ended:
-        """The turn on the app's own decoder (core.mtp_decoder); same queue protocol as
+        """The turn on the app's own decoder (core.decoding.decoder); same queue protocol as
         `_run`. Stop strings are applied here: tokens that may begin one are held back, and
         the ones that form it are dropped, as openvino-genai does."""
         context = self._context
@@ -381,13 +379,13 @@ class Generation(AnswerStream):
         switched_at: list[int] = []
         stopped = False
 
-        def wanted_depth() -> int:
+        def keep_drafting() -> bool:
             if switched_at:
-                return 0
+                return False
             if within_turn is not None and within_turn(sizes, times, len(prompt_ids), False):
                 switched_at.append(len(sizes))
-                return 0
-            return depth
+                return False
+            return True
 
         def emit(ids: Sequence[int]) -> None:
             elapsed = clock() - started
@@ -403,14 +401,15 @@ class Generation(AnswerStream):
         )
         steps = decoder.generate(
             prompt_ids,
+            method=DecodingMethod.mtp(depth) if depth else DecodingMethod.plain(),
             max_new_tokens=settings.max_new_tokens,
-            depth=wanted_depth if within_turn is not None else depth,
             stop_ids=context.stop_ids,
             cancelled=self._cancel.is_set,
             ignore_eos=settings.ignore_eos,
+            keep_drafting=keep_drafting if within_turn is not None else None,
         )
         for step in steps:
-            ready, stopped = stops.push(step)
+            ready, stopped = stops.push(step.tokens)
             if ready:
                 emit(ready)
             if stopped:

@@ -92,24 +92,41 @@ def check_model_dir(model_dir: Path) -> ModelFiles:
     for xml_name in sorted(name for name in entries if name.endswith(".xml")):
         if xml_name != f"{MTP_MODEL}.xml":
             _check_ir_pair(model_dir / xml_name)
-    has_mtp = f"{MTP_MODEL}.xml" in entries and f"{MTP_MODEL}.bin" in entries
-    warnings: tuple[str, ...] = ()
-    if not has_mtp:
-        warnings = (
-            "This model has no MTP head (openvino_mtp_model.xml), so it runs without "
-            "speculative decoding. Re-export it with optimum-intel 2.2 or newer to get one.",
+    warning = _mtp_head_problem(model_dir, entries)
+    # A missing or damaged MTP head costs the speed-up, not the chat: the model decodes plain.
+    return ModelFiles(model_type, warning is None, (warning,) if warning else ())
+
+
+def _mtp_head_problem(model_dir: Path, entries: set[str]) -> str | None:
+    """Why the MTP head cannot be used, naming the file that is wrong and what to do; None
+    when it can. The head is two files: the graph (.xml) and its weights (.bin)."""
+    xml, weights = f"{MTP_MODEL}.xml", f"{MTP_MODEL}.bin"
+    plain = "so it runs without speculative decoding (MTP)"
+    if xml not in entries and weights not in entries:
+        return (
+            f"This model has no MTP head (no {xml} or {weights}), {plain}. Export the "
+            "checkpoint again in the Export panel: it exports the MTP head with the model."
         )
-    else:
-        # A damaged MTP head costs the speed-up, not the chat: the model decodes plain.
-        try:
-            _check_ir_pair(model_dir / f"{MTP_MODEL}.xml")
-        except EngineError as exc:
-            has_mtp = False
-            warnings = (
-                f"This model's MTP head is damaged ({exc.message.rstrip('.')}), so it runs without "
-                "speculative decoding. Re-export the model to get the speed-up back.",
-            )
-    return ModelFiles(model_type, has_mtp, warnings)
+    if weights not in entries:
+        return (
+            f"This model's MTP head has lost its weights: {weights} is missing beside "
+            f"{xml}, {plain}. Copy {weights} back from where the model came from (the "
+            "original export or download), or export the model again."
+        )
+    if xml not in entries:
+        return (
+            f"This model's MTP head has lost its graph: {xml} is missing beside {weights}, "
+            f"{plain}. Copy {xml} back from where the model came from, or export the model "
+            "again."
+        )
+    try:
+        _check_ir_pair(model_dir / xml)
+    except EngineError as exc:
+        return (
+            f"This model's MTP head is damaged: {exc.message} It runs without speculative "
+            f"decoding (MTP) until the file is replaced. {exc.fix}"
+        )
+    return None
 
 
 def _model_type(model_dir: Path, entries: set[str]) -> str:
@@ -146,8 +163,9 @@ def _check_ir_pair(xml_path: Path) -> None:
     actual = bin_path.stat().st_size
     if needed > actual:
         raise EngineError(
-            f"{bin_path.name} is truncated ({actual:,} bytes, the IR needs {needed:,}).",
-            "The file was damaged or only partly copied; copy or re-export the model again.",
+            f"{bin_path.name} is truncated: {actual:,} bytes where {xml_path.name} needs "
+            f"{needed:,}, so a copy or download stopped part way.",
+            f"Copy {bin_path.name} again from where the model came from, or re-export the model.",
             code="IR_CORRUPT",
         )
 

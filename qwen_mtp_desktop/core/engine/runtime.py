@@ -6,7 +6,7 @@ Runtime facts this relies on (see RUNTIME-NOTES): MTP works through `VLMPipeline
 so the prompt is rendered with `Tokenizer.apply_chat_template` and sent with
 `apply_chat_template=False`.
 
-Text turns run on the app's own decoder (core.mtp_decoder: MTP at any depth, or plain at depth
+Text turns run on the app's own decoder (core.decoding.decoder: MTP at any depth, or plain at depth
 0, greedy, exact) when the model allows it; `LoadedModel.decoder` says which path is loaded and
 `decoder_note` why the fast one is not. openvino-genai's pipelines stay for what the fast
 decoder does not do: turns with images, sampling, and models it cannot load. They are opened
@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.context_limit import check_fits
-from qwen_mtp_desktop.core.decoding import (
-    ByteLevelVocab,
-    Mode,
-    vocab_agrees,
+from qwen_mtp_desktop.core.decoding.decoder import (
+    AppDecoder,
+    DecoderUnavailableError,
 )
+from qwen_mtp_desktop.core.decoding.stats import Mode
+from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab, vocab_agrees
 from qwen_mtp_desktop.core.engine.generation import (
     Generation,
     TurnContext,
@@ -60,10 +61,6 @@ from qwen_mtp_desktop.core.engine.types import (
 from qwen_mtp_desktop.core.environment import family_verdict, package_version
 from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
-from qwen_mtp_desktop.core.mtp_decoder import (
-    DecoderUnavailableError,
-    MtpDecoder,
-)
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, check_text, proven_equal
 
@@ -76,7 +73,13 @@ log = logging.getLogger(__name__)
 
 #: Properties that make CPU inference bit-exact enough to compare MTP with plain decoding:
 #: bf16 and dynamic activation quantization can flip near-tie argmaxes (RUNTIME-NOTES).
-EXACT_NUMERICS = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+#: The KV cache too: stored as u8 by default, so splitting the same tokens over other calls
+#: changed logits by up to 1.8 in f32 on Qwen3.5-0.8B (1e-3 with an f32 cache).
+EXACT_NUMERICS = {
+    "INFERENCE_PRECISION_HINT": "f32",
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+    "KV_CACHE_PRECISION": "f32",
+}
 #: Texts whose tokens must decode the same through tokenizer.json as through the detokenizer.
 VOCAB_CHECK_TEXTS = (
     "Count from 1 to 20.\n\n1 2 3 4 5",
@@ -108,7 +111,7 @@ class Engine:
     def __init__(self) -> None:
         self.loaded: LoadedModel | None = None
         #: The app's own decoder for text turns (None: openvino-genai decodes everything).
-        self._fast: MtpDecoder | None = None
+        self._fast: AppDecoder | None = None
         #: Plain turns on the fast decoder too (LoadOptions.plain_decoder == "fast").
         self._plain_on_fast = False
         #: openvino-genai's MTP pipeline (None until a turn needs it when `_fast` is loaded).
@@ -155,7 +158,7 @@ class Engine:
             self._tokenizer = self._open_tokenizer(model_dir, options.device)
             self._stop_ids = self._model_stop_ids(model_dir)
             try:
-                self._fast = MtpDecoder(
+                self._fast = AppDecoder(
                     model_dir,
                     options.device,
                     properties,
@@ -433,7 +436,7 @@ class Engine:
                 config = self._generation_config(settings, pipeline, mtp=False)
                 config.num_assistant_tokens = settings.num_assistant_tokens
                 config.max_ngram_size = settings.max_ngram_size
-                config.stop_strings = set()  # applied by the app (core.prompt_lookup)
+                config.stop_strings = set()  # applied by the app (core.decoding.prompt_lookup)
             elif not fast:
                 pipeline = self._ensure_mtp_pipeline() if use_mtp else self._ensure_plain()
                 config = self._generation_config(settings, pipeline, mtp=use_mtp)

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from qwen_mtp_desktop.core.decoding import GenerationStats, Mode
-from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.mtp_decoder import DEFAULT_DRAFT_VOCAB
-from qwen_mtp_desktop.core.prompt_guards import text_problem
-from qwen_mtp_desktop.core.prompt_lookup import (
+from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
+from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     DEFAULT_LOOKUP_TOKENS,
     DEFAULT_MAX_NGRAM_SIZE,
     MAX_LOOKUP_TOKENS,
     MAX_NGRAM_SIZE,
 )
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, Mode
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.prompt_guards import text_problem
 
 
 class EngineError(UserFacingError):
@@ -60,7 +60,7 @@ class GenerationSettings:
     within_turn: WithinTurnTest | None = None
     #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
     ignore_eos: bool = False
-    #: Draft by prompt lookup (n-grams of prompt and answer, core.prompt_lookup) instead of
+    #: Draft by prompt lookup (n-grams of prompt and answer, core.decoding.prompt_lookup) instead of
     #: the MTP head, on openvino-genai's prompt-lookup pipeline (opened on first use);
     #: num_assistant_tokens is then the drafts per step.
     prompt_lookup: bool = False
@@ -129,9 +129,9 @@ class LoadOptions:
     cache_dir: Path | None = None
     #: f32 inference without dynamic quantization, for output-equality checks.
     exact_numerics: bool = False
-    #: Decode text turns with the app's own decoder (core.mtp_decoder) when the model allows.
+    #: Decode text turns with the app's own decoder (core.decoding.decoder) when the model allows.
     fast_decoder: bool = True
-    #: Rows of the fast decoder's draft vocabulary (core.mtp_decoder.DEFAULT_DRAFT_VOCAB).
+    #: Rows of the fast decoder's draft vocabulary (core.decoding.graphs.DEFAULT_DRAFT_VOCAB).
     draft_vocab: int = DEFAULT_DRAFT_VOCAB
     #: What decodes plain turns beside the fast decoder: openvino-genai's stateful SDPA
     #: pipeline (measured 1.06-1.23x the fast decoder at depth 0 on Qwen3.5-0.8B INT4 here,
@@ -177,7 +177,7 @@ class StepChunk:
 
 class AnswerStream(Iterator[StepChunk]):
     """A running answer, wherever it runs (core.engine.generation in this process,
-    core.engine_client in an engine process): iterate it for step chunks; `stats` is set
+    core.hosting.client in an engine process): iterate it for step chunks; `stats` is set
     once it is exhausted; the text and ids so far accumulate as the chunks are taken.
 
     `cancel()` is thread-safe and stops the answer at its next step; the chunks produced so far

@@ -35,8 +35,15 @@ def export_command(
         command += ["--group-size-fallback", options.group_size_fallback]
     if options.trust_remote_code:
         command.append("--trust-remote-code")
-    if options.mtp_weight_format != "default":
-        command += ["--mtp-weight-format", options.mtp_weight_format]
+    mtp = options.mtp_weight_format
+    if mtp == "default" and options.weight_format == "int8":
+        # optimum-intel's own INT8 export also turns the MTP head's RoPE frequencies into
+        # INT8 (verification then warns that positions drift at long context); "same"
+        # compresses the head like the main model but keeps them in full precision, which is
+        # what that warning recommends, so it is the default (issue 28).
+        mtp = "same"
+    if mtp != "default":
+        command += ["--mtp-weight-format", mtp]
     command.append(str(output_dir))
     return command
 

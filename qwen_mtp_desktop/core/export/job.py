@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.export.command import export_command, generation_check_command
+from qwen_mtp_desktop.core.export.exporter_log import ExportLog
 from qwen_mtp_desktop.core.export.manifest import write_manifest
 from qwen_mtp_desktop.core.export.optimum_cli import MARKER
 from qwen_mtp_desktop.core.export.options import (
@@ -40,6 +41,7 @@ from qwen_mtp_desktop.core.export.supervisor import (
     SupervisedProcess,
 )
 from qwen_mtp_desktop.core.export.verify import Verification, generation_item, verify_precisions
+from qwen_mtp_desktop.core.paths import app_paths
 
 JobStatus = Literal["succeeded", "failed", "cancelled"]
 
@@ -68,6 +70,8 @@ class ExportOutcome:
     log_tail: str = ""
     revision: str | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    #: The exporter's whole output (what the wizard hides included), kept for a bug report.
+    log_file: Path | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -102,6 +106,7 @@ class ExportOutcome:
             ),
             "verification": self.verification.to_json_dict() if self.verification else None,
             "log_tail": self.log_tail,
+            "log_file": str(self.log_file) if self.log_file else None,
         }
 
 
@@ -176,8 +181,12 @@ class ExportJob:
         python: str | None = None,
         grace: tuple[float, float] = (5.0, 5.0),
         env: dict[str, str] | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         self.request = request
+        #: Where the exporter's whole output is written (logs/exports by default).
+        self.log_dir = log_dir if log_dir is not None else app_paths().log_dir / "exports"
+        self._export_log: ExportLog | None = None
         self.on_line = on_line
         self.on_event = on_event
         self.on_stats = on_stats
@@ -207,6 +216,8 @@ class ExportJob:
     def _line(self, line: str) -> None:
         event = self.parser.feed(line)
         if not line.startswith(MARKER) and self._show_line(line):
+            if self._export_log is not None:
+                self._export_log.write(line)
             self._log.append(line)
             if self.on_line is not None:
                 self.on_line(line)
@@ -281,6 +292,15 @@ class ExportJob:
 
     # the job ---------------------------------------------------------------------------------
     def run(self) -> ExportOutcome:
+        self._export_log = ExportLog(self.log_dir, self.request.source.short_name)
+        try:
+            outcome = self._run()
+        finally:
+            self._export_log.close()
+        outcome.log_file = self._export_log.path
+        return outcome
+
+    def _run(self) -> ExportOutcome:
         request = self.request
         self._started = time.monotonic()
         staging: Staging | None = None

@@ -5,8 +5,11 @@ so the chat panel and `generate` consume a remote answer exactly like a local on
 HTTP is httpx (already the `openai` client's transport); the stream is read here rather than
 through the `openai` client so that cancelling can shut the socket down at once (the client
 hides it) and so each failure becomes one plain `RemoteError` that says what to do.
-Server-Sent Events are parsed by `iter_sse`, a small parser of the SSE line format (tested
-with generated input): `data:` lines, multi-line data, comments, `[DONE]`.
+Server-Sent Events are parsed by `core.remote.sse` (tested with generated input), which
+bounds every line, event and body while it arrives; the answer's text reaches its consumer
+through a bounded `core.remote.inbox.Inbox`, so a server that floods can neither fill memory
+nor delay a Stop, and an answer far longer than the `max_tokens` asked for is cut with an
+error.
 
 Timing is the client's own: time to first token is from sending the request to the first text,
 tokens per second counts the tokens after the first (the server's `usage`) over the time
@@ -18,18 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from qwen_mtp_desktop.core.decoding import FinishReason, GenerationStats, Mode
+from qwen_mtp_desktop.core.decoding.stats import FinishReason, GenerationStats, Mode
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     EngineError,
@@ -38,6 +40,13 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
+from qwen_mtp_desktop.core.remote.sse import (
+    TooLargeError,
+    iter_lines,
+    iter_sse,
+    read_limited,
+)
 from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, parse_json_text
 
 log = logging.getLogger(__name__)
@@ -47,9 +56,17 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
 #: Listing models and testing a connection: a user is waiting for the dialog.
 QUICK_TIMEOUT_S = 10.0
-#: Largest single SSE event accepted (our server's are well under 1 KiB).
-MAX_EVENT_CHARS = 1024 * 1024
 MAX_ERROR_CHARS = 300
+#: An error reply's body is read up to this much (its message is cut to MAX_ERROR_CHARS).
+MAX_ERROR_BODY_BYTES = 64 * 1024
+#: A model list larger than this is refused (a thousand long ids with metadata fit easily).
+MAX_MODEL_LIST_BYTES = 4 * 1024 * 1024
+#: JSON values a model list may hold (each costs a Python object while it is parsed).
+MAX_MODEL_LIST_VALUES = 200_000
+#: An answer may hold this many characters per token asked for (`max_tokens`), plus
+#: ANSWER_SLACK_CHARS: no tokenizer comes near it, so more means the server ignores the limit.
+MAX_CHARS_PER_TOKEN = 64
+ANSWER_SLACK_CHARS = 64 * 1024
 USER_AGENT = "qwen-mtp-desktop"
 
 
@@ -83,7 +100,7 @@ def _server_message(body: object) -> tuple[str, str]:
 def http_error(status: int, text: str, endpoint: RemoteEndpoint) -> RemoteError:
     """The error for an HTTP status, with the server's own message when it sent one."""
     try:
-        message, code = _server_message(parse_json_text(text[:MAX_EVENT_CHARS]))
+        message, code = _server_message(parse_json_text(text[:MAX_ERROR_BODY_BYTES]))
     except (ValueError, RecursionError):
         message, code = _clean(text) if text.strip() else "", ""
     said = f" The server said: {message}" if message else ""
@@ -212,38 +229,6 @@ def malformed(what: str, started: bool) -> RemoteError:
     )
 
 
-# --- Server-Sent Events -------------------------------------------------------------------------
-
-
-def iter_sse(lines: Iterable[str]) -> Iterator[str]:
-    """The data of each event in an SSE stream given line by line (without line ends).
-
-    The SSE format: `field: value` lines, a blank line ends an event, `data` lines join with
-    newlines, lines starting with ':' are comments, other fields (event, id, retry) are not
-    needed here. ValueError when one event exceeds MAX_EVENT_CHARS.
-    """
-    data: list[str] = []
-    size = 0
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-            data, size = [], 0
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name != "data":
-            continue
-        value = value[1:] if value.startswith(" ") else value
-        size += len(value) + 1
-        if size > MAX_EVENT_CHARS:
-            raise ValueError(f"an event longer than {MAX_EVENT_CHARS} characters")
-        data.append(value)
-    if data:  # a stream cut without the final blank line: the event is still whole data
-        yield "\n".join(data)
-
-
 # --- what an event carries ----------------------------------------------------------------------
 
 
@@ -367,7 +352,8 @@ def request_body(
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
-    headers = {"User-Agent": USER_AGENT}
+    # identity: a compressed reply could expand a thousandfold in one read (a gzip bomb)
+    headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers
@@ -400,19 +386,39 @@ def _http_client(base_url: str, read_timeout_s: float) -> httpx.Client:
     )
 
 
+def _compressed(response: httpx.Response) -> bool:
+    encoding: str = response.headers.get("content-encoding", "identity")
+    return encoding.strip().lower() != "identity"
+
+
+def error_text(response: httpx.Response) -> str:
+    """The start of an error reply's body (at most MAX_ERROR_BODY_BYTES are read)."""
+    if _compressed(response):  # not asked for; its bytes are no message
+        return ""
+    data, _more = read_limited(response.iter_raw(), MAX_ERROR_BODY_BYTES)
+    return data.decode("utf-8", "replace")
+
+
 def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
     """The model ids the server offers (GET /models): what Test connection shows. Blocking:
     call it off the GUI thread."""
     url = f"{endpoint.base_url}/models"
     try:
-        with _http_client(endpoint.base_url, QUICK_TIMEOUT_S) as client:
-            response = client.get(url, headers=_headers(api_key))
+        with (
+            _http_client(endpoint.base_url, QUICK_TIMEOUT_S) as client,
+            client.stream("GET", url, headers=_headers(api_key)) as response,
+        ):
+            if response.status_code != 200:
+                raise http_error(response.status_code, error_text(response), endpoint)
+            if _compressed(response):
+                raise malformed("a compressed model list that was not asked for", False)
+            data, more = read_limited(response.iter_raw(), MAX_MODEL_LIST_BYTES)
     except httpx.HTTPError as exc:
         raise transport_error(exc, endpoint, started=False) from None
-    if response.status_code != 200:
-        raise http_error(response.status_code, response.text[:MAX_EVENT_CHARS], endpoint)
+    if more:
+        raise malformed(f"a model list larger than {MAX_MODEL_LIST_BYTES // 2**20} MiB", False)
     try:
-        body = parse_json_text(response.text[:MAX_EVENT_CHARS])
+        body = parse_json_text(data.decode("utf-8", "replace"), max_values=MAX_MODEL_LIST_VALUES)
     except (ValueError, RecursionError):
         raise malformed("the model list is not JSON", False) from None
     items = body.get("data") if isinstance(body, dict) else None
@@ -430,21 +436,21 @@ def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Text:
-    delta: _Delta
-    at: float
-
-
-@dataclass(frozen=True)
 class _End:
     finish_reason: FinishReason
     error: RemoteError | None = None
 
 
+def answer_limit(settings: GenerationSettings) -> int:
+    """The most characters (answer and reasoning) an answer of `settings` may hold."""
+    return settings.max_new_tokens * MAX_CHARS_PER_TOKEN + ANSWER_SLACK_CHARS
+
+
 class RemoteAnswer(AnswerStream):
-    """An answer streaming from a remote server; iterate it for chunks (one per SSE event
-    with text), `stats` at the end. `cancel()` is thread-safe and takes effect at once: the
-    socket is shut down and the iteration ends with finish_reason "cancelled", text kept.
+    """An answer streaming from a remote server; iterate it for chunks (one per batch of SSE
+    events that carry text), `stats` at the end. `cancel()` is thread-safe and takes effect
+    at once, whatever the server does: the next chunk is the end (finish_reason "cancelled",
+    the text taken so far kept), and the socket is shut down.
 
     StepChunk.token_ids is empty: a remote server does not send token ids, so token counts
     come from the server's `usage` at the end.
@@ -464,7 +470,9 @@ class RemoteAnswer(AnswerStream):
         self._body = request_body(endpoint.model, messages, settings)
         self._api_key = api_key
         self._read_timeout_s = read_timeout_s
-        self._inbox: queue.SimpleQueue[_Text | _End] = queue.SimpleQueue()
+        self._max_chars = answer_limit(settings)
+        self._max_tokens = settings.max_new_tokens
+        self._inbox: Inbox[_End] = Inbox()
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
@@ -484,7 +492,7 @@ class RemoteAnswer(AnswerStream):
         if self._cancel.is_set():
             return
         self._cancel.set()
-        self._inbox.put(_End("cancelled"))  # the consumer ends now, not when the socket does
+        self._inbox.close()  # the consumer ends now, not after what is still waiting
         self._abort_socket()
 
     @property
@@ -496,21 +504,22 @@ class RemoteAnswer(AnswerStream):
         (the text so far stays in `answer` and `reasoning`)."""
         if self._finished:
             raise StopIteration
-        try:
-            item = self._inbox.get(timeout=timeout)
-        except queue.Empty:
+        item = self._inbox.take(timeout)
+        if item is None:
             return None
-        if isinstance(item, _Text):
+        if isinstance(item, Batch):
             if self._first_at is None:
-                self._first_at = item.at
-            self._last_at = item.at
-            self._events += 1
-            elapsed = item.at - self._started_at
-            return self._take(StepChunk((), item.delta.reasoning, item.delta.answer, elapsed))
+                self._first_at = item.first_at
+            self._last_at = item.last_at
+            self._events += item.events
+            elapsed = item.last_at - self._started_at
+            return self._take(StepChunk((), item.reasoning, item.answer, elapsed))
+        end = _End("cancelled") if item is CLOSED else item
+        assert isinstance(end, _End)
         self._finished = True
-        self.stats = self._build_stats(item.finish_reason)
-        if item.error is not None:
-            raise item.error
+        self.stats = self._build_stats(end.finish_reason)
+        if end.error is not None:
+            raise end.error
         raise StopIteration
 
     @property
@@ -541,17 +550,18 @@ class RemoteAnswer(AnswerStream):
                     if self._cancel.is_set():
                         return
                     if response.status_code != 200:
-                        text = response.read()[:MAX_EVENT_CHARS].decode("utf-8", "replace")
-                        raise http_error(response.status_code, text, self.endpoint)
+                        raise http_error(response.status_code, error_text(response), self.endpoint)
                     kind = response.headers.get("content-type", "")
                     if "text/event-stream" not in kind:
                         what = _clean(kind, 60) or "no"
                         raise malformed(f"'{what}' content, not an event stream", False)
-                    finish = self._read(iter_sse(response.iter_lines()))
-                    self._inbox.put(_End(finish))
+                    if _compressed(response):
+                        raise malformed("a compressed stream that was not asked for", False)
+                    finish = self._read(iter_sse(iter_lines(response.iter_raw())))
+                    self._inbox.put_end(_End(finish))
         except RemoteError as exc:
             self._fail(exc)
-        except ValueError as exc:  # iter_sse: an event too long
+        except TooLargeError as exc:  # a line or an event past its bound
             self._fail(malformed(str(exc), self._first_text_seen))
         except httpx.HTTPError as exc:
             self._fail(transport_error(exc, self.endpoint, started=self._first_text_seen))
@@ -564,10 +574,11 @@ class RemoteAnswer(AnswerStream):
 
     def _fail(self, error: RemoteError) -> None:
         if not self._cancel.is_set():
-            self._inbox.put(_End("cancelled", error))
+            self._inbox.put_end(_End("cancelled", error))
 
     def _read(self, events: Iterator[str]) -> FinishReason:
         finish: str | None = None
+        received = 0
         for data in events:
             if self._cancel.is_set():
                 return "cancelled"
@@ -581,8 +592,12 @@ class RemoteAnswer(AnswerStream):
             if delta.finish_reason is not None:
                 finish = delta.finish_reason
             if delta.answer or delta.reasoning:
+                received += len(delta.answer) + len(delta.reasoning)
+                if received > self._max_chars:
+                    raise self._too_long()
                 self._first_text_seen = True
-                self._inbox.put(_Text(delta, time.monotonic()))
+                if not self._inbox.put_text(delta.answer, delta.reasoning, time.monotonic()):
+                    return "cancelled"
         else:
             if finish is None and not self._cancel.is_set():
                 raise RemoteError(
@@ -594,6 +609,15 @@ class RemoteAnswer(AnswerStream):
         if self._cancel.is_set():
             return "cancelled"
         return "length" if finish == "length" else "eos"
+
+    def _too_long(self) -> RemoteError:
+        return RemoteError(
+            f"The server kept sending past {self._max_chars:,} characters, far more than the "
+            f"{self._max_tokens:,} tokens asked for; the answer was stopped there.",
+            "The partial answer is kept. The server ignores the token limit (max_tokens): "
+            "check its settings.",
+            code="REMOTE_TOO_LONG",
+        )
 
     # ------------------------------------------------------------------ statistics
 

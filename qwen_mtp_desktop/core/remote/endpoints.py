@@ -7,9 +7,11 @@ file or a bad entry is skipped with a note, never a crash, and the rest still lo
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import secrets
+import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -109,6 +111,53 @@ def normalize_base_url(text: str) -> str:
     path = parts.path.rstrip("/") or "/v1"
     netloc = parts.netloc.lower() if port is None else parts.netloc
     return urlunsplit((parts.scheme.lower(), netloc, path, "", ""))
+
+
+def is_this_machine(host: str) -> bool:
+    """Whether `host` (a name or an IP address as written in a URL) is this computer:
+    localhost, a loopback address, this computer's name or an address of one of its network
+    interfaces. Nothing is looked up: any other name counts as another computer."""
+    name = host.strip().strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name.split("%")[0])
+    except ValueError:
+        return bool(name) and name == socket.gethostname().lower().rstrip(".")
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.is_loopback or address.is_unspecified or (mapped and mapped.is_loopback):
+        return True
+    return address in _interface_addresses()
+
+
+def _interface_addresses() -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    import psutil
+
+    found: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    for addresses in psutil.net_if_addrs().values():
+        for entry in addresses:
+            try:
+                found.add(ipaddress.ip_address(entry.address.split("%")[0]))
+            except ValueError:  # a link-layer (MAC) address
+                continue
+    return found
+
+
+def key_in_clear(base_url: str) -> str | None:
+    """The host an API key would reach unencrypted (http:// to another computer), else None."""
+    parts = urlsplit(base_url)
+    host = parts.hostname
+    if parts.scheme.lower() != "http" or not host or is_this_machine(host):
+        return None
+    return host
+
+
+def key_in_clear_warning(host: str) -> str:
+    return (
+        f"The server {host} is reached over plain http://, so the API key crosses the network "
+        "unencrypted: anyone on the way can read it. Use https://, or reach the server "
+        "through an SSH tunnel or a VPN."
+    )
 
 
 def endpoints_file() -> Path:

@@ -35,7 +35,7 @@ class Bar:
     #: "baseline", "mtp", "lookup" (prompt lookup), "best" (the recommended mode) or
     #: "diverged" (output changed).
     kind: str = "mtp"
-    #: Shown under the label, e.g. "1.31x".
+    #: Shown under the label: "differs" when the output left plain decoding's.
     note: str = ""
 
 
@@ -114,14 +114,26 @@ class _Chart(QWidget):
         font.setBold(bold)
         return font
 
+    def title_height(self, width: float) -> float:
+        """The height the title takes at `width`: it wraps on a narrow chart, never cut."""
+        metrics = QFontMetricsF(self._font(10.5, bold=True))
+        box = metrics.boundingRect(
+            QRectF(0, 0, max(width - 16, 40), 1000), int(Qt.TextFlag.TextWordWrap), self.title
+        )
+        return max(22.0, math.ceil(box.height()) + 2)
+
     def paint(self, painter: QPainter, rect: QRectF) -> None:
         painter.setFont(self._font(10.5, bold=True))
         painter.setPen(self._text_color())
-        title_rect = QRectF(rect.left() + 8, rect.top() + 4, rect.width() - 16, 22)
+        title_h = self.title_height(rect.width())
+        title_rect = QRectF(rect.left() + 8, rect.top() + 4, rect.width() - 16, title_h)
         painter.drawText(
-            title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.title
+            title_rect,
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+            | int(Qt.TextFlag.TextWordWrap),
+            self.title,
         )
-        body = rect.adjusted(8, 30, -8, -6)
+        body = rect.adjusted(8, title_h + 8, -8, -6)
         if not self.has_data():
             painter.setFont(self._font(9.5))
             painter.setPen(self._muted())
@@ -149,9 +161,12 @@ class _Chart(QWidget):
 
 
 class ThroughputChart(_Chart):
-    """Decode tokens/s per mode: bar = median, whisker = min-max, note under the label."""
+    """Decode tokens/s per mode: bar and its figure = the median, whisker = min-max. It shows
+    speeds only: a speed-up under a bar (a median of per-round ratios) could contradict the
+    bars (a ratio of medians), so speed-ups have their own chart (WorkloadChart) and the
+    table; a note under a bar only says when its output differed."""
 
-    title = "Decode speed (tokens/s, median with min–max)"
+    title = "Decode speed: median tokens/s of the runs (whiskers: slowest to fastest run)"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -324,7 +339,10 @@ class WorkloadChart(_Chart):
     """Speed-up over plain decoding per workload: one bar group per prompt set, one bar per
     method (plain, the best MTP depth, prompt lookup); the winner is outlined and named."""
 
-    title = "Methods per workload (speed-up over plain decoding; winner outlined)"
+    title = (
+        "Speed-up over plain decoding per workload: median of the per-round ratios "
+        "(winner outlined)"
+    )
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

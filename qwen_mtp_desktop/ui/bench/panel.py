@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QImage, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.decoding.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.measurement import Progress
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.prompt_lookup import DEFAULT_LOOKUP_TOKENS, DraftMethod
 from qwen_mtp_desktop.core.reports import ReportEntry
 from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 ALL_SETS = "*"
 OTHER_FILE = "file"
+#: Narrower than this, the History goes above the results (a 1024 px window's panel is 874).
+STACK_HISTORY_BELOW = 1200
 _PATH_ROLE = Qt.ItemDataRole.UserRole
 
 __all__ = ["ALL_SETS", "OTHER_FILE", "STATUS_COLORS", "BenchDialogs", "BenchPanel"]
@@ -105,6 +107,7 @@ class BenchPanel(QWidget):
         self.report: dict[str, Any] | None = None
         self.history: list[ReportEntry] = []
         self._set_touched = False
+        self._model_touched = False
         self._pending_select: Path | None = None
 
         outer = QVBoxLayout(self)
@@ -123,6 +126,7 @@ class BenchPanel(QWidget):
         outer.addWidget(self._build_setup())
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        self._splitter = splitter
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(self._build_history())
         self.results = BenchResults()
@@ -221,6 +225,8 @@ class BenchPanel(QWidget):
         )
         self.model_combo.setMinimumContentsLength(24)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
+        # A model the user picks here stays picked; until then the panel follows the chat's.
+        self.model_combo.activated.connect(lambda _index: setattr(self, "_model_touched", True))
         self.browse_button = QPushButton("Browse…")
         self.browse_button.clicked.connect(self._on_browse)
         self.device_combo = QComboBox()
@@ -365,6 +371,22 @@ class BenchPanel(QWidget):
             self._add_model(Path(path))
         if current is not None:
             self.set_model(current)
+
+    def follow_chat_model(self, model_dir: Path) -> None:
+        """The chat loaded `model_dir`: measure that one by default, unless the user chose a
+        model here or a run is going."""
+        if not self._model_touched and not self.job.running:
+            self.set_model(model_dir)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # On a small window the History goes above the results, which then get the whole
+        # width for their table and charts instead of a third of it.
+        stacked = self.width() < STACK_HISTORY_BELOW
+        wanted = Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal
+        if self._splitter.orientation() != wanted:
+            self._splitter.setOrientation(wanted)
+            self._splitter.setSizes([110, 10_000] if stacked else [270, 10_000])
 
     def set_model(self, model_dir: Path) -> None:
         index = self._add_model(Path(model_dir))
@@ -577,6 +599,7 @@ class BenchPanel(QWidget):
     def _on_browse(self) -> None:
         chosen = self.dialogs.choose_model_dir(self)
         if chosen is not None:
+            self._model_touched = True
             self.set_model(chosen)
 
     def _on_model_changed(self) -> None:

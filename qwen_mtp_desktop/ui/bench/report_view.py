@@ -23,16 +23,15 @@ def chart_data(
         summary = report["summary"]
         base, mtp = summary["baseline_decode_tokens_per_s"], summary["mtp_decode_tokens_per_s"]
         if timed and base and mtp:
-            speedup = summary["speedup"]
+            # Speeds only (the banner gives the speed-up, a median of per-prompt ratios).
             bars = [
-                Bar("plain", base["median"], base["min"], base["max"], "baseline", "1.00x"),
+                Bar("plain", base["median"], base["min"], base["max"], "baseline"),
                 Bar(
                     f"lookup K={n}" if lookup else f"MTP n={n}",
                     mtp["median"],
                     mtp["min"],
                     mtp["max"],
                     "lookup" if lookup else "mtp",
-                    fmt(speedup and speedup["median"], "{:.2f}x"),
                 ),
             ]
         positions = summary["acceptance_by_position"]
@@ -50,8 +49,9 @@ def chart_data(
         if speed is None:
             continue
         lookup = mode.get("mode") == "lookup"
+        note = ""  # the speed-up has its own chart: one statistic per chart
         if mode["depth"] is None:
-            kind, note = "baseline", "1.00x"
+            kind = "baseline"
         else:
             kind = (
                 "diverged"
@@ -62,9 +62,8 @@ def chart_data(
                 if mode["depth"] == best
                 else "mtp"
             )
-            note = fmt(mode["speedup"] and mode["speedup"]["median"], "{:.2f}x")
             if not mode["identical"]:
-                note += " · differs"
+                note = "differs"
             if not lookup:  # its drafts per step vary; the table has its acceptance
                 series.append(Series(f"n={mode['depth']}", tuple(mode["acceptance_by_position"])))
         label = mode["label"].replace("MTP ", "").replace("prompt lookup", "lookup")

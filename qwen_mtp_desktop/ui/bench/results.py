@@ -59,6 +59,7 @@ class BenchResults(QScrollArea):
         banner_layout.setSpacing(4)
         self.banner_title = QLabel()
         self.banner_title.setObjectName("bannerTitle")
+        self.banner_title.setWordWrap(True)  # "Recommended: plain decoding (MTP and ...)"
         self.banner_detail = QLabel()
         self.banner_detail.setWordWrap(True)
         self.banner_detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -207,7 +208,7 @@ class BenchResults(QScrollArea):
         for column, name in enumerate(headers):
             header_item = self.table.horizontalHeaderItem(column)
             if header_item is not None:
-                header_item.setToolTip(COLUMN_HELP.get(name, ""))
+                header_item.setToolTip(COLUMN_HELP.get(name.replace("\n", " "), ""))
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 item = QTableWidgetItem(text)
@@ -260,9 +261,10 @@ class BenchResults(QScrollArea):
             )
         self._fill_table(
             [
+                # Two-line headers: the figures are narrower than their names.
                 "Mode",
-                "Decode tok/s (min–max)",
-                "Speed-up (min–max)",
+                "Decode tok/s\n(min–max)",
+                "Speed-up\n(min–max)",
                 "TTFT ms",
                 "Accepted",
                 "Per step",
@@ -293,10 +295,10 @@ class BenchResults(QScrollArea):
             [
                 "Prompt",
                 "Identical",
-                "First difference",
+                "First\ndifference",
                 "Accepted",
-                "Plain tok/s",
-                "MTP tok/s",
+                "Plain\ntok/s",
+                "MTP\ntok/s",
                 "Speed-up",
             ],
             rows,

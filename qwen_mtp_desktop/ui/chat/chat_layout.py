@@ -162,9 +162,12 @@ def _focusable(root: QWidget) -> list[QWidget]:
             found.append(widget)
         if isinstance(widget, QAbstractSpinBox | QComboBox | QAbstractItemView):
             return
-        for child in widget.children():
-            if isinstance(child, QWidget):
-                walk(child)
+        # Widgets only: children() would also wrap every layout, document and action, and
+        # PySide builds each new wrapper type's enums on first sight (0.1-0.3 s at start-up).
+        for child in widget.findChildren(
+            QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly
+        ):
+            walk(child)
 
     walk(root)
     return found

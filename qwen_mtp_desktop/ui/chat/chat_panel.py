@@ -36,7 +36,7 @@ from qwen_mtp_desktop.core.chats.records import (
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
@@ -339,7 +339,10 @@ class ChatPanel(ChatLayout):
         self._default_model = model_dir
         self._on_model_changed(model_dir)
 
-    def new_chat(self) -> None:
+    def new_chat(self, model_dir: Path | None = None) -> None:
+        """An empty chat, with `model_dir` as its model when given ("Open in chat")."""
+        if model_dir is not None:
+            self._default_model = model_dir
         if self._chats.store is None:
             return
         self.stop()

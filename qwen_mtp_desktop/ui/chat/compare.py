@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
 from qwen_mtp_desktop.core.chats.records import StoredMessage
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel
 
 from qwen_mtp_desktop.core.chat_session import Turn
 from qwen_mtp_desktop.core.chats.records import StoredMessage
-from qwen_mtp_desktop.core.decoding import speculative_stats
+from qwen_mtp_desktop.core.decoding.stats import speculative_stats
 from qwen_mtp_desktop.core.engine import LoadedModel, StepChunk
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
@@ -77,7 +77,8 @@ class Stream:
                 parts.insert(0, f"{(tokens - self.sizes[0]) / span:.1f} tok/s")
         settings = self.settings
         if loaded is not None and settings.prompt_lookup:
-            # Proposed drafts are counted at the end (core.prompt_lookup); accepted ones show.
+            # Proposed drafts are counted at the end (core.decoding.prompt_lookup);
+            # accepted ones show.
             accepted = tokens - len(self.sizes)
             parts.append(
                 f"prompt lookup K={settings.num_assistant_tokens}: {accepted} drafts accepted"

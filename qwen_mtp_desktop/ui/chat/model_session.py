@@ -26,7 +26,7 @@ from qwen_mtp_desktop.core.chat_session import (
     generation_settings,
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
     GenerationSettings,

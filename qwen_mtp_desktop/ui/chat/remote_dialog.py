@@ -3,7 +3,8 @@
 The address, an optional API key and the model, chosen from the server's own list (GET
 /models, fetched off the GUI thread by "Test connection"). The key goes to the OS keychain
 (or is kept for this session only, which the dialog says); it is never shown again, only
-replaced or removed.
+replaced or removed. A key for a plain http:// address on another computer gets a warning:
+it would cross the network unencrypted.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     EndpointError,
     RemoteEndpoint,
     check_endpoint,
+    key_in_clear,
+    key_in_clear_warning,
     new_id,
     normalize_base_url,
 )
@@ -81,6 +84,10 @@ class RemoteServerDialog(QDialog):
         self.key_note = QLabel(remote.key_note or "Checking for a system keychain…")
         self.key_note.setWordWrap(True)
         self.key_note.setObjectName("muted")
+        self.key_warning = QLabel()
+        self.key_warning.setWordWrap(True)
+        self.key_warning.setObjectName("warningNote")
+        self.key_warning.setVisible(False)
         self.model_combo = QComboBox()
         self.model_combo.setEditable(True)
         self.model_combo.setMinimumContentsLength(24)
@@ -123,9 +130,15 @@ class RemoteServerDialog(QDialog):
         if not remote.key_note:
             remote.probe_keys(self._on_key_note)
 
+        self.url_edit.textChanged.connect(self._update_key_warning)
+        self.key_edit.textChanged.connect(self._update_key_warning)
+        self._update_key_warning()
+
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addLayout(form)
+        # Full width below the form: a wrapped label in a form row leaves gaps around it.
+        layout.addWidget(self.key_warning)
         layout.addWidget(self.status)
         layout.addWidget(self.buttons)
 
@@ -144,6 +157,25 @@ class RemoteServerDialog(QDialog):
         self.key_edit.clear()
         self.key_edit.setPlaceholderText("optional")
         self.clear_key_button.setVisible(False)
+        self._update_key_warning()
+
+    def _update_key_warning(self) -> None:
+        """Warn while a key would go to another computer over plain http://."""
+        try:
+            url = normalize_base_url(self.url_edit.text())
+        except EndpointError:
+            url = None
+        has_key = bool(self.key_edit.text().strip()) or self._uses_stored_key()
+        host = key_in_clear(url) if url is not None and has_key else None
+        self.key_warning.setText(f"Warning: {key_in_clear_warning(host)}" if host else "")
+        self.key_warning.setVisible(host is not None)
+        if host is not None and self.isVisible():  # grow to show it whole, never shrink
+            layout = self.layout()
+            if layout is not None:
+                layout.activate()
+            needed = self.heightForWidth(self.width())
+            if needed > self.height():
+                self.resize(self.width(), needed)
 
     def _uses_stored_key(self) -> bool:
         return (

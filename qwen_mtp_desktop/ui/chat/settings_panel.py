@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.decoding.prompt_lookup import MAX_LOOKUP_TOKENS, MAX_NGRAM_SIZE
 from qwen_mtp_desktop.core.model_library import display_name
-from qwen_mtp_desktop.core.prompt_lookup import MAX_LOOKUP_TOKENS, MAX_NGRAM_SIZE
 
 EXPERIMENTAL_DEPTH_NOTE = (
     "More than 1 draft token per step is experimental: not validated for every model and "
@@ -98,7 +98,8 @@ class ChatSettingsPanel(QFrame):
         self.depth_note = QLabel(EXPERIMENTAL_DEPTH_NOTE)
         self.depth_note.setObjectName("warningNote")
         self.depth_note.setWordWrap(True)
-        # Prompt lookup: the third decoding method (core.prompt_lookup); it needs no MTP head.
+        # Prompt lookup: the third decoding method (core.decoding.prompt_lookup); it needs
+        # no MTP head.
         self.lookup_check = QCheckBox("Prompt lookup")
         self.lookup_check.setToolTip(
             "Instead of the MTP head: draft by finding the last few tokens earlier in the "

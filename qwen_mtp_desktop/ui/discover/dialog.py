@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -31,6 +31,7 @@ from qwen_mtp_desktop.core.model_folders.memory import DEFAULT_CONTEXT_LENGTH, a
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS
+from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 MemoryProbe = Callable[[], tuple[int | None, int | None]]
@@ -101,7 +102,7 @@ class DiscoverDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Discover Qwen3.5 models")
         self.setObjectName("discoverDialog")
-        self.setMinimumSize(720, 480)
+        self.setMinimumSize(640, 420)
         self._runner = runner
         self._device = device
         self._memory_probe = memory_probe
@@ -123,9 +124,10 @@ class DiscoverDialog(QDialog):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # Every column as wide as its contents (a name cut to "Qwen3.5-…" says nothing); the
+        # dialog takes the width they need, within the window (fit_to_content).
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._show_selected)
         self.table.itemDoubleClicked.connect(lambda _item: self._export())
         layout.addWidget(self.table, 1)
@@ -207,6 +209,29 @@ class DiscoverDialog(QDialog):
         first = next((i for i, fit in enumerate(result.fits) if fit.recommended), 0)
         if result.fits:
             self.table.selectRow(first)
+        self.fit_to_content()
+
+    def content_size(self) -> QSize:
+        """The dialog's size with every column and row of the table shown."""
+        table = self.table
+        table.resizeColumnsToContents()
+        header = table.horizontalHeader()
+        columns = sum(
+            max(table.sizeHintForColumn(c), header.sectionSizeHint(c))
+            for c in range(table.columnCount())
+        )
+        rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+        frame = 2 * table.frameWidth()
+        scroll = table.verticalScrollBar().sizeHint().width()
+        wanted = QSize(columns + frame + scroll, header.sizeHint().height() + rows + frame + 2)
+        hint = self.sizeHint()
+        extra_w = max(wanted.width() - table.sizeHint().width(), 0)
+        extra_h = max(wanted.height() - table.sizeHint().height(), 0)
+        return QSize(hint.width() + extra_w, hint.height() + extra_h)
+
+    def fit_to_content(self) -> None:
+        """As large as the table wants, within the window it opens over."""
+        fit_dialog(self, self.content_size())
 
     def _fill_row(self, row: int, fit: DeviceFit) -> None:
         model = fit.model

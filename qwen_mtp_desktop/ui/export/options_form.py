@@ -39,7 +39,7 @@ from qwen_mtp_desktop.ui.export.widgets import (
 
 GROUP_SIZES = (("128", 128), ("64", 64), ("32", 32), ("16", 16), ("per channel", -1))
 MTP_LABELS: tuple[tuple[MtpWeightFormat, str], ...] = (
-    ("default", "optimum-intel's choice"),
+    ("default", "Recommended"),
     ("same", "Same as the main model"),
     ("none", "No compression (FP16)"),
     ("int8", "INT8"),
@@ -119,6 +119,10 @@ class ExportOptionsForm(QWidget):
         form.addRow("", self.fallback_text)
         form.addRow("", self.sym_check)
         box_layout.addLayout(form)
+        # What these settings mean for the checkpoint (the wizard fills it: INT4 group size).
+        self.problems_label = _label("", "optionsProblems")
+        self.problems_label.hide()
+        box_layout.addWidget(self.problems_label)
         layout.addWidget(self.int4_box)
 
         layout.addSpacing(6)

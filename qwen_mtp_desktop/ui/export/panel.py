@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QProgressBar,
     QPushButton,
     QRadioButton,
     QScrollArea,
@@ -41,7 +40,11 @@ from qwen_mtp_desktop.core.export.options import (
     default_destination,
     parse_source,
 )
-from qwen_mtp_desktop.core.export.preflight import PreflightReport, run_preflight
+from qwen_mtp_desktop.core.export.preflight import (
+    PreflightReport,
+    check_options,
+    run_preflight,
+)
 from qwen_mtp_desktop.core.export.progress import (
     ProgressEvent,
     pip_stage,
@@ -54,12 +57,12 @@ from qwen_mtp_desktop.core.export.toolkit import (
     toolkit_missing,
 )
 from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.ui.export.check_page import CheckPage, only_option_failures
 from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm
 from qwen_mtp_desktop.ui.export.run_view import LOG_LINE_CAP, ExportRunView  # noqa: F401 (the cap, as before)
 from qwen_mtp_desktop.ui.export.toolkit_banner import ToolkitBanner
 from qwen_mtp_desktop.ui.export.widgets import (
     TRUST_REMOTE_CODE_TEXT,
-    Checklist,
     ExportDialogs,
     panel_style,
 )
@@ -288,41 +291,15 @@ class ExportPanel(QWidget):
         self._source_changed()
         return page
 
-    def _build_check_page(self) -> QWidget:
-        page = QWidget()
-        outer = QVBoxLayout(page)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.setSpacing(10)
-        outer.addWidget(_label("Preflight checks", "pageTitle"))
-        self.check_summary = _label("", None)
-        outer.addWidget(self.check_summary)
-        self.check_busy = QProgressBar()
-        self.check_busy.setRange(0, 0)
-        self.check_busy.setTextVisible(False)
-        self.check_busy.setMaximumHeight(6)
-        outer.addWidget(self.check_busy)
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 8, 0)
-        self.checklist = Checklist(compact_passes=True)
-        content_layout.addWidget(self.checklist)
-        self.estimate_label = _label("", "hint")
-        content_layout.addWidget(self.estimate_label)
-        content_layout.addStretch(1)
-        outer.addWidget(self._scroll(content), 1)
-        back = QPushButton("Back")
-        back.clicked.connect(lambda: self.show_page(0))
-        self.recheck_button = QPushButton("Check again")
+    def _build_check_page(self) -> CheckPage:
+        page = CheckPage()
+        # The names the wizard (and its tests) have always used for these widgets.
+        self.check_summary, self.check_busy = page.check_summary, page.check_busy
+        self.checklist, self.estimate_label = page.checklist, page.estimate_label
+        self.recheck_button, self.options_button = page.recheck_button, page.options_button
+        page.back_button.clicked.connect(lambda: self.show_page(0))
         self.recheck_button.clicked.connect(self.run_check)
-        self.options_button = QPushButton("Next: options")
-        self.options_button.setObjectName("primaryAction")
         self.options_button.clicked.connect(lambda: self.show_page(2))
-        row = QHBoxLayout()
-        row.addWidget(back)
-        row.addStretch(1)
-        row.addWidget(self.recheck_button)
-        row.addWidget(self.options_button)
-        outer.addLayout(row)
         return page
 
     def _build_options_page(self) -> QWidget:
@@ -343,6 +320,10 @@ class ExportPanel(QWidget):
         self.mtp_combo, self.mtp_text = form.mtp_combo, form.mtp_text
         form.changed.connect(self._options_changed)
         layout.addWidget(form)
+        # What the chosen format means for this checkpoint (INT4 group size...), checked as the
+        # options change, under the settings: the Check page, before any format is chosen,
+        # does not judge them.
+        self.options_problems = form.problems_label
 
         layout.addSpacing(6)
         layout.addWidget(_label("Destination", "pageTitle"))
@@ -552,12 +533,12 @@ class ExportPanel(QWidget):
         def done(report: PreflightReport) -> None:
             if serial != self._preflight_serial:
                 return  # a newer check superseded this one
-            self._show_report(report)
+            self._show_report(report, with_options=then is not None)
             if then is not None:
                 if report.ok:
                     then()
-                else:
-                    self.show_page(1)
+                else:  # the options page shows what its settings must change
+                    self.show_page(2 if only_option_failures(report) else 1)
 
         def failed(exc: Exception) -> None:
             if serial != self._preflight_serial:
@@ -570,40 +551,16 @@ class ExportPanel(QWidget):
 
         self._runner.submit(work, done, failed)
 
-    def _show_report(self, report: PreflightReport) -> None:
+    def _show_report(self, report: PreflightReport, *, with_options: bool = False) -> None:
         self.report = report
         self._checkpoint = report.checkpoint if report.checkpoint.config is not None else None
-        self.check_busy.hide()
-        self.recheck_button.setEnabled(True)
         self.export_button.setEnabled(True)
-        self.checklist.set_items([(i.status, i.title, i.message, i.fix) for i in report.items])
-        failures, warnings = len(report.failures), len(report.warnings)
-        if failures:
-            self.check_summary.setText(
-                f"{failures} problem{'s' if failures > 1 else ''} must be fixed before exporting."
-            )
-        elif warnings:
-            self.check_summary.setText(
-                f"Ready to export, with {warnings} warning{'s' if warnings > 1 else ''}."
-            )
-        else:
-            self.check_summary.setText("Ready to export.")
-        self.options_button.setEnabled(report.ok or self._only_option_failures(report))
-        estimate = report.estimate
-        if estimate is not None:
-            self.estimate_label.setText(
-                f"{estimate.parameters:,} parameters ({estimate.mtp_parameters:,} in the MTP "
-                f"head). With the current options the export needs about "
-                f"{format_bytes(estimate.output_bytes)} for the model plus "
-                f"{format_bytes(estimate.scratch_bytes)} while it works, and about "
-                f"{format_bytes(estimate.peak_ram_bytes)} of RAM at its peak."
-            )
+        self.check_page.show_report(
+            report,
+            with_options=with_options,
+            weight_format=self.current_options().weight_format or "fp32",
+        )
         self._options_changed()
-
-    @staticmethod
-    def _only_option_failures(report: PreflightReport) -> bool:
-        """Failures the options page can fix (destination, INT4 group size)."""
-        return all(item.key in ("destination", "group_size", "disk") for item in report.failures)
 
     # --- options page ---------------------------------------------------------------------
 
@@ -635,6 +592,16 @@ class ExportPanel(QWidget):
             )
             self.dest_edit.blockSignals(False)
         checkpoint = self._checkpoint
+        problems = check_options(checkpoint.config, options) if checkpoint is not None else []
+        self.options_problems.setText(
+            "\n".join(f"{item.title}: {item.message} {item.fix}".strip() for item in problems)
+        )
+        self.options_problems.setProperty(
+            "status", "fail" if any(i.status == "fail" for i in problems) else "warn"
+        )
+        self.options_problems.style().unpolish(self.options_problems)
+        self.options_problems.style().polish(self.options_problems)
+        self.options_problems.setVisible(bool(problems))
         estimate = estimate_export(checkpoint, options) if checkpoint is not None else None
         if estimate is not None:
             self.options_estimate.setText(
@@ -659,6 +626,7 @@ class ExportPanel(QWidget):
                 f"{destination} already exists and is not empty. Replace it with the new "
                 "export? The old folder is removed only after the new export succeeded.",
                 "Replace",
+                "Keep the folder",
             ):
                 return
             overwrite = True
@@ -686,9 +654,10 @@ class ExportPanel(QWidget):
     def _on_cancel_clicked(self) -> None:
         if self._dialogs.confirm(
             self,
-            "Cancel the export?",
+            "Stop the export?",
             "The export stops and its partial output is removed; the source is untouched.",
-            "Cancel export",
+            "Stop export",
+            "Keep exporting",
         ):
             self.cancel_export()
 
@@ -792,6 +761,7 @@ class ExportPanel(QWidget):
             "An export is running",
             "Quitting stops the export; nothing of it is kept. Quit anyway?",
             "Stop export and quit",
+            "Keep exporting",
         ):
             return False
         self.jobs.cancel(None)

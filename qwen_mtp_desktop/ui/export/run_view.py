@@ -8,8 +8,11 @@ standing at 0 % looked frozen (issue 18).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, QUrl
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QCheckBox,
     QFrame,
@@ -23,13 +26,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.export.exporter_log import continues_warning, hidden_lines
 from qwen_mtp_desktop.core.export.job import ExportOutcome
-from qwen_mtp_desktop.core.export.progress import ProgressEvent, python_warning_lines
+from qwen_mtp_desktop.core.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist, status_pixmap
 
 LOG_LINE_CAP = 2000
+HIDDEN_TEXT = "Show hidden messages"
 BAR_STEPS = 1000
 
 #: What the exporter does before its first measurable step, by stage (no fraction yet).
@@ -91,6 +96,9 @@ class ExportRunView(QWidget):
         self._started = 0.0
         self._memory = ""
         self._log_lines: list[str] = []
+        self._log_file: Path | None = None
+        #: Opens the full log file (tests record the URL instead).
+        self.open_url: Callable[[QUrl], object] = QDesktopServices.openUrl
         self.log_warnings = 0
         self._last_was_warning = False
         self._clock = QTimer(self)
@@ -123,7 +131,7 @@ class ExportRunView(QWidget):
         stats_row = QHBoxLayout()
         self.stats_label = _label("", "hint", wrap=False)
         stats_row.addWidget(self.stats_label, 1)
-        self.cancel_button = QPushButton("Cancel export")
+        self.cancel_button = QPushButton("Stop export…")
         self.cancel_button.setObjectName("dangerAction")
         stats_row.addWidget(self.cancel_button)
         layout.addLayout(stats_row)
@@ -160,11 +168,20 @@ class ExportRunView(QWidget):
         log_row = QHBoxLayout()
         log_row.addWidget(_label("Exporter log", "checkTitle", wrap=False))
         log_row.addStretch(1)
-        # The exporter's Python warnings (tracer, deprecation…) mean nothing to most users and
-        # bury the stages: hidden unless asked for.
-        self.warnings_check = QCheckBox("Show Python warnings")
+        # The exporter's Python warnings (tracer, deprecation…) and the libraries' noise (torch
+        # probing for CUDA…) mean nothing to most users and bury the stages: hidden unless
+        # asked for; the log file keeps every line (core.export.exporter_log).
+        self.warnings_check = QCheckBox(HIDDEN_TEXT)
+        self.warnings_check.setToolTip(
+            "Python warnings and library messages that do not affect the export"
+        )
         self.warnings_check.toggled.connect(self._render_log)
         log_row.addWidget(self.warnings_check)
+        self.log_file_button = QPushButton("Open the full log")
+        self.log_file_button.setToolTip("Every line of the exporter's output, for a bug report")
+        self.log_file_button.clicked.connect(self._open_log_file)
+        self.log_file_button.hide()
+        log_row.addWidget(self.log_file_button)
         layout.addLayout(log_row)
         self.log_view = QPlainTextEdit()
         self.log_view.setObjectName("exportLog")
@@ -270,6 +287,12 @@ class ExportRunView(QWidget):
             self.stage_label.setText("Failed")
             if outcome.log_tail and not self._log_lines:
                 self.add_log_lines(outcome.log_tail.splitlines())
+        self._log_file = outcome.log_file
+        self.log_file_button.setVisible(
+            outcome.log_file is not None and outcome.status != "cancelled"
+        )
+        if outcome.log_file is not None:
+            self.log_file_button.setToolTip(str(outcome.log_file))
         items = verification.items if verification is not None else []
         self.verify_list.set_items(
             [(i.status, verify_title(i.key), i.message, i.fix) for i in items]
@@ -285,8 +308,8 @@ class ExportRunView(QWidget):
     # --- log ------------------------------------------------------------------------------
 
     def add_log_lines(self, lines: list[str]) -> None:
-        flags = python_warning_lines(lines, after_warning=self._last_was_warning)
-        self._last_was_warning = bool(flags) and flags[-1]
+        flags = hidden_lines(lines, after_hidden=self._last_was_warning)
+        self._last_was_warning = continues_warning(lines, after_hidden=self._last_was_warning)
         self._log_lines.extend(lines)
         self.log_warnings += sum(flags)
         del self._log_lines[:-LOG_LINE_CAP]
@@ -311,16 +334,18 @@ class ExportRunView(QWidget):
         if not self.warnings_check.isChecked():
             lines = [
                 line
-                for line, warning in zip(lines, python_warning_lines(lines), strict=True)
+                for line, warning in zip(lines, hidden_lines(lines), strict=True)
                 if not warning
             ]
         self.log_view.setPlainText("\n".join(lines))
 
     def _update_warnings_check(self) -> None:
         count = self.log_warnings
-        self.warnings_check.setText(
-            f"Show Python warnings ({count})" if count else "Show Python warnings"
-        )
+        self.warnings_check.setText(f"{HIDDEN_TEXT} ({count})" if count else HIDDEN_TEXT)
+
+    def _open_log_file(self) -> None:
+        if self._log_file is not None:
+            self.open_url(QUrl.fromLocalFile(str(self._log_file)))
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -32,9 +32,10 @@ WEIGHT_FORMAT_TEXT = {
     "loss. Recommended for chat.",
 }
 MTP_FORMAT_TEXT = {
-    "default": "Let optimum-intel choose (2.2: the main model's settings; FP16 for FP16 "
-    "exports). The result is read back and shown after the export.",
-    "same": "Exactly like the main model. Keeps draft cost and acceptance in line with it.",
+    "default": "Recommended: like the main model (FP16 for FP16 exports), with the RoPE "
+    "frequencies kept in full precision. The result is read back and shown after the export.",
+    "same": "Exactly like the main model, RoPE frequencies in full precision. Keeps draft cost "
+    "and acceptance in line with it.",
     "none": "No compression (FP16): the most faithful drafts, at 2-4x the head's compressed "
     "size (the head is ~3 % of the model).",
     "int8": "INT8 whatever the main format: a middle ground. RoPE frequencies stay in full "
@@ -166,11 +167,14 @@ def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
     return Path(chosen) if chosen else None
 
 
-def _confirm(parent: QWidget, title: str, text: str, action: str) -> bool:
+def _confirm(parent: QWidget, title: str, text: str, action: str, keep: str) -> bool:
+    """Two buttons that say what each does ("Stop export" / "Keep exporting"), never a
+    "Cancel" that could mean either; the safe one is the default."""
     box = QMessageBox(QMessageBox.Icon.Warning, title, text, parent=parent)
     accept = box.addButton(action, QMessageBox.ButtonRole.DestructiveRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+    safe = box.addButton(keep, QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(safe)
+    box.setEscapeButton(safe)
     box.exec()
     return box.clickedButton() is accept
 
@@ -181,8 +185,8 @@ class ExportDialogs:
 
     #: (parent, title, start folder) -> chosen folder or None.
     choose_folder: Callable[[QWidget, str, Path], Path | None] = _choose_folder
-    #: (parent, title, text, action button) -> True to go ahead.
-    confirm: Callable[[QWidget, str, str, str], bool] = _confirm
+    #: (parent, title, text, action button, the other button) -> True to go ahead.
+    confirm: Callable[[QWidget, str, str, str, str], bool] = _confirm
 
 
 def panel_style() -> str:
@@ -194,6 +198,8 @@ def panel_style() -> str:
     QLabel#pageTitle {{ font-size: 15px; font-weight: 600; }}
     QLabel#hint, QLabel#checkFix {{ color: palette(placeholder-text); }}
     QLabel#checkTitle {{ font-weight: 600; }}
+    QLabel#optionsProblems[status="warn"] {{ color: {STATUS_COLORS["warn"]}; }}
+    QLabel#optionsProblems[status="fail"] {{ color: {STATUS_COLORS["fail"]}; }}
     QFrame#checkRow {{ border: 1px solid palette(midlight); border-radius: 8px; }}
     QFrame#compactRow {{ margin-left: 8px; }}
     QFrame#toolkitBanner {{

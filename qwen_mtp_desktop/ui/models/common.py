@@ -104,6 +104,7 @@ def panel_style(dark: bool) -> str:
     return f"""
     QLabel#modelTitle {{ font-size: 20px; font-weight: 600; }}
     QLabel#defaultBadge {{ background: {ACCENT}; {badge} }}
+    QLabel#loadedBadge {{ background: {SEVERITY_COLORS["ok"]}; {badge} }}
     {verdicts}
     QLabel#memoryNeed {{ font-size: 15px; font-weight: 600; }}
     QLabel#sectionTitle {{ font-size: 15px; font-weight: 600; }}
@@ -117,8 +118,8 @@ def panel_style(dark: bool) -> str:
     }}
     QPushButton#primaryAction:disabled {{ background: palette(mid); }}
     QPushButton#dangerAction {{ color: {SEVERITY_COLORS["error"]}; }}
+    QPushButton#dangerAction:disabled {{ color: {muted}; }}
     QTableWidget#componentTable, QTableWidget#memoryTerms {{ border: none; }}
-    QTreeWidget#modelList::item {{ padding: 5px 2px; }}
     QTableWidget#componentTable::item {{ padding: 3px 6px; }}
     QToolButton#arithmeticToggle {{ border: none; padding: 2px 0; }}
     QFrame#modelLibrary {{ border-right: 1px solid palette(mid); }}

@@ -59,28 +59,37 @@ def repolish(widget: QWidget) -> None:
     style.polish(widget)
 
 
+#: Findings that report a check passed: shown with the green tick, not as a note.
+PASSED_CODES = frozenset({"CHECKSUMS_OK"})
+#: A finding's heading, in words (its code is for support and stays in the tooltip).
+HEADINGS = {"error": "Problem", "warning": "Warning", "info": "Note"}
+
+
 class DiagnosticRow(QFrame):
-    """One finding: severity icon, code and severity, the message, and the fix."""
+    """One finding: its icon, a heading in words, the message, and the fix. The stable code
+    (CHECKSUM_MISMATCH, ...) is in the tooltip, for a bug report, not in the text."""
 
     def __init__(self, diagnostic: Diagnostic, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.diagnostic = diagnostic
         self.setObjectName("diagnosticRow")
+        passed = diagnostic.code in PASSED_CODES
+        status = "ok" if passed else diagnostic.severity
+        self.setToolTip(f"Code for support: {diagnostic.code}")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 4)
         layout.setSpacing(10)
         icon = QLabel()
-        icon.setPixmap(status_pixmap(diagnostic.severity, 18))
+        icon.setPixmap(status_pixmap(status, 18))
         icon.setFixedSize(18, 18)
-        icon.setToolTip(SEVERITY_WORDS[diagnostic.severity])
+        icon.setToolTip("Passed" if passed else SEVERITY_WORDS[diagnostic.severity])
         layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         text = QVBoxLayout()
         text.setSpacing(2)
-        self.code_label = label(
-            f"{diagnostic.code}  ·  {SEVERITY_WORDS[diagnostic.severity]}", "diagnosticCode"
-        )
+        heading = "Passed" if passed else HEADINGS[diagnostic.severity]
+        self.heading_label = label(heading, "diagnosticCode")
         self.message_label = label(diagnostic.message)
-        text.addWidget(self.code_label)
+        text.addWidget(self.heading_label)
         text.addWidget(self.message_label)
         self.fix_label: QLabel | None = None
         if diagnostic.fix:

@@ -52,6 +52,13 @@ from qwen_mtp_desktop.ui.models.detail_parts import (
     version_order,
 )
 
+#: What the "Use" column's words mean.
+USE_TIPS = {
+    "chat": "Loaded for every chat",
+    "image": "Loaded for messages with an image",
+    "other": "Not loaded by the app",
+}
+
 
 class ModelDetails(QStackedWidget):
     """The selected model in a scrolling page, or a hint when nothing is selected.
@@ -93,14 +100,19 @@ class ModelDetails(QStackedWidget):
 
         header = QHBoxLayout()
         header.setSpacing(10)
-        self.title_label = label("", "modelTitle", wrap=False)
+        # Wraps (at the hyphens of an export's name) rather than being cut on a narrow window.
+        self.title_label = label("", "modelTitle")
         self.default_badge = QLabel("Default")
         self.default_badge.setObjectName("defaultBadge")
         self.default_badge.setMinimumHeight(22)
         self.default_badge.setToolTip("The app opens this model at start")
-        header.addWidget(self.title_label)
-        header.addWidget(self.default_badge, 0, Qt.AlignmentFlag.AlignVCenter)
-        header.addStretch(1)
+        self.loaded_badge = QLabel("In the chat")
+        self.loaded_badge.setObjectName("loadedBadge")
+        self.loaded_badge.setMinimumHeight(22)
+        self.loaded_badge.setToolTip("The chat has this model loaded")
+        header.addWidget(self.title_label, 1)
+        header.addWidget(self.default_badge, 0, Qt.AlignmentFlag.AlignTop)
+        header.addWidget(self.loaded_badge, 0, Qt.AlignmentFlag.AlignTop)
         outer.addLayout(header)
         self.path_label = label("", "muted")
         outer.addWidget(self.path_label)
@@ -170,12 +182,13 @@ class ModelDetails(QStackedWidget):
         )
         outer.addLayout(self._section("Overview", self.overview))
 
-        self.component_table = QTableWidget(0, 5)
+        # Four columns that fit a 1024 px window: the .xml and .bin sizes are one "Size" (each
+        # in its tooltip), and each precision share has a line of its own, never wrapped.
+        self.component_table = QTableWidget(0, 4)
         self.component_table.setObjectName("componentTable")
-        self.component_table.setHorizontalHeaderLabels(
-            ["Component", "Use", ".xml", ".bin", "Weight precision"]
-        )
-        self._setup_table(self.component_table, stretch=4, right=(2, 3))
+        self.component_table.setHorizontalHeaderLabels(["Component", "Use", "Size", "Weights"])
+        self.component_table.setWordWrap(False)
+        self._setup_table(self.component_table, stretch=3, right=(2,))
         outer.addLayout(self._section("Components", self.component_table))
 
         self.mtp_form = Form(["Present", "Size", "Precision", "Compressed like the model"])
@@ -348,6 +361,7 @@ class ModelDetails(QStackedWidget):
         report: ModelReport | None,
         *,
         is_default: bool,
+        is_loaded: bool = False,
         verify_findings: Sequence[Diagnostic] | None = None,
         verifying: bool = False,
     ) -> None:
@@ -358,6 +372,7 @@ class ModelDetails(QStackedWidget):
         self.setCurrentWidget(self.scroll_area)
         self.title_label.setText(entry.name)
         self.default_badge.setVisible(is_default)
+        self.loaded_badge.setVisible(is_loaded)
         where = {"demo": "bundled with the app", "managed": "in the app's model folder"}.get(
             entry.origin, f"in {entry.root}" if entry.root is not None else ""
         )
@@ -450,7 +465,7 @@ class ModelDetails(QStackedWidget):
         table = self.component_table
         rows = [c for c in report.components if c.use != "other" or c.xml_present]
         table.setRowCount(len(rows))
-        uses = {"chat": "chat", "image": "images", "other": "not loaded"}
+        uses = {"chat": "chat", "image": "images", "other": "—"}
         for row, component in enumerate(rows):
             status = component_status(component)
             name = QTableWidgetItem(component.label)
@@ -461,16 +476,25 @@ class ModelDetails(QStackedWidget):
             if problems:
                 tip += "\n" + "\n".join(p for p in problems if p)
             name.setToolTip(tip)
-            cells = [name, QTableWidgetItem(uses[component.use])]
+            use = QTableWidgetItem(uses[component.use])
+            use.setToolTip(USE_TIPS[component.use])
             absent = not component.xml_present and not component.bin_present
-            for present, size in (
-                (component.xml_present, component.xml_bytes),
-                (component.bin_present, component.bin_bytes),
-            ):
-                item = QTableWidgetItem(format_bytes(size) if present else "—")
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                item.setToolTip(f"{size:,} bytes" if present else "missing")
-                cells.append(item)
+            size = QTableWidgetItem(
+                "—" if absent else format_bytes(component.xml_bytes + component.bin_bytes)
+            )
+            size.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            parts = (
+                (".xml", component.xml_present, component.xml_bytes),
+                (".bin", component.bin_present, component.bin_bytes),
+            )
+            size.setToolTip(
+                "\n".join(
+                    f"{component.stem}{suffix}: "
+                    + (f"{format_bytes(count)} ({count:,} bytes)" if present else "missing")
+                    for suffix, present, count in parts
+                )
+            )
+            cells = [name, use, size]
             if absent:
                 precision = "not in this export"
             elif not component.xml_present:
@@ -481,7 +505,7 @@ class ModelDetails(QStackedWidget):
                 # One share per line: "INT4 asym g16 (78 %)" over "INT8 asym (22 %)".
                 precision = "\n".join(format_shares([s]) for s in component.precision_shares)
             else:
-                precision = "no weights (tables only)"
+                precision = "tables only"  # a tokenizer: no weights
             detail = QTableWidgetItem(precision)
             detail.setToolTip(component.precision or precision)
             cells.append(detail)
@@ -612,11 +636,15 @@ class ModelDetails(QStackedWidget):
             more = f" (and {len(problems) - 1} more, see Diagnostics)" if len(problems) > 1 else ""
             first = errors[0].message.rstrip(".") if more else errors[0].message
             text = f"Cannot be used for chat: {first}{more}"
+            fix = errors[0].fix
         else:
             count = len(problems)
             text = f"{count} warning{'s' if count > 1 else ''}: {problems[0].message}" + (
                 " (see Diagnostics)" if count > 1 else ""
             )
+            fix = problems[0].fix
+        if fix:  # the next step, where the problem is first read
+            text += f"\nFix: {fix}"
         self.summary_label.setText(keep_units(text))
 
     def _show_diagnostics(self, diagnostics: Sequence[Diagnostic]) -> None:

@@ -11,12 +11,10 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QPushButton,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -26,6 +24,13 @@ from qwen_mtp_desktop.core.model_folders.report import ModelReport
 from qwen_mtp_desktop.core.model_library import LibraryEntry, LibraryFolder
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import status_icon
+from qwen_mtp_desktop.ui.models.model_row import (
+    DETAIL_ROLE,
+    LOADED_ROLE,
+    LOADED_TEXT,
+    ModelList,
+    ModelRowDelegate,
+)
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -62,23 +67,16 @@ class LibraryView(QFrame):
         buttons.addStretch(1)
         side.addLayout(buttons)
 
-        self.model_list = QTreeWidget()
+        # One column of two-line rows: the whole name, then what the model is (model_row.py).
+        self.model_list = ModelList()
         self.model_list.setObjectName("modelList")
-        self.model_list.setColumnCount(4)
-        self.model_list.setHeaderLabels(["Model", "Kind", "Size", "MTP"])
+        self.model_list.setColumnCount(1)
+        self.model_list.setHeaderHidden(True)
         self.model_list.setRootIsDecorated(False)
-        self.model_list.setUniformRowHeights(True)
         self.model_list.setAlternatingRowColors(True)
-        self.model_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep "…-int4" visible
+        self.model_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.model_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        header = self.model_list.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2, 3):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.model_list.headerItem().setTextAlignment(
-            2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-        )
+        self.model_list.setItemDelegate(ModelRowDelegate(self.model_list))
         side.addWidget(self.model_list, 1)
 
         folders_title = QLabel("Library folders")
@@ -109,6 +107,7 @@ class LibraryView(QFrame):
         status: Callable[[Path], str],
         is_default: Callable[[Path], bool],
         selected: Path | None,
+        loaded: Path | None = None,
     ) -> None:
         self.model_list.blockSignals(True)
         self.model_list.clear()
@@ -118,18 +117,20 @@ class LibraryView(QFrame):
             item.setData(0, PATH_ROLE, str(entry.path))
             item.setText(0, entry.name)
             item.setIcon(0, status_icon(status(entry.path)))
-            tip = [str(entry.path)]
+            tip = [entry.name, str(entry.path)]
             if found is None:
-                item.setText(1, "inspecting…")
+                detail = "inspecting…"
             else:
-                kind = found.kind_label if found.kind != "unknown" else "unknown"
-                item.setText(1, kind)
-                item.setText(2, format_bytes(found.total_bytes))
-                item.setText(3, "yes" if found.mtp.present else "no")
+                kind = found.kind_label if found.kind != "unknown" else "unknown kind"
+                mtp = "MTP head" if found.mtp.present else "no MTP head"
+                detail = f"{kind} · {format_bytes(found.total_bytes)} · {mtp}"
                 errors = [d for d in found.diagnostics if d.severity != "info"]
-                tip += [f"{d.severity}: {d.code}" for d in errors[:4]]
-            item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            item.setTextAlignment(3, Qt.AlignmentFlag.AlignCenter)
+                tip += [f"{d.severity}: {d.message}" for d in errors[:4]]
+            item.setData(0, DETAIL_ROLE, detail)
+            is_loaded = loaded is not None and entry.path.resolve() == loaded
+            item.setData(0, LOADED_ROLE, is_loaded)
+            if is_loaded:
+                tip.append(f"The model {LOADED_TEXT}")
             if is_default(entry.path):
                 font = QFont(item.font(0))
                 font.setBold(True)

@@ -59,6 +59,7 @@ from qwen_mtp_desktop.core.paths import AppPaths, app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style
+from qwen_mtp_desktop.ui.models.detail_parts import PASSED_CODES
 from qwen_mtp_desktop.ui.models.details import ModelDetails
 from qwen_mtp_desktop.ui.models.library_view import PATH_ROLE, LibraryView
 from qwen_mtp_desktop.ui.models.ovms_dialog import OvmsDeployDialog
@@ -149,6 +150,8 @@ class ModelsPanel(QWidget):
         self._memory: tuple[int | None, int | None] = (None, None)
         self._context_length = DEFAULT_CONTEXT_LENGTH
         self._selected: Path | None = None
+        #: The model the chat has loaded (marked in the list and the details), if any.
+        self._loaded: Path | None = None
         #: A model to select when the next scan has listed it (a finished export).
         self._select_after_scan: Path | None = None
         self._closed = False
@@ -246,6 +249,16 @@ class ModelsPanel(QWidget):
     @property
     def watched_folders(self) -> list[str]:
         return list(self._watcher.directories())
+
+    @property
+    def loaded_path(self) -> Path | None:
+        return self._loaded
+
+    def set_loaded(self, model_dir: Path | None) -> None:
+        """The chat loaded this model (None: ejected, or a remote model)."""
+        self._loaded = Path(model_dir).resolve() if model_dir is not None else None
+        self._fill_list()
+        self._show_selected()
 
     def report(self, model_dir: Path) -> ModelReport | None:
         """The report as shown: inspection + memory at the chosen context length."""
@@ -555,10 +568,12 @@ class ModelsPanel(QWidget):
         self._scanning = False
         self._scans_done += 1
         count = len(self._entries)
-        watched = len(self._watcher.directories())
+        # The folders listed below, not every folder the watcher holds (it also watches each
+        # model's own folder and the subfolders in between).
+        folders = len(self._folders)
         self._set_status(
-            f"{count} model{'s' if count != 1 else ''} · watching {watched} folder"
-            f"{'s' if watched != 1 else ''} for changes",
+            f"{count} model{'s' if count != 1 else ''} in {folders} library folder"
+            f"{'s' if folders != 1 else ''} · changes show up by themselves",
             transient=True,
         )
         usable = [
@@ -583,7 +598,9 @@ class ModelsPanel(QWidget):
         report = self.report(path)
         if report is None:
             return "pending"
-        worst = worst_severity([*report.diagnostics, *(self.verify_findings(path) or [])])
+        findings = [*report.diagnostics, *(self.verify_findings(path) or [])]
+        # A passed check (the checksums match) keeps the tick; it is not a note.
+        worst = worst_severity([d for d in findings if d.code not in PASSED_CODES])
         return "ok" if worst is None else worst
 
     def _fill_list(self) -> None:
@@ -593,6 +610,7 @@ class ModelsPanel(QWidget):
             self._status_of,
             lambda path: is_default(self._store.settings, path),
             self._selected,
+            self._loaded,
         )
 
     def _fill_folders(self) -> None:
@@ -623,6 +641,7 @@ class ModelsPanel(QWidget):
             entry,
             self.report(entry.path),
             is_default=is_default(self._store.settings, entry.path),
+            is_loaded=self._loaded is not None and entry.path.resolve() == self._loaded,
             verify_findings=self.verify_findings(entry.path),
             verifying=self._verifying == entry.path,
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from qwen_mtp_desktop.core.decoding import GenerationStats
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
     GenerationSettings,
@@ -146,6 +146,22 @@ class ApiState:
     network_urls: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ApiRequest:
+    """One request the local API server answered: what the app's "Recent requests" list
+    shows. No prompt, answer, key or client address (see server.request_log)."""
+
+    #: time.time() when it arrived.
+    at: float
+    method: str
+    path: str
+    status: int
+    #: The answer's completion tokens (chat completions), else None.
+    tokens: int | None
+    #: Seconds to the response's last byte.
+    duration_s: float
+
+
 Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi
 Event = (
     Ready
@@ -158,6 +174,7 @@ Event = (
     | Finished
     | Failed
     | ApiState
+    | ApiRequest
 )
 
 

@@ -27,10 +27,10 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.engine_client import RemoteEngine
+from qwen_mtp_desktop.core.hosting.client import HostedEngine
 
 #: The engine in this process, or one in an engine host process (`serve`).
-AnyEngine = Engine | RemoteEngine
+AnyEngine = Engine | HostedEngine
 
 #: Requests that may wait for the engine beside the running one.
 DEFAULT_MAX_WAITING = 16

@@ -1,4 +1,4 @@
-"""OpenVINO graph changes that let the app's own MTP decoder (core.mtp_decoder) run a Qwen3.5
+"""OpenVINO graph changes that let the app's own MTP decoder (core.decoding.decoder) run a Qwen3.5
 export: read the IRs once, change them in memory, never write them back.
 
 - Target (`openvino_language_model`): a `last_hidden_state` output (the lm_head's input, i.e.
@@ -28,10 +28,20 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+#: Draft vocabulary size: the draft projection should cost little next to a target step.
+#: 32,768 rows of INT8 cost about a tenth of the 248k-row projection (benchmarks/README).
+#: Here, not in decoder.py, so LoadOptions (core.engine.types) can name it without loading
+#: the decoding loop and numpy into the window's process.
+DEFAULT_DRAFT_VOCAB = 32_768
+
 LOGITS = "logits"
+#: The argmax of each projected position (greedy decoding reads it instead of the logits).
+TARGET_ARGMAX = "target_argmax"
 HIDDEN = "last_hidden_state"
 LOGITS_POSITIONS = "logits_positions"
 DRAFT_INDEX = "draft_index"
+#: The draft head's logits over the draft vocabulary (sampled drafts read them).
+DRAFT_LOGITS = "draft_logits"
 STATE_IN = "state_in."
 STATE_OUT = "state_out."
 
@@ -103,9 +113,12 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     positions.output(0).set_names({LOGITS_POSITIONS})
     gathered = ops.gather(hidden, positions, ops.constant(np.int64(1)))
     matmul.input(0).replace_source_output(gathered.output(0))
+    top = ops.topk(matmul, ops.constant(np.int64(1)), -1, "max", "value", ov.Type.i64, stable=True)
+    argmax_result = ops.result(top.output(1))
+    argmax_result.output(0).set_names({TARGET_ARGMAX})
 
     new_params: list[Any] = [positions]
-    new_results: list[Any] = [hidden_result]
+    new_results: list[Any] = [hidden_result, argmax_result]
     states: list[StatePort] = []
     assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
     for node in model.get_ordered_ops():
@@ -210,8 +223,10 @@ def transform_draft(model: Any, rows: npt.NDArray[np.float32], compute_type: Any
         ops.constant(np.array([1], np.int64)),
     )
     logits = ops.matmul(last, weight, transpose_a=False, transpose_b=True)
-    top = ops.topk(logits, ops.constant(np.int64(1)), -1, "max", "none", ov.Type.i32)
+    top = ops.topk(logits, ops.constant(np.int64(1)), -1, "max", "value", ov.Type.i32, stable=True)
     index = ops.result(top.output(1))
     index.output(0).set_names({DRAFT_INDEX})
-    model.add_results([index])
+    logits_result = ops.result(logits)
+    logits_result.output(0).set_names({DRAFT_LOGITS})
+    model.add_results([index, logits_result])
     model.validate_nodes_and_infer_types()

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from qwen_mtp_desktop.core.decoding import StepDrafts, StopStringFilter
+from qwen_mtp_desktop.core.decoding.stats import StepDrafts
+from qwen_mtp_desktop.core.decoding.text import StopStringFilter
 
 #: How a run drafts: the MTP head or prompt lookup (reports' `settings.method`).
 DraftMethod = Literal["mtp", "lookup"]

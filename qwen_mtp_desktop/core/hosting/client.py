@@ -1,4 +1,4 @@
-"""`RemoteEngine`: the `Engine` interface, with the engine itself in an engine host process.
+"""`HostedEngine`: the `Engine` interface, with the engine itself in an engine host process.
 
 For front ends without Qt that must outlive a crash of the runtime (`serve`): the HTTP server
 stays up while the engine process dies, the answer that was streaming fails with ENGINE_STOPPED
@@ -6,7 +6,7 @@ stays up while the engine process dies, the answer that was streaming fails with
 model by itself; requests that come meanwhile wait behind the reload in the host's queue.
 
 It offers what `EngineService` and the server use of `Engine`: `load()`, `unload()`,
-`loaded`, `plain_ready`, `require_loaded()` and `generate()`, whose `RemoteGeneration` iterates
+`loaded`, `plain_ready`, `require_loaded()` and `generate()`, whose `HostedAnswer` iterates
 like a `Generation` (`next_chunk`, `next_chunks`, `cancel`, `run_to_end`, `stats`, `answer`).
 Like `Engine`, one thread at a time calls load/unload/generate (EngineService sees to it).
 """
@@ -30,7 +30,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.protocol import (
     Chunks,
     Failed,
     Finished,
@@ -39,7 +39,7 @@ from qwen_mtp_desktop.core.engine_protocol import (
     LoadFailed,
     Unloaded,
 )
-from qwen_mtp_desktop.core.engine_supervisor import Death, EngineSupervisor
+from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,10 @@ log = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 900.0
 
 
-class RemoteGeneration(AnswerStream):
+class HostedAnswer(AnswerStream):
     """A running answer in the engine process."""
 
-    def __init__(self, engine: RemoteEngine, request_id: int) -> None:
+    def __init__(self, engine: HostedEngine, request_id: int) -> None:
         super().__init__()
         self._engine = engine
         self.request_id = request_id
@@ -89,7 +89,7 @@ class RemoteGeneration(AnswerStream):
         return self._take(self._pending.popleft())
 
 
-class RemoteEngine:
+class HostedEngine:
     """An `Engine` whose work runs in an engine host process that is restarted when it dies.
 
     `on_stopped(text)` (called on a reader thread) says in plain words when the engine process
@@ -107,7 +107,7 @@ class RemoteEngine:
         self._on_stopped = on_stopped
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._generations: dict[int, RemoteGeneration] = {}
+        self._generations: dict[int, HostedAnswer] = {}
         #: The caller of load()/unload() waiting for its outcome, if any.
         self._waiter: queue.SimpleQueue[object] | None = None
         self._engine = EngineSupervisor(self._on_event, command)
@@ -155,10 +155,8 @@ class RemoteEngine:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return loaded
 
-    def generate(
-        self, messages: Sequence[Message], settings: GenerationSettings
-    ) -> RemoteGeneration:
-        generation = RemoteGeneration(self, next(self._ids))
+    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> HostedAnswer:
+        generation = HostedAnswer(self, next(self._ids))
         with self._lock:
             if self._engine.pid is None:
                 raise self._engine.not_running_error()

@@ -8,9 +8,9 @@ process behind the reload (issue 29): a native crash at the first generate (open
 streamed text fails as before (its partial answer is kept), and one that dies twice fails.
 
 Shared by the window's `workers.engine_process.EngineProcess` (events become Qt signals on the
-GUI thread) and `core.engine_client.RemoteEngine` (events feed blocking calls, for `serve`), so
+GUI thread) and `core.hosting.client.HostedEngine` (events feed blocking calls, for `serve`), so
 both front ends restart, reload and report a crash the same way. Not thread-safe by itself: the
-front end calls it from one thread at a time (the GUI thread, or under RemoteEngine's lock).
+front end calls it from one thread at a time (the GUI thread, or under HostedEngine's lock).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.process import STOPPED_CODE, Exited, HostProcess, RestartPolicy
+from qwen_mtp_desktop.core.hosting.protocol import (
     Cancel,
     Chunks,
     Failed,
@@ -33,7 +34,6 @@ from qwen_mtp_desktop.core.engine_protocol import (
     Unload,
     Unloaded,
 )
-from qwen_mtp_desktop.core.host_process import STOPPED_CODE, Exited, HostProcess, RestartPolicy
 
 
 @dataclass(frozen=True)

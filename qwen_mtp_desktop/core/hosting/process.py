@@ -1,7 +1,7 @@
 """One engine host child process (qwen_mtp_desktop.host): start it, send it requests, read its
 events on a thread, and say in plain words how it ended.
 
-`core.engine_supervisor.EngineSupervisor` keeps one running for the window and for `serve`,
+`core.hosting.supervisor.EngineSupervisor` keeps one running for the window and for `serve`,
 following `RestartPolicy`: restart after a death, unless the engine died three times in a row
 without a model loaded in between (a model that crashes the runtime while loading, a broken
 install).
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from qwen_mtp_desktop.core.engine_protocol import (
+from qwen_mtp_desktop.core.hosting.protocol import (
     Cancel,
     Chunks,
     FrameWriter,

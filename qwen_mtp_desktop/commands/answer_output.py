@@ -1,0 +1,105 @@
+"""What `generate` prints, for a local model and with `--remote` alike: the answer streamed to
+stdout as it comes, the reasoning to stderr, then one JSON object (`--json`) or a summary line.
+
+Text from a model or a server is untrusted. On a terminal an escape sequence in it could set
+the window title, clear the screen or plant a hyperlink (OSC 8) that shows one address and
+opens another, and a bidi control could reorder what is shown. So when a stream is a
+terminal, control characters (C0 but tab and newline, DEL, C1) and bidi controls are written
+as visible `\\uXXXX` escapes and carriage returns are dropped. When it is a pipe or a file the
+text is written verbatim: a script reads the model's exact output (`--json` escapes every
+control character itself).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
+from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
+
+#: Bidi controls: marks, embeddings, overrides and isolates (they reorder what is shown).
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_SHOWN_AS_ESCAPES: dict[int, str | None] = {
+    code: f"\\u{code:04x}"
+    for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI)
+    if code not in (0x09, 0x0A)
+}
+_SHOWN_AS_ESCAPES[0x0D] = None  # a carriage return could write over what was shown: dropped
+
+
+def terminal_safe(text: str) -> str:
+    """`text` as it may reach a terminal: no control sequence, no bidi control."""
+    return text.translate(_SHOWN_AS_ESCAPES)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # replaced or closed streams
+        return False
+
+
+class _Output:
+    """A stream that gets the answer's text: made safe when it is a terminal, flushed."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._terminal = is_terminal(stream)
+        self.wrote = False
+
+    def write(self, text: str) -> None:
+        self._stream.write(terminal_safe(text) if self._terminal else text)
+        self._stream.flush()
+        self.wrote = True
+
+
+def stream_answer(answer: AnswerStream, *, quiet: bool = False) -> None:
+    """Print `answer` as it streams (text to stdout, reasoning to stderr; nothing when `quiet`,
+    as for --json). Ctrl+C stops the answer at once and propagates; so does an EngineError,
+    after ending the line the partial answer is on (the text stays on screen)."""
+    out = _Output(sys.stdout)
+    err = _Output(sys.stderr)
+    try:
+        for chunk in answer:
+            if quiet:
+                continue
+            if chunk.reasoning:
+                err.write(chunk.reasoning)
+            if chunk.answer:
+                out.write(chunk.answer)
+    except KeyboardInterrupt:
+        answer.close()
+        if out.wrote:
+            print()
+        raise
+    except EngineError:
+        if out.wrote or err.wrote:
+            print()  # the reason goes below the partial answer
+        raise
+
+
+def print_result(
+    answer: AnswerStream,
+    stats: GenerationStats,
+    *,
+    as_json: bool,
+    summary: str,
+    head: dict[str, Any] | None = None,
+    tail: dict[str, Any] | None = None,
+) -> None:
+    """After the answer: one JSON object (`head`, the text, reasoning and stats, `tail`), or
+    the end of the answer's line and `summary` on stderr."""
+    if as_json:
+        payload: dict[str, Any] = {
+            **(head or {}),
+            "text": answer.answer,
+            "reasoning": answer.reasoning,
+            "stats": stats.to_json_dict(),
+            **(tail or {}),
+        }
+        print(json.dumps(payload, indent=2))
+        return
+    print()
+    print(summary, file=sys.stderr)

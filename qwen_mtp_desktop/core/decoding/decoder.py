@@ -1,0 +1,573 @@
+"""The app's own decoder for Qwen3.5 exports: plain decoding, MTP and prompt lookup, greedy or
+sampled, on one model in memory, keeping each conversation's state between turns.
+
+Why not openvino-genai's MTP: in 2026.4 it runs MTP only on its continuous-batching backend
+(PagedAttention), slower per step than the stateful SDPA path plain decoding can use, and every
+draft pays a full 248k-row vocabulary projection; measured on Qwen3.5-0.8B INT4 it reached about
+1.04x the fastest plain decoding at 100 % acceptance (issue 14). This decoder runs the exported
+IRs directly with OpenVINO (graph changes in core.decoding.graphs):
+
+- the target (core.decoding.target) is stateful with SDPA attention like the fastest plain
+  path; a step verifies its drafts in one call and projects only the positions it needs;
+  rejected work is dropped without copies (double-buffered recurrent states, hidden cache
+  entries);
+- drafts come from the MTP head (core.decoding.mtp_head: a draft-vocabulary lm_head, the
+  lowest token ids, which byte-level BPE gives to the most frequent tokens) or from prompt
+  lookup (core.decoding.prompt_lookup: n-grams of the conversation, free to produce);
+- a turn resumes from the longest state kept for its prompt (core.decoding.state_cache) and
+  prefills only the rest.
+
+Greedy output equals plain greedy decoding token for token: every emitted token is the target's
+own argmax over the full vocabulary given the exact prefix (tests compare under exact numerics).
+openvino-genai stays in charge of tokenizing, detokenizing and vision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
+from qwen_mtp_desktop.core.decoding.graphs import (
+    DEFAULT_DRAFT_VOCAB,
+    GraphError,
+    lm_head_rows,
+    transform_draft,
+    transform_target,
+)
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
+from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
+from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
+from qwen_mtp_desktop.core.decoding.state_cache import (
+    MIN_TAIL_WORTH_SAVING,
+    MIN_TOKENS_WORTH_SAVING,
+    SavedCaches,
+    SequenceState,
+    Snapshot,
+    StateCache,
+)
+from qwen_mtp_desktop.core.decoding.target import StepTiming, Target, TargetOutput
+from qwen_mtp_desktop.core.errors import native_error_line
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+LANGUAGE_MODEL = "openvino_language_model"
+MTP_MODEL = "openvino_mtp_model"
+EMBEDDINGS_MODEL = "openvino_text_embeddings_model"
+#: Confirmed tokens the target may re-process in one verification call; past this (after
+#: many rejections in a row) a separate call brings its state up to date.
+MAX_PENDING = 4
+#: Default state cache budget when the engine gives none (bytes).
+DEFAULT_CACHE_BUDGET = 1 << 30
+
+
+class DecoderUnavailableError(Exception):
+    """The app's decoder cannot run this model; the message says why (shown to the user)."""
+
+
+@dataclass(frozen=True)
+class DecodedStep:
+    """One decoding step: its tokens (accepted drafts, then the target's own token, or fewer at
+    a stop), how many drafts were proposed and how many of them were accepted."""
+
+    tokens: tuple[int, ...]
+    drafted: int = 0
+    accepted: int = 0
+
+
+@dataclass(frozen=True)
+class PrefillInfo:
+    """How the last turn's prompt was processed: `reused` of `prompt_tokens` came from a kept
+    state (the rest was prefilled), and where they came from."""
+
+    prompt_tokens: int
+    reused: int
+    #: "live" (the request held them), "aside" (copied back in), "cold" (nothing kept).
+    source: str
+    seconds: float
+    #: The seed the answer draws from (None: greedy decoding).
+    seed: int | None = None
+
+
+class AppDecoder:
+    """Loads a model's target, draft and embedding IRs; decodes turns with any
+    `DecodingMethod`; keeps conversation states. Not thread-safe: one thread calls
+    `generate()` at a time (the engine's turn worker); `cache_report()` may be read anywhere."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        device: str = "CPU",
+        properties: dict[str, Any] | None = None,
+        *,
+        draft_vocab: int = DEFAULT_DRAFT_VOCAB,
+        special_ids: Sequence[int] = (),
+        cache_budget: int = DEFAULT_CACHE_BUDGET,
+        mtp: bool = True,
+    ) -> None:
+        """`mtp` False (or a model without an MTP IR) loads no draft head: plain decoding
+        and prompt lookup only."""
+        import numpy as np
+        import openvino as ov
+
+        properties = dict(properties or {})
+        core = ov.Core()
+        for name in (LANGUAGE_MODEL, EMBEDDINGS_MODEL):
+            if not (model_dir / f"{name}.xml").is_file():
+                raise DecoderUnavailableError(f"the model has no {name}.xml")
+        mtp = mtp and (model_dir / f"{MTP_MODEL}.xml").is_file()
+        try:
+            compute_type = _inference_precision(core, device, properties)
+            target_model = core.read_model(model_dir / f"{LANGUAGE_MODEL}.xml")
+            graph = transform_target(target_model, compute_type)
+            vocab = graph.vocab_size
+            size = min(draft_vocab, vocab)
+            ids = np.unique(
+                np.concatenate(
+                    [np.arange(size), np.asarray([i for i in special_ids if 0 <= i < vocab])]
+                ).astype(np.int64)
+            )
+            compiled_draft = None
+            if mtp:
+                rows = lm_head_rows(core, target_model, ids)
+                draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
+                transform_draft(draft_model, rows, compute_type)
+                del rows
+                compiled_draft = core.compile_model(draft_model, device, properties)
+            compiled_target = core.compile_model(target_model, device, properties)
+            # A lookup of a few rows: on one thread it runs in the caller, without waking the
+            # device's thread pool (5-8 ms per call on a loaded 2-core machine otherwise).
+            embed_properties = dict(properties)
+            if device == "CPU":
+                embed_properties["INFERENCE_NUM_THREADS"] = 1
+            embed = core.compile_model(
+                core.read_model(model_dir / f"{EMBEDDINGS_MODEL}.xml"), device, embed_properties
+            )
+        except GraphError as exc:
+            raise DecoderUnavailableError(f"the model's IR is not as expected: {exc}") from exc
+        except RuntimeError as exc:
+            raise DecoderUnavailableError(
+                f"OpenVINO could not prepare it: {native_error_line(exc)}"
+            ) from exc
+        self.hidden_size = graph.hidden_size
+        self.vocab_size = vocab
+        self.draft_vocab_size = len(ids)
+        self._in_draft_vocab = np.zeros(vocab, dtype=bool)
+        self._in_draft_vocab[ids] = True
+        self._draft_ids = ids
+        self.target = Target(compiled_target, graph.states, embed, compute_type)
+        self._mtp = (
+            MtpHead(compiled_draft, ids, self.target, self.target.timing)
+            if compiled_draft is not None
+            else None
+        )
+        self.cache = StateCache(cache_budget)
+        self.last_prefill: PrefillInfo | None = None
+        # The live sequence: token ids the target's state holds (`_processed` of them) and the
+        # final hidden state of every confirmed position (`_hidden_len` rows).
+        self._ids = np.zeros(4096, dtype=np.int64)
+        self._hidden: npt.NDArray[Any] = np.zeros((0, 0))
+        self._processed = 0
+        self._hidden_len = 0
+        #: Prefill in calls of at most this many tokens (None: one call).
+        self.prefill_chunk: int | None = None
+        #: Observation hook (tests, benchmarks/mtp_chain_check.py): when a list, every step
+        #: that drafts with the MTP head appends (context length, drafts) before verifying
+        #: them; the drafts propose the tokens at indices context length, +1, ... of prompt +
+        #: answer. The caller owns and clears it; None (the default) costs one test per step.
+        self.draft_log: list[tuple[int, tuple[int, ...]]] | None = None
+
+    @property
+    def timing(self) -> StepTiming:
+        return self.target.timing
+
+    @property
+    def has_mtp(self) -> bool:
+        return self._mtp is not None
+
+    @property
+    def mtp(self) -> MtpHead:
+        if self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        return self._mtp
+
+    def _mtp_keep(self, positions: int) -> None:
+        if self._mtp is not None:
+            self._mtp.keep(positions)
+
+    # --- the live sequence -------------------------------------------------------------------
+
+    def _drop_live(self) -> None:
+        """Forget the live state (after a failure mid-call, or a cold start)."""
+        self.target.reset()
+        if self._mtp is not None:
+            self._mtp.reset()
+        self._processed = self._hidden_len = 0
+        self.cache.live = None
+
+    def _set_ids(self, start: int, ids: Sequence[int] | npt.NDArray[np.int64]) -> None:
+        import numpy as np
+
+        end = start + len(ids)
+        if end > len(self._ids):
+            grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.int64)
+            grown[:start] = self._ids[:start]
+            self._ids = grown
+        self._ids[start:end] = ids
+
+    def _set_hidden(self, start: int, rows: npt.NDArray[Any]) -> None:
+        import numpy as np
+
+        end = start + len(rows)
+        if self._hidden.ndim != 2 or self._hidden.dtype != rows.dtype or end > len(self._hidden):
+            grown = np.zeros((max(end, 2 * len(self._hidden), 1024), rows.shape[1]), rows.dtype)
+            if self._hidden.ndim == 2 and self._hidden.dtype == rows.dtype:
+                grown[: self._hidden_len] = self._hidden[: self._hidden_len]
+            self._hidden = grown
+        self._hidden[start:end] = rows
+        self._hidden_len = max(self._hidden_len, end) if start <= self._hidden_len else end
+
+    def _live_state(self) -> SequenceState:
+        """The live sequence as the cache sees it (views of the decoder's buffers)."""
+        live = self.cache.live
+        n = self._processed
+        if live is None:
+            live = SequenceState(self._ids[:n], self._hidden[: min(n, self._hidden_len)])
+            self.cache.live = live
+        live.ids = self._ids[:n]
+        live.hidden = self._hidden[: min(n, self._hidden_len)]
+        return live
+
+    def _put_live_aside(self, *, keep_live: bool = False) -> None:
+        """Copy the live sequence's caches out and keep the copy aside in the cache; the live
+        sequence stays live with `keep_live` (its tail is about to be dropped)."""
+        import numpy as np
+
+        live = self.cache.live
+        if live is None or self._processed < MIN_TOKENS_WORTH_SAVING:
+            return
+        live = self._live_state()
+        started = time.perf_counter()
+        head = self._mtp
+        if head is not None:
+            head.keep(head.positions)  # provisional chain entries are not part of it
+        saved = SequenceState(
+            np.array(live.ids),
+            np.array(live.hidden),
+            list(live.snapshots),
+            SavedCaches(
+                self.target.kv.save(),
+                head.kv.save() if head is not None else [],
+                head.positions if head is not None else 0,
+            ),
+        )
+        self.cache.put_aside(saved)
+        if not keep_live:
+            self.cache.live = None
+        log.info(
+            "state cache: put aside %d tokens in %.0f ms",
+            len(saved.ids),
+            (time.perf_counter() - started) * 1000,
+        )
+
+    def _snapshot(self, logits: npt.NDArray[np.float32] | None = None) -> Snapshot:
+        return Snapshot(self._processed, self.target.recurrent.copy_out(), logits)
+
+    def _resume(self, prompt: npt.NDArray[np.int64]) -> tuple[int, Snapshot | None, str]:
+        """Bring the state to the longest kept prefix of `prompt`: (tokens reused, the
+        snapshot resumed from, where it came from)."""
+        live = self.cache.live
+        if live is not None and self._processed > 0:
+            live = self._live_state()
+            if not live.snapshots or live.snapshots[-1].position != self._processed:
+                live.add_snapshot(self._snapshot())  # the end of the last answer
+        resume = self.cache.best_resume(prompt)
+        if resume is None:
+            self._put_live_aside()
+            self._drop_live()
+            return 0, None, "cold"
+        position, snapshot = resume.position, resume.snapshot
+        if resume.source is self.cache.live:
+            if self._processed - position >= MIN_TAIL_WORTH_SAVING:
+                self._put_live_aside(keep_live=True)  # an edit far back: keep the old branch
+            try:
+                if position != self._processed:
+                    self.target.recurrent.copy_in(snapshot.recurrent)
+            except ValueError as exc:
+                log.warning("state cache: a snapshot does not fit (%s); discarded", exc)
+                self._drop_live()
+                return 0, None, "cold"
+            self.target.kv.keep_positions(position)
+            self._mtp_keep(position - 1)
+            self._processed = position
+            self._hidden_len = min(self._hidden_len, position)
+            live = self._live_state()
+            live.snapshots = [s for s in live.snapshots if s.position <= position]
+            self.cache.touch(live)
+            return position, snapshot, "live"
+        source = resume.source
+        self._put_live_aside()
+        caches = source.caches
+        assert caches is not None
+        try:
+            if len(source.hidden) < position or len(source.ids) < position:
+                raise ValueError("the kept sequence is shorter than its snapshot")
+            self.target.recurrent.copy_in(snapshot.recurrent)
+            self.target.kv.restore(caches.target, position)
+            head = self._mtp
+            draft_positions = min(caches.draft_positions, position - 1)
+            if head is not None and caches.draft and draft_positions > 0:
+                head.kv.restore(caches.draft, draft_positions)
+                head.positions = draft_positions
+            elif head is not None:
+                head.reset()
+        except ValueError as exc:
+            log.warning("state cache: a kept sequence does not fit (%s); discarded", exc)
+            self.cache.drop(source)
+            self._drop_live()
+            return 0, None, "cold"
+        self._set_ids(0, source.ids[:position])
+        self._hidden_len = 0
+        self._set_hidden(0, source.hidden[:position])
+        self._processed = position
+        live = self._live_state()
+        live.snapshots = [s for s in source.snapshots if s.position <= position]
+        self.cache.touch(source)
+        self.cache.touch(live)
+        return position, snapshot, "aside"
+
+    def drop_states(self) -> None:
+        """Forget every kept state (a model change, an eject, a budget of zero)."""
+        self._drop_live()
+        self.cache.clear()
+
+    # --- decoding ------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        method: DecodingMethod,
+        max_new_tokens: int,
+        stop_ids: frozenset[int] | set[int],
+        cancelled: Callable[[], bool] = lambda: False,
+        ignore_eos: bool = False,
+        keep_drafting: Callable[[], bool] | None = None,
+        stable_prefix: int | None = None,
+    ) -> Generator[DecodedStep, None, None]:
+        """Yield each decoding step until a stop id (included), max_new_tokens or
+        cancellation. A step proposes up to min(method.drafts, tokens left - 1) drafts.
+
+        `keep_drafting` is asked after every step (Auto's within-turn fall back); once it says
+        False the rest of the turn decodes plain (free here: no re-prefill, no second model).
+        `stable_prefix`: how many leading prompt tokens the next turn's prompt will repeat
+        (the chat template re-renders this turn's answer without the generation prompt's
+        thinking block): the recurrent state is kept at that point too, so the next turn
+        resumes there. After the first step, `last_prefill` says how much was reused."""
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        method.check()
+        if method.kind == "mtp" and self._mtp is None:
+            raise MethodError("this model was loaded without its MTP head")
+        self.target.timing = StepTiming()  # per turn
+        if self._mtp is not None:
+            self._mtp.timing = self.target.timing
+        try:
+            yield from self._generate(
+                prompt_ids,
+                method,
+                max_new_tokens,
+                frozenset() if ignore_eos else frozenset(stop_ids),
+                cancelled,
+                keep_drafting,
+                stable_prefix,
+            )
+        except GeneratorExit:
+            raise  # closed between steps: the state is consistent
+        except BaseException:
+            # A failed or interrupted model call may leave the state half updated.
+            self._drop_live()
+            raise
+        finally:
+            self.cache.fit_budget()
+
+    def _generate(
+        self,
+        prompt_ids: Sequence[int],
+        method: DecodingMethod,
+        max_new_tokens: int,
+        stops: frozenset[int],
+        cancelled: Callable[[], bool],
+        keep_drafting: Callable[[], bool] | None,
+        stable_prefix: int | None,
+    ) -> Generator[DecodedStep, None, None]:
+        import numpy as np
+
+        began = time.perf_counter()
+        prompt = np.asarray(prompt_ids, dtype=np.int64)
+        total = len(prompt)
+        reused, snapshot, source = self._resume(prompt)
+        target = self.target
+        chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
+        if stable_prefix is not None and reused < stable_prefix < total:
+            # Prefill up to the point the next prompt keeps, and keep the state there.
+            self._prefill(prompt[reused:stable_prefix].tolist())
+            self._live_state().add_snapshot(self._snapshot())
+        if self._processed < total:
+            out = self._prefill(prompt[self._processed :].tolist())
+            last_logits = out.logits()[-1]
+            self._live_state().add_snapshot(self._snapshot(last_logits))
+            first = chooser.first(last_logits, int(out.argmax[-1]))
+        else:
+            assert snapshot is not None and snapshot.logits is not None
+            first = chooser.first(snapshot.logits, None)
+        chooser.emitted([first])
+        self.cache.record_turn(reused)
+        self.last_prefill = PrefillInfo(
+            total, reused, source, time.perf_counter() - began, chooser.seed
+        )
+        tokens = [*prompt.tolist(), first]
+        yield DecodedStep((first,))
+        produced = 1
+        if first in stops or produced >= max_new_tokens:
+            return
+        drafting = method.kind != "plain"
+        lookup = NgramIndex(method.ngram) if method.kind == "lookup" else None
+        if lookup is not None:
+            lookup.extend(tokens)
+        while not cancelled():
+            step_began = time.perf_counter()
+            if drafting and keep_drafting is not None and not keep_drafting():
+                drafting = False
+            processed = self._processed
+            if len(tokens) - processed > MAX_PENDING:
+                # Many rejections in a row: bring the target up to all but the last confirmed
+                # token in a call of its own, so verification calls stay short.
+                catch = tokens[processed:-1]
+                out = target.run(catch, processed, len(catch) - 1)
+                self._set_hidden(processed, np.array(out.hidden))
+                target.settle(len(catch), keep=True)
+                self._set_ids(processed, catch)
+                processed = self._processed = len(tokens) - 1
+            pending = tokens[processed:]
+            k = min(method.drafts, max_new_tokens - produced - 1) if drafting else 0
+            drafts: list[int] = []
+            if k > 0 and lookup is not None:
+                drafts = lookup.candidates(k)
+                chooser.lookup_drafts(drafts)
+            elif k > 0:
+                drafts = self._mtp_drafts(tokens, k, chooser)
+            out = target.run(pending + drafts, processed, len(pending) - 1)
+            accepted, own = chooser.verify(out, drafts)
+            keep = accepted == len(drafts)
+            confirmed = len(pending) + accepted  # positions whose hidden state is now known
+            self._set_hidden(processed, np.array(out.hidden[:confirmed]))
+            target.settle(len(pending) + len(drafts), keep=keep)
+            if keep:
+                self._set_ids(processed, pending + drafts)
+                self._processed = processed + len(pending) + len(drafts)
+            else:
+                target.timing.reprocessed_tokens += len(pending) - 1
+                if method.kind == "mtp" and not self._in_draft_vocab[own]:
+                    target.timing.out_of_draft_vocab += 1
+            emitted = [*drafts[:accepted], own]
+            for index, token in enumerate(emitted):
+                if token in stops:
+                    emitted = emitted[: index + 1]
+                    break
+            emitted = emitted[: max_new_tokens - produced]
+            tokens.extend(emitted)
+            chooser.emitted(emitted)
+            if lookup is not None:
+                lookup.extend(emitted)
+            produced += len(emitted)
+            target.timing.steps.append(time.perf_counter() - step_began)
+            yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
+            if emitted[-1] in stops or produced >= max_new_tokens:
+                return
+
+    def logits_after(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """The target's logits for the token that follows `token_ids` (a copy), computed like a
+        turn's first token (kept states reused): what validation and exactness checks read."""
+        import numpy as np
+
+        if not token_ids:
+            raise ValueError("the prompt is empty")
+        prompt = np.asarray(token_ids, dtype=np.int64)
+        try:
+            _reused, snapshot, _source = self._resume(prompt)
+            if self._processed < len(prompt):
+                row = np.array(self._prefill(prompt[self._processed :].tolist()).logits()[-1])
+                self._live_state().add_snapshot(self._snapshot(row))
+                return row
+        except BaseException:
+            self._drop_live()
+            raise
+        finally:
+            self.cache.fit_budget()
+        assert snapshot is not None and snapshot.logits is not None
+        return np.array(snapshot.logits)
+
+    def _prefill(self, ids: list[int]) -> TargetOutput:
+        """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
+        the last call's output (its last position projected)."""
+        import numpy as np
+
+        chunk = self.prefill_chunk or len(ids)
+        out = None
+        for begin in range(0, len(ids), chunk):
+            part = ids[begin : begin + chunk]
+            start = self._processed
+            out = self.target.run(part, start, len(part) - 1)
+            self._set_ids(start, part)
+            self._set_hidden(start, np.array(out.hidden))
+            self.target.settle(len(part), keep=True)
+            self._processed = start + len(part)
+        assert out is not None
+        return out
+
+    def _mtp_drafts(self, tokens: list[int], k: int, chooser: Chooser) -> list[int]:
+        """k drafts from the MTP head: catch it up on every confirmed position (target hidden
+        states), then chain on its own hidden state."""
+        mtp = self.mtp
+        start = mtp.positions
+        end = len(tokens) - 1  # positions whose hidden state and next token are both known
+        if self._hidden_len < end:
+            raise RuntimeError("the MTP head is missing target hidden states")
+        out: DraftOutput = mtp.catch_up(self._hidden[start:end], tokens[start + 1 : end + 1])
+        drafts = [chooser.draft(out, [])]
+        for index in range(1, k):
+            out = mtp.chain(out, drafts[-1], end + index - 1)
+            drafts.append(chooser.draft(out, drafts))
+        if self.draft_log is not None:
+            self.draft_log.append((len(tokens), tuple(drafts)))
+        return drafts
+
+    def cache_report(self) -> Any:
+        return self.cache.report()
+
+
+def _inference_precision(core: Any, device: str, properties: dict[str, Any]) -> Any:
+    """The element type the device computes in with these properties (bf16, f16 or f32)."""
+    import openvino as ov
+
+    hint = properties.get("INFERENCE_PRECISION_HINT")
+    if hint is None:
+        try:
+            hint = core.get_property(device, "INFERENCE_PRECISION_HINT")
+        except RuntimeError:
+            return ov.Type.f32
+    if isinstance(hint, ov.Type):
+        return hint
+    names = {"f32": ov.Type.f32, "bf16": ov.Type.bf16, "f16": ov.Type.f16}
+    return names.get(str(hint).lower(), ov.Type.f32)

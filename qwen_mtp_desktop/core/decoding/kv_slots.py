@@ -1,0 +1,151 @@
+"""The attention KV caches of one OpenVINO infer request, kept without copies.
+
+OpenVINO keeps a stateful model's KV caches as internal variables that every call extends on
+axis 2. Trimming one means reading the whole cache out and writing it back: on the CPU the
+cache is stored as u8, so that is a dequantize-copy-requantize of every entry, measured at
+100-150 ms at 2,000-6,000 tokens on Qwen3.5-0.8B (a decode step there costs 60-140 ms). The
+app's decoder would pay it after every rejected draft and at every turn that reuses part of a
+conversation.
+
+So entries are never removed one step at a time: a slot whose entry is no longer wanted
+(rejected drafts, the tokens a rejected verification re-processes, an answer being
+regenerated) is hidden by the `attention_mask` input, which the exported attention honours
+for past entries (tested: logits equal to a clean cache up to float rounding, and far off
+without the mask). Live slots keep increasing positions, so position p is the p-th live slot.
+When hidden slots pile up (more than a quarter of the cache, and at least a few hundred),
+`compact()` copies the live entries once, so attention never pays much for the holes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+#: Compact when at least this many slots are hidden ...
+COMPACT_MIN_HIDDEN = 256
+#: ... and they are at least this share of the cache.
+COMPACT_HIDDEN_SHARE = 0.25
+
+
+class KvSlots:
+    """Slot bookkeeping for one infer request's growing (attention) states. Not thread-safe."""
+
+    def __init__(self, request: Any) -> None:
+        import numpy as np
+
+        self._request = request
+        self._mask: npt.NDArray[np.int64] = np.zeros(1024, dtype=np.int64)
+        #: Slots in the cache (live or hidden).
+        self.size = 0
+        #: Live slots: the positions the cache holds, 0 .. live - 1.
+        self.live = 0
+        #: Entries copied by compactions and restores since the last reset (benchmarks).
+        self.copies = 0
+
+    @property
+    def hidden(self) -> int:
+        return self.size - self.live
+
+    def reset(self) -> None:
+        """Empty caches (the request's states are reset too)."""
+        self._request.reset_state()
+        self.size = self.live = 0
+
+    def mask(self, new: int) -> npt.NDArray[np.int64]:
+        """The attention mask for a call that appends `new` entries: [1, size + new]."""
+        self._reserve(self.size + new)
+        self._mask[self.size : self.size + new] = 1
+        return self._mask[None, : self.size + new]
+
+    def appended(self, count: int, *, keep: bool) -> None:
+        """A call appended `count` entries: live (keep) or hidden at once (a verification whose
+        drafts were rejected: its tokens are processed again by the next call)."""
+        self._reserve(self.size + count)
+        self._mask[self.size : self.size + count] = 1 if keep else 0
+        self.size += count
+        if keep:
+            self.live += count
+
+    def keep_positions(self, count: int) -> None:
+        """Hide every live entry from position `count` on."""
+        import numpy as np
+
+        if count >= self.live:
+            return
+        live_slots = np.flatnonzero(self._mask[: self.size])
+        self._mask[live_slots[count:]] = 0
+        self.live = count
+
+    def compact_if_worth_it(self) -> bool:
+        if self.hidden >= COMPACT_MIN_HIDDEN and self.hidden >= COMPACT_HIDDEN_SHARE * self.size:
+            self.compact()
+            return True
+        return False
+
+    def compact(self) -> None:
+        """Copy the live entries into a cache without holes."""
+        import numpy as np
+        import openvino as ov
+
+        if self.hidden == 0:
+            return
+        live_slots = np.flatnonzero(self._mask[: self.size])
+        for state in self._request.query_state():
+            data = state.state.data
+            state.state = ov.Tensor(np.ascontiguousarray(data[:, :, live_slots]))
+        self.copies += self.live
+        self.size = self.live
+        self._mask[: self.size] = 1
+
+    def save(self) -> list[npt.NDArray[Any]]:
+        """Copies of the live entries, one array per state ([batch, heads, live, dim])."""
+        import numpy as np
+
+        live_slots = np.flatnonzero(self._mask[: self.size])
+        every = len(live_slots) == self.size
+        saved = []
+        for state in self._request.query_state():
+            data = state.state.data
+            saved.append(np.array(data) if every else np.ascontiguousarray(data[:, :, live_slots]))
+        self.copies += self.live
+        return saved
+
+    def restore(self, arrays: Sequence[npt.NDArray[Any]], count: int) -> None:
+        """Load the first `count` positions of saved entries (`save()`'s arrays); ValueError
+        when they do not fit this request's states (another model)."""
+        import numpy as np
+        import openvino as ov
+
+        states = self._request.query_state()
+        if len(states) != len(arrays):
+            raise ValueError(f"{len(arrays)} saved caches for {len(states)} states")
+        for state, array in zip(states, arrays, strict=True):
+            tensor = state.state  # [batch (0 when empty), heads, tokens, head size]
+            shape = tensor.shape
+            fits = (
+                array.ndim == 4
+                and array.shape[0] == 1
+                and (array.shape[1], array.shape[3]) == (shape[1], shape[3])
+                and array.shape[2] >= count
+                and array.dtype == tensor.data.dtype
+            )
+            if not fits:
+                raise ValueError(f"a saved cache {array.shape} {array.dtype} does not fit {shape}")
+        for state, array in zip(states, arrays, strict=True):
+            state.state = ov.Tensor(np.ascontiguousarray(array[:, :, :count]))
+        self.copies += count
+        self.size = self.live = count
+        self._reserve(count)
+        self._mask[:count] = 1
+
+    def _reserve(self, size: int) -> None:
+        import numpy as np
+
+        if size > len(self._mask):
+            grown = np.zeros(max(size, 2 * len(self._mask)), dtype=np.int64)
+            grown[: self.size] = self._mask[: self.size]
+            self._mask = grown

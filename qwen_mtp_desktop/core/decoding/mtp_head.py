@@ -1,0 +1,106 @@
+"""The MTP head as the app's decoder drafts with it: the MTP IR with a draft-vocabulary lm_head
+(core.decoding.graphs), one infer request and its attention cache.
+
+The head pairs the target's final hidden state at position t with the embedding of token t + 1
+and predicts token t + 2. `catch_up()` feeds it every confirmed position it has not seen (its
+cache entries stay); `chain()` continues from its own last hidden state with a draft as the next
+token, for depths > 1: those entries are provisional and hidden again (attention mask, no copy)
+before the next catch-up, since the next drafts must come from the target's hidden states.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from qwen_mtp_desktop.core.decoding.graphs import DRAFT_INDEX, DRAFT_LOGITS, HIDDEN
+from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
+from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class DraftOutput:
+    """One head call: the most likely draft (a token id), the logits over the draft vocabulary
+    (a view the next call overwrites) and the head's own last hidden state (a copy)."""
+
+    token: int
+    logits: npt.NDArray[np.float32]
+    own_hidden: npt.NDArray[Any]
+
+
+class MtpHead:
+    def __init__(
+        self, compiled: Any, draft_ids: npt.NDArray[np.int64], target: Target, timing: StepTiming
+    ) -> None:
+        self.request = compiled.create_infer_request()
+        self.kv = KvSlots(self.request)
+        self.draft_ids = draft_ids
+        self._target = target
+        self.timing = timing
+        #: Positions whose entries the head's cache holds for good (0 .. positions - 1).
+        self.positions = 0
+
+    def reset(self) -> None:
+        self.kv.reset()
+        self.positions = 0
+
+    def keep(self, positions: int) -> None:
+        """Forget everything from `positions` on (provisional chain entries included)."""
+        self.positions = min(self.positions, positions)
+        self.kv.keep_positions(self.positions)
+
+    def catch_up(self, hidden: npt.NDArray[Any], next_tokens: list[int]) -> DraftOutput:
+        """Feed positions `positions` .. `positions + len(next_tokens) - 1`: their target hidden
+        states (rows of `hidden`) and the tokens that followed them; the output is the draft for
+        the token after the last one."""
+        self.kv.keep_positions(self.positions)  # the last step's provisional chain entries
+        out = self._call(hidden, next_tokens, self.positions)
+        self.kv.appended(len(next_tokens), keep=True)
+        self.positions += len(next_tokens)
+        return out
+
+    def chain(self, previous: DraftOutput, token: int, position: int) -> DraftOutput:
+        """The draft after `token` (itself a draft, at `position`), from the head's own hidden
+        state. Its cache entry is provisional (hidden at the next catch-up)."""
+        out = self._call(previous.own_hidden, [token], position)
+        self.kv.appended(1, keep=True)
+        return out
+
+    def _call(self, hidden: npt.NDArray[Any], tokens: list[int], start: int) -> DraftOutput:
+        import numpy as np
+
+        count = len(tokens)
+        request = self.request
+        began = time.perf_counter()
+        request.infer(
+            {
+                "hidden_states": self._hidden_tensor(hidden),
+                "inputs_embeds": self._target.embeddings(tokens),
+                "attention_mask": self.kv.mask(count),
+                "position_ids": np.arange(start, start + count, dtype=np.int64)[None],
+                "beam_idx": np.zeros(1, dtype=np.int32),
+            }
+        )
+        self.timing.draft_s += time.perf_counter() - began
+        self.timing.draft_calls += 1
+        index = int(request.get_tensor(DRAFT_INDEX).data.reshape(-1)[0])
+        logits = request.get_tensor(DRAFT_LOGITS).data.reshape(-1)
+        own_hidden = np.array(request.get_tensor(HIDDEN).data[0, -1:])
+        return DraftOutput(int(self.draft_ids[index]), logits, own_hidden)
+
+    def _hidden_tensor(self, rows: npt.NDArray[Any]) -> Any:
+        """Hidden states (as the target's output holds them) as the head's input. OpenVINO shows
+        bf16 data to numpy as 16-bit values of another type: pass the bits on."""
+        import numpy as np
+        import openvino as ov
+
+        array = np.ascontiguousarray(rows[None] if rows.ndim == 2 else rows)
+        if self._target.hidden_type == ov.Type.bf16:
+            bits = array.view(np.uint16)
+            return ov.Tensor(bits, list(bits.shape), ov.Type.bf16)
+        return array

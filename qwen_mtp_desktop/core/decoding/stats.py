@@ -1,0 +1,182 @@
+"""What an answer measured (`GenerationStats`) and the statistics of speculative decoding
+derived from per-step chunk sizes.
+
+No OpenVINO here, so all of it is testable with recorded data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+#: What drafted a turn's tokens: the MTP head, nothing (plain decoding, "baseline" in records),
+#: or prompt lookup (core.decoding.prompt_lookup: n-grams of the prompt and answer).
+Mode = Literal["mtp", "baseline", "lookup"]
+FinishReason = Literal["eos", "length", "stop_string", "cancelled"]
+
+
+@dataclass(frozen=True)
+class StepDrafts:
+    """One decode step of a method that proposes a varying number of drafts (prompt lookup):
+    how many it proposed and how many of the step's tokens were accepted drafts."""
+
+    proposed: int
+    accepted: int
+
+
+@dataclass
+class GenerationStats:
+    """Everything measured about one generation. Times are in seconds."""
+
+    mode: Mode
+    num_assistant_tokens: int
+    device: str
+    prompt_tokens: int
+    generated_tokens: int
+    reasoning_tokens: int
+    answer_tokens: int
+    ttft_s: float
+    decode_tokens_per_s: float
+    total_s: float
+    #: Decoding steps: one per streamer write (the first is the prefill's token).
+    steps: int
+    drafted_tokens: int
+    accepted_tokens: int
+    acceptance_rate: float
+    #: Mean number of draft tokens accepted per decode step.
+    mean_accepted_per_step: float
+    #: Fraction of decode steps whose draft at position i (1-based) was accepted.
+    acceptance_by_position: list[float]
+    finish_reason: FinishReason
+    chunk_sizes: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: When each chunk arrived, seconds since generate() was called (same length as
+    #: chunk_sizes): what Auto (core.adaptive) learns step costs from.
+    chunk_times: list[float] = field(default_factory=list)
+    #: Index of the first chunk decoded without MTP when an MTP turn continued with plain
+    #: decoding midway (Auto's within-turn fall back); None when it did not.
+    switched_to_plain_at: int | None = None
+    #: What decoded the turn: "fast" (the app's own decoder, core.decoding.decoder) or "genai"
+    #: (openvino-genai's pipeline); empty in records from before the fast decoder.
+    decoder: str = ""
+    #: Prompt lookup's longest n-gram (0 for other modes and older records).
+    max_ngram_size: int = 0
+    #: What prompt lookup would have done on this greedy text answer, whatever decoded it
+    #: (core.decoding.prompt_lookup.LookupReplay as a dict; None for sampled or image turns): Auto
+    #: learns from it how well the conversation copies.
+    lookup_replay: dict[str, int] | None = None
+    #: An answer from a remote server (core.remote.client): the endpoint, and the server's own
+    #: `mtp` statistics when it reported them; None for local answers (and left out of JSON).
+    remote: dict[str, Any] | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["remote"] is None:
+            del data["remote"]
+        return data
+
+
+def speculative_stats(
+    chunk_sizes: Sequence[int],
+    num_assistant_tokens: int,
+    mode: Mode,
+    max_new_tokens: int | None = None,
+    drafts: Sequence[StepDrafts] | None = None,
+) -> tuple[int, int, list[float]]:
+    """(drafted, accepted, acceptance by position) from per-step chunk sizes.
+
+    `drafts` (one per chunk, same length as `chunk_sizes`) is for prompt lookup, which
+    proposes a varying number and whose replay knows which tokens were drafts
+    (core.decoding.prompt_lookup); MTP proposes n per step.
+
+    A decode step that proposes d drafts writes 1 + a tokens, a = drafts accepted (the target
+    always adds one token of its own). The first write comes from the prefill, which drafts
+    nothing. Near the token budget the runtime drafts only what can still be used:
+    d = min(n, max_new_tokens - generated - 1), so a final step cut short by the budget is not
+    counted as rejected drafts (this matches ContinuousBatchingPipeline's acceptance rate).
+    A step that accepts an end-of-text draft ends there, with no token of the target's: the
+    lookup replay sees that; for MTP, whose drafts are not visible, such a final step counts
+    one accepted draft too few.
+    """
+    if mode == "baseline" or num_assistant_tokens <= 0 or not chunk_sizes:
+        return 0, 0, []
+    if mode == "lookup" and (drafts is None or len(drafts) < len(chunk_sizes)):
+        return 0, 0, []
+    n = num_assistant_tokens
+    generated = chunk_sizes[0]
+    proposed_per_step: list[int] = []
+    accepted_per_step: list[int] = []
+    for i, size in enumerate(chunk_sizes[1:], start=1):
+        if drafts is not None and mode == "lookup":
+            count = drafts[i].proposed
+            accepted_per_step.append(min(drafts[i].accepted, count, size))
+        else:
+            count = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
+            accepted_per_step.append(min(max(size - 1, 0), count))
+        proposed_per_step.append(count)
+        generated += size
+    drafted = sum(proposed_per_step)
+    accepted = sum(accepted_per_step)
+    by_position = []
+    for i in range(1, n + 1):
+        steps = [a for a, d in zip(accepted_per_step, proposed_per_step, strict=True) if d >= i]
+        by_position.append(sum(1 for a in steps if a >= i) / len(steps) if steps else 0.0)
+    return drafted, accepted, by_position
+
+
+def build_stats(
+    *,
+    mode: Mode,
+    num_assistant_tokens: int,
+    device: str,
+    prompt_tokens: int,
+    chunk_sizes: Sequence[int],
+    chunk_times: Sequence[float],
+    total_s: float,
+    reasoning_tokens: int,
+    answer_tokens: int,
+    finish_reason: FinishReason,
+    warnings: Sequence[str] = (),
+    max_new_tokens: int | None = None,
+    switched_to_plain_at: int | None = None,
+    decoder: str = "",
+    drafts: Sequence[StepDrafts] | None = None,
+    max_ngram_size: int = 0,
+) -> GenerationStats:
+    """Stats from the per-step record. `chunk_times` are seconds since generate() was called.
+    With `switched_to_plain_at`, only the chunks before it count for draft acceptance."""
+    generated = sum(chunk_sizes)
+    ttft = chunk_times[0] if chunk_times else 0.0
+    decode_time = chunk_times[-1] - chunk_times[0] if len(chunk_times) > 1 else 0.0
+    decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
+    mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
+    drafted, accepted, by_position = speculative_stats(
+        mtp_sizes, num_assistant_tokens, mode, max_new_tokens, drafts
+    )
+    decode_steps = max(len(mtp_sizes) - 1, 0)
+    return GenerationStats(
+        mode=mode,
+        num_assistant_tokens=num_assistant_tokens if mode != "baseline" else 0,
+        device=device,
+        prompt_tokens=prompt_tokens,
+        generated_tokens=generated,
+        reasoning_tokens=reasoning_tokens,
+        answer_tokens=answer_tokens,
+        ttft_s=ttft,
+        decode_tokens_per_s=decode_tokens / decode_time if decode_time > 0 else 0.0,
+        total_s=total_s,
+        steps=len(chunk_sizes),
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        mean_accepted_per_step=accepted / decode_steps if decode_steps and drafted else 0.0,
+        acceptance_by_position=by_position,
+        finish_reason=finish_reason,
+        chunk_sizes=list(chunk_sizes),
+        warnings=list(warnings),
+        chunk_times=[round(t, 6) for t in chunk_times],
+        switched_to_plain_at=switched_to_plain_at,
+        decoder=decoder,
+        max_ngram_size=max_ngram_size if mode == "lookup" else 0,
+    )

@@ -1,0 +1,185 @@
+"""The target model as the app's decoder runs it: the language model IR changed in memory
+(core.decoding.graphs), one infer request, and the state that request holds.
+
+- Gated DeltaNet states are explicit inputs/outputs in two sets of buffers: a call reads one
+  set and writes the other; `commit()` makes its outputs the next call's inputs, and a call
+  whose drafts were rejected is simply not committed (the next call reads the old set again
+  and re-processes the confirmed tokens with its own drafts). No copies per step.
+- Attention caches stay inside the request; `kv` (core.decoding.kv_slots) hides the entries
+  of uncommitted calls with the attention mask instead of copying the caches.
+- `snapshot()` / `restore()` copy the recurrent state out and back (the state cache keeps
+  them between turns).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from qwen_mtp_desktop.core.decoding.graphs import (
+    HIDDEN,
+    LOGITS,
+    LOGITS_POSITIONS,
+    STATE_IN,
+    STATE_OUT,
+    TARGET_ARGMAX,
+    StatePort,
+)
+from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+@dataclass
+class StepTiming:
+    """Seconds spent per part of the decoding loop (benchmarks read them)."""
+
+    target_s: float = 0.0
+    draft_s: float = 0.0
+    target_calls: int = 0
+    draft_calls: int = 0
+    #: Verifications whose drafts were not all accepted (their cache entries are hidden).
+    rollbacks: int = 0
+    reprocessed_tokens: int = 0
+    #: Target tokens outside the draft vocabulary (the draft head could not propose them).
+    out_of_draft_vocab: int = 0
+    steps: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TargetOutput:
+    """One target call: the hidden state of every position processed and, for the positions
+    asked for, the argmax (greedy) and the logits (sampling; read only when needed)."""
+
+    hidden: npt.NDArray[Any]
+    argmax: npt.NDArray[np.int64]
+    request: Any
+
+    def logits(self) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        rows: npt.NDArray[np.float32] = np.array(self.request.get_tensor(LOGITS).data[0])
+        return rows
+
+
+class RecurrentBuffers:
+    """Two sets of Gated DeltaNet state tensors: one the next call reads, one it writes. The
+    two bindings are built once and set with one call each (rebinding 72 tensors one by one
+    cost about 1 ms per step, a few percent of a full-size step)."""
+
+    def __init__(self, request: Any, compiled: Any, ports: Sequence[StatePort]) -> None:
+        import openvino as ov
+
+        self._request = request
+        self.ports = tuple(ports)
+        inputs = [compiled.input(STATE_IN + p.name) for p in ports]
+        outputs = [compiled.output(STATE_OUT + p.name) for p in ports]
+        # bf16 has no numpy type: OpenVINO owns the memory; copies go through byte views.
+        self._tensors = [[ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in "ab"]
+        self._bindings = [
+            {
+                **dict(zip(inputs, self._tensors[read], strict=True)),
+                **dict(zip(outputs, self._tensors[1 - read], strict=True)),
+            }
+            for read in (0, 1)
+        ]
+        self._read = 0
+        self._bind()
+
+    def _bind(self) -> None:
+        if self._bindings[self._read]:
+            self._request.set_tensors(self._bindings[self._read])
+
+    def commit(self) -> None:
+        """The last call's outputs become the next call's inputs."""
+        self._read = 1 - self._read
+        self._bind()
+
+    def _views(self) -> list[npt.NDArray[Any]]:
+        import numpy as np
+
+        return [np.asarray(t.data).view(np.uint8) for t in self._tensors[self._read]]
+
+    def reset(self) -> None:
+        for view in self._views():
+            view.fill(0)
+
+    def copy_out(self) -> tuple[npt.NDArray[Any], ...]:
+        import numpy as np
+
+        return tuple(np.array(v) for v in self._views())
+
+    def copy_in(self, arrays: Sequence[npt.NDArray[Any]]) -> None:
+        """Load a copy taken by `copy_out`; ValueError when it does not fit these states."""
+        views = self._views()
+        if len(arrays) != len(views) or any(
+            a.shape != v.shape or a.dtype != v.dtype for a, v in zip(arrays, views, strict=True)
+        ):
+            raise ValueError("a recurrent-state snapshot does not fit this model's states")
+        for view, array in zip(views, arrays, strict=True):
+            view[...] = array
+
+
+class Target:
+    """The compiled target, its request, and the state in it (module docstring)."""
+
+    def __init__(
+        self, compiled: Any, states: Sequence[StatePort], embed: Any, hidden_type: Any
+    ) -> None:
+        self.compiled = compiled
+        self.request = compiled.create_infer_request()
+        self.recurrent = RecurrentBuffers(self.request, compiled, states)
+        self.kv = KvSlots(self.request)
+        self._embed = embed
+        self._embed_request = embed.create_infer_request()
+        self.hidden_type = hidden_type
+        self.timing = StepTiming()
+
+    def embeddings(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        self._embed_request.infer({0: np.asarray([token_ids], dtype=np.int64)})
+        return np.array(self._embed_request.get_output_tensor(0).data)
+
+    def reset(self) -> None:
+        self.kv.reset()
+        self.recurrent.reset()
+
+    def run(self, token_ids: Sequence[int], start: int, rows_from: int) -> TargetOutput:
+        """Process `token_ids` at positions start.. (the caches hold `start` live positions)
+        and project positions rows_from.. of this call; then `settle()` says whether the call
+        counts. The output's arrays are views that the next call overwrites."""
+        import numpy as np
+
+        count = len(token_ids)
+        embeds = self.embeddings(token_ids)
+        positions = np.arange(start, start + count, dtype=np.int64)
+        request = self.request
+        began = time.perf_counter()
+        request.infer(
+            {
+                "inputs_embeds": embeds,
+                "attention_mask": self.kv.mask(count),
+                "position_ids": np.broadcast_to(positions, (4, 1, count)).copy(),
+                "beam_idx": np.zeros(1, dtype=np.int32),
+                LOGITS_POSITIONS: np.arange(rows_from, count, dtype=np.int64),
+            }
+        )
+        self.timing.target_s += time.perf_counter() - began
+        self.timing.target_calls += 1
+        hidden = request.get_tensor(HIDDEN).data[0]
+        argmax = request.get_tensor(TARGET_ARGMAX).data[0, :, 0]
+        return TargetOutput(hidden, argmax, request)
+
+    def settle(self, count: int, *, keep: bool) -> None:
+        """The last call's `count` tokens stay (its recurrent state becomes the current one and
+        its cache entries live) or are dropped (entries hidden, the old state kept)."""
+        self.kv.appended(count, keep=keep)
+        if keep:
+            self.recurrent.commit()
+        else:
+            self.timing.rollbacks += 1

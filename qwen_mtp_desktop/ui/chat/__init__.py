@@ -1,0 +1,1 @@
+"""The Chat panel (chat_panel.ChatPanel) and its parts."""

@@ -1,0 +1,82 @@
+"""The Benchmark panel measures the chat's model by default, keeps its History out of the
+results' way on a small window, and its chart titles are never cut (issue 28)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.ui.bench import BenchPanel
+from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def other_model(tmp_path: Path) -> Path:
+    copy = tmp_path / "Qwen3.5-0.8B-int8"
+    shutil.copytree(demo_model_dir(), copy)
+    return copy
+
+
+@pytest.fixture
+def panel(qtbot: QtBot, other_model: Path) -> Iterator[BenchPanel]:
+    widget = BenchPanel(demo_model_dir(), models=[other_model])
+    qtbot.addWidget(widget)
+    yield widget
+    widget.shutdown()
+
+
+def test_it_follows_the_chat_s_model_until_the_user_picks_one(
+    panel: BenchPanel, other_model: Path
+) -> None:
+    assert panel.model_dir == demo_model_dir()
+    panel.follow_chat_model(other_model)  # the chat loaded another model
+    assert panel.model_dir == other_model
+    panel.follow_chat_model(demo_model_dir())
+    assert panel.model_dir == demo_model_dir()
+    # The user chooses one here: it stays, whatever the chat loads next.
+    index = panel.model_combo.findData(str(other_model), Qt.ItemDataRole.UserRole)
+    panel.model_combo.setCurrentIndex(index)
+    panel.model_combo.activated.emit(index)
+    panel.follow_chat_model(demo_model_dir())
+    assert panel.model_dir == other_model
+
+
+def test_the_history_goes_above_the_results_on_a_small_window(
+    qtbot: QtBot, panel: BenchPanel
+) -> None:
+    panel.resize(874, 650)  # the panel on a 1024 px window
+    panel.show()
+    qtbot.waitExposed(panel)
+    QApplication.processEvents()
+    assert panel._splitter.orientation() == Qt.Orientation.Vertical
+    assert panel.results.width() > 0.9 * (panel.width() - 48)
+    panel.resize(1450, 900)  # on a 1600 px window: side by side
+    QApplication.processEvents()
+    assert panel._splitter.orientation() == Qt.Orientation.Horizontal
+
+
+@pytest.mark.parametrize("chart_type", [ThroughputChart, AcceptanceChart, WorkloadChart])
+@pytest.mark.parametrize("width", [320, 460, 900])
+def test_a_chart_reserves_room_for_its_whole_title(
+    qtbot: QtBot, chart_type: type[ThroughputChart], width: int
+) -> None:
+    chart = chart_type()
+    qtbot.addWidget(chart)
+    font = chart._font(10.5, bold=True)
+    box = QFontMetricsF(font).boundingRect(
+        QRectF(0, 0, width - 16, 1000), int(Qt.TextFlag.TextWordWrap), chart.title
+    )
+    assert box.width() <= width - 16 + 1
+    assert box.height() <= chart.title_height(width)
+    if QFontMetricsF(font).horizontalAdvance(chart.title) > width - 16:
+        assert chart.title_height(width) > chart.title_height(4000)  # it wraps, not cut
