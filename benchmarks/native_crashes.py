@@ -167,16 +167,19 @@ def run_children(
         str(inject),
     ]
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    _CHILDREN.add(child)
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_per_cycle * count, env=env
-        )
-        stdout, stderr, code = done.stdout, done.stderr, done.returncode
-        hung = False
-    except subprocess.TimeoutExpired as exc:
-        stdout = _text(exc.stdout)
-        stderr = _text(exc.stderr)
+        stdout, stderr = child.communicate(timeout=timeout_per_cycle * count)
+        code, hung = child.returncode, False
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, stderr = child.communicate()
         code, hung = None, True
+    finally:
+        _CHILDREN.discard(child)
     last_phase = ("", -1)
     finished = 0
     for line in stdout.splitlines():
@@ -218,10 +221,16 @@ def run_children(
     return finished + 1
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+#: The children running now: a SIGTERM ends them with the run.
+_CHILDREN: set[subprocess.Popen[str]] = set()
+
+
+def _terminate(burners: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM: stop every child and busy process this run started, then exit."""
+    for child in list(_CHILDREN):
+        child.kill()
+    stop_load(burners)
+    os._exit(1)
 
 
 def run_all(
@@ -247,6 +256,7 @@ def run_all(
         image = Path(folder) / "image.png"
         _write_image(image)
         burners = start_load(workers)
+        signal.signal(signal.SIGTERM, lambda *_: _terminate(burners))
         try:
             while any(results[p].cycles < cycles for p in paths):
                 # The paths take turns, child by child (`parallel` children at once: each
@@ -375,8 +385,6 @@ def main(argv: list[str] | None = None) -> int:
     model = (args.model or demo_model_dir()).expanduser()
     if args.child:
         return run_child(args.child, model, args.cycles, args.first, args.image, args.inject)
-    # SIGTERM ends the run like Ctrl+C: the busy processes and the running child are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
