@@ -33,7 +33,7 @@ PROMPT = "Count from 1 to 12."
 
 
 def _answer(engine: Any, demo_model: Path) -> tuple[str, str | None]:
-    """(text streamed, error code or None) of one turn through a RemoteEngine."""
+    """(text streamed, error code or None) of one turn through a HostedEngine."""
     from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
 
     generation = engine.generate([Message("user", PROMPT)], GenerationSettings(max_new_tokens=32))
@@ -52,9 +52,9 @@ class TestNativeCrashRecovery:
         self, demo_model: Path, tmp_path: Path
     ) -> None:
         from qwen_mtp_desktop.core.engine import LoadOptions
-        from qwen_mtp_desktop.core.hosting.client import RemoteEngine
+        from qwen_mtp_desktop.core.hosting.client import HostedEngine
 
-        reference_engine = RemoteEngine()
+        reference_engine = HostedEngine()
         try:
             reference_engine.load(demo_model, LoadOptions())
             reference, error = _answer(reference_engine, demo_model)
@@ -81,7 +81,7 @@ class TestNativeCrashRecovery:
         def case(after: int, signal_name: str, times: int) -> None:
             spec = tmp_path / "crash.json"
             spec.write_text(json.dumps({"after_chunks": after, "signal": signal_name, "times": 0}))
-            engine = RemoteEngine(crashing_host.command(spec), on_stopped=statuses.append)
+            engine = HostedEngine(crashing_host.command(spec), on_stopped=statuses.append)
             try:
                 engine.load(demo_model, LoadOptions())
                 spec.write_text(
