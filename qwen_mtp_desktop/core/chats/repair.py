@@ -110,7 +110,8 @@ class RepairReport:
     relinked: int = 0
     reselected: int = 0
     backup: Path | None = None
-    notes: list[str] = field(default_factory=list)
+    #: Titles of the chats with damaged values (the first few), for the notice.
+    chats: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -134,6 +135,10 @@ class RepairReport:
         if not parts:
             return None
         text = "Parts of your chat history were damaged: " + "; ".join(parts) + "."
+        if self.chats:
+            named = ", ".join(f"\u201c{title}\u201d" for title in self.chats[:3])
+            more = len(self.chats) - 3
+            text += f" In {named}" + (f" and {more} more chat(s)." if more > 0 else ".")
         text += " Nothing was deleted; damaged values are shown as placeholders."
         if self.backup is not None:
             text += f" The file as it was is kept as {self.backup}."
@@ -154,6 +159,8 @@ def repair(conn: sqlite3.Connection, path: Path | None) -> RepairReport:
     report.damaged_chats, chat_breaks = _scan(
         conn, "conversations", _CONVERSATION_DAMAGE, _CHAT_BREAKS
     )
+    if report.damaged_messages or report.damaged_chats:
+        report.chats = _damaged_titles(conn)
     if not (message_breaks or chat_breaks or _tree_suspect(conn)):
         return report  # the usual case
     plan = _Plan(conn)
@@ -179,8 +186,29 @@ def repair(conn: sqlite3.Connection, path: Path | None) -> RepairReport:
         raise
     conn.execute("COMMIT")
     if report.changed or report.damaged_messages or report.damaged_chats:
-        log.warning("chat store repaired: %s", report)
+        # Counts only: chat titles are made from prompts, which the log never holds.
+        log.warning(
+            "chat store damage: %d chats, %d messages; repaired %d values, %d chats recreated, "
+            "%d messages relinked, %d version sets reselected; backup %s",
+            report.damaged_chats,
+            report.damaged_messages,
+            report.fixed_values,
+            report.recreated_chats,
+            report.relinked,
+            report.reselected,
+            report.backup,
+        )
     return report
+
+
+def _damaged_titles(conn: sqlite3.Connection) -> list[str]:
+    """Titles (one line, at most 40 characters) of the chats with damaged values."""
+    found = conn.execute(
+        f"SELECT title FROM conversations WHERE ({_CONVERSATION_DAMAGE}) OR id IN "
+        f"(SELECT conversation_id FROM messages WHERE {_MESSAGE_DAMAGE}) ORDER BY id"
+    ).fetchall()
+    titles = [" ".join(rows.text(row[0]).split())[:40] or "Untitled" for row in found]
+    return titles
 
 
 def _count(conn: sqlite3.Connection, table: str, condition: str) -> int:
