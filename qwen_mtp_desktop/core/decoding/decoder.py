@@ -344,6 +344,12 @@ class AppDecoder:
         self.cache.touch(live)
         return position, snapshot, "aside"
 
+    def _compact_caches(self) -> None:
+        """Copy the live cache entries together once hidden ones pile up (kv_slots)."""
+        self.target.kv.compact_if_worth_it()
+        if self._mtp is not None:
+            self._mtp.kv.compact_if_worth_it()
+
     def drop_states(self) -> None:
         """Forget every kept state (a model change, an eject, a budget of zero)."""
         self._drop_live()
@@ -417,6 +423,7 @@ class AppDecoder:
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         total = len(prompt)
         reused, snapshot, source = self._resume(prompt)
+        self._compact_caches()
         target = self.target
         chooser = chooser_for(method.sampling, self.vocab_size, prompt_ids, self._draft_ids)
         if stable_prefix is not None and reused < stable_prefix < total:
@@ -473,6 +480,8 @@ class AppDecoder:
             confirmed = len(pending) + accepted  # positions whose hidden state is now known
             self._set_hidden(processed, np.array(out.hidden[:confirmed]))
             target.settle(len(pending) + len(drafts), keep=keep)
+            if not keep:
+                self._compact_caches()
             if keep:
                 self._set_ids(processed, pending + drafts)
                 self._processed = processed + len(pending) + len(drafts)
@@ -506,6 +515,7 @@ class AppDecoder:
         prompt = np.asarray(token_ids, dtype=np.int64)
         try:
             _reused, snapshot, _source = self._resume(prompt)
+            self._compact_caches()
             if self._processed < len(prompt):
                 row = np.array(self._prefill(prompt[self._processed :].tolist()).logits()[-1])
                 self._live_state().add_snapshot(self._snapshot(row))

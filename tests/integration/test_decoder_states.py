@@ -1,0 +1,130 @@
+"""The app's decoder keeps conversation states between turns (core.decoding.state_cache): what
+it keeps stays bounded, a broken snapshot is discarded, and cancellation or a failure leaves a
+state that is consistent or empty, never wrong. The conversation-level property tests (reuse
+equals a cold prefill, turn after turn) are in test_state_reuse.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.kv_slots import COMPACT_MIN_HIDDEN
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.state_cache import Snapshot
+from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "<|im_start|>user\nCount from 1 to 20.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nRepeat 'tea time' three times.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nList the numbers from 40 to 52.<|im_end|>\n<|im_start|>assistant\n",
+]
+
+
+@pytest.fixture(scope="module")
+def setup(demo_model: Path) -> Iterator[tuple[AppDecoder, AppDecoder, list[list[int]], set[int]]]:
+    """(a decoder that keeps states, one that never does, prompt ids, stop ids)."""
+    import openvino_genai
+
+    tokenizer = openvino_genai.Tokenizer(str(demo_model))
+    prompts = [
+        [int(i) for i in tokenizer.encode(p, add_special_tokens=False).input_ids.data[0]]
+        for p in PROMPTS
+    ]
+    stops = {tokenizer.get_eos_token_id()}
+    yield (
+        AppDecoder(demo_model, "CPU", EXACT_NUMERICS),
+        AppDecoder(demo_model, "CPU", EXACT_NUMERICS, cache_budget=0),
+        prompts,
+        stops,
+    )
+
+
+def answer(
+    decoder: AppDecoder, ids: list[int], method: DecodingMethod, stops: set[int]
+) -> list[int]:
+    steps = decoder.generate(ids, method=method, max_new_tokens=24, stop_ids=stops)
+    return [t for step in steps for t in step.tokens]
+
+
+def test_hidden_cache_entries_are_compacted_whatever_the_turns(setup) -> None:  # type: ignore[no-untyped-def]
+    """Rejected drafts and regenerated answers hide cache entries; they are copied together
+    before they pile up, so attention never pays for many holes."""
+    decoder, _, prompts, stops = setup
+    for turn in range(40):  # regenerate, again and again (each hides the last answer)
+        answer(decoder, prompts[0], DecodingMethod.mtp(1 + turn % 4), stops)
+        for kv in (decoder.target.kv, decoder.mtp.kv):
+            assert kv.hidden <= max(COMPACT_MIN_HIDDEN, kv.size // 4) + 8, (turn, kv.size)
+    assert decoder.target.kv.copies > 0  # compaction did run
+
+
+def test_a_budget_of_zero_keeps_nothing_and_every_turn_is_cold(setup) -> None:  # type: ignore[no-untyped-def]
+    _, cold, prompts, stops = setup
+    for ids in prompts + prompts:
+        answer(cold, ids, DecodingMethod.mtp(2), stops)
+        assert cold.last_prefill is not None and cold.last_prefill.reused == 0
+        assert cold.cache.nbytes == 0
+
+
+def test_the_cache_stays_within_its_budget(demo_model: Path, setup) -> None:  # type: ignore[no-untyped-def]
+    _, _, prompts, stops = setup
+    small = AppDecoder(demo_model, "CPU", EXACT_NUMERICS, cache_budget=60_000)
+    for turn in range(12):
+        answer(small, prompts[turn % 3] + [100 + turn] * (turn % 5), DecodingMethod.mtp(2), stops)
+        assert small.cache.nbytes <= 60_000
+
+
+def test_a_snapshot_that_does_not_fit_is_discarded_with_a_log_line(
+    setup,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+) -> None:
+    decoder, cold, prompts, stops = setup
+    ids = prompts[0]
+    first = answer(decoder, ids, DecodingMethod.mtp(2), stops)
+    live = decoder.cache.live
+    assert live is not None and live.snapshots
+    # Damage every snapshot: wrong shapes (as from another model).
+    live.snapshots = [
+        Snapshot(s.position, tuple(np.zeros(3, np.uint8) for _ in s.recurrent), s.logits)
+        for s in live.snapshots
+    ]
+    with caplog.at_level(logging.WARNING):
+        again = answer(decoder, ids + first[:2], DecodingMethod.mtp(2), stops)
+    assert again == answer(cold, ids + first[:2], DecodingMethod.mtp(2), stops)
+    assert "does not fit" in caplog.text
+
+
+def test_cancel_mid_answer_leaves_a_state_the_next_turn_can_use(setup) -> None:  # type: ignore[no-untyped-def]
+    decoder, cold, prompts, stops = setup
+    ids = prompts[1]
+    steps = decoder.generate(ids, method=DecodingMethod.mtp(3), max_new_tokens=24, stop_ids=stops)
+    partial = [t for _, step in zip(range(2), steps, strict=False) for t in step.tokens]
+    steps.close()  # the consumer stopped between steps
+    follow = ids + partial
+    assert answer(decoder, follow, DecodingMethod.mtp(3), stops) == answer(
+        cold, follow, DecodingMethod.mtp(3), stops
+    )
+    assert decoder.last_prefill is not None and decoder.last_prefill.reused > len(ids) // 2
+
+
+def test_a_failure_mid_call_drops_the_state(setup, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    decoder, cold, prompts, stops = setup
+    ids = prompts[2]
+    answer(decoder, ids, DecodingMethod.mtp(2), stops)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("native failure")  # what the runtime raises for everything
+
+    monkeypatch.setattr(decoder.target, "run", broken)
+    with pytest.raises(RuntimeError):
+        answer(decoder, [*ids, 11, 12], DecodingMethod.mtp(2), stops)
+    monkeypatch.undo()
+    assert decoder.cache.live is None
+    again = answer(decoder, [*ids, 11, 12], DecodingMethod.mtp(2), stops)
+    assert again == answer(cold, [*ids, 11, 12], DecodingMethod.mtp(2), stops)
