@@ -86,8 +86,8 @@ def special_file_kind(path: Path) -> str | None:
 
 def open_regular_file(path: Path, *, kind: FileKind) -> BinaryIO:
     """`path` opened for reading when it is a regular file (links followed). A FIFO, device,
-    socket or folder is refused with UnsafeFileError NOT_REGULAR without blocking: the open
-    never waits for a writer. FileNotFoundError passes through."""
+    socket or folder is refused with NotRegularFileError without blocking: the open never
+    waits for a writer. FileNotFoundError passes through; other failures are UnsafeFileError."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
