@@ -12,6 +12,13 @@ Markdown, 2,000 image references) of `--size` characters:
 - widgets: QWidget objects under the message when done;
 - rss: growth of the process's resident memory over the whole shape, in MB.
 
+Then the streamed many-blocks cases (issue 29): the 10,000 paragraphs and the 5,000 code
+fences streamed in small chunks (`--small-chunk`, 8 characters: about two tokens, what a fast
+model streams per step), laid out every 32 chunks as above, against the same answer set at
+once: wall and CPU seconds (CPU is what counts on a busy machine), the ratio streamed / set at
+once (target: a small constant, not growing with the answer), memory growth, and the cost
+per chunk in the first and last tenth.
+
 `--smoke` runs 100 kB answers (the test suite runs it and checks the same targets).
 Runs offscreen; each shape in a fresh message widget.
 """
@@ -144,10 +151,67 @@ def measure(app: QApplication, name: str, text: str) -> dict[str, float | int | 
     }
 
 
-def run(size: int) -> list[dict[str, float | int | str]]:
+def measure_streamed(
+    app: QApplication, name: str, text: str, chunk: int
+) -> dict[str, float | int | str]:
+    """One answer set at once, then streamed in `chunk`-character pieces: wall and CPU."""
+    process = psutil.Process()
+    host = QWidget()
+    host.resize(WIDTH, 600)
+    wall, cpu = time.perf_counter(), time.process_time()
+    done = MessageWidget("assistant", dark=False, content=text, parent=host)
+    done.setFixedWidth(WIDTH)
+    _settle(app, done)
+    once_wall, once_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    done.deleteLater()
+    _settle(app, host)
+    gc.collect()
+    rss0 = process.memory_info().rss
+    streaming = MessageWidget("assistant", dark=False, parent=host)
+    streaming.setFixedWidth(WIDTH)
+    streaming.begin_stream()
+    pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    costs: list[float] = []
+    wall, cpu = time.perf_counter(), time.process_time()
+    group = time.process_time()
+    for index, piece in enumerate(pieces, 1):
+        streaming.append(piece)
+        if index % LAYOUT_EVERY == 0 or index == len(pieces):
+            _settle(app, streaming)
+            now = time.process_time()
+            costs.append((now - group) / LAYOUT_EVERY)
+            group = now
+    streaming.end_stream()
+    _settle(app, streaming)
+    stream_wall, stream_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rss_mb = (process.memory_info().rss - rss0) / 1e6
+    tenth = max(1, len(costs) // 10)
+    streaming.deleteLater()
+    host.deleteLater()
+    app.processEvents()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    return {
+        "shape": name,
+        "chars": len(text),
+        "chunk": chunk,
+        "once_s": round(once_wall, 3),
+        "once_cpu_s": round(once_cpu, 3),
+        "stream_s": round(stream_wall, 3),
+        "stream_cpu_s": round(stream_cpu, 3),
+        "ratio_cpu": round(stream_cpu / max(once_cpu, 1e-3), 2),
+        "rss_mb": round(rss_mb, 1),
+        "chunk_first_ms": round(sum(costs[:tenth]) / tenth * 1000, 4),
+        "chunk_last_ms": round(sum(costs[-tenth:]) / tenth * 1000, 4),
+    }
+
+
+def run(size: int, small_chunk: int) -> list[dict[str, float | int | str]]:
     app = QApplication.instance() or QApplication([])
     assert isinstance(app, QApplication)
-    return [measure(app, name, text) for name, text in shapes(size).items()]
+    results = [measure(app, name, text) for name, text in shapes(size).items()]
+    many = {k: v for k, v in shapes(size).items() if k in ("paragraphs", "code_fences")}
+    results += [measure_streamed(app, f"{k} streamed", v, small_chunk) for k, v in many.items()]
+    return results
 
 
 def main() -> int:
@@ -155,21 +219,31 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=1_000_000, help="characters per answer")
     parser.add_argument("--smoke", action="store_true", help="100 kB answers (the test suite)")
     parser.add_argument("--json", action="store_true", help="print one JSON list")
+    parser.add_argument("--small-chunk", type=int, default=8, help="streamed many-blocks chunk")
     args = parser.parse_args()
-    results = run(100_000 if args.smoke else args.size)
+    results = run(100_000 if args.smoke else args.size, args.small_chunk)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
+    finished = [r for r in results if "chunk" not in r]
+    streamed = [r for r in results if "chunk" in r]
     header = (
         f"{'shape':16} {'chars':>9} {'render s':>9} {'widgets':>8} {'stream s':>9} "
         f"{'chunk first ms':>15} {'chunk last ms':>14} {'end s':>7} {'rss MB':>7}"
     )
     print(header)
-    for r in results:
+    for r in finished:
         print(
             f"{r['shape']:16} {r['chars']:>9,} {r['render_s']:>9.3f} {r['widgets']:>8} "
             f"{r['stream_total_s']:>9.3f} {r['chunk_first_ms']:>15.3f} "
             f"{r['chunk_last_ms']:>14.3f} {r['end_stream_s']:>7.3f} {r['rss_mb']:>7.1f}"
+        )
+    for r in streamed:
+        print(
+            f"{r['shape']} in {r['chunk']}-character chunks: {r['stream_s']:.2f} s "
+            f"(CPU {r['stream_cpu_s']:.2f} s) against {r['once_s']:.2f} s set at once "
+            f"(CPU {r['once_cpu_s']:.2f} s): {r['ratio_cpu']:.1f}x; memory +{r['rss_mb']:.0f} MB; "
+            f"per chunk {r['chunk_first_ms']:.3f} ms first tenth, {r['chunk_last_ms']:.3f} ms last"
         )
     return 0
 

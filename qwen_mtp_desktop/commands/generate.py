@@ -35,6 +35,14 @@ def depth_or_auto(text: str) -> int | str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.prompt_guards import text_problem
+
+    # An argument that is not UTF-8 reaches Python as lone surrogates: say so here, plainly.
+    prompt = args.model_dir if args.remote is not None else args.prompt
+    for name, text in (("PROMPT", prompt), ("--system", args.system)):
+        problem = text_problem(text) if text is not None else None
+        if problem is not None:
+            args.usage_error(f"argument {name}: {problem}; write the text in UTF-8")
     if args.remote is not None:
         from qwen_mtp_desktop.commands.generate_remote import run_remote
 

@@ -13,8 +13,8 @@ macro may recurse once per message or per character), so a probe with a sample c
 proves nothing about the next turn. Rendering in Python costs about a millisecond per turn.
 
 `template_source` mirrors where the runtime finds the template (the tokenizer IR's rt_info
-`chat_template`, else a `chat_template.jinja` beside it), so `models inspect` reports what the
-runtime will use.
+`chat_template` when the key is there, else `chat_template.jinja`, else the JSON files that can
+carry one), so `models inspect` reports what the runtime will use.
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ from types import FrameType
 from typing import Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_text_file
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    NotRegularFileError,
+    UnsafeFileError,
+    read_json_file,
+    read_text_file,
+)
 
 #: Limits for one render. Real templates (Qwen3.5's) render a long chat in a few ms, nest
 #: macros a few levels, and produce about as much text as the conversation holds.
@@ -57,31 +63,91 @@ class _LimitReachedError(Exception):
 @dataclass(frozen=True)
 class TemplateSource:
     text: str | None
-    #: "tokenizer" (the IR's rt_info), "chat_template.jinja", or None.
+    #: Where the text came from: "tokenizer" (the IR's rt_info) or a file name; None when
+    #: nothing holds a template.
     origin: str | None
-    #: Why the side file cannot be used (the runtime then fails to load the tokenizer).
+    #: Why the runtime cannot use the model's template (its tokenizer fails to load, or the
+    #: template cannot be read); None when there is no such problem.
     problem: str | None = None
 
     @property
     def usable(self) -> bool:
-        return bool(self.text and self.text.strip()) and self.problem is None
+        return (
+            bool(self.text and self.text.strip())
+            and len(self.text or "") <= MAX_TEMPLATE_CHARS
+            and self.problem is None
+        )
 
 
-def template_source(model_dir: Path, rt_template: str | None) -> TemplateSource:
-    """The template the runtime (openvino-genai 2026.4) uses: rt_info first, then the side
-    file. Measured: a blank side file gives a blank template; a side file that is not UTF-8
-    or not a regular file makes the tokenizer fail to load."""
-    if rt_template:
-        return TemplateSource(rt_template, "tokenizer")
-    path = model_dir / SIDE_FILE
-    if not path.exists() and not path.is_symlink():
-        return TemplateSource(None, None)
-    try:
-        text = read_text_file(path, max_bytes=MAX_TEMPLATE_CHARS, kind=FileKind(SIDE_FILE, _FIX))
-    except (UnsafeFileError, OSError) as exc:
-        message = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
-        return TemplateSource(None, SIDE_FILE, problem=message)
-    return TemplateSource(text, SIDE_FILE)
+#: The files openvino-genai 2026.4 reads a template from, in its order; each one present
+#: overrides the ones before it (tokenizer_impl.cpp, setup_tokenizer).
+_JSON_SOURCES = ("tokenizer_config.json", "processor_config.json", "chat_template.json")
+
+
+def template_source(model_dir: Path, rt_info: Mapping[str, object] | None) -> TemplateSource:
+    """The template the runtime (openvino-genai 2026.4) ends up with, found the way it finds
+    it: tokenizer_config.json, processor_config.json and chat_template.json ("chat_template":
+    a string, or a list holding {"name": "default", "template": ...}), then
+    chat_template.jinja, each present one overriding the one before (a blank side file gives
+    a blank template); then the tokenizer IR's rt_info `chat_template` (`rt_info`: that IR's),
+    whose presence overrides them all, even when empty. Measured: one of those JSON files
+    that is not valid JSON makes the tokenizer fail to load, and so does a side file that is
+    not a regular file; one that is not UTF-8 leaves a template Python cannot read (unless
+    rt_info overrides it)."""
+    text: str | None = None
+    origin: str | None = None
+    for name in _JSON_SOURCES:
+        path = model_dir / name
+        if not path.exists():  # the runtime's std::filesystem::exists: links followed
+            continue
+        try:
+            data = read_json_file(path, kind=FileKind(name, _FIX))
+        except (UnsafeFileError, OSError) as exc:
+            message = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
+            return TemplateSource(None, name, problem=message)
+        found = _json_template(data)
+        if found is not None:
+            text, origin = found, name
+    side = model_dir / SIDE_FILE
+    unreadable: str | None = None  # the side file's text cannot be known (not UTF-8, too big)
+    if side.exists():
+        try:
+            text = read_text_file(
+                side, max_bytes=MAX_TEMPLATE_CHARS, kind=FileKind(SIDE_FILE, _FIX)
+            )
+        except NotRegularFileError as exc:  # the runtime's tokenizer fails to load
+            return TemplateSource(None, SIDE_FILE, problem=exc.message)
+        except (UnsafeFileError, OSError) as exc:
+            text = None
+            unreadable = exc.message if isinstance(exc, UnsafeFileError) else str(exc)
+        origin = SIDE_FILE
+    if rt_info is not None and "chat_template" in rt_info:
+        value = rt_info["chat_template"]
+        if isinstance(value, Mapping):  # <chat_template><default value="..."/></chat_template>
+            value = value.get("default")
+        if isinstance(value, str):  # anything else: the runtime warns and keeps the files'
+            return TemplateSource(value, "tokenizer")
+    if unreadable is not None:
+        return TemplateSource(None, SIDE_FILE, problem=unreadable)
+    return TemplateSource(text, origin)
+
+
+def _json_template(data: object) -> str | None:
+    """A JSON file's "chat_template" as the runtime reads it (None: it keeps the previous)."""
+    if not isinstance(data, dict):
+        return None
+    field = data.get("chat_template")
+    if isinstance(field, str):
+        return field
+    if isinstance(field, list):
+        for item in field:
+            if (
+                isinstance(item, dict)
+                and item.get("name") == "default"
+                and isinstance(item.get("template"), str)
+            ):
+                return str(item["template"])
+    return None
 
 
 # --- the bounded render -----------------------------------------------------------------------

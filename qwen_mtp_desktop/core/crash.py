@@ -19,6 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from qwen_mtp_desktop.core.private_files import open_private_text
+
 log = logging.getLogger(__name__)
 
 
@@ -72,7 +74,7 @@ class CrashHandler:
         if previous:
             log.error("the previous run crashed natively:\n%s", previous)
             self.previous_native_crash = previous
-        self._native_handle = self._native_file.open("w", encoding="utf-8")
+        self._native_handle = open_private_text(self._native_file, "w")
         faulthandler.enable(self._native_handle, all_threads=True)
         sys.excepthook = self._excepthook
         threading.excepthook = self._threading_excepthook

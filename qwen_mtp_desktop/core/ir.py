@@ -24,6 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    NotRegularFileError,
+    UnsafeFileError,
+    open_regular_file,
+)
+
 #: Bits per element of OpenVINO element types (IR spelling). Unknown types are not size-checked.
 ELEMENT_BITS: dict[str, int] = {
     "f64": 64,
@@ -736,12 +743,18 @@ def read_ir(xml_path: Path, bin_path: Path | None = None) -> IrInfo:
     parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
     try:
         xml_bytes = xml_path.stat().st_size
-        with xml_path.open("rb") as handle:
+        # Regular files only, opened without blocking: a FIFO or a device in a model folder
+        # would otherwise block the open or stream forever (issue 29).
+        with open_regular_file(xml_path, kind=FileKind(xml_path.name, "")) as handle:
             while chunk := handle.read(_READ_CHUNK):
                 parser.Parse(chunk, False)
             parser.Parse(b"", True)
     except FileNotFoundError as exc:
         raise IrMissingError(xml_path, "does not exist") from exc
+    except NotRegularFileError as exc:
+        raise IrUnreadableError(xml_path, f"is {exc.what}, not a regular file") from exc
+    except UnsafeFileError as exc:
+        raise IrUnreadableError(xml_path, f"cannot be opened ({exc.message})") from exc
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
         raise IrUnreadableError(xml_path, f"cannot be opened ({exc.strerror or exc})") from exc
     except OSError as exc:

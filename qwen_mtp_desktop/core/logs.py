@@ -7,10 +7,13 @@ logging (Settings.debug_logging). Other log lines must never include message tex
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import os
 from pathlib import Path
+
+from qwen_mtp_desktop.core.private_files import PRIVATE_DIR_MODE, make_private, open_private_text
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
 CONVERSATION_LOGGER = "qwen_mtp_desktop.conversation"
@@ -26,17 +29,26 @@ def log_conversation(kind: str, text: str) -> None:
         _conversation.debug("%s (%d chars): %s", kind, len(text), text)
 
 
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Creates each log file owner-only (0600 on POSIX); rotation renames keep the mode."""
+
+    def _open(self) -> io.TextIOWrapper:
+        return open_private_text(Path(self.baseFilename), "a", self.encoding or "utf-8")
+
+
 def setup_logging(
     log_file: Path, *, debug: bool = False, stderr_level: int = logging.WARNING
 ) -> None:
     """Configure the root logger once; calling again replaces the app's handlers."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    for old in (log_file, *log_file.parent.glob(log_file.name + ".*")):
+        make_private(old)  # rotated logs an older version left readable by others
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_qwen_mtp_desktop", False):
             root.removeHandler(handler)
             handler.close()
-    file_handler = logging.handlers.RotatingFileHandler(
+    file_handler = _PrivateRotatingFileHandler(
         log_file, maxBytes=2_000_000, backupCount=5, encoding="utf-8"
     )
     file_handler.setFormatter(logging.Formatter(_FORMAT))

@@ -62,6 +62,15 @@ class StreamingSegmenter:
             return Segment("code", text, self._language)
         return Segment("markdown", text) if text.strip() else None
 
+    @property
+    def tail_text(self) -> str:
+        """The open segment as streamed so far, ending with the newline that ended its last
+        complete line: the next delta continues it exactly (`tail.text` drops that newline)."""
+        if self._pending or not self._lines:
+            tail = self.tail
+            return tail.text if tail is not None else ""
+        return "\n".join(self._lines) + "\n"
+
     def feed(self, delta: str) -> list[Segment]:
         if "\n" not in delta:
             if delta:

@@ -36,11 +36,12 @@ from qwen_mtp_desktop.core.model_folders.report import (
     Verdict,
 )
 from qwen_mtp_desktop.core.paths import AppPaths, app_paths, demo_model_dir, resources_dir
-from qwen_mtp_desktop.core.settings import Settings
+from qwen_mtp_desktop.core.settings import UI_HIDDEN_MODELS, Settings
 from qwen_mtp_desktop.core.units import format_bytes
 
-#: `Settings.ui_state` key holding the JSON list of model folders removed from the library.
-HIDDEN_KEY = "model_library.hidden"
+#: `Settings.ui_state` key holding the JSON list of model folders removed from the library
+#: (validated when the settings are read).
+HIDDEN_KEY = UI_HIDDEN_MODELS
 #: How deep discovery looks under each library folder.
 SCAN_DEPTH = 3
 #: Upper bound on folders handed to a file-system watcher (inotify watches are a finite resource).

@@ -42,6 +42,11 @@ Atomicity: everything is staged in a hidden sibling folder and renamed into plac
 so OUT either does not exist (or is still empty) or is complete. A non-empty OUT is refused;
 nothing of the user's is deleted or changed (generation_config.json is written as a new file,
 not through a hard link).
+
+Symbolic links in the model folder (issue 29): a link is followed only while its target stays
+inside the model folder (or a Hugging Face cache snapshot's `blobs`), and the repository gets
+the target's content, never a link. A link leading anywhere else is refused with its target
+named: the repository is meant to be shipped to a server, and would carry that file with it.
 """
 
 from __future__ import annotations
@@ -61,7 +66,13 @@ from typing import Any
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
 from qwen_mtp_desktop.core.model_folders.report import ModelReport
-from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_json_object
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    UnsafeFileError,
+    read_json_object,
+    resolve_inside,
+    special_file_kind,
+)
 
 OVMS_IMAGE = "openvino/model_server:2026.4.1"
 OVMS_SOURCE_COMMIT = "7e4df0c7a"
@@ -535,6 +546,35 @@ def _place_file(source: Path, target: Path) -> bool:
     return False
 
 
+def _model_files(model_dir: Path, sources: list[Path]) -> list[tuple[str, Path]]:
+    """(name, real file) for every file the repository takes. A symbolic link is followed only
+    while it stays inside the model folder (or, for a Hugging Face cache snapshot, inside its
+    repository's `blobs`); one that leads elsewhere is refused, since its target would travel
+    with the repository. Sub-folders are not deployed."""
+    real_dir = model_dir.resolve()
+    roots = [real_dir]
+    if real_dir.parent.name == "snapshots":  # <cache>/models--org--name/snapshots/<revision>
+        roots.append(real_dir.parent.parent / "blobs")
+    files: list[tuple[str, Path]] = []
+    for path in sources:
+        try:
+            real = resolve_inside(path, roots) if path.is_symlink() else path
+        except UnsafeFileError as exc:
+            raise OvmsDeployError(
+                f"{exc.message} Nothing was written.", exc.fix, code=exc.code
+            ) from exc
+        kind = special_file_kind(real)
+        if kind is not None:
+            raise OvmsDeployError(
+                f"{path} is {kind}, not a regular file; nothing was written.",
+                "Repair or re-export the model.",
+                code="NOT_REGULAR",
+            )
+        if real.is_file():
+            files.append((path.name, real))
+    return files
+
+
 def _remove_stale_staging(out: Path) -> None:
     """Remove staging folders a killed earlier run left beside OUT: only ours (marked), and only
     when the process that wrote the mark is gone (a run still writing keeps its folder)."""
@@ -665,21 +705,8 @@ def deploy_ovms(
         for p in sorted(model_dir.iterdir())
         if p.name not in _GENERATED and not p.name.startswith(".")
     ]
-    for path in sources:
-        if path.is_symlink() and not path.exists():
-            raise OvmsDeployError(
-                f"{path} is a broken link.",
-                "Repair or re-export the model.",
-                code="NOT_REGULAR",
-            )
-        if not (path.is_file() or path.is_dir()):
-            raise OvmsDeployError(
-                f"{path} is not a regular file.",
-                "Repair or re-export the model.",
-                code="NOT_REGULAR",
-            )
-    files = [p for p in sources if p.is_file()]
-    total = sum(p.stat().st_size for p in files)
+    files = _model_files(model_dir, sources)
+    total = sum(real.stat().st_size for _name, real in files)
     deployment.total_bytes = total
 
     _remove_stale_staging(out)
@@ -692,12 +719,12 @@ def deploy_ovms(
         servable = staging / name
         servable.mkdir()
         done = 0
-        for path in files:
-            if _place_file(path, servable / path.name):
+        for file_name, real in files:
+            if _place_file(real, servable / file_name):
                 deployment.linked_files += 1
             else:
                 deployment.copied_files += 1
-            done += path.stat().st_size
+            done += real.stat().st_size
             if progress is not None:
                 progress(done, total)
         _write(

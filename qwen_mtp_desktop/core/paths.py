@@ -14,6 +14,7 @@ from pathlib import Path
 import platformdirs
 
 from qwen_mtp_desktop import APP_ID
+from qwen_mtp_desktop.core.private_files import make_tree_private, private_folder
 
 HOME_ENV = "QWEN_MTP_DESKTOP_HOME"
 RESOURCES_ENV = "QWEN_MTP_DESKTOP_RESOURCES"
@@ -59,8 +60,14 @@ class AppPaths:
         return self.cache_dir / "ov-cache"
 
     def ensure(self) -> AppPaths:
+        """Create the folders, owner-only on POSIX, and tighten what an older version left
+        readable by others (chats, logs, settings; only permission bits change). The models
+        folder is not touched: exports are not private and may be served from there."""
         for folder in (self.data_dir, self.config_dir, self.cache_dir, self.log_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(folder)
+        models = (self.default_models_dir, self.models_dir)
+        for folder in (self.data_dir, self.config_dir, self.log_dir):
+            make_tree_private(folder, skip=models)
         return self
 
 

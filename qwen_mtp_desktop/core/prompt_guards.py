@@ -4,7 +4,10 @@ one object per loaded model, so the engine needs only a call at each point.
 - typed text is escaped so it never spells a control token (core.special_tokens);
 - the chat template renders under limits before the native call (core.chat_template);
 - the prompt must fit the model's context (core.context_limit);
-- the fast detokenizer is proven equal to the runtime's on every id (core.vocab_proof).
+- the fast detokenizer is proven equal to the runtime's on every id (core.vocab_proof);
+- text must be encodable as UTF-8 (`text_problem`): a command-line argument that was not
+  UTF-8 reaches Python as lone surrogates, which the runtime's JSON layer rejected with an
+  internal "JsonContainer" message (issue 29).
 """
 
 from __future__ import annotations
@@ -17,11 +20,37 @@ from typing import Any
 
 from qwen_mtp_desktop.core.chat_template import TemplateGuard
 from qwen_mtp_desktop.core.context_limit import context_length
+from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.safe_files import FileKind, int_in_range, read_json_object
 from qwen_mtp_desktop.core.special_tokens import SpecialTokenEscaper
 from qwen_mtp_desktop.core.vocab_proof import ByteTable, cached_prove, prove
 
 log = logging.getLogger(__name__)
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be sent to the runtime (it is not UTF-8 text), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept by Python's surrogateescape
+            return (
+                f"character {exc.start + 1} is the byte 0x{code - 0xDC00:02X}, which is not UTF-8"
+            )
+        return f"character {exc.start + 1} is an unpaired UTF-16 surrogate (U+{code:04X})"
+    return None
+
+
+def check_text(text: str, what: str) -> None:
+    """UserFacingError BAD_TEXT naming `what` ("The user message") when `text` is not UTF-8."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise UserFacingError(
+            f"{what} is not valid text: {problem}.",
+            "Write or save the text as UTF-8 (or remove that character) and try again.",
+            code="BAD_TEXT",
+        )
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 
@@ -40,6 +40,17 @@ class UnsafeFileError(UserFacingError, ValueError):
     ValueError too, so readers that treat bad content as ValueError need no change)."""
 
     code = "BAD_FILE"
+
+
+class NotRegularFileError(UnsafeFileError):
+    """A FIFO, device, socket or folder where a regular file was expected; `what` names it
+    ("a named pipe (FIFO)")."""
+
+    code = "NOT_REGULAR"
+
+    def __init__(self, message: str, fix: str, what: str) -> None:
+        super().__init__(message, fix)
+        self.what = what
 
 
 @dataclass(frozen=True)
@@ -73,51 +84,68 @@ def special_file_kind(path: Path) -> str | None:
     return _kind_name(mode)
 
 
-def read_bytes_file(path: Path, *, max_bytes: int, kind: FileKind) -> bytes:
-    """The file's bytes. FileNotFoundError passes through (callers treat absence themselves)."""
+def open_regular_file(path: Path, *, kind: FileKind) -> BinaryIO:
+    """`path` opened for reading when it is a regular file (links followed). A FIFO, device,
+    socket or folder is refused with NotRegularFileError without blocking: the open never
+    waits for a writer. FileNotFoundError passes through; other failures are UnsafeFileError."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        try:
+            mode = Path(path).stat().st_mode  # a socket refuses open(): name it as what it is
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(
+                f"{kind.what} ({path}) is {_kind_name(mode)}, not a regular file; it was not read.",
+                kind.fix,
+                _kind_name(mode),
+            ) from exc
         raise UnsafeFileError(
             f"{kind.what} ({path}) cannot be opened ({exc.strerror or exc}).", kind.fix
         ) from exc
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFileError(
-                f"{kind.what} ({path}) is {_kind_name(info.st_mode)}, not a regular file; "
-                "it was not read.",
-                kind.fix,
-            )
-        if info.st_size > max_bytes:
-            raise UnsafeFileError(
-                f"{kind.what} ({path}) is {info.st_size:,} bytes, more than the "
-                f"{max_bytes:,} such a file can reasonably hold; it was not read.",
-                kind.fix,
-            )
-        chunks: list[bytes] = []
-        total = 0
-        while True:  # read to EOF, but never past the limit (the file may grow meanwhile)
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = _kind_name(mode)
+        raise NotRegularFileError(
+            f"{kind.what} ({path}) is {what}, not a regular file; it was not read.",
+            kind.fix,
+            what,
+        )
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes_file(path: Path, *, max_bytes: int, kind: FileKind) -> bytes:
+    """The file's bytes. FileNotFoundError passes through (callers treat absence themselves);
+    NotRegularFileError for a FIFO, device, socket or folder; UnsafeFileError otherwise."""
+    with open_regular_file(path, kind=kind) as handle:
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
                 raise UnsafeFileError(
-                    f"{kind.what} ({path}) grew past {max_bytes:,} bytes while being read.",
+                    f"{kind.what} ({path}) is {size:,} bytes, more than the "
+                    f"{max_bytes:,} such a file can reasonably hold; it was not read.",
                     kind.fix,
                 )
-        return b"".join(chunks)
-    except OSError as exc:
+            # Never past the limit, whatever the file does meanwhile (it may grow).
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise UnsafeFileError(
+                f"{kind.what} ({path}) cannot be read ({exc.strerror or exc}).", kind.fix
+            ) from exc
+    if len(data) > max_bytes:
         raise UnsafeFileError(
-            f"{kind.what} ({path}) cannot be read ({exc.strerror or exc}).", kind.fix
-        ) from exc
-    finally:
-        os.close(fd)
+            f"{kind.what} ({path}) grew past {max_bytes:,} bytes while being read.", kind.fix
+        )
+    return data
 
 
 def read_text_file(path: Path, *, max_bytes: int = TEXT_FILE_BYTES, kind: FileKind) -> str:
@@ -287,6 +315,33 @@ def special_entries(folder: Path, *, limit: int = 10_000) -> list[tuple[str, str
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 found.append((entry.name, _kind_name(mode)))
     return found
+
+
+def resolve_inside(path: Path, roots: Sequence[Path]) -> Path:
+    """The real path behind `path` (links followed) when it lies inside one of `roots` (real
+    paths); UnsafeFileError otherwise: LINK_OUTSIDE for a link that leads out of them (a file
+    copied from a downloaded folder must not carry the user's private files with it),
+    NOT_REGULAR for a dangling or looping link."""
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except (OSError, RuntimeError) as exc:
+        raise UnsafeFileError(
+            f"{path} is a broken or looping symbolic link.",
+            "Replace it with the file it should be, or remove it.",
+            code="NOT_REGULAR",
+        ) from exc
+    for root in roots:
+        try:
+            real.relative_to(root)
+        except ValueError:
+            continue
+        return real
+    raise UnsafeFileError(
+        f"{path.name} is a symbolic link to {real}, outside the model folder.",
+        "If the file belongs to the model, copy it into the model folder in place of the "
+        "link; otherwise remove the link.",
+        code="LINK_OUTSIDE",
+    )
 
 
 def check_output_target(path: Path, *, what: str = "the output file") -> None:

@@ -6,6 +6,8 @@ with defaults, saying so through `LoadedSettings.notice`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import time
@@ -20,6 +22,7 @@ from qwen_mtp_desktop.core.safe_files import (
     UnsafeFileError,
     checked_fields,
     int_in_range,
+    parse_json_text,
     read_json_object,
 )
 
@@ -85,14 +88,97 @@ def _folders(value: object) -> list[str] | None:
     return [item for item in items if item is not None] if None not in items else None
 
 
-def _ui_state(value: object) -> dict[str, str] | None:
+def _ui_state(value: object) -> dict[str, Any] | None:
+    """The shape only; each value is checked by `_clean_ui_state`, so a damaged one falls
+    back alone."""
     if not isinstance(value, dict) or len(value) > _MAX_ITEMS:
         return None
-    ok = all(
-        _text(key) is not None and isinstance(item, str) and len(item) <= 65536
-        for key, item in value.items()
-    )
-    return dict(value) if ok else None
+    return dict(value)
+
+
+# --- ui_state: the UI's own values, each validated like the settings above (issue 29) -------
+
+#: ui_state keys the app reads (the UI and the model library import them from here).
+UI_WINDOW_GEOMETRY = "main_window_geometry"
+UI_SHOW_DRAFTS = "chat_show_drafts"
+UI_NEW_CHAT_SETTINGS = "chat_new_settings"
+UI_HIDDEN_MODELS = "model_library.hidden"
+#: Qt's saveGeometry() is about 66 bytes; base64 of a few KB is far beyond any real one.
+_MAX_GEOMETRY_BYTES = 4096
+_MAX_UI_VALUE = 65536
+
+
+def _geometry(value: object) -> str | None:
+    """Base64 of Qt's window geometry, ASCII only (a non-ASCII string aborted the window)."""
+    if not isinstance(value, str) or not value.isascii() or len(value) > 2 * _MAX_GEOMETRY_BYTES:
+        return None
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        return None
+    return value if 0 < len(decoded) <= _MAX_GEOMETRY_BYTES else None
+
+
+def _zero_one(value: object) -> str | None:
+    return value if value in ("0", "1") else None
+
+
+def _json_object_text(value: object) -> str | None:
+    """JSON text of an object, bounded in size, depth and numbers (parse_json_text)."""
+    if not isinstance(value, str) or len(value) > _MAX_UI_VALUE:
+        return None
+    try:
+        parsed = parse_json_text(value)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(parsed, dict) else None
+
+
+def _json_text_list(value: object) -> str | None:
+    """JSON text of a list of strings (paths), bounded."""
+    if not isinstance(value, str) or len(value) > _MAX_UI_VALUE:
+        return None
+    try:
+        parsed = parse_json_text(value)
+    except (ValueError, RecursionError):
+        return None
+    ok = isinstance(parsed, list) and len(parsed) <= _MAX_ITEMS
+    return value if ok and all(_text(item) is not None for item in parsed) else None
+
+
+def _unknown_ui_value(value: object) -> str | None:
+    """A key this version does not read (a newer version's): kept as text, bounded."""
+    return value if isinstance(value, str) and len(value) <= _MAX_UI_VALUE else None
+
+
+_UI_VALIDATORS: dict[str, Callable[[object], str | None]] = {
+    UI_WINDOW_GEOMETRY: _geometry,
+    UI_SHOW_DRAFTS: _zero_one,
+    UI_NEW_CHAT_SETTINGS: _json_object_text,
+    UI_HIDDEN_MODELS: _json_text_list,
+}
+#: What a damaged ui_state value is called in the notice.
+_UI_NAMES = {
+    UI_WINDOW_GEOMETRY: "window size and position",
+    UI_SHOW_DRAFTS: "the chat's Drafts toggle",
+    UI_NEW_CHAT_SETTINGS: "a new chat's settings",
+    UI_HIDDEN_MODELS: "models removed from the library",
+}
+
+
+def _clean_ui_state(raw: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The ui_state values that pass their check, and the names of those that do not."""
+    good: dict[str, str] = {}
+    bad: list[str] = []
+    for key, value in raw.items():
+        check = _UI_VALIDATORS.get(key, _unknown_ui_value)
+        cleaned = check(value) if _text(key) is not None else None
+        if cleaned is None:
+            shown = key if _text(key) is not None and key.isprintable() else repr(key)[:40]
+            bad.append(_UI_NAMES.get(key, f"ui_state {shown[:60]}"))
+        else:
+            good[key] = cleaned
+    return good, bad
 
 
 def _flag(value: object) -> bool | None:
@@ -147,6 +233,9 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
 def _from_dict(raw: dict[str, Any]) -> tuple[Settings, list[str]]:
     """The settings, and the names of values that were damaged (their defaults are used)."""
     values, bad = checked_fields(raw, _VALIDATORS)  # null default_model: the demo, as default
+    if "ui_state" in values:
+        values["ui_state"], bad_ui = _clean_ui_state(values["ui_state"])
+        bad.extend(bad_ui)
     return Settings(**values), bad
 
 

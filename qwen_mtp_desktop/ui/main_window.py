@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.model_library import (
     selected_model,
 )
 from qwen_mtp_desktop.core.paths import AppPaths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"Model: {name}{suffix}  ·  Device: {device}")
 
     def _restore_geometry(self) -> None:
-        saved = self._store.settings.ui_state.get("main_window_geometry")
+        saved = self._store.settings.ui_state.get(UI_WINDOW_GEOMETRY)  # validated base64 (issue 29)
         wanted = None
         if saved:
             if self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
@@ -528,7 +528,7 @@ class MainWindow(QMainWindow):
             return
         self.shutdown()
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
-        self._store.settings.ui_state["main_window_geometry"] = geometry
+        self._store.settings.ui_state[UI_WINDOW_GEOMETRY] = geometry
         with contextlib.suppress(OSError):  # losing window geometry must never block quitting
             self._store.save()
         super().closeEvent(event)

@@ -33,9 +33,10 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.data_folders import (
     FolderChange,
+    FolderChoice,
     FolderChoiceError,
     apply_models_folder,
-    check_models_folder,
+    choose_models_folder,
 )
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.paths import AppPaths
@@ -314,7 +315,7 @@ class SettingsDialog(QDialog):
         self.folder_status.setText("Checking the folder…")
         paths = self._paths
         self._runner.submit(
-            lambda: check_models_folder(text, paths), self._on_folder_checked, self._on_refused
+            lambda: choose_models_folder(text, paths), self._on_folder_checked, self._on_refused
         )
 
     def _on_refused(self, exc: Exception) -> None:
@@ -324,16 +325,17 @@ class SettingsDialog(QDialog):
         self.folder_message = f"Not changed: {reason}"
         self.folder_status.setText(self.folder_message)
 
-    def _on_folder_checked(self, folder: Path) -> None:
+    def _on_folder_checked(self, choice: FolderChoice) -> None:
         self.checking_folder = False
         self.change_models_button.setEnabled(True)
-        old = self._paths.models_dir
+        old, folder = self._paths.models_dir, choice.folder
+        warning = f"\n\nWarning: {choice.warning}" if choice.warning else ""
         if not self._dialogs.confirm(
             self,
             "Change the models folder?",
             f"New exports will go to {folder} from the next start of the app.\n\n"
             f"Models already in {old} are not moved, copied or deleted: they stay there and "
-            "stay listed in Models (the old folder is kept as a library folder).",
+            f"stay listed in Models (the old folder is kept as a library folder).{warning}",
             "Change",
         ):
             self.folder_message = "Not changed."
@@ -341,7 +343,9 @@ class SettingsDialog(QDialog):
             return
         settings = self._store.settings
         before = (settings.models_dir, list(settings.model_folders))
-        change: FolderChange = apply_models_folder(settings, folder, self._paths)
+        change: FolderChange = apply_models_folder(
+            settings, folder, self._paths, warning=choice.warning
+        )
         if self._save():
             self.folder_message = change.message
             self.folder_labels["models"].setText(f"{old}\n(from the next start: {folder})")

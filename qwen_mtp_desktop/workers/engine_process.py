@@ -35,7 +35,6 @@ from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_C
 from qwen_mtp_desktop.core.hosting.protocol import (
     ApiRequest,
     ApiState,
-    Cancel,
     Chunks,
     Failed,
     Finished,
@@ -145,8 +144,7 @@ class EngineProcess(QObject):
         if self._engine.pid is None:
             self.failed.emit(request_id, self._engine.not_running_error())
             return request_id
-        self._engine.in_flight.add(request_id)
-        self._engine.send(Generate(request_id, tuple(messages), settings, self._coalesce_s))
+        self._engine.generate(Generate(request_id, tuple(messages), settings, self._coalesce_s))
         return request_id
 
     def serve_api(self, host: str, port: int, api_key: str | None) -> None:
@@ -162,7 +160,7 @@ class EngineProcess(QObject):
 
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
-        self._engine.send(Cancel(request_id))
+        self._engine.cancel(request_id)
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel, let the host release the model and exit. True if it ended in time (else

@@ -173,6 +173,9 @@ def test_changing_the_models_folder_moves_nothing_and_says_so(qtbot: QtBot, tmp_
     qtbot.waitUntil(lambda: not dialog.checking_folder, timeout=10_000)
     assert len(dialogs.asked) == 1 and "not moved, copied or deleted" in dialogs.asked[0]
     assert "nothing is moved" in dialog.folder_message
+    # tmp_path is inside the system's temp folder: asked and told (issue 29).
+    assert "Warning:" in dialogs.asked[0] and "temporary folder" in dialogs.asked[0]
+    assert "Note:" in dialog.folder_message and "can disappear" in dialog.folder_message
     data = saved()
     assert data["models_dir"] == str(new)
     assert data["model_folders"] == [str(old)]

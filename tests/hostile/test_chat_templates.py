@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,6 +120,7 @@ def _strip_rt_template(model: Path) -> None:
     xml.write_text(re.sub(r'<chat_template value="[^"]*"\s*/>', "", text), encoding="utf-8")
 
 
+@pytest.mark.slow
 class TestChatTemplatesBounded:
     def test_hostile_templates_are_bounded(self) -> None:
         started = time.perf_counter()

@@ -80,6 +80,7 @@ def _byte(piece: str) -> int:
 
 
 class TestFastDetokenizerProven:
+    @pytest.mark.slow
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
@@ -113,6 +114,7 @@ class TestFastDetokenizerProven:
         assert result.ok == same, (kind, first, second, result.mismatches)
         assert result.checked_ids >= emit
 
+    @pytest.mark.slow
     def test_doctored_model_streams_the_runtimes_text(self, demo_copy: Path) -> None:
         from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 

@@ -98,6 +98,7 @@ def _replaceable(layout: dict[str, Any]) -> bool:
     )
 
 
+@pytest.mark.slow
 class TestExportNeverDeletesUserData:
     @settings(
         max_examples=EXPORT_EXAMPLES,

@@ -64,6 +64,7 @@ _values = st.one_of(
 
 
 class TestLimitsAndMessages:
+    @pytest.mark.slow
     @_settings(400)
     @given(case=st.sampled_from(_NUMERIC), value=_values)
     def test_numeric_options_are_bounded(
@@ -182,6 +183,7 @@ _SPECIAL_TEXTS = [
 ]
 
 
+@pytest.mark.slow
 class TestTypedTextStaysText:
     @_settings(150)
     @given(

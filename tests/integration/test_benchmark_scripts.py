@@ -93,6 +93,8 @@ def test_every_script_has_a_smoke_test() -> None:
         ("adaptive.py", ["--prompts", "no-such-set"], "no built-in prompt set called"),
         ("fullsize.py", [], "give one of build, run, all, or --smoke"),
         ("ui_responsiveness.py", ["--tokens", "0"], "must be positive"),
+        ("native_crashes.py", ["."], "is not an exported model folder"),
+        ("native_crashes.py", ["--paths", "gpu"], "unknown path gpu"),
         ("mtp_chain_check.py", ["--model", ".", "--checkpoint", "."], "is not an exported"),
         ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
     ],
@@ -286,6 +288,23 @@ def test_methods_per_workload(tmp_path: Path) -> None:
     for mtp, lookup, ratio in rows:  # lookup / MTP is per run, so near their quotient
         assert 0.25 * lookup / mtp <= ratio <= 4 * lookup / mtp, (mtp, lookup, ratio)
     assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out
+
+
+def test_native_crashes(tmp_path: Path) -> None:
+    """2 load + generate cycles per path in child processes under load; the smoke run injects
+    one SIGSEGV into the app decoder's second cycle, which must be counted as a crash at
+    generate while every other cycle completes."""
+    out = run_smoke("native_crashes.py", tmp_path)
+    paths = ("decoder", "genai-plain", "genai-mtp", "lookup", "vision")
+    for path in paths:
+        crashes = "1 SIGSEGV at generate" if path == "decoder" else "0"
+        row = rf"^\| {path} \| 2 \| (\d) \| {re.escape(crashes)} \| 0 \| 0 \| (?:\d|-) \| 0 \| "
+        row += rf"{NUMBER} \| {NUMBER} \|$"
+        found = [m.groups() for m in re.finditer(row, out, re.M)]
+        assert len(found) == 1, (path, out)
+        assert int(found[0][0]) == (1 if path == "decoder" else 2), (path, found)
+        assert float(found[0][1]) > 0 and float(found[0][2]) > 0, (path, found)
+    assert "first crash on decoder:\nFatal Python error: Segmentation fault" in out, out
 
 
 @pytest.mark.gui

@@ -668,14 +668,14 @@ def test_unreadable_folder(export: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_unreadable_component_file(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = export / "openvino_language_model.xml"
-    real_open = Path.open
+    real_open = os.open
 
-    def guarded_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self == target:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
+    def guarded_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path) == target:  # the IR reader opens with os.open (non-blocking)
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", guarded_open)
+    monkeypatch.setattr(os, "open", guarded_open)
     report = inspect(export)
     assert [(d.code, d.severity) for d in report.diagnostics] == [("UNREADABLE", "error")]
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -164,7 +165,7 @@ def test_models_folder_change_moves_nothing_and_keeps_the_old_folder_listed(
 
 
 REFUSED = ("data", "config", "cache", "logs", "home", "root", "file", "relative", "same",
-           "inside", "control", "no_such_user")  # fmt: skip
+           "inside", "control", "no_such_user", "proc", "sys", "temp")  # fmt: skip
 
 
 @pytest.mark.parametrize("where", REFUSED)
@@ -187,6 +188,9 @@ def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
         "inside": str(paths.models_dir / "sub"),
         "control": str(tmp_path / "a\nb"),
         "no_such_user": "~0/models",  # found by hypothesis: expanduser raised RuntimeError
+        "proc": "/proc/self/models",  # issue 29: kernel pseudo-filesystems
+        "sys": "/sys/kernel",
+        "temp": tempfile.gettempdir(),  # the shared temp folder itself
     }[where]
     with pytest.raises(FolderChoiceError) as caught:
         check_models_folder(text, paths)

@@ -18,6 +18,12 @@ from pathlib import Path
 
 from qwen_mtp_desktop.core.chats import migrations
 from qwen_mtp_desktop.core.chats.records import ChatStoreError, SearchBackend
+from qwen_mtp_desktop.core.chats.repair import repair
+from qwen_mtp_desktop.core.private_files import (
+    PRIVATE_DIR_MODE,
+    create_private_file,
+    make_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +36,11 @@ class OpenedDatabase:
     search_backend: SearchBackend
     #: Answers found still "streaming" (the app died) and marked incomplete.
     recovered_messages: int
-    #: A plain-language message when the file was damaged and set aside, else None.
+    #: A plain-language message when the file was damaged and set aside, or when damaged rows
+    #: were found (core.chats.repair), else None.
     notice: str | None = None
+    #: The notice's title: what happened to the history.
+    notice_title: str = "Chat history was repaired"
 
 
 class _DamagedDatabaseError(Exception):
@@ -48,7 +57,12 @@ def _is_damage(exc: sqlite3.Error) -> bool:
 
 def open_database(path: Path) -> OpenedDatabase:
     """The database at `path`, migrated to this app's schema (a damaged one set aside)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    # Conversations are private: the file is created owner-only (SQLite gives its -wal and
+    # -shm files the same mode), and one an older version left readable is tightened.
+    create_private_file(path)
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        make_private(part)
     try:
         return _connect(path)
     except (sqlite3.Error, _DamagedDatabaseError) as exc:
@@ -66,11 +80,13 @@ def open_database(path: Path) -> OpenedDatabase:
                 code="CHATS_DAMAGED",
             ) from exc
         log.warning("chat store %s is damaged (%s); starting an empty one", path, exc)
+        create_private_file(path)
         opened = _connect(path)
         opened.notice = (
             f"Your chat history could not be read ({exc}). It was kept as {backup}. "
             "The app started with an empty chat history."
         )
+        opened.notice_title = "Chat history was reset"
         return opened
 
 
@@ -81,12 +97,16 @@ def _connect(path: Path) -> OpenedDatabase:
     )
     try:
         conn.row_factory = sqlite3.Row
+        # Text that is not UTF-8 (a damaged or crafted file) reads with U+FFFD instead of
+        # failing every query that touches the row.
+        conn.text_factory = _lenient_text
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        check = [row[0] for row in conn.execute("PRAGMA quick_check")]
-        if check != ["ok"]:
-            # quick_check's report spans lines; the notice wants one.
-            raise _DamagedDatabaseError(" ".join(" ".join(check[:3]).split()))
+        needs_reindex = _check_structure(conn)
         _refuse_newer_schema(conn, path)  # before anything writes to the file
+        if needs_reindex:  # indexes are derived data: rebuilt, nothing lost
+            conn.execute("REINDEX")
+            if _check_structure(conn):
+                raise _DamagedDatabaseError("its indexes cannot be rebuilt")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":  # e.g. some network file systems
             log.warning("chat store could not use WAL mode (got %s)", mode)
@@ -95,6 +115,7 @@ def _connect(path: Path) -> OpenedDatabase:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
+        report = repair(conn, path)  # tampered rows: repaired or read with stand-ins
         backend = _set_up_search(conn)
         recovered = conn.execute(
             "UPDATE messages SET status = 'incomplete' WHERE status = 'streaming'"
@@ -104,7 +125,35 @@ def _connect(path: Path) -> OpenedDatabase:
     except BaseException:
         conn.close()
         raise
-    return OpenedDatabase(conn, backend, recovered)
+    return OpenedDatabase(conn, backend, recovered, report.notice())
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+#: quick_check lines that are about rows, not the file: NOT NULL and CHECK constraints a
+#: crafted file breaks (core.chats.repair fixes those rows), and indexes out of step with
+#: their table (REINDEX rebuilds them).
+_ROW_PROBLEMS = ("CHECK constraint failed", "NULL value in ")
+_INDEX_PROBLEMS = ("missing from index", "wrong # of entries in index", "non-unique entry in")
+
+
+def _check_structure(conn: sqlite3.Connection) -> bool:
+    """PRAGMA quick_check, read: _DamagedDatabaseError when the file itself is damaged (the
+    caller sets it aside); True when only indexes need rebuilding."""
+    check = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+    if check == ["ok"]:
+        return False
+    serious = [
+        line
+        for line in check
+        if not line.startswith(_ROW_PROBLEMS) and not any(p in line for p in _INDEX_PROBLEMS)
+    ]
+    if serious:
+        # quick_check's report spans lines; the notice wants one.
+        raise _DamagedDatabaseError(" ".join(" ".join(serious[:3]).split()))
+    return any(any(p in line for p in _INDEX_PROBLEMS) for line in check)
 
 
 def _refuse_newer_schema(conn: sqlite3.Connection, path: Path) -> None:

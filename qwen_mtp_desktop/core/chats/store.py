@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from qwen_mtp_desktop.core.chats import versions
+from qwen_mtp_desktop.core.chats import rows, versions
 from qwen_mtp_desktop.core.chats.database import open_database
 from qwen_mtp_desktop.core.chats.export_format import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chats.records import (
@@ -54,9 +54,7 @@ from qwen_mtp_desktop.core.chats.records import (
 )
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Role
-from qwen_mtp_desktop.core.message_stats import clean_stats
 from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.safe_files import parse_json_text
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +87,6 @@ def _check_role(role: str) -> Role:
     return cast(Role, role)
 
 
-def _load_json_dict(text: str | None, what: str) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = parse_json_text(text)
-    except (ValueError, RecursionError):
-        log.warning("ignoring unreadable %s JSON in the chat store", what)
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _stored_stats(text: str | None) -> dict[str, Any] | None:
-    raw = _load_json_dict(text, "stats")
-    return clean_stats(raw) if raw is not None else None
-
-
 def _like_pattern(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -119,7 +101,8 @@ class ChatStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: A plain-language message when the file was damaged and set aside, else None.
+        #: A plain-language message when the file was damaged and set aside, or damaged rows
+        #: were repaired, else None; `notice_title` says which.
         self.notice: str | None = None
         #: Answers found still "streaming" on open (the app died) and marked incomplete.
         self.recovered_messages = 0
@@ -128,6 +111,7 @@ class ChatStore:
         self._last_stamp = 0.0
         opened = open_database(path)
         self.notice = opened.notice
+        self.notice_title = opened.notice_title
         self.recovered_messages = opened.recovered_messages
         self.search_backend = opened.search_backend
         self._conn: sqlite3.Connection | None = opened.conn
@@ -187,39 +171,9 @@ class ChatStore:
     def _touch(conn: sqlite3.Connection, conversation_id: int, now: float) -> None:
         conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
 
-    @staticmethod
-    def _conversation_from_row(row: sqlite3.Row) -> Conversation:
-        raw_settings = _load_json_dict(row["settings_json"], "settings") or {}
-        return Conversation(
-            id=int(row["id"]),
-            title=str(row["title"]),
-            created_at=float(row["created_at"]),
-            updated_at=float(row["updated_at"]),
-            model_dir=row["model_dir"],
-            system_prompt=str(row["system_prompt"]),
-            settings=ChatSettings.from_dict(raw_settings),
-        )
-
-    @staticmethod
-    def _message_from_row(row: sqlite3.Row) -> StoredMessage:
-        status = str(row["status"])
-        return StoredMessage(
-            id=int(row["id"]),
-            conversation_id=int(row["conversation_id"]),
-            position=int(row["position"]),
-            role=_check_role(str(row["role"])),
-            content=str(row["content"]),
-            reasoning=str(row["reasoning"]),
-            image_path=Path(row["image_path"]) if row["image_path"] is not None else None,
-            created_at=float(row["created_at"]),
-            status=cast(MessageStatus, status) if status in STATUSES else "error",
-            error=row["error"],
-            stats=_stored_stats(row["stats_json"]),
-            parent_id=row["parent_id"],
-            selected=bool(row["selected"]),
-            version=int(row["version"]),
-            version_count=int(row["version_count"]),
-        )
+    # Every row is read through core.chats.rows, which never raises on a damaged value.
+    _conversation_from_row = staticmethod(rows.conversation)
+    _message_from_row = staticmethod(rows.message)
 
     def _get_message(self, conn: sqlite3.Connection, message_id: int) -> StoredMessage:
         row = conn.execute(versions.MESSAGE_SELECT + " WHERE m.id = ?", (message_id,)).fetchone()
@@ -417,7 +371,8 @@ class ChatStore:
         """
         where = ""
         params: list[Any] = []
-        terms = search.split() if search else []
+        # A NUL ends an FTS5 query string early ("unterminated string"): no term holds one.
+        terms = [t for t in (search or "").replace("\x00", " ").split() if t]
         if terms:
             hits_sql, params = self._search_sql(terms)
             where = f"WHERE c.id IN ({hits_sql})"
@@ -440,25 +395,13 @@ class ChatStore:
             {limit_sql}
         """
         with self._read() as conn:
-            rows = conn.execute(sql, params).fetchall()
+            found = conn.execute(sql, params).fetchall()
         summaries = []
-        for row in rows:
-            preview = " ".join(str(row["preview"] or "").split())
+        for row in found:
+            preview = " ".join(rows.text(row["preview"]).split())
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
-            role = row["preview_role"]
-            summaries.append(
-                ConversationSummary(
-                    id=int(row["id"]),
-                    title=str(row["title"]),
-                    created_at=float(row["created_at"]),
-                    updated_at=float(row["updated_at"]),
-                    model_dir=row["model_dir"],
-                    message_count=int(row["message_count"]),
-                    preview=preview,
-                    preview_role=_check_role(str(role)) if role is not None else None,
-                )
-            )
+            summaries.append(rows.summary(row, preview))
         return summaries
 
     def _search_sql(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
@@ -526,7 +469,7 @@ class ChatStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
-                    0 if last is None else int(last["position"]) + 1,
+                    0 if last is None else rows.next_position(last["position"]),
                     checked_role,
                     content,
                     reasoning,
@@ -706,7 +649,7 @@ class ChatStore:
             cursor = conn.execute(
                 "INSERT INTO messages (conversation_id, position, role, content, created_at, "
                 "status, parent_id, selected) VALUES (?, ?, 'assistant', '', ?, 'streaming', ?, 1)",
-                (conversation_id, int(row["position"]) + 1, self._now(), message_id),
+                (conversation_id, rows.next_position(row["position"]), self._now(), message_id),
             )
             versions.reshow(conn, conversation_id)
             self._touch(conn, conversation_id, now)

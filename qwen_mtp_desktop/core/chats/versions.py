@@ -42,7 +42,7 @@ def reshow(conn: sqlite3.Connection, conversation_id: int) -> None:
         WITH RECURSIVE branch (id) AS (
             SELECT id FROM messages
             WHERE conversation_id = ? AND parent_id IS NULL AND selected = 1
-            UNION ALL
+            UNION
             SELECT m.id FROM messages AS m JOIN branch AS b ON m.parent_id = b.id
             WHERE m.selected = 1
         )
@@ -69,7 +69,7 @@ def descendants(conn: sqlite3.Connection, message_id: int) -> list[int]:
         """
         WITH RECURSIVE below (id) AS (
             SELECT id FROM messages WHERE parent_id = ?
-            UNION ALL
+            UNION
             SELECT m.id FROM messages AS m JOIN below AS b ON m.parent_id = b.id
         )
         SELECT id FROM below

@@ -59,7 +59,7 @@ from qwen_mtp_desktop.core.environment import family_verdict, package_version
 from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
 from qwen_mtp_desktop.core.privacy import block_telemetry
-from qwen_mtp_desktop.core.prompt_guards import PromptGuards, proven_equal
+from qwen_mtp_desktop.core.prompt_guards import PromptGuards, check_text, proven_equal
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -362,6 +362,13 @@ class Engine:
         assert guards is not None
         history = []
         for message in messages:
+            what = (
+                "The system prompt" if message.role == "system" else f"The {message.role} message"
+            )
+            try:
+                check_text(message.content, what)  # before the native JSON layer sees it
+            except UserFacingError as exc:
+                raise EngineError(exc.message, exc.fix, code=exc.code) from None
             content = guards.escape(message.content)  # typed text never becomes a token
             if message.image is not None:
                 content = f"<|vision_start|><|image_pad|><|vision_end|>{content}"

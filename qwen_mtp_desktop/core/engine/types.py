@@ -20,6 +20,7 @@ from qwen_mtp_desktop.core.decoding.method import (
 )
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.prompt_guards import text_problem
 
 
 class EngineError(UserFacingError):
@@ -68,6 +69,12 @@ class GenerationSettings:
                 f"The lookup replay needs prompt lookup's settings, not {self.replay_lookup}.",
                 code="BAD_SETTINGS",
             )
+        for stop in self.stop_strings:
+            problem = text_problem(stop)
+            if problem is not None:
+                raise EngineError(
+                    f"A stop string is not valid text: {problem}.", code="BAD_SETTINGS"
+                )
 
 
 @dataclass(frozen=True)

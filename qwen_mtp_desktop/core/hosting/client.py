@@ -31,7 +31,6 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.hosting.protocol import (
-    Cancel,
     Chunks,
     Failed,
     Finished,
@@ -63,7 +62,7 @@ class HostedAnswer(AnswerStream):
 
     def cancel(self) -> None:
         self._cancelled = True
-        self._engine._send(Cancel(self.request_id))
+        self._engine._cancel(self.request_id)
 
     @property
     def cancelled(self) -> bool:
@@ -162,8 +161,9 @@ class HostedEngine:
             if self._engine.pid is None:
                 raise self._engine.not_running_error()
             self._generations[generation.request_id] = generation
-            self._engine.in_flight.add(generation.request_id)
-        self._send(Generate(generation.request_id, tuple(messages), settings, self._coalesce_s))
+            self._engine.generate(
+                Generate(generation.request_id, tuple(messages), settings, self._coalesce_s)
+            )
         return generation
 
     def close(self, timeout_s: float = 30.0) -> bool:
@@ -176,6 +176,10 @@ class HostedEngine:
 
     def _send(self, request: object) -> None:
         self._engine.send(request)
+
+    def _cancel(self, request_id: int) -> None:
+        with self._lock:  # a cancelled turn is never sent again after a crash
+            self._engine.cancel(request_id)
 
     def _call(self, send: Callable[[], None]) -> object:
         """Send a load or unload and wait for its outcome (or the engine's death)."""
@@ -217,9 +221,10 @@ class HostedEngine:
         log.error("%s", death.text)
         if self._on_stopped is not None:
             self._on_stopped(death.text)
-        for generation in self._generations.values():
-            generation._inbox.put(death.error)
-        self._generations.clear()
+        for request_id in death.failed_requests:  # the retried ones wait for the new process
+            generation = self._generations.pop(request_id, None)
+            if generation is not None:
+                generation._inbox.put(death.error)
         if self._waiter is not None:
             self._answer(
                 EngineError(

@@ -2,6 +2,11 @@
 `RestartPolicy`, with the model reloaded into the new process, the requests in flight failed
 with ENGINE_STOPPED, and the death told in plain words.
 
+A request that had produced no text yet when the engine died is sent again, once, to the new
+process behind the reload (issue 29): a native crash at the first generate (openvino-genai
+#4425 describes such crashes) then costs the user a wait, not an error. A request that
+streamed text fails as before (its partial answer is kept), and one that dies twice fails.
+
 Shared by the window's `workers.engine_process.EngineProcess` (events become Qt signals on the
 GUI thread) and `core.hosting.client.HostedEngine` (events feed blocking calls, for `serve`), so
 both front ends restart, reload and report a crash the same way. Not thread-safe by itself: the
@@ -17,8 +22,11 @@ from pathlib import Path
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
 from qwen_mtp_desktop.core.hosting.process import STOPPED_CODE, Exited, HostProcess, RestartPolicy
 from qwen_mtp_desktop.core.hosting.protocol import (
+    Cancel,
+    Chunks,
     Failed,
     Finished,
+    Generate,
     Load,
     Loaded,
     LoadFailed,
@@ -43,6 +51,8 @@ class Death:
     error: EngineError
     #: The status line: what happened and what is being done about it.
     text: str
+    #: Requests that had produced nothing yet, sent again to the new process (not failed).
+    retried_requests: tuple[int, ...] = ()
 
 
 def engine_stopped_error(how: str, *, restarting: bool) -> EngineError:
@@ -79,6 +89,9 @@ class EngineSupervisor:
         self.reloading: LoadedModel | None = None
         self.plain_ready = False
         self.in_flight: set[int] = set()
+        #: Requests sent that have produced no text yet, and the ones already sent again.
+        self._unanswered: dict[int, Generate] = {}
+        self._retried: set[int] = set()
         self.restarts = 0
         self.closing = False
         #: Requests sent again to every new process (the local API server while it is on).
@@ -99,6 +112,20 @@ class EngineSupervisor:
 
     def send(self, request: object) -> None:
         self.host.send(request)
+
+    def generate(self, request: Generate) -> None:
+        """Send a turn, and keep it until it produces text (to send it again after a crash)."""
+        self.in_flight.add(request.request_id)
+        self._unanswered[request.request_id] = request
+        self.host.send(request)
+
+    def cancel(self, request_id: int | None) -> None:
+        """Cancel a turn (None: the running one); a cancelled turn is never sent again."""
+        if request_id is None:
+            self._unanswered.clear()
+        else:
+            self._unanswered.pop(request_id, None)
+        self.host.send(Cancel(request_id))
 
     def load(self, model_dir: Path, options: LoadOptions) -> None:
         if self.closing:
@@ -148,8 +175,12 @@ class EngineSupervisor:
             self._note_reload("the model could not be reloaded")
         elif isinstance(event, Unloaded):
             self.loaded, self.plain_ready, self.reloading = None, False, None
+        elif isinstance(event, Chunks):
+            self._unanswered.pop(event.request_id, None)  # text shown: no silent retry
         elif isinstance(event, Finished | Failed):
             self.in_flight.discard(event.request_id)
+            self._unanswered.pop(event.request_id, None)
+            self._retried.discard(event.request_id)
             if isinstance(event, Finished):
                 self.plain_ready = event.plain_ready
         elif isinstance(event, Exited):
@@ -162,8 +193,14 @@ class EngineSupervisor:
         reloading = self.loaded
         self.loaded, self.plain_ready = None, False
         restarting = self.policy.died()
-        failed = tuple(sorted(self.in_flight))
-        self.in_flight.clear()
+        retry: list[Generate] = []
+        if restarting and self.want is not None:
+            retry = [r for i, r in sorted(self._unanswered.items()) if i not in self._retried]
+        retried = tuple(r.request_id for r in retry)
+        failed = tuple(sorted(self.in_flight - set(retried)))
+        self.in_flight = set(retried)
+        self._unanswered.clear()
+        self._retried = set(retried)
         if restarting:
             self.restarts += 1
             self.start()
@@ -172,6 +209,10 @@ class EngineSupervisor:
                 self._restart_note = f"The inference engine stopped ({how}); restarted"
                 self.send(Load(*self.want))  # requests sent after this wait behind it
                 text = f"The inference engine stopped ({how}); restarting and reloading the model."
+                if retry:
+                    text = text[:-1] + "; the answer is being asked for again."
+                for request in retry:
+                    self.generate(request)
             else:
                 text = f"The inference engine stopped ({how}); restarted."
         else:
@@ -187,6 +228,7 @@ class EngineSupervisor:
             failed,
             engine_stopped_error(how, restarting=restarting),
             text,
+            retried,
         )
 
     def _note_reload(self, what: str) -> None:

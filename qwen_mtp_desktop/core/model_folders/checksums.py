@@ -9,8 +9,15 @@ from pathlib import Path
 
 from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
 from qwen_mtp_desktop.core.model_folders.report import Diagnostic, Severity
+from qwen_mtp_desktop.core.safe_files import (
+    FileKind,
+    NotRegularFileError,
+    UnsafeFileError,
+    open_regular_file,
+)
 
 _HASH_CHUNK = 1 << 20
+_REPAIR = "Copy the file from the original export, or re-export the model."
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -92,11 +99,17 @@ def verify_checksums(
     total = sum(item[3] for item in plan)
     done = 0
     checked = 0
-    for name, expected, path, _size in plan:
+    for name, expected, path, size in plan:
         digest = hashlib.sha256()
+        read = 0
         try:
-            with path.open("rb") as handle:
-                while chunk := handle.read(_HASH_CHUNK):
+            # Non-blocking and regular files only: a FIFO or a device among the listed files
+            # would otherwise block the open or stream forever (issue 29).
+            with open_regular_file(path, kind=FileKind(name, _REPAIR)) as handle:
+                # Never past the size stat gave (plus one chunk to notice growth): a file
+                # that keeps growing is damaged, not a reason to read forever.
+                while read <= size and (chunk := handle.read(_HASH_CHUNK)):
+                    read += len(chunk)
                     if cancel is not None and cancel():
                         out.append(
                             Diagnostic(
@@ -111,11 +124,18 @@ def verify_checksums(
                     done += len(chunk)
                     if progress is not None:
                         progress(done, total)
+        except NotRegularFileError as exc:
+            severity, consequence = _damage_weight(name)
+            out.append(Diagnostic("NOT_REGULAR", severity, exc.message + consequence, _REPAIR))
+            continue
+        except UnsafeFileError as exc:
+            out.append(Diagnostic("UNREADABLE", "error", exc.message, _REPAIR))
+            continue
         except OSError as exc:
             out.append(Diagnostic("UNREADABLE", "error", f"{name} cannot be read ({exc}).", ""))
             continue
         checked += 1
-        if digest.hexdigest() != expected:
+        if read != size or digest.hexdigest() != expected:
             severity, consequence = _damage_weight(name)
             out.append(
                 Diagnostic(

@@ -183,15 +183,15 @@ def tokenizer_diagnostics(report: ModelReport, names: set[str]) -> list[Diagnost
     # Where the runtime finds it (core.chat_template), so inspect and the engine agree.
     source = None
     if tokenizer_ir is not None:
-        source = template_source(report.path, tokenizer_ir.rt_value("chat_template") or None)
+        source = template_source(report.path, tokenizer_ir.rt_info)
     report.chat_template = source is not None and source.usable
     if source is not None and source.problem is not None:
         out.append(
             Diagnostic(
                 "CHAT_TEMPLATE",
                 "error",
-                f"The chat template file cannot be used: {source.problem}",
-                "Remove chat_template.jinja or replace it with the model's original template.",
+                f"The chat template cannot be read as the runtime reads it: {source.problem}",
+                f"Remove {source.origin} or replace it with the model's original file.",
             )
         )
     if tokenizer_ir is not None and not report.chat_template:

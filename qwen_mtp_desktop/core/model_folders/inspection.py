@@ -33,6 +33,7 @@ from qwen_mtp_desktop.core.model_folders.memory import (
     estimate_memory,
     geometry_from_config,
     geometry_from_ir,
+    implausible_shape,
     memory_diagnostics,
     positive_int,
 )
@@ -332,6 +333,17 @@ def inspect_model(
     main, mtp = main_component(report), report.component("mtp")
     if config is not None:
         report.geometry = geometry_from_config(config)
+        implausible = implausible_shape(config)
+        if implausible is not None:
+            report.diagnostics.append(
+                Diagnostic(
+                    "CONFIG_INVALID",
+                    "warning",
+                    f"config.json gives a shape no model has ({implausible}); the memory "
+                    "estimate leaves out what depends on it.",
+                    "Copy config.json from the original export.",
+                )
+            )
     if report.geometry is None and main is not None and main.ir is not None:
         report.geometry = geometry_from_ir(main.ir, mtp.ir if mtp is not None else None)
 

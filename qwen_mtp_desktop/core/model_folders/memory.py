@@ -194,11 +194,49 @@ def positive_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def geometry_from_config(config: Mapping[str, Any]) -> Geometry | None:
-    """The text model's shape from config.json (a VLM's text_config, or the config itself)."""
+#: Bounds no real model's shape comes near (Qwen3.5's largest: 60 layers, 512 experts, a
+#: 248,320-token vocabulary). A config beyond them describes no model; computing with it
+#: (per-layer loops, products) could run for ever, so its shape is treated as unknown.
+_SHAPE_LIMITS = {
+    "num_hidden_layers": 100_000,
+    "mtp_num_hidden_layers": 100_000,
+    "full_attention_interval": 100_000,
+    "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16,
+    "linear_num_key_heads": 1 << 16,
+    "linear_num_value_heads": 1 << 16,
+    "linear_conv_kernel_dim": 1 << 16,
+    "head_dim": 1 << 20,
+    "linear_key_head_dim": 1 << 20,
+    "linear_value_head_dim": 1 << 20,
+    "hidden_size": 1 << 24,
+    "num_experts": 1 << 20,
+    "vocab_size": 1 << 28,
+}
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     text = config.get("text_config")
-    if not isinstance(text, dict):
-        text = config
+    return text if isinstance(text, dict) else config
+
+
+def implausible_shape(config: Mapping[str, Any]) -> str | None:
+    """ "name = value" for the first shape field of config.json no real model has, else None."""
+    text = _text_config(config)
+    for key, limit in _SHAPE_LIMITS.items():
+        value = text.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            shown = f"{value:,}" if value < 10**15 else f"about 10^{len(str(value)) - 1}"
+            return f"{key} = {shown}"
+    return None
+
+
+def geometry_from_config(config: Mapping[str, Any]) -> Geometry | None:
+    """The text model's shape from config.json (a VLM's text_config, or the config itself);
+    None when it is missing or no real model's (implausible_shape)."""
+    if implausible_shape(config) is not None:
+        return None
+    text = _text_config(config)
     layers = positive_int(text.get("num_hidden_layers"))
     heads = positive_int(text.get("num_attention_heads"))
     if layers is None or heads is None:
@@ -218,7 +256,7 @@ def geometry_from_config(config: Mapping[str, Any]) -> Geometry | None:
         if interval is None and model_type.startswith("qwen3_5"):
             interval = 4  # Qwen3.5's default: three linear-attention layers, then one full
         if interval is not None:
-            full = sum(1 for i in range(layers) if (i + 1) % interval == 0)
+            full = layers // interval  # layers interval, 2 x interval, ... are full
             linear = layers - full
         else:
             full, linear = layers, 0

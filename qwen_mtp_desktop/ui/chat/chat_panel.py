@@ -39,6 +39,7 @@ from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.settings import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
@@ -62,9 +63,8 @@ log = logging.getLogger(__name__)
 STORE_FLUSH_MS = 500
 MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
-#: ui_state keys: the Drafts toggle, and the settings a new chat starts with (the last chosen).
-DRAFTS_KEY = "chat_show_drafts"
-NEW_CHAT_SETTINGS_KEY = "chat_new_settings"
+#: ui_state keys (validated by core.settings): the Drafts toggle, a new chat's settings.
+DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
 
 #: The chat's own keys (portable text; Help > Keyboard shortcuts shows them natively).
 REGENERATE_KEYS = "Ctrl+R"
@@ -408,7 +408,7 @@ class ChatPanel(ChatLayout):
             # event loop runs, while the window paints for the first time).
             box = QMessageBox(
                 QMessageBox.Icon.Warning,
-                "Chat history was reset",
+                store.notice_title,
                 store.notice,
                 QMessageBox.StandardButton.Ok,
                 self,

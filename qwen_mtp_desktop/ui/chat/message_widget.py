@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QPixmap
+from PySide6.QtGui import QColor, QPixmap, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -29,6 +29,7 @@ from qwen_mtp_desktop.core.markdown import (
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
 from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.figures import stats_tooltip
@@ -178,7 +179,10 @@ class MessageWidget(QFrame):
         self._length = 0
         self.drafted_ranges: list[tuple[int, int]] = []
         self._segmenter: StreamingSegmenter | None = None
+        #: Where the open segment streams: a widget of its own (a code block, or the drafts
+        #: view), or the end of the current document from `_tail_start` on.
         self._tail_widget: AutoHeightText | CodeBlock | None = None
+        self._tail_start: int | None = None
         self._show_drafts = False
         # Rendering in pages, Markdown runs in one document (see PAGE_CHARS).
         self._run: AutoHeightText | None = None  # the document finished Markdown goes into
@@ -351,6 +355,7 @@ class MessageWidget(QFrame):
         self.drafted_ranges = []
         self._segmenter = StreamingSegmenter()
         self._tail_widget = None
+        self._tail_start = None
         self._stream_shown = self._stream_hidden = 0
         for name in ("regenerate", "edit"):
             if name in self._buttons:
@@ -389,36 +394,88 @@ class MessageWidget(QFrame):
         assert segmenter is not None
         was_code = segmenter.in_code
         finished = segmenter.feed(answer)
-        for segment in finished:  # each completed segment is rendered once
-            if self._tail_widget is not None:
-                self._body.removeWidget(self._tail_widget)
-                self._tail_widget.deleteLater()
-                self._tail_widget = None
-            if self._stream_shown + len(segment.text) > PAGE_CHARS:
-                self._hide_streamed()
-            widget = self._add_segment(segment)
-            self._stream_shown += len(segment.text)
-            if isinstance(widget, CodeBlock):
-                widget.finish()
-        if finished or segmenter.in_code != was_code or self._tail_widget is None:
-            # The open segment changed: show it afresh (cost: one segment, once).
-            if self._tail_widget is not None:
-                self._body.removeWidget(self._tail_widget)
-                self._tail_widget.deleteLater()
-                self._tail_widget = None
+        if finished or segmenter.in_code != was_code or not self._tail_shown:
+            # The open segment changed: render what completed (each segment once), then show
+            # the new open segment (cost: these segments, not the answer so far).
+            code_tail = self._take_tail()
+            for segment in finished:
+                if self._stream_shown + len(segment.text) > PAGE_CHARS:
+                    code_tail = None  # _hide_streamed deletes it with the rest
+                    self._hide_streamed()
+                if code_tail is not None and segment.kind == "code":
+                    # The block that streamed becomes the finished one: no new widget.
+                    code_tail.set_code(segment.text)
+                    code_tail.finish()
+                    self._code_widgets += 1
+                else:
+                    widget = self._add_segment(segment)
+                    if isinstance(widget, CodeBlock):
+                        widget.finish()
+                code_tail = None
+                self._stream_shown += len(segment.text)
+            if code_tail is not None:
+                self._remove_widget(code_tail)
             tail = segmenter.tail  # joins the open segment: only when it changed
             if tail is not None:
-                self._tail_widget = self._new_tail(tail)
-                self._append_to_tail(tail.text)
+                self._show_tail(tail, segmenter.tail_text)
             return
         # The open segment grew by exactly this text: append it (cost: this chunk only).
         self._append_to_tail(answer)
+
+    @property
+    def _tail_shown(self) -> bool:
+        return self._tail_widget is not None or self._tail_start is not None
+
+    def _show_tail(self, tail: Segment, text: str) -> None:
+        """Show the open segment: a code block streams into its own widget (while a page has
+        room for one), everything else as plain text at the end of the current document, so a
+        stream of short blocks makes no widget per block (issue 29)."""
+        if tail.kind == "code" and self._code_widgets < MAX_CODE_WIDGETS:
+            block = CodeBlock(tail.language, self._dark)
+            self._body.addWidget(block)
+            self._tail_widget = block
+            self._run = None  # Markdown after the block goes into a new document below it
+            block.append(text)
+            return
+        view = self._run or self._new_text()
+        self._run = view
+        document = view.document()
+        cursor = QTextCursor(document)
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        self._tail_start = cursor.position()
+        if not document.isEmpty():  # a plain block of its own, whatever the last one is,
+            spaced = QTextBlockFormat()  # spaced as the rendered paragraph will be
+            spaced.setTopMargin(PARAGRAPH_GAP)
+            cursor.insertBlock(spaced, QTextCharFormat())
+        view.append_plain(text)
+
+    def _take_tail(self) -> CodeBlock | None:
+        """Remove the open segment's text from the document it streams into (the document is
+        as it was before); a code block widget it streamed into is returned, to be reused."""
+        if self._tail_start is not None and self._run is not None:
+            cursor = QTextCursor(self._run.document())
+            cursor.setPosition(self._tail_start)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+        self._tail_start = None
+        widget, self._tail_widget = self._tail_widget, None
+        if isinstance(widget, CodeBlock):
+            return widget
+        if widget is not None:
+            self._remove_widget(widget)
+        return None
+
+    def _remove_widget(self, widget: QWidget) -> None:
+        self._body.removeWidget(widget)
+        widget.deleteLater()
 
     def _append_to_tail(self, text: str) -> None:
         if isinstance(self._tail_widget, CodeBlock):
             self._tail_widget.append(text)
         elif self._tail_widget is not None:
             self._tail_widget.append_plain(text)
+        elif self._tail_start is not None and self._run is not None:
+            self._run.append_plain(text)
 
     def _hide_streamed(self) -> None:
         """Drop the rendered part of a streaming answer that grew past a page: the live view
@@ -426,6 +483,10 @@ class MessageWidget(QFrame):
         self._stream_hidden += self._stream_shown
         self._stream_shown = 0
         self._clear_body()
+        # Later pages of a live answer show code as monospace text: a widget per block there
+        # would be thrown away at the end (the answer is rendered again, in pages, when it
+        # ends), and 5,000 fences would make thousands (issue 29).
+        self._code_widgets = MAX_CODE_WIDGETS
         notice = QLabel(
             f"{self._stream_hidden:,} characters above are shown when the answer is complete."
         )
@@ -433,19 +494,12 @@ class MessageWidget(QFrame):
         self._body.addWidget(notice)
         self._stream_notice = notice
 
-    def _new_tail(self, tail: Segment) -> AutoHeightText | CodeBlock:
-        """The widget the open segment streams into (replaced when the segment completes)."""
-        if tail.kind == "code" and self._code_widgets < MAX_CODE_WIDGETS:
-            block = CodeBlock(tail.language, self._dark)
-            self._body.addWidget(block)
-            return block
-        return self._new_text()
-
     def end_stream(self) -> None:
         """Render the finished answer once, properly, as a whole."""
         self._segmenter = None
         self._stream_shown = self._stream_hidden = 0
         self._tail_widget = None
+        self._tail_start = None
         self.set_content(self.content)
         for button in self._buttons.values():
             button.setEnabled(True)
@@ -556,6 +610,8 @@ class MessageWidget(QFrame):
 
     def _clear_body(self) -> None:
         self._run = None
+        self._tail_widget = None
+        self._tail_start = None
         self._code_widgets = 0
         self._more_button = None
         self._stream_notice = None

@@ -6,7 +6,9 @@ resource is ever loaded, and links are only reported (the chat asks before openi
 
 from __future__ import annotations
 
+import functools
 import html
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
@@ -129,17 +131,32 @@ def monospace_font() -> QFont:
 def highlight_html(code: str, language: str, dark: bool) -> str:
     """Code as HTML with inline colours (pygments); plain escaped text if the lexer is unknown."""
     from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+
+    lexer = _lexer(language or "text")
+    if lexer is None:
+        return f"<pre>{html.escape(code)}</pre>"
+    rendered: str = highlight(code, lexer, _formatter(dark))
+    return rendered
+
+
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    """One lexer per language (made once: a stream of many code blocks reuses it)."""
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
     try:
-        lexer = get_lexer_by_name(language or "text")
+        return get_lexer_by_name(language)
     except ClassNotFound:
-        return f"<pre>{html.escape(code)}</pre>"
-    formatter = HtmlFormatter(nowrap=False, noclasses=True, style="monokai" if dark else "default")
-    rendered: str = highlight(code, lexer, formatter)
-    return rendered
+        return None
+
+
+@functools.lru_cache(maxsize=2)
+def _formatter(dark: bool) -> Any:
+    """The HTML formatter per theme: building its style sheet costs more than a short block."""
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(nowrap=False, noclasses=True, style="monokai" if dark else "default")
 
 
 class CodeBlock(QFrame):
