@@ -6,11 +6,14 @@ or accept no drafts on CPU (openvino.genai #4425, on 2026.3.1 with Eagle3; its r
 both go away on 2026.4.0 over 50 instances), and the app saw a rare SIGSEGV under load. This
 script counts, for every path a chat turn can take:
 
-- `decoder`: the app's own decoder (core MtpDecoder) through the Engine, MTP n=2, a text turn;
-- `genai-plain`: openvino-genai's plain SDPA `VLMPipeline` (the Engine loaded without MTP);
+- `decoder`: the app's own decoder (core.decoding.decoder) through the Engine, MTP n=2, a text
+  turn;
+- `genai-plain`: openvino-genai's plain SDPA `VLMPipeline` (the Engine loaded without MTP and
+  without the app's decoder);
 - `genai-mtp`: openvino-genai's MTP `VLMPipeline` (continuous batching, the MTP head as draft
   model; the Engine with `fast_decoder=False`);
-- `lookup`: openvino-genai's prompt-lookup pipeline (the Engine without MTP, a lookup turn);
+- `lookup`: openvino-genai's prompt-lookup pipeline (the Engine without MTP and without the
+  app's decoder, a lookup turn; with it, lookup turns run on the app's decoder);
 - `vision`: a turn with an image (the Engine loaded for MTP; the image turn opens
   openvino-genai's MTP pipeline beside the app's decoder).
 
@@ -82,23 +85,26 @@ class PathResult:
 
 def run_child(path: str, model: Path, cycles: int, first: int, image: Path, inject: int) -> int:
     faulthandler.enable()  # a native crash leaves its Python stack on stderr
+    from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
     from qwen_mtp_desktop.core.privacy import block_telemetry
 
     block_telemetry()
     cache = image.parent / "ov-cache"  # a compiled-model cache, as the app's chat loads
+    # Every path but `decoder` keeps the app's decoder out (fast_decoder=False), so the turn
+    # runs on the openvino-genai pipeline it names; `vision` loads both, as the chat does.
+    genai_only = LoadOptions(mtp=False, fast_decoder=False, plain_decoder="genai", cache_dir=cache)
     options = {
         "decoder": LoadOptions(cache_dir=cache),
-        "genai-plain": LoadOptions(mtp=False, cache_dir=cache),
+        "genai-plain": genai_only,
         "genai-mtp": LoadOptions(fast_decoder=False, cache_dir=cache),
-        "lookup": LoadOptions(mtp=False, cache_dir=cache),
+        "lookup": genai_only,
         "vision": LoadOptions(cache_dir=cache),
     }[path]
-    settings = GenerationSettings(
-        max_new_tokens=24,
-        num_assistant_tokens=4 if path == "lookup" else 2,
-        prompt_lookup=path == "lookup",
-    )
+    method = DecodingMethod.lookup(4) if path == "lookup" else DecodingMethod.mtp(2)
+    if path == "genai-plain":
+        method = PLAIN
+    settings = GenerationSettings(max_new_tokens=24, method=method)
     message = Message("user", PROMPT, image=image if path == "vision" else None)
     for cycle in range(first, first + cycles):
         print(f"{CHILD_MARK}{cycle} load", flush=True)
