@@ -30,16 +30,17 @@ turn when its predicted rate beats the plain-or-MTP choice by the switch margin.
 conversation (editing, quoting, repeating) goes to prompt lookup; a free or counting one stays
 with MTP or plain decoding. Lookup turns do not change the MTP/plain state.
 
-What a turn costs before it decodes counts too (core.turn_costs): each path's prefill as a
-function of the tokens it prefills (text turns of every method run on the app's decoder, which
-keeps the conversation's state; image turns, and every turn of a model the app's decoder cannot
-run, on openvino-genai pipelines that prefill the whole prompt), and loading a pipeline on its
-first turn.
-`decide()` takes the coming turn's `TurnContext` (prompt length, images) and compares the
-options by predicted turn time, prefill included: a long prompt can make prompt lookup lose
+What a turn costs before it decodes counts too (core.turn_costs: each path's prefill by the
+tokens it prefills, a pipeline's first load): `decide()` takes the coming turn's `TurnContext`
+and compares options by predicted turn time, so a long prompt can make prompt lookup lose
 although it decodes faster, and an image turn (which prompt lookup cannot run) chooses between
-openvino-genai's MTP and plain pipelines by their own prefill. Prompt lookup runs with the
-chat's own drafts per step and n-gram size (`use_lookup_settings`), named in the reason.
+openvino-genai's MTP and plain pipelines by their own prefill.
+
+Sampled turns are decided by their own measurements (core.sampling_bands): acceptance falls as
+the temperature rises and a sampled step costs more, so each temperature band has its own
+policy (`for_sampling`: acceptance, step costs, depth and probes of its own; prefill and loads
+shared, being the same for greedy and sampled turns), and its reasons say which band decided.
+Prompt lookup is not offered for sampled turns (its replay counts greedy matches).
 
 What a turn measured and what is known before it (`TurnSample`, `TurnContext`) are in
 core.turn_record, the within-turn test (`WithinTurnCheck`) in core.within_turn; both are
@@ -48,14 +49,23 @@ re-exported here. No Qt, no OpenVINO: everything here runs on recorded step size
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP, DEFAULT_MTP, PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import (
+    DEFAULT_LOOKUP,
+    DEFAULT_MTP,
+    PLAIN,
+    DecodingMethod,
+    Sampling,
+)
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
+from qwen_mtp_desktop.core.lookup_evidence import (
+    LookupEvidence,
+)
+from qwen_mtp_desktop.core.sampling_bands import SamplingBand, band_of
 from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
 from qwen_mtp_desktop.core.turn_record import (
     TurnContext,
@@ -87,12 +97,6 @@ MAX_PROBE_INTERVAL = 64
 #: Probes may cost at most this share of decoding time: a probe that cost a fraction x of a
 #: plain turn is repeated no sooner than x / PROBE_BUDGET turns later.
 PROBE_BUDGET = 0.03
-#: Cost of a prompt-lookup step in plain steps until one was measured (it runs on
-#: openvino-genai's continuous-batching pipeline and verifies K + 1 tokens; measured on the
-#: demo model 1.1-1.4x a plain step).
-LOOKUP_STEP_PRIOR = 1.3
-#: Replayed lookup steps a turn needs before its tokens-per-step counts fully.
-LOOKUP_FULL_WEIGHT_STEPS = 8
 #: Answer length (tokens) assumed before a turn measured one.
 DEFAULT_TURN_TOKENS = 64.0
 #: A pipeline's one-off load is charged to this many turns (it stays loaded for the next
@@ -160,11 +164,14 @@ class AdaptivePolicy:
     #: Prompt lookup as Auto runs it (the chat's drafts per step and n-gram size, see
     #: `use_lookup_settings`); None: prompt lookup is not an option.
     lookup: DecodingMethod | None = DEFAULT_LOOKUP
-    _lookup_cost: _Cost | None = field(default=None, init=False)
-    #: Seconds a lookup turn's first decode step costs beyond the others.
-    _lookup_extra: float = field(default=0.0, init=False)
-    _lookup_steps: float = field(default=0.0, init=False)
-    _lookup_tokens: float = field(default=0.0, init=False)
+    #: The sampled turns this policy decides (None: greedy turns, the root policy).
+    band: SamplingBand | None = None
+    #: The root's policy per sampled band (`for_sampling`), made on first use.
+    _bands: dict[SamplingBand, AdaptivePolicy] = field(default_factory=dict, init=False)
+    _lookup: LookupEvidence = field(
+        default_factory=lambda: LookupEvidence(ACCEPTANCE_DECAY, COST_ALPHA, FULL_WEIGHT_STEPS),
+        init=False,
+    )
     #: Prefill and load costs per decoding path, and the path each text method last took.
     _turn_costs: TurnCosts = field(default_factory=TurnCosts, init=False)
     _text_paths: dict[str, str] = field(default_factory=dict, init=False)
@@ -294,35 +301,32 @@ class AdaptivePolicy:
     def lookup_tokens_per_step(self) -> float | None:
         """Tokens a prompt-lookup step would yield on this conversation (recent turns weigh
         more); None before any answer was replayed."""
-        if self._lookup_steps < 0.5:
-            return None
-        return self._lookup_tokens / self._lookup_steps
+        return self._lookup.tokens_per_step()
 
     def lookup_step_cost(self) -> float | None:
         """Seconds per prompt-lookup step: measured, else LOOKUP_STEP_PRIOR plain steps."""
-        if self._lookup_cost is not None:
-            return self._lookup_cost.seconds
-        plain = self.step_cost(PLAIN)
-        return plain * LOOKUP_STEP_PRIOR if plain is not None else None
+        return self._lookup.step_cost(self.step_cost(PLAIN))
 
     def predicted_lookup_rate(self) -> float | None:
-        """Tokens per second of a prompt-lookup turn of the usual length (its first step's
-        extra cost spread over the turn's steps)."""
-        per_step, cost = self.lookup_tokens_per_step(), self.lookup_step_cost()
-        if not self.lookup or per_step is None or cost is None or cost <= 0:
+        """Tokens per second of a prompt-lookup turn of the usual length."""
+        if not self.lookup:
             return None
-        steps = max((self._turn_length or 64.0) / per_step, 1.0)
-        return per_step / (cost + self._lookup_extra / steps)
+        return self._lookup.rate(self.step_cost(PLAIN), self._turn_length or DEFAULT_TURN_TOKENS)
 
     # --- learning -----------------------------------------------------------------------
 
     def observe(self, sample: TurnSample) -> None:
-        """Learn from a finished turn (cancelled and short turns count for what they hold)."""
+        """Learn from a finished turn (cancelled and short turns count for what they hold); a
+        sampled turn teaches its band's policy only."""
+        policy = self.for_sampling(sample.sampling)
+        if policy is not self:
+            policy.observe(sample)
+            return
         self._turns += 1
         self._learn_turn_cost(sample)
         self._trials = [t * ACCEPTANCE_DECAY for t in self._trials]
         self._accepted = [a * ACCEPTANCE_DECAY for a in self._accepted]
-        self._learn_lookup(sample)
+        self._lookup.learn(sample)
         method = sample.method.drafting
         if method.kind == "lookup":
             return  # a lookup turn says nothing about MTP or plain decoding
@@ -370,42 +374,6 @@ class AdaptivePolicy:
         self._turn_costs.observe(
             path, sample.prompt_tokens, ttft, sample.prompt_chars, sample.reused_tokens
         )
-
-    def _learn_lookup(self, sample: TurnSample) -> None:
-        """Prompt lookup's tokens per step from the turn's replay, and its step cost from a
-        turn that ran it."""
-        self._lookup_steps *= ACCEPTANCE_DECAY
-        self._lookup_tokens *= ACCEPTANCE_DECAY
-        if sample.lookup_replay is not None and sample.lookup_replay[0] > 0:
-            steps, tokens = sample.lookup_replay
-            weight = min(steps / LOOKUP_FULL_WEIGHT_STEPS, 1.0) / steps
-            self._lookup_steps += steps * weight
-            self._lookup_tokens += tokens * weight
-        times = sample.step_times_s
-        if sample.method.kind != "lookup" or len(times) < 3 or times[-1] <= times[1]:
-            return
-        # The mean step, not the median: lookup's steps are bimodal (a 1-token step where no
-        # n-gram matched, a (K+1)-token verification where one did) and heavy-tailed, so the
-        # median (and a trimmed mean) missed real cost: on the demo model they read 1.1-1.2x
-        # plain where lookup decoded at 0.8x. The first decode step is learned apart: it
-        # carries the request's scheduling (12-20 ms there against 1-4 ms for the others), a
-        # cost per turn that short answers feel.
-        durations = [b - a for a, b in itertools.pairwise(times[1:])]
-        if not durations:
-            return
-        steps = len(durations)
-        seconds = sum(durations) / steps
-        extra = max(times[1] - times[0] - seconds, 0.0)
-        weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
-        if self._lookup_cost is None:
-            self._lookup_cost = _Cost(seconds, weight)
-            self._lookup_extra = extra
-        else:
-            alpha = COST_ALPHA * weight
-            cost = self._lookup_cost
-            cost.seconds = (1 - alpha) * cost.seconds + alpha * seconds
-            cost.weight = min(cost.weight + weight, 10.0)
-            self._lookup_extra = (1 - alpha) * self._lookup_extra + alpha * extra
 
     def _learn_cost(self, method: DecodingMethod, times: Sequence[float]) -> None:
         measured = _step_cost(times)
@@ -457,6 +425,13 @@ class AdaptivePolicy:
         """What the next turn runs, with the reason in words. With a `context` the options
         are compared by predicted turn time, prefill and pipeline loads included."""
         context = context or TurnContext()
+        policy = self.for_sampling(context.sampling)
+        if policy is not self:
+            decision = policy.decide(context)
+            label = policy.band.label(context.sampling.temperature) if policy.band else ""
+            turns = f"{policy.turns} sampled turn{'s' * (policy.turns != 1)}"
+            self._last = replace(decision, reason=f"{label}, from {turns}: {decision.reason}")
+            return self._last
         decision = self._first_decision() if self._turns == 0 else self._next_decision()
         if decision.method.is_plain and not self._current.is_plain:
             self._end_mtp_stint()
@@ -469,6 +444,27 @@ class AdaptivePolicy:
         self._last = decision
         return decision
 
+    def for_sampling(self, sampling: Sampling) -> AdaptivePolicy:
+        """The policy that learns and decides turns with `sampling`: this one for greedy
+        turns, else its band's (made on first use from the benchmark's start, with no
+        acceptance or step cost carried over: a sampled turn measures its own)."""
+        band = band_of(sampling)
+        if band is None or self.band is not None:
+            return self
+        policy = self._bands.get(band)
+        if policy is None:
+            policy = AdaptivePolicy(
+                start=self.start,
+                max_depth=self.max_depth,
+                first_probe_after=self.first_probe_after,
+                lookup=None,
+                band=band,
+            )
+            policy._draft_cost_prior = self._draft_cost_prior  # a device property
+            policy._turn_costs, policy._text_paths = self._turn_costs, self._text_paths
+            self._bands[band] = policy
+        return policy
+
     def use_lookup_settings(self, lookup: DecodingMethod) -> None:
         """Run prompt lookup with the chat's drafts per step and n-gram size (when it is an
         option). Evidence gathered with other settings (tokens per step, step cost) is
@@ -477,8 +473,7 @@ class AdaptivePolicy:
         if self.lookup is None or lookup == self.lookup:
             return
         self.lookup = lookup
-        self._lookup_cost, self._lookup_extra = None, 0.0
-        self._lookup_steps = self._lookup_tokens = 0.0
+        self._lookup = LookupEvidence(ACCEPTANCE_DECAY, COST_ALPHA, FULL_WEIGHT_STEPS)
 
     def share_loaded(self, paths: set[str]) -> None:
         """Use `paths` as the record of which pipelines have run (and are loaded) on this
@@ -528,7 +523,7 @@ class AdaptivePolicy:
         best = max(rates, key=lambda c: rates[c])
         base_rate = rates[best]
         # Tentative until a full turn's worth of steps was measured: tried like a new option.
-        measured = self._lookup_cost is not None and self._lookup_cost.weight >= 1.0
+        measured = self._lookup.measured
         bonus = 1.0 if measured else 1 + EXPLORE_BAND
         costs = self._turn_costs
         lookup_path = self._text_path(lookup)
@@ -605,6 +600,9 @@ class AdaptivePolicy:
         )
 
     def _first_decision(self) -> Decision:
+        if self.band is not None:
+            what = "MTP" if self.start.uses_mtp_head else "plain decoding"
+            return Decision(self.start, f"first turn in this band; measuring {what}")
         if self.start.is_plain:
             speed = f", MTP was {self.start_speedup:.2f}x" if self.start_speedup else ""
             return Decision(PLAIN, f"benchmark found plain decoding faster{speed}")
@@ -763,7 +761,7 @@ def turn_settings(
     method = decision.method.with_sampling(settings.method.sampling)
     if not method.uses_mtp_head:
         return replace(settings, method=method, within_turn=None)
-    check = policy.within_turn_check(
+    check = policy.for_sampling(method.sampling).within_turn_check(
         method.drafts, settings.max_new_tokens, plain_load_s=plain_load_s
     )
     return replace(settings, method=method, within_turn=check)

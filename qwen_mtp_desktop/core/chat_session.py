@@ -317,7 +317,8 @@ def plan_auto_turn(
     history: Sequence[Message] = (),
 ) -> Turn:
     """Auto's turn: prompt lookup with the chat's own K and n-gram size, and the options
-    compared with this history's prefill (its characters and images) and pipeline loads."""
+    compared with this history's prefill (its characters and images) and pipeline loads; a
+    sampled turn decided by sampled turns' measurements (core.sampling_bands)."""
     policy.use_lookup_settings(settings.replay_lookup)
     cost = plain_switch_cost(plain_ready=plain_ready, load_s=load_s)
     context = TurnContext(
@@ -325,6 +326,7 @@ def plan_auto_turn(
         images=sum(1 for m in history if m.image is not None),
         model_load_s=load_s,
         plain_load_s=cost,
+        sampling=settings.method.sampling,
     )
     decision = policy.decide(context)
     settings = turn_settings(decision, settings, policy, plain_load_s=cost)

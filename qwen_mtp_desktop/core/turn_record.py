@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import GREEDY, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 
 
@@ -29,7 +29,8 @@ class TurnSample:
 
     `method` is what the turn started with, without its sampling (an MTP turn may have fallen
     back to plain decoding: `switched_at` is then the index of the first step decoded plain;
-    that step includes the re-prefill, so it counts for neither method's step cost).
+    that step includes the re-prefill, so it counts for neither method's step cost);
+    `sampling` is how it chose tokens (Auto learns sampled turns apart, core.sampling_bands).
     """
 
     method: DecodingMethod
@@ -48,6 +49,7 @@ class TurnSample:
     images: int = 0
     #: Prompt tokens whose state was kept from an earlier turn (not prefilled).
     reused_tokens: int = 0
+    sampling: Sampling = GREEDY
 
     def __post_init__(self) -> None:
         if len(self.step_sizes) != len(self.step_times_s):
@@ -75,6 +77,7 @@ class TurnSample:
             prompt_chars=context.prompt_chars,
             images=context.images,
             reused_tokens=stats.reused_tokens,
+            sampling=stats.method.sampling,
         )
 
     @property
@@ -144,13 +147,15 @@ def draft_trials(
 class TurnContext:
     """What Auto knows about the coming turn before it runs: the rendered conversation's
     length in characters (0: unknown, then prefill is not compared), its images, the model's
-    load time (what opening a pipeline not loaded yet costs) and what switching to plain
-    decoding would load now (0 when the plain pipeline is ready)."""
+    load time (what opening a pipeline not loaded yet costs), what switching to plain
+    decoding would load now (0 when the plain pipeline is ready) and the turn's sampling
+    (a sampled turn is decided by sampled turns' measurements, core.sampling_bands)."""
 
     prompt_chars: int = 0
     images: int = 0
     model_load_s: float | None = None
     plain_load_s: float = 0.0
+    sampling: Sampling = GREEDY
 
 
 __all__ = ["TurnContext", "TurnSample", "draft_trials", "expected_tokens", "step_cost"]

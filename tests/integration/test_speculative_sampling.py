@@ -15,78 +15,42 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.decoding import sampling as sampling_module
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
-from qwen_mtp_desktop.core.decoding.sampling import Distribution, PenaltyHistory, process_logits
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
+from tests.exactness import (
+    POEM_PROMPT,
+    POEM_SETTINGS,
+    TOKENS,
+    exact_joint,
+    prompt_ids,
+    sample_counts,
+    skipping_residual,
+)
 from tests.statistics import goodness_of_fit
 
 pytestmark = pytest.mark.slow
 
-#: A prompt the demo model is unsure about (it was trained on counting and repeating), where
-#: its MTP head's drafts are accepted about 30 % of the time at these settings, and settings
-#: that keep the joint of three tokens small enough to enumerate exactly. Measured here: a
-#: sampler that skips the residual moves the second token's distribution by a total variation
-#: of 0.05 (0.00 on prompts the head predicts well, where nearly every draft is accepted).
-PROMPT = (
-    "<|im_start|>user\nWrite a poem about the sea<|im_end|>\n"
-    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
-)
-SETTINGS = Sampling(temperature=1.5, top_k=6, repetition_penalty=1.2)
-TOKENS = 3
+#: tests.exactness says why this prompt and these settings.
+SETTINGS = POEM_SETTINGS
 SAMPLES = 1500
 
 
 @pytest.fixture(scope="module")
 def decoder(demo_model: Path) -> Iterator[tuple[AppDecoder, list[int]]]:
-    import openvino_genai
-
-    tokenizer = openvino_genai.Tokenizer(str(demo_model))
-    ids = tokenizer.encode(PROMPT, add_special_tokens=False).input_ids.data[0]
-    yield AppDecoder(demo_model, "CPU", EXACT_NUMERICS), [int(i) for i in ids]
-
-
-def exact_joint(decoder: AppDecoder, prompt: list[int]) -> dict[tuple[int, ...], float]:
-    """P(first three tokens) under plain sampling with SETTINGS, by enumeration."""
-
-    def step(prefix: tuple[int, ...]) -> Distribution:
-        history = PenaltyHistory(decoder.vocab_size, prompt)
-        history.extend(prefix)
-        return process_logits(decoder.logits_after(prompt + list(prefix)), SETTINGS, history)
-
-    joint: dict[tuple[int, ...], float] = {(): 1.0}
-    for _ in range(TOKENS):
-        grown: dict[tuple[int, ...], float] = {}
-        for prefix, mass in joint.items():
-            p = step(prefix)
-            for token, prob in zip(p.ids.tolist(), p.probs.tolist(), strict=True):
-                grown[(*prefix, token)] = mass * prob
-        joint = grown
-    return joint
+    yield AppDecoder(demo_model, "CPU", EXACT_NUMERICS), prompt_ids(demo_model, POEM_PROMPT)
 
 
 def sample(decoder: AppDecoder, prompt: list[int], method: DecodingMethod) -> Counter[tuple]:
-    counts: Counter[tuple[int, ...]] = Counter()
-    drafted = accepted = 0
-    for seed in range(SAMPLES):
-        seeded = method.with_sampling(Sampling(**{**SETTINGS.to_record(), "seed": seed}))
-        # Two more tokens than are checked, so depth 3 drafts whole chains from step two on.
-        steps = list(
-            decoder.generate(prompt, method=seeded, max_new_tokens=TOKENS + 2, stop_ids=set())
-        )
-        tokens = [t for step in steps for t in step.tokens]
-        counts[tuple(tokens[:TOKENS])] += 1
-        drafted += sum(step.drafted for step in steps)
-        accepted += sum(step.accepted for step in steps)
-    assert drafted > 0 if method.kind == "mtp" else True
-    assert 0 < accepted < drafted or method.kind != "mtp", (drafted, accepted)
-    return counts
+    run = sample_counts(decoder, prompt, method, SAMPLES, SETTINGS, TOKENS)
+    assert run.drafted > 0 if method.kind == "mtp" else True
+    assert 0 < run.accepted < run.drafted or method.kind != "mtp", (run.drafted, run.accepted)
+    return run.counts
 
 
 @pytest.fixture(scope="module")
 def joint(decoder: tuple[AppDecoder, list[int]]) -> dict[tuple[int, ...], float]:
-    table = exact_joint(*decoder)
+    table = exact_joint(*decoder, SETTINGS, TOKENS)
     assert abs(sum(table.values()) - 1) < 1e-9
     assert len(table) > 20  # a real spread: the test has something to detect
     return table
@@ -119,11 +83,10 @@ def test_prompt_lookup_drafts_keep_the_distribution(
 def test_a_sampler_that_skips_the_residual_fails(
     decoder: tuple[AppDecoder, list[int]],
     joint: dict[tuple[int, ...], float],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The classic mistake: on rejection, draw from p instead of normalise(max(0, p - q))."""
-    monkeypatch.setattr(sampling_module, "residual", lambda p, q: p)
-    counts = sample(*decoder, DecodingMethod.mtp(1))
+    with skipping_residual():
+        counts = sample(*decoder, DecodingMethod.mtp(1))
     assert goodness_of_fit(counts, joint).p_value < 1e-4
 
 

@@ -1,0 +1,154 @@
+"""Exact speculative sampling, the large version of tests/integration/test_speculative_sampling.py
+(issue 26): for a fixed prompt, the first three tokens sampled with MTP at depths 1-3 and with
+plain sampling, against the joint distribution plain sampling defines (enumerated from the
+model's own logits through the same processing, tests.exactness), and a deliberately biased
+sampler (on rejection it draws from p instead of the residual) shown failing.
+
+    .venv/bin/python benchmarks/sampling_exactness.py [MODEL_DIR ...] [--samples 20000]
+                                                      [--model-samples 1000] [--smoke]
+
+The demo model (resources/demo-model/openvino) always runs, with `--samples` per case; each
+MODEL_DIR given (e.g. the full-size bigram variant built by fullsize.py) runs with
+`--model-samples` per case. Printed per model and case: the chi-squared goodness of fit of
+the three tokens' joint and of each position's own distribution (p-values; categories with an
+expected count below 5 pooled), and the acceptance of the drafts. A correct case passes at
+p > 0.01 on the joint; the biased sampler must fail (p < 1e-4) on the demo model. Exit 1 when
+either does not hold. Seeds are 0..N-1 per case, so a run reproduces exactly.
+`--smoke`: 150 samples per case on the demo model; checks the numbers are sane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Hashable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _smoke import SmokeCheck
+
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
+from tests.exactness import (
+    POEM_PROMPT,
+    POEM_SETTINGS,
+    TOKENS,
+    exact_joint,
+    marginal,
+    marginal_counts,
+    prompt_ids,
+    sample_counts,
+    skipping_residual,
+)
+from tests.statistics import ChiSquared, goodness_of_fit
+
+PASS_P = 0.01
+BIASED_FAIL_P = 1e-4
+CASES: list[tuple[str, DecodingMethod, Callable[[], AbstractContextManager[None]]]] = [
+    ("plain", DecodingMethod.plain(), nullcontext),
+    ("MTP n=1", DecodingMethod.mtp(1), nullcontext),
+    ("MTP n=2", DecodingMethod.mtp(2), nullcontext),
+    ("MTP n=3", DecodingMethod.mtp(3), nullcontext),
+    ("biased MTP n=1", DecodingMethod.mtp(1), skipping_residual),
+]
+
+
+def fit(counts: Mapping[Hashable, int], probs: Mapping[Hashable, float]) -> ChiSquared | None:
+    """The goodness of fit, or None when the distribution is too concentrated for this many
+    samples (every category pooled into one: nothing to test)."""
+    try:
+        return goodness_of_fit(counts, probs)
+    except ValueError:
+        return None
+
+
+def p_text(test: ChiSquared | None) -> str:
+    return f"{test.p_value:.3g}" if test is not None else "-"
+
+
+def run_model(model_dir: Path, samples: int, check: SmokeCheck | None) -> list[str]:
+    """Every case on one model; returns the problems (a correct case failing, the biased one
+    passing on the demo model)."""
+    print(f"\n== {model_dir} ({samples:,} samples per case, {POEM_SETTINGS.describe()})")
+    decoder = AppDecoder(model_dir, "CPU", EXACT_NUMERICS)
+    prompt = prompt_ids(model_dir, POEM_PROMPT)
+    joint = exact_joint(decoder, prompt, POEM_SETTINGS, TOKENS)
+    print(f"plain sampling's joint of {TOKENS} tokens: {len(joint)} outcomes (enumerated)")
+    header = f"{'case':<16} {'joint p':>9} " + " ".join(
+        f"{f'token {i + 1} p':>10}" for i in range(TOKENS)
+    )
+    print(header + f" {'accepted':>9} {'seconds':>8}")
+    problems: list[str] = []
+    for name, method, context in CASES:
+        started = time.perf_counter()
+        with context():
+            run = sample_counts(decoder, prompt, method, samples, POEM_SETTINGS, TOKENS)
+        seconds = time.perf_counter() - started
+        tests = [fit(run.counts, joint)]
+        for position in range(TOKENS):
+            tests.append(fit(marginal_counts(run.counts, position), marginal(joint, position)))
+        accepted = run.accepted / run.drafted if run.drafted else None
+        shown = f"{accepted:.1%}" if accepted is not None else "-"
+        print(
+            f"{name:<16} "
+            + " ".join(f"{p_text(t):>{9 if i == 0 else 10}}" for i, t in enumerate(tests))
+            + f" {shown:>9} {seconds:>8.1f}"
+        )
+        print(f"  joint: {tests[0] or 'too few samples to test'}")
+        biased = name.startswith("biased")
+        joint_p = tests[0].p_value if tests[0] is not None else math.nan
+        if check is not None:
+            check.require(run.samples == samples, f"{name}: {run.samples} samples")
+            check.require(tests[0] is not None, f"{name}: no joint test")
+            for test in tests:
+                if test is not None:
+                    check.fraction(f"{name} p-value", test.p_value)
+            if method.uses_mtp_head:
+                check.require(run.drafted > 0, f"{name}: no drafts")
+        elif biased and model_dir == DEMO and not joint_p < BIASED_FAIL_P:
+            problems.append(f"{model_dir.name}: the biased sampler passed (p {joint_p:.3g})")
+        elif not biased and not joint_p > PASS_P:
+            problems.append(f"{model_dir.name}: {name} failed (p {joint_p:.3g})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="*", type=Path, help="more model folders (full size)")
+    parser.add_argument("--samples", type=int, default=20_000, help="per case, demo model")
+    parser.add_argument("--model-samples", type=int, default=1000, help="per case, MODEL_DIR")
+    parser.add_argument("--smoke", action="store_true", help="150 samples, sanity checks")
+    args = parser.parse_args(argv)
+    for folder in args.models:
+        if not (folder / "openvino_mtp_model.xml").is_file():
+            print(f"error: {folder} is not an exported model with an MTP head", file=sys.stderr)
+            return 2
+    if min(args.samples, args.model_samples) < 1:
+        print("error: --samples and --model-samples must be at least 1", file=sys.stderr)
+        return 2
+    check = SmokeCheck("sampling_exactness.py") if args.smoke else None
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
+    problems = run_model(DEMO, 150 if args.smoke else args.samples, check)
+    if not args.smoke:
+        for folder in args.models:
+            problems += run_model(folder, args.model_samples, None)
+    if check is not None:
+        return check.finish()
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    print("all correct cases pass, the biased sampler fails" if not problems else "FAILED")
+    return 1 if problems else 0
+
+
+DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo-model" / "openvino"
+
+if __name__ == "__main__":
+    sys.exit(main())
