@@ -429,8 +429,9 @@ class AdaptivePolicy:
         if policy is not self:
             decision = policy.decide(context)
             label = policy.band.label(context.sampling.temperature) if policy.band else ""
-            turns = f"{policy.turns} sampled turn{'s' * (policy.turns != 1)}"
-            self._last = replace(decision, reason=f"{label}, from {turns}: {decision.reason}")
+            if policy.turns:  # e.g. "..., from this band's 3 turns: 18% accepted, 0.9x"
+                label += f", from this band's {policy.turns} turn{'s' * (policy.turns > 1)}"
+            self._last = replace(decision, reason=f"{label}: {decision.reason}")
             return self._last
         decision = self._first_decision() if self._turns == 0 else self._next_decision()
         if decision.method.is_plain and not self._current.is_plain:
