@@ -357,3 +357,39 @@ def test_sampling_cost(tmp_path: Path) -> None:
                     rf"{NUMBER} drafts accepted per step", out, 2)  # fmt: skip
     assert [depth for depth, *_ in steps] == [1, 3]
     assert all(accepted <= depth for depth, _m, _p, accepted in steps), steps
+
+
+@pytest.mark.slow
+def test_sampling_exactness(tmp_path: Path) -> None:
+    """Every case's row on the demo model: p-values in [0, 1], acceptance for the MTP cases,
+    and the joint's chi-squared line (150 samples: the verdicts belong to the real run)."""
+    out = run_smoke("sampling_exactness.py", tmp_path)
+    assert "plain sampling's joint of 3 tokens: 216 outcomes (enumerated)" in out, out
+    p = r"(\d+(?:\.\d+)?(?:e-?\d+)?|-)"
+    for case in ("plain", "MTP n=1", "MTP n=2", "MTP n=3", "biased MTP n=1"):
+        row = re.search(rf"^{re.escape(case)} +{p} +{p} +{p} +{p} +(\S+) +{NUMBER}$", out, re.M)
+        assert row is not None, (case, out)
+        values = [float(v) for v in row.groups()[:4] if v != "-"]
+        assert values and all(0.0 <= v <= 1.0 for v in values), row.group(0)
+        assert row.group(1) != "-", row.group(0)  # the joint is always tested
+        assert (row.group(5) == "-") == (case == "plain"), row.group(0)
+    numbers(r"^  joint: chi2 (\d+\.\d), dof (\d+), p = \S+ \((\d+) categories", out, 5)
+
+
+@pytest.mark.slow
+def test_sampling_speed(tmp_path: Path) -> None:
+    out = run_smoke("sampling_speed.py", tmp_path)
+    for mode in ("greedy", "sampled"):
+        for name in ("plain (app)", "plain (genai)", "MTP n=1", "MTP n=2", "MTP n=3"):
+            row = rf"^{re.escape(name)} +{mode} +{NUMBER} +(?:{NUMBER}%|-) +(\d+)$"
+            found = re.search(row, out, re.M)
+            assert found is not None and float(found.group(1)) > 0, (name, mode, out)
+            assert (found.group(2) is None) == name.startswith("plain"), found.group(0)
+    depths = numbers(rf"^MTP n=(\d) +{NUMBER}x +{NUMBER}x +{NUMBER}$", out, 3)
+    positive(depths)
+    assert [int(d) for d, *_ in depths] == [1, 2, 3]
+    for _depth, greedy, sampled, ratio in depths:
+        assert ratio == pytest.approx(sampled / greedy, abs=0.02)
+    assert re.search(
+        r"^best sampled depth: MTP n=\d, .* ratio \d+\.\d\d \((meets|misses)", out, re.M
+    )
