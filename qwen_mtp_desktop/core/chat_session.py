@@ -165,8 +165,8 @@ def plain_switch_cost(*, plain_ready: bool, load_s: float | None) -> float:
 
 
 def auto_applies(settings: ChatSettings) -> bool:
-    """Auto chooses the method only for "auto" draft tokens with MTP on and greedy decoding
-    (not when the chat asks for prompt lookup): `ChatSettings.method` says "auto"."""
+    """Auto chooses the method for "auto" draft tokens with MTP on, greedy or sampled (not
+    when the chat asks for prompt lookup): `ChatSettings.method` says "auto"."""
     return settings.method == "auto"
 
 

@@ -66,6 +66,8 @@ def test_generation_settings_map_a_chats_settings() -> None:
     assert greedy.replay_lookup == DecodingMethod.lookup(4, 3)
     unbenchmarked = generation_settings(ChatSettings(temperature=0.0), None)
     assert unbenchmarked.method == mtp(1)
+    sampled_auto = generation_settings(ChatSettings(temperature=0.7, seed=2), mtp(2))
+    assert sampled_auto.method == mtp(2, Sampling(temperature=0.7, top_p=0.9, top_k=20, seed=2))
     fixed = generation_settings(
         ChatSettings(temperature=0.4, num_assistant_tokens=2, seed=5), mtp(4)
     )
@@ -86,8 +88,9 @@ def test_generation_settings_map_a_chats_settings() -> None:
         (ChatSettings(temperature=0.0, mtp=False, prompt_lookup=True), DecodingMethod.lookup()),
         (ChatSettings(temperature=0.0, prompt_lookup=True, lookup_tokens=2, max_ngram_size=1),
          DecodingMethod.lookup(2, 1)),
-        # MTP with sampling: the engine refuses it where the head loads (MTP_NEEDS_GREEDY).
-        (ChatSettings(temperature=0.7, seed=1),
+        # Sampled with Auto draft tokens: Auto decides, by sampled turns' measurements.
+        (ChatSettings(temperature=0.7, seed=1), "auto"),
+        (ChatSettings(temperature=0.7, num_assistant_tokens=1, seed=1),
          DecodingMethod.mtp(1, Sampling(temperature=0.7, top_p=0.9, top_k=20, seed=1))),
     ],
 )  # fmt: skip
@@ -113,9 +116,9 @@ def test_one_switch_cost_for_every_caller() -> None:
     assert plain_switch_cost(plain_ready=False, load_s=None) == DEFAULT_PLAIN_LOAD_S
 
 
-def test_auto_applies_only_to_greedy_auto_depth_with_mtp() -> None:
+def test_auto_applies_to_auto_depth_with_mtp_greedy_or_sampled() -> None:
     assert auto_applies(ChatSettings(temperature=0.0))
-    assert not auto_applies(ChatSettings(temperature=0.7))
+    assert auto_applies(ChatSettings(temperature=0.7))  # sampled turns: their own measurements
     assert not auto_applies(ChatSettings(temperature=0.0, num_assistant_tokens=2))
     assert not auto_applies(ChatSettings(temperature=0.0, mtp=False))
 

@@ -136,8 +136,8 @@ class ChatSettings:
     @property
     def method(self) -> DecodingMethod | Literal["auto"]:
         """The decoding method these settings ask for, or "auto" (MTP on, draft tokens Auto,
-        greedy): Auto (core.adaptive) chooses per turn. MTP on with sampling is refused by
-        the engine where the MTP head loads (MTP decodes greedily)."""
+        greedy or sampled): Auto (core.adaptive) chooses per turn, sampled turns by their own
+        measurements (core.sampling_bands)."""
         sampling = self.sampling
         if self.prompt_lookup:
             return self.replay_lookup.with_sampling(sampling)
@@ -145,7 +145,7 @@ class ChatSettings:
             return DecodingMethod.plain(sampling)
         if self.num_assistant_tokens != "auto":
             return DecodingMethod.mtp(self.num_assistant_tokens, sampling)
-        return "auto" if sampling.greedy else DecodingMethod.mtp(1, sampling)
+        return "auto"
 
     def __post_init__(self) -> None:
         for name, check in _SETTING_CHECKS.items():
