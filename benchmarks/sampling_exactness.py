@@ -73,7 +73,9 @@ def p_text(test: ChiSquared | None) -> str:
     return f"{test.p_value:.3g}" if test is not None else "-"
 
 
-def run_model(model_dir: Path, samples: int, check: SmokeCheck | None) -> list[str]:
+def run_model(
+    model_dir: Path, samples: int, check: SmokeCheck | None, cases: list[str] | None = None
+) -> list[str]:
     """Every case on one model; returns the problems (a correct case failing, the biased one
     passing on the demo model)."""
     print(f"\n== {model_dir} ({samples:,} samples per case, {POEM_SETTINGS.describe()})")
@@ -87,6 +89,8 @@ def run_model(model_dir: Path, samples: int, check: SmokeCheck | None) -> list[s
     print(header + f" {'accepted':>9} {'seconds':>8}")
     problems: list[str] = []
     for name, method, context in CASES:
+        if cases is not None and name not in cases:
+            continue
         started = time.perf_counter()
         with context():
             run = sample_counts(decoder, prompt, method, samples, POEM_SETTINGS, TOKENS)
@@ -124,8 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*", type=Path, help="more model folders (full size)")
     parser.add_argument("--samples", type=int, default=20_000, help="per case, demo model")
     parser.add_argument("--model-samples", type=int, default=1000, help="per case, MODEL_DIR")
+    parser.add_argument(
+        "--cases",
+        help="only these cases, comma-separated (e.g. 'MTP n=3,biased MTP n=1'; seeds are "
+        "per case, so split runs give the same numbers as one)",
+    )
     parser.add_argument("--smoke", action="store_true", help="150 samples, sanity checks")
     args = parser.parse_args(argv)
+    names = [name for name, _m, _c in CASES]
+    cases = [c.strip() for c in args.cases.split(",")] if args.cases else None
+    unknown = [c for c in cases or [] if c not in names]
+    if unknown:
+        print(f"error: unknown case {unknown[0]!r}; cases: {', '.join(names)}", file=sys.stderr)
+        return 2
     for folder in args.models:
         if not (folder / "openvino_mtp_model.xml").is_file():
             print(f"error: {folder} is not an exported model with an MTP head", file=sys.stderr)
@@ -136,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     check = SmokeCheck("sampling_exactness.py") if args.smoke else None
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-    problems = run_model(DEMO, 150 if args.smoke else args.samples, check)
+    problems = run_model(DEMO, 150 if args.smoke else args.samples, check, cases)
     if not args.smoke:
         for folder in args.models:
-            problems += run_model(folder, args.model_samples, None)
+            problems += run_model(folder, args.model_samples, None, cases)
     if check is not None:
         return check.finish()
     for problem in problems:
