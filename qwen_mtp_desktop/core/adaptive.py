@@ -428,6 +428,10 @@ class AdaptivePolicy:
         policy = self.for_sampling(context.sampling)
         if policy is not self:
             decision = policy.decide(context)
+            if self._text_paths and "app" not in self._text_paths.values():
+                # openvino-genai runs this model's text turns, and its MTP decodes greedily.
+                why = "openvino-genai runs this model; its MTP decodes greedily"
+                decision = Decision(PLAIN, why, predicted_speedup=1.0)
             label = policy.band.label(context.sampling.temperature) if policy.band else ""
             if policy.turns:  # e.g. "..., from this band's 3 turns: 18% accepted, 0.9x"
                 label += f", from this band's {policy.turns} turn{'s' * (policy.turns > 1)}"

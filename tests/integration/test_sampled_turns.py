@@ -163,3 +163,45 @@ def test_the_same_through_the_engine_host_process(demo_model: Path) -> None:
         _answers(hosted, DecodingMethod.mtp(1))
     finally:
         assert hosted.close()
+
+
+def test_a_sampled_image_turn_samples_plain_with_a_fresh_seed(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """openvino-genai's MTP decodes greedily, so a sampled MTP turn with an image samples plain,
+    and (its default seed being fixed) with a fresh seed each time, as text turns do."""
+    from PIL import Image
+
+    image = tmp_path / "square.png"
+    Image.new("RGB", (64, 64), (30, 160, 60)).save(image)
+    history = [Message("user", "Write a poem about the sea", image=image)]
+    method = DecodingMethod.mtp(2, Sampling(temperature=2.0))
+    seeds = set()
+    for _ in range(2):
+        stats = engine.generate(history, GenerationSettings(8, method=method)).run_to_end()
+        assert stats.method.is_plain and stats.decoder == "genai", stats.method
+        assert stats.method.sampling.seed is not None
+        seeds.add(stats.method.sampling.seed)
+    assert len(seeds) == 2
+
+
+def test_auto_samples_plain_on_a_model_only_openvino_genai_runs(demo_model: Path) -> None:
+    """Without the app's decoder a sampled MTP turn cannot run: Auto's first sampled turn
+    there samples plain (not refused), and Auto, having seen where text turns run, decides
+    the next ones plain and says why."""
+    genai = Engine()
+    genai.load(demo_model, LoadOptions(fast_decoder=False))
+    try:
+        auto = AutoDecoding()
+        auto.remember(demo_model, "CPU", None)
+        key = (1, demo_model, "CPU")
+        turn, record, sample = _auto_turn(genai, auto, key, SAMPLED, COUNTING[0])
+        assert turn.settings.method.uses_mtp_head  # asked for: nothing was known yet
+        assert sample.method.is_plain and sample.decoder == "genai"
+        assert sample.sampling.seed is not None
+        turn, record, sample = _auto_turn(genai, auto, key, SAMPLED, COUNTING[1])
+        assert turn.settings.method.is_plain and sample.method.is_plain
+        reason = str(record["auto"]["reason"])  # type: ignore[index]
+        assert reason.endswith("openvino-genai runs this model; its MTP decodes greedily")
+    finally:
+        genai.unload()

@@ -194,3 +194,17 @@ def test_sampled_turns_never_change_greedy_decisions(
         assert got.reason.endswith(expected.reason) if band else got == expected
         mixed.observe(turn(got.method, acceptance, sampling, seed=seed, tokens=24))
         own.observe(turn(expected.method, acceptance, sampling, seed=seed, tokens=24))
+
+
+def test_sampled_turns_decode_plain_where_openvino_genai_runs_the_text_turns() -> None:
+    """openvino-genai's MTP decodes greedily: once a text turn ran on its pipelines (the app's
+    decoder cannot run the model), sampled turns are decided plain; greedy ones are not."""
+    policy = AdaptivePolicy()
+    policy.observe(replace(turn(mtp(1), 0.8), decoder="genai", prompt_tokens=20))
+    sampled = decide(policy, QWEN)
+    assert sampled.method.is_plain
+    assert sampled.reason.endswith("openvino-genai runs this model; its MTP decodes greedily")
+    assert "openvino-genai" not in decide(policy).reason  # greedy: by its measurements
+    on_app = AdaptivePolicy()
+    on_app.observe(replace(turn(mtp(1), 0.8), decoder="fast", prompt_tokens=20))
+    assert decide(on_app, QWEN).method.uses_mtp_head

@@ -449,7 +449,9 @@ class Engine:
         genai_plain = method.is_plain and method.constraint is None and not self._plain_on_fast
         fast = self._fast is not None and not images and not genai_plain
         if not fast:
-            method = self._genai_method(method, images=bool(images))
+            method = self._genai_method(
+                method, images=bool(images), auto=settings.within_turn is not None
+            )
         if method != settings.method:
             settings = replace(settings, method=method)
         stable_prefix = None
@@ -481,10 +483,13 @@ class Engine:
             self._active = generation
         return generation
 
-    def _genai_method(self, method: DecodingMethod, *, images: bool) -> DecodingMethod:
+    def _genai_method(
+        self, method: DecodingMethod, *, images: bool, auto: bool = False
+    ) -> DecodingMethod:
         """What openvino-genai can run of `method` (image turns; models the app's decoder
         cannot run): its MTP and prompt lookup decode greedily, and it enforces no
-        constraint here."""
+        constraint here. `auto`: Auto chose the method (a sampled MTP turn then samples
+        plain, as an image turn does, instead of being refused)."""
         if method.constraint is not None:
             raise EngineError(
                 "Structured output (a JSON schema or grammar) is not available for "
@@ -510,17 +515,15 @@ class Engine:
         if method.uses_mtp_head and not method.sampling.greedy:
             # openvino-genai 2026.4: "MTP streaming only supports batch size=1 with greedy
             # decoding" (mtp_strategy.cpp); image turns sample without drafts.
-            if images:
-                log.info(
-                    "an image turn samples with plain decoding (openvino-genai's MTP is greedy)"
+            if not (images or auto):
+                raise EngineError(
+                    "Sampling with MTP needs the app's decoder, which cannot run this model; "
+                    "openvino-genai's MTP decodes greedily.",
+                    "Set temperature to 0, or turn MTP off to sample.",
+                    code="MTP_NEEDS_GREEDY",
                 )
-                return DecodingMethod.plain(method.sampling)
-            raise EngineError(
-                "Sampling with MTP needs the app's decoder, which cannot run this model; "
-                "openvino-genai's MTP decodes greedily.",
-                "Set temperature to 0, or turn MTP off to sample.",
-                code="MTP_NEEDS_GREEDY",
-            )
+            log.info("this turn samples with plain decoding (openvino-genai's MTP is greedy)")
+            method = DecodingMethod.plain(method.sampling)  # and a fresh seed, below
         if method.kind == "lookup" and not method.sampling.greedy:
             raise EngineError(
                 "Prompt lookup samples only on the app's decoder, which cannot run this model.",
