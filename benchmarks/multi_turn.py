@@ -50,8 +50,7 @@ TOPICS = ("the river", "the harbour", "the old mill", "the orchard", "the librar
           "the quarry")  # fmt: skip
 SENTENCES = (
     "In {year} the council of {town} voted to repair {topic}, after a winter of floods.",
-    "Records kept by the clerk list {count} workers, {carts} carts and a budget of {money} "
-    "crowns.",
+    "Records kept by the clerk list {count} workers, {carts} carts and a budget of {money} crowns.",
     "The engineer {name} argued that the foundations needed {count} new piles of oak.",
     "Traders complained that the works closed the road for {carts} weeks in the busy season.",
     "By {year} the accounts showed a surplus, which the council spent on {topic} instead.",
@@ -184,11 +183,8 @@ def measure(
 
 def summarise(result: Result) -> dict[str, float]:
     last = result.turns[-1]
-    median = {
-        name: statistics.median(t.ttft_s for t in runs)
-        for name, runs in (("regenerate", result.regenerate), ("cold", result.cold),
-                           ("new alone", result.alone))  # fmt: skip
-    }
+    runs = {"regenerate": result.regenerate, "cold": result.cold, "new alone": result.alone}
+    median = {name: statistics.median(t.ttft_s for t in turns) for name, turns in runs.items()}
     identical = all(t.ids == last.ids for t in [*result.cold, *result.regenerate])
     bound = 1.5 * median["new alone"] + 0.3
     print("\n| turn | prompt tokens | reused | prefilled | TTFT (s) |")
