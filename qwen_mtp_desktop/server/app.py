@@ -62,10 +62,10 @@ from qwen_mtp_desktop.server.errors import (
 from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER, demo_single_turn, model_id_for
 from qwen_mtp_desktop.server.hosts import host_name
 from qwen_mtp_desktop.server.planning import (
+    check_format_fits,
     has_images,
     plan_messages,
     plan_settings,
-    refuse_constraint_with_images,
 )
 from qwen_mtp_desktop.server.request_budget import (
     DEFAULT_BUDGET_BYTES,
@@ -470,7 +470,7 @@ def create_app(
                 param=field,
             )
         loaded = service.engine.loaded
-        refuse_constraint_with_images(body)
+        check_format_fits(body, model_dir)
         settings, use_auto = plan_settings(
             body,
             defaults,
@@ -500,7 +500,7 @@ def create_app(
         messages = await _in_thread(plan) if has_images(body) else plan()
         messages, notice = demo_single_turn(model_dir, messages)  # as the app's chat does
         try:
-            reservation.resize(retained_bytes(messages))
+            reservation.resize(retained_bytes(messages, settings))
         except ApiError:
             if folder:
                 shutil.rmtree(folder[0], ignore_errors=True)

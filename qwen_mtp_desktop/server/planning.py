@@ -8,9 +8,11 @@ it (speculative sampling) and masks drafts with the grammar.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
+from qwen_mtp_desktop.core.decoding.text import TOKENIZER_JSON
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.images import decode_data_url, write_image
@@ -115,21 +117,19 @@ def plan_settings(
     kwargs = request.chat_template_kwargs
     if kwargs is not None and kwargs.enable_thinking is not None:
         thinking = kwargs.enable_thinking
-    penalties = {
-        "repetition_penalty": request.repetition_penalty or 1.0,
-        "presence_penalty": request.presence_penalty or 0.0,
-        "frequency_penalty": request.frequency_penalty or 0.0,
-    }
+    sampling = Sampling(
+        repetition_penalty=request.repetition_penalty or 1.0,
+        presence_penalty=request.presence_penalty or 0.0,
+        frequency_penalty=request.frequency_penalty or 0.0,
+    )
     if request.temperature:
-        sampling = Sampling(
+        sampling = replace(
+            sampling,
             temperature=request.temperature,
             top_p=request.top_p if request.top_p is not None else DEFAULT_TOP_P,
             top_k=request.top_k if request.top_k is not None else DEFAULT_TOP_K,
             seed=request.seed,
-            **penalties,
         )
-    else:
-        sampling = Sampling(**penalties)
     method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
     if not sampling.greedy and not app_decoder:
         method = DecodingMethod.plain(sampling)
@@ -148,15 +148,27 @@ def plan_settings(
     return settings, auto
 
 
-def refuse_constraint_with_images(request: ChatCompletionRequest) -> None:
-    """The engine reads images with openvino-genai's pipeline, which enforces no grammar:
-    such a request is refused before it waits, rather than answered unconstrained."""
-    if constraint_for_kind(request) and has_images(request):
+def check_format_fits(request: ChatCompletionRequest, model_dir: Path) -> None:
+    """Refuse, before the request waits, a response_format the engine cannot enforce for
+    it: on a turn with images (openvino-genai's pipeline reads images and enforces no
+    grammar) or for a model folder without the tokenizer.json the grammar engine reads."""
+    if not constraint_for_kind(request):
+        return
+    if has_images(request):
         raise ApiError(
             400,
             "response_format (structured output) is not available for requests with images: "
             "the engine enforces a schema only on text turns. Send the request without the "
             "image, or without response_format.",
+            code="unsupported_value",
+            param=FORMAT_PARAM,
+        )
+    if not (model_dir / TOKENIZER_JSON.what).is_file():
+        raise ApiError(
+            400,
+            f"response_format (structured output) needs the model's {TOKENIZER_JSON.what}, which "
+            "this model folder lacks; re-export the model, or send the request without "
+            "response_format.",
             code="unsupported_value",
             param=FORMAT_PARAM,
         )

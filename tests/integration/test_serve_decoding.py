@@ -336,3 +336,21 @@ def test_what_cannot_be_enforced_is_a_clear_400(
     for needle in needles:
         assert needle in error["message"], error
     assert ask(client, OPEN_PROMPT, max_tokens=4).choices  # the server is still fine
+
+
+def test_a_grammar_the_engine_cannot_build_is_a_400_not_a_500(
+    chat_model: Path, tmp_path: Path
+) -> None:
+    """The engine process compiles the grammar against the model's vocabulary; when it
+    cannot (here a tokenizer.json llguidance cannot read), the request's answer is a 400
+    that says why, and the server goes on answering."""
+    broken = tmp_path / MODEL
+    shutil.copytree(chat_model, broken)
+    (broken / "tokenizer.json").write_text('{"model": {"type": "nonsense"}}')
+    with serving(broken) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask(client, OPEN_PROMPT, max_tokens=8, response_format={"type": "json_object"})
+        assert "tokenizer.json" in str(refused.value) and "llguidance" in str(refused.value)
+        assert ask(client, [{"role": "user", "content": "Count from 1 to 3."}]).choices[
+            0
+        ].message.content.split() == ["1", "2", "3"]

@@ -467,7 +467,11 @@ class Generation(AnswerStream):
         except MethodError as exc:  # a grammar the engine cannot enforce: the request's fault
             log.info("generation refused: %s", exc)
             self._queue.put(
-                EngineError(str(exc), "Change the structured-output setting.", code="BAD_SETTINGS")
+                EngineError(
+                    str(exc).rstrip(".") + ".",
+                    "Ask without structured output.",
+                    code="BAD_SETTINGS",
+                )
             )
         except Exception as exc:  # the native side raises RuntimeError for everything
             log.exception("generation failed")
