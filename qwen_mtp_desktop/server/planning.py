@@ -117,6 +117,19 @@ def plan_settings(
     kwargs = request.chat_template_kwargs
     if kwargs is not None and kwargs.enable_thinking is not None:
         thinking = kwargs.enable_thinking
+    if constraint is not None and thinking:
+        # The grammar holds from the answer's first token: the reasoning would be forced into
+        # JSON and the answer left empty.
+        by_default = kwargs is None or kwargs.enable_thinking is None
+        why = " (this server thinks by default)" if by_default else ""
+        raise ApiError(
+            400,
+            "response_format (structured output) cannot be combined with thinking: the schema "
+            "would constrain the reasoning too. Send chat_template_kwargs "
+            f'{{"enable_thinking": false}} with it{why}.',
+            code="unsupported_value",
+            param=FORMAT_PARAM,
+        )
     sampling = Sampling(
         repetition_penalty=request.repetition_penalty or 1.0,
         presence_penalty=request.presence_penalty or 0.0,

@@ -315,6 +315,14 @@ def _png() -> str:
             "unsupported_value",
             ["images", "response_format"],
         ),
+        (
+            {
+                "response_format": {"type": "json_object"},
+                "chat_template_kwargs": {"enable_thinking": True},
+            },
+            "unsupported_value",
+            ["thinking", "enable_thinking"],
+        ),
         ({"presence_penalty": -3}, "invalid_value", ["presence_penalty"]),
         ({"logit_bias": {"12": 4}}, None, ["logit_bias is not supported"]),
     ],

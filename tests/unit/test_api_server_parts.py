@@ -175,6 +175,20 @@ def test_settings_map_response_format_to_a_constraint() -> None:
         parsed(response_format={"type": "text"}), TurnDefaults(), mtp_loaded=True
     )
     assert text.method.constraint is None
+    # Thinking would be constrained too: refused, whether asked for or the server's default.
+    for fields, defaults in (
+        ({"chat_template_kwargs": {"enable_thinking": True}}, TurnDefaults()),
+        ({}, TurnDefaults(thinking=True)),
+    ):
+        with pytest.raises(ApiError) as caught:
+            plan_settings(parsed(response_format=fmt, **fields), defaults, mtp_loaded=True)
+        assert caught.value.param == "response_format" and "thinking" in caught.value.message
+    off, _ = plan_settings(
+        parsed(response_format=fmt, chat_template_kwargs={"enable_thinking": False}),
+        TurnDefaults(thinking=True),
+        mtp_loaded=True,
+    )
+    assert off.method.constraint is not None and not off.thinking
 
 
 @pytest.mark.parametrize(
