@@ -60,10 +60,10 @@ def chat_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @contextmanager
-def serving(model: Path) -> Iterator[openai.OpenAI]:
+def serving(model: Path, *args: str) -> Iterator[openai.OpenAI]:
     """A `serve` process on a free port and a client of it; killed at the end."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model), "--port", "0"],
+        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model), "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -221,28 +221,39 @@ def test_presence_and_frequency_penalties_are_honoured_with_mtp(client: openai.O
 # --- structured output with MTP on --------------------------------------------------------------
 
 
-def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI) -> None:
+def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI, chat_model: Path) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "card", "schema": SCHEMA, "strict": True}}
-    by_depth: dict[int, list[str]] = {}
-    for depth in (1, 3):
+
+    def answers(server: openai.OpenAI, depth: int | None) -> list[str]:
+        texts = []
         for prompt in QUESTIONS:
             response = ask(
-                client,
+                server,
                 [{"role": "user", "content": prompt}],
                 max_tokens=80,
                 response_format=fmt,
-                extra_body={"num_assistant_tokens": depth},
+                extra_body={"num_assistant_tokens": depth} if depth else None,
             )
             assert response.choices[0].finish_reason == "stop"
             text = response.choices[0].message.content
             jsonschema.validate(json.loads(text), SCHEMA)
             mtp = mtp_of(response)
-            assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == depth
-            assert mtp["drafted_tokens"] > 0 and mtp["decoder"] == "fast"
             assert mtp["method"]["constraint"] == {"kind": "json_schema", "name": "card"}
-            by_depth.setdefault(depth, []).append(text)
-    # Drafts never change a greedy constrained answer: both depths give the same text.
-    assert by_depth[1] == by_depth[3]
+            assert mtp["decoder"] == "fast"
+            if depth is None:  # the server without MTP
+                assert mtp["mode"] == "plain" and mtp["drafted_tokens"] == 0
+            else:
+                assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == depth
+                assert mtp["drafted_tokens"] > 0
+            texts.append(text)
+        return texts
+
+    by_depth = {depth: answers(client, depth) for depth in (1, 3)}
+    with serving(chat_model, "--no-mtp") as plain_server:
+        plain = answers(plain_server, None)
+    # Drafts never change a greedy constrained answer: MTP at any depth gives plain
+    # constrained decoding's text.
+    assert by_depth[1] == by_depth[3] == plain
 
 
 def test_json_object_output_parses_streamed(client: openai.OpenAI) -> None:
