@@ -159,7 +159,9 @@ def test_follow_ups_report_cached_tokens_and_answer_as_a_cold_server(
 
 # --- sampling with MTP on -----------------------------------------------------------------------
 
-OPEN_PROMPT = [{"role": "user", "content": "Hello there, what do you think?"}]
+#: A question the tiny model answers in many ways when sampling (20 different answers in
+#: 30 at temperature 1.5): six fresh seeds all giving one answer would be a fixed seed.
+OPEN_PROMPT = [{"role": "user", "content": "What is your favourite colour?"}]
 
 
 def test_sampling_without_a_seed_varies_and_a_seed_reproduces(client: openai.OpenAI) -> None:
