@@ -393,3 +393,24 @@ def test_sampling_speed(tmp_path: Path) -> None:
     assert re.search(
         r"^best sampled depth: MTP n=\d, .* ratio \d+\.\d\d \((meets|misses)", out, re.M
     )
+
+
+def test_multi_turn(tmp_path: Path) -> None:
+    out = run_smoke("multi_turn.py", tmp_path)
+    turns = numbers(rf"^turn (\d+): (\d+) prompt tokens, (\d+) reused, TTFT {NUMBER} s$", out, 4)
+    assert [int(t[0]) for t in turns] == [1, 2, 3, 4]
+    assert turns[0][2] == 0 and all(0 < reused < prompt for _n, prompt, reused, _t in turns[1:])
+    assert "answers with reuse identical to the cold answer: yes" in out
+    positive(numbers(rf"^cold re-prefill of the whole history: TTFT {NUMBER} s", out, 1))
+    numbers(rf"^regenerate: TTFT {NUMBER} s \(median\), {NUMBER}x faster than cold", out, 1)
+    numbers(r"^bound 1\.5 x new-tokens prefill \+ 0\.3 s = ([\d.]+) s: \w[\w ]* (?:met|NOT met)$",
+            out, 3)  # fmt: skip
+
+
+def test_context_steps(tmp_path: Path) -> None:
+    out = run_smoke("context_steps.py", tmp_path)
+    for length in ("64", "256"):
+        assert f"## context {length} tokens" in out, out
+    rows = numbers(rf"^\| (?:plain decoding|MTP n=[12]) \| {NUMBER} \| {NUMBER}x \| {NUMBER} \| "
+                   rf"{NUMBER} \| {NUMBER}x \|$", out, 6)  # fmt: skip
+    positive(rows)
