@@ -49,6 +49,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     ServeApi,
     Shutdown,
     Started,
+    StateCacheQuery,
+    StateCacheState,
     Unload,
     Unloaded,
     read_frame,
@@ -67,7 +69,9 @@ class WindowSession:
         self._requests = requests
         self._events = events
         self._service = service
-        self._queue: queue.SimpleQueue[Load | Unload | Generate | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Load | Unload | Generate | StateCacheQuery | None] = (
+            queue.SimpleQueue()
+        )
         self._lock = threading.Lock()
         self._cancelled: set[int] = set()
         self._current: tuple[int, AnswerStream] | None = None
@@ -91,7 +95,7 @@ class WindowSession:
                     self._cancel(request.request_id)
                 elif isinstance(request, ServeApi):
                     self._api.request(request)
-                elif isinstance(request, Load | Unload | Generate):
+                elif isinstance(request, Load | Unload | Generate | StateCacheQuery):
                     self._queue.put(request)
                 else:
                     log.error("unknown request %s", type(request).__name__)
@@ -118,6 +122,10 @@ class WindowSession:
                     with self._service.exclusive() as engine:
                         engine.unload()
                     self._events.send(Unloaded())
+                elif isinstance(request, StateCacheQuery):
+                    with self._service.exclusive() as engine:
+                        report = engine.state_cache_report()
+                    self._events.send(StateCacheState(report))
                 else:
                     self._generate(request)
             except OSError:  # the window is gone; the main thread sees the pipe close

@@ -44,6 +44,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     Loading,
     ServeApi,
     Started,
+    StateCacheQuery,
+    StateCacheState,
     Unloaded,
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
@@ -75,6 +77,8 @@ class EngineProcess(QObject):
             says where other computers reach it.
         api_request(ApiRequest): the local API server answered a request (time, endpoint,
             status, tokens, duration; no prompt); the latest are in `api_requests`.
+        state_cache(CacheReport | None): the answer to `query_state_cache()`: what the engine
+            keeps of conversations between turns (None: no model with the app's decoder).
     """
 
     loading = Signal(object)
@@ -89,6 +93,7 @@ class EngineProcess(QObject):
     engine_restarted = Signal(str)
     api_state = Signal(object, object)
     api_request = Signal(object)
+    state_cache = Signal(object)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -158,6 +163,12 @@ class EngineProcess(QObject):
         self._engine.sticky.pop("api", None)
         self._engine.send(ServeApi(None))
 
+    def query_state_cache(self) -> None:
+        """Ask what the engine keeps of conversations; `state_cache` answers (after the
+        requests already sent), or nothing when no engine process runs."""
+        if self._engine.pid is not None:
+            self._engine.send(StateCacheQuery())
+
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
         self._engine.cancel(request_id)
@@ -194,6 +205,8 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiRequest):
             self.api_requests.append(event)
             self.api_request.emit(event)
+        elif isinstance(event, StateCacheState):
+            self.state_cache.emit(event.report)
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()

@@ -261,6 +261,9 @@ def stats_summary(stats: Mapping[str, Any]) -> str:
         parts.append(method.label)
     if _is_int(stats.get("generated_tokens")):
         parts.append(f"{stats['generated_tokens']} tokens")
+    reused, prompt = stats.get("reused_tokens"), stats.get("prompt_tokens")
+    if isinstance(reused, int) and isinstance(prompt, int) and 0 < reused <= prompt:
+        parts.append(f"{reused:,} of {prompt:,} prompt tokens reused")
     if _is_number(stats.get("ttft_s")):
         parts.append(f"TTFT {stats['ttft_s']:.2f} s")
     if _is_number(stats.get("decode_tokens_per_s")):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
@@ -79,6 +80,12 @@ class ServeApi:
     host: str | None
     port: int = 0
     api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StateCacheQuery:
+    """What the engine keeps of conversations between turns (answered by `StateCacheState`
+    in its turn after the requests before it, so it never reads a cache a turn is using)."""
 
 
 # --- events: host -> window ------------------------------------------------------------------
@@ -162,7 +169,15 @@ class ApiRequest:
     duration_s: float
 
 
-Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi
+@dataclass(frozen=True)
+class StateCacheState:
+    """The answer to `StateCacheQuery`: None when no model with the app's decoder is loaded
+    (nothing can be kept)."""
+
+    report: CacheReport | None
+
+
+Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi | StateCacheQuery
 Event = (
     Ready
     | Loading
@@ -175,6 +190,7 @@ Event = (
     | Failed
     | ApiState
     | ApiRequest
+    | StateCacheState
 )
 
 
