@@ -33,6 +33,7 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
+from qwen_mtp_desktop.core.state_budget import load_option
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
@@ -257,6 +258,9 @@ class MainWindow(QMainWindow):
             dark=self.dark,
             ui_state=self._store.settings.ui_state,
         )
+        self.chat.model.state_cache_bytes = lambda: load_option(
+            self._store.settings.conversation_memory_mb
+        )
         self.chat.export_requested.connect(lambda: self.show_panel("Export"))
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
@@ -286,6 +290,8 @@ class MainWindow(QMainWindow):
         models.models_changed.connect(self._describe_models)
         models.models_changed.connect(self._on_models_changed)
         models.discover_requested.connect(self.show_discover)
+        models.details.state_cache_wanted.connect(self.engine.query_state_cache)
+        self.engine.state_cache.connect(models.details.show_state_cache)
 
         export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
         self._export_panel = export_panel

@@ -84,6 +84,9 @@ class ModelSession(QObject):
         #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
         self.health: HealthMonitor | None = None
         self.health_warning: HealthWarning | None = None
+        #: The budget for kept conversation states at the next load (LoadOptions'
+        #: state_cache_bytes; the window reads it from Settings › Conversation memory).
+        self.state_cache_bytes: Callable[[], int | None] = lambda: None
         engine.loading.connect(self._on_loading)
         engine.loaded.connect(self._on_loaded)
         engine.load_failed.connect(self._on_load_failed)
@@ -112,7 +115,12 @@ class ModelSession(QObject):
         self.ejected = False
         self.engine.load(
             model_dir,
-            LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=_cache_dir()),
+            LoadOptions(
+                device=settings.device,
+                mtp=settings.mtp,
+                cache_dir=_cache_dir(),
+                state_cache_bytes=self.state_cache_bytes(),
+            ),
         )
         self.changed.emit()
 
