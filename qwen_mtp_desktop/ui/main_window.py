@@ -34,7 +34,8 @@ from qwen_mtp_desktop.core.model_library import (
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.core.state_budget import load_option
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel, chat_shortcuts
+from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
