@@ -129,7 +129,7 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens_spin.setRange(1, 32768)
         self.max_tokens_spin.setSingleStep(64)
         self.max_tokens_spin.valueChanged.connect(self._emit)
-        self.model_default_check = QCheckBox("Model's sampling defaults")
+        self.model_default_check = QCheckBox("Model's defaults")
         self.model_default_check.setToolTip(
             "Sample as the model's makers advise in its generation_config.json. Turn off to "
             "choose your own values for this chat."
