@@ -127,13 +127,17 @@ class ModelSession(QObject):
         )
 
     def model_facts(self) -> ModelFacts | None:
-        """The chat's model's facts, once read (None before, and for remote models)."""
+        """The chat's model's facts, once read (None before)."""
         return self.facts.get(self._chat()[0])
 
     def _read_facts(self, model_dir: Path) -> None:
-        if model_dir in self._facts_asked or is_remote(model_dir):
+        if model_dir in self._facts_asked:
             return
         self._facts_asked.add(model_dir)
+        if is_remote(model_dir):  # a server samples with what the chat sends; no file here
+            note = "A remote server's own defaults are not known here: the values below apply."
+            self.facts[model_dir] = ModelFacts(None, ModelSampling(None, (note,)))
+            return
 
         def found(facts: ModelFacts) -> None:
             self.facts[model_dir] = facts

@@ -296,7 +296,9 @@ class ChatSettingsPanel(QFrame):
         else:
             text = found.describe()
         notes = found.notes if found is not None else ()
-        self.model_default_label.setText("\n".join([text, *notes]))
+        if found is not None and found.sampling is None and notes:
+            text = ""  # the note says why, and that the values below apply
+        self.model_default_label.setText("\n".join(line for line in (text, *notes) if line))
         self.model_default_label.setToolTip(
             "From the model folder's generation_config.json. Values outside what the chat "
             "accepts are ignored and named here."
