@@ -140,6 +140,8 @@ def test_chat_with_a_remote_server_like_a_local_model(
         regenerated = chat.transcript.messages[-1]
         assert regenerated.content == local_answer
         assert "remote · other PC" in regenerated.stats_label.text()
+        # The server kept the conversation's state: its cached_tokens reach the stats line.
+        assert "reused" in regenerated.stats_label.text(), regenerated.stats_label.text()
         window.resize(1024, 700)
         QApplication.processEvents()
         assert window.grab().save(str(screenshot_dir / "remote-chat-answer-1024x700.png"))

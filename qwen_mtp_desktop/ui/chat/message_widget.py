@@ -35,7 +35,7 @@ from qwen_mtp_desktop.core.markdown import (
     split_segments,
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
-from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.core.units import NBSP, keep_units
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
@@ -61,8 +61,9 @@ def reused_text(stats: dict[str, Any], *, compact: bool = False) -> str:
         return ""
     if reused <= 0:
         return f"{prompt:,} prompt tokens"
+    # The compact figure is one unit: a wrapped line never leaves "reused" on its own.
     return (
-        f"{reused:,}/{prompt:,} reused"
+        f"{reused:,}/{prompt:,}{NBSP}reused"
         if compact
         else f"{reused:,} of {prompt:,} prompt tokens reused"
     )
