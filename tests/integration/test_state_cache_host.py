@@ -52,7 +52,7 @@ def test_reused_tokens_and_the_cache_report_cross_the_host(
             store.finish_message(answer.id, stats, model="demo")
             (kept,) = store.messages(chat.id)
         assert kept.stats is not None and kept.stats["reused_tokens"] == stats.reused_tokens
-        line = format_stats(kept.stats)
+        line = format_stats(kept.stats).replace("\u00a0", " ")
         assert f"{stats.reused_tokens:,} of {stats.prompt_tokens:,} prompt tokens reused" in line
 
         # Eject drops it; a reload starts empty.

@@ -269,7 +269,7 @@ def test_reused_prompt_tokens_from_the_servers_cached_tokens(details: object, re
         handler.body = body + _sse(["[DONE]"])
         stats = _answer(url).run_to_end()
     assert stats.reused_tokens == reused and stats.prompt_tokens == 7
-    shown = format_stats(stats.to_json_dict())
+    shown = format_stats(stats.to_json_dict()).replace("\u00a0", " ")
     assert ("5 of 7 prompt tokens reused" in shown) == (reused == 5)
 
 

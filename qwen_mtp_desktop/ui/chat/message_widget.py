@@ -61,12 +61,10 @@ def reused_text(stats: dict[str, Any], *, compact: bool = False) -> str:
         return ""
     if reused <= 0:
         return f"{prompt:,} prompt tokens"
-    # The compact figure is one unit: a wrapped line never leaves "reused" on its own.
-    return (
-        f"{reused:,}/{prompt:,}{NBSP}reused"
-        if compact
-        else f"{reused:,} of {prompt:,} prompt tokens reused"
-    )
+    # "6,712 of 6,790" and "6,712/6,790 reused" stay whole when a line wraps.
+    if compact:
+        return f"{reused:,}/{prompt:,}{NBSP}reused"
+    return f"{reused:,}{NBSP}of{NBSP}{prompt:,} prompt tokens reused"
 
 
 def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
