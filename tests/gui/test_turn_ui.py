@@ -26,6 +26,7 @@ from qwen_mtp_desktop.ui.chat.model_session import ModelFacts
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.settings_dialog import CUSTOM, KEEP_NOTHING
+from tests.gui.layout_checks import layout_problems
 from tests.gui.test_chat_panel import LONG_WAIT, _send, window_idle
 
 pytestmark = [pytest.mark.gui]
@@ -99,8 +100,6 @@ def test_reuse_meter_memory_and_model_defaults(
     assert "already processed and kept" in tip and "only the new ones were prefilled" in tip
     chat.settings_toggle.setChecked(True)
     QApplication.processEvents()
-    from tests.gui.layout_checks import layout_problems
-
     for part in (chat.settings_panel, chat.composer):
         assert not layout_problems(window, part)
     assert window.grab().save(str(screenshot_dir / f"turn-ui-chat-{width}x{height}.png"))
@@ -114,18 +113,23 @@ def test_reuse_meter_memory_and_model_defaults(
         timeout=LONG_WAIT,
     )
     assert "budget" in details.kept_label.text()
+    qtbot.wait(300)  # the page lays out its wrapped labels
+    details.scroll_area.ensureWidgetVisible(details.kept_label)
+    QApplication.processEvents()
+    assert not layout_problems(window, details)
+    assert window.grab().save(str(screenshot_dir / f"turn-ui-models-{width}x{height}.png"))
     window.show_panel("Chat")
 
     # Settings › Conversation memory: Keep nothing, applied at the next load (after Eject).
     dialog = window.show_settings()
     assert dialog.memory_combo.currentData() is None
     assert dialog.memory_combo.currentText().startswith("Automatic: ")
-    dialog.memory_combo.setCurrentIndex(dialog.memory_combo.findData(KEEP_NOTHING))
-    assert not dialog.memory_spin.isEnabled()
-    assert json.loads(app_paths().settings_file.read_text())["conversation_memory_mb"] == 0
     QApplication.processEvents()
     assert not layout_problems(dialog, dialog)
     assert dialog.grab().save(str(screenshot_dir / f"turn-ui-settings-{width}x{height}.png"))
+    dialog.memory_combo.setCurrentIndex(dialog.memory_combo.findData(KEEP_NOTHING))
+    assert not dialog.memory_spin.isEnabled()
+    assert json.loads(app_paths().settings_file.read_text())["conversation_memory_mb"] == 0
     dialog.memory_combo.setCurrentIndex(dialog.memory_combo.findData(CUSTOM))
     dialog.memory_spin.setValue(1500)
     assert chat.model.state_cache_bytes() == 1500 * MB
