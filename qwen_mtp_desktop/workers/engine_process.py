@@ -17,6 +17,7 @@ which happens when this app exits or dies.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,9 +37,11 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     ApiRequest,
     ApiState,
     Chunks,
+    Devices,
     Failed,
     Finished,
     Generate,
+    ListDevices,
     Loaded,
     LoadFailed,
     Loading,
@@ -48,6 +51,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
+
+log = logging.getLogger(__name__)
 
 #: Answered API requests kept for the server dialog's list.
 API_REQUESTS_KEPT = 50
@@ -75,6 +80,9 @@ class EngineProcess(QObject):
             says where other computers reach it.
         api_request(ApiRequest): the local API server answered a request (time, endpoint,
             status, tokens, duration; no prompt); the latest are in `api_requests`.
+        devices_listed(list[str]): OpenVINO's devices, asked with `list_devices()` (["CPU"]
+            when the runtime could not say): the engine process lists them, so the window
+            never loads OpenVINO itself.
     """
 
     loading = Signal(object)
@@ -89,6 +97,7 @@ class EngineProcess(QObject):
     engine_restarted = Signal(str)
     api_state = Signal(object, object)
     api_request = Signal(object)
+    devices_listed = Signal(list)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -158,6 +167,10 @@ class EngineProcess(QObject):
         self._engine.sticky.pop("api", None)
         self._engine.send(ServeApi(None))
 
+    def list_devices(self) -> None:
+        """Ask the engine process which devices OpenVINO has (`devices_listed` answers)."""
+        self._engine.send(ListDevices())
+
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
         self._engine.cancel(request_id)
@@ -194,6 +207,10 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiRequest):
             self.api_requests.append(event)
             self.api_request.emit(event)
+        elif isinstance(event, Devices):
+            if event.error:
+                log.warning("could not list OpenVINO's devices: %s", event.error)
+            self.devices_listed.emit(list(event.names) or ["CPU"])
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()

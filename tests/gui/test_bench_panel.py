@@ -204,6 +204,10 @@ def test_reports_written_by_main_show_in_the_history(
         (folder / f"{report['id']}.json").write_text(json.dumps(report))
     panel._refresh_history()
     qtbot.waitUntil(lambda: panel.history_list.count() == len(names), timeout=10_000)
+    # The list selects its first row itself: wait for that report, then start from no row, so
+    # each row below is a change that shows its own report.
+    qtbot.waitUntil(lambda: panel.report is not None, timeout=10_000)
+    panel.history_list.setCurrentRow(-1)
     shown: dict[str, tuple[str, str]] = {}
     for row in range(panel.history_list.count()):
         with qtbot.waitSignal(panel.report_shown, timeout=10_000) as blocker:
