@@ -168,7 +168,9 @@ class EngineProcess(QObject):
         self._engine.send(ServeApi(None))
 
     def list_devices(self) -> None:
-        """Ask the engine process which devices OpenVINO has (`devices_listed` answers)."""
+        """Ask the engine process which devices OpenVINO has (`devices_listed` answers). Asked
+        again of a restarted process until an answer came (a death must not lose it)."""
+        self._engine.sticky["devices"] = ListDevices()
         self._engine.send(ListDevices())
 
     def cancel(self, request_id: int | None = None) -> None:
@@ -208,6 +210,7 @@ class EngineProcess(QObject):
             self.api_requests.append(event)
             self.api_request.emit(event)
         elif isinstance(event, Devices):
+            self._engine.sticky.pop("devices", None)
             if event.error:
                 log.warning("could not list OpenVINO's devices: %s", event.error)
             self.devices_listed.emit(list(event.names) or ["CPU"])
