@@ -67,14 +67,14 @@ def stopped_error(kind: RunKind, exited: Exited, peak_rss: int | None) -> UserFa
     """What the panel says when the run's process ended before the run did."""
     noun = _NOUNS[kind]
     fix = (
-        "Nothing was saved; the chat and its model were not affected. Run it again; if it "
-        "stops again, the app's log has what the runtime printed last."
+        "Nothing was saved, and the chat was not affected. Run it again; if it stops again, "
+        "the app's log has what the runtime printed last."
     )
     if exited.returncode is not None and exited.how in ("SIGKILL", "exit code 137"):
         used = f" (this run used {format_bytes(peak_rss)} at most)" if peak_rss else ""
         fix += (
             f" A kill from outside often means the computer ran out of memory{used}: close "
-            "other applications or benchmark fewer depths at once."
+            "other applications, or benchmark fewer depths at once."
         )
     return UserFacingError(
         f"The {noun} stopped: the process running it ended ({exited.how}) before it finished.",

@@ -322,6 +322,7 @@ class BenchPanel(QWidget):
         self.status_label = QLabel("")
         self.status_label.setObjectName("muted")
         self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status_label.setWordWrap(True)  # an error and its fix are read whole, not cut
         actions = QHBoxLayout()
         actions.setSpacing(8)
         actions.addWidget(self.validate_button)
