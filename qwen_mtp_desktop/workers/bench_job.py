@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_MS = 500
 #: After the run ended, how long its process may take to release its engines and exit.
 EXIT_GRACE_MS = 10_000
+#: At the app's exit, how long a run's process may take to end before it is killed.
+SHUTDOWN_GRACE_MS = 3_000
 MEMORY_INTERVAL_MS = 1_000
 STOPPED_CODE = "MEASURE_STOPPED"
 
@@ -227,12 +229,17 @@ class BenchJob(QObject):
             self._kill_timer.start(CANCEL_GRACE_MS)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        """Stop the run and its process (at exit: this waits). True if it ended in time."""
+        """Stop the run and its process (at exit: this waits, at most SHUTDOWN_GRACE_MS before
+        the process is killed: a run keeps nothing until its report arrives), then the saving
+        of a report that had arrived. True if all of it ended in time."""
         self._kill_timer.stop()
         self._memory_timer.stop()
         host, self._host = self._host, None
         self._request = None
-        stopped = host.stop(timeout_ms / 1000) if host is not None else True
+        grace_s = min(timeout_ms, SHUTDOWN_GRACE_MS) / 1000
+        if host is not None and not host.stop(grace_s):
+            log.info("the run's process was ended at exit")  # killed: gone all the same
+        stopped = True
         if self._own_io:
             stopped = self._io.shutdown(timeout_ms) and stopped
         return stopped

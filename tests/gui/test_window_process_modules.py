@@ -37,7 +37,8 @@ def test_openvino_is_never_imported_in_the_windows_process(app_home: Path) -> No
     assert result["bench"] == ["finished", 3], result  # plain, MTP n=1, MTP n=2
     what, code, status, killed = result["killed"]
     assert (what, code) == ("failed", "MEASURE_STOPPED") and len(killed) == 1, result
-    assert status.startswith("The validation stopped: the process running it ended (SIGKILL)")
+    assert status.startswith("The validation stopped: the process running it ended (")
+    assert sys.platform == "win32" or "(SIGKILL)" in status
     assert killed[0] not in (result["window_pid"], result["chat_engine_pid"])
     assert result["chat_after_kill"] in ("eos", "length", "stop"), result
     assert result["export"] == ["succeeded", ""], result

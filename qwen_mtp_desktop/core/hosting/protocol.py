@@ -88,37 +88,6 @@ class ServeApi:
     api_key: str | None = None
 
 
-@dataclass(frozen=True)
-class Measure:
-    """Validate a drafting method against plain decoding (kind "validate", core.validate) or
-    benchmark every decoding path (kind "bench", core.bench) on `model_dir`. The host loads its
-    own plain and MTP engines for it and answers with `MeasureProgress` events, then
-    `Measured` (the report, not saved: the window saves it) or `MeasureFailed`. `Cancel`
-    with its id stops it at the next decoding step."""
-
-    request_id: int
-    kind: Literal["validate", "bench"]
-    model_dir: Path
-    #: Built-in prompt set names or prompt files (validate takes the first).
-    prompt_sets: tuple[str | Path, ...]
-    device: str = "CPU"
-    max_new_tokens: int | None = None
-    #: validate: the drafting method checked (MTP at a depth, prompt lookup).
-    method: DecodingMethod | None = None
-    #: bench: the MTP depths, rounds and warm-ups; prompt lookup's method (None: left out).
-    depths: tuple[int, ...] = (1, 2, 3, 4)
-    runs: int = 3
-    warmup: int = 1
-    lookup: DecodingMethod | None = None
-    exact_numerics: bool = False
-    cache_dir: Path | None = None
-
-
-@dataclass(frozen=True)
-class ListDevices:
-    """Which OpenVINO devices are present (answered with `Devices`)."""
-
-
 # --- events: host -> window ------------------------------------------------------------------
 
 
@@ -200,6 +169,41 @@ class ApiRequest:
     duration_s: float
 
 
+# --- the Benchmark panel's runs and the device list (issue 25): window -> host, then host ->
+# window. A run goes to an engine host of its own (workers.bench_job), never the chat's.
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Validate a drafting method against plain decoding (kind "validate", core.validate) or
+    benchmark every decoding path (kind "bench", core.bench) on `model_dir`. The host loads its
+    own plain and MTP engines for it and answers with `MeasureProgress` events, then
+    `Measured` (the report, not saved: the window saves it) or `MeasureFailed`. `Cancel`
+    with its id stops it at the run's next step (the window ends a host that takes longer)."""
+
+    request_id: int
+    kind: Literal["validate", "bench"]
+    model_dir: Path
+    #: Built-in prompt set names or prompt files (validate takes the first).
+    prompt_sets: tuple[str | Path, ...]
+    device: str = "CPU"
+    max_new_tokens: int | None = None
+    #: validate: the drafting method checked (MTP at a depth, prompt lookup).
+    method: DecodingMethod | None = None
+    #: bench: the MTP depths, rounds and warm-ups; prompt lookup's method (None: left out).
+    depths: tuple[int, ...] = (1, 2, 3, 4)
+    runs: int = 3
+    warmup: int = 1
+    lookup: DecodingMethod | None = None
+    exact_numerics: bool = False
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class ListDevices:
+    """Which OpenVINO devices are present (answered with `Devices`)."""
+
+
 @dataclass(frozen=True)
 class MeasureProgress:
     """A step of a `Measure` began or ended: `done` of `total` units, what runs now."""
@@ -235,7 +239,11 @@ class Devices:
     error: str | None = None
 
 
-Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi | Measure | ListDevices
+MeasureRequest = Measure | ListDevices
+MeasureEvent = MeasureProgress | Measured | MeasureFailed | Devices
+
+
+Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi | MeasureRequest
 Event = (
     Ready
     | Loading
@@ -248,10 +256,7 @@ Event = (
     | Failed
     | ApiState
     | ApiRequest
-    | MeasureProgress
-    | Measured
-    | MeasureFailed
-    | Devices
+    | MeasureEvent
 )
 
 
