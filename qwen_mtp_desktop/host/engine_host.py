@@ -10,14 +10,15 @@ Threads:
 - window-requests: runs the queued requests one by one (load, unload, generate, measure), each
   taking its turn on the `EngineService`, which other front ends (the local API server) share.
 - devices: lists OpenVINO's devices when asked (importing OpenVINO takes a moment).
-The window starts one host for the chat and a separate one for each validation or benchmark
-run of the Benchmark panel (a `Measure` request, host.measurements), so a run's own engines
-and whatever crashes in them stay out of the chat's process.
 - api-control: starts and stops the local API server (qwen_mtp_desktop.server) when the window
   asks; uvicorn then serves on its own thread, on the same EngineService, so the window and API
   clients take turns on the one loaded model.
 The host ends when its stdin closes: the window closed it, or the window's process died (the
 pipe closes with it), so the engine never outlives the app.
+
+The window starts one host for the chat and a separate one for each validation or benchmark
+run of the Benchmark panel (a `Measure` request, host.measurements), so a run's own engines
+and whatever crashes in them stay out of the chat's process.
 """
 
 from __future__ import annotations

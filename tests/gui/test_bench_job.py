@@ -219,3 +219,55 @@ def test_the_runs_process_dying_is_a_clear_error_and_the_next_run_works(
     with qtbot.waitSignal(job.finished, timeout=RUN_TIMEOUT_MS) as finished:
         assert job.start_validation(model, prompts, method=MTP2, max_new_tokens=16)
     assert finished.args[0].report["summary"]["all_identical"]
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "words"),
+    [
+        ("empty model folder", "EMPTY_DIR", "empty model is empty"),
+        ("prompt file not JSON", "BAD_PROMPT_SET", "small.json"),
+        ("no such prompt set", "BAD_PROMPT_SET", "nonsense"),
+    ],
+)
+def test_bad_input_reaches_the_panel_as_the_runs_own_error(
+    qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path, case: str, code: str, words: str
+) -> None:
+    """What the run's process refuses arrives as its specific error (code, message, fix), not
+    as a stopped process; nothing is saved."""
+    prompts: str | Path = small_set(tmp_path, 16)
+    if case == "empty model folder":
+        model = tmp_path / "empty model"
+        model.mkdir()
+    elif case == "prompt file not JSON":
+        Path(prompts).write_bytes(b"\xff\xfe not json {")
+    else:
+        prompts = "nonsense"
+    with qtbot.waitSignal(job.failed, timeout=RUN_TIMEOUT_MS) as failed:
+        assert job.start_validation(model, prompts, method=MTP2, max_new_tokens=16)
+    error = failed.args[0]
+    assert isinstance(error, UserFacingError), error
+    assert (error.code, type(error)) == (code, UserFacingError), (error.code, str(error))
+    assert words in str(error) and error.fix, str(error)
+    assert not job.running and list_reports(model) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        (["/nonexistent/qwen-host"], "could not start: no process for it"),
+        ([sys.executable, "-c", "import sys; sys.exit(3)"], "ended (exit code 3)"),
+    ],
+)
+def test_a_run_whose_process_cannot_run_fails_clearly(
+    qtbot: QtBot, model: Path, tmp_path: Path, command: list[str], words: str
+) -> None:
+    """No process (a broken installation), or one that exits before answering."""
+    job = BenchJob(command=command)
+    busy: list[bool] = []
+    job.busy_changed.connect(busy.append)
+    with qtbot.waitSignal(job.failed, timeout=30_000) as failed:
+        assert job.start_validation(model, small_set(tmp_path), method=MTP2)
+    error = failed.args[0]
+    assert error.code == STOPPED_CODE and words in error.message and error.fix, str(error)
+    assert busy == [True, False] and not job.running
+    assert job.shutdown(10_000)
