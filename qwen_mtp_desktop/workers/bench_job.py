@@ -76,7 +76,8 @@ def stopped_error(kind: RunKind, exited: Exited, peak_rss: int | None) -> UserFa
         used = f" (this run used {format_bytes(peak_rss)} at most)" if peak_rss else ""
         fix += (
             f" A kill from outside often means the computer ran out of memory{used}: close "
-            "other applications, or benchmark fewer depths at once."
+            "other applications, or free the chat's copy of the model (Eject, in the chat) "
+            "while the run goes."
         )
     return UserFacingError(
         f"The {noun} stopped: the process running it ended ({exited.how}) before it finished.",
