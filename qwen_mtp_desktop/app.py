@@ -100,6 +100,10 @@ def run_gui(
 
         instance.activated.connect(lambda: bring_to_front(window))
 
+    from qwen_mtp_desktop.ui.quit_signals import QuitSignals
+
+    quit_signals = QuitSignals(window.close_unasked)
+    quit_signals.activate()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     closed = asyncio.Event()
@@ -121,6 +125,7 @@ def run_gui(
         with loop:
             loop.run_until_complete(closed.wait())
     finally:
+        quit_signals.deactivate()
         if instance is not None:
             instance.release()
         crash_handler.uninstall()

@@ -61,6 +61,12 @@ from qwen_mtp_desktop.server.errors import (
 )
 from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER, demo_single_turn, model_id_for
 from qwen_mtp_desktop.server.hosts import host_name
+from qwen_mtp_desktop.server.planning import (
+    check_format_fits,
+    has_images,
+    plan_messages,
+    plan_settings,
+)
 from qwen_mtp_desktop.server.request_budget import (
     DEFAULT_BUDGET_BYTES,
     MAX_JSON_VALUES,
@@ -70,7 +76,7 @@ from qwen_mtp_desktop.server.request_budget import (
     retained_bytes,
 )
 from qwen_mtp_desktop.server.request_log import RequestLog, set_tokens
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart
+from qwen_mtp_desktop.server.schema import ChatCompletionRequest
 from qwen_mtp_desktop.server.turns import (
     FINISH_REASONS,
     AutoState,
@@ -84,8 +90,7 @@ from qwen_mtp_desktop.server.turns import (
     TurnJob,
     image_folder,
     mtp_stats,
-    plan_messages,
-    plan_settings,
+    usage,
 )
 
 log = logging.getLogger(__name__)
@@ -465,8 +470,12 @@ def create_app(
                 param=field,
             )
         loaded = service.engine.loaded
+        check_format_fits(body, model_dir)
         settings, use_auto = plan_settings(
-            body, defaults, mtp_loaded=loaded is not None and loaded.mtp
+            body,
+            defaults,
+            mtp_loaded=loaded is not None and loaded.mtp,
+            app_decoder=loaded is not None and loaded.decoder == "fast",
         )
         folder: list[Path] = []
 
@@ -488,10 +497,10 @@ def create_app(
                 raise
 
         # Decoding and checking images is CPU work: off the event loop.
-        messages = await _in_thread(plan) if _has_images(body) else plan()
+        messages = await _in_thread(plan) if has_images(body) else plan()
         messages, notice = demo_single_turn(model_dir, messages)  # as the app's chat does
         try:
-            reservation.resize(retained_bytes(messages))
+            reservation.resize(retained_bytes(messages, settings))
         except ApiError:
             if folder:
                 shutil.rmtree(folder[0], ignore_errors=True)
@@ -653,7 +662,7 @@ def create_app(
                     if include_usage:
                         final = chunk({})
                         final["choices"] = []
-                        final["usage"] = _usage(stats)
+                        final["usage"] = usage(stats)
                         final["mtp"] = mtp
                         yield _sse(final)
                     yield b"data: [DONE]\n\n"
@@ -714,15 +723,6 @@ def _unknown_model(name: str, current: tuple[str, Path] | None) -> ApiError:
     )
 
 
-def _usage(stats: Any) -> dict[str, Any]:
-    return {
-        "prompt_tokens": stats.prompt_tokens,
-        "completion_tokens": stats.generated_tokens,
-        "total_tokens": stats.prompt_tokens + stats.generated_tokens,
-        "completion_tokens_details": {"reasoning_tokens": stats.reasoning_tokens},
-    }
-
-
 def _completion(request_id: str, name: str, final: Finished, queue_wait_s: float) -> dict[str, Any]:
     stats = final.stats
     message: dict[str, Any] = {"role": "assistant", "content": final.answer}
@@ -740,18 +740,9 @@ def _completion(request_id: str, name: str, final: Finished, queue_wait_s: float
                 "finish_reason": FINISH_REASONS[stats.finish_reason],
             }
         ],
-        "usage": _usage(stats),
+        "usage": usage(stats),
         "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
     }
-
-
-def _has_images(body: ChatCompletionRequest) -> bool:
-    return any(
-        isinstance(part, ImagePart)
-        for message in body.messages
-        if isinstance(message.content, list)
-        for part in message.content
-    )
 
 
 async def _in_thread(work: Callable[[], T]) -> T:

@@ -62,6 +62,9 @@ _REQUEST_CODES = {
     "CHAT_TEMPLATE": "invalid_messages",
     "IMAGE": "invalid_image",
     "MTP_NEEDS_GREEDY": "invalid_value",
+    "LOOKUP_NEEDS_GREEDY": "invalid_value",
+    #: Structured output on a turn the app's decoder does not run (images, some models).
+    "CONSTRAINT_UNSUPPORTED": "unsupported_value",
 }
 
 
@@ -79,7 +82,9 @@ def from_engine_error(exc: EngineError) -> ApiError:
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     if exc.code in _REQUEST_CODES:
-        param = "messages" if _REQUEST_CODES[exc.code] != "invalid_value" else None
+        param = {"invalid_value": None, "unsupported_value": "response_format"}.get(
+            _REQUEST_CODES[exc.code], "messages"
+        )
         return ApiError(400, message, code=_REQUEST_CODES[exc.code], param=param)
     if exc.code == "NOT_LOADED":
         return ApiError(503, message, type=SERVER_ERROR, code="model_not_loaded")

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from qwen_mtp_desktop.core.engine import Message
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.server.errors import RATE_LIMIT, RETRY_AFTER_S, ApiError
 
 #: Bodies arriving and requests waiting together (a 32 MiB body is the largest single one).
@@ -85,10 +85,15 @@ class Reservation:
         self._budget._resize(self, 0)
 
 
-def retained_bytes(messages: Sequence[Message]) -> int:
+def retained_bytes(messages: Sequence[Message], settings: GenerationSettings | None = None) -> int:
     """What a planned request holds while it waits: its text, as Python stores it (a single
-    character beyond Latin-1 makes a string take 2 or 4 bytes per character)."""
-    return sum(sys.getsizeof(m.content) + _MESSAGE_OVERHEAD for m in messages)
+    character beyond Latin-1 makes a string take 2 or 4 bytes per character), and its
+    structured-output schema (up to MAX_CONSTRAINT_CHARS of JSON text)."""
+    held = sum(sys.getsizeof(m.content) + _MESSAGE_OVERHEAD for m in messages)
+    constraint = settings.method.constraint if settings is not None else None
+    if constraint is not None:
+        held += sys.getsizeof(constraint.source) + _MESSAGE_OVERHEAD
+    return held
 
 
 def check_text_fits(messages: Sequence[Message], context_tokens: int | None) -> None:

@@ -2,7 +2,7 @@
 
 Fields OpenAI clients commonly send but that change nothing here (`user`, `metadata`,
 `store`, ...) are ignored; fields whose meaning this server cannot honour (n > 1, tools,
-logprobs, penalties) are refused with a message rather than silently dropped, so a client
+logprobs) are refused with a message rather than silently dropped, so a client
 never gets an answer to a question it did not ask.
 """
 
@@ -85,6 +85,47 @@ class ChatTemplateKwargs(_Strict):
     enable_thinking: bool | None = None
 
 
+#: A JSON schema's name (OpenAI: letters, digits, '_' and '-', at most 64 characters).
+MAX_SCHEMA_NAME_CHARS = 64
+
+
+class _Closed(_Strict):
+    """Every key means something: an unknown one is refused, not ignored (a misspelt
+    `schema` must not turn structured output off)."""
+
+    model_config = ConfigDict(
+        strict=True, allow_inf_nan=False, extra="forbid", frozen=True, populate_by_name=False
+    )
+
+
+class JsonSchemaSpec(_Closed):
+    """`response_format.json_schema`: the schema the answer must match (always enforced,
+    whatever `strict` says: `strict: false` asks for less than this server does)."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=MAX_SCHEMA_NAME_CHARS)] | None = None
+    description: Text | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class TextFormat(_Closed):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(_Closed):
+    type: Literal["json_object"]
+
+
+class JsonSchemaFormat(_Closed):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+ResponseFormat = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")
+]
+
+
 class ChatCompletionRequest(_Strict):
     model: Annotated[Text, Field(max_length=MAX_MODEL_CHARS)]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
@@ -102,9 +143,10 @@ class ChatCompletionRequest(_Strict):
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
+    logit_bias: dict[str, Any] | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
     # Extensions (vLLM names where vLLM has one).
     top_k: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0, le=10)] | None = None

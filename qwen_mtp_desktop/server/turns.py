@@ -6,8 +6,8 @@ loop (`Started`, `Chunks`, `Finished`, `Failed`, `Gone`) through a callback that
 from any thread. `TurnJob.cancel()` (the client went away, the server stops) takes effect at
 once: a waiting job leaves the queue, a running generation stops at its next step.
 
-Also here, as plain functions: what the engine is asked (`plan_messages`, `plan_settings`) and
-the speculative-decoding statistics a response carries (`mtp_stats`).
+Also here, as a plain function: the speculative-decoding statistics a response carries
+(`mtp_stats`); what the engine is asked is server.planning.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
@@ -38,8 +37,6 @@ from qwen_mtp_desktop.core.hosting.service import (
     coalesced,
 )
 from qwen_mtp_desktop.server.errors import ApiError, from_engine_error
-from qwen_mtp_desktop.server.images import decode_data_url, write_image
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart, TextPart
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +45,6 @@ READY_BATCH_S = 0.05
 #: The server's draft setting (`serve --num-assistant-tokens`): a fixed MTP depth, or the
 #: chat's Auto policy.
 Depth = int | Literal["auto"]
-#: What a sampling request without top_p / top_k gets (README, "Local API server").
-DEFAULT_TOP_P = 0.9
-DEFAULT_TOP_K = 20
 
 
 @dataclass(frozen=True)
@@ -62,133 +56,22 @@ class TurnDefaults:
     thinking: bool = False
 
 
-# --- what the engine is asked ------------------------------------------------------------------
-
-
-def plan_messages(
-    request: ChatCompletionRequest, *, vision: bool, image_dir: Callable[[], Path]
-) -> list[Message]:
-    """The request's messages as the engine's, images written to files under `image_dir()`.
-    ApiError 400 for what the engine cannot take."""
-    messages: list[Message] = []
-    images = 0
-    for index, message in enumerate(request.messages):
-        where = f"messages[{index}]"
-        if message.tool_calls:
-            raise ApiError(400, "Tool calls are not supported.", code="unsupported", param=where)
-        role = "system" if message.role == "developer" else message.role
-        content = message.content
-        image: Path | None = None
-        if content is None:
-            if role != "assistant":
-                raise ApiError(400, f"{where} has no content.", param=f"{where}.content")
-            text = ""
-        elif isinstance(content, str):
-            text = content
-        else:
-            texts = []
-            for part_index, part in enumerate(content):
-                param = f"{where}.content[{part_index}]"
-                if isinstance(part, TextPart):
-                    texts.append(part.text)
-                    continue
-                assert isinstance(part, ImagePart)
-                if not vision:
-                    raise ApiError(
-                        400,
-                        "This model has no vision encoder, so it cannot read images; send text "
-                        "only, or serve a vision-capable export.",
-                        code="images_not_supported",
-                        param=param,
-                    )
-                if role != "user":
-                    raise ApiError(400, "Only user messages may hold images.", param=param)
-                if image is not None:
-                    raise ApiError(
-                        400,
-                        "At most one image per message is supported; send the others in "
-                        "messages of their own.",
-                        code="too_many_images",
-                        param=param,
-                    )
-                data, suffix = decode_data_url(part.image_url.url, f"{param}.image_url.url")
-                image = write_image(image_dir(), images, data, suffix)
-                images += 1
-            text = "\n".join(texts)
-        messages.append(Message(role, text, image))
-    return messages
-
-
-def plan_settings(
-    request: ChatCompletionRequest, defaults: TurnDefaults, *, mtp_loaded: bool
-) -> tuple[GenerationSettings, bool]:
-    """(the engine's settings, whether Auto may choose the method): the one place the API's
-    fields become a `DecodingMethod`. Temperature 0 or absent decodes greedily, with MTP at
-    the request's or the server's depth; sampling runs plain decoding because MTP decodes
-    greedily."""
-    if request.n is not None and request.n > 1:
-        raise ApiError(
-            400,
-            "n > 1 is not supported: the engine decodes one answer at a time. Send n separate "
-            "requests instead.",
-            code="unsupported_value",
-            param="n",
-        )
-    if request.tools:
-        raise ApiError(400, "Tools (function calling) are not supported.", param="tools")
-    if request.logprobs:
-        raise ApiError(400, "logprobs are not supported.", param="logprobs")
-    fmt = request.response_format
-    if fmt is not None and fmt.get("type", "text") != "text":
-        raise ApiError(
-            400, 'Only response_format {"type": "text"} is supported.', param="response_format"
-        )
-    for name in ("presence_penalty", "frequency_penalty"):
-        if getattr(request, name):
-            raise ApiError(
-                400,
-                f"{name} is not supported; use repetition_penalty (e.g. 1.1) instead.",
-                code="unsupported_value",
-                param=name,
-            )
-    depth = request.num_assistant_tokens or defaults.depth
-    thinking = defaults.thinking
-    kwargs = request.chat_template_kwargs
-    if kwargs is not None and kwargs.enable_thinking is not None:
-        thinking = kwargs.enable_thinking
-    penalty = request.repetition_penalty or 1.0
-    method: DecodingMethod
-    if request.temperature:
-        sampling = Sampling(
-            temperature=request.temperature,
-            top_p=request.top_p if request.top_p is not None else DEFAULT_TOP_P,
-            top_k=request.top_k if request.top_k is not None else DEFAULT_TOP_K,
-            repetition_penalty=penalty,
-            seed=request.seed,
-        )
-        method = DecodingMethod.plain(sampling)
-    else:
-        sampling = Sampling(repetition_penalty=penalty)
-        method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
-    settings = GenerationSettings(
-        max_new_tokens=request.token_budget() or defaults.max_tokens,
-        method=method,
-        stop_strings=request.stop_strings(),
-        thinking=thinking,
-        ignore_eos=request.ignore_eos,
-    )
-    try:
-        settings.validate()
-    except EngineError as exc:
-        raise ApiError(400, str(exc), code="invalid_value") from exc
-    auto = depth == "auto" and mtp_loaded and sampling.greedy
-    return settings, auto
-
-
 # --- what a response reports -------------------------------------------------------------------
 
 #: OpenAI's finish reasons for the engine's (a cancelled turn has no client left to tell).
 FINISH_REASONS = {"eos": "stop", "stop_string": "stop", "length": "length", "cancelled": "stop"}
+
+
+def usage(stats: GenerationStats) -> dict[str, Any]:
+    """OpenAI's `usage`; `cached_tokens` counts the prompt tokens whose state the engine kept
+    from an earlier request (core.decoding.state_cache): only the rest were prefilled."""
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.generated_tokens,
+        "total_tokens": stats.prompt_tokens + stats.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.reused_tokens},
+        "completion_tokens_details": {"reasoning_tokens": stats.reasoning_tokens},
+    }
 
 
 def mtp_stats(

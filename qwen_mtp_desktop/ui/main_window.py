@@ -82,6 +82,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self._paths = paths
         self._store = store
+        #: Closing because the system asked (SIGTERM, Ctrl+C): no questions, nothing kept open.
+        self._closing_unasked = False
         self.model_dir: Path = selected_model(store.settings)
         # Every background thread of the app, made once and handed to the panels below.
         self.threads = BackgroundThreads(self)
@@ -521,9 +523,17 @@ class MainWindow(QMainWindow):
             self._bench.shutdown()
         self.threads.shutdown()
 
+    def close_unasked(self, reason: str) -> None:
+        """Close the way the close button does, without questions (a logout's SIGTERM, Ctrl+C
+        in a terminal): a running export is stopped, everything pending is written."""
+        log.info("closing: %s", reason)
+        self._closing_unasked = True
+        self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         exports = self._export_panel
-        if exports is not None and not exports.confirm_quit():  # the user decides
+        asking = not self._closing_unasked
+        if asking and exports is not None and not exports.confirm_quit():  # the user decides
             event.ignore()
             return
         self.shutdown()

@@ -54,6 +54,16 @@ def test_screenshot(qtbot: QtBot, screenshot_dir: Path) -> None:
     assert window.grab().save(str(path))
     image = QImage(str(path))
     assert image.width() == 1100 and image.height() == 720
+    # What a newcomer needs is on the picture: the message box and Send, whole and enabled
+    # for typing, inside the window; and the picture is a drawn window, not a blank one.
+    composer = window.chat.composer
+    for widget in (composer.editor, composer.send_button):
+        assert widget.isVisible()
+        corner = widget.mapTo(window, widget.rect().bottomRight())
+        assert window.rect().contains(corner), (type(widget).__name__, corner)
+    assert composer.send_button.text() == "Send"
+    colours = {image.pixel(x, y) for x in range(0, 1100, 37) for y in range(0, 720, 29)}
+    assert len(colours) > 5, len(colours)
 
 
 def test_app_starts_and_quits_like_make_run(tmp_path: Path) -> None:

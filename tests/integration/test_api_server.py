@@ -135,6 +135,8 @@ def test_chat_answers_with_usage_and_mtp_statistics(client: openai.OpenAI) -> No
     assert choice.finish_reason == "stop"
     usage = response.usage
     assert usage is not None and usage.prompt_tokens > 5
+    details = usage.prompt_tokens_details
+    assert details is not None and 0 <= (details.cached_tokens or 0) <= usage.prompt_tokens
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     mtp = mtp_of(response)
     assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == 1
@@ -228,10 +230,10 @@ def test_request_depth_and_system_prompt(client: openai.OpenAI) -> None:
     assert response.choices[0].message.content.split()[:3] == ["1", "2", "3"]
 
 
-def test_sampling_runs_plain_decoding(client: openai.OpenAI) -> None:
+def test_sampling_keeps_mtp(client: openai.OpenAI) -> None:
     first = chat(client, "Count from 1 to 6.", temperature=0.8, seed=7)
     second = chat(client, "Count from 1 to 6.", temperature=0.8, seed=7)
-    assert mtp_of(first)["mode"] == "plain" and mtp_of(first)["drafted_tokens"] == 0
+    assert mtp_of(first)["mode"] == "mtp" and mtp_of(first)["drafted_tokens"] > 0
     sampling = mtp_of(first)["method"]["sampling"]
     assert (sampling["temperature"], sampling["top_k"], sampling["seed"]) == (0.8, 20, 7)
     assert first.choices[0].message.content == second.choices[0].message.content
@@ -427,7 +429,12 @@ def image(url: str) -> dict[str, Any]:
         ({**GOOD, "stop": [""]}, 400, "invalid_value", "stop"),
         ({**GOOD, "top_p": 0}, 400, "invalid_value", "top_p"),
         ({**GOOD, "n": 2}, 400, "unsupported_value", "n > 1"),
-        ({**GOOD, "presence_penalty": 0.5}, 400, "unsupported_value", "repetition_penalty"),
+        ({**GOOD, "presence_penalty": 2.5}, 400, "invalid_value", "presence_penalty"),
+        ({**GOOD, "response_format": {"type": "json_schema",
+                                      "json_schema": {"schema": {"type": "x"}}}},
+         400, "invalid_schema", "Invalid type: x"),
+        ({**GOOD, "response_format": {"type": "json_object", "schema": {}}}, 400, "invalid_value",
+         "Extra inputs"),
         (said("tool", "x"), 400, "invalid_value", "role"),
         (said("user", "\ud800"), 400, "invalid_value", "surrogate"),
         ({**GOOD, "model": "gpt-4o"}, 404, "model_not_found", "demo-model"),

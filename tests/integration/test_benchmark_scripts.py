@@ -357,3 +357,15 @@ def test_sampling_cost(tmp_path: Path) -> None:
                     rf"{NUMBER} drafts accepted per step", out, 2)  # fmt: skip
     assert [depth for depth, *_ in steps] == [1, 3]
     assert all(accepted <= depth for depth, _m, _p, accepted in steps), steps
+
+
+def test_multi_turn(tmp_path: Path) -> None:
+    out = run_smoke("multi_turn.py", tmp_path)
+    turns = numbers(rf"^turn (\d+): (\d+) prompt tokens, (\d+) reused, TTFT {NUMBER} s$", out, 4)
+    assert [int(t[0]) for t in turns] == [1, 2, 3, 4]
+    assert turns[0][2] == 0 and all(0 < reused < prompt for _n, prompt, reused, _t in turns[1:])
+    assert "answers with reuse identical to the cold answer: yes" in out
+    positive(numbers(rf"^cold re-prefill of the whole history: TTFT {NUMBER} s", out, 1))
+    numbers(rf"^regenerate: TTFT {NUMBER} s \(median\), {NUMBER}x faster than cold", out, 1)
+    numbers(r"^bound 1\.5 x new-tokens prefill \+ 0\.3 s = ([\d.]+) s: \w[\w ]* (?:met|NOT met)$",
+            out, 3)  # fmt: skip

@@ -21,7 +21,8 @@ from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import curl_example
 from qwen_mtp_desktop.server.hosts import host_name
 from qwen_mtp_desktop.server.images import decode_data_url
-from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats, plan_messages, plan_settings
+from qwen_mtp_desktop.server.planning import plan_messages, plan_settings
+from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats
 
 GOOD: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -102,31 +103,92 @@ def test_parse_raises_only_api_errors(raw: bytes) -> None:
         assert "Traceback" not in exc.message
 
 
-def test_settings_greedy_by_default_sampling_runs_plain() -> None:
+def test_settings_greedy_by_default_sampling_keeps_mtp() -> None:
     defaults = TurnDefaults(max_tokens=77, depth=2)
     greedy, auto = plan_settings(parsed(seed=3), defaults, mtp_loaded=True)
     assert greedy.method == DecodingMethod.mtp(2) and not auto  # greedy: the seed is moot
     assert greedy.max_new_tokens == 77
     sampled, auto = plan_settings(parsed(temperature=0.5, seed=3), defaults, mtp_loaded=True)
-    # Sampling runs plain decoding, with the documented defaults for top-p and top-k.
-    assert sampled.method == DecodingMethod.plain(
-        Sampling(temperature=0.5, top_p=0.9, top_k=20, seed=3)
+    # Sampling keeps MTP (exact speculative sampling), with the documented top-p and top-k.
+    assert sampled.method == DecodingMethod.mtp(
+        2, Sampling(temperature=0.5, top_p=0.9, top_k=20, seed=3)
     )
     assert not auto
+    # openvino-genai's MTP decodes greedily: without the app's decoder, sampling runs plain.
+    genai, _ = plan_settings(parsed(temperature=0.5), defaults, mtp_loaded=True, app_decoder=False)
+    assert genai.method.is_plain and genai.method.sampling.temperature == 0.5
     own, _ = plan_settings(
-        parsed(temperature=0.5, top_p=0.5, top_k=0, repetition_penalty=1.2),
+        parsed(
+            temperature=0.5,
+            top_p=0.5,
+            top_k=0,
+            repetition_penalty=1.2,
+            presence_penalty=0.5,
+            frequency_penalty=-0.25,
+        ),
         defaults,
         mtp_loaded=False,
     )
-    assert own.method.sampling == Sampling(temperature=0.5, top_p=0.5, repetition_penalty=1.2)
+    assert own.method.sampling == Sampling(
+        temperature=0.5,
+        top_p=0.5,
+        repetition_penalty=1.2,
+        presence_penalty=0.5,
+        frequency_penalty=-0.25,
+    )
+    # Penalties apply to greedy decoding too (the argmax of the penalised logits).
+    penalised, auto = plan_settings(
+        parsed(presence_penalty=1.5), TurnDefaults(depth="auto"), mtp_loaded=True
+    )
+    assert penalised.method == DecodingMethod.mtp(1, Sampling(presence_penalty=1.5)) and auto
     own, _ = plan_settings(parsed(num_assistant_tokens=4), defaults, mtp_loaded=True)
     assert own.method == DecodingMethod.mtp(4)
     _, auto = plan_settings(parsed(), TurnDefaults(depth="auto"), mtp_loaded=True)
     assert auto
+    _, auto = plan_settings(parsed(temperature=1.0), TurnDefaults(depth="auto"), mtp_loaded=True)
+    assert not auto  # Auto learns from greedy turns only
     thinking, _ = plan_settings(
         parsed(chat_template_kwargs={"enable_thinking": True}), defaults, mtp_loaded=True
     )
     assert thinking.thinking
+
+
+def test_settings_map_response_format_to_a_constraint() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "count", "schema": schema, "strict": True},
+    }
+    constrained, auto = plan_settings(
+        parsed(response_format=fmt), TurnDefaults(depth="auto"), mtp_loaded=True
+    )
+    constraint = constrained.method.constraint
+    assert constraint is not None and constraint.kind == "json_schema"
+    assert json.loads(constraint.source) == schema and constraint.name == "count"
+    assert constrained.method.uses_mtp_head and not auto  # MTP stays on; Auto stays out
+    anything, _ = plan_settings(
+        parsed(response_format={"type": "json_object"}), TurnDefaults(), mtp_loaded=True
+    )
+    assert anything.method.constraint is not None
+    assert anything.method.constraint.kind == "json_object"
+    text, _ = plan_settings(
+        parsed(response_format={"type": "text"}), TurnDefaults(), mtp_loaded=True
+    )
+    assert text.method.constraint is None
+    # Thinking would be constrained too: refused, whether asked for or the server's default.
+    for fields, defaults in (
+        ({"chat_template_kwargs": {"enable_thinking": True}}, TurnDefaults()),
+        ({}, TurnDefaults(thinking=True)),
+    ):
+        with pytest.raises(ApiError) as caught:
+            plan_settings(parsed(response_format=fmt, **fields), defaults, mtp_loaded=True)
+        assert caught.value.param == "response_format" and "thinking" in caught.value.message
+    off, _ = plan_settings(
+        parsed(response_format=fmt, chat_template_kwargs={"enable_thinking": False}),
+        TurnDefaults(thinking=True),
+        mtp_loaded=True,
+    )
+    assert off.method.constraint is not None and not off.thinking
 
 
 @pytest.mark.parametrize(
@@ -135,8 +197,30 @@ def test_settings_greedy_by_default_sampling_runs_plain() -> None:
         ({"n": 2}, "n > 1"),
         ({"tools": [{"type": "function"}]}, "Tools"),
         ({"logprobs": True}, "logprobs"),
-        ({"frequency_penalty": 1.0}, "repetition_penalty"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"logit_bias": {"42": 5}}, "logit_bias"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "x"}}}},
+            "Invalid type: x",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"schema": {"type": "array", "minItems": 3, "maxItems": 1}},
+                }
+            },
+            "minItems (3) is greater than maxItems (1)",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"schema": {"$ref": "#/definitions/missing"}},
+                }
+            },
+            "does not exist",
+        ),
     ],
 )
 def test_settings_refuse_what_cannot_be_honoured(fields: dict[str, Any], needle: str) -> None:

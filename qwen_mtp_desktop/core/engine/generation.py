@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     LookupRecorder,
     replay_lookup,
@@ -464,6 +464,15 @@ class Generation(AnswerStream):
         """The worker thread: run the turn, hand its end (or its error) to the consumer."""
         try:
             self._queue.put(body())
+        except MethodError as exc:  # a grammar the engine cannot enforce: the request's fault
+            log.info("generation refused: %s", exc)
+            self._queue.put(
+                EngineError(
+                    str(exc).rstrip(".") + ".",
+                    "Ask without structured output.",
+                    code="BAD_SETTINGS",
+                )
+            )
         except Exception as exc:  # the native side raises RuntimeError for everything
             log.exception("generation failed")
             self._queue.put(
