@@ -17,11 +17,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.hosting.protocol import MeasureProgress
+from qwen_mtp_desktop.core.hosting.protocol import Measured, MeasureProgress
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.core.reports import list_reports
 from qwen_mtp_desktop.workers.bench_job import (
@@ -271,3 +273,69 @@ def test_a_run_whose_process_cannot_run_fails_clearly(
     assert error.code == STOPPED_CODE and words in error.message and error.fix, str(error)
     assert busy == [True, False] and not job.running
     assert job.shutdown(10_000)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(delay_s=st.floats(min_value=0.0, max_value=5.0))
+@example(delay_s=12.0)  # after the end (a 2-prompt validation takes 3-6 s here)
+def test_cancel_at_any_moment_ends_cleanly(
+    qtbot: QtBot, model: Path, tmp_path: Path, delay_s: float
+) -> None:
+    """Cancel at a generated moment: while the process starts, while the model loads, mid-run,
+    while the report is saved, or after the end. The run ends cancelled with nothing saved, or
+    finished (the report had arrived) with its report saved; the panel is idle within a second
+    and a half of the click, and the run's process is gone."""
+    prompts = small_set(tmp_path, 16)
+    job = BenchJob()
+    outcomes: list[str] = []
+    job.finished.connect(lambda _r: outcomes.append("finished"))
+    job.cancelled.connect(lambda: outcomes.append("cancelled"))
+    job.failed.connect(lambda e: outcomes.append(f"failed: {e}"))
+    pids: list[int] = []
+    job.progress.connect(lambda _s: pids.append(job.pid) if job.pid and not pids else None)
+    before = len(list_reports(model))
+    try:
+        assert job.start_validation(model, prompts, method=MTP2, max_new_tokens=16)
+        qtbot.wait(int(delay_s * 1000))
+        was_running = job.running
+        clicked = time.monotonic()
+        job.cancel()
+        qtbot.waitUntil(lambda: not job.running, timeout=RUN_TIMEOUT_MS)
+        took = time.monotonic() - clicked
+        qtbot.wait(50)  # nothing more arrives
+        assert len(outcomes) == 1, outcomes
+        event(outcomes[0] if was_running else "idle when clicked")
+        saved = len(list_reports(model)) - before
+        if outcomes == ["cancelled"]:
+            assert was_running and saved == 0 and took < CANCEL_BOUND_S, (took, delay_s)
+        else:
+            assert outcomes == ["finished"] and saved == 1, outcomes
+        assert all(_gone(pid) for pid in pids)
+    finally:
+        assert job.shutdown(30_000)
+
+
+def test_cancel_after_the_report_arrived_keeps_it(
+    qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
+) -> None:
+    """The click lands between the report's arrival and its saving (or the process's exit):
+    the run is complete, so it is kept and the panel says it finished."""
+    prompts = small_set(tmp_path, 16)
+    clicks: list[object] = []
+
+    def on_event(_rid: int, event: object) -> None:  # after BenchJob's own handler
+        if isinstance(event, Measured):
+            clicks.append(event)
+            job.cancel()
+
+    job._event.connect(on_event)
+    cancelled: list[bool] = []
+    job.cancelled.connect(lambda: cancelled.append(True))
+    with qtbot.waitSignal(job.finished, timeout=RUN_TIMEOUT_MS) as finished:
+        assert job.start_validation(model, prompts, method=MTP2, max_new_tokens=16)
+    assert clicks and not cancelled
+    assert [entry.path for entry in list_reports(model)] == [finished.args[0].path]
