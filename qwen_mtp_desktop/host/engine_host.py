@@ -185,8 +185,9 @@ class WindowSession:
                 self._cancelled.discard(rid)
 
     def _measure(self, request: Measure) -> None:
-        """A validation or benchmark (host.measurements), taking its turn on the engine like a
-        chat turn: it loads engines of its own, but must not share the CPU with an answer."""
+        """A validation or benchmark (host.measurements) with engines of its own. The window
+        sends it to a host started for the run, where nothing else runs; it still takes its
+        turn on the EngineService, so it never shares the CPU with an answer of this host."""
         rid = request.request_id
         cancel = threading.Event()
         cancelled = MeasureFailed(rid, UserFacingError("The run was cancelled.", code="CANCELLED"))
