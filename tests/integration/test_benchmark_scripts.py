@@ -369,3 +369,12 @@ def test_multi_turn(tmp_path: Path) -> None:
     numbers(rf"^regenerate: TTFT {NUMBER} s \(median\), {NUMBER}x faster than cold", out, 1)
     numbers(r"^bound 1\.5 x new-tokens prefill \+ 0\.3 s = ([\d.]+) s: \w[\w ]* (?:met|NOT met)$",
             out, 3)  # fmt: skip
+
+
+def test_context_steps(tmp_path: Path) -> None:
+    out = run_smoke("context_steps.py", tmp_path)
+    for length in ("64", "256"):
+        assert f"## context {length} tokens" in out, out
+    rows = numbers(rf"^\| (?:plain decoding|MTP n=[12]) \| {NUMBER} \| {NUMBER}x \| {NUMBER} \| "
+                   rf"{NUMBER} \| {NUMBER}x \|$", out, 6)  # fmt: skip
+    positive(rows)
