@@ -311,9 +311,9 @@ class MainWindow(QMainWindow):
             io=self.threads.bench_io,
         )
         self._bench = bench
-        # Listing devices imports openvino (about 0.5 s of the interpreter): after the first
-        # paint, never on another thread while the window is being built (issue 28).
-        self.io_runner.submit(_device_names, self._on_devices)
+        # The engine process lists the devices: OpenVINO is never loaded in this process.
+        self.engine.devices_listed.connect(self._on_devices)
+        self.engine.list_devices()
         models.validate_requested.connect(self._validate)
         models.models_changed.connect(bench.set_models)
         bench.recommendation_changed.connect(
@@ -549,10 +549,3 @@ class MainWindow(QMainWindow):
         with contextlib.suppress(OSError):  # losing window geometry must never block quitting
             self._store.save()
         super().closeEvent(event)
-
-
-def _device_names() -> list[str]:
-    from qwen_mtp_desktop.core.environment import available_devices
-
-    devices, _error = available_devices()
-    return [device.name for device in devices] or ["CPU"]

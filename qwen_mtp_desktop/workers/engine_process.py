@@ -17,6 +17,7 @@ which happens when this app exits or dies.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,9 +37,11 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     ApiRequest,
     ApiState,
     Chunks,
+    Devices,
     Failed,
     Finished,
     Generate,
+    ListDevices,
     Loaded,
     LoadFailed,
     Loading,
@@ -50,6 +53,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
+
+log = logging.getLogger(__name__)
 
 #: Answered API requests kept for the server dialog's list.
 API_REQUESTS_KEPT = 50
@@ -79,6 +84,9 @@ class EngineProcess(QObject):
             status, tokens, duration; no prompt); the latest are in `api_requests`.
         state_cache(CacheReport | None): the answer to `query_state_cache()`: what the engine
             keeps of conversations between turns (None: no model with the app's decoder).
+        devices_listed(list[str]): OpenVINO's devices, asked with `list_devices()` (["CPU"]
+            when the runtime could not say): the engine process lists them, so the window
+            never loads OpenVINO itself.
     """
 
     loading = Signal(object)
@@ -94,6 +102,7 @@ class EngineProcess(QObject):
     api_state = Signal(object, object)
     api_request = Signal(object)
     state_cache = Signal(object)
+    devices_listed = Signal(list)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -169,6 +178,12 @@ class EngineProcess(QObject):
         if self._engine.pid is not None:
             self._engine.send(StateCacheQuery())
 
+    def list_devices(self) -> None:
+        """Ask the engine process which devices OpenVINO has (`devices_listed` answers). Asked
+        again of a restarted process until an answer came (a death must not lose it)."""
+        self._engine.sticky["devices"] = ListDevices()
+        self._engine.send(ListDevices())
+
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
         self._engine.cancel(request_id)
@@ -207,6 +222,11 @@ class EngineProcess(QObject):
             self.api_request.emit(event)
         elif isinstance(event, StateCacheState):
             self.state_cache.emit(event.report)
+        elif isinstance(event, Devices):
+            self._engine.sticky.pop("devices", None)
+            if event.error:
+                log.warning("could not list OpenVINO's devices: %s", event.error)
+            self.devices_listed.emit(list(event.names) or ["CPU"])
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()
