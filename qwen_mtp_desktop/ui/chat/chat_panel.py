@@ -35,11 +35,13 @@ from qwen_mtp_desktop.core.chats.records import (
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.context_usage import conversation_usage
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.settings import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
+from qwen_mtp_desktop.ui.chat import shortcuts as keys
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
@@ -65,27 +67,6 @@ MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 #: ui_state keys (validated by core.settings): the Drafts toggle, a new chat's settings.
 DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
-
-#: The chat's own keys (portable text; Help > Keyboard shortcuts shows them natively).
-REGENERATE_KEYS = "Ctrl+R"
-PREVIOUS_VERSION_KEYS = "Alt+Left"
-NEXT_VERSION_KEYS = "Alt+Right"
-
-
-def chat_shortcuts() -> list[tuple[str, str]]:
-    """The chat's keys as Help > Keyboard shortcuts lists them (ui.main_window.shortcuts)."""
-
-    def native(keys: str) -> str:
-        return QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)
-
-    versions = f"{native(PREVIOUS_VERSION_KEYS)} / {native(NEXT_VERSION_KEYS)}"
-    return [
-        ("Up (in an empty message box)", "Edit your last message in place"),
-        ("Enter / Esc (editing a message)", "Send the edit (answers again) / cancel it"),
-        (native(REGENERATE_KEYS), "Answer your last message again (earlier answers are kept)"),
-        (versions, "Previous / next version of the last answer"),
-        ("Tab / Shift+Tab", "Move through the chat's controls"),
-    ]
 
 
 class ChatPanel(ChatLayout):
@@ -174,14 +155,17 @@ class ChatPanel(ChatLayout):
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
         self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
+        self.model.facts_changed.connect(self._show_model_facts)
         self.settings_panel.validate_requested.connect(
             lambda: self.validate_requested.emit(self._model_dir())
         )
         QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
-        QShortcut(QKeySequence(REGENERATE_KEYS), self, self.regenerate_last)
-        QShortcut(QKeySequence(PREVIOUS_VERSION_KEYS), self, lambda: self.switch_last_answer(-1))
-        QShortcut(QKeySequence(NEXT_VERSION_KEYS), self, lambda: self.switch_last_answer(1))
+        QShortcut(QKeySequence(keys.REGENERATE_KEYS), self, self.regenerate_last)
+        QShortcut(
+            QKeySequence(keys.PREVIOUS_VERSION_KEYS), self, lambda: self.switch_last_answer(-1)
+        )
+        QShortcut(QKeySequence(keys.NEXT_VERSION_KEYS), self, lambda: self.switch_last_answer(1))
 
     def _wire_engine(self) -> None:
         self.model.changed.connect(self._update_header)
@@ -249,6 +233,14 @@ class ChatPanel(ChatLayout):
 
     def _ensure_model(self) -> None:
         self.model.ensure()
+
+    def _show_model_facts(self) -> None:
+        """The model's sampling defaults in the settings; the context meter, from the engine's
+        counts in the stored stats (nothing is tokenized here)."""
+        facts, chat = self.model.model_facts(), self.conversation
+        self.settings_panel.set_model_sampling(facts.sampling if facts else None)
+        limit, system = facts.context_length if facts else None, chat.system_prompt if chat else ""
+        self.composer.meter.show_usage(conversation_usage(self._messages, system, limit))
 
     def _engine_settings(self) -> GenerationSettings:
         return self.model.engine_settings()
@@ -462,6 +454,7 @@ class ChatPanel(ChatLayout):
         for message in shown[keep:]:
             self.transcript.add_message(self._message_widget(message))
         self.figures.show_last(branch)  # this version's figures, never another's
+        self._show_model_facts()
         self._refresh_list()  # the list's preview is the shown branch's last message
         self._sync_examples()
         self._sync_compare()
@@ -595,6 +588,7 @@ class ChatPanel(ChatLayout):
             # The widget now stands for the stored answer (version arrows, branch redraws).
             if self._messages and self._messages[-1].id == stream.message_id:
                 stream.widget.stored = self._messages[-1]
+            self._show_model_facts()
             self._refresh_list()
             self._sync_compare()
 
@@ -640,6 +634,7 @@ class ChatPanel(ChatLayout):
         self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
+        self._show_model_facts()
 
     def _sync_examples(self) -> None:
         """Example prompts in an empty chat only: the demo's own skills, or everyday tasks."""
