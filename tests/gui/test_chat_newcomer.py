@@ -131,7 +131,8 @@ def test_settings_follow_what_the_model_can_do(
     assert not panel.mtp_note.isVisible() and panel.validate_button.isEnabled()
     assert panel.temperature_spin.value() == 0.8 and panel.temperature_spin.isEnabled()
     assert "MTP samples exactly" in panel.sampling_hint.text()
-    assert panel.settings.method != "auto" and panel.settings.method.uses_mtp_head
+    # Sampled, MTP on, Auto draft tokens: Auto decides (sampled turns by their own numbers).
+    assert panel.settings.method == "auto" and panel.settings.sampling.temperature == 0.8
     panel.mtp_check.setChecked(False)
     assert panel.temperature_spin.isEnabled() and panel.temperature_spin.value() == 0.8
     assert panel.settings.temperature == 0.8 and not panel.settings.mtp

@@ -389,7 +389,8 @@ def test_sampling_speed(tmp_path: Path) -> None:
     positive(depths)
     assert [int(d) for d, *_ in depths] == [1, 2, 3]
     for _depth, greedy, sampled, ratio in depths:
-        assert ratio == pytest.approx(sampled / greedy, abs=0.02)
+        # The printed speed-ups are rounded to 0.01: their quotient can be a few % off.
+        assert ratio == pytest.approx(sampled / greedy, rel=0.05, abs=0.02)
     assert re.search(
         r"^best sampled depth: MTP n=\d, .* ratio \d+\.\d\d \((meets|misses)", out, re.M
     )
