@@ -52,8 +52,14 @@ from qwen_mtp_desktop.ui.chat.links import open_answer_link
 from qwen_mtp_desktop.ui.chat.live_figures import Stream
 from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
+from qwen_mtp_desktop.ui.chat.shortcuts import (
+    NEXT_VERSION_KEYS,
+    PREVIOUS_VERSION_KEYS,
+    REGENERATE_KEYS,
+)
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -65,27 +71,6 @@ MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 #: ui_state keys (validated by core.settings): the Drafts toggle, a new chat's settings.
 DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
-
-#: The chat's own keys (portable text; Help > Keyboard shortcuts shows them natively).
-REGENERATE_KEYS = "Ctrl+R"
-PREVIOUS_VERSION_KEYS = "Alt+Left"
-NEXT_VERSION_KEYS = "Alt+Right"
-
-
-def chat_shortcuts() -> list[tuple[str, str]]:
-    """The chat's keys as Help > Keyboard shortcuts lists them (ui.main_window.shortcuts)."""
-
-    def native(keys: str) -> str:
-        return QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)
-
-    versions = f"{native(PREVIOUS_VERSION_KEYS)} / {native(NEXT_VERSION_KEYS)}"
-    return [
-        ("Up (in an empty message box)", "Edit your last message in place"),
-        ("Enter / Esc (editing a message)", "Send the edit (answers again) / cancel it"),
-        (native(REGENERATE_KEYS), "Answer your last message again (earlier answers are kept)"),
-        (versions, "Previous / next version of the last answer"),
-        ("Tab / Shift+Tab", "Move through the chat's controls"),
-    ]
 
 
 class ChatPanel(ChatLayout):
@@ -124,7 +109,7 @@ class ChatPanel(ChatLayout):
         self.remote_dialog: QWidget | None = None
         self._default_model = default_model
         self._log_file = log_file
-        self._dark = dark
+        self.dark = dark  # ui.chat.restyle.restyle_chat follows a theme change
         self._stream: Stream | None = None
         self._request_text = ""  # the running answer's request (acceptance health)
         self._show_drafts = False
@@ -139,6 +124,7 @@ class ChatPanel(ChatLayout):
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
         self.message_actions = MessageActions(self)
+        self.missing = MissingModel(self)  # the chat's model folder vanished: say so
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
@@ -166,6 +152,9 @@ class ChatPanel(ChatLayout):
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
         self.health_wrap.revalidate_requested.connect(self._on_revalidate)
+        self.missing.place_after(self.health_wrap)
+        self.missing.located.connect(self._on_model_changed)
+        self.missing.choose_requested.connect(self.model_picker.showPopup)
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -302,7 +291,7 @@ class ChatPanel(ChatLayout):
         if not history:
             return None
         settings = self._engine_settings()  # Compare decodes greedily (compared_methods)
-        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self._dark)
+        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self.dark)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
         dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
@@ -571,6 +560,7 @@ class ChatPanel(ChatLayout):
             return
         widget = stream.widget
         widget.end_stream()
+        error = self.missing.explain(error)
         text = f"{error.message} {error.fix}".strip() + f"\nLog file: {self._log_file}"
         widget.show_error(text)
         message = error.message
@@ -637,6 +627,7 @@ class ChatPanel(ChatLayout):
         self._sync_compare()
         self.busy_bar.setVisible(self._loading)
         self.banner_wrap.setVisible(is_demo_model(model_dir))
+        self.missing.follow(model_dir)
         self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
@@ -765,7 +756,7 @@ class ChatPanel(ChatLayout):
     def _message_widget(self, message: StoredMessage) -> MessageWidget:
         widget = MessageWidget(
             message.role,
-            dark=self._dark,
+            dark=self.dark,
             content=message.content,
             reasoning=message.reasoning,
             image=Path(message.image_path) if message.image_path else None,
@@ -782,7 +773,7 @@ class ChatPanel(ChatLayout):
         return widget
 
     def _add_widget(self, role: str, content: str = "", image: Path | None = None) -> MessageWidget:
-        widget = MessageWidget(role, dark=self._dark, content=content, image=image)
+        widget = MessageWidget(role, dark=self.dark, content=content, image=image)
         self._connect_widget(widget)
         self.transcript.add_message(widget)
         self.transcript.scroll_to_bottom()

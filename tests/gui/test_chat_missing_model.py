@@ -1,0 +1,101 @@
+"""Issue 28: the chat's model folder moved or renamed while the app runs. The real window
+(offscreen), the real engine process and the demo model copied into the app's model folder;
+the folder is renamed on disk and the real file watcher notices."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWidget
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.main_window import MainWindow
+
+pytestmark = pytest.mark.gui
+
+WAIT = 60_000
+
+
+def test_a_renamed_model_folder_is_named_and_can_be_located(
+    qtbot: QtBot, caplog: pytest.LogCaptureFixture, screenshot_dir: Path
+) -> None:
+    caplog.set_level(logging.INFO)
+    paths = app_paths().ensure()
+    model = paths.models_dir / "My model"
+    renamed = paths.models_dir / "My model (moved)"
+    shutil.copytree(demo_model_dir(), model)
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.resize(1024, 700)
+    window.show()
+    qtbot.waitExposed(window)
+    chat = window.chat
+    qtbot.waitUntil(lambda: chat.store_ready, timeout=10_000)
+    asked: list[Path] = []
+
+    def choose(_parent: QWidget, _title: str, start: Path) -> Path:
+        asked.append(start)
+        return renamed
+
+    chat.missing.choose_folder = choose
+    window.build_panels()
+    models = window._models
+    assert models is not None
+    qtbot.waitUntil(lambda: model in [e.path for e in models.entries], timeout=WAIT)
+    window._open_in_chat(model)
+    qtbot.waitUntil(
+        lambda: chat.model.loaded is not None and chat.model.loaded.model_dir == model,
+        timeout=WAIT,
+    )
+    assert chat.missing.followed == model
+    assert not chat.missing.banner.isVisible()
+    chat.model.eject()  # the next turn has to load it from its folder again
+
+    model.rename(renamed)
+
+    # At once: the banner names the folder, the log says so, Models drops it.
+    qtbot.waitUntil(lambda: chat.missing.banner.isVisible(), timeout=5_000)
+    shown = chat.missing.banner.text.text()
+    assert "“My model”" in shown and str(model) in shown
+    assert chat.missing.banner.locate_button.isVisible()
+    assert chat.missing.banner.choose_button.isVisible()
+    assert any(
+        r.levelno == logging.WARNING and str(model) in r.getMessage() for r in caplog.records
+    )
+    qtbot.waitUntil(
+        lambda: [e.path for e in models.entries if e.path.parent == paths.models_dir] == [renamed],
+        timeout=5_000,
+    )
+    assert any("gone" in r.getMessage() and str(model) in r.getMessage() for r in caplog.records)
+    window.show_panel("Chat")
+    qtbot.wait(200)
+    assert window.grab().save(str(screenshot_dir / "chat_model_folder_gone_1024x700.png"))
+
+    # A turn now says which folder is gone, not "No model is loaded".
+    chat.send("Count from 1 to 5.")
+    qtbot.waitUntil(lambda: not chat.generating and chat.transcript.messages != [], timeout=WAIT)
+    qtbot.waitUntil(lambda: chat.transcript.messages[-1].error_label.isVisible(), timeout=WAIT)
+    error = chat.transcript.messages[-1].error_label.text()
+    assert "“My model” is gone" in error and "Locate folder" in error
+    assert "No model is loaded" not in error
+
+    # Locate it: the chat switches to the folder's new place and answers again.
+    qtbot.mouseClick(chat.missing.banner.locate_button, Qt.MouseButton.LeftButton)
+    assert asked == [paths.models_dir]
+    qtbot.waitUntil(
+        lambda: chat.model.loaded is not None and chat.model.loaded.model_dir == renamed,
+        timeout=WAIT,
+    )
+    assert not chat.missing.banner.isVisible()
+    assert chat.missing.followed == renamed
+    chat.send("Count from 1 to 5.")
+    qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT)
+    qtbot.waitUntil(lambda: chat.transcript.messages[-1].content != "", timeout=WAIT)
+    assert not chat.transcript.messages[-1].error_label.isVisible()
+    window.shutdown()
