@@ -35,6 +35,7 @@ from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
+from qwen_mtp_desktop.ui.chat.theme import restyle_chat
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
@@ -421,6 +422,7 @@ class MainWindow(QMainWindow):
             return
         self.dark = apply_theme(app, theme)
         self.setStyleSheet(stylesheet(self.dark))
+        restyle_chat(self.chat, self.dark)
         if self._models is not None:
             self._models.restyle(self.dark)
         if self._export_panel is not None:

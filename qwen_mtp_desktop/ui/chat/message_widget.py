@@ -189,6 +189,7 @@ class MessageWidget(QFrame):
         self._code_widgets = 0
         self._unrendered: list[Segment] = []  # segments past the page shown
         self._plain_offset = 0  # for plain pages (user text, drafts view)
+        self._pages_shown = 0  # pages rendered ("Show more" adds one); a theme change keeps them
         self._more_button: QPushButton | None = None
         self._stream_shown = 0  # characters of finished segments shown while streaming
         self._stream_hidden = 0
@@ -288,6 +289,7 @@ class MessageWidget(QFrame):
         self._length = len(text)
         self._plain_offset = 0
         self._unrendered = []
+        self._pages_shown = 0
         if self.role == "user" or (self._show_drafts and self.role == "assistant"):
             self._render_plain_page()
             return
@@ -302,6 +304,7 @@ class MessageWidget(QFrame):
             self._render_plain_page()
 
     def _render_page(self) -> None:
+        self._pages_shown += 1
         page, self._unrendered = first_page(self._unrendered, PAGE_CHARS)
         for segment in page:
             widget = self._add_segment(segment)
@@ -310,6 +313,7 @@ class MessageWidget(QFrame):
         self._update_more_button(sum(len(s.text) for s in self._unrendered))
 
     def _render_plain_page(self) -> None:
+        self._pages_shown += 1
         text = self.content
         start, end = self._plain_offset, min(self._plain_offset + PAGE_CHARS, len(text))
         view = self._run or self._new_text()
@@ -340,6 +344,23 @@ class MessageWidget(QFrame):
         self._show_drafts = show
         if self._segmenter is None:
             self.set_content(self.content)
+
+    def set_dark(self, dark: bool) -> None:
+        """Follow a theme change: a finished message is rendered again (links and code take
+        the new colours; the pages shown stay shown), a streaming one restyles its code."""
+        if dark == self._dark:
+            return
+        self._dark = dark
+        if self._segmenter is not None or self.editing:
+            for block in self._body_host.findChildren(CodeBlock):
+                block.set_dark(dark)
+            return
+        pages = self._pages_shown
+        self.set_content(self.content)
+        for _ in range(pages - 1):
+            if self._more_button is None:
+                break
+            self.show_more()
 
     def keep_actions(self, *names: str) -> None:
         """Show only these action buttons (e.g. "copy" where a message is not in a chat)."""
