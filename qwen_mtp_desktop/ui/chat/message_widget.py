@@ -29,6 +29,7 @@ from qwen_mtp_desktop.core.markdown import (
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
 from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
@@ -184,6 +185,7 @@ class MessageWidget(QFrame):
         self._tail_widget: AutoHeightText | CodeBlock | None = None
         self._tail_start: int | None = None
         self._show_drafts = False
+        self._marks: DraftMarks | None = None  # drafted spans tinted (the Drafts toggle)
         # Rendering in pages, Markdown runs in one document (see PAGE_CHARS).
         self._run: AutoHeightText | None = None  # the document finished Markdown goes into
         self._code_widgets = 0
@@ -290,9 +292,13 @@ class MessageWidget(QFrame):
         self._plain_offset = 0
         self._unrendered = []
         self._pages_shown = 0
-        if self.role == "user" or (self._show_drafts and self.role == "assistant"):
+        self._marks = None
+        if self.role == "user":
             self._render_plain_page()
             return
+        if self._show_drafts:
+            self._marks = self._new_marks()
+            self._marks.feed(text)
         self._unrendered = split_segments(text)
         self._render_page()
 
@@ -309,7 +315,7 @@ class MessageWidget(QFrame):
         for segment in page:
             widget = self._add_segment(segment)
             if isinstance(widget, CodeBlock):
-                widget.finish()
+                self._finish_block(widget)
         self._update_more_button(sum(len(s.text) for s in self._unrendered))
 
     def _render_plain_page(self) -> None:
@@ -318,10 +324,7 @@ class MessageWidget(QFrame):
         start, end = self._plain_offset, min(self._plain_offset + PAGE_CHARS, len(text))
         view = self._run or self._new_text()
         self._run = view
-        if self.role == "user":
-            view.append_plain(text[start:end])
-        else:
-            self._append_tinted(view, text[start:end], start)
+        view.append_plain(text[start:end])
         self._plain_offset = end
         self._update_more_button(len(text) - end)
 
@@ -338,12 +341,18 @@ class MessageWidget(QFrame):
             self._more_button = button
 
     def set_show_drafts(self, show: bool) -> None:
-        """Switch to plain text with accepted MTP drafts tinted (and back to Markdown)."""
+        """Tint the text that came from accepted drafts inside the rendered answer (or stop).
+        A streaming answer starts tinting if nothing has arrived yet, else when it ends."""
         if show == self._show_drafts:
             return
         self._show_drafts = show
         if self._segmenter is None:
-            self.set_content(self.content)
+            if self.role == "assistant":
+                self.set_content(self.content)
+        elif not show:
+            self._marks = None
+        elif self._length == 0:
+            self._marks = self._new_marks()
 
     def set_dark(self, dark: bool) -> None:
         """Follow a theme change: a finished message is rendered again (links and code take
@@ -374,6 +383,7 @@ class MessageWidget(QFrame):
         self._parts = []
         self._length = 0
         self.drafted_ranges = []
+        self._marks = self._new_marks() if self._show_drafts else None
         self._segmenter = StreamingSegmenter()
         self._tail_widget = None
         self._tail_start = None
@@ -404,13 +414,8 @@ class MessageWidget(QFrame):
                 self.drafted_ranges.append((start + low, start + high))
         self._parts.append(answer)
         self._length += len(answer)
-        if self._show_drafts:
-            view = self._tail_widget if isinstance(self._tail_widget, AutoHeightText) else None
-            if view is None:
-                view = self._new_text()
-                self._tail_widget = view
-            self._append_tinted(view, answer, start)
-            return
+        if self._marks is not None:
+            self._marks.feed(answer)
         segmenter = self._segmenter
         assert segmenter is not None
         was_code = segmenter.in_code
@@ -426,12 +431,12 @@ class MessageWidget(QFrame):
                 if code_tail is not None and segment.kind == "code":
                     # The block that streamed becomes the finished one: no new widget.
                     code_tail.set_code(segment.text)
-                    code_tail.finish()
+                    self._finish_block(code_tail)
                     self._code_widgets += 1
                 else:
                     widget = self._add_segment(segment)
                     if isinstance(widget, CodeBlock):
-                        widget.finish()
+                        self._finish_block(widget)
                 code_tail = None
                 self._stream_shown += len(segment.text)
             if code_tail is not None:
@@ -609,25 +614,25 @@ class MessageWidget(QFrame):
         if view is None:
             view = self._new_text()
             self._run = view
+        document = view.document()
+        start = document.characterCount() - 1
         if segment.kind == "code":
             view.append_code(segment.text, segment.language)
+            # The label line ("python") stands for no source text: mark from the code on.
+            start = document.toRawText().find("\u2029", start + 1) + 1
         elif segment.text:
             view.append_markdown(segment.text)
+        if self._marks is not None:
+            self._marks.mark(document, start, code=segment.kind == "code")
         return view
 
-    def _append_tinted(self, view: AutoHeightText, text: str, offset: int) -> None:
-        tint = DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT
-        position = 0
-        for start, end in self.drafted_ranges:
-            start, end = max(start - offset, 0), min(end - offset, len(text))
-            if end <= 0 or start >= len(text):
-                continue
-            if start > position:
-                view.append_plain(text[position:start])
-            view.append_plain(text[start:end], tint)
-            position = end
-        if position < len(text):
-            view.append_plain(text[position:])
+    def _finish_block(self, block: CodeBlock) -> None:
+        block.finish()
+        if self._marks is not None:
+            self._marks.mark(block.view.document(), code=True)
+
+    def _new_marks(self) -> DraftMarks:
+        return DraftMarks(self.drafted_ranges, DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT)
 
     def _clear_body(self) -> None:
         self._run = None
