@@ -76,6 +76,9 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     window.show_panel("Chat")
     qtbot.wait(200)
     assert window.grab().save(str(screenshot_dir / "chat_model_folder_gone_1024x700.png"))
+    window.resize(1600, 1000)
+    qtbot.wait(200)
+    assert window.grab().save(str(screenshot_dir / "chat_model_folder_gone_1600x1000.png"))
 
     # A turn now says which folder is gone, not "No model is loaded".
     chat.send("Count from 1 to 5.")
@@ -99,3 +102,49 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     qtbot.waitUntil(lambda: chat.transcript.messages[-1].content != "", timeout=WAIT)
     assert not chat.transcript.messages[-1].error_label.isVisible()
     window.shutdown()
+
+
+def test_deleted_restored_and_missing_at_start(
+    qtbot: QtBot, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watcher alone: a folder deleted (not renamed), put back, and one already missing
+    when the chat opens it; a remote model has no folder to watch."""
+    from qwen_mtp_desktop.core.engine import EngineError
+    from qwen_mtp_desktop.core.remote.endpoints import remote_ref
+    from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    missing = MissingModel(parent)
+    gone: list[Path] = []
+    missing.vanished.connect(gone.append)
+    model = tmp_path / "models" / "Qwen3.5 ünïcode name"
+    shutil.copytree(demo_model_dir(), model)
+    missing.follow(model)
+    assert missing.gone is None and not missing.banner.isVisibleTo(parent)
+    unrelated = EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
+    assert missing.explain(unrelated) is unrelated  # the folder is there: not its error
+
+    shutil.rmtree(model)
+    qtbot.waitUntil(lambda: gone == [model], timeout=5_000)
+    assert missing.banner.isVisibleTo(parent)
+    assert str(model) in missing.banner.text.text()
+    explained = missing.explain(unrelated)
+    assert explained.code == "MODEL_NOT_FOUND" and "“Qwen3.5 ünïcode name” is gone" in (
+        explained.message
+    )
+    other = EngineError("Generation failed.", code="GENERATION_FAILED")
+    assert missing.explain(other) is other  # other failures are not blamed on the folder
+
+    shutil.copytree(demo_model_dir(), model)  # put back: the next look at the header clears it
+    missing.follow(model)
+    assert missing.gone is None and not missing.banner.isVisibleTo(parent)
+
+    never = tmp_path / "never existed"
+    missing.follow(never)
+    assert missing.gone == never and gone[-1] == never
+    assert missing.banner.isVisibleTo(parent)
+
+    missing.follow(remote_ref("abc123"))  # a remote model: no folder
+    assert missing.gone is None and missing.followed is None
+    assert sum("is gone" in r.getMessage() for r in caplog.records) == 2

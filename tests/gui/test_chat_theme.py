@@ -116,6 +116,9 @@ def test_a_theme_change_restyles_answers_on_screen(qtbot: QtBot, screenshot_dir:
         # Markdown still renders after the change: a heading, bold, no raw markers.
         assert "##" not in views[0].toPlainText() and "**" not in views[0].toPlainText()
         assert window.grab().save(str(screenshot_dir / f"chat_theme_{theme}_1024x700.png"))
+    window.resize(1600, 1000)
+    qtbot.wait(200)
+    assert window.grab().save(str(screenshot_dir / "chat_theme_dark_1600x1000.png"))
     # A message added after the change takes the new theme too.
     later = chat._add_widget(
         "assistant", "```python\nvalue = compute(1, 2)\nprint(value, 'done')\n```"

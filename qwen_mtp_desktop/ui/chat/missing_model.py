@@ -45,8 +45,7 @@ def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
 def gone_message(model_dir: Path) -> tuple[str, str]:
     """(message, fix) for a chat whose model folder vanished."""
     return (
-        f"The model folder “{model_dir.name}” is gone: {model_dir} was moved, renamed or "
-        "deleted while the app was running.",
+        f"The model folder “{model_dir.name}” is gone: {model_dir} was moved, renamed or deleted.",
         "Click “Locate folder…” above the chat to point to where it is now, or choose "
         "another model in the header.",
     )
