@@ -211,11 +211,12 @@ def test_marking_cost_is_linear_in_the_answer_length(qtbot: QtBot) -> None:
         return elapsed
 
     small, large = [], []
-    for _ in range(3):
-        small.append(cost(150))
-        large.append(cost(600))
+    for _ in range(5):
+        small.append(cost(400))  # 27,600 characters
+        large.append(cost(1600))
     ratio = min(large) / min(small)
-    assert ratio < 6.5, f"4x the text cost {ratio:.1f}x"
+    # Linear is 4x, quadratic 16x; the margin is for a loaded machine's noise.
+    assert ratio < 8, f"4x the text cost {ratio:.1f}x"
 
 
 def test_demo_model_answer_streams_with_drafts_on(qtbot: QtBot, screenshot_dir: Path) -> None:

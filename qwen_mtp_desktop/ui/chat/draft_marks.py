@@ -63,39 +63,48 @@ class DraftMarks:
         if self._pending:
             self._buffer += "".join(self._pending)
             self._pending = []
-        raw = document.toRawText()
         buffer, base = self._buffer, self._base
         if code:
             at = self._next - base
-            fences = [f for f in (buffer.find("```", at), buffer.find("~~~", at)) if f >= 0]
-            if fences and min(fences) - at <= LOOKAHEAD:
-                line_end = buffer.find("\n", min(fences))
-                if line_end >= 0:
-                    self._next = base + line_end + 1
+            ahead = at + LOOKAHEAD
+            fences = [f for f in (buffer.find("```", at, ahead), buffer.find("~~~", at, ahead))]
+            fence = min((f for f in fences if f >= 0), default=-1)
+            line_end = buffer.find("\n", fence) if fence >= 0 else -1
+            if line_end >= 0:
+                self._next = base + line_end + 1
         runs: list[tuple[int, int]] = []
         run_start = -1
-        # Trailing white space (highlighted code ends with a space) would match far ahead.
-        end = len(raw.rstrip())
-        for position in range(start, end):
-            char = raw[position]
-            found = -1
-            if char not in _STRUCTURE:
-                at = self._next - base
-                found = buffer.find(char, at, at + LOOKAHEAD)
-            if found < 0:
-                self.unmatched += char not in _STRUCTURE
-                drafted = False
-            else:
-                self.matched += 1
-                self._next = base + found + 1
-                drafted = self._drafted(base + found)
-            if drafted and run_start < 0:
-                run_start = position
-            elif not drafted and run_start >= 0:
-                runs.append((run_start, position))
+        # Only the blocks from `start` on are read (block text has no separators, so each
+        # character's position is the block's plus its index): the cost is the new text's.
+        block = document.findBlock(start)
+        while block.isValid():
+            text, offset = block.text(), block.position()
+            following = block.next()
+            if not following.isValid():
+                # Trailing white space (highlighted code ends with one) would match far ahead.
+                text = text.rstrip()
+            for index in range(max(start - offset, 0), len(text)):
+                char = text[index]
+                found = -1
+                if char not in _STRUCTURE:
+                    at = self._next - base
+                    found = buffer.find(char, at, at + LOOKAHEAD)
+                if found < 0:
+                    self.unmatched += char not in _STRUCTURE
+                    drafted = False
+                else:
+                    self.matched += 1
+                    self._next = base + found + 1
+                    drafted = self._drafted(base + found)
+                if drafted and run_start < 0:
+                    run_start = offset + index
+                elif not drafted and run_start >= 0:
+                    runs.append((run_start, offset + index))
+                    run_start = -1
+            if run_start >= 0:  # a run ends with its block
+                runs.append((run_start, offset + len(text)))
                 run_start = -1
-        if run_start >= 0:
-            runs.append((run_start, end))
+            block = following
         consumed = self._next - base
         if consumed > _TRIM_CHARS and consumed > len(buffer) // 2:
             self._buffer, self._base = buffer[consumed:], self._next

@@ -617,9 +617,10 @@ class MessageWidget(QFrame):
         document = view.document()
         start = document.characterCount() - 1
         if segment.kind == "code":
+            label = start if document.isEmpty() else start + 1
             view.append_code(segment.text, segment.language)
             # The label line ("python") stands for no source text: mark from the code on.
-            start = document.toRawText().find("\u2029", start + 1) + 1
+            start = document.findBlock(label).next().position()
         elif segment.text:
             view.append_markdown(segment.text)
         if self._marks is not None:
