@@ -67,7 +67,7 @@ class DraftMarks:
         if code:
             at = self._next - base
             ahead = at + LOOKAHEAD
-            fences = [f for f in (buffer.find("```", at, ahead), buffer.find("~~~", at, ahead))]
+            fences = (buffer.find("```", at, ahead), buffer.find("~~~", at, ahead))
             fence = min((f for f in fences if f >= 0), default=-1)
             line_end = buffer.find("\n", fence) if fence >= 0 else -1
             if line_end >= 0:
