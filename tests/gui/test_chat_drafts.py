@@ -184,7 +184,11 @@ def test_streamed_answer_with_drafts_on_renders_and_marks(qtbot: QtBot) -> None:
         ("x = 1\n", 5),
         ("```\n\nEnd.", 0),
     ]
-    for text, drafted in chunks:
+    for text, drafted in chunks[:2]:
+        widget.append(text, drafted=drafted)
+    # The open paragraph streams as plain text, its drafted part tinted already.
+    assert tinted_runs(widget) == ["A **bo"]
+    for text, drafted in chunks[2:]:
         widget.append(text, drafted=drafted)
     # While it streams, finished segments are rendered and marked already.
     assert "Heading" in next(documents(widget)).toPlainText()
@@ -238,3 +242,34 @@ def test_demo_model_answer_streams_with_drafts_on(qtbot: QtBot, screenshot_dir: 
     chat.drafts_toggle.setChecked(False)
     assert tinted_runs(answer) == []
     window.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(BLOCK, min_size=1, max_size=6), st.lists(st.integers(1, 40), min_size=1))
+def test_generated_markdown_streamed_in_generated_chunks(
+    qtbot: QtBot, blocks: list[tuple[str, list[tuple[str, str, bool]]]], cuts: list[int]
+) -> None:
+    source, ranges, words = build(blocks)
+    widget = MessageWidget("assistant", dark=False)
+    qtbot.addWidget(widget)
+    widget.begin_stream()
+    widget.set_show_drafts(True)
+    drafted_chars = sum(high - low for low, high in ranges)
+    position, cut = 0, 0
+    while position < len(source):
+        end = min(position + cuts[cut % len(cuts)], len(source))
+        cut += 1
+        inside = [
+            (max(low, position) - position, min(high, end) - position)
+            for low, high in ranges
+            if low < end and high > position
+        ]
+        widget.append(source[position:end], drafted=inside)
+        position = end
+        # While streaming: never more tinted than drafted, nothing tinted that is not.
+        assert sum(len(run) for run in tinted_runs(widget)) <= drafted_chars
+    assert widget.drafted_ranges == ranges
+    widget.end_stream()
+    assert tinted_runs(widget) == words, source

@@ -3,6 +3,7 @@ and actions. Assistant messages stream: only the open tail changes per chunk."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -473,7 +474,7 @@ class MessageWidget(QFrame):
             spaced = QTextBlockFormat()  # spaced as the rendered paragraph will be
             spaced.setTopMargin(PARAGRAPH_GAP)
             cursor.insertBlock(spaced, QTextCharFormat())
-        view.append_plain(text)
+        self._append_streamed(view, text)
 
     def _take_tail(self) -> CodeBlock | None:
         """Remove the open segment's text from the document it streams into (the document is
@@ -499,9 +500,32 @@ class MessageWidget(QFrame):
         if isinstance(self._tail_widget, CodeBlock):
             self._tail_widget.append(text)
         elif self._tail_widget is not None:
-            self._tail_widget.append_plain(text)
+            self._append_streamed(self._tail_widget, text)
         elif self._tail_start is not None and self._run is not None:
-            self._run.append_plain(text)
+            self._append_streamed(self._run, text)
+
+    def _append_streamed(self, view: AutoHeightText, text: str) -> None:
+        """Append the end of the answer so far as plain text (the open segment), its drafted
+        parts tinted while Drafts is on (cost: the ranges within this text)."""
+        if self._marks is None:
+            view.append_plain(text)
+            return
+        tint = DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT
+        offset = self._length - len(text)
+        ranges = self.drafted_ranges
+        index = max(bisect.bisect_right(ranges, (offset, offset)) - 1, 0)
+        position = 0
+        while index < len(ranges) and ranges[index][0] - offset < len(text):
+            low, high = max(ranges[index][0] - offset, 0), min(ranges[index][1] - offset, len(text))
+            index += 1
+            if high <= position:
+                continue
+            if low > position:
+                view.append_plain(text[position:low])
+            view.append_plain(text[max(low, position) : high], tint)
+            position = high
+        if position < len(text):
+            view.append_plain(text[position:])
 
     def _hide_streamed(self) -> None:
         """Drop the rendered part of a streaming answer that grew past a page: the live view
