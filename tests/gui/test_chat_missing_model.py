@@ -65,6 +65,7 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     assert "“My model”" in shown and str(model) in shown
     assert chat.missing.banner.locate_button.isVisible()
     assert chat.missing.banner.choose_button.isVisible()
+    assert chat.model_status.text() == "folder missing"
     assert any(
         r.levelno == logging.WARNING and str(model) in r.getMessage() for r in caplog.records
     )
@@ -97,6 +98,7 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     )
     assert not chat.missing.banner.isVisible()
     assert chat.missing.followed == renamed
+    assert chat.model_status.text() != "folder missing"
     chat.send("Count from 1 to 5.")
     qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT)
     qtbot.waitUntil(lambda: chat.transcript.messages[-1].content != "", timeout=WAIT)

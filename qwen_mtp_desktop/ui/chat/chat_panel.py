@@ -124,7 +124,7 @@ class ChatPanel(ChatLayout):
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
         self.message_actions = MessageActions(self)
-        self.missing = MissingModel(self)  # the chat's model folder vanished: say so
+        self.missing = MissingModel(self, self._update_header)  # its model folder vanished
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
@@ -152,9 +152,7 @@ class ChatPanel(ChatLayout):
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
         self.health_wrap.revalidate_requested.connect(self._on_revalidate)
-        self.missing.place_after(self.health_wrap)
-        self.missing.located.connect(self._on_model_changed)
-        self.missing.choose_requested.connect(self.model_picker.showPopup)
+        self.missing.attach(self.health_wrap, self._on_model_changed, self.model_picker.showPopup)
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -604,6 +602,7 @@ class ChatPanel(ChatLayout):
     def _update_header(self) -> None:
         self.title_label.setText(self.conversation.title if self.conversation else "New chat")
         model_dir = self._model_dir()
+        self.missing.follow(model_dir)
         name = display_name(model_dir)
         settings = self.settings_panel.settings
         if self._loading:
@@ -611,6 +610,8 @@ class ChatPanel(ChatLayout):
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self.model.decoding_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
+        elif self.missing.gone == model_dir:
+            status = "folder missing"  # the banner below says which and what to do
         elif self.model.ejected:
             status = "ejected"  # the Eject button's tooltip says the next message reloads
         else:
@@ -627,7 +628,6 @@ class ChatPanel(ChatLayout):
         self._sync_compare()
         self.busy_bar.setVisible(self._loading)
         self.banner_wrap.setVisible(is_demo_model(model_dir))
-        self.missing.follow(model_dir)
         self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())

@@ -99,9 +99,16 @@ class MissingModel(QObject):
     located = Signal(object)
     choose_requested = Signal()
 
-    def __init__(self, parent: QWidget, choose_folder: ChooseFolder = _choose_folder) -> None:
+    def __init__(
+        self,
+        parent: QWidget,
+        refresh: Callable[[], None] | None = None,
+        choose_folder: ChooseFolder = _choose_folder,
+    ) -> None:
+        """`refresh` is called when the folder is found gone (the chat's header says so)."""
         super().__init__(parent)
         self._parent = parent
+        self._refresh = refresh
         self.choose_folder = choose_folder
         self.banner = MissingModelBanner()
         self.banner.locate_requested.connect(self.locate)
@@ -112,12 +119,17 @@ class MissingModel(QObject):
         #: The followed folder, while it is gone.
         self.gone: Path | None = None
 
-    def place_after(self, widget: QWidget) -> None:
-        """Put the banner below `widget` in its layout (the chat's other banners)."""
-        parent = widget.parentWidget()
+    def attach(
+        self, above: QWidget, use_model: Callable[[Path], None], choose: Callable[[], None]
+    ) -> None:
+        """Show the banner below `above` (the chat's other banners); a located folder goes to
+        `use_model`, "Choose another model" calls `choose`."""
+        parent = above.parentWidget()
         layout = parent.layout() if parent is not None else None
         if isinstance(layout, QVBoxLayout):
-            layout.insertWidget(layout.indexOf(widget) + 1, self.banner)
+            layout.insertWidget(layout.indexOf(above) + 1, self.banner)
+        self.located.connect(use_model)
+        self.choose_requested.connect(choose)
 
     def follow(self, model_dir: Path) -> None:
         """Watch `model_dir` (the chat's model now); a remote model has no folder."""
@@ -168,3 +180,5 @@ class MissingModel(QObject):
         log.warning("The chat's model folder is gone (moved, renamed or deleted): %s", model_dir)
         self.banner.show_gone(model_dir)
         self.vanished.emit(model_dir)
+        if self._refresh is not None:
+            self._refresh()
