@@ -76,6 +76,14 @@ def test_a_theme_change_restyles_answers_on_screen(qtbot: QtBot, screenshot_dir:
     paths = app_paths().ensure()
     window = MainWindow(paths, SettingsStore(paths.settings_file))
     qtbot.addWidget(window)
+    try:
+        check_theme_changes(window, qtbot, screenshot_dir)
+    finally:
+        window.apply_theme("system")  # the app's palette is global: leave it as found
+        window.shutdown()
+
+
+def check_theme_changes(window: MainWindow, qtbot: QtBot, screenshot_dir: Path) -> None:
     window.resize(1024, 700)
     window.show()
     qtbot.waitExposed(window)
@@ -128,4 +136,3 @@ def test_a_theme_change_restyles_answers_on_screen(qtbot: QtBot, screenshot_dir:
     qtbot.wait(200)
     background, text_contrast = code_contrast(block)
     assert luminance(background) < 0.1 and text_contrast >= 4.5
-    window.shutdown()
