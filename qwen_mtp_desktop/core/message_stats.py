@@ -89,6 +89,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "finish_reason": _text,
     "model": _text,
     "prompt_tokens": _count,
+    "reused_tokens": _count,
     "generated_tokens": _count,
     "reasoning_tokens": _count,
     "answer_tokens": _count,
@@ -137,4 +138,7 @@ def clean_stats(raw: dict[str, Any]) -> dict[str, Any]:
         cleaned = check(value)
         if cleaned is not None:
             out[key] = cleaned
+    reused, prompt = out.get("reused_tokens"), out.get("prompt_tokens")
+    if isinstance(reused, int) and isinstance(prompt, int) and reused > prompt:
+        del out["reused_tokens"]  # more reused than read: damage, not a figure
     return out

@@ -25,6 +25,7 @@ from qwen_mtp_desktop.core.safe_files import (
     parse_json_text,
     read_json_object,
 )
+from qwen_mtp_desktop.core.state_budget import setting_mb
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,10 @@ class Settings:
     #: The managed models folder (exports land here); None means the one under the data folder.
     #: A change takes effect at the next start; models already exported stay where they are.
     models_dir: str | None = None
+    #: Megabytes of conversation states the engine keeps between turns (core.state_budget);
+    #: None: automatic (an eighth of this computer's memory); 0 keeps nothing. Applied at the
+    #: next model load.
+    conversation_memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "api_server_key": _api_key,
     "theme": _theme,
     "models_dir": _absolute_folder,
+    "conversation_memory_mb": setting_mb,
 }
 
 

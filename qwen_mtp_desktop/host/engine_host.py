@@ -7,13 +7,18 @@ log file (one writer per file).
 
 Threads:
 - main: reads requests. Cancel is handled right there; everything else is queued in order.
-- window-requests: runs the queued requests one by one (load, unload, generate), each taking its
-  turn on the `EngineService`, which other front ends (the local API server) share.
+- window-requests: runs the queued requests one by one (load, unload, generate, measure), each
+  taking its turn on the `EngineService`, which other front ends (the local API server) share.
+- devices: lists OpenVINO's devices when asked (importing OpenVINO takes a moment).
 - api-control: starts and stops the local API server (qwen_mtp_desktop.server) when the window
   asks; uvicorn then serves on its own thread, on the same EngineService, so the window and API
   clients take turns on the one loaded model.
 The host ends when its stdin closes: the window closed it, or the window's process died (the
 pipe closes with it), so the engine never outlives the app.
+
+The window starts one host for the chat and a separate one for each validation or benchmark
+run of the Benchmark panel (a `Measure` request, host.measurements), so a run's own engines
+and whatever crashes in them stay out of the chat's process.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
-from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
+from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.hosting.protocol import (
     ApiRequest,
@@ -40,22 +46,28 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     Finished,
     FrameWriter,
     Generate,
+    ListDevices,
     Load,
     Loaded,
     LoadFailed,
     Loading,
+    Measure,
+    MeasureFailed,
     ProtocolError,
     Ready,
     ServeApi,
     Shutdown,
     Started,
+    StateCacheQuery,
+    StateCacheState,
     Unload,
     Unloaded,
     read_frame,
 )
-from qwen_mtp_desktop.core.hosting.service import EngineService, coalesced
+from qwen_mtp_desktop.core.hosting.service import EngineService, WaitCancelledError, coalesced
 from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
 from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.host.measurements import list_devices, run_measure
 
 log = logging.getLogger("qwen_mtp_desktop.host")
 
@@ -67,10 +79,13 @@ class WindowSession:
         self._requests = requests
         self._events = events
         self._service = service
-        self._queue: queue.SimpleQueue[Load | Unload | Generate | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[
+            Load | Unload | Generate | StateCacheQuery | Measure | None
+        ] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._cancelled: set[int] = set()
-        self._current: tuple[int, AnswerStream] | None = None
+        #: The running request's id and how to stop it (an answer's or a measurement's cancel).
+        self._current: tuple[int, Callable[[], None]] | None = None
         self._api: ApiControl = ApiControl(service, events)
 
     def run(self) -> None:
@@ -91,7 +106,9 @@ class WindowSession:
                     self._cancel(request.request_id)
                 elif isinstance(request, ServeApi):
                     self._api.request(request)
-                elif isinstance(request, Load | Unload | Generate):
+                elif isinstance(request, ListDevices):
+                    threading.Thread(target=self._list_devices, name="devices", daemon=True).start()
+                elif isinstance(request, Load | Unload | Generate | StateCacheQuery | Measure):
                     self._queue.put(request)
                 else:
                     log.error("unknown request %s", type(request).__name__)
@@ -107,7 +124,7 @@ class WindowSession:
                 self._cancelled.add(request_id)
             current = self._current
             if current is not None and request_id in (None, current[0]):
-                current[1].cancel()
+                current[1]()
 
     def _work(self) -> None:
         while (request := self._queue.get()) is not None:
@@ -118,6 +135,12 @@ class WindowSession:
                     with self._service.exclusive() as engine:
                         engine.unload()
                     self._events.send(Unloaded())
+                elif isinstance(request, StateCacheQuery):
+                    with self._service.exclusive() as engine:
+                        report = engine.state_cache_report()
+                    self._events.send(StateCacheState(report))
+                elif isinstance(request, Measure):
+                    self._measure(request)
                 else:
                     self._generate(request)
             except OSError:  # the window is gone; the main thread sees the pipe close
@@ -149,7 +172,7 @@ class WindowSession:
         try:
             with self._service.turn(request.messages, request.settings, gave_up) as generation:
                 with self._lock:
-                    self._current = (rid, generation)
+                    self._current = (rid, generation.cancel)
                     if rid in self._cancelled:
                         generation.cancel()
                 self._events.send(Started(rid))
@@ -166,6 +189,33 @@ class WindowSession:
             with self._lock:
                 self._current = None
                 self._cancelled.discard(rid)
+
+    def _measure(self, request: Measure) -> None:
+        """A validation or benchmark (host.measurements) with engines of its own. The window
+        sends it to a host started for the run, where nothing else runs; it still takes its
+        turn on the EngineService, so it never shares the CPU with an answer of this host."""
+        rid = request.request_id
+        cancel = threading.Event()
+        cancelled = MeasureFailed(rid, UserFacingError("The run was cancelled.", code="CANCELLED"))
+        with self._lock:
+            if rid in self._cancelled:  # cancelled while still queued
+                self._cancelled.discard(rid)
+                self._events.send(cancelled)
+                return
+            self._current = (rid, cancel.set)
+        try:
+            with self._service.exclusive(cancel.is_set):
+                run_measure(request, self._events.send, cancel)
+        except WaitCancelledError:  # cancelled while an answer held the engine
+            self._events.send(cancelled)
+        finally:
+            with self._lock:
+                self._current = None
+                self._cancelled.discard(rid)
+
+    def _list_devices(self) -> None:
+        with contextlib.suppress(OSError):  # the window is gone
+            self._events.send(list_devices())
 
 
 class ApiControl:

@@ -38,6 +38,16 @@ FIGURES: tuple[tuple[str, str], ...] = (
         "TTFT",
         "Time to first token: from sending until the answer starts; mostly reading the prompt.",
     ),
+    (
+        "reused",
+        "Prompt tokens reused: the conversation's earlier tokens were already processed and "
+        "kept; only the new ones were prefilled, so the answer started sooner. (The model's "
+        "state is kept per chat within Settings › Conversation memory.)",
+    ),
+    (
+        "prompt tokens",
+        "Tokens the model read before answering: the whole conversation so far.",
+    ),
     ("tokens", "Tokens in the answer (a token is a word or part of a word)."),
     (
         "Auto",

@@ -33,6 +33,7 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
+from qwen_mtp_desktop.core.state_budget import load_option
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.chat.theme import restyle_chat
@@ -261,6 +262,9 @@ class MainWindow(QMainWindow):
             dark=self.dark,
             ui_state=self._store.settings.ui_state,
         )
+        self.chat.model.state_cache_bytes = lambda: load_option(
+            self._store.settings.conversation_memory_mb
+        )
         self.chat.export_requested.connect(lambda: self.show_panel("Export"))
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
@@ -292,6 +296,8 @@ class MainWindow(QMainWindow):
         models.models_changed.connect(self._describe_models)
         models.models_changed.connect(self._on_models_changed)
         models.discover_requested.connect(self.show_discover)
+        models.details.state_cache_wanted.connect(self.engine.query_state_cache)
+        self.engine.state_cache.connect(models.details.show_state_cache)
 
         export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
         self._export_panel = export_panel
@@ -308,9 +314,9 @@ class MainWindow(QMainWindow):
             io=self.threads.bench_io,
         )
         self._bench = bench
-        # Listing devices imports openvino (about 0.5 s of the interpreter): after the first
-        # paint, never on another thread while the window is being built (issue 28).
-        self.io_runner.submit(_device_names, self._on_devices)
+        # The engine process lists the devices: OpenVINO is never loaded in this process.
+        self.engine.devices_listed.connect(self._on_devices)
+        self.engine.list_devices()
         models.validate_requested.connect(self._validate)
         models.models_changed.connect(bench.set_models)
         bench.recommendation_changed.connect(
@@ -551,10 +557,3 @@ class MainWindow(QMainWindow):
         with contextlib.suppress(OSError):  # losing window geometry must never block quitting
             self._store.save()
         super().closeEvent(event)
-
-
-def _device_names() -> list[str]:
-    from qwen_mtp_desktop.core.environment import available_devices
-
-    devices, _error = available_devices()
-    return [device.name for device in devices] or ["CPU"]

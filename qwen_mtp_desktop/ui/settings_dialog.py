@@ -1,5 +1,6 @@
 """The app-wide Settings dialog (File > Settings…, Ctrl+,): appearance, the model opened at
-start, the local API server, and the data folders.
+start, conversation memory (the budget for kept conversation states), the local API server,
+and the data folders.
 
 Each change is saved when it is made (no Apply button to forget). The theme applies at once.
 The local API server keeps its own dialog (ui/server_dialog.py); this one links to it. Checking
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -41,10 +43,19 @@ from qwen_mtp_desktop.core.data_folders import (
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import THEMES, SettingsStore
+from qwen_mtp_desktop.core.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
+#: The conversation-memory choices besides Automatic (None).
+KEEP_NOTHING, CUSTOM = "nothing", "custom"
+MEMORY_NOTE = (
+    "The engine keeps each chat's processed conversation between turns, so a follow-up "
+    "question, Regenerate or switching back to a chat reads only its new tokens and starts "
+    "at once. Least recently used chats are dropped first. A change applies the next time a "
+    "model loads (Eject, or pick another model)."
+)
 
 
 def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
@@ -154,6 +165,8 @@ class SettingsDialog(QDialog):
         self._fill_default_models()
         self.default_combo.currentIndexChanged.connect(self._on_default_chosen)
 
+        layout.addWidget(self._build_memory(store.settings.conversation_memory_mb))
+
         # Local API server: its own dialog holds the settings; one place to change them.
         server = QGroupBox("Local API server")
         server_layout = QHBoxLayout(server)
@@ -247,6 +260,46 @@ class SettingsDialog(QDialog):
             )
         else:
             self.server_status.setText("Off. Other apps can use the loaded model when it is on.")
+
+    # --- conversation memory --------------------------------------------------------------
+
+    def _build_memory(self, current: int | None) -> QGroupBox:
+        box = QGroupBox("Conversation memory")
+        layout = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.memory_combo = QComboBox()
+        self.memory_combo.addItem(describe_automatic(), None)
+        self.memory_combo.addItem("Keep nothing (every turn reads the whole chat)", KEEP_NOTHING)
+        self.memory_combo.addItem("Custom budget", CUSTOM)
+        self.memory_combo.setAccessibleName("Conversation memory")
+        self.memory_spin = QSpinBox()
+        self.memory_spin.setRange(1, MAX_SETTING_MB)
+        self.memory_spin.setSingleStep(256)
+        self.memory_spin.setSuffix(" MB")
+        self.memory_spin.setAccessibleName("Conversation memory budget")
+        self.memory_spin.setToolTip("1,000 MB = 1 GB")
+        row.addWidget(self.memory_combo, 1)
+        row.addWidget(self.memory_spin)
+        layout.addLayout(row)
+        layout.addWidget(_label(MEMORY_NOTE, "muted"))
+        choice = None if current is None else KEEP_NOTHING if current == 0 else CUSTOM
+        self.memory_combo.setCurrentIndex(max(self.memory_combo.findData(choice), 0))
+        self.memory_spin.setValue(current if current else 2000)
+        self.memory_spin.setEnabled(choice == CUSTOM)
+        self.memory_combo.currentIndexChanged.connect(self._on_memory_changed)
+        self.memory_spin.valueChanged.connect(self._on_memory_changed)
+        return box
+
+    def _on_memory_changed(self, *_args: object) -> None:
+        choice = self.memory_combo.currentData()
+        self.memory_spin.setEnabled(choice == CUSTOM)
+        value = (
+            None if choice is None else 0 if choice == KEEP_NOTHING else self.memory_spin.value()
+        )
+        if value is not None and setting_mb(value) is None:
+            return  # the spin box's range keeps this from happening; never store it
+        self._store.settings.conversation_memory_mb = value
+        self._save()
 
     # --- appearance and startup -------------------------------------------------------------
 

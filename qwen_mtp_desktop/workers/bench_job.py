@@ -1,29 +1,60 @@
-"""Run one validation or benchmark at a time on its own thread, for the Benchmark panel.
+"""The Benchmark panel's runs (validate, bench), one at a time, each in an engine host process
+of its own.
 
-A run loads its own two pipelines (plain and MTP), so it does not go through the chat's engine
-thread; it loads prompt sets, saves the report into the model's history and stores the
-benchmark's depth recommendation on the worker thread too, so the GUI thread only relays signals.
+A run loads two more copies of the model (plain and MTP) and OpenVINO with them; none of that
+may live in the window's process, and a native crash or an out-of-memory kill during a run must
+not take the window (or the chat's engine) down. So every run starts a fresh engine host
+(`python -m qwen_mtp_desktop.host`, core.hosting.process.HostProcess) and sends it one
+`Measure` request; the host answers with progress events and the report, and exits when asked,
+which returns all of the run's memory to the system at once. The window saves the report (into
+the model's history, with a benchmark's recommendation and the acceptance references) on the
+I/O runner after it arrives, so a run that ends any other way leaves nothing behind.
+
+Cancel asks the host to stop at the next decoding step; a host that has not ended within
+`CANCEL_GRACE_MS` (a model still loading or compiling cannot be interrupted) is killed, so the
+panel is idle again within a second. While a run goes, `memory` reports the run's process
+resident memory (its own engines, nothing of the chat's) every `MEMORY_INTERVAL_MS`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
-from qwen_mtp_desktop.core.errors import RunCancelledError, UserFacingError, as_user_error
-from qwen_mtp_desktop.workers.foundation import track
-
-if TYPE_CHECKING:  # measurement loads the decoding loop (and numpy): not before the window
-    from qwen_mtp_desktop.core.measurement import Progress
+from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
+from qwen_mtp_desktop.core.hosting.process import Exited, HostProcess
+from qwen_mtp_desktop.core.hosting.protocol import (
+    Cancel,
+    Measure,
+    Measured,
+    MeasureFailed,
+    MeasureProgress,
+    Ready,
+)
+from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.workers.foundation import RequestIds
+from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
+
+#: After Cancel, how long the run's process may take to end by itself before it is killed.
+CANCEL_GRACE_MS = 500
+#: After the run ended, how long its process may take to release its engines and exit.
+EXIT_GRACE_MS = 10_000
+#: At the app's exit, how long a run's process may take to end before it is killed.
+SHUTDOWN_GRACE_MS = 3_000
+MEMORY_INTERVAL_MS = 1_000
+STOPPED_CODE = "MEASURE_STOPPED"
+
+RunKind = Literal["validate", "bench"]
+_NOUNS = {"validate": "validation", "bench": "benchmark"}
 
 
 @dataclass(frozen=True)
@@ -34,50 +65,102 @@ class JobResult:
     path: Path
 
 
-class _JobThread(QThread):
-    progressed = Signal(object)
-    succeeded = Signal(object)
-    errored = Signal(object)
+def stopped_error(kind: RunKind, exited: Exited, peak_rss: int | None) -> UserFacingError:
+    """What the panel says when the run's process ended before the run did."""
+    noun = _NOUNS[kind]
+    fix = (
+        "Nothing was saved, and the chat was not affected. Run it again; if it stops again, "
+        "the app's log has what the runtime printed last."
+    )
+    if exited.returncode is not None and exited.how in ("SIGKILL", "exit code 137"):
+        used = f" (this run used {format_bytes(peak_rss)} at most)" if peak_rss else ""
+        fix += (
+            f" A kill from outside often means the computer ran out of memory{used}: close "
+            "other applications, or free the chat's copy of the model (Eject, in the chat) "
+            "while the run goes."
+        )
+    return UserFacingError(
+        f"The {noun} stopped: the process running it ended ({exited.how}) before it finished.",
+        fix,
+        code=STOPPED_CODE,
+    )
 
-    def __init__(self, fn: Callable[[Callable[[Progress], None]], JobResult]) -> None:
-        super().__init__()
-        self._fn = fn
 
-    def run(self) -> None:
-        try:
-            result = self._fn(self.progressed.emit)
-        except Exception as exc:  # every failure reaches the panel as a signal
-            self.errored.emit(exc)
-            return
-        self.succeeded.emit(result)
+def _save(kind: RunKind, report: dict[str, Any]) -> JobResult:
+    """On the I/O runner: the report into the model's history; a benchmark's recommendation
+    (where Auto starts); the acceptance references the chat's health check compares with."""
+    from qwen_mtp_desktop.core.acceptance_health import save_reference
+    from qwen_mtp_desktop.core.recommendations import save_recommendation
+    from qwen_mtp_desktop.core.reports import save_report
+
+    path = save_report(report)
+    if kind == "bench":
+        save_recommendation(report)
+    save_reference(report)
+    return JobResult(kind, report, path)
 
 
 class BenchJob(QObject):
     """Signals:
     started(str): a run of kind "validate" or "bench" began.
-    progress(Progress): a step began or ended (done/total and a message).
+    progress(MeasureProgress): a step began or ended (done/total and a message).
+    memory(int, int): the run's process resident memory now and at most so far, in bytes.
     finished(JobResult): the run completed; its report is saved (and a benchmark's
         recommendation stored) already.
-    failed(UserFacingError): the run could not complete.
-    cancelled(): the run stopped at the user's request.
-    busy_changed(bool): a run started (True) or ended (False).
+    failed(UserFacingError): the run could not complete; code MEASURE_STOPPED when its
+        process died (a crash, a kill from outside).
+    cancelled(): the run stopped at the user's request; nothing was saved.
+    busy_changed(bool): a run started (True) or ended and its process is gone (False).
     """
 
     started = Signal(str)
     progress = Signal(object)
+    memory = Signal(int, int)
     finished = Signal(object)
     failed = Signal(object)
     cancelled = Signal()
     busy_changed = Signal(bool)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    _event = Signal(int, object)  # request id, event: from the run's host's reader thread
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        *,
+        io: TaskRunner | None = None,
+        command: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(parent)
-        self._thread: _JobThread | None = None
-        self._cancel = threading.Event()
+        self._own_io = io is None
+        self._io = io or TaskRunner("bench-save", self)
+        self._command = command
+        self._ids = RequestIds()
+        self._host: HostProcess | None = None
+        self._request: Measure | None = None
+        #: ("finished", JobResult) | ("failed", UserFacingError) | ("cancelled", None)
+        self._outcome: tuple[str, Any] | None = None
+        self._exited: Exited | None = None
+        self._saving = False
+        self._cancelling = False
+        self._process: Any = None  # psutil.Process of the run's host, once it is up
+        self.peak_rss: int | None = None
+        self._event.connect(self._on_event)
+        self._kill_timer = QTimer(self)
+        self._kill_timer.setSingleShot(True)
+        self._kill_timer.timeout.connect(self._kill)
+        self._memory_timer = QTimer(self)
+        self._memory_timer.setInterval(MEMORY_INTERVAL_MS)
+        self._memory_timer.timeout.connect(self._sample_memory)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        """A run goes, or its process has not ended yet."""
+        return self._request is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The process running the current run (None when idle)."""
+        return self._host.pid if self._host is not None else None
 
     def start_validation(
         self,
@@ -90,27 +173,17 @@ class BenchJob(QObject):
     ) -> bool:
         """Start `validate` of a drafting `method` (MTP at a depth, prompt lookup); False if a
         run is already going."""
-
-        def job(progress: Callable[[Progress], None]) -> JobResult:
-            from qwen_mtp_desktop.core.acceptance_health import save_reference
-            from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
-            from qwen_mtp_desktop.core.reports import save_report
-            from qwen_mtp_desktop.core.validate import run_validation
-
-            report = run_validation(
-                model_dir,
-                load_prompt_set(prompt_set),
+        return self._start(
+            Measure(
+                self._ids.next(),
+                "validate",
+                Path(model_dir),
+                (prompt_set,),
+                device=device,
                 max_new_tokens=max_new_tokens,
                 method=method,
-                device=device,
-                progress=progress,
-                cancel=self._cancel,
             )
-            path = save_report(report)
-            save_reference(report)  # what the chat's acceptance health check compares with
-            return JobResult("validate", report, path)
-
-        return self._start("validate", job)
+        )
 
     def start_benchmark(
         self,
@@ -128,79 +201,189 @@ class BenchJob(QObject):
     ) -> bool:
         """Start `bench` (with prompt lookup as `lookup` says, unless None); False if a run
         is already going."""
-
-        def job(progress: Callable[[Progress], None]) -> JobResult:
-            from qwen_mtp_desktop.core.acceptance_health import save_reference
-            from qwen_mtp_desktop.core.bench import run_benchmark
-            from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
-            from qwen_mtp_desktop.core.recommendations import save_recommendation
-            from qwen_mtp_desktop.core.reports import save_report
-
-            report = run_benchmark(
-                model_dir,
-                [load_prompt_set(spec) for spec in prompt_sets],
-                depths=depths,
+        return self._start(
+            Measure(
+                self._ids.next(),
+                "bench",
+                Path(model_dir),
+                tuple(prompt_sets),
+                device=device,
+                max_new_tokens=max_new_tokens,
+                depths=tuple(depths),
                 runs=runs,
                 warmup=warmup,
-                max_new_tokens=max_new_tokens,
-                device=device,
+                lookup=lookup,
                 exact_numerics=exact_numerics,
                 cache_dir=cache_dir,
-                progress=progress,
-                cancel=self._cancel,
-                lookup=lookup,
             )
-            path = save_report(report)
-            save_recommendation(report)
-            save_reference(report)
-            return JobResult("bench", report, path)
-
-        return self._start("bench", job)
+        )
 
     def cancel(self) -> None:
-        """Stop the run at the next decoding step (thread-safe, harmless when idle)."""
-        self._cancel.set()
+        """Stop the run at its next decoding step, or end its process within CANCEL_GRACE_MS
+        (harmless when idle, or once the report has arrived)."""
+        request, host = self._request, self._host
+        if request is None or host is None or self._outcome is not None or self._saving:
+            return
+        if not self._cancelling:
+            self._cancelling = True
+            host.send(Cancel(request.request_id))
+            self._kill_timer.start(CANCEL_GRACE_MS)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        """Cancel and wait for the thread. True if it stopped in time."""
-        thread = self._thread
-        if thread is None:
-            return True
-        self.cancel()
-        return thread.wait(timeout_ms)
+        """Stop the run and its process (at exit: this waits, at most SHUTDOWN_GRACE_MS before
+        the process is killed: a run keeps nothing until its report arrives), then the saving
+        of a report that had arrived. True if all of it ended in time."""
+        self._kill_timer.stop()
+        self._memory_timer.stop()
+        host, self._host = self._host, None
+        self._request = None
+        grace_s = min(timeout_ms, SHUTDOWN_GRACE_MS) / 1000
+        if host is not None and not host.stop(grace_s):
+            log.info("the run's process was ended at exit")  # killed: gone all the same
+        stopped = True
+        if self._own_io:
+            stopped = self._io.shutdown(timeout_ms) and stopped
+        return stopped
 
-    def _start(self, kind: str, fn: Callable[[Callable[[Progress], None]], JobResult]) -> bool:
-        if self._thread is not None:
+    # ------------------------------------------------------------------ the run's life
+
+    def _start(self, request: Measure) -> bool:
+        if self._request is not None:
             return False
-        self._cancel = threading.Event()
-        thread = _JobThread(fn)
-        thread.setObjectName(f"bench-{kind}")
-        track(thread)
-        thread.progressed.connect(self.progress)
-        thread.succeeded.connect(self._on_succeeded)
-        thread.errored.connect(self._on_errored)
-        self._thread = thread
-        thread.start()
-        self.started.emit(kind)
+        self._request = request
+        self._outcome, self._exited, self._process, self.peak_rss = None, None, None, None
+        self._saving = self._cancelling = False
+        rid = request.request_id
+        host = HostProcess(lambda _n, event: self._event.emit(rid, event), self._command)
+        self.started.emit(request.kind)
         self.busy_changed.emit(True)
+        try:
+            host.start()
+        except OSError as exc:
+            log.error("could not start the process for a %s: %s", request.kind, exc)
+            self._outcome = (
+                "failed",
+                UserFacingError(
+                    f"The {_NOUNS[request.kind]} could not start: no process for it ({exc}).",
+                    "Check that the app's installation is complete, then try again.",
+                    code=STOPPED_CODE,
+                ),
+            )
+            self._exited = Exited(None, str(exc))
+            self._finish()
+            return True
+        self._host = host
+        host.send(request)
+        self._memory_timer.start()
         return True
 
+    @Slot(int, object)
+    def _on_event(self, request_id: int, event: Any) -> None:
+        request, host = self._request, self._host
+        if request is None or host is None or request_id != request.request_id:
+            return  # a late event of a run that was shut down
+        if isinstance(event, Ready):
+            self._watch(event.pid)
+        elif isinstance(event, MeasureProgress):
+            if event.request_id == request.request_id and not self._cancelling:
+                self.progress.emit(event)
+        elif isinstance(event, Measured):
+            host.close()
+            self._kill_timer.start(EXIT_GRACE_MS)
+            if self._cancelling:  # it finished before the cancel arrived: keep nothing
+                self._outcome = ("cancelled", None)
+            else:
+                self._saving = True
+                self._io.submit(
+                    functools.partial(_save, request.kind, event.report),
+                    self._on_saved,
+                    self._on_save_failed,
+                )
+        elif isinstance(event, MeasureFailed):
+            host.close()
+            if not self._cancelling:  # else the cancel's shorter deadline stands
+                self._kill_timer.start(EXIT_GRACE_MS)
+            if event.error.code == "CANCELLED" or self._cancelling:
+                self._outcome = ("cancelled", None)
+            else:
+                self._outcome = ("failed", event.error)
+        elif isinstance(event, Exited):
+            host.forget()
+            self._exited = event
+            if self._outcome is None and not self._saving:
+                if self._cancelling:
+                    self._outcome = ("cancelled", None)
+                else:
+                    self._outcome = ("failed", stopped_error(request.kind, event, self.peak_rss))
+                    log.error("%s process ended early (%s)", request.kind, event.how)
+        self._maybe_finish()
+
+    def _on_saved(self, result: JobResult) -> None:
+        self._saving = False
+        self._outcome = ("finished", result)
+        self._maybe_finish()
+
+    def _on_save_failed(self, exc: Exception) -> None:
+        self._saving = False
+        error = as_user_error(exc, UserFacingError)
+        if isinstance(exc, OSError):
+            error = UserFacingError(
+                f"The report could not be saved: {exc.strerror or exc}.",
+                "Check that the app's data folder is writable and has free space, then run again.",
+                code="REPORT_NOT_SAVED",
+            )
+        self._outcome = ("failed", error)
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if self._outcome is not None and self._exited is not None and not self._saving:
+            self._finish()
+
     def _finish(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.wait()
-            thread.deleteLater()
+        self._kill_timer.stop()
+        self._memory_timer.stop()
+        outcome = self._outcome
+        assert outcome is not None
+        self._host, self._request, self._process = None, None, None
         self.busy_changed.emit(False)
-
-    @Slot(object)
-    def _on_succeeded(self, result: JobResult) -> None:
-        self._finish()
-        self.finished.emit(result)
-
-    @Slot(object)
-    def _on_errored(self, exc: Exception) -> None:
-        self._finish()
-        if isinstance(exc, RunCancelledError):
+        what, value = outcome
+        if what == "finished":
+            self.finished.emit(value)
+        elif what == "cancelled":
             self.cancelled.emit()
         else:
-            self.failed.emit(as_user_error(exc, UserFacingError))
+            self.failed.emit(value)
+
+    # ------------------------------------------------------------------ its process
+
+    def _kill(self) -> None:
+        host = self._host
+        if host is not None and host.running:
+            log.warning("the %s process did not end in time; killing it", self._kind_noun())
+            host.kill()
+
+    def _kind_noun(self) -> str:
+        return _NOUNS[self._request.kind] if self._request is not None else "run"
+
+    def _watch(self, pid: int) -> None:
+        import psutil
+
+        try:
+            self._process = psutil.Process(pid)
+        except psutil.Error:
+            self._process = None
+        self._sample_memory()
+
+    def _sample_memory(self) -> None:
+        """The run's resident memory (reading it costs microseconds: fine on the GUI thread)."""
+        process = self._process
+        if process is None:
+            return
+        import psutil
+
+        try:
+            rss = int(process.memory_info().rss)
+        except psutil.Error:
+            return
+        self.peak_rss = max(self.peak_rss or 0, rss)
+        self.memory.emit(rss, self.peak_rss)

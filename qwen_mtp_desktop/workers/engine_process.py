@@ -17,6 +17,7 @@ which happens when this app exits or dies.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,18 +37,24 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     ApiRequest,
     ApiState,
     Chunks,
+    Devices,
     Failed,
     Finished,
     Generate,
+    ListDevices,
     Loaded,
     LoadFailed,
     Loading,
     ServeApi,
     Started,
+    StateCacheQuery,
+    StateCacheState,
     Unloaded,
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 from qwen_mtp_desktop.workers.foundation import RequestIds
+
+log = logging.getLogger(__name__)
 
 #: Answered API requests kept for the server dialog's list.
 API_REQUESTS_KEPT = 50
@@ -75,6 +82,11 @@ class EngineProcess(QObject):
             says where other computers reach it.
         api_request(ApiRequest): the local API server answered a request (time, endpoint,
             status, tokens, duration; no prompt); the latest are in `api_requests`.
+        state_cache(CacheReport | None): the answer to `query_state_cache()`: what the engine
+            keeps of conversations between turns (None: no model with the app's decoder).
+        devices_listed(list[str]): OpenVINO's devices, asked with `list_devices()` (["CPU"]
+            when the runtime could not say): the engine process lists them, so the window
+            never loads OpenVINO itself.
     """
 
     loading = Signal(object)
@@ -89,6 +101,8 @@ class EngineProcess(QObject):
     engine_restarted = Signal(str)
     api_state = Signal(object, object)
     api_request = Signal(object)
+    state_cache = Signal(object)
+    devices_listed = Signal(list)
 
     _event = Signal(int, object)  # incarnation, event: from the reader thread
 
@@ -158,6 +172,18 @@ class EngineProcess(QObject):
         self._engine.sticky.pop("api", None)
         self._engine.send(ServeApi(None))
 
+    def query_state_cache(self) -> None:
+        """Ask what the engine keeps of conversations; `state_cache` answers (after the
+        requests already sent), or nothing when no engine process runs."""
+        if self._engine.pid is not None:
+            self._engine.send(StateCacheQuery())
+
+    def list_devices(self) -> None:
+        """Ask the engine process which devices OpenVINO has (`devices_listed` answers). Asked
+        again of a restarted process until an answer came (a death must not lose it)."""
+        self._engine.sticky["devices"] = ListDevices()
+        self._engine.send(ListDevices())
+
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
         self._engine.cancel(request_id)
@@ -194,6 +220,13 @@ class EngineProcess(QObject):
         elif isinstance(event, ApiRequest):
             self.api_requests.append(event)
             self.api_request.emit(event)
+        elif isinstance(event, StateCacheState):
+            self.state_cache.emit(event.report)
+        elif isinstance(event, Devices):
+            self._engine.sticky.pop("devices", None)
+            if event.error:
+                log.warning("could not list OpenVINO's devices: %s", event.error)
+            self.devices_listed.emit(list(event.names) or ["CPU"])
         elif isinstance(event, Death):
             self._on_death(event)
         note = self._engine.take_restart_note()

@@ -1,11 +1,12 @@
 """The app's background threads, made in one place and handed to the panels.
 
-engine: the EngineProcess (model loading and generation run in the engine host process).
-store: the chat database's TaskRunner (every SQL statement, in order). io: short file and device
-queries. models / model_verify / model_deploy: the Models panel's scans, checksum runs and
-OVMS repository writing. bench_io / bench:
-the Benchmark panel's report reads and its validation and benchmark runs. exports: the export
-queue, made on first use (the Export panel is built after the window's first paint).
+engine: the EngineProcess (model loading, generation and the device list run in the engine host
+process). store: the chat database's TaskRunner (every SQL statement, in order). io: short file
+queries. models / model_verify / model_deploy: the Models panel's scans, checksum runs and OVMS
+repository writing. bench_io / bench: the Benchmark panel's report reads and writes, and its
+validation and benchmark runs (each in an engine host process of its own, workers.bench_job).
+exports: the export queue, made on first use (the Export panel is built after the window's
+first paint).
 
 `shutdown()` stops them all (each finishes or cancels its work first), the engine last, since
 the store may still be writing what the engine produced.
@@ -38,7 +39,7 @@ class BackgroundThreads(QObject):
         self.model_verify = TaskRunner("model-verify", self)
         self.model_deploy = TaskRunner("model-deploy", self)
         self.bench_io = TaskRunner("bench-io", self)
-        self.bench = BenchJob(self)
+        self.bench = BenchJob(self, io=self.bench_io)
         self._exports: ExportQueue | None = None
 
     @property

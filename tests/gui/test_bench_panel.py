@@ -204,6 +204,10 @@ def test_reports_written_by_main_show_in_the_history(
         (folder / f"{report['id']}.json").write_text(json.dumps(report))
     panel._refresh_history()
     qtbot.waitUntil(lambda: panel.history_list.count() == len(names), timeout=10_000)
+    # The list selects its first row itself: wait for that report, then start from no row, so
+    # each row below is a change that shows its own report.
+    qtbot.waitUntil(lambda: panel.report is not None, timeout=10_000)
+    panel.history_list.setCurrentRow(-1)
     shown: dict[str, tuple[str, str]] = {}
     for row in range(panel.history_list.count()):
         with qtbot.waitSignal(panel.report_shown, timeout=10_000) as blocker:
@@ -228,3 +232,46 @@ def test_reports_written_by_main_show_in_the_history(
     assert titles.count("Validation passed: Prompt lookup output is identical") == 1
     lines = " ".join(line for _title, line in shown.values())
     assert "lookup K=1" in lines and "MTP n=1" in lines and "baseline" not in lines
+
+
+def test_a_run_whose_process_dies_says_so_and_the_panel_goes_on(
+    qtbot: QtBot, panel: BenchPanel, screenshot_dir: Path
+) -> None:
+    """The run's own process (an engine host) is killed mid-run: the panel says what happened
+    in plain words, keeps nothing, and the next run works. While it ran, the panel showed the
+    memory of that process."""
+    import os
+    import signal
+
+    model = panel.model_dir
+    assert model is not None
+    killed: list[int] = []
+
+    def on_progress(step: object) -> None:
+        pid = panel.job.pid
+        if "plain decoding" in getattr(step, "message", "") and not killed and pid is not None:
+            qtbot.waitUntil(lambda: panel.memory_label.isVisible(), timeout=5_000)
+            assert panel.memory_label.text().startswith("Run's process: ")
+            for width, height in ((1024, 700), (1600, 1000)):
+                panel.resize(width, height)
+                _save(panel, f"bench_running_{width}.png", screenshot_dir)
+            killed.append(pid)
+            os.kill(pid, signal.SIGKILL)
+
+    panel.job.progress.connect(on_progress)
+    with qtbot.waitSignal(panel.job.failed, timeout=RUN_TIMEOUT_MS):
+        assert panel.validate_model(model)
+    panel.job.progress.disconnect(on_progress)
+    assert killed
+    status = panel.status_label.text()
+    assert status.startswith("The validation stopped: the process running it ended (SIGKILL)")
+    assert panel.validate_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert not panel.memory_label.isVisible() and not panel.progress_bar.isVisible()
+    assert panel.history_list.count() == 0 and panel.report is None
+    for width, height in ((1024, 700), (1600, 1000)):
+        panel.resize(width, height)
+        qtbot.wait(100)
+        _save(panel, f"bench_run_stopped_{width}.png", screenshot_dir)
+    with qtbot.waitSignal(panel.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        assert panel.validate_model(model)
+    assert finished.args[0]["summary"]["all_identical"]

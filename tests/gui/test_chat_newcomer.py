@@ -91,7 +91,8 @@ def test_settings_follow_what_the_model_can_do(
     panel = chat.settings_panel
     chat.settings_toggle.setChecked(True)
     assert panel.mtp_check.isEnabled() and panel.mtp_check.isChecked()
-    assert not panel.temperature_spin.isEnabled()  # MTP decodes greedily
+    # The chat follows the model's generation_config.json (the demo's says greedy).
+    assert panel.model_default_check.isChecked() and not panel.temperature_spin.isEnabled()
 
     chat.use_model(damaged_head)
     qtbot.waitUntil(
@@ -105,11 +106,14 @@ def test_settings_follow_what_the_model_can_do(
     assert "openvino_mtp_model.bin is truncated" in panel.mtp_note.text()
     assert not panel.validate_button.isEnabled()
     assert "damaged" in panel.validate_button.toolTip()
-    assert panel.temperature_spin.isEnabled()
     assert "Plain decoding" in panel.sampling_hint.text()
     assert "plain decoding" in chat.model_status.text()
     # The chat's own choice is kept: a repaired model would use MTP again.
     assert panel.settings.mtp
+    # Sampling is the model's default (greedy) until the user chooses their own values.
+    assert not panel.temperature_spin.isEnabled()
+    panel.model_default_check.setChecked(False)
+    assert panel.temperature_spin.isEnabled()
     panel.temperature_spin.setValue(0.8)
     assert panel.settings.temperature == 0.8 and panel.top_p_spin.isEnabled()
     _send(qtbot, chat, "Count from 1 to 5.")
@@ -117,7 +121,7 @@ def test_settings_follow_what_the_model_can_do(
     assert "plain decoding" in answer.stats_label.text()
     _shots(window, screenshot_dir, "chat-damaged-head")
 
-    # Back on the intact demo model: MTP on, greedy; turning MTP off brings 0.8 back.
+    # Back on the intact demo model: MTP on, and it samples too (exactly), at the chat's 0.8.
     chat.use_model(demo_model_dir())
     qtbot.waitUntil(
         lambda: chat._loaded is not None and chat._loaded.model_dir == demo_model_dir(),
@@ -125,7 +129,9 @@ def test_settings_follow_what_the_model_can_do(
     )
     assert panel.mtp_check.isEnabled() and panel.mtp_check.isChecked()
     assert not panel.mtp_note.isVisible() and panel.validate_button.isEnabled()
-    assert panel.temperature_spin.value() == 0.0 and not panel.temperature_spin.isEnabled()
+    assert panel.temperature_spin.value() == 0.8 and panel.temperature_spin.isEnabled()
+    assert "MTP samples exactly" in panel.sampling_hint.text()
+    assert panel.settings.method != "auto" and panel.settings.method.uses_mtp_head
     panel.mtp_check.setChecked(False)
     assert panel.temperature_spin.isEnabled() and panel.temperature_spin.value() == 0.8
     assert panel.settings.temperature == 0.8 and not panel.settings.mtp

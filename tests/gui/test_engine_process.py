@@ -166,3 +166,21 @@ def test_engine_process_ends_when_its_stdin_closes(qtbot: QtBot) -> None:
     writer.close()
     assert process.wait(timeout=30) == 0
     engine.shutdown()
+
+
+def test_the_engine_process_lists_the_devices(qtbot: QtBot, engine: EngineProcess) -> None:
+    """The window asks the engine host, so it never imports OpenVINO itself; a host that dies
+    before answering is asked again once restarted."""
+    with qtbot.waitSignal(engine.devices_listed, timeout=60_000) as blocker:
+        engine.list_devices()
+    assert "CPU" in blocker.args[0]
+    qtbot.waitUntil(lambda: engine.pid is not None, timeout=10_000)
+    first = engine.pid
+    assert first is not None
+    if sys.platform == "win32":
+        return  # no SIGSTOP: the host could answer before it dies
+    os.kill(first, signal.SIGSTOP)  # the request waits unread in the pipe...
+    with qtbot.waitSignal(engine.devices_listed, timeout=120_000) as blocker:
+        engine.list_devices()
+        os.kill(first, signal.SIGKILL)  # ...and dies with it
+    assert "CPU" in blocker.args[0] and engine.pid not in (None, first)

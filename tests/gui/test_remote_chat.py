@@ -115,6 +115,9 @@ def test_chat_with_a_remote_server_like_a_local_model(
         assert chat.settings_panel.model_combo.currentText() == "other PC (remote)"
         assert chat.settings_panel.mtp_problem == ""
         assert chat.settings_panel.settings.temperature == 0
+        # No generation_config.json to read for a server: the chat's own values apply.
+        label = chat.settings_panel.model_default_label.text()
+        assert label == "A remote server's own defaults are not known here: the values below apply."
 
         _send(qtbot, chat, PROMPT)
         answer = chat.transcript.messages[-1]
@@ -137,6 +140,8 @@ def test_chat_with_a_remote_server_like_a_local_model(
         regenerated = chat.transcript.messages[-1]
         assert regenerated.content == local_answer
         assert "remote · other PC" in regenerated.stats_label.text()
+        # The server kept the conversation's state: its cached_tokens reach the stats line.
+        assert "reused" in regenerated.stats_label.text(), regenerated.stats_label.text()
         window.resize(1024, 700)
         QApplication.processEvents()
         assert window.grab().save(str(screenshot_dir / "remote-chat-answer-1024x700.png"))

@@ -39,6 +39,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
 from qwen_mtp_desktop.core.remote.sse import iter_sse
+from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from tests.remote_server import canned_server
 
 SLOW = settings(
@@ -246,6 +247,30 @@ def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
     assert stats.acceptance_rate == 0.75 and stats.generated_tokens == 11
     assert stats.prompt_tokens == 7 and stats.finish_reason == "eos"
     assert stats.remote is not None and stats.remote["server_stats"]["accepted_tokens"] == 6
+
+
+@pytest.mark.parametrize(
+    ("details", "reused"),
+    [
+        ({"cached_tokens": 5}, 5),  # the server kept 5 of the 7 prompt tokens' state
+        ({"cached_tokens": 70}, 7),  # more than the prompt: capped, never shown as more
+        ({"cached_tokens": "5"}, 0),  # not a count: ignored
+        ({"cached_tokens": -1}, 0),
+        ("cached", 0),
+        (None, 0),  # a server that does not report it (OpenAI-compatible servers may not)
+    ],
+)
+def test_reused_prompt_tokens_from_the_servers_cached_tokens(details: object, reused: int) -> None:
+    usage: dict[str, Any] = {"prompt_tokens": 7, "completion_tokens": 2}
+    if details is not None:
+        usage["prompt_tokens_details"] = details
+    body = _sse([_chunk("ok"), _chunk("", "stop"), json.dumps({"choices": [], "usage": usage})])
+    with canned_server() as (url, handler):
+        handler.body = body + _sse(["[DONE]"])
+        stats = _answer(url).run_to_end()
+    assert stats.reused_tokens == reused and stats.prompt_tokens == 7
+    shown = format_stats(stats.to_json_dict()).replace("\u00a0", " ")
+    assert ("5 of 7 prompt tokens reused" in shown) == (reused == 5)
 
 
 def test_a_server_without_statistics_shows_no_acceptance() -> None:

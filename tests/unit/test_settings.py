@@ -17,6 +17,15 @@ from qwen_mtp_desktop.core.settings import (
     load_settings,
     save_settings,
 )
+from qwen_mtp_desktop.core.state_budget import (
+    AUTO_MAX_BYTES,
+    AUTO_MIN_BYTES,
+    MAX_SETTING_MB,
+    MB,
+    automatic_bytes,
+    describe_automatic,
+    load_option,
+)
 
 
 def test_home_override_moves_every_folder(app_home: Path) -> None:
@@ -216,3 +225,46 @@ def test_any_typed_folder_is_accepted_or_refused_and_nothing_is_created(
     else:
         assert folder.is_absolute()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    memory=_ANY_JSON
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.integers(min_value=-2, max_value=MAX_SETTING_MB + 2)
+    | st.floats(allow_nan=False, allow_infinity=False)  # JSON has no NaN or Infinity
+)
+def test_conversation_memory_is_kept_only_when_valid(
+    tmp_path_factory: pytest.TempPathFactory, memory: object
+) -> None:
+    """Settings › Conversation memory (MB, None = automatic): a whole number 0..1 TB is kept
+    and reaches the engine as bytes; anything else is reset to automatic with a notice."""
+    path = tmp_path_factory.mktemp("settings") / "settings.json"
+    path.write_text(json.dumps({"schema_version": 1, "theme": "dark",
+                                "conversation_memory_mb": memory}))  # fmt: skip
+    loaded = load_settings(path)
+    valid = (
+        isinstance(memory, int) and not isinstance(memory, bool) and 0 <= memory <= MAX_SETTING_MB
+    )
+    assert loaded.settings.theme == "dark"
+    assert loaded.settings.conversation_memory_mb == (memory if valid else None)
+    if valid or memory is None:
+        assert loaded.notice is None
+        save_settings(path, loaded.settings)
+        assert load_settings(path).settings == loaded.settings
+    else:
+        assert loaded.notice is not None and "conversation_memory_mb" in loaded.notice
+    option = load_option(loaded.settings.conversation_memory_mb)
+    assert option == (memory * MB if valid and isinstance(memory, int) else None)
+
+
+@given(total=st.integers(min_value=0, max_value=2**50) | st.none())
+def test_the_automatic_budget_is_an_eighth_of_memory_within_bounds(total: int | None) -> None:
+    budget = automatic_bytes(total) if total is not None else automatic_bytes(0)
+    assert AUTO_MIN_BYTES <= budget <= AUTO_MAX_BYTES
+    if total is not None and AUTO_MIN_BYTES <= total // 8 <= AUTO_MAX_BYTES:
+        assert budget == total // 8
+        assert "1/8 of this computer's memory" in describe_automatic(total)
+    assert describe_automatic(total if total is not None else 0).startswith("Automatic: ")

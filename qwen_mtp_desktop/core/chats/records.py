@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -81,13 +81,18 @@ _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "top_p": lambda v: _is_number(v) and 0 < v <= 1,
     "top_k": lambda v: _is_int(v) and v >= 0,
     "repetition_penalty": lambda v: _is_number(v) and 0 < v <= 100,
+    "presence_penalty": lambda v: _is_number(v) and -2 <= v <= 2,
+    "model_sampling": lambda v: isinstance(v, bool),
     "seed": lambda v: v is None or (_is_int(v) and 0 <= v <= MAX_SEED),
     "prompt_lookup": lambda v: isinstance(v, bool),
     "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_DRAFTS,
     "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM,
 }
 
-_FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty")
+_FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty", "presence_penalty")
+#: The sampling values every chat had before the model's defaults (issue 26): a stored chat
+#: without "model_sampling" whose values are these never chose its own, so it follows the model.
+_OLD_DEFAULTS = {"top_p": 0.9, "top_k": 20, "repetition_penalty": 1.0}
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,14 @@ class ChatSettings:
     top_p: float = 0.9
     top_k: int = 20
     repetition_penalty: float = 1.0
+    #: Subtracted from the logits of tokens already in the answer (Qwen advises it for
+    #: quantized models); 0 is off.
+    presence_penalty: float = 0.0
     seed: int | None = None
+    #: Sample as the model's generation_config.json advises (core.generation_defaults) while
+    #: the user has not changed a sampling setting; the values above are then the model's
+    #: (filled in by the chat), or the chat's own when the model names none.
+    model_sampling: bool = True
     #: Draft by prompt lookup (core.decoding.prompt_lookup) instead of the MTP head; `mtp`
     #: still says whether the model loads with its head (so switching back costs no reload).
     prompt_lookup: bool = False
@@ -118,13 +130,31 @@ class ChatSettings:
     def sampling(self) -> Sampling:
         """Temperature 0 is greedy decoding; top-p, top-k and the seed apply when sampling."""
         if self.temperature <= 0:
-            return Sampling(repetition_penalty=self.repetition_penalty)
+            return Sampling(
+                repetition_penalty=self.repetition_penalty,
+                presence_penalty=self.presence_penalty,
+            )
         return Sampling(
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
             repetition_penalty=self.repetition_penalty,
+            presence_penalty=self.presence_penalty,
             seed=self.seed,
+        )
+
+    def following(self, model: Sampling | None) -> ChatSettings:
+        """These settings with the model's sampling defaults filled in, while the chat
+        follows them (`model_sampling`) and the model names some (`model` not None)."""
+        if not self.model_sampling or model is None:
+            return self
+        return replace(
+            self,
+            temperature=model.temperature,
+            top_p=model.top_p,
+            top_k=model.top_k,
+            repetition_penalty=model.repetition_penalty,
+            presence_penalty=model.presence_penalty,
         )
 
     @property
@@ -169,6 +199,10 @@ class ChatSettings:
                 values[name] = raw[name]
             else:
                 log.warning("ignoring invalid chat setting %s=%r", name, raw[name])
+        if "model_sampling" not in values and raw:
+            # Stored before the model's defaults: follow them unless the user chose values.
+            chosen = any(values.get(k, v) != v for k, v in _OLD_DEFAULTS.items())
+            values["model_sampling"] = not chosen and values.get("temperature", 0.0) in (0, 0.7)
         return cls(**values)
 
 
@@ -261,6 +295,9 @@ def stats_summary(stats: Mapping[str, Any]) -> str:
         parts.append(method.label)
     if _is_int(stats.get("generated_tokens")):
         parts.append(f"{stats['generated_tokens']} tokens")
+    reused, prompt = stats.get("reused_tokens"), stats.get("prompt_tokens")
+    if isinstance(reused, int) and isinstance(prompt, int) and 0 < reused <= prompt:
+        parts.append(f"{reused:,} of {prompt:,} prompt tokens reused")
     if _is_number(stats.get("ttft_s")):
         parts.append(f"TTFT {stats['ttft_s']:.2f} s")
     if _is_number(stats.get("decode_tokens_per_s")):

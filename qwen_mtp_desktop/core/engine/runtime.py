@@ -60,6 +60,7 @@ from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, check_text, proven_equal
+from qwen_mtp_desktop.core.state_budget import automatic_bytes
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -654,13 +655,8 @@ class Engine:
 
 
 def default_state_cache_bytes() -> int:
-    """The state cache's budget when the user set none: an eighth of this computer's memory,
-    at least 256 MB and at most 8 GB (Qwen3.5-0.8B keeps about 25 kB per token of attention
-    cache at f32 plus 10 MB per recurrent-state snapshot)."""
-    import psutil
-
-    total = int(psutil.virtual_memory().total)
-    return max(256 * 1000**2, min(total // 8, 8 * 1000**3))
+    """The state cache's budget when the user set none (core.state_budget.automatic_bytes)."""
+    return automatic_bytes()
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

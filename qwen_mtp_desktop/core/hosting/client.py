@@ -13,6 +13,7 @@ Like `Engine`, one thread at a time calls load/unload/generate (EngineService se
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -21,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     EngineError,
@@ -37,6 +39,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     Generate,
     Loaded,
     LoadFailed,
+    StateCacheQuery,
+    StateCacheState,
     Unloaded,
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
@@ -110,6 +114,8 @@ class HostedEngine:
         self._generations: dict[int, HostedAnswer] = {}
         #: The caller of load()/unload() waiting for its outcome, if any.
         self._waiter: queue.SimpleQueue[object] | None = None
+        #: Callers of state_cache_report() waiting for the answer, oldest first.
+        self._report_waiters: deque[queue.SimpleQueue[CacheReport | None]] = deque()
         self._engine = EngineSupervisor(self._on_event, command)
         self._engine.start()
 
@@ -166,6 +172,22 @@ class HostedEngine:
             )
         return generation
 
+    def state_cache_report(self, timeout_s: float = LOAD_TIMEOUT_S) -> CacheReport | None:
+        """What the engine process keeps of conversations (`Engine.state_cache_report`); None
+        when no model with the app's decoder is loaded, or the engine is not running."""
+        waiter: queue.SimpleQueue[CacheReport | None] = queue.SimpleQueue()
+        with self._lock:
+            if self._engine.pid is None:
+                return None
+            self._report_waiters.append(waiter)
+            self._engine.send(StateCacheQuery())
+        try:
+            return waiter.get(timeout=timeout_s)
+        except queue.Empty:
+            with self._lock, contextlib.suppress(ValueError):
+                self._report_waiters.remove(waiter)
+            return None
+
     def close(self, timeout_s: float = 30.0) -> bool:
         """End the engine process (True if it ended in time); it is not restarted."""
         with self._lock:
@@ -213,6 +235,9 @@ class HostedEngine:
                 generation = self._generations.pop(event.request_id, None)
                 if generation is not None:
                     generation._inbox.put(event)
+            elif isinstance(event, StateCacheState):
+                if self._report_waiters:
+                    self._report_waiters.popleft().put(event.report)
             elif isinstance(event, Death):
                 self._on_death(event)
 
@@ -221,6 +246,8 @@ class HostedEngine:
         log.error("%s", death.text)
         if self._on_stopped is not None:
             self._on_stopped(death.text)
+        while self._report_waiters:  # the new process keeps nothing yet
+            self._report_waiters.popleft().put(None)
         for request_id in death.failed_requests:  # the retried ones wait for the new process
             generation = self._generations.pop(request_id, None)
             if generation is not None:

@@ -160,17 +160,35 @@ class HostProcess:
             with contextlib.suppress(OSError):
                 writer.send(request)
 
+    def close(self) -> None:
+        """Ask the child to end (Shutdown, then its stdin closes) without waiting for it: its
+        `Exited` event follows when it has released everything."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.send(Shutdown())
+                writer.close()
+
+    def kill(self) -> None:
+        """End the child at once (SIGKILL; TerminateProcess on Windows) without waiting: its
+        `Exited` event follows."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):
+                process.kill()
+
     def stop(self, timeout_s: float) -> bool:
         """Cancel, let the host release the model and exit. True if it ended in time (else
         it is killed)."""
         process, writer = self._process, self._writer
         self._process, self._writer = None, None
-        if process is None or writer is None:
+        if process is None:
             return True
-        with contextlib.suppress(OSError):
-            writer.send(Cancel(None))
-            writer.send(Shutdown())
-            writer.close()
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.send(Cancel(None))
+                writer.send(Shutdown())
+                writer.close()
         in_time = True
         try:
             process.wait(timeout_s)

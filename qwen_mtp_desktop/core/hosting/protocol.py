@@ -6,6 +6,11 @@ this app, started by this app, over anonymous pipes no other process holds; it c
 engine's own dataclasses (settings, chunks, stats, errors) without a second schema, and
 measures cheaper per chunk than JSON (benchmarks/engine_process.py).
 
+The same program runs the Benchmark panel's validations and benchmarks (`Measure`): the window
+starts a host of its own for each run (workers.bench_job), so OpenVINO and the run's two extra
+copies of the model never live in the window's process, and a crash or a kill during a run
+ends that host alone. `ListDevices` asks a host for OpenVINO's devices, for the same reason.
+
 Why not the OpenAI-compatible HTTP API the host can also serve: the window needs what that API
 has no words for (load and unload with options, drafted-text spans per step, Auto's mid-turn
 test, cancel by request id), and a pipe needs no port, no key and no event loop.
@@ -18,8 +23,10 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Literal
 
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EngineError,
@@ -29,6 +36,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
+from qwen_mtp_desktop.core.errors import UserFacingError
 
 _HEADER = struct.Struct(">I")
 #: A frame larger than this is a protocol error, not a message (a long chat is ~1 MB).
@@ -79,6 +87,12 @@ class ServeApi:
     host: str | None
     port: int = 0
     api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StateCacheQuery:
+    """What the engine keeps of conversations between turns (answered by `StateCacheState`
+    in its turn after the requests before it, so it never reads a cache a turn is using)."""
 
 
 # --- events: host -> window ------------------------------------------------------------------
@@ -162,7 +176,89 @@ class ApiRequest:
     duration_s: float
 
 
-Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi
+@dataclass(frozen=True)
+class StateCacheState:
+    """The answer to `StateCacheQuery`: None when no model with the app's decoder is loaded
+    (nothing can be kept)."""
+
+    report: CacheReport | None
+
+
+# --- the Benchmark panel's runs and the device list (issue 25): window -> host, then host ->
+# window. A run goes to an engine host of its own (workers.bench_job), never the chat's.
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Validate a drafting method against plain decoding (kind "validate", core.validate) or
+    benchmark every decoding path (kind "bench", core.bench) on `model_dir`. The host loads its
+    own plain and MTP engines for it and answers with `MeasureProgress` events, then
+    `Measured` (the report, not saved: the window saves it) or `MeasureFailed`. `Cancel`
+    with its id stops it at the run's next step (the window ends a host that takes longer)."""
+
+    request_id: int
+    kind: Literal["validate", "bench"]
+    model_dir: Path
+    #: Built-in prompt set names or prompt files (validate takes the first).
+    prompt_sets: tuple[str | Path, ...]
+    device: str = "CPU"
+    max_new_tokens: int | None = None
+    #: validate: the drafting method checked (MTP at a depth, prompt lookup).
+    method: DecodingMethod | None = None
+    #: bench: the MTP depths, rounds and warm-ups; prompt lookup's method (None: left out).
+    depths: tuple[int, ...] = (1, 2, 3, 4)
+    runs: int = 3
+    warmup: int = 1
+    lookup: DecodingMethod | None = None
+    exact_numerics: bool = False
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class ListDevices:
+    """Which OpenVINO devices are present (answered with `Devices`)."""
+
+
+@dataclass(frozen=True)
+class MeasureProgress:
+    """A step of a `Measure` began or ended: `done` of `total` units, what runs now."""
+
+    request_id: int
+    done: int
+    total: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A `Measure` ended with its report (core.validate's or core.bench's keys)."""
+
+    request_id: int
+    report: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MeasureFailed:
+    """A `Measure` could not run or was cancelled (code CANCELLED). The error is always a plain
+    UserFacingError (its subclasses do not all survive pickling), with the code kept."""
+
+    request_id: int
+    error: UserFacingError
+
+
+@dataclass(frozen=True)
+class Devices:
+    """OpenVINO's devices ("CPU", "GPU.0", ...); `error` when the runtime could not be asked."""
+
+    names: tuple[str, ...]
+    error: str | None = None
+
+
+MeasureRequest = Measure | ListDevices
+MeasureEvent = MeasureProgress | Measured | MeasureFailed | Devices
+
+
+Request = Load | Unload | Generate | Cancel | Shutdown | ServeApi | StateCacheQuery | MeasureRequest
 Event = (
     Ready
     | Loading
@@ -175,6 +271,8 @@ Event = (
     | Failed
     | ApiState
     | ApiRequest
+    | StateCacheState
+    | MeasureEvent
 )
 
 

@@ -643,6 +643,12 @@ class RemoteAnswer(AnswerStream):
         completion = _usage_count(usage, "completion_tokens")
         details = usage.get("completion_tokens_details") if usage else None
         reasoning = _usage_count(details if isinstance(details, dict) else None, "reasoning_tokens")
+        prompt_tokens = _usage_count(usage, "prompt_tokens") or 0
+        # The server's reused prompt tokens (OpenAI's `cached_tokens`), when it reports them.
+        prompt_details = usage.get("prompt_tokens_details") if usage else None
+        cached = _usage_count(
+            prompt_details if isinstance(prompt_details, dict) else None, "cached_tokens"
+        )
         first, last = self._first_at, self._last_at
         span = (last - first) if first is not None and last is not None else 0.0
         # Tokens after the first text event, over the time between first and last text; the
@@ -655,7 +661,7 @@ class RemoteAnswer(AnswerStream):
         return GenerationStats(
             method=method or PLAIN,
             device="remote",
-            prompt_tokens=_usage_count(usage, "prompt_tokens") or 0,
+            prompt_tokens=prompt_tokens,
             generated_tokens=completion or 0,
             reasoning_tokens=reasoning or 0,
             answer_tokens=max((completion or 0) - (reasoning or 0), 0),
@@ -670,6 +676,7 @@ class RemoteAnswer(AnswerStream):
             acceptance_by_position=list(mtp.get("acceptance_by_position", [])) if mtp else [],
             finish_reason=finish_reason,
             decoder="remote",
+            reused_tokens=min(cached or 0, prompt_tokens),
             remote={
                 "endpoint": self.endpoint.name,
                 "base_url": self.endpoint.base_url,

@@ -3,7 +3,7 @@ depths, compare runs. This module holds the run setup, the history and the runs;
 (banner, charts, table) are ui.bench.results, its look ui.bench.look, its dialogs
 ui.bench.dialogs.
 
-Threads: runs go to a `BenchJob` (its own thread, two pipelines of its own); listing, loading
+Threads: runs go to a `BenchJob` (each in an engine host process of its own); listing, loading
 and exporting reports go to the panel's "bench-io" TaskRunner. The GUI thread only draws.
 """
 
@@ -38,10 +38,11 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP_DRAFTS, DecodingMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.measurement import Progress
+from qwen_mtp_desktop.core.hosting.protocol import MeasureProgress
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.reports import ReportEntry
+from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
@@ -59,6 +60,10 @@ OTHER_FILE = "file"
 #: Narrower than this, the History goes above the results (a 1024 px window's panel is 874).
 STACK_HISTORY_BELOW = 1200
 _PATH_ROLE = Qt.ItemDataRole.UserRole
+RUN_PROCESS_NOTE = (
+    "Each run loads the model twice more (plain and MTP) in a process of its own, beside the "
+    "chat's engine, and gives the memory back when it ends. A crash there stops the run only."
+)
 
 __all__ = ["ALL_SETS", "OTHER_FILE", "STATUS_COLORS", "BenchDialogs", "BenchPanel"]
 
@@ -103,8 +108,8 @@ class BenchPanel(QWidget):
         self.setStyleSheet(bench_style())
         self.dialogs = dialogs or BenchDialogs()
         # The app hands its threads in (workers.threads); a panel on its own makes its own.
-        self.job = job or BenchJob(self)
         self.io = io or TaskRunner("bench-io", self)
+        self.job = job or BenchJob(self, io=self.io)
         self.report: dict[str, Any] | None = None
         self.history: list[ReportEntry] = []
         self._set_touched = False
@@ -142,6 +147,7 @@ class BenchPanel(QWidget):
         self.job.failed.connect(self._on_failed)
         self.job.cancelled.connect(self._on_cancelled)
         self.job.busy_changed.connect(self._on_busy)
+        self.job.memory.connect(self._on_memory)
 
         demo = demo_model_dir()
         bundled = [demo] if (demo / "openvino_language_model.xml").is_file() else []
@@ -316,15 +322,25 @@ class BenchPanel(QWidget):
         self.status_label = QLabel("")
         self.status_label.setObjectName("muted")
         self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status_label.setWordWrap(True)  # an error and its fix are read whole, not cut
         actions = QHBoxLayout()
         actions.setSpacing(8)
         actions.addWidget(self.validate_button)
         actions.addWidget(self.validate_lookup_button)
         actions.addWidget(self.bench_button)
         actions.addWidget(self.cancel_button)
+        # What the run's own process holds: the model twice more, apart from the chat's.
+        self.memory_label = QLabel("")
+        self.memory_label.setObjectName("muted")
+        self.memory_label.setToolTip(RUN_PROCESS_NOTE)
+        self.memory_label.setVisible(False)
+        status_line = QHBoxLayout()
+        status_line.setSpacing(8)
+        status_line.addWidget(self.status_label, 1)
+        status_line.addWidget(self.memory_label)
         status = QVBoxLayout()
         status.setSpacing(2)
-        status.addWidget(self.status_label)
+        status.addLayout(status_line)
         status.addWidget(self.progress_bar)
         actions.addSpacing(8)
         actions.addLayout(status, 1)
@@ -525,13 +541,22 @@ class BenchPanel(QWidget):
     def _on_benchmark(self) -> None:
         self._start_benchmark()
 
-    def _on_progress(self, progress: Progress) -> None:
+    def _on_progress(self, progress: MeasureProgress) -> None:
         self.progress_bar.setRange(0, max(progress.total, 1))
         self.progress_bar.setValue(progress.done)
         self._set_status(progress.message)
 
+    def _on_memory(self, rss: int, peak: int) -> None:
+        self.memory_label.setText(f"Run's process: {format_bytes(rss)}")
+        self.memory_label.setToolTip(
+            f"{format_bytes(rss)} now, {format_bytes(peak)} at most. {RUN_PROCESS_NOTE}"
+        )
+        self.memory_label.setVisible(True)
+
     def _on_busy(self, busy: bool) -> None:
         self.progress_bar.setVisible(busy)
+        if not busy:
+            self.memory_label.setVisible(False)
         if busy:
             self.progress_bar.setRange(0, 0)
         self.cancel_button.setEnabled(busy)

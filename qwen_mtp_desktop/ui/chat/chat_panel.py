@@ -25,7 +25,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 from qwen_mtp_desktop.core.acceptance_health import HealthMonitor, HealthWarning
-from qwen_mtp_desktop.core.chat_session import chat_history, example_prompts, single_turn
+from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
 from qwen_mtp_desktop.core.chats.export_names import export_filename
 from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
@@ -35,11 +35,13 @@ from qwen_mtp_desktop.core.chats.records import (
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.context_usage import conversation_usage
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.settings import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
+from qwen_mtp_desktop.ui.chat import shortcuts as keys
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
@@ -48,6 +50,7 @@ from qwen_mtp_desktop.ui.chat.compare import (
     compare_history,
 )
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
+from qwen_mtp_desktop.ui.chat.examples import show_examples
 from qwen_mtp_desktop.ui.chat.links import open_answer_link
 from qwen_mtp_desktop.ui.chat.live_figures import Stream
 from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
@@ -55,11 +58,6 @@ from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
-from qwen_mtp_desktop.ui.chat.shortcuts import (
-    NEXT_VERSION_KEYS,
-    PREVIOUS_VERSION_KEYS,
-    REGENERATE_KEYS,
-)
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -109,7 +107,7 @@ class ChatPanel(ChatLayout):
         self.remote_dialog: QWidget | None = None
         self._default_model = default_model
         self._log_file = log_file
-        self.dark = dark  # ui.chat.restyle.restyle_chat follows a theme change
+        self.dark = dark  # ui.chat.theme.restyle_chat follows a theme change
         self._stream: Stream | None = None
         self._request_text = ""  # the running answer's request (acceptance health)
         self._show_drafts = False
@@ -161,14 +159,17 @@ class ChatPanel(ChatLayout):
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
         self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
+        self.model.facts_changed.connect(self._show_model_facts)
         self.settings_panel.validate_requested.connect(
             lambda: self.validate_requested.emit(self._model_dir())
         )
         QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
-        QShortcut(QKeySequence(REGENERATE_KEYS), self, self.regenerate_last)
-        QShortcut(QKeySequence(PREVIOUS_VERSION_KEYS), self, lambda: self.switch_last_answer(-1))
-        QShortcut(QKeySequence(NEXT_VERSION_KEYS), self, lambda: self.switch_last_answer(1))
+        QShortcut(QKeySequence(keys.REGENERATE_KEYS), self, self.regenerate_last)
+        QShortcut(
+            QKeySequence(keys.PREVIOUS_VERSION_KEYS), self, lambda: self.switch_last_answer(-1)
+        )
+        QShortcut(QKeySequence(keys.NEXT_VERSION_KEYS), self, lambda: self.switch_last_answer(1))
 
     def _wire_engine(self) -> None:
         self.model.changed.connect(self._update_header)
@@ -236,6 +237,14 @@ class ChatPanel(ChatLayout):
 
     def _ensure_model(self) -> None:
         self.model.ensure()
+
+    def _show_model_facts(self) -> None:
+        """The model's sampling defaults in the settings; the context meter, from the engine's
+        counts in the stored stats (nothing is tokenized here)."""
+        facts, chat = self.model.model_facts(), self.conversation
+        self.settings_panel.set_model_sampling(facts.sampling if facts else None)
+        limit, system = facts.context_length if facts else None, chat.system_prompt if chat else ""
+        self.composer.meter.show_usage(conversation_usage(self._messages, system, limit))
 
     def _engine_settings(self) -> GenerationSettings:
         return self.model.engine_settings()
@@ -449,6 +458,7 @@ class ChatPanel(ChatLayout):
         for message in shown[keep:]:
             self.transcript.add_message(self._message_widget(message))
         self.figures.show_last(branch)  # this version's figures, never another's
+        self._show_model_facts()
         self._refresh_list()  # the list's preview is the shown branch's last message
         self._sync_examples()
         self._sync_compare()
@@ -583,6 +593,7 @@ class ChatPanel(ChatLayout):
             # The widget now stands for the stored answer (version arrows, branch redraws).
             if self._messages and self._messages[-1].id == stream.message_id:
                 stream.widget.stored = self._messages[-1]
+            self._show_model_facts()
             self._refresh_list()
             self._sync_compare()
 
@@ -610,12 +621,8 @@ class ChatPanel(ChatLayout):
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self.model.decoding_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
-        elif self.missing.gone == model_dir:
-            status = "folder missing"  # the banner below says which and what to do
-        elif self.model.ejected:
-            status = "ejected"  # the Eject button's tooltip says the next message reloads
-        else:
-            status = "not loaded"
+        else:  # ejected: the Eject button's tooltip says the next message reloads
+            status = self.missing.header_status(model_dir, self.model.ejected)
         self.model_status.setText(status)
         loaded = self._loaded
         self.header.eject_button.setVisible(
@@ -631,17 +638,13 @@ class ChatPanel(ChatLayout):
         self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
+        self._show_model_facts()
 
     def _sync_examples(self) -> None:
-        """Example prompts in an empty chat only: the demo's own skills, or everyday tasks."""
-        demo = is_demo_model(self._model_dir())
-        self.examples.set_prompts(
-            "Try what the demo model can do:" if demo else "Try an example:",
-            example_prompts(demo),
-        )
-        messages = self.transcript.messages
-        self.examples.setVisible(not messages and self._stream is None)
-        self.demo_turn_note.setVisible(demo and any(w.role == "assistant" for w in messages))
+        messages, demo = self.transcript.messages, is_demo_model(self._model_dir())
+        answered = any(w.role == "assistant" for w in messages)
+        busy = bool(messages) or self._stream is not None  # examples only in an empty chat
+        show_examples(self.examples, self.demo_turn_note, demo, busy, answered)
 
     # ------------------------------------------------------------------------ chat settings
 

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.ui.chat.context_meter import ContextMeter
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 
 
@@ -138,6 +140,13 @@ class Composer(QFrame):
         row.addWidget(self.editor, 1)
         row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(row)
+        # How full the model's context is (the chat panel feeds it the engine's numbers).
+        self.meter = ContextMeter()
+        meter_row = QHBoxLayout()
+        meter_row.setContentsMargins(0, 0, 0, 0)
+        meter_row.addStretch(1)
+        meter_row.addWidget(self.meter)
+        layout.addLayout(meter_row)
         self.set_vision(False)
 
     def set_generating(self, generating: bool) -> None:

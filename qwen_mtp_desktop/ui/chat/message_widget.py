@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QPixmap, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QPixmap,
+    QResizeEvent,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -29,7 +36,7 @@ from qwen_mtp_desktop.core.markdown import (
     split_segments,
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
-from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.core.units import NBSP, keep_units
 from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
@@ -42,12 +49,29 @@ PAGE_CHARS = 32_000
 #: Code blocks per page that get their own widget (Copy button, highlighting); the rest are
 #: monospace text in the page's document, so 5,000 fences do not make 5,000 widgets.
 MAX_CODE_WIDGETS = 24
+#: Below this width the stats line shortens its reused-tokens figure.
+COMPACT_STATS_WIDTH = 620
 DRAFT_TINT_LIGHT = QColor(120, 200, 140, 90)
 DRAFT_TINT_DARK = QColor(60, 160, 90, 110)
 
 
-def format_stats(stats: dict[str, Any]) -> str:
-    """The one-line summary shown under an answer (and live while it streams)."""
+def reused_text(stats: dict[str, Any], *, compact: bool = False) -> str:
+    """ "6,712 of 6,790 prompt tokens reused" (compact: "6,712/6,790 reused"), "434 prompt
+    tokens" when nothing was reused, "" for rows from before the figure."""
+    reused, prompt = stats.get("reused_tokens"), stats.get("prompt_tokens")
+    if not isinstance(reused, int) or not isinstance(prompt, int) or prompt <= 0:
+        return ""
+    if reused <= 0:
+        return f"{prompt:,} prompt tokens"
+    # "6,712 of 6,790" and "6,712/6,790 reused" stay whole when a line wraps.
+    if compact:
+        return f"{reused:,}/{prompt:,}{NBSP}reused"
+    return f"{reused:,}{NBSP}of{NBSP}{prompt:,} prompt tokens reused"
+
+
+def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
+    """The one-line summary shown under an answer (and live while it streams); `compact`
+    shortens the reused-tokens figure where space is tight."""
     parts: list[str] = []
     method = stats_method(stats)
     remote = stats.get("remote")
@@ -90,6 +114,9 @@ def format_stats(stats: dict[str, Any]) -> str:
     tps = stats.get("decode_tokens_per_s")
     if tps:
         parts.append(f"{tps:.1f} tok/s")
+    reused = reused_text(stats, compact=compact)
+    if reused:
+        parts.append(reused)
     ttft = stats.get("ttft_s")
     if ttft is not None:
         parts.append(f"TTFT {ttft * 1000:.0f} ms")
@@ -262,6 +289,7 @@ class MessageWidget(QFrame):
         self.stats_label.setWordWrap(True)
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stats_label.setVisible(False)
+        self._stats: dict[str, Any] | None = None
         outer.addWidget(self.stats_label)
 
         if reasoning:
@@ -557,9 +585,8 @@ class MessageWidget(QFrame):
     # --- footer -----------------------------------------------------------------------------
 
     def set_stats(self, stats: dict[str, Any]) -> None:
-        text = format_stats(stats)
-        self.stats_label.setText(keep_units(text))
-        self.stats_label.setToolTip(stats_tooltip(text))
+        self._stats = stats
+        self._show_stats()
         self.stats_label.setVisible(True)
         reasoning = stats.get("reasoning_tokens")
         if reasoning and self.thinking.isVisible():
@@ -567,6 +594,22 @@ class MessageWidget(QFrame):
         ranges = stats.get("drafted_ranges")
         if isinstance(ranges, list):
             self.drafted_ranges = [(int(a), int(b)) for a, b in ranges]
+
+    def _show_stats(self) -> None:
+        """The stats line, compact where the message is narrow (the tooltip explains)."""
+        if self._stats is None:
+            return
+        compact = 0 < self.width() < COMPACT_STATS_WIDTH
+        text = format_stats(self._stats, compact=compact)
+        self.stats_label.setText(keep_units(text))
+        self.stats_label.setToolTip(stats_tooltip(format_stats(self._stats)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        if self._stats is not None and (event.oldSize().width() < COMPACT_STATS_WIDTH) != (
+            event.size().width() < COMPACT_STATS_WIDTH
+        ):
+            self._show_stats()
 
     def show_error(self, message: str) -> None:
         self.error_label.setText(message)

@@ -151,6 +151,12 @@ class MissingModel(QObject):
         elif self.gone != model_dir:
             self._mark_gone(model_dir)
 
+    def header_status(self, model_dir: Path, ejected: bool) -> str:
+        """The chat header's word for `model_dir` when it is not loaded."""
+        if self.gone is not None and self.gone == model_dir:
+            return "folder missing"  # the banner says which and what to do
+        return "ejected" if ejected else "not loaded"  # Eject's tooltip: the next turn reloads
+
     def explain(self, error: EngineError) -> EngineError:
         """A failed turn's error, naming the folder when the model's folder is gone."""
         if self.gone is None or error.code not in _NO_MODEL_CODES:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -26,6 +27,7 @@ from qwen_mtp_desktop.core.chat_session import (
     generation_settings,
 )
 from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
@@ -35,6 +37,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
+from qwen_mtp_desktop.core.generation_defaults import ModelSampling, read_generation_defaults
 from qwen_mtp_desktop.core.recommendations import DepthRecommendation
 from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -46,6 +49,20 @@ log = logging.getLogger(__name__)
 ChatState = Callable[[], tuple[Path, ChatSettings, int]]
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the chat reads from a model's folder: its context length (the meter's limit) and
+    its sampling defaults (the chat's "model default")."""
+
+    context_length: int | None
+    sampling: ModelSampling
+
+
+def read_model_facts(model_dir: Path) -> ModelFacts:
+    """Reads two small files: on the runner thread, never the GUI's."""
+    return ModelFacts(context_length(model_dir), read_generation_defaults(model_dir))
+
+
 class ModelSession(QObject):
     """Signals:
     changed(): the model's state changed (loading, loaded, failed, Auto learnt): redraw.
@@ -53,6 +70,7 @@ class ModelSession(QObject):
     mtp_problem(str): why the chat's model cannot use MTP ("" when it can).
     health_warned(HealthWarning): live acceptance fell far below the measured one.
     health_reset(): a new model or reference: no warning stands.
+    facts_changed(): a model's context length and sampling defaults were read (`facts`).
     """
 
     changed = Signal()
@@ -60,6 +78,7 @@ class ModelSession(QObject):
     mtp_problem = Signal(str)
     health_warned = Signal(object)
     health_reset = Signal()
+    facts_changed = Signal()
 
     def __init__(
         self,
@@ -84,15 +103,58 @@ class ModelSession(QObject):
         #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
         self.health: HealthMonitor | None = None
         self.health_warning: HealthWarning | None = None
+        #: The budget for kept conversation states at the next load (LoadOptions'
+        #: state_cache_bytes; the window reads it from Settings › Conversation memory).
+        self.state_cache_bytes: Callable[[], int | None] = lambda: None
+        #: Each local model's context length and sampling defaults, once read.
+        self.facts: dict[Path, ModelFacts] = {}
+        self._facts_asked: set[Path] = set()
         engine.loading.connect(self._on_loading)
         engine.loaded.connect(self._on_loaded)
         engine.load_failed.connect(self._on_load_failed)
 
     # ------------------------------------------------------------------------ loading
 
+    def _effective(self) -> tuple[Path, ChatSettings, int]:
+        """The chat's state, its settings with the model's sampling defaults filled in while
+        it follows them (ChatSettings.following)."""
+        model_dir, settings, conversation_id = self._chat()
+        facts = self.facts.get(model_dir)
+        return (
+            model_dir,
+            settings.following(facts.sampling.sampling if facts else None),
+            (conversation_id),
+        )
+
+    def model_facts(self) -> ModelFacts | None:
+        """The chat's model's facts, once read (None before)."""
+        return self.facts.get(self._chat()[0])
+
+    def _read_facts(self, model_dir: Path) -> None:
+        if model_dir in self._facts_asked:
+            return
+        self._facts_asked.add(model_dir)
+        if is_remote(model_dir):  # a server samples with what the chat sends; no file here
+            note = "A remote server's own defaults are not known here: the values below apply."
+            self.facts[model_dir] = ModelFacts(None, ModelSampling(None, (note,)))
+            return
+
+        def found(facts: ModelFacts) -> None:
+            self.facts[model_dir] = facts
+            self.facts_changed.emit()
+
+        def failed(exc: Exception) -> None:
+            self._facts_asked.discard(model_dir)
+            log.warning(
+                "could not read %s's context length and sampling defaults: %s", model_dir, exc
+            )
+
+        self._runner.submit(lambda: read_model_facts(model_dir), found, failed)
+
     def ensure(self) -> None:
         """Ask the engine process for the chat's model, device and mode if they differ."""
-        model_dir, settings, _ = self._chat()
+        self._read_facts(self._chat()[0])
+        model_dir, settings, _ = self._effective()
         key = (model_dir, settings.device)
         if settings.method == "auto" and not self.auto.known(*key):
             # Look the benchmark's verdict up off the GUI thread, then come back here.
@@ -112,7 +174,12 @@ class ModelSession(QObject):
         self.ejected = False
         self.engine.load(
             model_dir,
-            LoadOptions(device=settings.device, mtp=settings.mtp, cache_dir=_cache_dir()),
+            LoadOptions(
+                device=settings.device,
+                mtp=settings.mtp,
+                cache_dir=_cache_dir(),
+                state_cache_bytes=self.state_cache_bytes(),
+            ),
         )
         self.changed.emit()
 
@@ -180,7 +247,7 @@ class ModelSession(QObject):
         return self.loaded is not None and self.loaded.mtp
 
     def engine_settings(self) -> GenerationSettings:
-        model_dir, settings, _ = self._chat()
+        model_dir, settings, _ = self._effective()
         return generation_settings(settings, self.auto.start(model_dir, settings.device))
 
     def policy_key(self) -> PolicyKey:
@@ -191,7 +258,7 @@ class ModelSession(QObject):
         """This turn's settings; under Auto, its policy's decision (`history`, what the model
         will read, prices the prefill)."""
         turn = Turn(self.engine_settings())
-        _, settings, _ = self._chat()
+        _, settings, _ = self._effective()
         if auto_applies(settings) and self.decodes_mtp:
             loaded = self.loaded
             turn = self.auto.plan_turn(
@@ -207,7 +274,7 @@ class ModelSession(QObject):
         """What decoding runs ("MTP n=2", "prompt lookup K=4, n-gram 3", "plain decoding"),
         and for Auto what it decided and why."""
         loaded = self.loaded
-        model_dir, settings, _ = self._chat()
+        model_dir, settings, _ = self._effective()
         if loaded is None:
             return ""
         if is_remote(loaded.model_dir):

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
+from qwen_mtp_desktop.core.generation_defaults import ModelSampling
 from qwen_mtp_desktop.core.model_library import display_name
 
 EXPERIMENTAL_DEPTH_NOTE = (
@@ -52,8 +53,11 @@ class ChatSettingsPanel(QFrame):
         self._updating = False
         #: Why the loaded model cannot use MTP ("" when it can, or while that is unknown).
         self._mtp_problem = ""
-        #: The temperature the user chose (0: none yet), kept while MTP forces greedy decoding.
+        #: The temperature the user chose (0: none yet), kept while prompt lookup forces
+        #: greedy decoding.
         self._sampling_temperature = 0.0
+        #: The loaded model's sampling defaults (core.generation_defaults); None: not known yet.
+        self._model: ModelSampling | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(16, 16, 16, 16)
         outer.setSpacing(10)
@@ -125,12 +129,26 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens_spin.setRange(1, 32768)
         self.max_tokens_spin.setSingleStep(64)
         self.max_tokens_spin.valueChanged.connect(self._emit)
+        self.model_default_check = QCheckBox("Model's defaults")
+        self.model_default_check.setToolTip(
+            "Sample as the model's makers advise in its generation_config.json. Turn off to "
+            "choose your own values for this chat."
+        )
+        self.model_default_check.toggled.connect(self._emit)
+        self.model_default_label = QLabel()
+        self.model_default_label.setObjectName("muted")
+        self.model_default_label.setWordWrap(True)
         self.temperature_spin = self._double(0.0, 2.0, 0.05)
         self.top_p_spin = self._double(0.01, 1.0, 0.05)
         self.top_k_spin = QSpinBox()
         self.top_k_spin.setRange(0, 1000)
         self.top_k_spin.valueChanged.connect(self._emit)
         self.repetition_spin = self._double(0.5, 2.0, 0.05)
+        self.presence_spin = self._double(-2.0, 2.0, 0.1)
+        self.presence_spin.setToolTip(
+            "Makes tokens already in the answer less likely (Qwen advises up to 1.5 for "
+            "quantized models when answers repeat); 0 is off."
+        )
         self.seed_spin = QSpinBox()
         self.seed_spin.setRange(-1, 2**31 - 1)
         self.seed_spin.setSpecialValueText("random")
@@ -147,10 +165,13 @@ class ChatSettingsPanel(QFrame):
         self._form = form
         form.addRow("", self.thinking_check)
         form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("", self.model_default_check)
+        form.addRow("", self.model_default_label)
         form.addRow("Temperature", self.temperature_spin)
         form.addRow("Top-p", self.top_p_spin)
         form.addRow("Top-k", self.top_k_spin)
         form.addRow("Repetition penalty", self.repetition_spin)
+        form.addRow("Presence penalty", self.presence_spin)
         form.addRow("Seed", self.seed_spin)
         outer.addLayout(form)
         # Full width under the form: a form row would clip a wrapped, several-line reason.
@@ -249,14 +270,45 @@ class ChatSettingsPanel(QFrame):
         self.ngram_spin.setValue(settings.max_ngram_size)
         self.thinking_check.setChecked(settings.thinking)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
-        self.temperature_spin.setValue(settings.temperature)
-        self.top_p_spin.setValue(settings.top_p)
-        self.top_k_spin.setValue(settings.top_k)
-        self.repetition_spin.setValue(settings.repetition_penalty)
+        self.model_default_check.setChecked(settings.model_sampling)
+        self._show_sampling(settings)
         self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
         self._updating = False
         self._sync_enabled()
         self._settings = replace(self._settings, temperature=self.temperature_spin.value())
+
+    def _show_sampling(self, settings: ChatSettings) -> None:
+        """The sampling values that run: the model's while the chat follows them."""
+        shown = settings.following(self._model.sampling if self._model else None)
+        self.temperature_spin.setValue(shown.temperature)
+        self.top_p_spin.setValue(shown.top_p)
+        self.top_k_spin.setValue(shown.top_k)
+        self.repetition_spin.setValue(shown.repetition_penalty)
+        self.presence_spin.setValue(shown.presence_penalty)
+
+    def set_model_sampling(self, found: ModelSampling | None) -> None:
+        """The loaded model's sampling defaults (None: not known, e.g. a remote model)."""
+        self._model = found
+        if found is None or found.sampling is None:
+            text = "This model names no sampling defaults; the values below apply."
+            if found is None:
+                text = "The model's sampling defaults are read when it loads."
+        else:
+            text = found.describe()
+        notes = found.notes if found is not None else ()
+        if found is not None and found.sampling is None and notes:
+            text = ""  # the note says why, and that the values below apply
+        self.model_default_label.setText("\n".join(line for line in (text, *notes) if line))
+        self.model_default_label.setToolTip(
+            "From the model folder's generation_config.json. Values outside what the chat "
+            "accepts are ignored and named here."
+            if notes
+            else ""
+        )
+        self._updating = True
+        self._show_sampling(self._settings)
+        self._updating = False
+        self._sync_enabled()
 
     def set_system_prompt(self, text: str) -> None:
         self._updating = True
@@ -289,38 +341,44 @@ class ChatSettingsPanel(QFrame):
                 label.setVisible(shown)
         self.depth_spin.setEnabled(mtp)
         self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
-        # OpenVINO GenAI 2026.4 runs MTP with greedy decoding only; prompt lookup is kept
-        # greedy so its output equals plain decoding; plain decoding samples.
-        greedy = mtp or lookup
-        was_greedy = self._settings.mtp or self._settings.prompt_lookup
-        self.temperature_spin.setEnabled(not greedy)
+        # Prompt lookup is kept greedy so its output equals plain decoding's; plain decoding
+        # and MTP sample (MTP exactly: the answer is distributed as plain sampling's).
+        follows = (
+            self.model_default_check.isChecked()
+            and self._model is not None
+            and self._model.sampling is not None
+        )
+        was_greedy = self._settings.prompt_lookup
+        self.temperature_spin.setEnabled(not lookup and not follows)
         self.temperature_spin.setToolTip(
-            "MTP and prompt lookup decode greedily; turn both off to sample"
-            if greedy
-            else "0 = greedy"
+            "Prompt lookup decodes greedily; turn it off to sample" if lookup else "0 = greedy"
         )
         updating, self._updating = self._updating, True
-        if greedy and self.temperature_spin.value() > 0:
+        if lookup and self.temperature_spin.value() > 0:
             self._sampling_temperature = self.temperature_spin.value()
             self.temperature_spin.setValue(0.0)
         elif (
-            not greedy
+            not lookup
             and self.temperature_spin.value() == 0
             and was_greedy
             and self._sampling_temperature > 0
+            and not follows
         ):
-            # Drafting forced greedy decoding; plain decoding gets the user's temperature back.
+            # Prompt lookup forced greedy decoding; sampling gets the user's temperature back.
             self.temperature_spin.setValue(self._sampling_temperature)
+        elif not lookup and follows:
+            self._show_sampling(replace(self._settings, model_sampling=True))
         self._updating = updating
+        self.model_default_check.setEnabled(not lookup)
         if lookup:
             hint = (
                 "Prompt lookup decodes greedily (temperature 0), so its output equals plain "
-                "decoding. Turn it and MTP off to sample with a temperature."
+                "decoding. Turn it off to sample with a temperature."
             )
         elif mtp:
             hint = (
-                "MTP decodes greedily (temperature 0), so its output equals plain decoding. "
-                "Turn MTP off to sample with a temperature."
+                "MTP samples exactly: answers are distributed as plain sampling's, only "
+                "faster. Temperature 0 is greedy (the same answer as plain decoding)."
             )
         else:
             hint = (
@@ -329,8 +387,11 @@ class ChatSettingsPanel(QFrame):
             )
         self.sampling_hint.setText(hint)
         sampling = self.temperature_spin.value() > 0
-        for widget in (self.top_p_spin, self.top_k_spin, self.seed_spin):
-            widget.setEnabled(sampling)
+        for widget in (self.top_p_spin, self.top_k_spin):
+            widget.setEnabled(sampling and not follows)
+        self.seed_spin.setEnabled(sampling)
+        for widget in (self.repetition_spin, self.presence_spin):
+            widget.setEnabled(not follows)
 
     def method(self) -> DecodingMethod | Literal["auto"]:
         """The decoding method these settings choose, or "auto" (`ChatSettings.method`)."""
@@ -363,6 +424,8 @@ class ChatSettingsPanel(QFrame):
             top_p=self.top_p_spin.value(),
             top_k=self.top_k_spin.value(),
             repetition_penalty=self.repetition_spin.value(),
+            presence_penalty=self.presence_spin.value(),
+            model_sampling=self.model_default_check.isChecked(),
             seed=None if seed < 0 else seed,
         )
         self.settings_changed.emit(self._settings)

@@ -1,10 +1,10 @@
-"""The chat's own keyboard shortcuts (portable text; Help > Keyboard shortcuts shows them
-natively)."""
+"""The chat's own keys, and how Help › Keyboard shortcuts lists them."""
 
 from __future__ import annotations
 
 from PySide6.QtGui import QKeySequence
 
+#: The chat's own keys (portable text; Help > Keyboard shortcuts shows them natively).
 REGENERATE_KEYS = "Ctrl+R"
 PREVIOUS_VERSION_KEYS = "Alt+Left"
 NEXT_VERSION_KEYS = "Alt+Right"

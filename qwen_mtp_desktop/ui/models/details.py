@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.ir import format_shares
 from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
 from qwen_mtp_desktop.core.model_folders.report import Diagnostic, ModelReport
@@ -52,7 +54,31 @@ from qwen_mtp_desktop.ui.models.detail_parts import (
     version_order,
 )
 
+
 #: What the "Use" column's words mean.
+def kept_text(report: CacheReport | None) -> str:
+    """What the engine keeps of conversations between turns, in words (Models › Memory)."""
+    if report is None:
+        return (
+            "Conversation memory: nothing is kept. No model is loaded, or this one decodes "
+            "with openvino-genai, which reads the whole conversation every turn."
+        )
+    budget = format_bytes(report.budget_bytes)
+    if report.budget_bytes == 0:
+        return (
+            "Conversation memory: off (Settings › Conversation memory is Keep nothing), so "
+            "every turn reads the whole conversation."
+        )
+    chats = f"{report.sequences} chat{'' if report.sequences == 1 else 's'}"
+    text = (
+        f"Conversation memory: {chats} kept, {report.tokens:,} tokens, "
+        f"{format_bytes(report.bytes)} of the {budget} budget."
+    )
+    if report.turns:
+        text += f" {report.reused_turns} of {report.turns} turns since loading reused a kept state."
+    return text
+
+
 USE_TIPS = {
     "chat": "Loaded for every chat",
     "image": "Loaded for messages with an image",
@@ -66,10 +92,13 @@ class ModelDetails(QStackedWidget):
     Signals:
     context_length_changed(int): the user chose another context length for the estimate.
     verify_cancel_requested(): the user cancelled the running checksum check.
+    state_cache_wanted(): the chat's loaded model is shown: ask the engine what it keeps of
+        conversations (`show_state_cache` shows the answer).
     """
 
     context_length_changed = Signal(int)
     verify_cancel_requested = Signal()
+    state_cache_wanted = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -281,6 +310,11 @@ class ModelDetails(QStackedWidget):
         box.addWidget(self.arithmetic)
         self.memory_notes = label("", "muted")
         box.addWidget(self.memory_notes)
+        # The loaded model only: what the engine keeps of conversations (issue 24).
+        self.kept_label = label("", "muted")
+        self.kept_label.setTextInteractionFlags(SELECTABLE)
+        self.kept_label.setVisible(False)
+        box.addWidget(self.kept_label)
         return memory
 
     def _section(self, title: str, body: QWidget) -> QVBoxLayout:
@@ -350,6 +384,15 @@ class ModelDetails(QStackedWidget):
         self.context_combo.setCurrentIndex(index)
         self.context_combo.blockSignals(False)
 
+    def show_state_cache(self, report: CacheReport | None) -> None:
+        """The engine's answer to `state_cache_wanted`."""
+        self.kept_label.setText(keep_units(kept_text(report)))
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self.kept_label.isVisibleTo(self):  # back on the page: the figures moved on
+            self.state_cache_wanted.emit()
+
     def show_empty(self, text: str) -> None:
         self._entry = None
         self.empty_label.setText(text)
@@ -373,6 +416,10 @@ class ModelDetails(QStackedWidget):
         self.title_label.setText(entry.name)
         self.default_badge.setVisible(is_default)
         self.loaded_badge.setVisible(is_loaded)
+        self.kept_label.setVisible(is_loaded)
+        if is_loaded:
+            self.kept_label.setText(self.kept_label.text() or "Conversation memory: asking…")
+            self.state_cache_wanted.emit()
         where = {"demo": "bundled with the app", "managed": "in the app's model folder"}.get(
             entry.origin, f"in {entry.root}" if entry.root is not None else ""
         )
