@@ -36,6 +36,7 @@ from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.core.state_budget import load_option
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
+from qwen_mtp_desktop.ui.chat.theme import restyle_chat
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
@@ -268,6 +269,8 @@ class MainWindow(QMainWindow):
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
         self.chat.validate_lookup_requested.connect(self._validate_lookup)
+        # The chat's model folder vanished: Models drops it now, not after its debounce.
+        self.chat.missing.vanished.connect(self._on_chat_model_gone)
         return self.chat
 
     def build_panels(self) -> None:
@@ -425,10 +428,15 @@ class MainWindow(QMainWindow):
             return
         self.dark = apply_theme(app, theme)
         self.setStyleSheet(stylesheet(self.dark))
+        restyle_chat(self.chat, self.dark)
         if self._models is not None:
             self._models.restyle(self.dark)
         if self._export_panel is not None:
             self._export_panel.restyle()
+
+    def _on_chat_model_gone(self, _model_dir: Path) -> None:
+        if self._models is not None:
+            self._models.rescan()
 
     def _on_models_changed(self, paths: list[Path]) -> None:
         self.model_paths = list(paths)

@@ -25,7 +25,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 from qwen_mtp_desktop.core.acceptance_health import HealthMonitor, HealthWarning
-from qwen_mtp_desktop.core.chat_session import chat_history, example_prompts, single_turn
+from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
 from qwen_mtp_desktop.core.chats.export_names import export_filename
 from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
@@ -50,10 +50,12 @@ from qwen_mtp_desktop.ui.chat.compare import (
     compare_history,
 )
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
+from qwen_mtp_desktop.ui.chat.examples import show_examples
 from qwen_mtp_desktop.ui.chat.links import open_answer_link
 from qwen_mtp_desktop.ui.chat.live_figures import Stream
 from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
@@ -105,7 +107,7 @@ class ChatPanel(ChatLayout):
         self.remote_dialog: QWidget | None = None
         self._default_model = default_model
         self._log_file = log_file
-        self._dark = dark
+        self.dark = dark  # ui.chat.theme.restyle_chat follows a theme change
         self._stream: Stream | None = None
         self._request_text = ""  # the running answer's request (acceptance health)
         self._show_drafts = False
@@ -120,6 +122,7 @@ class ChatPanel(ChatLayout):
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
         self.message_actions = MessageActions(self)
+        self.missing = MissingModel(self, self._update_header)  # its model folder vanished
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
@@ -147,6 +150,7 @@ class ChatPanel(ChatLayout):
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
         self.health_wrap.revalidate_requested.connect(self._on_revalidate)
+        self.missing.attach(self.health_wrap, self._on_model_changed, self.model_picker.showPopup)
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -294,7 +298,7 @@ class ChatPanel(ChatLayout):
         if not history:
             return None
         settings = self._engine_settings()  # Compare decodes greedily (compared_methods)
-        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self._dark)
+        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self.dark)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
         dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
@@ -564,6 +568,7 @@ class ChatPanel(ChatLayout):
             return
         widget = stream.widget
         widget.end_stream()
+        error = self.missing.explain(error)
         text = f"{error.message} {error.fix}".strip() + f"\nLog file: {self._log_file}"
         widget.show_error(text)
         message = error.message
@@ -608,6 +613,7 @@ class ChatPanel(ChatLayout):
     def _update_header(self) -> None:
         self.title_label.setText(self.conversation.title if self.conversation else "New chat")
         model_dir = self._model_dir()
+        self.missing.follow(model_dir)
         name = display_name(model_dir)
         settings = self.settings_panel.settings
         if self._loading:
@@ -615,10 +621,8 @@ class ChatPanel(ChatLayout):
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
             mode = self.model.decoding_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
-        elif self.model.ejected:
-            status = "ejected"  # the Eject button's tooltip says the next message reloads
-        else:
-            status = "not loaded"
+        else:  # ejected: the Eject button's tooltip says the next message reloads
+            status = self.missing.header_status(model_dir, self.model.ejected)
         self.model_status.setText(status)
         loaded = self._loaded
         self.header.eject_button.setVisible(
@@ -637,15 +641,10 @@ class ChatPanel(ChatLayout):
         self._show_model_facts()
 
     def _sync_examples(self) -> None:
-        """Example prompts in an empty chat only: the demo's own skills, or everyday tasks."""
-        demo = is_demo_model(self._model_dir())
-        self.examples.set_prompts(
-            "Try what the demo model can do:" if demo else "Try an example:",
-            example_prompts(demo),
-        )
-        messages = self.transcript.messages
-        self.examples.setVisible(not messages and self._stream is None)
-        self.demo_turn_note.setVisible(demo and any(w.role == "assistant" for w in messages))
+        messages, demo = self.transcript.messages, is_demo_model(self._model_dir())
+        answered = any(w.role == "assistant" for w in messages)
+        busy = bool(messages) or self._stream is not None  # examples only in an empty chat
+        show_examples(self.examples, self.demo_turn_note, demo, busy, answered)
 
     # ------------------------------------------------------------------------ chat settings
 
@@ -760,7 +759,7 @@ class ChatPanel(ChatLayout):
     def _message_widget(self, message: StoredMessage) -> MessageWidget:
         widget = MessageWidget(
             message.role,
-            dark=self._dark,
+            dark=self.dark,
             content=message.content,
             reasoning=message.reasoning,
             image=Path(message.image_path) if message.image_path else None,
@@ -777,7 +776,7 @@ class ChatPanel(ChatLayout):
         return widget
 
     def _add_widget(self, role: str, content: str = "", image: Path | None = None) -> MessageWidget:
-        widget = MessageWidget(role, dark=self._dark, content=content, image=image)
+        widget = MessageWidget(role, dark=self.dark, content=content, image=image)
         self._connect_widget(widget)
         self.transcript.add_message(widget)
         self.transcript.scroll_to_bottom()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from qwen_mtp_desktop.core.chat_session import example_prompts
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
 
 
@@ -65,3 +66,14 @@ class ExamplePrompts(QWidget):
             chip.clicked.connect(lambda _checked=False, text=prompt: self.chosen.emit(text))
             self._flow.addWidget(chip)
             self.chips.append(chip)
+
+
+def show_examples(
+    examples: ExamplePrompts, demo_note: QWidget, demo: bool, busy: bool, answered: bool
+) -> None:
+    """Example prompts in an empty chat only (`busy`: it has messages or an answer is coming):
+    the demo's own skills, or everyday tasks; the demo's one-turn note once it has answered."""
+    heading = "Try what the demo model can do:" if demo else "Try an example:"
+    examples.set_prompts(heading, example_prompts(demo))
+    examples.setVisible(not busy)
+    demo_note.setVisible(demo and answered)

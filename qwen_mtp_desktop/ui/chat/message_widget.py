@@ -3,6 +3,7 @@ and actions. Assistant messages stream: only the open tail changes per chunk."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from qwen_mtp_desktop.core.markdown import (
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
 from qwen_mtp_desktop.core.units import NBSP, keep_units
+from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
@@ -211,11 +213,13 @@ class MessageWidget(QFrame):
         self._tail_widget: AutoHeightText | CodeBlock | None = None
         self._tail_start: int | None = None
         self._show_drafts = False
+        self._marks: DraftMarks | None = None  # drafted spans tinted (the Drafts toggle)
         # Rendering in pages, Markdown runs in one document (see PAGE_CHARS).
         self._run: AutoHeightText | None = None  # the document finished Markdown goes into
         self._code_widgets = 0
         self._unrendered: list[Segment] = []  # segments past the page shown
         self._plain_offset = 0  # for plain pages (user text, drafts view)
+        self._pages_shown = 0  # pages rendered ("Show more" adds one); a theme change keeps them
         self._more_button: QPushButton | None = None
         self._stream_shown = 0  # characters of finished segments shown while streaming
         self._stream_hidden = 0
@@ -316,9 +320,14 @@ class MessageWidget(QFrame):
         self._length = len(text)
         self._plain_offset = 0
         self._unrendered = []
-        if self.role == "user" or (self._show_drafts and self.role == "assistant"):
+        self._pages_shown = 0
+        self._marks = None
+        if self.role == "user":
             self._render_plain_page()
             return
+        if self._show_drafts:
+            self._marks = self._new_marks()
+            self._marks.feed(text)
         self._unrendered = split_segments(text)
         self._render_page()
 
@@ -330,22 +339,21 @@ class MessageWidget(QFrame):
             self._render_plain_page()
 
     def _render_page(self) -> None:
+        self._pages_shown += 1
         page, self._unrendered = first_page(self._unrendered, PAGE_CHARS)
         for segment in page:
             widget = self._add_segment(segment)
             if isinstance(widget, CodeBlock):
-                widget.finish()
+                self._finish_block(widget)
         self._update_more_button(sum(len(s.text) for s in self._unrendered))
 
     def _render_plain_page(self) -> None:
+        self._pages_shown += 1
         text = self.content
         start, end = self._plain_offset, min(self._plain_offset + PAGE_CHARS, len(text))
         view = self._run or self._new_text()
         self._run = view
-        if self.role == "user":
-            view.append_plain(text[start:end])
-        else:
-            self._append_tinted(view, text[start:end], start)
+        view.append_plain(text[start:end])
         self._plain_offset = end
         self._update_more_button(len(text) - end)
 
@@ -362,12 +370,35 @@ class MessageWidget(QFrame):
             self._more_button = button
 
     def set_show_drafts(self, show: bool) -> None:
-        """Switch to plain text with accepted MTP drafts tinted (and back to Markdown)."""
+        """Tint the text that came from accepted drafts inside the rendered answer (or stop).
+        A streaming answer starts tinting if nothing has arrived yet, else when it ends."""
         if show == self._show_drafts:
             return
         self._show_drafts = show
         if self._segmenter is None:
-            self.set_content(self.content)
+            if self.role == "assistant":
+                self.set_content(self.content)
+        elif not show:
+            self._marks = None
+        elif self._length == 0:
+            self._marks = self._new_marks()
+
+    def set_dark(self, dark: bool) -> None:
+        """Follow a theme change: a finished message is rendered again (links and code take
+        the new colours; the pages shown stay shown), a streaming one restyles its code."""
+        if dark == self._dark:
+            return
+        self._dark = dark
+        if self._segmenter is not None or self.editing:
+            for block in self._body_host.findChildren(CodeBlock):
+                block.set_dark(dark)
+            return
+        pages = self._pages_shown
+        self.set_content(self.content)
+        for _ in range(pages - 1):
+            if self._more_button is None:
+                break
+            self.show_more()
 
     def keep_actions(self, *names: str) -> None:
         """Show only these action buttons (e.g. "copy" where a message is not in a chat)."""
@@ -381,6 +412,7 @@ class MessageWidget(QFrame):
         self._parts = []
         self._length = 0
         self.drafted_ranges = []
+        self._marks = self._new_marks() if self._show_drafts else None
         self._segmenter = StreamingSegmenter()
         self._tail_widget = None
         self._tail_start = None
@@ -411,13 +443,8 @@ class MessageWidget(QFrame):
                 self.drafted_ranges.append((start + low, start + high))
         self._parts.append(answer)
         self._length += len(answer)
-        if self._show_drafts:
-            view = self._tail_widget if isinstance(self._tail_widget, AutoHeightText) else None
-            if view is None:
-                view = self._new_text()
-                self._tail_widget = view
-            self._append_tinted(view, answer, start)
-            return
+        if self._marks is not None:
+            self._marks.feed(answer)
         segmenter = self._segmenter
         assert segmenter is not None
         was_code = segmenter.in_code
@@ -433,12 +460,12 @@ class MessageWidget(QFrame):
                 if code_tail is not None and segment.kind == "code":
                     # The block that streamed becomes the finished one: no new widget.
                     code_tail.set_code(segment.text)
-                    code_tail.finish()
+                    self._finish_block(code_tail)
                     self._code_widgets += 1
                 else:
                     widget = self._add_segment(segment)
                     if isinstance(widget, CodeBlock):
-                        widget.finish()
+                        self._finish_block(widget)
                 code_tail = None
                 self._stream_shown += len(segment.text)
             if code_tail is not None:
@@ -475,7 +502,7 @@ class MessageWidget(QFrame):
             spaced = QTextBlockFormat()  # spaced as the rendered paragraph will be
             spaced.setTopMargin(PARAGRAPH_GAP)
             cursor.insertBlock(spaced, QTextCharFormat())
-        view.append_plain(text)
+        self._append_streamed(view, text)
 
     def _take_tail(self) -> CodeBlock | None:
         """Remove the open segment's text from the document it streams into (the document is
@@ -501,9 +528,32 @@ class MessageWidget(QFrame):
         if isinstance(self._tail_widget, CodeBlock):
             self._tail_widget.append(text)
         elif self._tail_widget is not None:
-            self._tail_widget.append_plain(text)
+            self._append_streamed(self._tail_widget, text)
         elif self._tail_start is not None and self._run is not None:
-            self._run.append_plain(text)
+            self._append_streamed(self._run, text)
+
+    def _append_streamed(self, view: AutoHeightText, text: str) -> None:
+        """Append the end of the answer so far as plain text (the open segment), its drafted
+        parts tinted while Drafts is on (cost: the ranges within this text)."""
+        if self._marks is None:
+            view.append_plain(text)
+            return
+        tint = DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT
+        offset = self._length - len(text)
+        ranges = self.drafted_ranges
+        index = max(bisect.bisect_right(ranges, (offset, offset)) - 1, 0)
+        position = 0
+        while index < len(ranges) and ranges[index][0] - offset < len(text):
+            low, high = max(ranges[index][0] - offset, 0), min(ranges[index][1] - offset, len(text))
+            index += 1
+            if high <= position:
+                continue
+            if low > position:
+                view.append_plain(text[position:low])
+            view.append_plain(text[max(low, position) : high], tint)
+            position = high
+        if position < len(text):
+            view.append_plain(text[position:])
 
     def _hide_streamed(self) -> None:
         """Drop the rendered part of a streaming answer that grew past a page: the live view
@@ -631,25 +681,26 @@ class MessageWidget(QFrame):
         if view is None:
             view = self._new_text()
             self._run = view
+        document = view.document()
+        start = document.characterCount() - 1
         if segment.kind == "code":
+            label = start if document.isEmpty() else start + 1
             view.append_code(segment.text, segment.language)
+            # The label line ("python") stands for no source text: mark from the code on.
+            start = document.findBlock(label).next().position()
         elif segment.text:
             view.append_markdown(segment.text)
+        if self._marks is not None:
+            self._marks.mark(document, start, code=segment.kind == "code")
         return view
 
-    def _append_tinted(self, view: AutoHeightText, text: str, offset: int) -> None:
-        tint = DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT
-        position = 0
-        for start, end in self.drafted_ranges:
-            start, end = max(start - offset, 0), min(end - offset, len(text))
-            if end <= 0 or start >= len(text):
-                continue
-            if start > position:
-                view.append_plain(text[position:start])
-            view.append_plain(text[start:end], tint)
-            position = end
-        if position < len(text):
-            view.append_plain(text[position:])
+    def _finish_block(self, block: CodeBlock) -> None:
+        block.finish()
+        if self._marks is not None:
+            self._marks.mark(block.view.document(), code=True)
+
+    def _new_marks(self) -> DraftMarks:
+        return DraftMarks(self.drafted_ranges, DRAFT_TINT_DARK if self._dark else DRAFT_TINT_LIGHT)
 
     def _clear_body(self) -> None:
         self._run = None

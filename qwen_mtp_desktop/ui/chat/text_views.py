@@ -156,7 +156,11 @@ def _formatter(dark: bool) -> Any:
     """The HTML formatter per theme: building its style sheet costs more than a short block."""
     from pygments.formatters import HtmlFormatter
 
-    return HtmlFormatter(nowrap=False, noclasses=True, style="monokai" if dark else "default")
+    # No background of the style's own: it would paint every line in a colour of its own (a
+    # stripe per line on the code block's themed background).
+    return HtmlFormatter(
+        nowrap=False, noclasses=True, nobackground=True, style="monokai" if dark else "default"
+    )
 
 
 class CodeBlock(QFrame):
@@ -169,6 +173,7 @@ class CodeBlock(QFrame):
         super().__init__(parent)
         self.setObjectName("codeBlock")
         self._dark = dark
+        self._highlighted = False  # finish() ran: the view shows the theme's colours
         self.language = language
         self.code = ""
         layout = QVBoxLayout(self)
@@ -203,11 +208,20 @@ class CodeBlock(QFrame):
 
     def set_code(self, code: str) -> None:
         self.code = code
+        self._highlighted = False
         self.view.setPlainText(code)
 
     def finish(self) -> None:
         self.view.setHtml(highlight_html(self.code, self.language, self._dark))
         self.view.setFont(monospace_font())
+        self._highlighted = True
+
+    def set_dark(self, dark: bool) -> None:
+        """The theme changed: highlight again in its colours (pygments writes them inline)."""
+        if dark != self._dark:
+            self._dark = dark
+            if self._highlighted:
+                self.finish()
 
     def _copy(self) -> None:
         QApplication.clipboard().setText(self.code)

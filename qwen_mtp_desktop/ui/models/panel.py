@@ -471,9 +471,12 @@ class ModelsPanel(QWidget):
     def _on_scanned(self, generation: int, result: _ScanResult) -> None:
         if generation != self._generation or self._closed:
             return  # a newer scan is on its way
+        before = {entry.path for entry in self._entries}
         self._folders, self._entries, self._memory = result.folders, result.entries, result.memory
         self._views.clear()
         current = {entry.path for entry in result.entries}
+        for gone in sorted(before - current):
+            log.info("A listed model folder is gone (moved, renamed or deleted): %s", gone)
         for path in list(self._reports):
             if path not in current:
                 del self._reports[path]
