@@ -157,7 +157,8 @@ def plan_settings(
         settings.validate()
     except EngineError as exc:
         raise ApiError(400, str(exc), code="invalid_value") from exc
-    auto = depth == "auto" and mtp_loaded and sampling.greedy and constraint is None
+    # Auto decides sampled requests too, by their temperature band's own measurements.
+    auto = depth == "auto" and mtp_loaded and constraint is None
     return settings, auto
 
 

@@ -375,3 +375,18 @@ def test_a_grammar_the_engine_cannot_build_is_a_400_not_a_500(
         assert ask(client, [{"role": "user", "content": "Count from 1 to 3."}]).choices[
             0
         ].message.content.split() == ["1", "2", "3"]
+
+
+def test_auto_decides_sampled_requests_from_their_own_band(chat_model: Path) -> None:
+    """`--num-assistant-tokens auto` through `serve`: a sampled request is Auto's too, and its
+    reason names the temperature band it learns in (greedy turns learn apart)."""
+    with serving(chat_model, "--num-assistant-tokens", "auto") as server:
+        reasons = []
+        for _ in range(2):
+            response = ask(server, OPEN_PROMPT, max_tokens=16, temperature=0.7)
+            mtp = mtp_of(response)
+            assert mtp["decoding"] == "auto", mtp
+            reasons.append(mtp["auto"]["reason"])
+        greedy = mtp_of(ask(server, OPEN_PROMPT, max_tokens=16))
+    assert all("band 0.5-0.9" in reason for reason in reasons), reasons
+    assert greedy["decoding"] == "auto" and "band" not in greedy["auto"]["reason"], greedy

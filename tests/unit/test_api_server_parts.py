@@ -146,7 +146,13 @@ def test_settings_greedy_by_default_sampling_keeps_mtp() -> None:
     _, auto = plan_settings(parsed(), TurnDefaults(depth="auto"), mtp_loaded=True)
     assert auto
     _, auto = plan_settings(parsed(temperature=1.0), TurnDefaults(depth="auto"), mtp_loaded=True)
-    assert not auto  # Auto learns from greedy turns only
+    assert auto  # sampled requests too, by their temperature band's own measurements
+    _, auto = plan_settings(
+        parsed(temperature=1.0, response_format={"type": "json_object"}),
+        TurnDefaults(depth="auto"),
+        mtp_loaded=True,
+    )
+    assert not auto  # a grammar changes acceptance; Auto has no measurements for it
     thinking, _ = plan_settings(
         parsed(chat_template_kwargs={"enable_thinking": True}), defaults, mtp_loaded=True
     )
