@@ -27,7 +27,6 @@ from qwen_mtp_desktop.core.hosting.protocol import Measured, MeasureProgress
 from qwen_mtp_desktop.core.paths import demo_model_dir
 from qwen_mtp_desktop.core.reports import list_reports
 from qwen_mtp_desktop.workers.bench_job import (
-    CANCEL_GRACE_MS,
     SHUTDOWN_GRACE_MS,
     STOPPED_CODE,
     BenchJob,
