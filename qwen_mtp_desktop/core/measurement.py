@@ -199,27 +199,30 @@ def plain_reference_options(options: LoadOptions) -> LoadOptions:
     return replace(options, mtp=False, fast_decoder=False, plain_decoder="genai")
 
 
-def load_engine_pair(model_dir: Path, options: LoadOptions) -> tuple[Engine, Engine]:
-    """(plain, MTP) engines on the same model and options; ValidationError without MTP head.
-    The plain engine is openvino-genai's plain pipeline alone: the independent reference for
-    exactness and the "plain · openvino-genai" row; the MTP engine holds the app's decoder."""
-    baseline, mtp = Engine(), Engine()
+def load_engine_pair(
+    model_dir: Path, options: LoadOptions, *, mtp_head: bool = True
+) -> tuple[Engine, Engine]:
+    """(plain reference, drafting) engines on the same model and options. The plain engine is
+    openvino-genai's plain pipeline alone: the independent reference for exactness and the
+    "plain · openvino-genai" row; the other holds the app's decoder, with the MTP head when
+    `mtp_head` (ValidationError NO_MTP when the model has none) or without it (prompt lookup)."""
+    baseline, drafting = Engine(), Engine()
     try:
         baseline.load(model_dir, plain_reference_options(options))
-        loaded = mtp.load(model_dir, replace(options, mtp=True))
+        loaded = drafting.load(model_dir, replace(options, mtp=mtp_head))
     except BaseException:
         baseline.unload()
-        mtp.unload()
+        drafting.unload()
         raise
-    if not loaded.mtp:
+    if mtp_head and not loaded.mtp:
         baseline.unload()
-        mtp.unload()
+        drafting.unload()
         raise ValidationError(
             f"{display_name(model_dir)} has no MTP head, so there is nothing to validate.",
             "Re-export the checkpoint with optimum-intel 2.2 or newer (task image-text-to-text).",
             code="NO_MTP",
         )
-    return baseline, mtp
+    return baseline, drafting
 
 
 class Tracker:

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +28,6 @@ from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMe
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     LANGUAGE_MODEL,
-    Engine,
     GenerationSettings,
     LoadOptions,
     check_model_dir,
@@ -42,7 +41,6 @@ from qwen_mtp_desktop.core.measurement import (
     describe_model,
     generate_ids,
     load_engine_pair,
-    plain_reference_options,
     report_header,
     run_record,
     spread,
@@ -265,22 +263,12 @@ def run_validation(
     model = describe_model(model_dir)
     options = LoadOptions(device=device, exact_numerics=True)
     if not method.uses_mtp_head:
-        # No MTP head needed: openvino-genai's plain pipeline as the reference, the drafting
-        # method on the decoder the chat uses.
+        # No MTP head needed: the drafting method runs on the decoder the chat uses.
         tracker.start(f"Loading {display_name(model_dir)} (plain and {label}, exact numerics)…")
-        baseline, mtp = Engine(), Engine()
-        try:
-            baseline.load(model_dir, plain_reference_options(options))
-            mtp.load(model_dir, replace(options, mtp=False))
-        except BaseException:
-            baseline.unload()
-            mtp.unload()
-            raise
-        decoders = {"plain": "genai", "mtp": mtp.require_loaded().decoder}
     else:
         tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
-        baseline, mtp = load_engine_pair(model_dir, options)
-        decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
+    baseline, mtp = load_engine_pair(model_dir, options, mtp_head=method.uses_mtp_head)
+    decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
     tracker.done()
     results: list[dict[str, Any]] = []
     try:
