@@ -37,6 +37,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from qwen_mtp_desktop.core.chats.store import ChatStore  # noqa: E402
 from qwen_mtp_desktop.core.engine import StepChunk  # noqa: E402
+from qwen_mtp_desktop.core.units import plain_figures  # noqa: E402
 
 
 class Heartbeat:
@@ -106,20 +107,21 @@ class SyntheticSource(QObject):
 
 
 def timed_chunks(panel: object, handler_times: list[tuple[int, float]]) -> None:
-    """Wrap the panel's chunk handler to time each call."""
-    original = panel._on_chunks  # type: ignore[attr-defined]
+    """Wrap the chat's chunk handler (its turn controller's) to time each call."""
+    turns = panel.turns  # type: ignore[attr-defined]
+    original = turns._on_chunks
 
     def wrapped(request_id: int, chunks: list[StepChunk]) -> None:
         started = time.perf_counter()
         original(request_id, chunks)
-        stream = panel._stream  # type: ignore[attr-defined]
+        stream = turns.stream
         length = len(stream.widget.content) if stream is not None else 0
         handler_times.append((length, (time.perf_counter() - started) / max(len(chunks), 1)))
 
-    panel._on_chunks = wrapped  # type: ignore[attr-defined]
-    engine = panel._engine  # type: ignore[attr-defined]
-    engine.chunks.disconnect(original)
-    engine.chunks.connect(wrapped)
+    turns._on_chunks = wrapped
+    router = panel._router  # type: ignore[attr-defined]
+    router.chunks.disconnect(original)
+    router.chunks.connect(wrapped)
 
 
 def early_late(handler_times: list[tuple[int, float]]) -> tuple[float, float] | None:
@@ -214,8 +216,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def measure_window(
     args: argparse.Namespace, app: Any, window: Any, data_dir: Path
 ) -> dict[str, Any]:
-    from qwen_mtp_desktop.core.chat_session import Turn
-    from qwen_mtp_desktop.ui.chat.live_figures import Stream
+    from qwen_mtp_desktop.core.chat_turns import Turn
+    from qwen_mtp_desktop.ui.chat.turn import Stream
 
     results: dict[str, Any] = {}
     chat = window.chat
@@ -234,11 +236,11 @@ def measure_window(
     timed_chunks(chat, handler_times)
     source = SyntheticSource()
     # Queued, like the engine process's signals: handled on the GUI thread.
-    source.chunks.connect(chat._on_chunks, Qt.ConnectionType.QueuedConnection)
+    source.chunks.connect(chat.turns._on_chunks, Qt.ConnectionType.QueuedConnection)
     widget = chat._add_widget("assistant")
     widget.begin_stream()
-    # What _start_generation does without the engine: the panel's own settings for this turn.
-    chat._stream = Stream(1, widget, Turn(chat._engine_settings()))
+    # What TurnController.start does without the engine: the chat's settings for this turn.
+    chat.turns._stream = Stream(1, widget, Turn(chat._engine_settings()))
     finished = threading.Event()
     source.done.connect(finished.set)
     heartbeat.start()
@@ -251,7 +253,7 @@ def measure_window(
     lag = time.perf_counter() - produced_at
     heartbeat.stop()
     worker.join()
-    chat._stream = None
+    chat.turns._stream = None
     widget.end_stream()
     print(
         f"synthetic stream: {args.tokens} tokens at {args.rate:.0f} tok/s "
@@ -288,7 +290,7 @@ def measure_window(
     results["demo"] = {
         "words": len(answer.content.split()),
         "seconds": time.perf_counter() - started,
-        "stats": answer.stats_label.text(),
+        "stats": plain_figures(answer.stats_label.text()),
         "heartbeat": heartbeat.percentiles(),
     }
 

@@ -23,14 +23,17 @@ KEY = "remote-test-key-0123456789"
 
 
 @contextlib.contextmanager
-def serving(model_dir: Path, key: str | None = KEY) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`serve MODEL_DIR --port 0` until the block ends; yields the process and its /v1 URL."""
+def serving(
+    model_dir: Path, key: str | None = KEY, *args: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`serve MODEL_DIR --port 0 [ARGS]` until the block ends; yields the process and its /v1
+    URL."""
     env = {**os.environ}
     env.pop("QWEN_MTP_API_KEY", None)
     if key:
         env["QWEN_MTP_API_KEY"] = key
     process = subprocess.Popen(
-        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model_dir), "--port", "0"],
+        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model_dir), "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

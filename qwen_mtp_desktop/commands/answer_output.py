@@ -1,5 +1,6 @@
-"""What `generate` prints, for a local model and with `--remote` alike: the answer streamed to
-stdout as it comes, the reasoning to stderr, then one JSON object (`--json`) or a summary line.
+"""What `generate` sends and prints, for a local model and with `--remote` alike: the prompt as
+messages, the answer streamed to stdout as it comes, the reasoning to stderr, then one JSON
+object (`--json`) or a summary line.
 
 Text from a model or a server is untrusted. On a terminal an escape sequence in it could set
 the window title, clear the screen or plant a hyperlink (OSC 8) that shows one address and
@@ -17,7 +18,7 @@ import sys
 from typing import Any, TextIO
 
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
-from qwen_mtp_desktop.core.engine import AnswerStream, EngineError
+from qwen_mtp_desktop.core.engine import AnswerStream, EngineError, Message
 
 #: Bidi controls: marks, embeddings, overrides and isolates (they reorder what is shown).
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -27,6 +28,14 @@ _SHOWN_AS_ESCAPES: dict[int, str | None] = {
     if code not in (0x09, 0x0A)
 }
 _SHOWN_AS_ESCAPES[0x0D] = None  # a carriage return could write over what was shown: dropped
+
+
+def prompt_messages(prompt: str, system: str | None) -> list[Message]:
+    """The conversation `generate` asks about: the system prompt, if one was given, then the
+    prompt."""
+    messages = [Message("system", system)] if system else []
+    messages.append(Message("user", prompt))
+    return messages
 
 
 def terminal_safe(text: str) -> str:

@@ -46,20 +46,26 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.remote is not None:
         from qwen_mtp_desktop.commands.generate_remote import run_remote
 
+        if args.generation_config is not None:
+            args.usage_error("argument --generation-config: the remote server decides")
+
         return run_remote(args)
     if args.api_key is not None or args.remote_model is not None:
         args.usage_error("arguments --api-key and --remote-model: only with --remote")
     if args.prompt is None:
         args.usage_error("the following arguments are required: PROMPT")
     args.model_dir = Path(args.model_dir)
-    from qwen_mtp_desktop.commands.answer_output import print_result, stream_answer
+    from qwen_mtp_desktop.commands.answer_output import (
+        print_result,
+        prompt_messages,
+        stream_answer,
+    )
     from qwen_mtp_desktop.core.decoding.method import PLAIN
     from qwen_mtp_desktop.core.engine import (
         Engine,
         EngineError,
         GenerationSettings,
         LoadOptions,
-        Message,
     )
     from qwen_mtp_desktop.core.paths import app_paths
 
@@ -74,14 +80,20 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             "tokens; 'auto' is the Auto policy, which chooses the method itself"
         )
     check_lookup_arguments(args, depth)
-    messages: list[Message] = []
-    if args.system:
-        messages.append(Message("system", args.system))
-    messages.append(Message("user", args.prompt))
+    messages = prompt_messages(args.prompt, args.system)
     auto = depth == "auto" and not args.no_mtp
     method = (
         PLAIN if args.no_mtp else drafting_method(args, depth if isinstance(depth, int) else None)
     )
+    if args.generation_config in (None, "auto"):
+        # The model's own sampling defaults, as the chat and `serve` use them.
+        from qwen_mtp_desktop.core.generation_defaults import read_generation_defaults
+
+        model = read_generation_defaults(args.model_dir)
+        for note in model.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if model.sampling is not None:
+            method = method.with_sampling(model.sampling)
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens, method=method, thinking=args.think
     )
@@ -97,7 +109,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if auto and loaded.mtp:
             # The chat's Auto policy: the stored benchmark verdict (n=1 without one), and a
             # fall back to plain decoding mid-answer if the drafts keep being rejected.
-            from qwen_mtp_desktop.core.chat_session import AutoDecoding
+            from qwen_mtp_desktop.core.chat_turns import AutoDecoding
 
             auto_decoding = AutoDecoding()
             found = AutoDecoding.lookup(args.model_dir, args.device)
@@ -186,6 +198,14 @@ def register(commands: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="let Qwen3.5 think before answering (reasoning goes to stderr)",
+    )
+    gen.add_argument(
+        "--generation-config",
+        choices=("auto", "none"),
+        default=None,
+        help="auto (default): decode with the model's generation_config.json sampling "
+        "defaults, as the chat and serve do (greedy when it says do_sample false); none: "
+        "greedy decoding",
     )
     gen.add_argument(
         "--json",

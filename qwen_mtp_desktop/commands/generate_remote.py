@@ -22,8 +22,12 @@ LOCAL_ONLY = {
 
 
 def run_remote(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.commands.answer_output import print_result, stream_answer
-    from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
+    from qwen_mtp_desktop.commands.answer_output import (
+        print_result,
+        prompt_messages,
+        stream_answer,
+    )
+    from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings
     from qwen_mtp_desktop.core.remote.client import RemoteAnswer, list_models
     from qwen_mtp_desktop.core.remote.endpoints import (
         EndpointError,
@@ -70,10 +74,7 @@ def run_remote(args: argparse.Namespace) -> int:
                 )
             model = models[0]
         endpoint = RemoteEndpoint("cli", base_url, base_url, model)
-        messages: list[Message] = []
-        if args.system:
-            messages.append(Message("system", args.system))
-        messages.append(Message("user", prompt))
+        messages = prompt_messages(prompt, args.system)
         settings = GenerationSettings(max_new_tokens=args.max_new_tokens, thinking=args.think)
         answer = RemoteAnswer(endpoint, api_key, messages, settings)
         stream_answer(answer, quiet=args.json)

@@ -47,6 +47,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             max_tokens=args.max_new_tokens,
             depth=args.num_assistant_tokens,
             thinking=args.think,
+            model_sampling=args.generation_config == "auto",
         ),
         access_log=args.access_log,
     )
@@ -95,7 +96,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(
             f"Serving {model_id!r} ({mode}, {loaded.load_s:.1f} s to load) at {url}/v1\n"
             + "".join(f"  also at {other}/v1 from other machines\n" for other in elsewhere)
-            + "OpenAI-compatible: GET /v1/models, POST /v1/chat/completions. Requests are served "
+            + "OpenAI-compatible: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, "
+            + "POST /v1/responses. "
+            "Requests are served "
             f"one at a time, in order; Ctrl+C stops. Try it{key_note}:\n\n"
             f"{curl_example(url, model_id, '$' + API_KEY_ENV if api_key else None)}\n",
             flush=True,
@@ -160,6 +163,14 @@ def register(commands: Any) -> None:
         default=False,
         help="let Qwen3.5 think first unless a request says otherwise "
         "(chat_template_kwargs.enable_thinking); reasoning is sent as reasoning_content",
+    )
+    serve.add_argument(
+        "--generation-config",
+        choices=("auto", "none"),
+        default="auto",
+        help="auto (default): sampling fields a request leaves out (temperature, top_p, "
+        "top_k, penalties) come from the model's generation_config.json, as vLLM does; "
+        "none: the server's own (greedy unless a request sends a temperature)",
     )
     serve.add_argument(
         "--max-queue",

@@ -36,6 +36,11 @@ and compares options by predicted turn time, so a long prompt can make prompt lo
 although it decodes faster, and an image turn (which prompt lookup cannot run) chooses between
 openvino-genai's MTP and plain pipelines by their own prefill.
 
+Step costs depend on the conversation's length (core.step_context): each is kept with the
+context it was measured at and moved to the coming turn's, so costs measured early in a long
+chat are compared fairly with recent ones, and deep drafts, whose verifications attend to the
+whole context once per drafted token, lose their edge as a conversation grows.
+
 Sampled turns are decided by their own measurements (core.sampling_bands): acceptance falls as
 the temperature rises and a sampled step costs more, so each temperature band has its own
 policy (`for_sampling`: acceptance, step costs, depth and probes of its own; prefill and loads
@@ -66,6 +71,7 @@ from qwen_mtp_desktop.core.lookup_evidence import (
     LookupEvidence,
 )
 from qwen_mtp_desktop.core.sampling_bands import SamplingBand, band_of
+from qwen_mtp_desktop.core.step_context import ContextGrowth, at_context, context_of
 from qwen_mtp_desktop.core.turn_costs import TurnCosts, path_of, text_path
 from qwen_mtp_desktop.core.turn_record import (
     TurnContext,
@@ -141,6 +147,8 @@ class Decision:
 class _Cost:
     seconds: float
     weight: float
+    #: The context (tokens) the steps were measured at, smoothed as `seconds` is.
+    context: float = 0.0
 
 
 @dataclass
@@ -177,6 +185,10 @@ class AdaptivePolicy:
     _text_paths: dict[str, str] = field(default_factory=dict, init=False)
     #: Measured seconds per step of plain decoding and of MTP per depth.
     _costs: dict[DecodingMethod, _Cost] = field(default_factory=dict, init=False)
+    #: How step costs grow with the context, and the context the coming turn decodes at
+    #: (set by `decide`; None: unknown, costs are compared as measured).
+    _growth: ContextGrowth = field(default_factory=ContextGrowth, init=False)
+    _coming_context: float | None = field(default=None, init=False)
     _trials: list[float] = field(default_factory=list, init=False)
     _accepted: list[float] = field(default_factory=list, init=False)
     _turn_length: float | None = field(default=None, init=False)
@@ -256,32 +268,67 @@ class AdaptivePolicy:
         return sum(self._accepted) / trials if trials >= 0.5 else None
 
     def step_cost(self, method: DecodingMethod) -> float | None:
-        """Seconds per decoding step of plain decoding or MTP at a depth: measured, or
-        estimated from what was."""
-        known = self._costs.get(method.drafting)
+        """Seconds per decoding step of plain decoding or MTP at a depth, at the coming turn's
+        context: measured, or estimated from what was."""
+        known = self._measured(method.drafting)
         if known is not None:
-            return known.seconds
-        plain = self._costs.get(PLAIN)
+            return known
+        plain = self._measured(PLAIN)
         measured = sorted(m.drafts for m in self._costs if m.uses_mtp_head)
         if method.is_plain:
             if not measured:
                 return None
             depth = measured[0]
-            return self._costs[_mtp(depth)].seconds / (1 + depth * self._draft_cost_prior)
-        base = plain.seconds if plain is not None else self.step_cost(PLAIN)
+            cost = self._measured(_mtp(depth))
+            assert cost is not None
+            return cost / (1 + depth * self._draft_cost_prior)
+        base = plain if plain is not None else self.step_cost(PLAIN)
         if base is None:
             return None
         depth = method.drafts
         per_draft = self._draft_cost_prior
         if measured:
             nearest = min(measured, key=lambda d: abs(d - depth))
-            nearest_s = self._costs[_mtp(nearest)].seconds
+            nearest_s = self._measured(_mtp(nearest))
+            assert nearest_s is not None
             if plain is not None:
                 per_draft = max((nearest_s / base - 1) / nearest, 0.0)
             if nearest < depth:
                 # Beyond the measured depths: the nearest cost plus the per-draft slope.
                 return nearest_s + (depth - nearest) * per_draft * base
         return base * (1 + depth * per_draft)
+
+    def measured_step_cost(self, method: DecodingMethod) -> float | None:
+        """`method`'s smoothed step cost as measured, at the contexts it ran at (None when it
+        never ran); `step_cost` moves it to the coming turn's context."""
+        known = self._costs.get(method.drafting)
+        return known.seconds if known is not None else None
+
+    def _measured(self, method: DecodingMethod) -> float | None:
+        """`method`'s measured step cost moved to the coming turn's context (as measured when
+        that is unknown); None when it never ran."""
+        known = self._costs.get(method)
+        if known is None:
+            return None
+        if self._coming_context is None:
+            return known.seconds
+        slope = self._growth_slope(method)
+        return at_context(known.seconds, known.context, self._coming_context, method, slope)
+
+    def _growth_slope(self, method: DecodingMethod) -> float:
+        """Seconds per context token of a plain step's attention for `method`'s costs
+        (core.step_context), its prior scaled by a plain step's cost as measured."""
+        plain = self._costs.get(PLAIN)
+        if plain is not None:
+            short = plain.seconds
+        else:
+            mtp_costs = [(m, c) for m, c in self._costs.items() if m.uses_mtp_head]
+            short = (
+                min(c.seconds / (1 + m.drafts * self._draft_cost_prior) for m, c in mtp_costs)
+                if mtp_costs
+                else 0.0
+            )
+        return self._growth.slope(method, short or None)
 
     def predicted_rate(self, method: DecodingMethod) -> float | None:
         """Tokens per second predicted for plain decoding or MTP at a depth."""
@@ -331,17 +378,18 @@ class AdaptivePolicy:
         if method.kind == "lookup":
             return  # a lookup turn says nothing about MTP or plain decoding
         mtp = method if method.uses_mtp_head else None
+        context = context_of(sample.prompt_tokens, sample.generated_tokens)
         if mtp is not None:
             sizes, times = sample.mtp_part()
-            self._learn_cost(mtp, times)
+            self._learn_cost(mtp, times, context)
             trials, accepted = draft_trials(sizes, mtp.drafts, sample.max_new_tokens)
             if sum(trials):
                 self._learn_acceptance(trials, accepted)
         _plain_sizes, plain_times = sample.plain_part()
         if mtp is None:
-            self._learn_cost(PLAIN, plain_times)
+            self._learn_cost(PLAIN, plain_times, context)
         elif len(plain_times) > 2:
-            self._learn_cost(PLAIN, plain_times[1:])  # the first is the re-prefill
+            self._learn_cost(PLAIN, plain_times[1:], context)  # the first is the re-prefill
         generated = sample.generated_tokens
         if generated:
             self._turn_length = (
@@ -375,18 +423,20 @@ class AdaptivePolicy:
             path, sample.prompt_tokens, ttft, sample.prompt_chars, sample.reused_tokens
         )
 
-    def _learn_cost(self, method: DecodingMethod, times: Sequence[float]) -> None:
+    def _learn_cost(self, method: DecodingMethod, times: Sequence[float], context: float) -> None:
         measured = _step_cost(times)
         if measured is None:
             return
         seconds, steps = measured
         weight = min(steps / FULL_WEIGHT_STEPS, 1.0)
+        self._growth.observe(method, context, seconds, weight)
         known = self._costs.get(method)
         if known is None:
-            self._costs[method] = _Cost(seconds, weight)
+            self._costs[method] = _Cost(seconds, weight, context)
             return
         alpha = COST_ALPHA * weight
         known.seconds = (1 - alpha) * known.seconds + alpha * seconds
+        known.context = (1 - alpha) * known.context + alpha * context
         known.weight = min(known.weight + weight, 10.0)
 
     def _learn_acceptance(self, trials: Sequence[int], accepted: Sequence[int]) -> None:
@@ -426,6 +476,10 @@ class AdaptivePolicy:
         are compared by predicted turn time, prefill and pipeline loads included."""
         context = context or TurnContext()
         policy = self.for_sampling(context.sampling)
+        tokens = self.prompt_tokens(context)
+        policy._coming_context = (
+            context_of(tokens, round(self.expected_turn_tokens())) if tokens else None
+        )
         if policy is not self:
             decision = policy.decide(context)
             if self._text_paths and "app" not in self._text_paths.values():
@@ -693,13 +747,28 @@ class AdaptivePolicy:
             speedup = self.predicted_speedup(best)
             would = f", MTP would be {speedup:.1f}x" if speedup is not None else ""
             what = "drafts rejected" if rate is None or rate < 0.5 else accepted
-            self._plain_reason = f"{what}{would}"
+            self._plain_reason = f"{what}{would}{self._length_note(best, speedup)}"
             return Decision(PLAIN, self._plain_reason, predicted_speedup=1.0)
         self._plain_reason = None
         speedup = self.predicted_speedup(choice)
         ratio = f", {speedup:.1f}x" if speedup is not None and math.isfinite(speedup) else ""
         note = " (trying this depth)" if explore else ""
         return Decision(choice, f"{accepted}{ratio}{note}", predicted_speedup=speedup)
+
+    def _length_note(self, best: DecodingMethod, speedup: float | None) -> str:
+        """ " at this conversation's length (~N tokens)" when the coming turn's context is what
+        makes `best` lose: at the contexts its costs were measured at it would win."""
+        coming = self._coming_context
+        if coming is None or speedup is None or speedup >= 1.0:
+            return ""
+        self._coming_context = None
+        try:
+            as_measured = self.predicted_speedup(best)
+        finally:
+            self._coming_context = coming
+        if as_measured is None or as_measured <= 1.0 + SWITCH_MARGIN:
+            return ""
+        return f" at this conversation's length (~{round(coming, -2):,.0f} tokens)"
 
     # --- within a turn ------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
-"""Small file helpers shared by every writer: nothing is ever left half-written."""
+"""Small file helpers: writes that are never left half-written, and a folder's size."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -31,3 +32,18 @@ def write_user_file(path: Path, text: str) -> None:
 
     check_output_target(path)
     atomic_write_text(path, text)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the regular files under `folder` (links are not followed; what cannot be read
+    is left out)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder, onerror=lambda _e: None):
+        for name in files:
+            try:
+                info = os.lstat(Path(dirpath) / name)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total

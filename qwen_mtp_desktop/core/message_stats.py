@@ -70,8 +70,9 @@ def _auto(value: object) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     out = {k: v for k, v in value.items() if isinstance(k, str)}
-    if "summary" in out and _text(out["summary"]) is None:
-        del out["summary"]
+    for key in ("summary", "sentence"):
+        if key in out and _text(out[key]) is None:
+            del out[key]
     key = "switched_to_plain_after_tokens"
     if key in out and out[key] is not None and _count(out[key]) is None:
         del out[key]

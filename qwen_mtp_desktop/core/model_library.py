@@ -10,8 +10,9 @@ dropped from `model_folders`; a model found inside a folder is hidden instead, i
 `Settings.ui_state[HIDDEN_KEY]` (a JSON list of paths), until its folder is added again.
 
 Functions that touch the file system (`scan_library`, `deletion_problem`, `delete_model_dir`,
-`folder_bytes`, `folder_signature`) may be slow on network drives: the UI runs them off the GUI
-thread. Functions that change `Settings` only change the object; the caller saves it.
+`folder_signature`, and core.fileio's `folder_bytes`) may be slow on network drives: the UI
+runs them off the GUI thread. Functions that change `Settings` only change the object; the
+caller saves it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.fileio import folder_bytes
 from qwen_mtp_desktop.core.model_folders.discovery import discover_models
-from qwen_mtp_desktop.core.model_folders.memory import estimate_memory, memory_diagnostics
+from qwen_mtp_desktop.core.model_folders.inspection import report_memory
+from qwen_mtp_desktop.core.model_folders.memory import memory_diagnostics
 from qwen_mtp_desktop.core.model_folders.report import (
     Diagnostic,
     KvPrecision,
@@ -489,20 +492,6 @@ def delete_model_dir(model_dir: Path, paths: AppPaths | None = None) -> int:
     return size
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the regular files under `folder` (links are not followed)."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder, onerror=lambda _e: None):
-        for name in files:
-            try:
-                info = os.lstat(Path(dirpath) / name)
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):
-                total += info.st_size
-    return total
-
-
 def folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
     """(name, size, mtime) of each entry: when it is unchanged, so is the inspection report."""
     out: list[tuple[str, int, int]] = []
@@ -543,19 +532,10 @@ def reestimate(
     length or KV precision: pure arithmetic, no file is read."""
     if report.memory is None:
         return report
-    weights = {
-        c.key: c.bin_bytes
-        for c in report.components
-        if c.use == "chat" and c.present and (c.key != "mtp" or report.mtp.present)
-    }
-    image = sum(c.bin_bytes for c in report.components if c.use == "image" and c.present)
-    memory = estimate_memory(
-        weights,
-        report.geometry,
+    memory = report_memory(
+        report,
         context_length=context_length,
         kv_precision=kv_precision,
-        include_mtp=report.mtp.present,
-        image_extra_bytes=image,
         available_bytes=available_bytes,
     )
     kept = [d for d in report.diagnostics if d.code not in MEMORY_CODES]

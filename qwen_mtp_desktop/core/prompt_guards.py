@@ -75,8 +75,16 @@ class PromptGuards:
     def escape(self, text: str) -> str:
         return self.escaper.escape(text)
 
-    def check_template(self, history: Sequence[Mapping[str, Any]], thinking: bool) -> None:
-        self.template.render(history, extra_context={"enable_thinking": thinking})
+    def check_template(
+        self,
+        history: Sequence[Mapping[str, Any]],
+        thinking: bool,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        context: dict[str, Any] = {"enable_thinking": thinking}
+        if tools:
+            context["tools"] = [dict(tool) for tool in tools]
+        self.template.render(history, extra_context=context)
 
 
 def emitted_vocab_size(model_dir: Path) -> int:

@@ -16,7 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qwen_mtp_desktop.core.chat_presets import (
+    MAX_PRESETS,
+    PresetError,
+    check_preset_name,
+    clean_presets,
+)
 from qwen_mtp_desktop.core.fileio import atomic_write_text
+from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, stored_servers, stored_timeout
 from qwen_mtp_desktop.core.safe_files import (
     FileKind,
     UnsafeFileError,
@@ -60,6 +67,15 @@ class Settings:
     #: None: automatic (an eighth of this computer's memory); 0 keeps nothing. Applied at the
     #: next model load.
     conversation_memory_mb: int | None = None
+    #: The MCP servers whose tools a chat may enable, in their stored form
+    #: (core.mcp.config.McpServer.to_dict; checked by `servers_from_settings` on load).
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds a tool call may take before the chat gives up on it.
+    tool_timeout_s: float = DEFAULT_TIMEOUT_S
+    #: Chat presets (core.chat_presets.ChatPreset.to_stored), each checked on load.
+    chat_presets: list[dict[str, Any]] = field(default_factory=list)
+    #: The preset a new chat starts from (a name in chat_presets); None: the last settings.
+    default_chat_preset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,7 @@ UI_WINDOW_GEOMETRY = "main_window_geometry"
 UI_SHOW_DRAFTS = "chat_show_drafts"
 UI_NEW_CHAT_SETTINGS = "chat_new_settings"
 UI_HIDDEN_MODELS = "model_library.hidden"
+UI_DEMO_BANNER_HIDDEN = "chat_demo_banner_hidden"
 #: Qt's saveGeometry() is about 66 bytes; base64 of a few KB is far beyond any real one.
 _MAX_GEOMETRY_BYTES = 4096
 _MAX_UI_VALUE = 65536
@@ -161,6 +178,7 @@ _UI_VALIDATORS: dict[str, Callable[[object], str | None]] = {
     UI_SHOW_DRAFTS: _zero_one,
     UI_NEW_CHAT_SETTINGS: _json_object_text,
     UI_HIDDEN_MODELS: _json_text_list,
+    UI_DEMO_BANNER_HIDDEN: _zero_one,
 }
 #: What a damaged ui_state value is called in the notice.
 _UI_NAMES = {
@@ -168,6 +186,7 @@ _UI_NAMES = {
     UI_SHOW_DRAFTS: "the chat's Drafts toggle",
     UI_NEW_CHAT_SETTINGS: "a new chat's settings",
     UI_HIDDEN_MODELS: "models removed from the library",
+    UI_DEMO_BANNER_HIDDEN: "the demo model's banner, dismissed",
 }
 
 
@@ -220,6 +239,19 @@ def _absolute_folder(value: object) -> str | None:
     return text
 
 
+def _preset_list(value: object) -> list[Any] | None:
+    """The shape only; each preset is checked by `clean_presets`, so a damaged one is dropped
+    alone."""
+    return list(value) if isinstance(value, list) and len(value) <= MAX_PRESETS else None
+
+
+def _preset_name(value: object) -> str | None:
+    try:
+        return check_preset_name(value) if value is not None else None
+    except PresetError:
+        return None
+
+
 _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "default_model": _text,
     "device": _device,
@@ -233,6 +265,10 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "theme": _theme,
     "models_dir": _absolute_folder,
     "conversation_memory_mb": setting_mb,
+    "mcp_servers": stored_servers,
+    "tool_timeout_s": stored_timeout,
+    "chat_presets": _preset_list,
+    "default_chat_preset": _preset_name,
 }
 
 
@@ -242,6 +278,16 @@ def _from_dict(raw: dict[str, Any]) -> tuple[Settings, list[str]]:
     if "ui_state" in values:
         values["ui_state"], bad_ui = _clean_ui_state(values["ui_state"])
         bad.extend(bad_ui)
+    if "chat_presets" in values:
+        presets, bad_presets = clean_presets(values["chat_presets"])
+        values["chat_presets"] = [preset.to_stored() for preset in presets]
+        bad.extend(bad_presets)
+    default = values.get("default_chat_preset")
+    names = {str(p["name"]).casefold() for p in values.get("chat_presets", [])}
+    if default is not None and default.casefold() not in names:
+        # It named a preset that is gone (damaged above, or the file edited by hand).
+        del values["default_chat_preset"]
+        bad.append("the preset new chats start from")
     return Settings(**values), bad
 
 

@@ -34,6 +34,20 @@ def automatic_bytes(total: int | None = None) -> int:
     return max(AUTO_MIN_BYTES, min(total // AUTO_SHARE, AUTO_MAX_BYTES))
 
 
+#: The continuation graph (core.decoding.continuation) is built when this computer's memory
+#: is at least this many times the model's weight files: it prepares a second copy of the
+#: weights on first use, beside the first copy, the conversation states and the activations.
+CONTINUATION_MEMORY_FACTOR = 4
+
+
+def continuation_fits(weight_bytes: int, total: int | None = None) -> bool:
+    """Whether the fast follow-up graph may be built for a model with `weight_bytes` of weight
+    files (False when this computer's memory is unknown: the cautious side)."""
+    if total is None:
+        total = memory_total()
+    return total is not None and total >= CONTINUATION_MEMORY_FACTOR * weight_bytes
+
+
 def setting_mb(value: object) -> int | None:
     """A stored setting's value if it is one (whole MB, 0 to MAX_SETTING_MB), else None."""
     if isinstance(value, bool) or not isinstance(value, int):

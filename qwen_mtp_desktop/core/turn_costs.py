@@ -110,7 +110,7 @@ class TurnCosts:
     _lines: dict[str, _Line] = field(default_factory=dict)
     _chars: float = 0.0
     _tokens: float = 0.0
-    #: Paths that have run on this model (their pipelines are loaded); chat_session shares
+    #: Paths that have run on this model (their pipelines are loaded); chat_turns shares
     #: one set between the conversations on one model and device.
     ran: set[str] = field(default_factory=set)
 

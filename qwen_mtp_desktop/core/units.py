@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 
 NBSP = "\u00a0"
+#: Joins "tok/" and "s": Qt breaks a line after a slash ("tok/" then "s" on the next line).
+WORD_JOINER = "\u2060"
+#: Between figures: the dot stays with the figure before it, so no line starts with "·".
+FIGURE_SEPARATOR = f"{NBSP}{NBSP}·  "
 # A number and its unit ("41.2 tok/s", "120 ms", "1.8 MB", "512 tokens"), and a label glued to
 # its number ("TTFT 120 ms", "n=1" has no space): a line may break between figures, not inside.
 _NUMBER_UNIT = re.compile(
@@ -30,8 +34,33 @@ def format_bytes(size: int | None) -> str:
 
 def keep_units(text: str) -> str:
     """`text` with a no-break space between each number and its unit, so a wrapped label never
-    shows "41.2" at the end of one line and "tok/s" at the start of the next."""
-    return _LABEL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(NBSP, text))
+    shows "41.2" at the end of one line and "tok/s" at the start of the next (nor "tok/" and
+    "s" on two lines)."""
+    text = _LABEL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(NBSP, text))
+    return text.replace("tok/s", f"tok/{WORD_JOINER}s")
 
 
-__all__ = ["NBSP", "format_bytes", "keep_units"]
+def plain_figures(text: str) -> str:
+    """A figures line as plain text: `keep_units`' no-break spaces as spaces, its word joiners
+    gone (what is read back, searched or compared)."""
+    return text.replace(NBSP, " ").replace(WORD_JOINER, "")
+
+
+def join_figures(parts: list[str]) -> str:
+    """Figures on one line, "a  ·  b  ·  c", wrapping only after a dot, and the last two kept
+    together so a wrapped line never ends in one figure alone ("· 0.1 s")."""
+    if len(parts) >= 2:
+        last = f"{parts[-2]}  ·  {parts[-1]}".replace(" ", NBSP)
+        parts = [*parts[:-2], last]
+    return FIGURE_SEPARATOR.join(parts)
+
+
+__all__ = [
+    "FIGURE_SEPARATOR",
+    "NBSP",
+    "WORD_JOINER",
+    "format_bytes",
+    "join_figures",
+    "keep_units",
+    "plain_figures",
+]

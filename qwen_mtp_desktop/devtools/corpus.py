@@ -33,10 +33,20 @@ SPECIAL_TOKENS: tuple[str, ...] = (
 
 # Qwen3.5-style ChatML template. Kept to constructs that both jinja2 (transformers) and
 # openvino_genai's own Jinja engine understand. Thinking defaults to on, like Qwen3.5; earlier
-# assistant turns lose their reasoning block.
-CHAT_TEMPLATE = r"""{%- macro render_content(content) -%}
+# assistant turns lose their reasoning block. Tools, tool calls and tool results are rendered
+# in Qwen3.5's format (see the template's opening comment), so the API's tool calling runs on
+# the demo model; the corpus has no tool samples (the model never learnt to call one).
+CHAT_TEMPLATE = r"""{#- The demo model's chat template. Its tool-calling parts (the "# Tools" system block, an
+    assistant message's tool_calls as <tool_call><function=...><parameter=...> blocks, and
+    role "tool" results as <tool_response> blocks in a user turn) follow Qwen3.5's published
+    chat_template.jinja (Qwen/Qwen3.5-0.8B), copied here from the Qwen35ChatHandler template
+    of a llama-cpp-python fork; the same lines appear in the Qwen3.6 template ncnn's
+    tokenizer.cpp embeds. Everything else is the demo's own ChatML, which its training saw. -#}
+{%- macro render_content(content) -%}
     {%- if content is string -%}
         {{- content -}}
+    {%- elif content is none or content is undefined -%}
+        {{- '' -}}
     {%- else -%}
         {%- for item in content -%}
             {%- if item.type == 'image' -%}
@@ -49,13 +59,70 @@ CHAT_TEMPLATE = r"""{%- macro render_content(content) -%}
         {%- endfor -%}
     {%- endif -%}
 {%- endmacro -%}
+{%- set offer_tools = tools and tools is iterable and tools is not mapping -%}
+{%- if offer_tools -%}
+    {{- '<|im_start|>system\n' -}}
+    {{- "# Tools\n\nYou have access to the following functions:\n\n<tools>" -}}
+    {%- for tool in tools -%}
+        {{- "\n" -}}
+        {{- tool | tojson -}}
+    {%- endfor -%}
+    {{- "\n</tools>" -}}
+    {{- '\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>' -}}
+    {%- if messages[0].role == 'system' -%}
+        {%- set system_content = render_content(messages[0].content)|trim -%}
+        {%- if system_content -%}
+            {{- '\n\n' + system_content -}}
+        {%- endif -%}
+    {%- endif -%}
+    {{- '<|im_end|>\n' -}}
+{%- endif -%}
 {%- for message in messages -%}
-    {%- if message.role == 'assistant' -%}
+    {%- if message.role == 'system' and offer_tools and loop.first -%}
+    {%- elif message.role == 'assistant' -%}
         {%- set content = render_content(message.content) -%}
         {%- if '</think>' in content -%}
             {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
         {%- endif -%}
-        {{- '<|im_start|>assistant\n' + content + '<|im_end|>\n' -}}
+        {{- '<|im_start|>assistant\n' + content -}}
+        {%- if message.tool_calls and message.tool_calls is iterable and message.tool_calls is not mapping -%}
+            {%- for tool_call in message.tool_calls -%}
+                {%- if tool_call.function is defined -%}
+                    {%- set tool_call = tool_call.function -%}
+                {%- endif -%}
+                {%- if loop.first -%}
+                    {%- if content|trim -%}
+                        {{- '\n\n<tool_call>\n<function=' + tool_call.name + '>\n' -}}
+                    {%- else -%}
+                        {{- '<tool_call>\n<function=' + tool_call.name + '>\n' -}}
+                    {%- endif -%}
+                {%- else -%}
+                    {{- '\n<tool_call>\n<function=' + tool_call.name + '>\n' -}}
+                {%- endif -%}
+                {%- if tool_call.arguments is defined -%}
+                    {%- for args_name, args_value in tool_call.arguments|items -%}
+                        {{- '<parameter=' + args_name + '>\n' -}}
+                        {%- set args_value = args_value | string if args_value is string else args_value | tojson | safe -%}
+                        {{- args_value -}}
+                        {{- '\n</parameter>\n' -}}
+                    {%- endfor -%}
+                {%- endif -%}
+                {{- '</function>\n</tool_call>' -}}
+            {%- endfor -%}
+        {%- endif -%}
+        {{- '<|im_end|>\n' -}}
+    {%- elif message.role == 'tool' -%}
+        {%- if loop.previtem and loop.previtem.role != 'tool' -%}
+            {{- '<|im_start|>user' -}}
+        {%- endif -%}
+        {{- '\n<tool_response>\n' -}}
+        {{- render_content(message.content)|trim -}}
+        {{- '\n</tool_response>' -}}
+        {%- if not loop.last and loop.nextitem.role != 'tool' -%}
+            {{- '<|im_end|>\n' -}}
+        {%- elif loop.last -%}
+            {{- '<|im_end|>\n' -}}
+        {%- endif -%}
     {%- else -%}
         {{- '<|im_start|>' + message.role + '\n' + render_content(message.content) + '<|im_end|>\n' -}}
     {%- endif -%}

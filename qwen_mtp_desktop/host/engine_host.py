@@ -38,12 +38,13 @@ from typing import IO, Any
 from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.hosting.protocol import (
+    AnswerChunks,
+    AnswerFailed,
+    AnswerFinished,
+    AnswerStarted,
     ApiRequest,
     ApiState,
     Cancel,
-    Chunks,
-    Failed,
-    Finished,
     FrameWriter,
     Generate,
     ListDevices,
@@ -57,7 +58,6 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     Ready,
     ServeApi,
     Shutdown,
-    Started,
     StateCacheQuery,
     StateCacheState,
     Unload,
@@ -72,7 +72,7 @@ from qwen_mtp_desktop.host.measurements import list_devices, run_measure
 log = logging.getLogger("qwen_mtp_desktop.host")
 
 
-class WindowSession:
+class WindowPipe:
     """Serves the window's requests over one pair of pipes."""
 
     def __init__(self, requests: IO[bytes], events: FrameWriter, service: EngineService) -> None:
@@ -163,28 +163,30 @@ class WindowSession:
         with self._lock:
             if rid in self._cancelled:  # cancelled while still queued
                 self._cancelled.discard(rid)
-                self._events.send(Failed(rid, EngineError("Cancelled.", code="CANCELLED")))
+                self._events.send(AnswerFailed(rid, EngineError("Cancelled.", code="CANCELLED")))
                 return
 
         def gave_up() -> bool:
             return rid in self._cancelled
 
         try:
-            with self._service.turn(request.messages, request.settings, gave_up) as generation:
+            with self._service.turn(
+                request.messages, request.settings, gave_up, raw_prompt=request.raw_prompt
+            ) as generation:
                 with self._lock:
                     self._current = (rid, generation.cancel)
                     if rid in self._cancelled:
                         generation.cancel()
-                self._events.send(Started(rid))
+                self._events.send(AnswerStarted(rid))
                 for batch in coalesced(generation, request.coalesce_s):
-                    self._events.send(Chunks(rid, batch, time.time()))
+                    self._events.send(AnswerChunks(rid, batch, time.time()))
                 assert generation.stats is not None
                 stats = generation.stats
-            self._events.send(Finished(rid, stats, self._service.engine.plain_ready))
+            self._events.send(AnswerFinished(rid, stats, self._service.engine.plain_ready))
         except OSError:
             raise
         except Exception as exc:
-            self._events.send(Failed(rid, as_user_error(exc, EngineError)))
+            self._events.send(AnswerFailed(rid, as_user_error(exc, EngineError)))
         finally:
             with self._lock:
                 self._current = None
@@ -320,9 +322,9 @@ def main() -> int:
         handlers=[handler],
     )
     block_telemetry()
-    session = WindowSession(requests, FrameWriter(events), EngineService())
+    pipe = WindowPipe(requests, FrameWriter(events), EngineService())
     with contextlib.suppress(OSError):  # the window is gone
-        session.run()
+        pipe.run()
     # Skip interpreter teardown: native runtime objects may still be referenced by daemon
     # threads, and nothing is left to save.
     sys.stderr.flush()

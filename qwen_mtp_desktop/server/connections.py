@@ -14,6 +14,12 @@ protocol with three rules added:
   slow clients cannot crowd out a quick request such as /health; when every connection is
   being answered, the new one gets 503.
 
+A connection closed after a refusal sent while its body still arrives (413, 429) lingers,
+as Apache's and nginx's do: the answer is sent with a half-close, and the rest of the body is
+read and dropped (at most `LINGER_BYTES`, `LINGER_S`) until the client closes. Closed at once,
+the unread bytes reset the connection, and a client still sending its body never reads why
+it was refused, only "connection reset by peer".
+
 `connection_limit()` derives `max_connections` from the file-descriptor limit, so the server
 never runs out of descriptors for the connections it keeps. The accept loop takes up to
 `BACKLOG` connections per turn of the event loop, which reach this protocol (and can make
@@ -29,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 #: Connections accepted per wake of the accept loop, and the kernel's queue of pending ones.
@@ -45,6 +52,10 @@ _FULL_REPLY = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nretry-after: 1\r\n"
     b"content-length: 38\r\nconnection: close\r\n\r\nToo many connections; retry shortly.\r\n"
 )
+
+#: What a refused body's lingering close reads and drops at most, and for how long.
+LINGER_BYTES = 64 * 1024 * 1024
+LINGER_S = 10.0
 
 #: What a connection is doing; the order is the order in which they are closed when full.
 HEADERS, BODY, ANSWERING = 0, 1, 2
@@ -94,7 +105,9 @@ class GuardedH11Protocol(H11Protocol):
     # ------------------------------------------------------------------ uvicorn's hooks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._lingering = False
+        self._dropped = 0
+        super().connection_made(_LingeringTransport(transport, self))
         if not self._make_room():
             with contextlib.suppress(Exception):
                 transport.write(_FULL_REPLY)
@@ -105,6 +118,14 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._clear_deadline()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:  # the rest of a refused body
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES:
+                self._close_now()
+            return
+        super().data_received(data)
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -128,6 +149,30 @@ class GuardedH11Protocol(H11Protocol):
             self._await_headers()  # the next request, or the client's leftover body
 
     # ------------------------------------------------------------------ the rules
+
+    def _close_requested(self, inner: asyncio.Transport) -> bool:
+        """uvicorn closes the connection: True when it lingers instead (module docstring),
+        because the client is still sending the body of a request already answered."""
+        if self._lingering:
+            return True
+        if (
+            inner.is_closing()
+            or self.conn.their_state is not h11.SEND_BODY
+            or not inner.can_write_eof()
+        ):
+            return False
+        self._lingering = True
+        self._clear_deadline()
+        inner.write_eof()  # the answer, then end of stream; reading goes on
+        inner.resume_reading()
+        self._deadline = self.loop.call_later(LINGER_S, self._close_now)
+        return True
+
+    def _close_now(self) -> None:
+        self._clear_deadline()
+        transport = self.transport
+        inner = transport.inner if isinstance(transport, _LingeringTransport) else transport
+        inner.close()
 
     def _await_headers(self) -> None:
         self._phase = HEADERS
@@ -153,9 +198,8 @@ class GuardedH11Protocol(H11Protocol):
         if self._phase == HEADERS and self._seen_cycle is None:  # no request came at all
             with contextlib.suppress(Exception):
                 self.transport.write(_TIMEOUT_REPLY)
-        # Otherwise just close: after an answer the client may still be sending a body we
-        # refused, and a stalled body's request sees its client leave.
-        self.transport.close()
+        # Otherwise just close: a stalled body's request sees its client leave.
+        self._close_now()
 
     def _make_room(self) -> bool:
         """Under the cap, or made so by closing the connection that matters least; False
@@ -171,9 +215,58 @@ class GuardedH11Protocol(H11Protocol):
         if not victims:
             return False
         victim = min(victims, key=lambda other: (other._phase, other._since))
-        victim._clear_deadline()
-        victim.transport.close()
+        victim._close_now()
         return True
+
+
+class _LingeringTransport(asyncio.Transport):
+    """The connection's transport as uvicorn sees it: `close()` may linger instead
+    (GuardedH11Protocol._close_requested), and nothing is written while it lingers; the
+    rest is the real transport's."""
+
+    def __init__(self, inner: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        super().__init__()
+        self.inner = inner
+        self._protocol = protocol
+
+    def close(self) -> None:
+        if not self._protocol._close_requested(self.inner):
+            self.inner.close()
+
+    def is_closing(self) -> bool:
+        return self._protocol._lingering or self.inner.is_closing()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._protocol._lingering:
+            self.inner.write(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.inner.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        if not self._protocol._lingering:
+            self.inner.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.inner.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.inner.is_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.inner.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.inner.get_write_buffer_size()
+
+    def can_write_eof(self) -> bool:
+        return self.inner.can_write_eof()
+
+    def write_eof(self) -> None:
+        self.inner.write_eof()
+
+    def abort(self) -> None:
+        self.inner.abort()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:

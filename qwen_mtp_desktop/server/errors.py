@@ -65,7 +65,13 @@ _REQUEST_CODES = {
     "LOOKUP_NEEDS_GREEDY": "invalid_value",
     #: Structured output on a turn the app's decoder does not run (images, some models).
     "CONSTRAINT_UNSUPPORTED": "unsupported_value",
+    #: Log-probabilities on a turn the app's decoder does not run.
+    "LOGPROBS_UNSUPPORTED": "logprobs_unsupported",
+    "LOGIT_BIAS_UNSUPPORTED": "logit_bias_unsupported",
+    "BAD_LOGIT_BIAS": "invalid_value",
 }
+#: The request field an engine error code is about, where the client code does not say it.
+_PARAMS = {"BAD_LOGIT_BIAS": "logit_bias"}
 
 
 def from_engine_error(exc: EngineError) -> ApiError:
@@ -82,9 +88,13 @@ def from_engine_error(exc: EngineError) -> ApiError:
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     if exc.code in _REQUEST_CODES:
-        param = {"invalid_value": None, "unsupported_value": "response_format"}.get(
-            _REQUEST_CODES[exc.code], "messages"
-        )
+        param = {
+            "invalid_value": None,
+            "unsupported_value": "response_format",
+            "logprobs_unsupported": "logprobs",
+            "logit_bias_unsupported": "logit_bias",
+        }.get(_REQUEST_CODES[exc.code], "messages")
+        param = _PARAMS.get(exc.code, param)
         return ApiError(400, message, code=_REQUEST_CODES[exc.code], param=param)
     if exc.code == "NOT_LOADED":
         return ApiError(503, message, type=SERVER_ERROR, code="model_not_loaded")

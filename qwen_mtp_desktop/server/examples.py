@@ -10,7 +10,7 @@ import json
 import shlex
 from pathlib import Path
 
-from qwen_mtp_desktop.core.chat_session import DEMO_SINGLE_TURN_NOTE, single_turn
+from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE, single_turn
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.model_library import is_demo_model
 

@@ -109,3 +109,21 @@ def write_image(folder: Path, index: int, data: bytes, suffix: str) -> Path:
     path = folder / f"image-{index}{suffix}"
     path.write_bytes(data)
     return path
+
+
+#: OpenAI's low detail: the image read at most this many pixels on its longer side.
+LOW_DETAIL_PIXELS = 512
+
+
+def low_detail(data: bytes) -> tuple[bytes, str]:
+    """`image_url.detail: "low"`: the (checked) image shrunk to at most 512 pixels on its
+    longer side, as PNG bytes and their suffix."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        small = image.convert("RGBA" if "A" in image.getbands() else "RGB")
+    small.thumbnail((LOW_DETAIL_PIXELS, LOW_DETAIL_PIXELS))
+    out = io.BytesIO()
+    small.save(out, format="PNG")
+    return out.getvalue(), ".png"

@@ -10,15 +10,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.text import TOKENIZER_JSON
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
 from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.images import decode_data_url, write_image
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ImagePart, TextPart
+from qwen_mtp_desktop.server.images import decode_data_url, low_detail, write_image
+from qwen_mtp_desktop.server.schema import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    ImagePart,
+    TextPart,
+)
 from qwen_mtp_desktop.server.structured import PARAM as FORMAT_PARAM
 from qwen_mtp_desktop.server.structured import constraint_for
+from qwen_mtp_desktop.server.tools import (
+    ToolPlan,
+    call_records,
+    check_tools_fit,
+    tool_messages_problem,
+)
 from qwen_mtp_desktop.server.turns import TurnDefaults
 
 #: What a sampling request without top_p / top_k gets (README, "Local API server").
@@ -33,14 +46,20 @@ def plan_messages(
     ApiError 400 for what the engine cannot take."""
     messages: list[Message] = []
     images = 0
+    problem = tool_messages_problem(request.messages)
+    if problem is not None:
+        raise problem
+    called: dict[str, str] = {}  # call id -> function, of the assistant messages so far
     for index, message in enumerate(request.messages):
         where = f"messages[{index}]"
-        if message.tool_calls:
-            raise ApiError(400, "Tool calls are not supported.", code="unsupported", param=where)
+        check_message_fields(message, where, called)
+        called |= {call.id: call.function.name for call in message.tool_calls or ()}
         role = "system" if message.role == "developer" else message.role
         content = message.content
         image: Path | None = None
-        if content is None:
+        if content is None and message.refusal is not None:
+            text = ""
+        elif content is None:
             if role != "assistant":
                 raise ApiError(400, f"{where} has no content.", param=f"{where}.content")
             text = ""
@@ -73,26 +92,109 @@ def plan_messages(
                         param=param,
                     )
                 data, suffix = decode_data_url(part.image_url.url, f"{param}.image_url.url")
+                if part.image_url.detail == "low":
+                    data, suffix = low_detail(data)
                 image = write_image(image_dir(), images, data, suffix)
                 images += 1
             text = "\n".join(texts)
-        messages.append(Message(role, text, image))
+        if message.refusal is not None:  # what the assistant said, as its text
+            text = f"{text}\n{message.refusal}" if text else message.refusal
+        messages.append(
+            Message(
+                role,
+                text,
+                image,
+                tool_calls=call_records(message),
+                tool_call_id=message.tool_call_id,
+            )
+        )
     return messages
 
 
+def check_message_fields(message: ChatMessage, where: str, called: dict[str, str]) -> None:
+    """ApiError 400 for a message field this server cannot honour: `audio` and the deprecated
+    `function_call`, a `name` other than a tool message's function (Qwen3.5's template renders
+    no participant names), `refusal` or `reasoning_content` on another role than assistant.
+    `called`: the functions of the calls made so far, by call id."""
+    if message.audio is not None:
+        raise _message_error(
+            "an assistant's earlier audio answer cannot be read: this server answers in "
+            "text; send that answer's transcript as content instead",
+            f"{where}.audio",
+        )
+    if message.function_call is not None:
+        raise _message_error(
+            "the deprecated function_call is not supported; send the call in tool_calls "
+            '([{"id", "type": "function", "function": {"name", "arguments"}}])',
+            f"{where}.function_call",
+        )
+    if message.role != "assistant":
+        for name in ("refusal", "reasoning_content"):
+            if getattr(message, name) is not None:
+                raise _message_error(
+                    f"{name} belongs to assistant messages only", f"{where}.{name}"
+                )
+    if message.name is None:
+        return
+    if message.role != "tool":
+        raise _message_error(
+            "name is not supported: the model's chat template renders no participant "
+            "names, so it would change nothing; put the name in the content if it matters",
+            f"{where}.name",
+        )
+    function = called.get(message.tool_call_id or "")
+    if function is not None and message.name != function:
+        raise _message_error(
+            f"name is {message.name!r}, but the call this tool message answers is to {function!r}",
+            f"{where}.name",
+        )
+
+
+def _message_error(text: str, param: str) -> ApiError:
+    where = param.rsplit(".", 1)[0]
+    return ApiError(400, f"{where}: {text}.", code="unsupported_parameter", param=param)
+
+
+def check_stream_options(request: ChatCompletionRequest | CompletionRequest) -> None:
+    """stream_options only with stream (as OpenAI and vLLM answer), and no obfuscation."""
+    options = request.stream_options
+    if options is None:
+        return
+    if not request.stream:
+        raise ApiError(
+            400,
+            "stream_options is only allowed with stream: true; leave it out, or stream.",
+            code="invalid_value",
+            param="stream_options",
+        )
+    if options.include_obfuscation:
+        raise ApiError(
+            400,
+            "stream_options.include_obfuscation: this server does not pad stream events (it "
+            "answers on this computer or behind your own TLS proxy); send false or leave it "
+            "out.",
+            code="unsupported_value",
+            param="stream_options.include_obfuscation",
+        )
+
+
 def plan_settings(
-    request: ChatCompletionRequest,
+    request: ChatCompletionRequest | CompletionRequest,
     defaults: TurnDefaults,
     *,
     mtp_loaded: bool,
     app_decoder: bool = True,
+    tools: ToolPlan | None = None,
+    model_sampling: Sampling | None = None,
 ) -> tuple[GenerationSettings, bool]:
     """(the engine's settings, whether Auto may choose the method): the one place the API's
     fields become a `DecodingMethod`. MTP runs at the request's or the server's depth, greedy
     (temperature 0 or absent) or sampled; Auto chooses only for greedy, unconstrained
     requests (it learns from greedy turns). `app_decoder`: whether the app's decoder runs
     the model's text turns; without it (openvino-genai's MTP decodes greedily) a sampled
-    request samples with plain decoding."""
+    request samples with plain decoding. `model_sampling`: the model's own defaults
+    (generation_config.json), for the sampling fields the request leaves out."""
+    check_stream_options(request)
     if request.n is not None and request.n > 1:
         raise ApiError(
             400,
@@ -101,22 +203,33 @@ def plan_settings(
             code="unsupported_value",
             param="n",
         )
-    if request.tools:
-        raise ApiError(400, "Tools (function calling) are not supported.", param="tools")
-    if request.logprobs:
-        raise ApiError(400, "logprobs are not supported.", param="logprobs")
-    if request.top_logprobs:
+    chat = request if isinstance(request, ChatCompletionRequest) else None
+    logprobs = request.logprob_count()
+    if logprobs is not None and not app_decoder:
         raise ApiError(
-            400, "top_logprobs is not supported (logprobs are not).", param="top_logprobs"
+            400,
+            "logprobs are not available for this model: they come from the app's decoder, "
+            "which cannot run it. Ask without logprobs.",
+            code="logprobs_unsupported",
+            param="logprobs",
         )
-    if request.logit_bias:
-        raise ApiError(400, "logit_bias is not supported.", param="logit_bias")
-    constraint = constraint_for(request.response_format)
+    if request.logit_bias and not app_decoder:
+        raise ApiError(
+            400,
+            "logit_bias is not available for this model: the app's decoder applies it, and "
+            "it cannot run this model. Send the request without logit_bias.",
+            code="unsupported_parameter",
+            param="logit_bias",
+        )
+    constraint = constraint_for(chat.response_format) if chat is not None else None
     depth = request.num_assistant_tokens or defaults.depth
-    thinking = defaults.thinking
-    kwargs = request.chat_template_kwargs
+    thinking = defaults.thinking if chat is not None else False
+    kwargs = chat.chat_template_kwargs if chat is not None else None
     if kwargs is not None and kwargs.enable_thinking is not None:
         thinking = kwargs.enable_thinking
+    if tools is not None:
+        check_tools_fit(tools, constraint, thinking=thinking, by_default=kwargs is None)
+        constraint = tools.constraint
     if constraint is not None and thinking:
         # The grammar holds from the answer's first token: the reasoning would be forced into
         # JSON and the answer left empty.
@@ -130,19 +243,7 @@ def plan_settings(
             code="unsupported_value",
             param=FORMAT_PARAM,
         )
-    sampling = Sampling(
-        repetition_penalty=request.repetition_penalty or 1.0,
-        presence_penalty=request.presence_penalty or 0.0,
-        frequency_penalty=request.frequency_penalty or 0.0,
-    )
-    if request.temperature:
-        sampling = replace(
-            sampling,
-            temperature=request.temperature,
-            top_p=request.top_p if request.top_p is not None else DEFAULT_TOP_P,
-            top_k=request.top_k if request.top_k is not None else DEFAULT_TOP_K,
-            seed=request.seed,
-        )
+    sampling = sampling_for(request, model_sampling)
     method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
     if not sampling.greedy and not app_decoder:
         method = DecodingMethod.plain(sampling)
@@ -152,6 +253,8 @@ def plan_settings(
         stop_strings=request.stop_strings(),
         thinking=thinking,
         ignore_eos=request.ignore_eos,
+        tools_json=tools.tools_json if tools is not None else "",
+        logprobs=logprobs,
     )
     try:
         settings.validate()
@@ -162,30 +265,133 @@ def plan_settings(
     return settings, auto
 
 
+def sampling_for(
+    request: ChatCompletionRequest | CompletionRequest, model: Sampling | None
+) -> Sampling:
+    """The request's sampling: each field it gives, else the model's default (`model`), else
+    the server's (greedy; a sampling request gets top-p 0.9 and top-k 20)."""
+    base = model or Sampling()
+
+    def pick(given: float | None, default: float) -> float:
+        return given if given is not None else default
+
+    sampling = Sampling(
+        repetition_penalty=pick(request.repetition_penalty, base.repetition_penalty),
+        presence_penalty=pick(request.presence_penalty, base.presence_penalty),
+        frequency_penalty=pick(request.frequency_penalty, base.frequency_penalty),
+        logit_bias=logit_bias(request.logit_bias),
+    )
+    temperature = pick(request.temperature, base.temperature)
+    if not temperature:
+        return sampling
+    samples = not base.greedy  # the model's top-p / top-k go with its own sampling
+    return replace(
+        sampling,
+        temperature=temperature,
+        top_p=pick(request.top_p, base.top_p if samples else DEFAULT_TOP_P),
+        top_k=int(pick(request.top_k, base.top_k if samples else DEFAULT_TOP_K)),
+        seed=request.seed,
+    )
+
+
+def logit_bias(raw: dict[str, Any] | None) -> tuple[tuple[int, float], ...]:
+    """OpenAI's {"token id": bias} as Sampling's ascending pairs; ApiError 400 naming what is
+    wrong (ids beyond the model's vocabulary are refused by the engine)."""
+    pairs = []
+    for key, value in (raw or {}).items():
+        shown = key if len(key) <= 20 else key[:17] + "..."
+        if not (key.isascii() and key.isdigit() and len(key) <= 9):
+            raise ApiError(
+                400,
+                f"logit_bias: {shown!r} is not a token id (a whole number as a string).",
+                code="invalid_value",
+                param="logit_bias",
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ApiError(
+                400,
+                f"logit_bias: the bias of token {key} must be a number from -100 to 100.",
+                code="invalid_value",
+                param="logit_bias",
+            )
+        pairs.append((int(key), float(value)))
+    bias = tuple(sorted(pairs))
+    problems = Sampling(logit_bias=bias).problems()
+    if problems:
+        raise ApiError(400, f"logit_bias: {problems[0]}", code="invalid_value", param="logit_bias")
+    return bias
+
+
+def check_budget_fits(
+    request: ChatCompletionRequest | CompletionRequest, context_tokens: int | None
+) -> None:
+    """ApiError 400 when the token budget alone reaches the model's context length."""
+    budget = request.token_budget()
+    if context_tokens is None or budget is None or budget < context_tokens:
+        return
+    chat = isinstance(request, ChatCompletionRequest) and request.max_completion_tokens
+    field = "max_completion_tokens" if chat else "max_tokens"
+    raise ApiError(
+        400,
+        f"{field} is {budget:,}, but this model reads at most {context_tokens:,} tokens "
+        "(its context length), prompt included; ask for fewer.",
+        code="context_length_exceeded",
+        param=field,
+    )
+
+
 def check_format_fits(request: ChatCompletionRequest, model_dir: Path) -> None:
-    """Refuse, before the request waits, a response_format the engine cannot enforce for
-    it: on a turn with images (openvino-genai's pipeline reads images and enforces no
-    grammar) or for a model folder without the tokenizer.json the grammar engine reads."""
-    if not constraint_for_kind(request):
+    """Refuse, before the request waits, a response_format or a forced tool call (tool_choice
+    "required" or a named function) the engine cannot enforce for it: on a turn with images
+    (openvino-genai's pipeline reads images and enforces no grammar) or for a model folder
+    without the tokenizer.json the grammar engine reads; and logprobs or a logit bias on a
+    turn with images (the app's decoder, which applies them, reads none)."""
+    if request.logit_bias and has_images(request):
+        raise ApiError(
+            400,
+            "logit_bias is not available for requests with images: the app's decoder applies "
+            "it, and it reads text only. Send the request without the image, or without "
+            "logit_bias.",
+            code="unsupported_parameter",
+            param="logit_bias",
+        )
+    if request.logprob_count() is not None and has_images(request):
+        raise ApiError(
+            400,
+            "logprobs are not available for requests with images: they come from the app's "
+            "decoder, which reads text only. Send the request without the image, or without "
+            "logprobs.",
+            code="logprobs_unsupported",
+            param="logprobs",
+        )
+    if constraint_for_kind(request):
+        what, param = "response_format (structured output)", FORMAT_PARAM
+    elif request.tools and forces_tool_call(request):
+        what, param = "tool_choice (a forced tool call)", "tool_choice"
+    else:
         return
     if has_images(request):
         raise ApiError(
             400,
-            "response_format (structured output) is not available for requests with images: "
-            "the engine enforces a schema only on text turns. Send the request without the "
-            "image, or without response_format.",
+            f"{what} is not available for requests with images: the engine enforces a "
+            "grammar only on text turns. Send the request without the image, or without "
+            f"{param}.",
             code="unsupported_value",
-            param=FORMAT_PARAM,
+            param=param,
         )
     if not (model_dir / TOKENIZER_JSON.what).is_file():
         raise ApiError(
             400,
-            f"response_format (structured output) needs the model's {TOKENIZER_JSON.what}, which "
-            "this model folder lacks; re-export the model, or send the request without "
-            "response_format.",
+            f"{what} needs the model's {TOKENIZER_JSON.what}, which this model folder lacks; "
+            f"re-export the model, or send the request without {param}.",
             code="unsupported_value",
-            param=FORMAT_PARAM,
+            param=param,
         )
+
+
+def forces_tool_call(request: ChatCompletionRequest) -> bool:
+    choice = request.tool_choice
+    return choice is not None and choice not in ("auto", "none")
 
 
 def constraint_for_kind(request: ChatCompletionRequest) -> bool:

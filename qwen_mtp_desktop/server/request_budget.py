@@ -88,11 +88,19 @@ class Reservation:
 def retained_bytes(messages: Sequence[Message], settings: GenerationSettings | None = None) -> int:
     """What a planned request holds while it waits: its text, as Python stores it (a single
     character beyond Latin-1 makes a string take 2 or 4 bytes per character), and its
-    structured-output schema (up to MAX_CONSTRAINT_CHARS of JSON text)."""
+    structured-output schema or forced-call grammar (up to MAX_CONSTRAINT_CHARS of text), its
+    tool calls and its tools."""
     held = sum(sys.getsizeof(m.content) + _MESSAGE_OVERHEAD for m in messages)
+    held += sum(
+        sys.getsizeof(call.arguments) + sys.getsizeof(call.name) + _MESSAGE_OVERHEAD
+        for m in messages
+        for call in m.tool_calls
+    )
     constraint = settings.method.constraint if settings is not None else None
     if constraint is not None:
         held += sys.getsizeof(constraint.source) + _MESSAGE_OVERHEAD
+    if settings is not None and settings.tools_json:
+        held += sys.getsizeof(settings.tools_json)
     return held
 
 
@@ -100,7 +108,9 @@ def check_text_fits(messages: Sequence[Message], context_tokens: int | None) -> 
     """ApiError 400 when the messages hold more text than `context_tokens` could ever hold."""
     if context_tokens is None:
         return
-    chars = sum(len(m.content) for m in messages)
+    chars = sum(
+        len(m.content) + sum(len(call.arguments) for call in m.tool_calls) for m in messages
+    )
     most = context_tokens * MAX_CHARS_PER_TOKEN
     if chars > most:
         raise ApiError(

@@ -31,7 +31,6 @@ from qwen_mtp_desktop.server.app import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STREAM_INTERVAL_S,
     LOOPBACK_NAMES,
-    Activity,
     create_app,
 )
 from qwen_mtp_desktop.server.connections import (
@@ -41,6 +40,7 @@ from qwen_mtp_desktop.server.connections import (
     guarded_protocol,
 )
 from qwen_mtp_desktop.server.request_budget import DEFAULT_BUDGET_BYTES
+from qwen_mtp_desktop.server.state import Activity
 from qwen_mtp_desktop.server.turns import TurnDefaults
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,11 @@
-"""The request bodies the API accepts, as pydantic models (OpenAI's chat-completions shape).
+"""The request bodies the API accepts, as pydantic models (OpenAI's chat-completions and
+completions shapes).
 
-Fields OpenAI clients commonly send but that change nothing here (`user`, `metadata`,
-`store`, ...) are ignored; fields whose meaning this server cannot honour (n > 1, tools,
-logprobs) are refused with a message rather than silently dropped, so a client
-never gets an answer to a question it did not ask.
+Every top-level field is honoured or refused: server.fields refuses unknown ones and the
+OpenAI fields this server cannot honour with a 400 naming them, and accepts by name the few
+that change nothing here (`user`, `metadata`, `store`, ...); planning refuses values it cannot
+honour (n > 1, a logit_bias that is not {"token id": -100 to 100}), so a client never gets an
+answer to a question it did not ask.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
+from qwen_mtp_desktop.server.logprobs import chat_logprob_count, completion_logprob_count
 
 #: Stop strings per request and characters per stop string (OpenAI allows 4; more is cheap).
 MAX_STOP_STRINGS = 16
@@ -49,47 +52,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore", frozen=True)
 
 
-class TextPart(_Strict):
-    type: Literal["text"]
-    text: Text
-
-
-class ImageUrl(_Strict):
-    url: Text
-    detail: Literal["auto", "low", "high"] | None = None
-
-
-class ImagePart(_Strict):
-    type: Literal["image_url"]
-    image_url: ImageUrl
-
-
-ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
-
-
-class ChatMessage(_Strict):
-    #: "developer" is OpenAI's newer name for the system role.
-    role: Literal["system", "developer", "user", "assistant"]
-    content: Text | list[ContentPart] | None = None
-    name: Annotated[Text, Field(max_length=MAX_NAME_CHARS)] | None = None
-    tool_calls: list[Any] | None = None
-
-
-class StreamOptions(_Strict):
-    include_usage: bool = False
-
-
-class ChatTemplateKwargs(_Strict):
-    """vLLM's convention for Qwen's thinking switch: {"enable_thinking": true}."""
-
-    enable_thinking: bool | None = None
-
-
-#: A JSON schema's name (OpenAI: letters, digits, '_' and '-', at most 64 characters).
-MAX_SCHEMA_NAME_CHARS = 64
-
-
-class _Closed(_Strict):
+class Closed(_Strict):
     """Every key means something: an unknown one is refused, not ignored (a misspelt
     `schema` must not turn structured output off)."""
 
@@ -98,7 +61,113 @@ class _Closed(_Strict):
     )
 
 
-class JsonSchemaSpec(_Closed):
+class TextPart(Closed):
+    type: Literal["text"]
+    text: Text
+
+
+class ImageUrl(Closed):
+    url: Text
+    #: "low" reads the image at most 512 pixels on its longer side (OpenAI's low detail);
+    #: "auto" and "high" at the model's own resolution (server.images).
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(Closed):
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+#: A function's name as OpenAI allows it (letters, digits, '_' and '-', at most 64), which also
+#: keeps it safe inside Qwen3.5's `<function=NAME>` tag.
+FUNCTION_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+#: Tools per request, tool calls per message, and characters of a call id.
+MAX_TOOLS = 128
+MAX_TOOL_CALLS = 128
+MAX_CALL_ID_CHARS = 256
+
+
+class CalledFunction(Closed):
+    name: Annotated[Text, Field(pattern=FUNCTION_NAME)]
+    #: A JSON object's text, as OpenAI sends it (checked in server.tools).
+    arguments: Text
+
+
+class MessageToolCall(Closed):
+    """An earlier assistant message's call, as a client sends it back."""
+
+    id: Annotated[Text, Field(min_length=1, max_length=MAX_CALL_ID_CHARS)]
+    type: Literal["function"]
+    function: CalledFunction
+
+
+class ChatMessage(Closed):
+    """A message; every key is honoured or refused (server.planning.check_message_fields):
+    `refusal` is the assistant's words, `name` only on a tool message (its function), and
+    `audio` / `function_call` are refused; `reasoning_content` is accepted and not rendered
+    (README: the engine's messages carry no earlier reasoning, as Qwen3.5's template drops
+    it before the latest user message)."""
+
+    #: "developer" is OpenAI's newer name for the system role; "tool" carries a tool's result.
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Text | list[ContentPart] | None = None
+    name: Annotated[Text, Field(max_length=MAX_NAME_CHARS)] | None = None
+    tool_calls: Annotated[list[MessageToolCall], Field(max_length=MAX_TOOL_CALLS)] | None = None
+    tool_call_id: Annotated[Text, Field(min_length=1, max_length=MAX_CALL_ID_CHARS)] | None = None
+    #: An earlier assistant answer that was a refusal: rendered as that answer's text.
+    refusal: Text | None = None
+    audio: dict[str, Any] | None = None
+    function_call: dict[str, Any] | None = None
+    reasoning_content: Text | None = None
+
+
+class FunctionSpec(Closed):
+    name: Annotated[Text, Field(pattern=FUNCTION_NAME)]
+    description: Text | None = None
+    #: A JSON schema of an object (server.tools checks it and compiles it for tool_choice).
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolSpec(Closed):
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class ChosenFunction(Closed):
+    name: Annotated[Text, Field(pattern=FUNCTION_NAME)]
+
+
+class NamedToolChoice(Closed):
+    type: Literal["function"]
+    function: ChosenFunction
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+class StreamOptions(Closed):
+    include_usage: bool = False
+    #: OpenAI's padding of stream events against length side channels: not sent here, so
+    #: only false (or absent) is accepted (server.planning).
+    include_obfuscation: bool | None = None
+
+
+#: A JSON schema's name (OpenAI: letters, digits, '_' and '-', at most 64 characters).
+MAX_SCHEMA_NAME_CHARS = 64
+
+
+class ChatTemplateKwargs(Closed):
+    """vLLM's convention for Qwen's thinking switch: {"enable_thinking": true}; another key
+    is refused (the template reads no other, so it would change nothing)."""
+
+    enable_thinking: bool | None = None
+
+
+class JsonSchemaSpec(Closed):
     """`response_format.json_schema`: the schema the answer must match (always enforced,
     whatever `strict` says: `strict: false` asks for less than this server does)."""
 
@@ -108,15 +177,15 @@ class JsonSchemaSpec(_Closed):
     strict: bool | None = None
 
 
-class TextFormat(_Closed):
+class TextFormat(Closed):
     type: Literal["text"]
 
 
-class JsonObjectFormat(_Closed):
+class JsonObjectFormat(Closed):
     type: Literal["json_object"]
 
 
-class JsonSchemaFormat(_Closed):
+class JsonSchemaFormat(Closed):
     type: Literal["json_schema"]
     json_schema: JsonSchemaSpec
 
@@ -126,13 +195,13 @@ ResponseFormat = Annotated[
 ]
 
 
-class ChatCompletionRequest(_Strict):
+class GenerationRequest(_Strict):
+    """The fields chat completions and completions share: how to decode and how to answer."""
+
     model: Annotated[Text, Field(max_length=MAX_MODEL_CHARS)]
-    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     stream: bool = False
     stream_options: StreamOptions | None = None
     max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
     #: 0 (or absent) decodes greedily, the path MTP speeds up; above 0 samples.
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
@@ -141,17 +210,11 @@ class ChatCompletionRequest(_Strict):
     n: Annotated[int, Field(ge=1, le=128)] | None = None
     presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
     logit_bias: dict[str, Any] | None = None
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    response_format: ResponseFormat | None = None
     # Extensions (vLLM names where vLLM has one).
     top_k: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0, le=10)] | None = None
     ignore_eos: bool = False
-    chat_template_kwargs: ChatTemplateKwargs | None = None
     #: Draft tokens per MTP step for this request (the server's setting otherwise).
     num_assistant_tokens: Annotated[int, Field(ge=1, le=MAX_DRAFT_TOKENS)] | None = None
 
@@ -171,5 +234,50 @@ class ChatCompletionRequest(_Strict):
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
 
     def token_budget(self) -> int | None:
+        return self.max_tokens
+
+    def logprob_count(self) -> int | None:
+        """Alternatives per token the request asks log-probabilities for; None: none."""
+        return None
+
+
+class ChatCompletionRequest(GenerationRequest):
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+    max_completion_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: Annotated[list[ToolSpec], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    chat_template_kwargs: ChatTemplateKwargs | None = None
+
+    def token_budget(self) -> int | None:
         """max_completion_tokens (OpenAI's newer name) wins over max_tokens."""
         return self.max_completion_tokens or self.max_tokens
+
+    def logprob_count(self) -> int | None:
+        return chat_logprob_count(self.logprobs, self.top_logprobs)
+
+
+#: OpenAI's default for a completion's max_tokens (vLLM's too).
+COMPLETION_MAX_TOKENS = 16
+
+
+class CompletionRequest(GenerationRequest):
+    """`/v1/completions`: raw text in, raw text out (no chat template)."""
+
+    #: A string, or a list of one string (OpenAI's batch form, one prompt at a time here).
+    prompt: Text | Annotated[list[Text], Field(min_length=1, max_length=1)]
+    max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = COMPLETION_MAX_TOKENS
+    #: The legacy integer form: alternatives per token (0 to 20).
+    logprobs: int | None = None
+    echo: bool = False
+    suffix: Text | None = None
+    best_of: Annotated[int, Field(ge=1, le=128)] | None = None
+
+    def text(self) -> str:
+        return self.prompt if isinstance(self.prompt, str) else self.prompt[0]
+
+    def logprob_count(self) -> int | None:
+        return completion_logprob_count(self.logprobs)

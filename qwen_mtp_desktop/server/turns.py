@@ -12,17 +12,19 @@ Also here, as a plain function: the speculative-decoding statistics a response c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn
+from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn
+from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
@@ -54,6 +56,10 @@ class TurnDefaults:
     max_tokens: int = 512
     depth: Depth = 1
     thinking: bool = False
+    #: Sampling fields a request leaves out come from the model's generation_config.json
+    #: (core.generation_defaults), as vLLM's `--generation-config auto`; False: the
+    #: server's own (greedy; top-p 0.9, top-k 20 for a request that samples).
+    model_sampling: bool = True
 
 
 # --- what a response reports -------------------------------------------------------------------
@@ -111,6 +117,27 @@ def mtp_stats(
 # --- the job -----------------------------------------------------------------------------------
 
 
+async def stream_events(events: asyncio.Queue[Event]) -> AsyncIterator[Chunks | Finished | Failed]:
+    """A started job's events as a stream sends them: each Chunks with every Chunks already
+    queued behind it (a client that fell behind gets them in one event), then the last."""
+    pending: Event | None = None
+    while True:
+        event = pending or await events.get()
+        pending = None
+        if isinstance(event, Chunks):
+            steps = list(event.chunks)
+            while not events.empty():
+                queued = events.get_nowait()
+                if not isinstance(queued, Chunks):
+                    pending = queued
+                    break
+                steps += queued.chunks
+            yield Chunks(steps)
+        elif isinstance(event, Finished | Failed):
+            yield event
+            return
+
+
 @dataclass(frozen=True)
 class Started:
     queue_wait_s: float
@@ -127,6 +154,8 @@ class Finished:
     answer: str
     reasoning: str
     record: dict[str, Any]
+    #: Each answer token's log-probability, when the request asked for them.
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -203,8 +232,11 @@ class TurnJob:
         stream: bool = False,
         stream_interval_s: float = 0.0,
         image_dir: Path | None = None,
+        raw_prompt: str | None = None,
     ) -> None:
+        """`raw_prompt`: answer this text as it is (/v1/completions: no chat template)."""
         self._service = service
+        self._raw_prompt = raw_prompt
         self._messages = list(messages)
         self._settings = settings
         self._emit = emit
@@ -249,13 +281,15 @@ class TurnJob:
             if self._auto is not None:
                 turn = self._auto.plan(self._service, self._settings, self._messages)
             with self._service.turn(
-                self._messages, turn.settings, cancelled=self._cancel.is_set
+                self._messages,
+                turn.settings,
+                cancelled=self._cancel.is_set,
+                raw_prompt=self._raw_prompt,
             ) as generation:
                 with self._lock:
                     self._generation = generation
                     if self._cancel.is_set():
                         generation.cancel()
-                self._remove_images()  # the engine has read them
                 self._emit(Started(time.monotonic() - arrived))
                 if not self._stream:
                     generation.run_to_end()
@@ -274,7 +308,9 @@ class TurnJob:
                     if self._auto is not None
                     else turn.finish(stats, model_dir)
                 )
-                return Finished(stats, generation.answer, generation.reasoning, record)
+                return Finished(
+                    stats, generation.answer, generation.reasoning, record, generation.logprobs
+                )
         except WaitCancelledError:
             return Gone()
         except ApiError as exc:
@@ -293,6 +329,8 @@ class TurnJob:
             )
 
     def _remove_images(self) -> None:
+        """Only when the job has ended: under `serve` the engine runs in its own process and
+        reads the files when its turn starts there, after `service.turn()` has returned."""
         if self._image_dir is not None:
             shutil.rmtree(self._image_dir, ignore_errors=True)
             self._image_dir = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
+from qwen_mtp_desktop.core.units import plain_figures
+
 #: One line, shown under the chat's stats.
 LEGEND = (
     "tok/s: writing speed  ·  TTFT: wait for the first token  ·  drafts accepted: MTP's guesses "
@@ -16,7 +18,7 @@ LEGEND = (
 FIGURES: tuple[tuple[str, str], ...] = (
     (
         "MTP n=k",
-        "Decoded with the model's MTP head guessing k tokens ahead each step (Settings › Draft "
+        "Decoded with the model's MTP head guessing k tokens ahead each step (Chat options › Draft "
         "tokens). The model checks the guesses and keeps only what it would have written itself, "
         "so the answer is the same as plain decoding, only faster when guesses are kept.",
     ),
@@ -79,6 +81,7 @@ COLUMN_HELP = {
 
 def stats_tooltip(text: str) -> str:
     """Rich-text explanation of the figures that appear in the stats line `text`."""
+    text = plain_figures(text)
     rows = [
         f"<tr><td><b>{escape(name)}</b></td><td>{escape(help_text)}</td></tr>"
         for name, help_text in FIGURES

@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop import APP_NAME
+from qwen_mtp_desktop.core.chat_presets import ChatPreset
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import LoadedModel
+from qwen_mtp_desktop.core.mcp.config import McpServer, servers_from_settings
 from qwen_mtp_desktop.core.model_library import (
-    display_name,
-    is_demo_model,
     picker_text,
     selected_model,
 )
@@ -37,6 +37,8 @@ from qwen_mtp_desktop.core.state_budget import load_option
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.chat.theme import restyle_chat
+from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
+from qwen_mtp_desktop.ui.model_status import ModelStatus
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
@@ -90,7 +92,7 @@ class MainWindow(QMainWindow):
         self.model_dir: Path = selected_model(store.settings)
         # Every background thread of the app, made once and handed to the panels below.
         self.threads = BackgroundThreads(self)
-        self.engine = self.threads.engine
+        self.engine_process = self.threads.engine_process
         self.store_runner = self.threads.store
         self.io_runner = self.threads.io
         app = QApplication.instance()
@@ -113,8 +115,6 @@ class MainWindow(QMainWindow):
         # calls build_panels), so the window shows sooner (issue 18); any use of one builds
         # them at once. Until then, placeholders.
         self._models: ModelsPanel | None = None
-        #: The model the engine has loaded (the Models panel marks it).
-        self._loaded_model: Path | None = None
         self._export_panel: ExportPanel | None = None
         self._bench: BenchPanel | None = None
         for name in PANELS:
@@ -161,6 +161,14 @@ class MainWindow(QMainWindow):
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
         tools_menu.addAction(self.server_action)
+        self.mcp_action = QAction("&MCP servers…", self)
+        self.mcp_action.setToolTip("Tools the model may use in a chat, from MCP servers")
+        self.mcp_action.triggered.connect(self.show_mcp_dialog)
+        tools_menu.addAction(self.mcp_action)
+        self.remote_action = QAction("&Remote servers…", self)
+        self.remote_action.setToolTip("The remote servers the chat can use: add, edit, remove")
+        self.remote_action.triggered.connect(lambda: self.chat.show_remote_servers())
+        tools_menu.addAction(self.remote_action)
         help_menu = self.menuBar().addMenu("&Help")
         self.shortcuts_action = QAction("&Keyboard shortcuts", self)
         self.shortcuts_action.triggered.connect(self.show_shortcuts)
@@ -177,28 +185,33 @@ class MainWindow(QMainWindow):
         self.about_action.triggered.connect(self.show_about)
         help_menu.addAction(self.about_action)
 
-        self.model_label = QLabel()
+        # The chat's model through its router (a remote server shows as such), and what
+        # decoded its last answer.
+        self.model_label = ModelStatus(self.chat.model.router.names)
         self.api_label = QLabel()
         self.api_label.setVisible(False)
         self.api_label.setToolTip("The local API server is running (Tools > Local API server)")
         self.statusBar().addPermanentWidget(self.api_label)
         self.statusBar().addPermanentWidget(self.model_label)
-        self.engine.api_state.connect(self._on_api_state)
-        apply_saved(self.engine, store)
+        self.engine_process.api_state.connect(self._on_api_state)
+        apply_saved(self.engine_process, store)
         self._server_dialog: ServerDialog | None = None
+        self._mcp_dialog: McpServersDialog | None = None
         self._settings_dialog: SettingsDialog | None = None
         self._discover_dialog: DiscoverDialog | None = None
         self._show_model()
         # The status bar follows what the engine really has loaded.
-        self.engine.loading.connect(
-            lambda path: self.model_label.setText(f"Loading {display_name(Path(path))}…")
-        )
-        self.engine.loaded.connect(self._on_engine_loaded)
-        self.engine.load_failed.connect(self._on_load_failed)
-        self.engine.unloaded.connect(self._on_engine_unloaded)
+        router = self.chat.model.router
+        router.loading.connect(self.model_label.loading)
+        router.loaded.connect(self.model_label.loaded)
+        router.load_failed.connect(lambda _error: self.model_label.failed())
+        self.chat.answered.connect(self.model_label.answered)
+        self.engine_process.loaded.connect(self._on_engine_loaded)
+        self.engine_process.load_failed.connect(self._on_load_failed)
+        self.engine_process.unloaded.connect(self._on_engine_unloaded)
         # The engine runs in its own process; when it dies the window stays and says so.
-        self.engine.engine_stopped.connect(self.statusBar().showMessage)
-        self.engine.engine_restarted.connect(self.statusBar().showMessage)
+        self.engine_process.engine_stopped.connect(self.statusBar().showMessage)
+        self.engine_process.engine_restarted.connect(self.statusBar().showMessage)
         self._shown_once = False
         self._placed = QRect()
         self._restore_geometry()
@@ -254,18 +267,29 @@ class MainWindow(QMainWindow):
 
     def _make_chat(self) -> ChatPanel:
         self.chat = ChatPanel(
-            self.engine,
+            self.engine_process,
             self.store_runner,
             self._paths.data_dir / "chats.sqlite3",
             self.model_dir,
             self._paths.log_file,
             dark=self.dark,
             ui_state=self._store.settings.ui_state,
+            # Checked when the settings were read (core.settings: damaged ones named).
+            presets=[ChatPreset.from_stored(p) for p in self._store.settings.chat_presets],
+            default_preset=self._store.settings.default_chat_preset,
         )
+        self.chat.presets_changed.connect(self._save_presets)
         self.chat.model.state_cache_bytes = lambda: load_option(
             self._store.settings.conversation_memory_mb
         )
         self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+        self.chat.tool_turns.attach(
+            self.threads.mcp,
+            self.mcp_servers,
+            self._save_mcp_server,
+            lambda: self._store.settings.tool_timeout_s,
+        )
+        self.chat.tool_turns.options.manage_requested.connect(self.show_mcp_dialog)
         self.chat.examples.discover_requested.connect(self.show_discover)
         self.chat.validate_requested.connect(self._validate)
         self.chat.validate_lookup_requested.connect(self._validate_lookup)
@@ -290,14 +314,14 @@ class MainWindow(QMainWindow):
             deploy_runner=self.threads.model_deploy,
         )
         self._models = models
-        models.set_loaded(self._loaded_model)
+        models.set_loaded(self._loaded_dir)
         models.open_in_chat.connect(self._open_in_chat)
         models.models_changed.connect(self.chat.set_models)
         models.models_changed.connect(self._describe_models)
         models.models_changed.connect(self._on_models_changed)
         models.discover_requested.connect(self.show_discover)
-        models.details.state_cache_wanted.connect(self.engine.query_state_cache)
-        self.engine.state_cache.connect(models.details.show_state_cache)
+        models.details.state_cache_wanted.connect(self.engine_process.query_state_cache)
+        self.engine_process.state_cache.connect(models.details.show_state_cache)
 
         export_panel = ExportPanel(self.io_runner, self._paths.models_dir, self.threads.exports)
         self._export_panel = export_panel
@@ -308,15 +332,15 @@ class MainWindow(QMainWindow):
         models.reexport_requested.connect(self._reexport)
 
         bench = BenchPanel(
-            self._loaded_model or self.model_dir,
+            self._loaded_dir or self.model_dir,
             device=self._store.settings.device,
             job=self.threads.bench,
             io=self.threads.bench_io,
         )
         self._bench = bench
         # The engine process lists the devices: OpenVINO is never loaded in this process.
-        self.engine.devices_listed.connect(self._on_devices)
-        self.engine.list_devices()
+        self.engine_process.devices_listed.connect(self._on_devices)
+        self.engine_process.list_devices()
         models.validate_requested.connect(self._validate)
         models.models_changed.connect(bench.set_models)
         bench.recommendation_changed.connect(
@@ -376,10 +400,37 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    def show_mcp_dialog(self) -> McpServersDialog:
+        """Tools > MCP servers (non-modal; one at a time)."""
+        if self._mcp_dialog is None:
+            self._mcp_dialog = McpServersDialog(self._store, self.threads.mcp, self)
+            self._mcp_dialog.servers_changed.connect(self.chat.tool_turns.servers_changed)
+        self._mcp_dialog.show()
+        self._mcp_dialog.raise_()
+        return self._mcp_dialog
+
+    def _save_presets(self, presets: list[ChatPreset], default: str | None) -> None:
+        """The chat's presets changed: kept in the settings file at once."""
+        self._store.settings.chat_presets = [preset.to_stored() for preset in presets]
+        self._store.settings.default_chat_preset = default
+        try:
+            self._store.save()
+        except OSError as exc:
+            self.chat.show_problem(f"The presets could not be saved: {exc}", "warning")
+
+    def _save_mcp_server(self, server: McpServer) -> None:
+        """A server changed from the chat (a tool always allowed): saved in the settings."""
+        servers = [server if s.name == server.name else s for s in self.mcp_servers()]
+        self._store.settings.mcp_servers = [s.to_dict() for s in servers]
+        self._store.save()
+
+    def mcp_servers(self) -> list[McpServer]:
+        return servers_from_settings(self._store.settings.mcp_servers)
+
     def show_server_dialog(self) -> ServerDialog:
         """Tools > Local API server (non-modal; one at a time)."""
         if self._server_dialog is None:
-            self._server_dialog = ServerDialog(self.engine, self._store, self)
+            self._server_dialog = ServerDialog(self.engine_process, self._store, self)
         self._server_dialog.show()
         self._server_dialog.raise_()
         return self._server_dialog
@@ -450,43 +501,30 @@ class MainWindow(QMainWindow):
         elif error is not None:
             self.statusBar().showMessage(f"The local API server did not start: {error}")
 
+    @property
+    def _loaded_dir(self) -> Path | None:
+        """The folder of the model the engine host has loaded (the engine process's supervisor
+        keeps that state; the window reads it)."""
+        loaded = self.engine_process.loaded_model
+        return loaded.model_dir if loaded is not None else None
+
     def _on_engine_loaded(self, loaded: LoadedModel) -> None:
-        self._loaded_model = loaded.model_dir
         if self._models is not None:
             self._models.set_loaded(loaded.model_dir)
         if self._bench is not None:  # measure the chat's model by default
             self._bench.follow_chat_model(loaded.model_dir)
-        # "MTP ready", not "MTP": Auto may still decode a turn plain; each answer says which.
-        mode = "MTP ready" if loaded.mtp else "plain decoding"
-        self.model_label.setToolTip(
-            "MTP ready: the model's MTP head is loaded. Whether an answer used it (Auto decides "
-            "turn by turn) is written under the answer and in the chat header."
-            if loaded.mtp
-            else "Plain decoding: this model runs without MTP guesses."
-        )
-        self.model_label.setText(
-            f"Model: {display_name(loaded.model_dir)}  ·  {loaded.device}  ·  {mode}  ·  "
-            f"loaded in {loaded.load_s:.1f} s"
-        )
 
     def _on_load_failed(self, _error: object) -> None:
-        self.model_label.setText("No model loaded")
-        self._loaded_model = None
         if self._models is not None:
             self._models.set_loaded(None)
 
     def _on_engine_unloaded(self) -> None:
-        self._loaded_model = None
         if self._models is not None:
             self._models.set_loaded(None)
-        self.model_label.setToolTip("The model was ejected; the next message loads it again.")
-        self.model_label.setText("No model loaded (ejected)")
+        self.model_label.unloaded()
 
     def _show_model(self) -> None:
-        device = self._store.settings.device
-        name = display_name(self.model_dir)
-        suffix = " (counts and repeats phrases only)" if is_demo_model(self.model_dir) else ""
-        self.model_label.setText(f"Model: {name}{suffix}  ·  Device: {device}")
+        self.model_label.show_start(self.model_dir, self._store.settings.device)
 
     def _restore_geometry(self) -> None:
         saved = self._store.settings.ui_state.get(UI_WINDOW_GEOMETRY)  # validated base64 (issue 29)

@@ -71,11 +71,11 @@ class ServerDialog(QDialog):
     """Non-modal: start and stop the server, see its address and an example request."""
 
     def __init__(
-        self, engine: EngineProcess, store: SettingsStore, parent: QWidget | None = None
+        self, engine_process: EngineProcess, store: SettingsStore, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Local API server")
-        self._engine = engine
+        self._engine_process = engine_process
         self._store = store
         settings = store.settings
 
@@ -146,10 +146,10 @@ class ServerDialog(QDialog):
         for signal in (self.port_spin.valueChanged, self.lan_check.toggled):
             signal.connect(self._refresh)
         self.key_edit.textChanged.connect(self._refresh)
-        engine.api_state.connect(self._on_state)
-        engine.loaded.connect(lambda _model: self._refresh())
-        engine.api_request.connect(self._add_request)
-        for record in engine.api_requests:  # the ones answered before the dialog opened
+        engine_process.api_state.connect(self._on_state)
+        engine_process.loaded.connect(lambda _model: self._refresh())
+        engine_process.api_request.connect(self._add_request)
+        for record in engine_process.api_requests:  # the ones answered before the dialog opened
             self._add_request(record)
         self._refresh()
 
@@ -187,8 +187,8 @@ class ServerDialog(QDialog):
 
     def _toggle(self) -> None:
         settings = self._store.settings
-        if self._engine.api_url is not None or self._starting:
-            self._engine.stop_api()
+        if self._engine_process.api_url is not None or self._starting:
+            self._engine_process.stop_api()
             settings.api_server = False
             self._starting = False
         else:
@@ -208,7 +208,7 @@ class ServerDialog(QDialog):
             host = ALL_INTERFACES if settings.api_server_lan else LOOPBACK
             self._starting = True
             self._error = None
-            self._engine.serve_api(host, settings.api_server_port, key)
+            self._engine_process.serve_api(host, settings.api_server_port, key)
         try:
             self._store.save()
         except OSError as exc:
@@ -236,10 +236,10 @@ class ServerDialog(QDialog):
 
     def _base_url(self) -> str:
         """The server's address on this computer (without /v1)."""
-        return self._engine.api_url or f"http://{LOOPBACK}:{self.port_spin.value()}"
+        return self._engine_process.api_url or f"http://{LOOPBACK}:{self.port_spin.value()}"
 
     def _refresh(self) -> None:
-        running = self._engine.api_url is not None
+        running = self._engine_process.api_url is not None
         for widget in (self.port_spin, self.lan_check, self.key_edit, self.generate_button):
             widget.setEnabled(not running and not self._starting)
         self.start_button.setText("Stop the server" if running or self._starting else "Start")
@@ -247,7 +247,7 @@ class ServerDialog(QDialog):
             status = "Starting…"
         elif running:
             status = f"Running at {self._base_url()}/v1"
-            others = self._engine.api_network_urls
+            others = self._engine_process.api_network_urls
             if others:
                 status += "; other computers use " + ", ".join(f"{u}/v1" for u in others)
             elif self._store.settings.api_server_lan:
@@ -259,7 +259,7 @@ class ServerDialog(QDialog):
             status = "Off."
         if self._error is not None:
             status = f"Not running: {self._error.message} {self._error.fix}".strip()
-        loaded = self._engine.loaded_model
+        loaded = self._engine_process.loaded_model
         if loaded is None:
             status += " No model is loaded yet: the server answers once the chat loads one."
         self.status_label.setText(status)

@@ -44,6 +44,7 @@ from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import THEMES, SettingsStore
 from qwen_mtp_desktop.core.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
+from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -77,14 +78,6 @@ class SettingsDialogs:
 
     choose_folder: Callable[[QWidget, str, Path], Path | None] = _choose_folder
     confirm: Callable[[QWidget, str, str, str], bool] = _confirm
-
-
-def _label(text: str = "", name: str = "", *, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    return label
 
 
 class SettingsDialog(QDialog):
@@ -159,7 +152,7 @@ class SettingsDialog(QDialog):
         self.default_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         row.addWidget(self.default_combo, 1)
         startup_layout.addLayout(row)
-        self.default_note = _label("", "muted")
+        self.default_note = text_label("", "muted")
         startup_layout.addWidget(self.default_note)
         layout.addWidget(startup)
         self._fill_default_models()
@@ -170,7 +163,7 @@ class SettingsDialog(QDialog):
         # Local API server: its own dialog holds the settings; one place to change them.
         server = QGroupBox("Local API server")
         server_layout = QHBoxLayout(server)
-        self.server_status = _label("", "muted")
+        self.server_status = text_label("", "muted")
         server_layout.addWidget(self.server_status, 1)
         self.server_button = QPushButton("Local API server settings…")
         self.server_button.clicked.connect(self.server_requested)
@@ -192,7 +185,7 @@ class SettingsDialog(QDialog):
         )
         for index, (key, title, where) in enumerate(rows):
             grid.addWidget(QLabel(title), index, 0, Qt.AlignmentFlag.AlignTop)
-            value = _label(str(where))
+            value = text_label(str(where))
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             grid.addWidget(value, index, 1)
             self.folder_labels[key] = value
@@ -211,7 +204,7 @@ class SettingsDialog(QDialog):
             self.folder_labels["models"].setText(
                 f"{paths.models_dir}\n(from the next start: {pending})"
             )
-        self.folder_status = _label(
+        self.folder_status = text_label(
             "Change… sets where new exports go, from the next start. Models already exported "
             "are never moved: they stay where they are and stay listed.",
             "muted",
@@ -222,7 +215,7 @@ class SettingsDialog(QDialog):
 
         buttons = QHBoxLayout()
         buttons.setContentsMargins(20, 0, 20, 0)
-        self.save_error = _label("", "messageError")
+        self.save_error = text_label("", "messageError")
         buttons.addWidget(self.save_error, 1)
         self.close_button = QPushButton("Close")
         self.close_button.setDefault(True)
@@ -281,7 +274,7 @@ class SettingsDialog(QDialog):
         row.addWidget(self.memory_combo, 1)
         row.addWidget(self.memory_spin)
         layout.addLayout(row)
-        layout.addWidget(_label(MEMORY_NOTE, "muted"))
+        layout.addWidget(text_label(MEMORY_NOTE, "muted"))
         choice = None if current is None else KEEP_NOTHING if current == 0 else CUSTOM
         self.memory_combo.setCurrentIndex(max(self.memory_combo.findData(choice), 0))
         self.memory_spin.setValue(current if current else 2000)

@@ -31,6 +31,7 @@ def stylesheet(dark: bool) -> str:
     border = "#353842" if dark else "#e3e5ec"
     code_bg = "#1b1c20" if dark else "#f6f7f9"
     error = "#ff8a80" if dark else "#b3261e"
+    error_bg = "#3a2426" if dark else "#fdeceb"
     # Keyboard focus: a ring on whatever Tab reached, clear on both backgrounds.
     focus = "#9aa6ff" if dark else "#3346e6"
     return f"""
@@ -81,6 +82,12 @@ def stylesheet(dark: bool) -> str:
     QLabel#statsLabel, QLabel#liveStats {{ color: {muted}; font-size: 12px; }}
     QLabel#legend {{ color: {muted}; font-size: 11px; }}
     QLabel#messageError[severity="error"] {{ color: {error}; }}
+    QFrame#answerProblem[severity="error"] {{
+        background: {error_bg};
+        border: 1px solid {error};
+        border-left: 4px solid {error};
+        border-radius: 6px;
+    }}
     QLabel#messageError[severity="notice"] {{ color: {muted}; font-style: italic; }}
     QLabel#warningNote {{ color: #b26a00; font-size: 12px; }}
     QToolButton#messageAction {{ color: {muted}; font-size: 12px; padding: 1px 4px; }}
@@ -89,6 +96,9 @@ def stylesheet(dark: bool) -> str:
     QLabel#codeLanguage {{ color: {muted}; font-size: 12px; }}
     QFrame#thinkingBlock {{ border-left: 3px solid {border}; }}
     QTextBrowser#thinkingText {{ color: {muted}; }}
+    QFrame#toolCall, QFrame#toolConsent {{ border-left: 3px solid {border}; }}
+    QTextBrowser#toolCallDetails {{ color: {muted}; }}
+    QToolButton#toolCallToggle {{ border: none; }}
     QFrame#composer {{ border-top: 1px solid {border}; }}
     QPlainTextEdit#composerEditor {{
         border: 1px solid {border}; border-radius: 8px; padding: 6px; background: {surface};

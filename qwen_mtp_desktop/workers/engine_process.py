@@ -34,19 +34,19 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE
 from qwen_mtp_desktop.core.hosting.protocol import (
+    AnswerChunks,
+    AnswerFailed,
+    AnswerFinished,
+    AnswerStarted,
     ApiRequest,
     ApiState,
-    Chunks,
     Devices,
-    Failed,
-    Finished,
     Generate,
     ListDevices,
     Loaded,
     LoadFailed,
     Loading,
     ServeApi,
-    Started,
     StateCacheQuery,
     StateCacheState,
     Unloaded,
@@ -115,89 +115,89 @@ class EngineProcess(QObject):
         super().__init__(parent)
         self._coalesce_s = coalesce_ms / 1000
         self._ids = RequestIds()
-        self._engine = EngineSupervisor(self._event.emit, command)
+        self._supervisor = EngineSupervisor(self._event.emit, command)
         self.api_url: str | None = None
         self.api_network_urls: tuple[str, ...] = ()
         #: The local API server's latest answered requests, oldest first (ApiRequest).
         self.api_requests: deque[ApiRequest] = deque(maxlen=API_REQUESTS_KEPT)
         #: Seconds from the host sending a chunk batch to this process receiving it.
-        self.hop_s = self._engine.host.hop_s
+        self.hop_s = self._supervisor.host.hop_s
         self._event.connect(self._on_event)
-        self._engine.start()
+        self._supervisor.start()
 
     # ------------------------------------------------------------------ what panels read
 
     @property
     def loaded_model(self) -> LoadedModel | None:
-        return self._engine.loaded
+        return self._supervisor.loaded
 
     @property
     def plain_ready(self) -> bool:
         """Whether plain decoding runs without loading a pipeline first (Auto's switch cost)."""
-        return self._engine.plain_ready
+        return self._supervisor.plain_ready
 
     @property
     def pid(self) -> int | None:
         """The engine process's id (None while it is not running)."""
-        return self._engine.pid
+        return self._supervisor.pid
 
     @property
     def running(self) -> bool:
-        return self._engine.host.running
+        return self._supervisor.host.running
 
     # ------------------------------------------------------------------ requests
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> None:
-        self._engine.load(model_dir, options or LoadOptions())
+        self._supervisor.load(model_dir, options or LoadOptions())
 
     def unload(self) -> None:
-        self._engine.unload()
+        self._supervisor.unload()
 
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         request_id = self._ids.next()
-        if self._engine.pid is None:
-            self.failed.emit(request_id, self._engine.not_running_error())
+        if self._supervisor.pid is None:
+            self.failed.emit(request_id, self._supervisor.not_running_error())
             return request_id
-        self._engine.generate(Generate(request_id, tuple(messages), settings, self._coalesce_s))
+        self._supervisor.generate(Generate(request_id, tuple(messages), settings, self._coalesce_s))
         return request_id
 
     def serve_api(self, host: str, port: int, api_key: str | None) -> None:
         """Run the local API server in the engine process, on its engine (`api_state` says
         where, or why not); it comes back with the engine after a restart."""
         request = ServeApi(host, port, api_key)
-        self._engine.sticky["api"] = request
-        self._engine.send(request)
+        self._supervisor.sticky["api"] = request
+        self._supervisor.send(request)
 
     def stop_api(self) -> None:
-        self._engine.sticky.pop("api", None)
-        self._engine.send(ServeApi(None))
+        self._supervisor.sticky.pop("api", None)
+        self._supervisor.send(ServeApi(None))
 
     def query_state_cache(self) -> None:
         """Ask what the engine keeps of conversations; `state_cache` answers (after the
         requests already sent), or nothing when no engine process runs."""
-        if self._engine.pid is not None:
-            self._engine.send(StateCacheQuery())
+        if self._supervisor.pid is not None:
+            self._supervisor.send(StateCacheQuery())
 
     def list_devices(self) -> None:
         """Ask the engine process which devices OpenVINO has (`devices_listed` answers). Asked
         again of a restarted process until an answer came (a death must not lose it)."""
-        self._engine.sticky["devices"] = ListDevices()
-        self._engine.send(ListDevices())
+        self._supervisor.sticky["devices"] = ListDevices()
+        self._supervisor.send(ListDevices())
 
     def cancel(self, request_id: int | None = None) -> None:
         """Stop a request (or the running one) at its next decoding step."""
-        self._engine.cancel(request_id)
+        self._supervisor.cancel(request_id)
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel, let the host release the model and exit. True if it ended in time (else
         it is killed)."""
-        return self._engine.stop(timeout_ms / 1000)
+        return self._supervisor.stop(timeout_ms / 1000)
 
     # ------------------------------------------------------------------ events (GUI thread)
 
     @Slot(int, object)
     def _on_event(self, incarnation: int, received: Any) -> None:
-        event = self._engine.handle(incarnation, received)
+        event = self._supervisor.handle(incarnation, received)
         if isinstance(event, Loading):
             self.loading.emit(event.model_dir)
         elif isinstance(event, Loaded):
@@ -206,13 +206,13 @@ class EngineProcess(QObject):
             self.load_failed.emit(event.error)
         elif isinstance(event, Unloaded):
             self.unloaded.emit()
-        elif isinstance(event, Started):
+        elif isinstance(event, AnswerStarted):
             self.started.emit(event.request_id)
-        elif isinstance(event, Chunks):
+        elif isinstance(event, AnswerChunks):
             self.chunks.emit(event.request_id, event.chunks)
-        elif isinstance(event, Finished):
+        elif isinstance(event, AnswerFinished):
             self.finished.emit(event.request_id, event.stats)
-        elif isinstance(event, Failed):
+        elif isinstance(event, AnswerFailed):
             self.failed.emit(event.request_id, event.error)
         elif isinstance(event, ApiState):
             self.api_url, self.api_network_urls = event.url, event.network_urls
@@ -223,13 +223,13 @@ class EngineProcess(QObject):
         elif isinstance(event, StateCacheState):
             self.state_cache.emit(event.report)
         elif isinstance(event, Devices):
-            self._engine.sticky.pop("devices", None)
+            self._supervisor.sticky.pop("devices", None)
             if event.error:
                 log.warning("could not list OpenVINO's devices: %s", event.error)
             self.devices_listed.emit(list(event.names) or ["CPU"])
         elif isinstance(event, Death):
             self._on_death(event)
-        note = self._engine.take_restart_note()
+        note = self._supervisor.take_restart_note()
         if note is not None:
             self.engine_restarted.emit(note)
 
@@ -242,7 +242,7 @@ class EngineProcess(QObject):
         self.engine_stopped.emit(death.text)
         if death.restarting and not death.reloading:
             self.engine_restarted.emit(death.text)
-        elif not death.restarting and self._engine.want is not None:
+        elif not death.restarting and self._supervisor.want is not None:
             self.load_failed.emit(
                 EngineError(
                     death.text,

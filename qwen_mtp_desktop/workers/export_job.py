@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
@@ -109,87 +109,93 @@ class _QueueWorker(QObject):
         with self._lock:
             self._current = None
 
-    @Slot(int, object)
-    def run_export(self, job_id: int, request: ExportRequest) -> None:
+    def _run_job(
+        self,
+        job_id: int,
+        cancelled: object,
+        body: Callable[[threading.Event, _Relay], object],
+    ) -> None:
+        """Run one job: `cancelled` is its outcome when it was cancelled before it began;
+        `body(cancel, relay)` runs it and returns its outcome. Its output is relayed as it
+        comes, the last lines before `finished`."""
         cancel = self._begin(job_id)
         if cancel is None:
-            self.finished.emit(job_id, ExportOutcome(request, "cancelled", None, 0.0, 0))
+            self.finished.emit(job_id, cancelled)
             return
         self.started.emit(job_id)
-        buffer = _LineBuffer()
-
-        def on_line(line: str) -> None:
-            batch = buffer.add(line)
-            if batch:
-                self.lines.emit(job_id, batch)
-
-        def on_stats(stats: ProcessStats) -> None:
-            batch = buffer.due()
-            if batch:
-                self.lines.emit(job_id, batch)
-            self.stats.emit(job_id, stats)
-
-        job = ExportJob(
-            request,
-            on_line=on_line,
-            on_event=lambda event: self.progress.emit(job_id, event),
-            on_stats=on_stats,
-            grace=self._grace,
-        )
-        job.cancel_event = cancel
+        relay = _Relay(self, job_id)
         try:
-            outcome = job.run()
-        except Exception as exc:  # a bug must not kill the queue thread
-            log.error("export job %d crashed", job_id)
-            error = as_user_error(exc, ExportError)
-            outcome = ExportOutcome(request, "failed", None, 0.0, 0, error=error)
+            outcome = body(cancel, relay)
         finally:
             self._end()
-        rest = buffer.due(force=True)
-        if rest:
-            self.lines.emit(job_id, rest)
+        relay.flush()
         self.finished.emit(job_id, outcome)
+
+    @Slot(int, object)
+    def run_export(self, job_id: int, request: ExportRequest) -> None:
+        def body(cancel: threading.Event, relay: _Relay) -> ExportOutcome:
+            job = ExportJob(
+                request,
+                on_line=relay.line,
+                on_event=lambda event: self.progress.emit(job_id, event),
+                on_stats=relay.stats,
+                grace=self._grace,
+            )
+            job.cancel_event = cancel
+            try:
+                return job.run()
+            except Exception as exc:  # a bug must not kill the queue thread
+                log.error("export job %d crashed", job_id)
+                error = as_user_error(exc, ExportError)
+                return ExportOutcome(request, "failed", None, 0.0, 0, error=error)
+
+        self._run_job(job_id, ExportOutcome(request, "cancelled", None, 0.0, 0), body)
 
     @Slot(int, object)
     def run_install(self, job_id: int, request: InstallRequest) -> None:
-        cancel = self._begin(job_id)
-        if cancel is None:
-            self.finished.emit(job_id, InstallOutcome(request, None))
-            return
-        self.started.emit(job_id)
-        buffer = _LineBuffer()
-
-        def on_line(line: str) -> None:
-            batch = buffer.add(line)
-            if batch:
-                self.lines.emit(job_id, batch)
-
-        def on_stats(stats: ProcessStats) -> None:
-            batch = buffer.due()
-            if batch:
-                self.lines.emit(job_id, batch)
-            self.stats.emit(job_id, stats)
-
-        process = SupervisedProcess(
-            request.command, on_line=on_line, on_stats=on_stats, cancel=cancel, grace=self._grace
-        )
-        outcome: InstallOutcome
-        try:
-            result = process.run()
-            error = None if result.ok or result.cancelled else explain_failure(result, "installer")
-            outcome = InstallOutcome(request, result, error)
-        except OSError as exc:
-            outcome = InstallOutcome(
-                request,
-                None,
-                ExportError(f"pip could not be started: {exc}", "Install it manually."),
+        def body(cancel: threading.Event, relay: _Relay) -> InstallOutcome:
+            process = SupervisedProcess(
+                request.command,
+                on_line=relay.line,
+                on_stats=relay.stats,
+                cancel=cancel,
+                grace=self._grace,
             )
-        finally:
-            self._end()
-        rest = buffer.due(force=True)
-        if rest:
-            self.lines.emit(job_id, rest)
-        self.finished.emit(job_id, outcome)
+            try:
+                result = process.run()
+            except OSError as exc:
+                error = ExportError(f"pip could not be started: {exc}", "Install it manually.")
+                return InstallOutcome(request, None, error)
+            failed = not (result.ok or result.cancelled)
+            return InstallOutcome(
+                request, result, explain_failure(result, "installer") if failed else None
+            )
+
+        self._run_job(job_id, InstallOutcome(request, None), body)
+
+
+class _Relay:
+    """One job's output to the GUI thread: log lines in batches (at most one per 0.1 s, so a
+    chatty exporter cannot flood it) and the process's stats."""
+
+    def __init__(self, worker: _QueueWorker, job_id: int) -> None:
+        self._worker = worker
+        self._job_id = job_id
+        self._buffer = _LineBuffer()
+
+    def line(self, line: str) -> None:
+        self._send(self._buffer.add(line))
+
+    def stats(self, stats: ProcessStats) -> None:
+        self._send(self._buffer.due())
+        self._worker.stats.emit(self._job_id, stats)
+
+    def flush(self) -> None:
+        self._send(self._buffer.due(force=True))
+
+    def _send(self, batch: list[str] | None) -> None:
+        if batch:
+            self._worker.lines.emit(self._job_id, batch)
 
 
 class ExportQueue(QObject):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
+from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
@@ -80,3 +83,30 @@ def test_a_chart_reserves_room_for_its_whole_title(
     assert box.height() <= chart.title_height(width)
     if QFontMetricsF(font).horizontalAdvance(chart.title) > width - 16:
         assert chart.title_height(width) > chart.title_height(4000)  # it wraps, not cut
+
+
+def test_in_the_window_it_measures_the_model_the_chat_opened(
+    qtbot: QtBot, app_home: Path, tmp_path: Path
+) -> None:
+    """The real window, whose chat opens another model than the demo at start: the Benchmark
+    panel offers that model, not the demo, and follows the chat's next load too."""
+    exported = tmp_path / "Qwen3.5-0.8B-int8"
+    shutil.copytree(demo_model_dir(), exported)
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    store.settings.default_model = str(exported)
+    store.save()
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: window.models.loaded_path is not None, timeout=60_000)
+    assert window.models.loaded_path == exported.resolve()
+    window.show_panel("Benchmark")
+    assert window.bench.model_dir == exported
+    assert window.bench.model_combo.currentText() == exported.name
+    # The chat loads the demo next: the panel follows (the user has not picked one there).
+    window._on_engine_loaded(
+        replace(window.engine_process.loaded_model, model_dir=demo_model_dir())
+    )
+    assert window.bench.model_dir == demo_model_dir()

@@ -170,6 +170,19 @@ def test_generated_markdown_marks_exactly_the_drafted_words(
     assert "**" not in shown and "```" not in shown and "###" not in shown
 
 
+def test_a_code_block_right_after_another_marks_its_own_words(qtbot: QtBot) -> None:
+    """Found by the test above: the second block's fence info string ("py") matched its code's
+    first letter when the first block's closing fence was taken for its opening one."""
+    source, ranges, words = build(
+        [("fence", [("plain", "a", False)]), ("fence", [("plain", "y", True)])]
+    )
+    widget = MessageWidget("assistant", dark=True, content=source)
+    qtbot.addWidget(widget)
+    widget.set_stats({"drafted_ranges": [list(r) for r in ranges]})
+    widget.set_show_drafts(True)
+    assert tinted_runs(widget) == words == ["y"]
+
+
 def test_streamed_answer_with_drafts_on_renders_and_marks(qtbot: QtBot) -> None:
     widget = MessageWidget("assistant", dark=False)
     qtbot.addWidget(widget)

@@ -12,10 +12,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_session import DEMO_EXAMPLES
+from qwen_mtp_desktop.core.chat_turns import DEMO_EXAMPLES
 from qwen_mtp_desktop.core.decoding.method import PLAIN
+from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.paths import demo_model_dir
-from qwen_mtp_desktop.core.units import NBSP
+from qwen_mtp_desktop.core.units import NBSP, WORD_JOINER, keep_units
+from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from qwen_mtp_desktop.ui.figures import LEGEND
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
@@ -38,40 +40,76 @@ def _shots(window: MainWindow, screenshot_dir: Path, name: str) -> None:
         assert window.grab().save(str(screenshot_dir / f"{name}-{width}x{height}.png"))
 
 
-def test_figures_are_live_explained_and_never_stale(
+def test_figures_are_live_explained_shown_once_and_never_stale(
     qtbot: QtBot, window: MainWindow, screenshot_dir: Path
 ) -> None:
     chat = window.chat
     assert not chat.legend.isVisibleTo(chat) and chat.live_stats.text() == ""
     live: list[str] = []
-    window.engine.chunks.connect(lambda _rid, _batch: live.append(chat.live_stats.text()))
+    window.engine_process.chunks.connect(lambda _rid, _batch: live.append(chat.live_stats.text()))
     _send(qtbot, chat, "Count from 1 to 30.")
     # A live speed while the answer streams, before the answer's own stats exist.
-    assert any(text.startswith("Generating") and "tok/s" in text for text in live), live
+    assert any(text.startswith("Generating") and "tok/" in text for text in live), live
     answer = chat.transcript.messages[-1]
     stats_text = answer.stats_label.text()
-    assert f"{NBSP}tok/s" in stats_text and f"TTFT{NBSP}" in stats_text
-    # Every figure shown is explained in the tooltip, and the legend is on screen.
+    # "tok/s" never breaks after its slash, and the unit stays with its number.
+    assert f"{NBSP}tok/{WORD_JOINER}s" in stats_text and f"TTFT{NBSP}" in stats_text
+    # Every figure shown is explained in the tooltip, and the legend is on screen, one line.
     tooltip = answer.stats_label.toolTip()
     for figure in ("MTP n=k", "drafts accepted", "/step", "tok/s", "TTFT", "tokens"):
         assert f"<b>{figure}</b>" in tooltip, figure
     assert chat.legend.isVisibleTo(chat) and chat.legend.text() == LEGEND
-    assert "tok/s" in chat.live_stats.toolTip()
+    assert chat.legend.height() < 2 * chat.legend.fontMetrics().height()
+    # The figures are shown once: on the answer's own line, not again under the transcript.
+    assert chat.live_stats.text() == "" and not chat.live_stats.isVisibleTo(chat)
     _shots(window, screenshot_dir, "chat-figures")
 
     # A new chat shows none of the previous chat's figures.
     chat.new_chat()
     assert chat.live_stats.text() == "" and not chat.legend.isVisibleTo(chat)
 
-    # Back in the first chat: its last answer's figures; deleting that answer clears them.
+    # Back in the first chat: the legend for its answer's figures; deleting that answer
+    # removes the legend too.
     first = chat.conversations.list.item(0)
     assert first is not None
     chat.open_conversation(int(first.data(Qt.ItemDataRole.UserRole)))
     qtbot.waitUntil(lambda: len(chat.transcript.messages) == 2, timeout=LONG_WAIT)
-    assert chat.live_stats.text().startswith("Last answer") and "tok/s" in chat.live_stats.text()
+    assert chat.legend.isVisibleTo(chat) and chat.live_stats.text() == ""
     chat._on_message_action(chat.transcript.messages[1], "delete")
     QApplication.processEvents()
     assert chat.live_stats.text() == "" and not chat.legend.isVisibleTo(chat)
+
+
+def test_figures_line_wraps_between_figures_only() -> None:
+    """At any width the stats line never ends a line with "tok/", never starts one with "·",
+    and never leaves the last figure alone on a line."""
+    from PySide6.QtGui import QFont, QTextLayout
+
+    stats = {
+        "method": {"kind": "mtp", "drafts": 2},
+        "acceptance_rate": 0.38,
+        "mean_accepted_per_step": 0.75,
+        "decode_tokens_per_s": 104.2,
+        "prompt_tokens": 109,
+        "reused_tokens": 0,
+        "ttft_s": 0.042,
+        "generated_tokens": 15,
+        "total_s": 0.2,
+    }
+    text = keep_units(format_stats(stats))
+    for width in range(60, 700, 7):
+        layout = QTextLayout(text, QFont())
+        layout.beginLayout()
+        lines = []
+        while (line := layout.createLine()).isValid():
+            line.setLineWidth(width)
+            lines.append(text[line.textStart() : line.textStart() + line.textLength()])
+        layout.endLayout()
+        for shown in lines:
+            assert not shown.rstrip().endswith("tok/"), (width, lines)
+            assert not shown.lstrip(f" {NBSP}").startswith("·"), (width, lines)
+        if len(lines) > 1:
+            assert lines[-1].strip() != "0.2 s", (width, lines)
 
 
 @pytest.fixture
@@ -229,7 +267,7 @@ def test_model_picker_in_the_chat_header(
     assert "plain decoding" in chat.model_status.text()
     # While an answer is written the picker is off: the answer needs its model.
     seen: list[bool] = []
-    window.engine.chunks.connect(lambda _rid, _batch: seen.append(picker.isEnabled()))
+    window.engine_process.chunks.connect(lambda _rid, _batch: seen.append(picker.isEnabled()))
     _send(qtbot, chat, "Count from 1 to 8.")
     assert seen and not any(seen)
     assert picker.isEnabled()
@@ -258,10 +296,15 @@ def test_compare_shows_mtp_at_work_beside_plain_decoding(
     assert plain_stats is not None and mtp_stats is not None
     assert plain_stats.method == PLAIN and mtp_stats.method.uses_mtp_head
     assert mtp_stats.acceptance_rate > 0.5
-    assert f"{NBSP}tok/s" in dialog.plain.status.text()
+    assert f"{NBSP}tok/{WORD_JOINER}s" in dialog.plain.status.text()
     assert "drafts accepted" in dialog.mtp.status.text()
     summary = dialog.summary.text()
     assert "as fast as plain decoding" in summary and "the same answer" in summary
+    # On the demo model: why MTP loses here, and what it measured on a full-size model.
+    assert dialog.demo_note.isVisible()
+    assert dialog.demo_note.text() == demo_mtp_note()
+    assert "benchmark figures from benchmarks/" in dialog.demo_note.text()
+    assert full_size_details() == dialog.demo_note.toolTip()
     assert dialog.grab().save(str(screenshot_dir / "chat-compare.png"))
     # The chat itself is untouched: still its one exchange.
     assert len(chat.transcript.messages) == 2

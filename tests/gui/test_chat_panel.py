@@ -15,6 +15,7 @@ from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
@@ -59,14 +60,15 @@ def test_send_streams_and_persists_across_restart(qtbot: QtBot) -> None:
     chat = window.chat
     assert chat.banner_wrap.isVisible() or not chat.isVisible()
     chunks: list[object] = []
-    window.engine.chunks.connect(lambda rid, batch: chunks.extend(batch))
+    window.engine_process.chunks.connect(lambda rid, batch: chunks.extend(batch))
     _send(qtbot, chat, "Count from 1 to 12.")
     user, answer = chat.transcript.messages
     assert user.content == "Count from 1 to 12."
     assert answer.content.split()[:12] == [str(i) for i in range(1, 13)]
     assert len(chunks) > 3, "the answer was not streamed"
-    assert "MTP n=1" in answer.stats_label.text() and "tok/s" in answer.stats_label.text()
-    assert "accepted" in chat.live_stats.text()
+    shown = plain_figures(answer.stats_label.text())  # no joiners, plain spaces
+    assert "MTP n=1" in shown and "tok/s" in shown and "accepted" in shown
+    assert chat.live_stats.text() == ""  # the figures are on the answer's line, once
     window.close()
 
     # Restart: the conversation and its stats are intact.
@@ -110,7 +112,7 @@ def test_stop_keeps_partial_answer(qtbot: QtBot, window: MainWindow) -> None:
             stopped.append(1)
             qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Escape)
 
-    window.engine.chunks.connect(stop_once)
+    window.engine_process.chunks.connect(stop_once)
     chat.composer.set_text("Count from 1 to 300.")
     qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: bool(stopped) and not chat.generating, timeout=LONG_WAIT)
@@ -290,12 +292,18 @@ def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: flo
 
 
 @pytest.mark.parametrize(
-    ("depth", "speedup", "start_label", "answer_mode", "answer_summary"),
+    ("depth", "speedup", "start_label", "answer_mode", "answer_summary", "start_sentence",
+     "answer_sentence", "ran"),
     [
         (2, 1.3, "Auto · starts at MTP n=2 (benchmark: 90% accepted, 1.30x)", "mtp",
-         "MTP n=2: benchmark: 1.30x"),
+         "MTP n=2: benchmark: 1.30x",
+         "Starts with MTP n=2: the benchmark found it fastest on this model",
+         "MTP n=2: the benchmark found it fastest on this model", "last answer: MTP n=2, "),
         (None, 0.6, "Auto · starts at plain (benchmark: 90% accepted, MTP would be 0.60x)",
-         "plain", "plain: benchmark found plain decoding faster, MTP was 0.60x"),
+         "plain", "plain: benchmark found plain decoding faster, MTP was 0.60x",
+         "Starts with plain decoding: the benchmark found MTP slower on this model",
+         "Plain decoding: the benchmark found MTP slower on this model",
+         "last answer: plain decoding"),
     ],
 )  # fmt: skip
 def test_auto_starts_from_the_benchmark_and_records_its_choice(
@@ -306,7 +314,11 @@ def test_auto_starts_from_the_benchmark_and_records_its_choice(
     start_label: str,
     answer_mode: str,
     answer_summary: str,
+    start_sentence: str,
+    answer_sentence: str,
+    ran: str,
 ) -> None:
+    from qwen_mtp_desktop.core.fullsize_figures import DEMO_TOO_SMALL
     from qwen_mtp_desktop.core.paths import demo_model_dir
 
     _recommend(demo_model_dir(), depth, speedup, 0.9)
@@ -315,24 +327,36 @@ def test_auto_starts_from_the_benchmark_and_records_its_choice(
     # Auto is the default: the MTP pipeline is loaded, plain decoding joins it when needed.
     assert chat.settings_panel.settings.num_assistant_tokens == "auto"
     assert chat.settings_panel.depth_spin.text() == "Auto"
+    # The header says it in one plain sentence; the details are in its tooltip.
     qtbot.waitUntil(
         lambda: (
             chat._loaded is not None
             and chat._loaded.mtp
-            and start_label in chat.model_status.text()
+            and chat.model_status.text() == f"CPU  ·  Auto · {start_sentence}"
         ),
         timeout=LONG_WAIT,
     )
+    assert start_label in chat.model_status.toolTip()
+    assert DEMO_TOO_SMALL in chat.model_status.toolTip()  # the demo model: why MTP loses
+    assert "MTP head loaded, no answer yet" in window.model_label.text()
     _send(qtbot, chat, "Count from 1 to 6.")
     answer = chat.transcript.messages[-1]
     assert answer.content.split()[:6] == ["1", "2", "3", "4", "5", "6"]
-    assert f"Auto · {answer_summary}" in chat.model_status.text()
+    assert chat.model_status.text() == f"CPU  ·  Auto · {answer_sentence}"
+    assert f"Auto · {answer_summary}" in chat.model_status.toolTip()
+    # The status bar says what decoded this answer, not a static "MTP ready".
+    assert ran in window.model_label.text() and "MTP ready" not in window.model_label.text()
+    if answer_mode == "mtp":
+        assert "of drafts accepted" in window.model_label.text()
     stored = chat._messages[-1].stats
     assert stored is not None
     assert stored["method"]["kind"] == answer_mode and stored["decoding"] == "auto"
     assert stored["auto"]["summary"] == answer_summary
     assert "chunk_times" not in stored
-    assert f"Auto · {answer_summary}" in chat.live_stats.text()
+    # The answer's own line: Auto's plain sentence; its technical reason in the tooltip.
+    assert stored["auto"]["sentence"] == answer_sentence
+    assert f"Auto · {answer_sentence}" in answer.stats_label.text()
+    assert answer_summary in answer.stats_label.toolTip()
     window.grab().save(str(screenshot_dir / f"chat-auto-{answer_mode}.png"))
     window.close()
 

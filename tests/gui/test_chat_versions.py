@@ -5,6 +5,7 @@ Tab reaches every control in reading order, and focus shows as a ring in light a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,11 +31,15 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chats.export_names import export_filename
 from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.chat_layout import _focusable
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+from qwen_mtp_desktop.ui.chat.message_widget import (
+    COMPACT_STATS_WIDTH,
+    MessageWidget,
+    format_stats,
+)
 from qwen_mtp_desktop.ui.main_window import MainWindow, shortcuts
 from qwen_mtp_desktop.ui.style import stylesheet
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
@@ -62,10 +67,23 @@ def _settle(qtbot: QtBot, chat: ChatPanel) -> None:
 
 
 def _figures_of(chat: ChatPanel) -> str:
-    """What the figures line must say: the shown branch's last answer's figures."""
+    """What the last answer's figures must say: the shown branch's last answer's stats."""
     last = next(m for m in reversed(chat._messages) if m.role == "assistant")
     assert last.stats is not None
-    return keep_units("Last answer  ·  " + format_stats(last.stats))
+    widget = _last_answer(chat)
+    compact = 0 < widget.width() < COMPACT_STATS_WIDTH
+    return keep_units(format_stats(last.stats, compact=compact))
+
+
+def _last_answer(chat: ChatPanel) -> MessageWidget:
+    return next(w for w in reversed(chat.transcript.messages) if w.role == "assistant")
+
+
+def _shown_figures(chat: ChatPanel) -> str:
+    """The figures the chat shows for its last answer: on the answer's own line, once (the
+    line under the transcript is for the answer being written)."""
+    assert chat.live_stats.text() == ""
+    return _last_answer(chat).stats_label.text()
 
 
 def test_regenerate_keeps_versions_with_their_own_stats(
@@ -84,7 +102,7 @@ def test_regenerate_keeps_versions_with_their_own_stats(
     assert answer.versions.isVisibleTo(chat) and answer.versions.label.text() == "2/2"
     assert not answer.versions.next.isEnabled() and answer.versions.previous.isEnabled()
     assert chat._messages == _stored(chat)  # what the model reads next is the shown branch
-    assert chat.live_stats.text() == _figures_of(chat)
+    assert _shown_figures(chat) == _figures_of(chat)
 
     # Back to version 1 with the arrow: its text, its stats, under it and in the figures line.
     qtbot.mouseClick(answer.versions.previous, Qt.MouseButton.LeftButton)
@@ -94,7 +112,7 @@ def test_regenerate_keeps_versions_with_their_own_stats(
     assert shown.versions.label.text() == "1/2" and shown.content == first.content
     assert first.stats is not None
     assert shown.stats_label.text() == keep_units(format_stats(first.stats))
-    assert chat.live_stats.text() == _figures_of(chat) and chat._messages[-1].stats == first.stats
+    assert _shown_figures(chat) == _figures_of(chat) and chat._messages[-1].stats == first.stats
     assert chat._messages == _stored(chat)
     # Alt+Right: the keyboard way to the next version.
     qtbot.keyClick(chat, Qt.Key.Key_Right, Qt.KeyboardModifier.AltModifier)
@@ -158,13 +176,13 @@ def test_delete_offers_undo_that_restores_exactly(
     _send(qtbot, chat, "Count from 1 to 3.")
     before = _stored(chat)
     contents = [w.content for w in chat.transcript.messages]
-    figures = chat.live_stats.text()
+    figures = _shown_figures(chat)
 
     chat.transcript.messages[3].action.emit("delete")
     QApplication.processEvents()
     # Gone at once, with its figures: the line shows the answer now last.
     assert [w.content for w in chat.transcript.messages] == contents[:3]
-    assert chat.live_stats.text() == _figures_of(chat) != figures
+    assert _shown_figures(chat) == _figures_of(chat) != figures
     qtbot.waitUntil(lambda: chat.undo_bar.isVisibleTo(chat), timeout=LONG_WAIT)
     assert chat.undo_bar.text.text() == "Answer deleted."
     for width, height in ((1024, 700), (1600, 1000)):
@@ -180,7 +198,7 @@ def test_delete_offers_undo_that_restores_exactly(
     assert not chat.undo_bar.isVisibleTo(chat)
     assert _stored(chat) == before and chat._messages == before
     assert [w.content for w in chat.transcript.messages] == contents
-    assert chat.live_stats.text() == figures
+    assert _shown_figures(chat) == figures
 
     # Deleting a question keeps the chat readable; undo after another action is not offered.
     chat.transcript.messages[2].action.emit("delete")
@@ -219,8 +237,8 @@ def test_tab_reaches_every_control_in_reading_order(qtbot: QtBot, window: MainWi
     order = [
         chat.conversations.new_button,
         chat.chats_toggle,
+        chat.settings_toggle,  # the header's first row, then its model row
         chat.model_picker,
-        chat.settings_toggle,
         user._buttons["copy"],
         answer._buttons["regenerate"],
         chat.composer.editor,
@@ -299,21 +317,45 @@ def test_export_is_named_after_the_chat_title(
     conversation = chat.conversation
     assert conversation is not None
     hostile = 'CON: ../../"notes"?\u202e'
-    monkeypatch.setattr(QInputDialog, "getText", lambda *_a, **_k: (hostile, True))
+    shown: list[str] = []
+
+    def rename(*_a: object, text: str = "") -> tuple[str, bool]:
+        shown.append(text)
+        return hostile, True
+
+    monkeypatch.setattr(QInputDialog, "getText", rename)
     chat._on_conversation_action("rename", conversation.id)
+    assert shown == ["Count from 1 to 3."]  # Rename opens with the current name
     qtbot.waitUntil(lambda: chat.title_label.text() == hostile, timeout=LONG_WAIT)
     qtbot.waitUntil(lambda: chat._titles.get(conversation.id) == hostile, timeout=LONG_WAIT)
     offered: list[str] = []
 
     def save_as(_parent: QWidget, _caption: str, name: str, _filter: str) -> tuple[str, str]:
         offered.append(name)
-        return str(tmp_path / name), ""
+        return str(tmp_path / Path(name).name), ""
 
+    # The save dialog starts in the user's documents folder, not the working directory.
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
     chat._on_conversation_action("export-md", conversation.id)
-    assert offered == [export_filename(hostile, ".md")] == ["CON_ .. .. notes.md"]
-    qtbot.waitUntil((tmp_path / offered[0]).exists, timeout=LONG_WAIT)
-    assert "Count from 1 to 3." in (tmp_path / offered[0]).read_text(encoding="utf-8")
+    name = export_filename(hostile, ".md")
+    assert name == "CON_ .. .. notes.md"
+    assert offered == [str(home / "Documents" / name)]
+    qtbot.waitUntil((tmp_path / name).exists, timeout=LONG_WAIT)
+    markdown = (tmp_path / name).read_text(encoding="utf-8")
+    assert "Count from 1 to 3." in markdown
+    # A file to share names the model, never where it lies on this computer.
+    assert "- Model: Demo model" in markdown
+    assert str(demo_model_dir()) not in markdown and "baseline" not in markdown
+    chat._on_conversation_action("export-json", conversation.id)
+    json_file = tmp_path / export_filename(hostile, ".json")
+    qtbot.waitUntil(json_file.exists, timeout=LONG_WAIT)
+    text = json_file.read_text(encoding="utf-8")
+    assert str(demo_model_dir()) not in text and "baseline" not in text
+    assert json.loads(text)["conversation"]["model"] == "Demo model"
 
 
 def test_eject_frees_the_model_and_the_next_message_loads_it_again(
@@ -322,7 +364,7 @@ def test_eject_frees_the_model_and_the_next_message_loads_it_again(
     """Eject (as in LM Studio and Jan): the engine process lets the model go, the header says
     what happens next, and sending a message loads it again and answers."""
     chat = window.chat
-    engine = window.threads.engine
+    engine = window.threads.engine_process
     eject = chat.header.eject_button
     qtbot.waitUntil(lambda: eject.isVisible(), timeout=LONG_WAIT)
     assert engine.loaded_model is not None

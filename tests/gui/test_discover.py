@@ -157,3 +157,50 @@ def test_screenshot(qtbot: QtBot, screenshot_dir: Path, width: int, height: int)
             text = table.item(row, column).text()
             assert metrics.horizontalAdvance(text) <= table.columnWidth(column), (row, text)
     assert dialog.grab().save(str(screenshot_dir / f"discover-{width}x{height}.png"))
+
+
+def _cut_cells(dialog: DiscoverDialog) -> list[tuple[int, str]]:
+    """Cells (and headers) whose text is wider than their column."""
+    table = dialog.table
+    metrics, header = table.fontMetrics(), table.horizontalHeader()
+    cut = []
+    for column in range(table.columnCount()):
+        width = table.columnWidth(column)
+        if header.sectionSizeHint(column) > width:
+            cut.append((column, COLUMNS[column]))
+        for row in range(table.rowCount()):
+            text = table.item(row, column).text()
+            if metrics.horizontalAdvance(text) + 6 > width:  # the cell's padding
+                cut.append((column, text))
+    return cut
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_the_dialog_resizes_and_the_name_column_takes_the_room(
+    qtbot: QtBot, screenshot_dir: Path, width: int, height: int
+) -> None:
+    """Sized to its table on opening, within the window; resizable (a size grip); a wider
+    dialog widens the Model column only, and no column is ever narrower than its text."""
+    window = _window(qtbot, width, height)
+    dialog = window.show_discover()
+    qtbot.waitUntil(lambda: dialog.loaded, timeout=10_000)
+    QApplication.processEvents()
+    table = dialog.table
+    assert dialog.isSizeGripEnabled()
+    assert dialog.minimumWidth() < dialog.maximumWidth()  # not a fixed size
+    assert not _cut_cells(dialog), _cut_cells(dialog)
+    opened = [table.columnWidth(c) for c in range(table.columnCount())]
+    # The columns fill the table: no empty strip at the right.
+    assert sum(opened) >= table.viewport().width() - 1
+    dialog.resize(dialog.width() + 300, dialog.height() + 100)
+    QApplication.processEvents()
+    widened = [table.columnWidth(c) for c in range(table.columnCount())]
+    assert widened[0] >= opened[0] + 250, (opened, widened)  # the name column took the room
+    assert widened[1:] == opened[1:]
+    assert sum(widened) >= table.viewport().width() - 1
+    assert dialog.grab().save(str(screenshot_dir / f"discover-wide-{width}x{height}.png"))
+    # Narrower than its table wants: the table scrolls sideways, nothing is cut.
+    dialog.resize(dialog.minimumWidth(), dialog.height())
+    QApplication.processEvents()
+    assert not _cut_cells(dialog), _cut_cells(dialog)
+    assert table.columnWidth(0) >= table.sizeHintForColumn(0)

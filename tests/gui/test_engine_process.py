@@ -160,8 +160,8 @@ def test_engine_process_ends_when_its_stdin_closes(qtbot: QtBot) -> None:
     """What happens when the app dies: the pipe closes and the engine exits."""
     engine = EngineProcess()
     _load(qtbot, engine, demo_model_dir())
-    process = engine._engine.host._process
-    writer = engine._engine.host._writer
+    process = engine._supervisor.host._process
+    writer = engine._supervisor.host._writer
     assert process is not None and writer is not None
     writer.close()
     assert process.wait(timeout=30) == 0

@@ -465,6 +465,31 @@ def test_start_state_is_driven_by_the_exporter_progress(qtbot: QtBot) -> None:
     view.stop()
 
 
+def test_the_log_hides_torch_and_cuda_noise_until_asked(qtbot: QtBot) -> None:
+    """Lines torch and transformers print on a machine without a GPU (seen in a real export's
+    log) stay out of the exporter log; "Show hidden messages" shows the raw log again."""
+    from qwen_mtp_desktop.ui.export.run_view import ExportRunView
+
+    view = ExportRunView()
+    qtbot.addWidget(view)
+    view.begin("Exporting x", "a → b")
+    noise = [
+        "W1202 06:33:39.327000 6248 torch/_dynamo/utils.py:183] CUDA not available",
+        "UserWarning: CUDA initialization: Found no NVIDIA driver on your system.",
+        "`torch_dtype` is deprecated! Use `dtype` instead!",
+        "The fast path is not available because one of the required library is not installed",
+    ]
+    stages = ["Loading the checkpoint", "Converting openvino_language_model"]
+    view.add_log_lines([stages[0], *noise, stages[1]])
+    assert view.log_view.toPlainText().splitlines() == stages
+    assert view.warnings_check.text().endswith(f"({len(noise)})")
+    view.warnings_check.setChecked(True)  # the raw log, every line in order
+    assert view.log_view.toPlainText().splitlines() == [stages[0], *noise, stages[1]]
+    view.warnings_check.setChecked(False)
+    assert view.log_view.toPlainText().splitlines() == stages
+    view.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.export
 def test_real_export_start_shows_what_is_happening(

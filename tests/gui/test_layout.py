@@ -19,7 +19,9 @@ import pytest
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.mcp.config import import_servers
 from qwen_mtp_desktop.core.paths import app_paths, demo_checkpoint_dir, demo_model_dir
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.reports import model_key
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
@@ -180,12 +182,35 @@ def _dialogs(qtbot: QtBot, window: MainWindow, library: Path) -> Iterator[tuple[
     server = window.show_server_dialog()
     yield "api-server", server
     server.close()
+    mcp = window.show_mcp_dialog()  # empty, then with a server and an error shown
+    yield "mcp-servers", mcp
+    mcp.add_imported(
+        import_servers(
+            '{"mcpServers": {"files": {"command": "npx", "args": '
+            '["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}'
+        )
+    )
+    mcp.name_edit.setText("a/b")
+    mcp.save_current()
+    yield "mcp-servers-filled", mcp
+    mcp.close()
     window.show_panel("Chat")
     window.chat.header.remote_action.emit("action:add-remote")
     remote = window.chat.remote_dialog
     assert isinstance(remote, QDialog)
     yield "remote-server", remote
     remote.reject()
+    servers = window.chat.show_remote_servers()  # empty, then with two servers
+    yield "remote-servers", servers
+    for ident, name, url in (
+        ("a1b2c3", "GPU server", "http://192.168.1.20:8000/v1"),
+        ("d4e5f6", "OVMS team", "http://ovms.lan:8000/v3"),
+    ):
+        window.chat.remote_models.save(
+            RemoteEndpoint(ident, name, url, "Qwen3.5-9B-int4", False), None, keep_key=True
+        )
+    yield "remote-servers-filled", servers
+    servers.close()
     window.show_panel("Models")
     _select_model(qtbot, window, library)
     ovms = window.models.deploy_selected()
@@ -198,8 +223,9 @@ def _dialogs(qtbot: QtBot, window: MainWindow, library: Path) -> Iterator[tuple[
 def test_dialogs_fit_the_window_and_show_everything(
     qtbot: QtBot, library: Path, screenshot_dir: Path, width: int, height: int
 ) -> None:
-    """Settings, Discover, the local API server, a remote server and OVMS deploy, opened over
-    the window: each fits inside it and nothing in it is cut."""
+    """Settings, Discover, the local API server, MCP servers, a remote server, the remote
+    servers list and OVMS deploy,
+    opened over the window: each fits inside it and nothing in it is cut."""
     window = _window(qtbot, width, height)
     problems: dict[str, list[str]] = {}
     for name, dialog in _dialogs(qtbot, window, library):

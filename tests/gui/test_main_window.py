@@ -120,7 +120,7 @@ def test_open_in_chat_starts_a_new_chat_with_that_model(qtbot: QtBot, tmp_path: 
     window._open_in_chat(other)
     assert window.stack.currentWidget() is chat
     assert chat.conversation is None  # a new, empty chat ...
-    assert chat._model_dir() == other  # ... with that model
+    assert chat.current_model_dir() == other  # ... with that model
     store = chat._chats.store
     assert store is not None
     assert Path(store.get_conversation(first.id).model_dir or "") == demo_model_dir()

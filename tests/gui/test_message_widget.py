@@ -6,6 +6,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 
@@ -68,9 +69,14 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
         "generated_tokens": 30,
     }
     fast = format_stats({**base, "decoder": "fast"})
-    assert fast.startswith("MTP n=2  ·  75% drafts accepted (1.50/step)  ·  41.2 tok/s")
+    # Figures are joined with no-break spaces where a line must not break (units.join_figures).
+    assert plain_figures(fast).startswith(
+        "MTP n=2  ·  75% drafts accepted (1.50/step)  ·  41.2 tok/s"
+    )
     assert "openvino-genai" not in fast
-    assert format_stats({**base, "decoder": "genai"}).startswith("MTP n=2 via openvino-genai  ·  ")
+    assert plain_figures(format_stats({**base, "decoder": "genai"})).startswith(
+        "MTP n=2 via openvino-genai  ·  "
+    )
     # Records from before the fast decoder have no "decoder" and read as before.
     assert format_stats(base) == fast
     assert format_stats({"method": PLAIN.to_record(), "decoder": "fast"}) == "plain decoding"
@@ -79,6 +85,6 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
     assert format_stats({**old, "mode": "mtp", "num_assistant_tokens": 2}) == format_stats(base)
     assert format_stats({"mode": "baseline", "decoder": "fast"}) == "plain decoding"
     lookup = {"method": DecodingMethod.lookup(3, 2).to_record(), "drafted_tokens": 8}
-    assert format_stats({**lookup, "accepted_tokens": 2}) == (
+    assert plain_figures(format_stats({**lookup, "accepted_tokens": 2})) == (
         "prompt lookup K=3, n-gram 2  ·  8 drafts, 25% accepted"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -18,11 +19,13 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
+import qwen_mtp_desktop
 from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
 from qwen_mtp_desktop.core.paths import app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, ModelDialogs
+from qwen_mtp_desktop.ui.models.finding_words import FINDING_HEADINGS
 from qwen_mtp_desktop.ui.models.model_row import DETAIL_ROLE, LOADED_ROLE, LOADED_TEXT
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
 from qwen_mtp_desktop.ui.style import stylesheet
@@ -418,7 +421,7 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
     # A pass reads as one: the green tick stays in the list, no internal code on screen.
     (passed,) = details.integrity_rows
     texts = [label.text() for label in passed.findChildren(QLabel)]
-    assert "Passed" in texts and not any("CHECKSUMS_OK" in text for text in texts)
+    assert "Files intact" in texts and not any("CHECKSUMS_OK" in text for text in texts)
     assert "CHECKSUMS_OK" in passed.toolTip()  # for a bug report
     assert panel._status_of(model) == "ok"
     # In words, not a raw code.
@@ -439,6 +442,8 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
         panel.verify_selected()
     codes = [row.code for row in details.integrity_rows]
     assert codes == ["CHECKSUM_MISMATCH", "CHECKSUM_MISMATCH"]
+    headings = [row.heading_label.text() for row in details.integrity_rows]
+    assert headings == ["File changed or damaged"] * 2
     assert panel._status_of(model) == "error"
     assert "problems found" in panel.status_label.text()
 
@@ -455,6 +460,26 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
         panel.cancel_verify()
         gate.set()
     assert [row.code for row in details.integrity_rows] == ["CHECKSUMS_CANCELLED"]
+    assert details.integrity_rows[0].heading_label.text() == "Check stopped"
+
+
+def test_every_finding_code_has_words() -> None:
+    """Each code the inspector, the checksum check and the loader can report has a heading in
+    finding_words (the one place): a new code without one would show a bare severity word."""
+    package = Path(qwen_mtp_desktop.__file__).parent
+    sources = [*(package / "core" / "model_folders").rglob("*.py")]
+    sources += [*(package / "ui" / "models").rglob("*.py")]
+    # A finding's code: the first argument of Diagnostic(...), or a `code = "A" if ... else "B"`.
+    found = re.compile(r'Diagnostic\(\s*"([A-Z0-9_]+)"|\bcode = ("[A-Z0-9_]+".*)')
+    codes: set[str] = set()
+    for path in sources:
+        for literal, chosen in found.findall(path.read_text(encoding="utf-8")):
+            codes |= {literal} if literal else set(re.findall(r'"([A-Z0-9_]{4,})"', chosen))
+    assert {"CHECKSUMS_OK", "CHECKSUM_MISMATCH", "MTP_MISSING", "IR_CORRUPT"} <= codes
+    missing = sorted(codes - FINDING_HEADINGS.keys())
+    assert not missing, f"no words for {missing} in ui/models/finding_words.py"
+    for code, heading in FINDING_HEADINGS.items():
+        assert heading and code not in heading and not heading.isupper()
 
 
 def test_signals_reveal_and_default(

@@ -12,11 +12,13 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.remote import client as remote_client
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, load_endpoints
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.chat.remote_picker import ADD
@@ -122,7 +124,8 @@ def test_chat_with_a_remote_server_like_a_local_model(
         _send(qtbot, chat, PROMPT)
         answer = chat.transcript.messages[-1]
         assert answer.content == local_answer  # the same greedy decoding, over HTTP
-        figures = answer.stats_label.text()
+        # As read (the label keeps "tok/s" whole with a word joiner and no-break spaces).
+        figures = plain_figures(answer.stats_label.text())
         for needle in ("remote · other PC", "tok/s", "TTFT", "MTP n=1", "accepted"):
             assert needle in figures, figures
 
@@ -158,6 +161,38 @@ def test_chat_with_a_remote_server_like_a_local_model(
     assert stats["acceptance_rate"] == stats["remote"]["server_stats"]["acceptance_rate"]
 
 
+def test_demo_model_over_serve_says_it_read_the_last_message_only(
+    qtbot: QtBot, window: MainWindow, demo_model: Path
+) -> None:
+    """serve answers the demo model's turn 2 from the last message alone and says so (header
+    X-Single-Turn: 1 and a "notice"); the chat shows that notice under the answer, in the
+    words the local chat's demo banner uses, and again when the chat is opened later."""
+    chat = window.chat
+    with serving(demo_model) as (_process, url):
+        chat.new_chat()
+        _add_remote(qtbot, chat, url, KEY)
+        _send(qtbot, chat, PROMPT)
+        first = chat.transcript.messages[-1]
+        assert first.problem.isHidden()  # turn 1: nothing was left out, nothing to say
+        _send(qtbot, chat, "Now count from 1 to 5.")
+        second = chat.transcript.messages[-1]
+        notice = second.error_label.text()
+        assert second.problem.severity == "notice" and not second.problem.isHidden()
+        assert DEMO_SINGLE_TURN_NOTE in notice
+        assert "2 earlier messages were left out of this request." in notice
+    conversation = chat.conversation
+    assert conversation is not None
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        stored = store.messages(conversation.id)[-1]
+    assert stored.stats is not None and DEMO_SINGLE_TURN_NOTE in stored.stats["remote"]["notice"]
+    # Opened again (the server is gone by now): the stored answer still says it.
+    chat.new_chat()
+    chat.open_conversation(conversation.id)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == 4, timeout=LONG_WAIT)
+    assert DEMO_SINGLE_TURN_NOTE in chat.transcript.messages[-1].error_label.text()
+    assert chat.transcript.messages[1].problem.isHidden()
+
+
 def test_wrong_key_and_server_killed_mid_answer(
     qtbot: QtBot, window: MainWindow, demo_model: Path
 ) -> None:
@@ -179,7 +214,7 @@ def test_wrong_key_and_server_killed_mid_answer(
                 cut.append(1)
                 kill_tree(process.pid)
 
-        chat._engine.chunks.connect(kill_on_first_text)
+        chat._router.chunks.connect(kill_on_first_text)
         with throttled(process):
             _send(qtbot, chat, "Count from 1 to 20.")
     answer = chat.transcript.messages[-1]

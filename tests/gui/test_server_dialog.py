@@ -44,7 +44,7 @@ def window(qtbot: QtBot) -> Iterator[MainWindow]:
 
 def _start(qtbot: QtBot, dialog: ServerDialog, port: int) -> None:
     dialog.port_spin.setValue(port)
-    with qtbot.waitSignal(dialog._engine.api_state, timeout=60_000):
+    with qtbot.waitSignal(dialog._engine_process.api_state, timeout=60_000):
         dialog.start_button.click()
 
 
@@ -65,7 +65,7 @@ def test_the_window_serves_its_model_and_brings_the_server_back(
     port = _free_port()
     _start(qtbot, dialog, port)
     url = f"http://127.0.0.1:{port}"
-    assert window.engine.api_url == url
+    assert window.engine_process.api_url == url
     assert dialog.status_label.text().startswith(f"Running at {url}/v1")
     assert "(this computer only)" in dialog.status_label.text()
     assert window.api_label.isVisible() and url in window.api_label.text()
@@ -96,18 +96,18 @@ def test_the_window_serves_its_model_and_brings_the_server_back(
     dialog.grab().save(str(screenshot_dir / "server_dialog_requests.png"))
 
     # The engine dies: the server goes with it and comes back with the new engine, same port.
-    pid = window.engine.pid
+    pid = window.engine_process.pid
     assert pid is not None
     states: list[str | None] = []
-    window.engine.api_state.connect(lambda u, _e: states.append(u))
+    window.engine_process.api_state.connect(lambda u, _e: states.append(u))
     os.kill(pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: states[-1:] == [url], timeout=LONG_WAIT)
     assert states[0] is None
-    qtbot.waitUntil(lambda: window.engine.loaded_model is not None, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: window.engine_process.loaded_model is not None, timeout=LONG_WAIT)
     assert _ask(url, "Count from 1 to 10.").choices[0].message.content.split()[:2] == ["1", "2"]
 
     # Stop: gone, and remembered as off.
-    with qtbot.waitSignal(window.engine.api_state, timeout=60_000) as stopped:
+    with qtbot.waitSignal(window.engine_process.api_state, timeout=60_000) as stopped:
         dialog.start_button.click()
     assert stopped.args == [None, None]
     assert dialog.status_label.text().startswith("Off.")
@@ -128,7 +128,7 @@ def test_a_taken_port_and_a_network_server_without_a_key_are_explained(
         _start(qtbot, dialog, port)
         text = dialog.status_label.text()
     assert text.startswith("Not running:") and f"Port {port}" in text and "in use" in text
-    assert window.engine.api_url is None
+    assert window.engine_process.api_url is None
     assert dialog.port_spin.isEnabled()
     assert load_settings(app_paths().settings_file).settings.api_server is False
 
@@ -136,7 +136,7 @@ def test_a_taken_port_and_a_network_server_without_a_key_are_explained(
     dialog.key_edit.setText("")
     dialog.start_button.click()
     assert "only connect with an API key" in dialog.status_label.text()
-    assert window.engine.api_url is None
+    assert window.engine_process.api_url is None
     dialog.generate_button.click()
     key = dialog.key_edit.text()
     assert len(key) >= 24
@@ -153,8 +153,8 @@ def test_a_server_left_on_starts_with_the_app(qtbot: QtBot) -> None:
     store.save()
     window = MainWindow(paths, SettingsStore(paths.settings_file))
     qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: window.engine.api_url is not None, timeout=LONG_WAIT)
-    qtbot.waitUntil(lambda: window.engine.loaded_model is not None, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: window.engine_process.api_url is not None, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: window.engine_process.loaded_model is not None, timeout=LONG_WAIT)
     url = f"http://127.0.0.1:{port}"
     with pytest.raises(openai.AuthenticationError):
         _ask(url, "hello", key="wrong")

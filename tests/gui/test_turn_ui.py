@@ -47,10 +47,10 @@ def _window(qtbot: QtBot, width: int, height: int) -> MainWindow:
 
 def _report(qtbot: QtBot, window: MainWindow) -> CacheReport | None:
     got: list[CacheReport | None] = []
-    window.engine.state_cache.connect(got.append)
-    window.engine.query_state_cache()
+    window.engine_process.state_cache.connect(got.append)
+    window.engine_process.query_state_cache()
     qtbot.waitUntil(lambda: bool(got), timeout=LONG_WAIT)
-    window.engine.state_cache.disconnect(got.append)
+    window.engine_process.state_cache.disconnect(got.append)
     return got[0]
 
 
@@ -139,7 +139,7 @@ def test_reuse_meter_memory_and_model_defaults(
     before = _report(qtbot, window)
     assert before is not None and before.budget_bytes > 0  # the running load keeps its budget
     chat.model.eject()
-    qtbot.waitUntil(lambda: window.engine.loaded_model is None, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: window.engine_process.loaded_model is None, timeout=LONG_WAIT)
     assert _report(qtbot, window) is None  # eject dropped it
     _send(qtbot, chat, "Count from 1 to 5.")
     after = _report(qtbot, window)

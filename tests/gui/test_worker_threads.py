@@ -35,8 +35,8 @@ def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
     before_export = set(map(id, running_threads()))
     assert threads.exports is threads.exports
     assert [t.objectName() for t in running_threads() if id(t) not in before_export] == ["export"]
-    engine_pid = threads.engine.pid
-    assert engine_pid is not None and threads.engine.running
+    engine_pid = threads.engine_process.pid
+    assert engine_pid is not None and threads.engine_process.running
 
     results: list[int] = []
     threads.store.submit(lambda: 6 * 7, results.append)
@@ -44,7 +44,7 @@ def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
 
     assert threads.shutdown(10_000)
     assert not [t for t in running_threads() if id(t) not in before]
-    assert not threads.engine.running
+    assert not threads.engine_process.running
     assert not psutil.pid_exists(engine_pid) or (
         psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
     )

@@ -70,7 +70,7 @@ def main() -> int:
     result: dict[str, Any] = {"window_pid": os.getpid()}
 
     finished: list[object] = []
-    window.engine.finished.connect(lambda _rid, stats: finished.append(stats))
+    window.engine_process.finished.connect(lambda _rid, stats: finished.append(stats))
 
     def chat_turn(prompt: str) -> str:
         wait_until("the chat's model", lambda: chat.store_ready and chat._loaded is not None)
@@ -120,7 +120,7 @@ def main() -> int:
     what, error = outcomes[-1]
     result["killed"] = [what, getattr(error, "code", ""), bench.status_label.text(), killed]
     result["chat_after_kill"] = chat_turn("Count from 1 to 3.")
-    result["chat_engine_pid"] = window.engine.pid
+    result["chat_engine_pid"] = window.engine_process.pid
 
     # An export through the Export panel's pages.
     window.show_panel("Export")

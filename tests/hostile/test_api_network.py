@@ -535,7 +535,7 @@ class TestRequestMemory:
         stalled: list[socket.socket] = []
         part = b" " * (24 * MB)
         refused_at = None
-        large = chat_body(tool_choice="x" * (20 * MB))  # valid, and answered
+        large = chat_body(user="x" * (20 * MB))  # valid, and answered (`user` changes nothing)
         for index in range(14):
             sock = socket.create_connection(("127.0.0.1", open_server.port), timeout=30)
             head = (

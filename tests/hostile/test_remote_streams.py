@@ -212,8 +212,8 @@ class TestStopAgainstFloodingServers:
 
 def _shown(chat: Any) -> int:
     """Characters of the remote answer the window has taken so far."""
-    stream = chat._stream
-    live = chat._engine._live.get(stream.request_id) if stream is not None else None
+    stream = chat.turns.stream
+    live = chat._router._live.get(stream.request_id) if stream is not None else None
     return int(live.chars) if live is not None else 0
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core.adaptive import Decision
-from qwen_mtp_desktop.core.chat_session import AutoDecoding
+from qwen_mtp_desktop.core.chat_turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from qwen_mtp_desktop.core.adaptive import TurnContext
-from qwen_mtp_desktop.core.chat_session import AutoDecoding
+from qwen_mtp_desktop.core.chat_turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.turn_costs import path_of

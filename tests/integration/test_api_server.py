@@ -435,7 +435,7 @@ def image(url: str) -> dict[str, Any]:
          400, "invalid_schema", "Invalid type: x"),
         ({**GOOD, "response_format": {"type": "json_object", "schema": {}}}, 400, "invalid_value",
          "Extra inputs"),
-        (said("tool", "x"), 400, "invalid_value", "role"),
+        (said("tool", "x"), 400, "invalid_value", "tool_call_id"),
         (said("user", "\ud800"), 400, "invalid_value", "surrogate"),
         ({**GOOD, "model": "gpt-4o"}, 404, "model_not_found", "demo-model"),
         (said("assistant", "1 2"), 400, "invalid_messages", "user message"),
@@ -506,6 +506,25 @@ def test_oversize_body_is_refused_before_it_is_read(server: ServerHandle) -> Non
         headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
     )
     assert_error(response, 413, "request_too_large")
+    assert_healthy(server)
+
+
+def test_a_refused_body_sent_whole_still_reads_its_refusal(server: ServerHandle) -> None:
+    """A client that sends its whole body before reading (most do) gets the 413, not
+    "connection reset": the server reads and drops the rest of a body it refused."""
+    port = int(server.url.rsplit(":", 1)[1])
+    body = b'{"messages": "' + b"x" * (16 * 1024 * 1024) + b'"}'
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                b"Authorization: Bearer " + API_KEY.encode() + b"\r\n"
+                b"Content-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            reply = _read_reply(sock)
+        assert reply.startswith("HTTP/1.1 413"), reply[:200]
+        assert "request_too_large" in reply
     assert_healthy(server)
 
 

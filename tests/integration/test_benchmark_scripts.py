@@ -415,3 +415,23 @@ def test_context_steps(tmp_path: Path) -> None:
     rows = numbers(rf"^\| (?:plain decoding|MTP n=[12]) \| {NUMBER} \| {NUMBER}x \| {NUMBER} \| "
                    rf"{NUMBER} \| {NUMBER}x \|$", out, 6)  # fmt: skip
     positive(rows)
+
+
+def test_continuation_prefill(tmp_path: Path) -> None:
+    out = run_smoke("continuation_prefill.py", tmp_path)
+    rows = numbers(rf"^\s+600\s+40 \|\s+{NUMBER}\s+{NUMBER}\s+{NUMBER} \|\s+{NUMBER}x \| "
+                   rf"{NUMBER}x$", out, 1)  # fmt: skip
+    positive(rows)
+    numbers(rf"^continuation graph compiled in {NUMBER} s; process memory [+-]{NUMBER} MB after "
+            rf"its first call \(at 600 kept tokens\); copying caches out and back took "
+            rf"{NUMBER} % of its calls' time$", out, 1)  # fmt: skip
+    assert "smoke check passed" in out
+
+
+def test_structured_speed(tmp_path: Path) -> None:
+    out = run_smoke("structured_speed.py", tmp_path)
+    assert re.search(r"^answer: \d+ tokens, valid JSON: yes$", out, re.M), out
+    rows = numbers(rf"^\| (?:plain|MTP n=[12]) \| {NUMBER} \| {NUMBER}x \| {NUMBER} % \| "
+                   r"(?:\d+ %|-) \|$", out, 3)  # fmt: skip
+    assert all(row[0] > 0 and row[1] > 0 for row in rows)
+    assert "MTP answers identical to plain constrained decoding: yes" in out

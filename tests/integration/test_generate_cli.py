@@ -118,3 +118,31 @@ def test_generate_bad_input(args: list[str], code: int, needle: str) -> None:
     assert "Traceback" not in result.stderr
     if code == 1:
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_generate_follows_the_models_generation_config(demo_model: Path, tmp_path: Path) -> None:
+    """As the chat and serve: the model's sampling defaults unless --generation-config none."""
+    import shutil
+
+    model = tmp_path / "sampling-model"
+    shutil.copytree(demo_model, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    config |= {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "top_k": 5}
+    (model / "generation_config.json").write_text(json.dumps(config))
+    found = {}
+    for choice in ("auto", "none"):
+        result = _cli(
+            "generate",
+            str(model),
+            "Count from 1 to 5.",
+            "--json",
+            "--max-new-tokens",
+            "8",
+            "--generation-config",
+            choice,
+        )
+        assert result.returncode == 0, result.stderr
+        found[choice] = json.loads(result.stdout)["stats"]["method"]["sampling"]
+    assert (found["auto"]["temperature"], found["auto"]["top_k"]) == (0.7, 5)
+    assert found["auto"]["seed"] is not None
+    assert found["none"]["temperature"] == 0

@@ -337,7 +337,7 @@ def _png() -> str:
             ["thinking", "enable_thinking"],
         ),
         ({"presence_penalty": -3}, "invalid_value", ["presence_penalty"]),
-        ({"logit_bias": {"12": 4}}, None, ["logit_bias is not supported"]),
+        ({"logit_bias": {"12": 400}}, "invalid_value", ["logit_bias", "-100 to 100"]),
     ],
 )
 def test_what_cannot_be_enforced_is_a_clear_400(

@@ -122,8 +122,8 @@ def main() -> int:
     def on_finished(_request: int, stats: Any) -> None:
         emit("finished", turn=state["turn"], reason=stats.finish_reason)
 
-    window.engine.chunks.connect(on_chunks)
-    window.engine.finished.connect(on_finished)
+    window.engine_process.chunks.connect(on_chunks)
+    window.engine_process.finished.connect(on_finished)
 
     def idle() -> bool:
         return (
@@ -142,7 +142,9 @@ def main() -> int:
             if args.max_new_tokens:
                 chat.settings_panel.max_tokens_spin.setValue(args.max_new_tokens)
             state["phase"] = "chat"
-            emit("ready", startup_s=time.monotonic() - started, engine_pid=window.engine.pid)
+            emit(
+                "ready", startup_s=time.monotonic() - started, engine_pid=window.engine_process.pid
+            )
             return
         if args.turns and state["turn"] >= args.turns:
             timer.stop()

@@ -69,7 +69,7 @@ def test_engine_killed_mid_answer_never_takes_the_window_down(
     qtbot: QtBot, window: MainWindow
 ) -> None:
     chat = window.chat
-    engine = window.engine
+    engine = window.engine_process
     chat.settings_panel.max_tokens_spin.setValue(400)
     rng = random.Random(SEED)
     database = app_paths().data_dir / "chats.sqlite3"

@@ -17,7 +17,7 @@ from qwen_mtp_desktop.core.adaptive import (
     TurnSample,
     policy_from_recommendation,
 )
-from qwen_mtp_desktop.core.chat_session import AutoDecoding, Turn, generation_settings
+from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
@@ -143,7 +143,7 @@ def test_the_chats_lookup_settings_are_used_and_named() -> None:
     chat = ChatSettings(temperature=0.0, lookup_tokens=7, max_ngram_size=2)
     settings = generation_settings(chat)
     assert settings.replay_lookup == DecodingMethod.lookup(7, 2)
-    from qwen_mtp_desktop.core.chat_session import plan_auto_turn
+    from qwen_mtp_desktop.core.chat_turns import plan_auto_turn
 
     turn = Turn(settings)
     for index in range(6):

@@ -201,10 +201,14 @@ def test_settings_map_response_format_to_a_constraint() -> None:
     ("fields", "needle"),
     [
         ({"n": 2}, "n > 1"),
-        ({"tools": [{"type": "function"}]}, "Tools"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 2}, "top_logprobs"),
-        ({"logit_bias": {"42": 5}}, "logit_bias"),
+        ({"top_logprobs": 2}, "top_logprobs needs logprobs"),
+        ({"logprobs": False, "top_logprobs": 0}, "top_logprobs needs logprobs"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs must be 0 to 20"),
+        ({"logprobs": True, "top_logprobs": -1}, "top_logprobs must be 0 to 20"),
+        ({"logit_bias": {"x": 5}}, "not a token id"),
+        ({"logit_bias": {"42": 101}}, "-100 to 100"),
+        ({"logit_bias": {"42": "5"}}, "must be a number"),
+        ({"logit_bias": {str(i): 1 for i in range(301)}}, "at most 300"),
         (
             {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "x"}}}},
             "Invalid type: x",

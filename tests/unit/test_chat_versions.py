@@ -20,7 +20,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from qwen_mtp_desktop.core.chat_session import answer_again, start_turn
+from qwen_mtp_desktop.core.chat_turns import answer_again, start_turn
 from qwen_mtp_desktop.core.chats.migrations import MIGRATIONS
 from qwen_mtp_desktop.core.chats.records import ChatStoreError, DeletedMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
@@ -160,7 +160,7 @@ def test_migration_2_upgrades_a_version_1_database_without_losing_anything(
 
     with ChatStore(path) as store:
         with store._read() as db:
-            assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 2
+            assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 3
             after = db.execute(f"SELECT {columns} FROM messages ORDER BY id").fetchall()
             assert [tuple(row) for row in after] == before
             assert db.execute("PRAGMA foreign_key_check").fetchall() == []

@@ -90,8 +90,12 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         "prompt_lookup": False,
         "lookup_tokens": 4,
         "max_ngram_size": 3,
+        "mcp_servers": (),  # the chat's MCP servers (issue 27 item 5)
     }
     custom = ChatSettings(device="GPU", mtp=False, num_assistant_tokens="auto", seed=7, top_k=0)
+    tools = ChatSettings(mcp_servers=("files", "web"))
+    assert ChatSettings.from_dict(json.loads(json.dumps(tools.to_dict()))) == tools
+    assert ChatSettings.from_dict({"mcp_servers": [1, "x"]}).mcp_servers == ()
     lookup = ChatSettings(prompt_lookup=True, lookup_tokens=8, max_ngram_size=2)
     assert ChatSettings.from_dict(json.loads(json.dumps(lookup.to_dict()))) == lookup
     assert ChatSettings.from_dict(custom.to_dict()) == custom
@@ -920,3 +924,65 @@ def test_stats_summary_shows_auto_and_reads_old_rows() -> None:
     assert stats_summary(auto_row).startswith("Auto: MTP n=2: 78% accepted, 1.3x · MTP n=2")
     broken = {**old_row, "auto": "not a dict"}
     assert stats_summary(broken) == "MTP n=2 · 10 tokens"
+
+
+def test_export_carries_tool_calls_and_results(store: ChatStore) -> None:
+    """An answer's rounds of tool calls (as the chat stores them) in both formats: JSON as the
+    message's own `tool_calls`, Markdown as a folded block per call with its arguments and
+    result, fenced so a result holding backticks cannot end the block."""
+    from qwen_mtp_desktop.core.chat_tools import ToolRound, TracedCall, trace_record
+
+    conv = store.create_conversation("Tools", model_dir="/models/q")
+    store.add_message(conv.id, "user", "What is in notes.md?")
+    answer = store.begin_assistant_message(conv.id)
+    store.append_to_message(answer.id, "It lists two tasks.")
+    read = TracedCall(
+        "call_1", "read_file", "files", "read", '{"path": "notes.md", "lines": 2}', "ok",
+        "```\n- task <a>\n```", 100.0, 0.25,
+    )  # fmt: skip
+    denied = TracedCall("call_2", "rm", "files", "rm", '{"path": "/"}', "denied")
+    rounds = [ToolRound("Let me look.", (read,)), ToolRound("", (denied,))]
+    store.finish_message(answer.id, {**_stats(), "tool_calls": trace_record(rounds)})
+
+    document = json.loads(store.export_json(conv.id))
+    exported = document["messages"][1]
+    assert document["version"] == 3 and "tool_calls" not in exported["stats"]
+    assert exported["tool_calls"] == trace_record(rounds)
+    assert exported["content"] == "It lists two tasks."
+    assert document["messages"][0]["tool_calls"] == []
+
+    markdown = store.export_markdown(conv.id)
+    assert (
+        "Let me look.\n\n"
+        "<details><summary>Tool: read (files) · done in 0.25 s</summary>\n\n"
+        "Function `read_file`, arguments:\n\n"
+        '```json\n{\n  "path": "notes.md",\n  "lines": 2\n}\n```\n\n'
+        "Result:\n\n"
+        "````text\n```\n- task <a>\n```\n````\n\n"
+        "</details>\n\n"
+        "<details><summary>Tool: rm (files) · denied</summary>"
+    ) in markdown
+    assert "Outcome:\n\n```text\n(none)\n```" in markdown
+    # The calls come before the answer they led to.
+    assert markdown.index("Tool: rm") < markdown.index("It lists two tasks.")
+
+
+def test_export_survives_crafted_tool_calls(store: ChatStore) -> None:
+    """A stored record's calls may be damaged or crafted (arguments nested past the parser's
+    recursion limit, wrong types): the export shows what can be read and never fails."""
+    conv = store.create_conversation("Crafted")
+    answer = store.begin_assistant_message(conv.id)
+    deep = "[" * 200_000
+    crafted = [
+        {"content": "", "calls": [
+            {"id": "c", "function": "f", "server": "s", "tool": "t", "arguments": deep,
+             "status": "ok", "result": "r"},
+            {"id": 5, "function": "f"},
+        ]},
+        "not a round",
+    ]  # fmt: skip
+    store.finish_message(answer.id, {**_stats(), "tool_calls": crafted})
+    markdown = store.export_markdown(conv.id)
+    assert markdown.count("<details><summary>Tool: t (s) · done</summary>") == 1
+    (call,) = json.loads(store.export_json(conv.id))["messages"][0]["tool_calls"][0]["calls"]
+    assert call["arguments"] == deep[: len(call["arguments"])] and call["result"] == "r"

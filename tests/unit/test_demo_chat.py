@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from qwen_mtp_desktop.core.chat_session import (
+from qwen_mtp_desktop.core.chat_turns import (
     DEMO_EXAMPLES,
     GENERAL_EXAMPLES,
     example_prompts,

@@ -15,9 +15,9 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.hosting.protocol import (
-    Chunks,
-    Failed,
-    Finished,
+    AnswerChunks,
+    AnswerFailed,
+    AnswerFinished,
     FrameWriter,
     Generate,
     ProtocolError,
@@ -137,7 +137,7 @@ MESSAGES = st.one_of(
         st.floats(0, 1),
     ),
     st.builds(
-        Chunks,
+        AnswerChunks,
         st.integers(1, 100),
         st.lists(
             st.builds(
@@ -150,7 +150,7 @@ MESSAGES = st.one_of(
         ),
         st.floats(0, 2e9),
     ),
-    st.builds(Failed, st.integers(1, 100), st.builds(EngineError, st.text(), st.text())),
+    st.builds(AnswerFailed, st.integers(1, 100), st.builds(EngineError, st.text(), st.text())),
 )
 
 
@@ -166,8 +166,8 @@ def test_frames_round_trip(messages: list[object]) -> None:
         received.append(message)
     assert len(received) == len(messages)
     for sent, got in zip(messages, received, strict=True):
-        if isinstance(sent, Failed):
-            assert isinstance(got, Failed) and got.request_id == sent.request_id
+        if isinstance(sent, AnswerFailed):
+            assert isinstance(got, AnswerFailed) and got.request_id == sent.request_id
             assert (got.error.message, got.error.fix, got.error.code) == (
                 sent.error.message,
                 sent.error.fix,
@@ -192,9 +192,9 @@ def test_finished_carries_the_stats() -> None:
         max_new_tokens=10,
     )
     stream = io.BytesIO()
-    FrameWriter(stream).send(Finished(3, stats, True))
+    FrameWriter(stream).send(AnswerFinished(3, stats, True))
     stream.seek(0)
-    assert read_frame(stream) == Finished(3, stats, True)
+    assert read_frame(stream) == AnswerFinished(3, stats, True)
 
 
 @given(st.binary(max_size=64))
@@ -209,7 +209,7 @@ def test_damaged_frames_are_a_protocol_error_not_a_crash(junk: bytes) -> None:
 
 def test_a_truncated_frame_is_a_protocol_error() -> None:
     stream = io.BytesIO()
-    FrameWriter(stream).send(Finished)
+    FrameWriter(stream).send(AnswerFinished)
     data = stream.getvalue()
     with pytest.raises(ProtocolError, match="ended inside a frame"):
         read_frame(io.BytesIO(data[:-1]))
@@ -221,4 +221,4 @@ def test_writing_to_a_closed_stream_is_a_broken_pipe() -> None:
     writer = FrameWriter(io.BytesIO())
     writer.close()
     with pytest.raises(BrokenPipeError):
-        writer.send(Failed(1, EngineError("x")))
+        writer.send(AnswerFailed(1, EngineError("x")))

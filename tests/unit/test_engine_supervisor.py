@@ -15,7 +15,14 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
 from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW, STOPPED_CODE, Exited
-from qwen_mtp_desktop.core.hosting.protocol import Failed, Finished, Load, Loaded, LoadFailed, Ready
+from qwen_mtp_desktop.core.hosting.protocol import (
+    AnswerFailed,
+    AnswerFinished,
+    Load,
+    Loaded,
+    LoadFailed,
+    Ready,
+)
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 
 IDLE_HOST = [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"]
@@ -56,14 +63,14 @@ def harness() -> Harness:
     made.close()
 
 
-def _finished(request_id: int) -> Finished:
+def _finished(request_id: int) -> AnswerFinished:
     stats = GenerationStats(
         method=DecodingMethod.mtp(1), device="CPU", prompt_tokens=1, generated_tokens=1,
         reasoning_tokens=0, answer_tokens=1, ttft_s=0.0, decode_tokens_per_s=0.0, total_s=0.0,
         steps=1, drafted_tokens=0, accepted_tokens=0, acceptance_rate=0.0,
         mean_accepted_per_step=0.0, acceptance_by_position=[], finish_reason="eos",
     )  # fmt: skip
-    return Finished(request_id, stats, plain_ready=True)
+    return AnswerFinished(request_id, stats, plain_ready=True)
 
 
 def test_a_death_fails_requests_in_flight_restarts_and_reloads(harness: Harness) -> None:
@@ -136,7 +143,7 @@ def test_stale_and_closing_events_are_ignored(harness: Harness) -> None:
     assert sup.handle(old, Loaded(MODEL, plain_ready=True)) is None
     assert sup.loaded is None
     sup.in_flight.add(7)
-    assert harness.event(Failed(7, EngineError("x"))) is not None and sup.in_flight == set()
+    assert harness.event(AnswerFailed(7, EngineError("x"))) is not None and sup.in_flight == set()
 
 
 def test_sticky_requests_follow_every_new_process(harness: Harness) -> None:

@@ -17,6 +17,7 @@ import pytest
 import qwen_mtp_desktop.cli as cli
 from qwen_mtp_desktop.commands import models as models_command
 from qwen_mtp_desktop.core import model_library as ml
+from qwen_mtp_desktop.core.fileio import folder_bytes
 from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
 from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
 from qwen_mtp_desktop.core.model_folders.report import KvPrecision
@@ -318,7 +319,7 @@ def test_deletion_refuses_what_is_not_a_model_folder(tmp_path: Path) -> None:
     assert model.is_dir() and (tmp_path / "link").is_symlink()
 
     assert ml.deletion_problem(model, paths) is None
-    size = ml.folder_bytes(model)
+    size = folder_bytes(model)
     assert ml.delete_model_dir(model, paths) == size > 0
     assert not model.exists()
     assert list((tmp_path / "lib").iterdir()) == [], "no hidden leftovers"

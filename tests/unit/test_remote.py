@@ -18,12 +18,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keyring.backends import fail
 
+from qwen_mtp_desktop.core.chat_tools import read_calls
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message, ToolCallRecord
 from qwen_mtp_desktop.core.remote.client import (
+    MAX_NOTICE_CHARS,
     RemoteAnswer,
     RemoteError,
+    event_notice,
     list_models,
+    request_body,
     server_stats,
 )
 from qwen_mtp_desktop.core.remote.endpoints import (
@@ -39,6 +43,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
 from qwen_mtp_desktop.core.remote.sse import iter_sse
+from qwen_mtp_desktop.core.tool_calls import Calls, Malformed, Text
 from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from tests.remote_server import canned_server
 
@@ -420,6 +425,31 @@ def test_server_stats_drop_values_out_of_range() -> None:
     assert server_stats({"mode": "mtp", "draft_tokens_per_step": 10**6}) is None
 
 
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        ({"notice": "Earlier messages were left out."}, "Earlier messages were left out."),
+        ({"notice": "line\nbreak\x1b[31m"}, "line break [31m"),  # one printable line
+        ({"notice": "   "}, None),
+        ({"notice": 3}, None),
+        ({"notice": ["x"]}, None),
+        ({}, None),
+        ([], None),
+    ],
+)
+def test_a_servers_notice_is_one_bounded_printable_line(
+    event: object, expected: str | None
+) -> None:
+    assert event_notice(json.dumps(event)) == expected
+
+
+@given(st.text(max_size=3000))
+def test_any_notice_text_is_bounded(text: str) -> None:
+    notice = event_notice(json.dumps({"notice": text}))
+    assert notice is None or (len(notice) <= MAX_NOTICE_CHARS + 1 and notice.isprintable())
+    assert event_notice(text) is None or text.lstrip().startswith("{")
+
+
 def test_server_stats_read_the_method_record_and_older_servers_mode() -> None:
     """This app's `serve` sends the whole method; an older one (and other servers that copy
     the object) only "mode" and "draft_tokens_per_step", where prompt lookup's n-gram size
@@ -482,3 +512,114 @@ def test_closing_the_inbox_wakes_a_waiting_reader_and_drops_the_backlog() -> Non
     reader.join(2)
     assert results == [False]
     assert inbox.take(0) is CLOSED  # what waited is dropped: Stop is the next thing taken
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+    },
+}
+
+
+def test_tools_and_earlier_calls_go_out_as_openai_reads_them() -> None:
+    settings = GenerationSettings(tools_json=json.dumps([TOOL]), tool_choice="add")
+    messages = [
+        Message("user", "1 + 2?"),
+        Message("assistant", "", tool_calls=(ToolCallRecord("call_1", "add", '{"a": 1}'),)),
+        Message("tool", "3", tool_call_id="call_1"),
+    ]
+    body = request_body("m", messages, settings)
+    assert body["tools"] == [TOOL]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    assert body["messages"] == [
+        {"role": "user", "content": "1 + 2?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "add", "arguments": '{"a": 1}'}}
+            ],
+        },
+        {"role": "tool", "content": "3", "tool_call_id": "call_1"},
+    ]  # fmt: skip
+    plain = request_body("m", messages[:1], GenerationSettings())
+    assert "tools" not in plain and "tool_choice" not in plain
+    auto = request_body("m", messages[:1], GenerationSettings(tools_json=json.dumps([TOOL])))
+    assert auto["tools"] == [TOOL] and "tool_choice" not in auto
+
+
+def _call_chunk(*entries: dict[str, Any], finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": {"tool_calls": list(entries)}, "finish_reason": finish}
+    return json.dumps({"object": "chat.completion.chunk", "choices": [choice]})
+
+
+def test_streamed_tool_calls_are_joined_by_index() -> None:
+    head = {"index": 0, "id": "call_a", "type": "function",
+            "function": {"name": "add", "arguments": ""}}  # fmt: skip
+    repeated = {"index": 1, "id": "call_b", "function": {"name": "add", "arguments": '{"a"'}}
+    body = _sse(
+        [
+            _chunk("Let me add."),
+            _call_chunk(head),
+            _call_chunk({"index": 0, "function": {"arguments": '{"a": '}}),
+            _call_chunk({"index": 0, "function": {"arguments": "1}"}}),
+            _call_chunk(repeated),  # a server that repeats the id and name in each delta
+            _call_chunk({**repeated, "function": {"name": "add", "arguments": ": 2}"}}),
+            _chunk("", "tool_calls"),
+            "[DONE]",
+        ]
+    )
+    with canned_server() as (url, handler):
+        handler.body = body
+        answer = _answer(url)
+        stats = answer.run_to_end()
+    assert answer.answer == "Let me add." and stats.finish_reason == "eos"
+    assert stats.remote is not None
+    assert stats.remote["tool_calls"] == [
+        {"id": "call_a", "name": "add", "arguments": '{"a": 1}'},
+        {"id": "call_b", "name": "add", "arguments": '{"a": 2}'},
+    ]
+    # The chat's loop reads them as it reads a local model's calls.
+    parsed = read_calls(answer.answer, stats.remote, [TOOL])
+    assert isinstance(parsed, Calls) and parsed.content == "Let me add."
+    assert [(c.id, c.name, c.arguments) for c in parsed.calls] == [
+        ("call_a", "add", '{"a": 1}'),
+        ("call_b", "add", '{"a": 2}'),
+    ]
+    other = [{**TOOL, "function": {**TOOL["function"], "name": "sub"}}]
+    unoffered = read_calls(answer.answer, stats.remote, other)
+    assert isinstance(unoffered, Malformed) and "'add'" in unoffered.reason
+    assert read_calls("plain", {"endpoint": "t"}, [TOOL]) == Text("plain")
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ({"index": 0, "function": {"arguments": "{}"}}, "without a function name"),
+        ({"index": 0, "function": {"name": "add", "arguments": "[1]"}}, "not a JSON object"),
+        ({"index": 0, "function": {"name": "add", "arguments": '{"a": '}}, "not a JSON object"),
+        ({"index": 999, "function": {"name": "add"}}, "index"),
+        ({"index": 0, "function": {"name": 7}}, "not text"),
+        ({"index": 0, "function": "add"}, "not an object"),
+    ],
+)
+def test_a_bad_tool_call_is_a_plain_error(entry: dict[str, Any], needle: str) -> None:
+    with canned_server() as (url, handler):
+        handler.body = _sse([_call_chunk(entry), _chunk("", "tool_calls"), "[DONE]"])
+        with pytest.raises(RemoteError) as caught:
+            _answer(url).run_to_end()
+    assert caught.value.code == "REMOTE_BAD_REPLY" and needle in caught.value.message
+
+
+def test_calls_cut_by_the_token_limit_are_not_calls() -> None:
+    cut = {"index": 0, "id": "c", "function": {"name": "add", "arguments": '{"a": '}}
+    with canned_server() as (url, handler):
+        handler.body = _sse([_call_chunk(cut), _chunk("", "length"), "[DONE]"])
+        stats = _answer(url).run_to_end()
+    assert stats.finish_reason == "length" and stats.remote is not None
+    assert "tool_calls" not in stats.remote

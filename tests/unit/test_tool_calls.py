@@ -1,9 +1,10 @@
-"""Qwen3.5 tool-call output read as OpenAI tool calls (server.tool_calls): generated calls
+"""Qwen3.5 tool-call output read as OpenAI tool calls (core.tool_calls): generated calls
 rendered as the model's chat template renders them are read back exactly; cut, damaged or
 random output is a typed `Malformed` (or plain text), never an exception."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -11,7 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.server.tool_calls import (
+from qwen_mtp_desktop.core.tool_calls import (
+    ArgumentsPiece,
+    CallOpened,
+    CallReader,
     Calls,
     Malformed,
     Text,
@@ -230,3 +234,117 @@ def test_malformed_calls_say_why(text: str, reason: str) -> None:
 def test_text_without_calls_is_text() -> None:
     assert parse("No tools needed: 4.", WEATHER) == Text("No tools needed: 4.")
     assert parse("", []) == Text("")
+
+
+# --- calls read while the answer streams (CallReader) ------------------------------------------
+
+
+def read_streamed(text: str, tools: list[dict[str, Any]], bounds: list[int]) -> list[list[str]]:
+    """[per call: its name, then its argument pieces] as a CallReader fed `text` (from its
+    first "<tool_call>") cut at `bounds` reads it."""
+    reader = CallReader(tools)
+    start = text.find("<tool_call>")
+    region = text[start:] if start >= 0 else ""
+    cuts = sorted({0, len(region), *(b for b in bounds if b < len(region))})
+    calls: list[list[str]] = []
+    for begin, end in itertools.pairwise(cuts):
+        for piece in reader.feed(region[begin:end]):
+            if isinstance(piece, CallOpened):
+                assert piece.index == len(calls)
+                calls.append([piece.name])
+            else:
+                assert isinstance(piece, ArgumentsPiece) and piece.index == len(calls) - 1
+                assert piece.text  # nothing empty is sent
+                calls[piece.index].append(piece.text)
+    return calls
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    case=tools_and_calls(),
+    content=content_text,
+    cut=st.floats(0, 1),
+    bounds=st.lists(st.integers(0, 400), max_size=20),
+)
+def test_streamed_arguments_join_into_the_whole_parse(
+    case: tuple[list[dict[str, Any]], list[tuple[str, dict]]],
+    content: str,
+    cut: float,
+    bounds: list[int],
+) -> None:
+    """However the answer is cut into pieces: each streamed call's argument pieces join into
+    exactly the arguments `parse` reads from the whole answer (a prefix of them while the call
+    is still arriving), every call of the whole answer was streamed, and an answer cut short
+    streams prefixes of the whole answer's calls."""
+    tools, calls = case
+    full = render_calls(calls, content)
+    text = full[: int(len(full) * cut)] if cut < 1 else full
+    streamed = read_streamed(text, tools, bounds)
+    whole = parse(full, tools)
+    assert isinstance(whole, Calls)
+    assert len(streamed) <= len(whole.calls)
+    for pieces, call in zip(streamed, whole.calls, strict=False):
+        assert pieces[0] == call.name
+        assert call.arguments.startswith("".join(pieces[1:]))
+    parsed = parse(text, tools)
+    if isinstance(parsed, Calls):
+        assert [pieces[0] for pieces in streamed] == [c.name for c in parsed.calls]
+        assert ["".join(pieces[1:]) for pieces in streamed] == [c.arguments for c in parsed.calls]
+    if cut == 1:
+        assert isinstance(parsed, Calls)
+
+
+def test_a_string_value_streams_before_it_ends_and_other_values_whole() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "write",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "lines": {"type": "integer"}},
+                },
+            },
+        }
+    ]
+    reader = CallReader(tools)
+    assert reader.feed("<tool_call>\n<function=wr") == []
+    assert reader.feed("ite>\n<parameter=path>\na\nb") == [
+        CallOpened(0, "write"),
+        ArgumentsPiece(0, "{"),
+        ArgumentsPiece(0, '"path": "'),
+        ArgumentsPiece(0, "a\\nb"),  # a new line followed by "b" does not end the value
+    ]
+    assert reader.feed('"c\n</param') == [ArgumentsPiece(0, '\\"c')]  # the tail is held
+    assert reader.feed("eter>\n<parameter=lines>\n4") == [ArgumentsPiece(0, '"')]
+    assert reader.feed("2\n</parameter>\n</function>\n</tool_call>") == [
+        ArgumentsPiece(0, ', "lines": 42'),
+        ArgumentsPiece(0, "}"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>\n<function=unknown>\n",  # not offered: never streamed
+        "<tool_call>\n<function=f>\n<parameter=n>\nx\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=f>\n<parameter=s>\n1\n</parameter>\n<parameter=s>\n",
+    ],
+)
+def test_the_reader_stops_where_the_call_stops_being_well_formed(text: str) -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer"}, "s": {"type": "string"}},
+                },
+            },
+        }
+    ]
+    reader = CallReader(tools)
+    pieces = reader.feed(text) + reader.feed("\n</parameter>\n</function>\n</tool_call>")
+    assert not any(isinstance(p, ArgumentsPiece) and p.text.endswith("}") for p in pieces)
+    assert isinstance(parse(text, tools), Malformed)

@@ -117,8 +117,18 @@ def _migration_2_versions(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX messages_shown ON messages (conversation_id, shown, position)")
 
 
+def _migration_3_pinned(conn: sqlite3.Connection) -> None:
+    """Pinned chats stay at the top of the chat list. A column with a default: SQLite adds it
+    without rewriting the table, and every existing chat starts unpinned."""
+    conn.execute(
+        "ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 "
+        "CHECK (pinned IN (0, 1))"
+    )
+    conn.execute("CREATE INDEX conversations_by_pin ON conversations (pinned, updated_at, id)")
+
+
 #: MIGRATIONS[i] upgrades the schema from version i to i + 1. Append; never edit a shipped one.
-MIGRATIONS: list[Migration] = [_migration_1_initial, _migration_2_versions]
+MIGRATIONS: list[Migration] = [_migration_1_initial, _migration_2_versions, _migration_3_pinned]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -69,6 +69,9 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: MCP servers one chat may enable (core.mcp.config names them).
+MAX_CHAT_SERVERS = 64
+
 #: What each ChatSettings field accepts; the constructor enforces it, `from_dict` falls back to
 #: the default for a field that fails (one bad value in an old row should not lose the others).
 _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -87,6 +90,11 @@ _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "prompt_lookup": lambda v: isinstance(v, bool),
     "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_DRAFTS,
     "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM,
+    "mcp_servers": lambda v: (
+        isinstance(v, list | tuple)
+        and len(v) <= MAX_CHAT_SERVERS
+        and all(isinstance(name, str) and 0 < len(name) <= 64 for name in v)
+    ),
 }
 
 _FLOAT_SETTINGS = ("temperature", "top_p", "repetition_penalty", "presence_penalty")
@@ -125,6 +133,8 @@ class ChatSettings:
     #: Prompt lookup's drafts per step and longest n-gram.
     lookup_tokens: int = DEFAULT_LOOKUP_DRAFTS
     max_ngram_size: int = DEFAULT_NGRAM
+    #: The MCP servers (their names in the app's settings) whose tools this chat offers.
+    mcp_servers: tuple[str, ...] = ()
 
     @property
     def sampling(self) -> Sampling:
@@ -184,6 +194,7 @@ class ChatSettings:
                 raise ValueError(f"chat setting {name!r} has an invalid value: {value!r}")
             if name in _FLOAT_SETTINGS:
                 object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "mcp_servers", tuple(dict.fromkeys(self.mcp_servers)))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,11 +227,14 @@ class Conversation:
     model_dir: str | None
     system_prompt: str
     settings: ChatSettings
+    #: Kept at the top of the chat list (Pin / Unpin in its context menu).
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
 class ConversationSummary:
-    """One row of the chat list: newest first, with the start of the last message."""
+    """One row of the chat list: pinned first, then newest first, with the start of the last
+    message."""
 
     id: int
     title: str
@@ -230,6 +244,7 @@ class ConversationSummary:
     message_count: int
     preview: str
     preview_role: Role | None
+    pinned: bool = False
 
 
 @dataclass(frozen=True)

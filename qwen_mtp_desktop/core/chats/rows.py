@@ -127,6 +127,7 @@ def conversation(row: sqlite3.Row) -> Conversation:
         model_dir=path_text(row["model_dir"]),
         system_prompt=text(row["system_prompt"]),
         settings=ChatSettings.from_dict(json_dict(row["settings_json"], "settings") or {}),
+        pinned=integer(row["pinned"]) == 1,
     )
 
 
@@ -140,6 +141,7 @@ def summary(row: sqlite3.Row, preview: str) -> ConversationSummary:
         message_count=integer(row["message_count"]),
         preview=preview,
         preview_role=role(row["preview_role"]),
+        pinned=integer(row["pinned"]) == 1,
     )
 
 

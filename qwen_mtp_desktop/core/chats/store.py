@@ -321,6 +321,17 @@ class ChatStore:
                 raise UnknownConversationError(conversation_id)
         return self.get_conversation(conversation_id)
 
+    def set_pinned(self, conversation_id: int, pinned: bool) -> Conversation:
+        """Pin a chat to the top of the list, or unpin it. Its time is unchanged."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE conversations SET pinned = ? WHERE id = ?",
+                (1 if pinned else 0, conversation_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownConversationError(conversation_id)
+        return self.get_conversation(conversation_id)
+
     def delete(self, conversation_id: int) -> DeletedConversation:
         """Delete a conversation and its messages; pass the result to `restore` to undo."""
         with self._write() as conn:
@@ -342,7 +353,7 @@ class ChatStore:
             try:
                 conn.execute(
                     "INSERT INTO conversations (id, title, created_at, updated_at, model_dir, "
-                    "system_prompt, settings_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "system_prompt, settings_json, pinned) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         conv.id,
                         conv.title,
@@ -351,6 +362,7 @@ class ChatStore:
                         conv.model_dir,
                         conv.system_prompt,
                         json.dumps(conv.settings.to_dict()),
+                        1 if conv.pinned else 0,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -364,7 +376,7 @@ class ChatStore:
     def list_conversations(
         self, search: str | None = None, *, limit: int | None = None
     ) -> list[ConversationSummary]:
-        """Conversations, most recently active first.
+        """Conversations: pinned ones first, then most recently active first.
 
         `search` keeps those whose title, or any one message, contains every whitespace-separated
         term (case-insensitive substring match).
@@ -381,17 +393,18 @@ class ChatStore:
             limit_sql = "LIMIT ?"
             params.append(max(limit, 0))
         sql = f"""
-            SELECT c.id, c.title, c.created_at, c.updated_at, c.model_dir,
+            SELECT c.id, c.title, c.created_at, c.updated_at, c.model_dir, c.pinned,
                 (SELECT count(*) FROM messages WHERE conversation_id = c.id AND shown = 1)
                     AS message_count,
                 substr(last.content, 1, {PREVIEW_CHARS * 4}) AS preview,
-                last.role AS preview_role
+                last.role AS preview_role, last.status AS preview_status,
+                substr(last.error, 1, {PREVIEW_CHARS * 4}) AS preview_error
             FROM conversations AS c
             LEFT JOIN messages AS last ON last.id = (
                 SELECT id FROM messages WHERE conversation_id = c.id AND shown = 1
                 ORDER BY position DESC LIMIT 1)
             {where}
-            ORDER BY c.updated_at DESC, c.id DESC
+            ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
             {limit_sql}
         """
         with self._read() as conn:
@@ -399,6 +412,9 @@ class ChatStore:
         summaries = []
         for row in found:
             preview = " ".join(rows.text(row["preview"]).split())
+            if not preview and row["preview_status"] == "error":
+                # An answer that failed before any text: say so, not "No messages".
+                preview = "Failed: " + " ".join(rows.text(row["preview_error"]).split())
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
             summaries.append(rows.summary(row, preview))

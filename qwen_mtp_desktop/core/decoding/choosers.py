@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.decoding.sampling import (
     PenaltyHistory,
     fresh_seed,
     make_generator,
+    penalised_logits,
     process_logits,
     sample_draft,
     verify_drafts,
@@ -55,6 +56,13 @@ class Chooser(Protocol):
     def forced(self) -> list[int]:
         """Tokens a grammar allows as the only continuation (free drafts); [] without one."""
 
+    def processed(
+        self, rows: npt.NDArray[np.float32], tokens: Sequence[int]
+    ) -> list[npt.NDArray[np.float32]]:
+        """Before `emitted(tokens)`: the processed logits each of `tokens` was chosen from
+        (row i for tokens[i], after tokens[:i]), for its log-probability
+        (core.decoding.logprobs says which processing)."""
+
 
 class GreedyChooser:
     """Temperature 0, no penalties: the target's argmax, computed in the graph (the lowest id
@@ -85,6 +93,11 @@ class GreedyChooser:
 
     def forced(self) -> list[int]:
         return []
+
+    def processed(
+        self, rows: npt.NDArray[np.float32], tokens: Sequence[int]
+    ) -> list[npt.NDArray[np.float32]]:
+        return [rows[index] for index in range(len(tokens))]
 
 
 class SamplingChooser:
@@ -176,6 +189,25 @@ class SamplingChooser:
 
     def forced(self) -> list[int]:
         return self._grammar.forced() if self._grammar is not None else []
+
+    def processed(
+        self, rows: npt.NDArray[np.float32], tokens: Sequence[int]
+    ) -> list[npt.NDArray[np.float32]]:
+        sampling, grammar = self._sampling, self._grammar
+        result = []
+        consumed = 0
+        for index in range(len(tokens)):
+            row = rows[index]
+            if grammar is not None:
+                consumed += grammar.consume(tokens[consumed:index])
+                row = masked(row, grammar.allowed())
+            row = penalised_logits(row, sampling, self._history, tokens[:index])
+            if not sampling.greedy:
+                row = row / float(sampling.temperature)
+            result.append(row)
+        if grammar is not None:
+            grammar.rollback(consumed)
+        return result
 
 
 def chooser_for(

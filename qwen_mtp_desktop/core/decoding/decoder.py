@@ -32,14 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
+from qwen_mtp_desktop.core.decoding.continuation import ContinuationGraph
 from qwen_mtp_desktop.core.decoding.grammar import GrammarState, GrammarVocabulary
 from qwen_mtp_desktop.core.decoding.graphs import (
     DEFAULT_DRAFT_VOCAB,
     GraphError,
     lm_head_rows,
+    make_kv_explicit,
     transform_draft,
     transform_target,
 )
+from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob, token_logprob
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
 from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
@@ -87,6 +90,8 @@ class DecodedStep:
     drafted: int = 0
     accepted: int = 0
     forced: int = 0
+    #: Each token's log-probability, when the turn asked for them (else empty).
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,11 @@ class AppDecoder:
         special_ids: Sequence[int] = (),
         cache_budget: int = DEFAULT_CACHE_BUDGET,
         mtp: bool = True,
+        continuation: bool = True,
     ) -> None:
         """`mtp` False (or a model without an MTP IR) loads no draft head: plain decoding
-        and prompt lookup only."""
+        and prompt lookup only. `continuation` False never builds the explicit-cache graphs
+        for long follow-ups (core.decoding.continuation): every call stays stateful."""
         import numpy as np
         import openvino as ov
 
@@ -141,14 +148,21 @@ class AppDecoder:
                     [np.arange(size), np.asarray([i for i in special_ids if 0 <= i < vocab])]
                 ).astype(np.int64)
             )
-            compiled_draft = None
+            compiled_draft = draft_continuation = None
             if mtp:
                 rows = lm_head_rows(core, target_model, ids)
                 draft_model = core.read_model(model_dir / f"{MTP_MODEL}.xml")
                 transform_draft(draft_model, rows, compute_type)
                 del rows
                 compiled_draft = core.compile_model(draft_model, device, properties)
+                if continuation:
+                    draft_continuation = _continuation_graph(core, draft_model, device, properties)
             compiled_target = core.compile_model(target_model, device, properties)
+            target_continuation = (
+                _continuation_graph(core, target_model, device, properties)
+                if continuation
+                else None
+            )
             # A lookup of a few rows: on one thread it runs in the caller, without waking the
             # device's thread pool (5-8 ms per call on a loaded 2-core machine otherwise).
             embed_properties = dict(properties)
@@ -172,9 +186,11 @@ class AppDecoder:
         self._tokenizer_json = model_dir / "tokenizer.json"
         self._stop_ids = tuple(special_ids)
         self._grammar_vocabulary: GrammarVocabulary | None = None
-        self.target = Target(compiled_target, graph.states, embed, compute_type)
+        self.target = Target(
+            compiled_target, graph.states, embed, compute_type, target_continuation
+        )
         self._mtp = (
-            MtpHead(compiled_draft, ids, self.target, self.target.timing)
+            MtpHead(compiled_draft, ids, self.target, self.target.timing, draft_continuation)
             if compiled_draft is not None
             else None
         )
@@ -377,6 +393,7 @@ class AppDecoder:
         ignore_eos: bool = False,
         keep_drafting: Callable[[], bool] | None = None,
         stable_prefix: int | None = None,
+        logprobs: int | None = None,
     ) -> Generator[DecodedStep, None, None]:
         """Yield each decoding step until a stop id (included), max_new_tokens or
         cancellation. A step proposes up to min(method.drafts, tokens left - 1) drafts.
@@ -386,7 +403,9 @@ class AppDecoder:
         `stable_prefix`: how many leading prompt tokens the next turn's prompt will repeat
         (the chat template re-renders this turn's answer without the generation prompt's
         thinking block): the recurrent state is kept at that point too, so the next turn
-        resumes there. After the first step, `last_prefill` says how much was reused."""
+        resumes there. After the first step, `last_prefill` says how much was reused.
+        `logprobs`: report each token's log-probability with that many alternatives
+        (core.decoding.logprobs); None reports none and costs nothing."""
         if not prompt_ids:
             raise ValueError("the prompt is empty")
         if max_new_tokens < 1:
@@ -394,6 +413,12 @@ class AppDecoder:
         method.check()
         if method.kind == "mtp" and self._mtp is None:
             raise MethodError("this model was loaded without its MTP head")
+        outside = [t for t, _ in method.sampling.logit_bias if t >= self.vocab_size]
+        if outside:
+            raise MethodError(
+                f"logit bias names token {outside[0]}, outside this model's vocabulary "
+                f"(0 to {self.vocab_size - 1})"
+            )
         self.target.timing = StepTiming()  # per turn
         if self._mtp is not None:
             self._mtp.timing = self.target.timing
@@ -406,6 +431,7 @@ class AppDecoder:
                 cancelled,
                 keep_drafting,
                 stable_prefix,
+                logprobs,
             )
         except GeneratorExit:
             raise  # closed between steps: the state is consistent
@@ -425,8 +451,19 @@ class AppDecoder:
         cancelled: Callable[[], bool],
         keep_drafting: Callable[[], bool] | None,
         stable_prefix: int | None,
+        top_logprobs: int | None,
     ) -> Generator[DecodedStep, None, None]:
         import numpy as np
+
+        def scored(rows: npt.NDArray[np.float32], emitted: list[int]) -> tuple[TokenLogprob, ...]:
+            """The emitted tokens' log-probabilities, from the rows that chose them (before
+            `chooser.emitted`: the penalties and grammar state must be those they met)."""
+            if top_logprobs is None:
+                return ()
+            return tuple(
+                token_logprob(row, token, top_logprobs)
+                for row, token in zip(chooser.processed(rows, emitted), emitted, strict=True)
+            )
 
         began = time.perf_counter()
         prompt = np.asarray(prompt_ids, dtype=np.int64)
@@ -442,23 +479,27 @@ class AppDecoder:
         )
         if stable_prefix is not None and reused < stable_prefix < total:
             # Prefill up to the point the next prompt keeps, and keep the state there.
-            self._prefill(prompt[reused:stable_prefix].tolist())
+            # Judged as part of the whole prefill: a short first part must not take the
+            # stateful single-token path when the whole is long (core.decoding.continuation).
+            self._prefill(prompt[reused:stable_prefix].tolist(), part_of=total - reused)
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
-            out = self._prefill(prompt[self._processed :].tolist())
+            out = self._prefill(prompt[self._processed :].tolist(), part_of=total - reused)
             last_logits = out.logits()[-1]
             self._live_state().add_snapshot(self._snapshot(last_logits))
             first = chooser.first(last_logits, int(out.argmax[-1]))
         else:
             assert snapshot is not None and snapshot.logits is not None
-            first = chooser.first(snapshot.logits, None)
+            last_logits = snapshot.logits
+            first = chooser.first(last_logits, None)
+        first_scores = scored(last_logits[np.newaxis], [first])
         chooser.emitted([first])
         self.cache.record_turn(reused)
         self.last_prefill = PrefillInfo(
             total, reused, source, time.perf_counter() - began, chooser.seed
         )
         tokens = [*prompt.tolist(), first]
-        yield DecodedStep((first,))
+        yield DecodedStep((first,), logprobs=first_scores)
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return
@@ -495,6 +536,7 @@ class AppDecoder:
                 drafts = self._mtp_drafts(tokens, k, chooser)
             out = target.run(pending + drafts, processed, len(pending) - 1)
             accepted, own = chooser.verify(out, drafts)
+            rows = out.logits() if top_logprobs is not None else None  # before the next call
             keep = accepted == len(drafts)
             confirmed = len(pending) + accepted  # positions whose hidden state is now known
             self._set_hidden(processed, np.array(out.hidden[:confirmed]))
@@ -514,6 +556,7 @@ class AppDecoder:
                     emitted = emitted[: index + 1]
                     break
             emitted = emitted[: max_new_tokens - produced]
+            scores = scored(rows, emitted) if rows is not None else ()
             tokens.extend(emitted)
             chooser.emitted(emitted)
             if lookup is not None:
@@ -521,9 +564,13 @@ class AppDecoder:
             produced += len(emitted)
             target.timing.steps.append(time.perf_counter() - step_began)
             if forced:
-                yield DecodedStep(tuple(emitted), forced=min(accepted, len(emitted)))
+                yield DecodedStep(
+                    tuple(emitted), forced=min(accepted, len(emitted)), logprobs=scores
+                )
             else:
-                yield DecodedStep(tuple(emitted), len(drafts), min(accepted, len(emitted)))
+                yield DecodedStep(
+                    tuple(emitted), len(drafts), min(accepted, len(emitted)), logprobs=scores
+                )
             if emitted[-1] in stops or produced >= max_new_tokens:
                 return
 
@@ -559,9 +606,10 @@ class AppDecoder:
         assert snapshot is not None and snapshot.logits is not None
         return np.array(snapshot.logits)
 
-    def _prefill(self, ids: list[int]) -> TargetOutput:
+    def _prefill(self, ids: list[int], part_of: int | None = None) -> TargetOutput:
         """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
-        the last call's output (its last position projected)."""
+        the last call's output (its last position projected). `part_of`: the tokens of the
+        whole prefill these belong to (which path a call takes is judged by the whole)."""
         import numpy as np
 
         chunk = self.prefill_chunk or len(ids)
@@ -569,7 +617,7 @@ class AppDecoder:
         for begin in range(0, len(ids), chunk):
             part = ids[begin : begin + chunk]
             start = self._processed
-            out = self.target.run(part, start, len(part) - 1)
+            out = self.target.run(part, start, len(part) - 1, part_of=part_of or len(ids))
             self._set_ids(start, part)
             self._set_hidden(start, np.array(out.hidden))
             self.target.settle(len(part), keep=True)
@@ -596,6 +644,28 @@ class AppDecoder:
 
     def cache_report(self) -> Any:
         return self.cache.report()
+
+
+def _continuation_graph(
+    core: Any, model: Any, device: str, properties: dict[str, Any]
+) -> ContinuationGraph | None:
+    """The explicit-cache twin of a transformed target or draft graph for long continuations
+    (core.decoding.continuation), or None where the stateful graph has no single-token-kernel
+    problem to avoid (not the CPU) or the twin cannot be built (then every call stays on the
+    stateful request, as before)."""
+    if device != "CPU":
+        return None
+    model = model.clone()  # shares the weights
+    try:
+        names = make_kv_explicit(model)
+    except GraphError as exc:
+        log.warning("no continuation graph: %s", exc)
+        return None
+    if not names:
+        return None
+    # Not from the model cache: a cached blob would bring its own copy of the weights.
+    own = {k: v for k, v in properties.items() if k != "CACHE_DIR"}
+    return ContinuationGraph(model, names, lambda m: core.compile_model(m, device, own))
 
 
 def _inference_precision(core: Any, device: str, properties: dict[str, Any]) -> Any:

@@ -44,6 +44,9 @@ DRAFT_INDEX = "draft_index"
 DRAFT_LOGITS = "draft_logits"
 STATE_IN = "state_in."
 STATE_OUT = "state_out."
+#: The continuation graph's attention caches: the live entries in, those plus the call's out.
+KV_IN = "kv_in."
+KV_OUT = "kv_out."
 
 
 class GraphError(Exception):
@@ -135,20 +138,11 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
         if assign is None:
             raise GraphError(f"state {variable_id} has no Assign")
         dims = (1, *(shape[i].get_length() for i in range(1, shape.rank.get_length())))
-        original = node.get_output_element_type(0)
-        element = compute_type or original
+        element = compute_type or node.get_output_element_type(0)
         name = f"s{len(states)}"
-        param = ops.parameter(list(dims), element, name=STATE_IN + name)
-        param.output(0).set_names({STATE_IN + name})
-        value = param if element == original else ops.convert(param, original)
-        node.output(0).replace(value.output(0))
-        produced = assign.input_value(0)
-        if element != original:
-            produced = ops.convert(produced, element).output(0)
-        result = ops.result(produced)
-        result.output(0).set_names({STATE_OUT + name})
-        model.remove_sink(assign)
-        model.remove_variable(model.get_variable_by_id(variable_id))
+        param, result = _expose_state(
+            model, node, assign, list(dims), element, STATE_IN + name, STATE_OUT + name
+        )
         new_params.append(param)
         new_results.append(result)
         states.append(StatePort(name, dims, element))
@@ -156,6 +150,78 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     model.add_results(new_results)
     model.validate_nodes_and_infer_types()
     return TargetGraph(model, tuple(states), hidden_size, vocab_size)
+
+
+def make_kv_explicit(model: Any) -> tuple[str, ...]:
+    """Turn the attention caches of a `transform_target` graph into explicit inputs
+    `kv_in.<i>` ([1, heads, past, head size]) and outputs `kv_out.<i>` (past + this call's
+    entries), in place; the caches' variable ids in port order.
+
+    Why a second graph: the CPU plugin fuses a stateful cache with its attention
+    (ScaledDotProductAttentionWithKVCache) and then runs every call that continues a non-empty
+    cache on its single-token kernel, one query at a time (`use_one_token = L1 == 1 ||
+    (fuse_concat && L0 > 0)` in scaled_attn.cpp). A 500-token follow-up after 6,000 kept tokens
+    cost 3-4x a cold 500-token prefill there. With the cache as a plain input the attention is
+    not fused and takes the blocked (brgemm) kernel, as a cold prefill does."""
+
+    assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
+    params: list[Any] = []
+    results: list[Any] = []
+    names: list[str] = []
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "ReadValue":
+            continue
+        variable_id = node.get_variable_id()
+        shape = node.get_output_partial_shape(0)
+        assign = assigns.get(variable_id)
+        if assign is None or shape.rank.get_length() != 4 or shape[2].is_static:
+            raise GraphError(f"state {variable_id} is not a growing [batch, heads, seq, dim] cache")
+        index = len(params)
+        param, result = _expose_state(
+            model,
+            node,
+            assign,
+            [1, shape[1], -1, shape[3]],
+            node.get_output_element_type(0),
+            f"{KV_IN}{index}",
+            f"{KV_OUT}{index}",
+        )
+        params.append(param)
+        results.append(result)
+        names.append(variable_id)
+    model.add_parameters(params)
+    model.add_results(results)
+    model.validate_nodes_and_infer_types()
+    return tuple(names)
+
+
+def _expose_state(
+    model: Any,
+    read: Any,
+    assign: Any,
+    shape: list[Any],
+    element: Any,
+    in_name: str,
+    out_name: str,
+) -> tuple[Any, Any]:
+    """Replace a state's ReadValue/Assign pair by a parameter `in_name` of `shape` and
+    `element` (converted to and from the state's own type where they differ) and a result
+    `out_name`; the variable is removed. The caller adds both to the model."""
+    import openvino.opset13 as ops
+
+    original = read.get_output_element_type(0)
+    param = ops.parameter(shape, element, name=in_name)
+    param.output(0).set_names({in_name})
+    value = param if element == original else ops.convert(param, original)
+    read.output(0).replace(value.output(0))
+    produced = assign.input_value(0)
+    if element != original:
+        produced = ops.convert(produced, element).output(0)
+    result = ops.result(produced)
+    result.output(0).set_names({out_name})
+    model.remove_sink(assign)
+    model.remove_variable(model.get_variable_by_id(read.get_variable_id()))
+    return param, result
 
 
 def lm_head_rows(core: Any, language_model: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:

@@ -18,7 +18,7 @@ When hidden slots pile up (more than a quarter of the cache, and at least a few 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -114,6 +114,21 @@ class KvSlots:
         self.copies += self.live
         return saved
 
+    def names(self) -> list[str]:
+        """The caches' variable ids, in the order `save()` returns them."""
+        return [state.name for state in self._request.query_state()]
+
+    def replace(self, arrays: Mapping[str, npt.NDArray[Any]], live: int) -> None:
+        """Set every cache (by variable id) to `arrays`, whose first `live` entries are this
+        request's live positions; the entries after them count as a call's appended ones, so
+        `appended()` follows (the continuation graph returns past + new entries at once)."""
+        import numpy as np
+        import openvino as ov
+
+        for state in self._request.query_state():
+            state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]))
+        self._loaded(live)
+
     def restore(self, arrays: Sequence[npt.NDArray[Any]], count: int) -> None:
         """Load the first `count` positions of saved entries (`save()`'s arrays); ValueError
         when they do not fit this request's states (another model)."""
@@ -138,9 +153,13 @@ class KvSlots:
         for state, array in zip(states, arrays, strict=True):
             state.state = ov.Tensor(np.ascontiguousarray(array[:, :, :count]))
         self.copies += count
-        self.size = self.live = count
-        self._reserve(count)
-        self._mask[:count] = 1
+        self._loaded(count)
+
+    def _loaded(self, live: int) -> None:
+        """The states were just set: their first `live` entries are live, none hidden."""
+        self.size = self.live = live
+        self._reserve(live)
+        self._mask[:live] = 1
 
     def _reserve(self, size: int) -> None:
         import numpy as np

@@ -61,6 +61,9 @@ class Sampling:
     #: Subtracted once per earlier occurrence in the answer (OpenAI's).
     frequency_penalty: float = 0.0
     seed: int | None = None
+    #: (token id, bias) pairs, ascending ids: added to those tokens' logits after the
+    #: penalties (OpenAI's logit_bias; -100 or 100 in effect bans or forces a token).
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     @property
     def greedy(self) -> bool:
@@ -68,10 +71,12 @@ class Sampling:
 
     @property
     def penalised(self) -> bool:
+        """Whether the logits are changed before temperature: penalties or a logit bias."""
         return (
             self.repetition_penalty != 1.0
             or self.presence_penalty != 0.0
             or self.frequency_penalty != 0.0
+            or bool(self.logit_bias)
         )
 
     def problems(self) -> list[str]:
@@ -109,6 +114,7 @@ class Sampling:
             isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
         ):
             found.append(f"seed is {seed!r}; it must be a whole number from 0 to 2^63 - 1.")
+        found.extend(_bias_problems(self.logit_bias))
         return found
 
     def describe(self) -> str:
@@ -131,10 +137,14 @@ class Sampling:
             extras.append(f"presence penalty {self.presence_penalty:g}")
         if self.frequency_penalty:
             extras.append(f"frequency penalty {self.frequency_penalty:g}")
+        if self.logit_bias:
+            count = len(self.logit_bias)
+            extras.append(f"logit bias on {count} token{'s' if count > 1 else ''}")
         return ", ".join([text, *extras])
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        """The values as JSON; `logit_bias` ([[id, bias], ...]) only when there is one."""
+        record: dict[str, Any] = {
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
@@ -144,6 +154,9 @@ class Sampling:
             "frequency_penalty": self.frequency_penalty,
             "seed": self.seed,
         }
+        if self.logit_bias:
+            record["logit_bias"] = [[token, bias] for token, bias in self.logit_bias]
+        return record
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> Sampling:
@@ -160,11 +173,46 @@ class Sampling:
             else:
                 ok = type(value) in (int, float) and _finite(value)
             values[name] = value if ok else default
-        sampling = cls(**values)
+        bias = _bias_from_record(data.get("logit_bias", []))
+        sampling = cls(**values, logit_bias=bias or ())
         return defaults if sampling.problems() else sampling
 
 
 GREEDY = Sampling()
+#: OpenAI's bounds for logit_bias: at most 300 tokens, each bias -100 to 100.
+MAX_BIASED_TOKENS = 300
+MAX_BIAS = 100.0
+
+
+def _bias_problems(bias: object) -> list[str]:
+    if not isinstance(bias, tuple) or len(bias) > MAX_BIASED_TOKENS:
+        return [f"logit bias must name at most {MAX_BIASED_TOKENS} tokens."]
+    last = -1
+    for pair in bias:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            return ["logit bias must be (token id, bias) pairs."]
+        token, value = pair
+        if isinstance(token, bool) or not isinstance(token, int) or token <= last:
+            return ["logit bias token ids must be whole numbers >= 0, ascending, each once."]
+        last = token
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return [f"logit bias of token {token} must be a number."]
+        if not (_finite(value) and -MAX_BIAS <= value <= MAX_BIAS):
+            return [f"logit bias of token {token} is {value!r}; it must be -100 to 100."]
+    return []
+
+
+def _bias_from_record(value: object) -> tuple[tuple[int, float], ...] | None:
+    """A stored [[id, bias], ...] list as Sampling's pairs; None when it is not one."""
+    if not isinstance(value, list):
+        return None
+    pairs = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2):
+            return None
+        pairs.append((item[0], item[1]))
+    bias = tuple(pairs)
+    return None if _bias_problems(bias) else bias
 
 
 @dataclass(frozen=True)

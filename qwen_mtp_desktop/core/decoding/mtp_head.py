@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from qwen_mtp_desktop.core.decoding.continuation import ContinuationGraph, infer_after_kept
 from qwen_mtp_desktop.core.decoding.graphs import DRAFT_INDEX, DRAFT_LOGITS, HIDDEN
 from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
 from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
@@ -35,9 +36,16 @@ class DraftOutput:
 
 class MtpHead:
     def __init__(
-        self, compiled: Any, draft_ids: npt.NDArray[np.int64], target: Target, timing: StepTiming
+        self,
+        compiled: Any,
+        draft_ids: npt.NDArray[np.int64],
+        target: Target,
+        timing: StepTiming,
+        continuation: ContinuationGraph | None = None,
     ) -> None:
         self.request = compiled.create_infer_request()
+        #: Long catch-ups after a long kept cache run there (core.decoding.continuation).
+        self.continuation = continuation
         self.kv = KvSlots(self.request)
         self.draft_ids = draft_ids
         self._target = target
@@ -75,16 +83,16 @@ class MtpHead:
         import numpy as np
 
         count = len(tokens)
-        request = self.request
+        inputs = {
+            "hidden_states": self._hidden_tensor(hidden),
+            "inputs_embeds": self._target.embeddings(tokens),
+            "position_ids": np.arange(start, start + count, dtype=np.int64)[None],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        }
         began = time.perf_counter()
-        request.infer(
-            {
-                "hidden_states": self._hidden_tensor(hidden),
-                "inputs_embeds": self._target.embeddings(tokens),
-                "attention_mask": self.kv.mask(count),
-                "position_ids": np.arange(start, start + count, dtype=np.int64)[None],
-                "beam_idx": np.zeros(1, dtype=np.int32),
-            }
+        # A long catch-up after a long follow-up runs on the continuation graph.
+        request = infer_after_kept(
+            self.request, self.kv, inputs, self.continuation, judged_by=count
         )
         self.timing.draft_s += time.perf_counter() - began
         self.timing.draft_calls += 1

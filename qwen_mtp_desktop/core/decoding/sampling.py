@@ -297,6 +297,23 @@ def penalised_logits(
         return logits
     if history is None:
         raise ValueError("penalties need the token history (a PenaltyHistory)")
+    return _biased(_penalties(logits, sampling, history, drafts, ids), logits, sampling, ids)
+
+
+def _penalties(
+    logits: Logits,
+    sampling: Sampling,
+    history: PenaltyHistory,
+    drafts: Sequence[int],
+    ids: IdArray | None,
+) -> Logits:
+    """The row after the repetition, frequency and presence penalties (`penalised_logits`)."""
+    if (
+        sampling.repetition_penalty == 1.0
+        and not sampling.presence_penalty
+        and not sampling.frequency_penalty
+    ):
+        return logits
     tokens, counts = history.entries(drafts)
     if ids is None:
         if logits.size != history.vocab_size:
@@ -326,6 +343,31 @@ def penalised_logits(
     with np.errstate(invalid="ignore"):
         values = np.where(np.isfinite(original), np.clip(values, -largest, largest), values)
     out[positions] = values
+    return out
+
+
+def _biased(row: Logits, original: Logits, sampling: Sampling, ids: IdArray | None) -> Logits:
+    """The row with `sampling.logit_bias` added (a copy; never `original` changed). A masked
+    token (-inf) stays masked; a biased logit stays finite (clipped)."""
+    if not sampling.logit_bias:
+        return row
+    tokens = np.fromiter((t for t, _ in sampling.logit_bias), dtype=np.int64)
+    bias = np.fromiter((b for _, b in sampling.logit_bias), dtype=np.float64)
+    if ids is None:
+        inside = tokens < row.size
+        positions = tokens[inside]
+    else:
+        at = np.minimum(np.searchsorted(ids, tokens), ids.size - 1)
+        inside = ids[at] == tokens
+        positions = at[inside]
+    if not positions.size:
+        return row
+    out = row.copy() if row is original else row
+    current = out[positions].astype(np.float64)
+    largest = float(np.finfo(row.dtype).max)
+    with np.errstate(invalid="ignore"):
+        moved = np.clip(current + bias[inside], -largest, largest)
+    out[positions] = np.where(np.isfinite(current), moved, current)
     return out
 
 

@@ -66,6 +66,9 @@ class GenerationStats:
     #: Prompt tokens whose state was kept from an earlier turn (core.decoding.state_cache),
     #: so only prompt_tokens - reused_tokens were prefilled; the API's `cached_tokens`.
     reused_tokens: int = 0
+    #: Index j: drafting steps that accepted exactly j drafts (the API's vLLM-shaped
+    #: `acceptance_histogram`); empty without drafts.
+    acceptance_histogram: list[int] = field(default_factory=list)
     #: An answer from a remote server (core.remote.client): the endpoint, and the server's own
     #: `mtp` statistics when it reported them; None for local answers (and left out of JSON).
     remote: dict[str, Any] | None = None
@@ -100,11 +103,32 @@ def speculative_stats(
     lookup replay sees that; for MTP, whose drafts are not visible, such a final step counts
     one accepted draft too few.
     """
-    if method.is_plain or method.drafts <= 0 or not chunk_sizes:
+    steps = drafting_steps(chunk_sizes, method, max_new_tokens, drafts)
+    if steps is None:
         return 0, 0, []
+    proposed_per_step, accepted_per_step = steps
+    drafted = sum(proposed_per_step)
+    accepted = sum(accepted_per_step)
+    by_position = []
+    for i in range(1, method.drafts + 1):
+        steps_i = [a for a, d in zip(accepted_per_step, proposed_per_step, strict=True) if d >= i]
+        by_position.append(sum(1 for a in steps_i if a >= i) / len(steps_i) if steps_i else 0.0)
+    return drafted, accepted, by_position
+
+
+def drafting_steps(
+    chunk_sizes: Sequence[int],
+    method: DecodingMethod,
+    max_new_tokens: int | None = None,
+    drafts: Sequence[StepDrafts] | None = None,
+) -> tuple[list[int], list[int]] | None:
+    """(drafts proposed, drafts accepted) of each decode step, as `speculative_stats` counts
+    them; None when the method drafts nothing or the counts cannot be known."""
+    if method.is_plain or method.drafts <= 0 or not chunk_sizes:
+        return None
     exact = drafts is not None and len(drafts) >= len(chunk_sizes)
     if method.drafts_vary and not exact:
-        return 0, 0, []
+        return None
     n = method.drafts
     generated = chunk_sizes[0]
     proposed_per_step: list[int] = []
@@ -118,13 +142,7 @@ def speculative_stats(
             accepted_per_step.append(min(max(size - 1, 0), count))
         proposed_per_step.append(count)
         generated += size
-    drafted = sum(proposed_per_step)
-    accepted = sum(accepted_per_step)
-    by_position = []
-    for i in range(1, n + 1):
-        steps = [a for a, d in zip(accepted_per_step, proposed_per_step, strict=True) if d >= i]
-        by_position.append(sum(1 for a in steps if a >= i) / len(steps) if steps else 0.0)
-    return drafted, accepted, by_position
+    return proposed_per_step, accepted_per_step
 
 
 def build_stats(
@@ -152,6 +170,13 @@ def build_stats(
     decode_tokens = generated - chunk_sizes[0] if chunk_sizes else 0
     mtp_sizes = chunk_sizes if switched_to_plain_at is None else chunk_sizes[:switched_to_plain_at]
     drafted, accepted, by_position = speculative_stats(mtp_sizes, method, max_new_tokens, drafts)
+    histogram: list[int] = []
+    steps = drafting_steps(mtp_sizes, method, max_new_tokens, drafts) if drafted else None
+    if steps is not None:
+        histogram = [0] * (method.drafts + 1)
+        for proposed, taken in zip(*steps, strict=True):
+            if proposed:  # a step cut to no drafts by the token budget verified nothing
+                histogram[min(taken, method.drafts)] += 1
     decode_steps = max(len(mtp_sizes) - 1, 0)
     return GenerationStats(
         method=method,
@@ -175,4 +200,5 @@ def build_stats(
         chunk_times=[round(t, 6) for t in chunk_times],
         switched_to_plain_at=switched_to_plain_at,
         decoder=decoder,
+        acceptance_histogram=histogram,
     )

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from qwen_mtp_desktop.core.decoding.continuation import ContinuationGraph, infer_after_kept
 from qwen_mtp_desktop.core.decoding.graphs import (
     HIDDEN,
     LOGITS,
@@ -76,19 +77,24 @@ class RecurrentBuffers:
 
         self._request = request
         self.ports = tuple(ports)
-        inputs = [compiled.input(STATE_IN + p.name) for p in ports]
-        outputs = [compiled.output(STATE_OUT + p.name) for p in ports]
         # bf16 has no numpy type: OpenVINO owns the memory; copies go through byte views.
         self._tensors = [[ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in "ab"]
-        self._bindings = [
-            {
-                **dict(zip(inputs, self._tensors[read], strict=True)),
-                **dict(zip(outputs, self._tensors[1 - read], strict=True)),
-            }
-            for read in (0, 1)
-        ]
+        self._bindings = [self._binding(compiled, read) for read in (0, 1)]
         self._read = 0
         self._bind()
+
+    def _binding(self, compiled: Any, read: int) -> dict[Any, Any]:
+        """`compiled`'s state ports bound to read set `read` and write the other."""
+        return {
+            **{
+                compiled.input(STATE_IN + p.name): t
+                for p, t in zip(self.ports, self._tensors[read], strict=True)
+            },
+            **{
+                compiled.output(STATE_OUT + p.name): t
+                for p, t in zip(self.ports, self._tensors[1 - read], strict=True)
+            },
+        }
 
     def _bind(self) -> None:
         if self._bindings[self._read]:
@@ -98,6 +104,11 @@ class RecurrentBuffers:
         """The last call's outputs become the next call's inputs."""
         self._read = 1 - self._read
         self._bind()
+
+    def binding_for(self, compiled: Any) -> dict[Any, Any]:
+        """The same tensors bound to another graph with these state ports (the continuation
+        graph): it reads the current set and writes the other, as the next call here would."""
+        return self._binding(compiled, self._read)
 
     def _views(self) -> list[npt.NDArray[Any]]:
         import numpy as np
@@ -128,9 +139,16 @@ class Target:
     """The compiled target, its request, and the state in it (module docstring)."""
 
     def __init__(
-        self, compiled: Any, states: Sequence[StatePort], embed: Any, hidden_type: Any
+        self,
+        compiled: Any,
+        states: Sequence[StatePort],
+        embed: Any,
+        hidden_type: Any,
+        continuation: ContinuationGraph | None = None,
     ) -> None:
         self.compiled = compiled
+        #: Long calls after a long kept cache run there (core.decoding.continuation).
+        self.continuation = continuation
         self.request = compiled.create_infer_request()
         self.recurrent = RecurrentBuffers(self.request, compiled, states)
         self.kv = KvSlots(self.request)
@@ -149,25 +167,33 @@ class Target:
         self.kv.reset()
         self.recurrent.reset()
 
-    def run(self, token_ids: Sequence[int], start: int, rows_from: int) -> TargetOutput:
+    def run(
+        self, token_ids: Sequence[int], start: int, rows_from: int, *, part_of: int = 0
+    ) -> TargetOutput:
         """Process `token_ids` at positions start.. (the caches hold `start` live positions)
         and project positions rows_from.. of this call; then `settle()` says whether the call
-        counts. The output's arrays are views that the next call overwrites."""
+        counts. The output's arrays are views that the next call overwrites. `part_of`: the
+        tokens of the prefill this call is a part of, if more than its own (the continuation
+        graph is chosen by the whole: its copies are paid per call, its saving per token)."""
         import numpy as np
 
         count = len(token_ids)
         embeds = self.embeddings(token_ids)
         positions = np.arange(start, start + count, dtype=np.int64)
-        request = self.request
+        inputs = {
+            "inputs_embeds": embeds,
+            "position_ids": np.broadcast_to(positions, (4, 1, count)).copy(),
+            "beam_idx": np.zeros(1, dtype=np.int32),
+            LOGITS_POSITIONS: np.arange(rows_from, count, dtype=np.int64),
+        }
         began = time.perf_counter()
-        request.infer(
-            {
-                "inputs_embeds": embeds,
-                "attention_mask": self.kv.mask(count),
-                "position_ids": np.broadcast_to(positions, (4, 1, count)).copy(),
-                "beam_idx": np.zeros(1, dtype=np.int32),
-                LOGITS_POSITIONS: np.arange(rows_from, count, dtype=np.int64),
-            }
+        request = infer_after_kept(
+            self.request,
+            self.kv,
+            inputs,
+            self.continuation,
+            judged_by=max(count, part_of),
+            recurrent_binding=self.recurrent.binding_for,
         )
         self.timing.target_s += time.perf_counter() - began
         self.timing.target_calls += 1

@@ -28,8 +28,10 @@ from qwen_mtp_desktop.core.engine.types import (
     LoadedModel,
     LoadOptions,
     Message,
+    MessageRole,
     Role,
     StepChunk,
+    ToolCallRecord,
     WithinTurnTest,
 )
 
@@ -76,9 +78,11 @@ __all__ = [
     "LoadOptions",
     "LoadedModel",
     "Message",
+    "MessageRole",
     "ModelFiles",
     "Role",
     "StepChunk",
+    "ToolCallRecord",
     "WithinTurnTest",
     "check_model_dir",
 ]

@@ -24,11 +24,13 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.prompt_lookup import (
     LookupRecorder,
@@ -74,6 +76,9 @@ class _RawStep:
 
     token_ids: tuple[int, ...]
     elapsed_s: float
+    #: The text tokens' log-probabilities, when asked for (ids only: bytes are added on the
+    #: consumer's thread).
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,10 +132,14 @@ class _StepDecoder:
     """Turns step token ids into a `StepChunk`: routes reasoning vs answer, detokenizes
     incrementally and counts how many answer characters came from accepted drafts."""
 
-    def __init__(self, context: TurnResources, thinking: bool) -> None:
+    def __init__(self, context: TurnResources, thinking: bool, raw: bool = False) -> None:
+        """`raw`: every token is answer text, kept as decoded (GenerationSettings.raw_text)."""
         tokenizer = context.tokenizer
         assert tokenizer is not None
-        self.splitter = ThinkingSplitter(context.think_start, context.think_end, thinking)
+        if raw:
+            self.splitter = ThinkingSplitter(None, None, False)
+        else:
+            self.splitter = ThinkingSplitter(context.think_start, context.think_end, thinking)
         vocab = context.vocab
         self._reasoning: IncrementalDecoder | ByteStreamDecoder
         self._answer: IncrementalDecoder | ByteStreamDecoder
@@ -139,7 +148,18 @@ class _StepDecoder:
         else:
             self._reasoning = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
             self._answer = IncrementalDecoder(lambda ids: tokenizer.decode(ids))
-        self._answer_started = False
+        self._answer_started = raw  # a raw answer keeps its leading blank lines
+        self._vocab = vocab
+        self._tokenizer = tokenizer
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's own bytes (part of a character, for some): what `logprobs` report."""
+        if self._vocab is not None:
+            found = self._vocab.decode_bytes([token_id])
+            if found:
+                return found
+        # A special token (no text in the answer) is shown by its name, as OpenAI does.
+        return str(self._tokenizer.decode([token_id], skip_special_tokens=False)).encode("utf-8")
 
     def step(self, token_ids: tuple[int, ...], elapsed_s: float, final: bool = False) -> StepChunk:
         # In a step of k + 1 tokens the first k are accepted drafts, the last the target's.
@@ -190,7 +210,7 @@ class Generation(AnswerStream):
         self._method = method
         self._decoding: Decoding = "fast" if config is None else "genai"
         self._device = context.loaded.device
-        self._decoder = _StepDecoder(context, settings.thinking)
+        self._decoder = _StepDecoder(context, settings.thinking, settings.raw_text)
         self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
         self._cancel = threading.Event()
         if config is None:
@@ -217,7 +237,11 @@ class Generation(AnswerStream):
         except queue.Empty:
             return None
         if isinstance(item, _RawStep):
-            return self._take(self._decoder.step(item.token_ids, item.elapsed_s))
+            chunk = self._decoder.step(item.token_ids, item.elapsed_s)
+            if item.logprobs:
+                scores = tuple(s.with_bytes(self._decoder.token_bytes) for s in item.logprobs)
+                chunk = replace(chunk, logprobs=scores)
+            return self._take(chunk)
         self._finished = True
         self._thread.join()
         if isinstance(item, BaseException):
@@ -393,6 +417,9 @@ class Generation(AnswerStream):
         switched_at: list[int] = []
         stopped = False
         held = StepDrafts(0, 0)  # drafts of steps whose tokens a stop string holds back
+        # Log-probabilities of the tokens decoded and not yet emitted, in order (a stop
+        # string holds tokens back; an end-of-turn token is not text and has none).
+        scores: deque[TokenLogprob] = deque()
 
         def keep_drafting() -> bool:
             if switched_at:
@@ -408,7 +435,9 @@ class Generation(AnswerStream):
             times.append(elapsed)
             drafts.append(step)
             emitted.extend(ids)
-            out.put(_RawStep(tuple(ids), elapsed))
+            taken = tuple(scores.popleft() for _ in ids) if settings.logprobs is not None else ()
+            text_scores = tuple(s for s in taken if s.chosen.token_id not in context.stop_ids)
+            out.put(_RawStep(tuple(ids), elapsed, text_scores))
 
         prompt_ids: list[int] = (
             context.prompt_ids
@@ -428,8 +457,10 @@ class Generation(AnswerStream):
             ignore_eos=settings.ignore_eos,
             keep_drafting=keep_drafting if within_turn is not None else None,
             stable_prefix=context.stable_prefix,
+            logprobs=settings.logprobs,
         )
         for step in steps:
+            scores.extend(step.logprobs)
             ready, stopped = stops.push(step.tokens)
             held = StepDrafts(held.proposed + step.drafted, held.accepted + step.accepted)
             if ready:

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.context_limit import check_fits
 from qwen_mtp_desktop.core.decoding.decoder import (
+    LANGUAGE_MODEL,
+    MTP_MODEL,
     AppDecoder,
     DecoderUnavailableError,
 )
@@ -47,6 +49,11 @@ from qwen_mtp_desktop.core.engine.generation import (
     encode_ids,
 )
 from qwen_mtp_desktop.core.engine.model_files import check_model_dir
+from qwen_mtp_desktop.core.engine.template_history import (
+    ends_with_prompt,
+    template_history,
+    template_tools,
+)
 from qwen_mtp_desktop.core.engine.types import (
     Decoding,
     EngineError,
@@ -60,7 +67,7 @@ from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
 from qwen_mtp_desktop.core.logs import log_conversation
 from qwen_mtp_desktop.core.privacy import block_telemetry
 from qwen_mtp_desktop.core.prompt_guards import PromptGuards, check_text, proven_equal
-from qwen_mtp_desktop.core.state_budget import automatic_bytes
+from qwen_mtp_desktop.core.state_budget import automatic_bytes, continuation_fits
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -167,6 +174,7 @@ class Engine:
                     special_ids=sorted(self._stop_ids),
                     cache_budget=default_state_cache_bytes() if budget is None else budget,
                     mtp=use_mtp,
+                    continuation=continuation_fits(weight_file_bytes(model_dir)),
                 )
             except DecoderUnavailableError as exc:
                 note = (
@@ -346,22 +354,30 @@ class Engine:
             config.set_eos_token_id(self._tokenizer.get_eos_token_id())
         return frozenset(i for i in config_stop_ids(config) if i >= 0)
 
-    def render_prompt(self, messages: Sequence[Message], *, thinking: bool = False) -> str:
-        """The conversation in the model's own chat template, ending with the assistant turn."""
+    def render_prompt(
+        self, messages: Sequence[Message], *, thinking: bool = False, tools_json: str = ""
+    ) -> str:
+        """The conversation in the model's own chat template, ending with the assistant turn;
+        `tools_json`: the tools on offer (GenerationSettings.tools_json)."""
         self._require_loaded()
-        if not messages or messages[-1].role != "user":
+        if not ends_with_prompt(messages):
             raise EngineError(
-                "The conversation must end with a user message.", code="BAD_CONVERSATION"
+                "The conversation must end with a user message (or tool results).",
+                code="BAD_CONVERSATION",
             )
-        return self._render(messages, thinking, generation_prompt=True)
+        return self._render(messages, thinking, tools_json, generation_prompt=True)
 
     def _render(
-        self, messages: Sequence[Message], thinking: bool, *, generation_prompt: bool
+        self,
+        messages: Sequence[Message],
+        thinking: bool,
+        tools_json: str = "",
+        *,
+        generation_prompt: bool,
     ) -> str:
         tokenizer = self._require_loaded()[1]
         guards = self._guards
         assert guards is not None
-        history = []
         for message in messages:
             what = (
                 "The system prompt" if message.role == "system" else f"The {message.role} message"
@@ -370,18 +386,18 @@ class Engine:
                 check_text(message.content, what)  # before the native JSON layer sees it
             except UserFacingError as exc:
                 raise EngineError(exc.message, exc.fix, code=exc.code) from None
-            content = guards.escape(message.content)  # typed text never becomes a token
-            if message.image is not None:
-                content = f"<|vision_start|><|image_pad|><|vision_end|>{content}"
-            history.append({"role": message.role, "content": content})
+        # Typed text (and tool text) never becomes a control token.
+        history = template_history(messages, guards.escape)
+        tools = template_tools(tools_json, guards.escape)
         try:
-            guards.check_template(history, thinking)  # bounded, before the native call
+            guards.check_template(history, thinking, tools)  # bounded, before the native call
         except UserFacingError as exc:
             raise EngineError(exc.message, exc.fix, code=exc.code) from exc
         try:
             rendered: str = tokenizer.apply_chat_template(
                 history,
                 add_generation_prompt=generation_prompt,
+                tools=tools,
                 extra_context={"enable_thinking": thinking},
             )
         except Exception as exc:
@@ -393,14 +409,19 @@ class Engine:
             ) from exc
         return rendered
 
-    def _next_turn_prompt(self, messages: Sequence[Message], thinking: bool) -> str | None:
+    def _next_turn_prompt(
+        self, messages: Sequence[Message], thinking: bool, tools_json: str = ""
+    ) -> str | None:
         """How the next turn's prompt will begin: this conversation with an answer added, as
         the template renders earlier turns (Qwen3.5 drops their thinking block, so the next
         prompt leaves this one's generation prompt at the assistant header). None when it
         cannot be rendered (the turn then keeps its state at the prompt's end only)."""
         try:
             return self._render(
-                [*messages, Message("assistant", "X")], thinking, generation_prompt=False
+                [*messages, Message("assistant", "X")],
+                thinking,
+                tools_json,
+                generation_prompt=False,
             )
         except EngineError as exc:
             log.debug("next turn's prompt not rendered: %s", exc.message)
@@ -412,13 +433,15 @@ class Engine:
         settings = settings or GenerationSettings()
         settings.validate()
         self._require_loaded()
-        prompt = self.render_prompt(messages, thinking=settings.thinking)
+        prompt = self.render_prompt(
+            messages, thinking=settings.thinking, tools_json=settings.tools_json
+        )
         prompt_ids = self._check_context(prompt)
         log_conversation("prompt", prompt)  # only with debug logging on
         images = [_load_image(m.image) for m in messages if m.image is not None]
         next_prompt = None
         if self._fast is not None and not images:
-            next_prompt = self._next_turn_prompt(messages, settings.thinking)
+            next_prompt = self._next_turn_prompt(messages, settings.thinking, settings.tools_json)
         return self._start(prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt)
 
     def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
@@ -449,6 +472,22 @@ class Engine:
         # (LoadOptions.plain_decoder "genai": the benchmark's fastest-plain-path row).
         genai_plain = method.is_plain and method.constraint is None and not self._plain_on_fast
         fast = self._fast is not None and not images and not genai_plain
+        vocab = self._fast.vocab_size if fast and self._fast is not None else None
+        outside = [t for t, _ in method.sampling.logit_bias if vocab is not None and t >= vocab]
+        if outside:
+            raise EngineError(
+                f"logit_bias names token {outside[0]}, outside this model's vocabulary "
+                f"(0 to {(vocab or 1) - 1}).",
+                "Send token ids of this model's tokenizer.",
+                code="BAD_LOGIT_BIAS",
+            )
+        if not fast and settings.logprobs is not None:
+            raise EngineError(
+                "Log-probabilities come from the app's decoder, which does not run "
+                + ("turns with images." if images else "this turn's decoding path."),
+                "Ask without logprobs.",
+                code="LOGPROBS_UNSUPPORTED",
+            )
         if not fast:
             method = self._genai_method(
                 method, images=bool(images), auto=settings.within_turn is not None
@@ -489,8 +528,15 @@ class Engine:
     ) -> DecodingMethod:
         """What openvino-genai can run of `method` (image turns; models the app's decoder
         cannot run): its MTP and prompt lookup decode greedily, and it enforces no
-        constraint here. `auto`: Auto chose the method (a sampled MTP turn then samples
-        plain, as an image turn does, instead of being refused)."""
+        constraint or logit bias here. `auto`: Auto chose the method (a sampled MTP turn then
+        samples plain, as an image turn does, instead of being refused)."""
+        if method.sampling.logit_bias:
+            raise EngineError(
+                "A logit bias is applied by the app's decoder, which does not run "
+                + ("turns with images." if images else "this model."),
+                "Send the request without logit_bias.",
+                code="LOGIT_BIAS_UNSUPPORTED",
+            )
         if method.constraint is not None:
             raise EngineError(
                 "Structured output (a JSON schema or grammar) is not available for "
@@ -655,6 +701,20 @@ class Engine:
             "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
             code="LOAD_FAILED",
         )
+
+
+def weight_file_bytes(model_dir: Path) -> int:
+    """The language model's and MTP head's weight files together (what the decoder's graphs
+    hold); a file that cannot be read counts as very large, so nothing is built on a guess."""
+    total = 0
+    for name in (f"{LANGUAGE_MODEL}.bin", f"{MTP_MODEL}.bin"):
+        try:
+            total += (model_dir / name).stat().st_size
+        except FileNotFoundError:
+            continue
+        except OSError:  # a link loop, no permission: unknown
+            return 1 << 62
+    return total
 
 
 def default_state_cache_bytes() -> int:

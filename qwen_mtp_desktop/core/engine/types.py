@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
+from qwen_mtp_desktop.core.decoding.logprobs import MAX_TOP_LOGPROBS, TokenLogprob
 from qwen_mtp_desktop.core.decoding.method import (
     DEFAULT_LOOKUP,
     DEFAULT_MTP,
@@ -28,16 +29,33 @@ class EngineError(UserFacingError):
 
 
 Role = Literal["system", "user", "assistant"]
+#: A message's role in a turn sent to the engine: the chat's roles, and "tool" (a tool's result,
+#: from API clients).
+MessageRole = Literal["system", "user", "assistant", "tool"]
 #: Asked after every MTP step with (step sizes, step times, prompt tokens, whether switching
 #: needs a re-prefill); True = go plain. The fast decoder switches for free (False).
 WithinTurnTest = Callable[[Sequence[int], Sequence[float], int, bool], bool]
 
 
 @dataclass(frozen=True)
+class ToolCallRecord:
+    """A tool call an earlier assistant message made: `arguments` is a JSON object's text
+    (OpenAI's `function.arguments`), `id` what the tool message answering it names."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Message:
-    role: Role
+    role: MessageRole
     content: str
     image: Path | None = None
+    #: An assistant message's tool calls (rendered by the model's chat template).
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    #: A tool message: the id of the call it answers.
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,10 +73,29 @@ class GenerationSettings:
     #: Prompt lookup's settings for the replay every greedy text turn records, whatever decoded
     #: it (the chat's own, so Auto judges lookup as the chat would run it).
     replay_lookup: DecodingMethod = DEFAULT_LOOKUP
+    #: The tools the model may call, as OpenAI's `tools` list in JSON text, rendered by the
+    #: model's chat template ("" = none). Text, so settings stay hashable and cheap to send.
+    tools_json: str = ""
+    #: A function of `tools_json` the answer must call, for a server that forces calls itself
+    #: (a remote one: OpenAI's named `tool_choice`); "" = the model decides. The local engine
+    #: forces a call with the grammar in `method.constraint` instead.
+    tool_choice: str = ""
+    #: Report each answer token's log-probability with this many alternatives (0 to 20;
+    #: core.decoding.logprobs); None reports none. Only the app's decoder reports them.
+    logprobs: int | None = None
+    #: The text exactly as decoded (the API's /v1/completions): no reasoning split, no blank
+    #: lines trimmed from the answer's start.
+    raw_text: bool = False
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise EngineError(
+                f"Log-probabilities come with 0 to {MAX_TOP_LOGPROBS} alternatives per token, "
+                f"not {self.logprobs}.",
+                code="BAD_SETTINGS",
+            )
         try:
             self.method.check()
             self.replay_lookup.check()
@@ -132,6 +169,9 @@ class StepChunk:
     #: How many leading characters of `answer` came from accepted MTP drafts (the rest is the
     #: target's own token), so the UI can show where MTP helped.
     drafted_answer_chars: int = 0
+    #: The log-probability of each of `token_ids` that is part of the text (an end-of-turn
+    #: token is not), when the turn asked for them (GenerationSettings.logprobs).
+    logprobs: tuple[TokenLogprob, ...] = ()
 
     @property
     def accepted_drafts(self) -> int:
@@ -151,6 +191,8 @@ class AnswerStream(Iterator[StepChunk]):
         self.reasoning = ""
         self.answer = ""
         self.token_ids: list[int] = []
+        #: Every chunk's log-probabilities so far (when the turn asked for them).
+        self.logprobs: list[TokenLogprob] = []
         self._finished = False
 
     @abstractmethod
@@ -217,4 +259,5 @@ class AnswerStream(Iterator[StepChunk]):
         self.reasoning += chunk.reasoning
         self.answer += chunk.answer
         self.token_ids.extend(chunk.token_ids)
+        self.logprobs.extend(chunk.logprobs)
         return chunk

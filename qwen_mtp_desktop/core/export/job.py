@@ -352,43 +352,19 @@ class ExportJob:
             self._check_cancel()
             move_into_place(staging.model_dir, destination, overwrite=request.overwrite)
             self._emit(self.parser.finish())
-            return ExportOutcome(
-                request,
+            return self._outcome(
                 "succeeded",
                 destination,
-                time.monotonic() - self._started,
-                self._peak,
                 verification=verification,
                 manifest=manifest,
-                log_tail=self._tail(),
                 revision=revision,
-                stage_seconds=self._stage_durations(),
             )
         except ExportCancelledError:
-            return ExportOutcome(
-                request,
-                "cancelled",
-                None,
-                time.monotonic() - self._started,
-                self._peak,
-                log_tail=self._tail(),
-                stage_seconds=self._stage_durations(),
-            )
+            return self._outcome("cancelled")
         except ExportError as exc:
             if not exc.log_tail:
                 exc.log_tail = self._tail()
-            return ExportOutcome(
-                request,
-                "failed",
-                None,
-                time.monotonic() - self._started,
-                self._peak,
-                error=exc,
-                verification=verification,
-                log_tail=exc.log_tail,
-                revision=revision,
-                stage_seconds=self._stage_durations(),
-            )
+            return self._outcome("failed", error=exc, verification=verification, revision=revision)
         except OSError as exc:
             error = ExportError(
                 f"The export could not write its files: {exc.strerror or exc} "
@@ -397,19 +373,36 @@ class ExportJob:
                 code="IO_ERROR",
                 log_tail=self._tail(),
             )
-            return ExportOutcome(
-                request,
-                "failed",
-                None,
-                time.monotonic() - self._started,
-                self._peak,
-                error=error,
-                log_tail=error.log_tail,
-                stage_seconds=self._stage_durations(),
-            )
+            return self._outcome("failed", error=error)
         finally:
             if staging is not None:
                 staging.remove()
+
+    def _outcome(
+        self,
+        status: JobStatus,
+        output_dir: Path | None = None,
+        *,
+        error: ExportError | None = None,
+        verification: Verification | None = None,
+        manifest: dict[str, Any] | None = None,
+        revision: str | None = None,
+    ) -> ExportOutcome:
+        """How the run ended, with what every ending reports: the time so far, the peak
+        memory, each stage's time and the log's tail (the error's own, when it has one)."""
+        return ExportOutcome(
+            self.request,
+            status,
+            output_dir,
+            time.monotonic() - self._started,
+            self._peak,
+            error=error,
+            verification=verification,
+            manifest=manifest,
+            log_tail=error.log_tail if error is not None else self._tail(),
+            revision=revision,
+            stage_seconds=self._stage_durations(),
+        )
 
     def _tail(self) -> str:
         return "\n".join(self._log)

@@ -33,9 +33,9 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.hosting.protocol import (
-    Chunks,
-    Failed,
-    Finished,
+    AnswerChunks,
+    AnswerFailed,
+    AnswerFinished,
     Generate,
     Loaded,
     LoadFailed,
@@ -54,19 +54,19 @@ LOAD_TIMEOUT_S = 900.0
 class HostedAnswer(AnswerStream):
     """A running answer in the engine process."""
 
-    def __init__(self, engine: HostedEngine, request_id: int) -> None:
+    def __init__(self, client: HostedEngine, request_id: int) -> None:
         super().__init__()
-        self._engine = engine
+        self._client = client
         self.request_id = request_id
-        self._inbox: queue.SimpleQueue[list[StepChunk] | Finished | Failed | EngineError] = (
-            queue.SimpleQueue()
-        )
+        self._inbox: queue.SimpleQueue[
+            list[StepChunk] | AnswerFinished | AnswerFailed | EngineError
+        ] = queue.SimpleQueue()
         self._pending: deque[StepChunk] = deque()
         self._cancelled = False
 
     def cancel(self) -> None:
         self._cancelled = True
-        self._engine._cancel(self.request_id)
+        self._client._cancel(self.request_id)
 
     @property
     def cancelled(self) -> bool:
@@ -84,12 +84,12 @@ class HostedAnswer(AnswerStream):
                 return None
             if isinstance(item, list):
                 self._pending.extend(item)
-            elif isinstance(item, Finished):
+            elif isinstance(item, AnswerFinished):
                 self._finished = True
                 self.stats = item.stats
             else:
                 self._finished = True
-                raise item.error if isinstance(item, Failed) else item
+                raise item.error if isinstance(item, AnswerFailed) else item
         return self._take(self._pending.popleft())
 
 
@@ -116,32 +116,32 @@ class HostedEngine:
         self._waiter: queue.SimpleQueue[object] | None = None
         #: Callers of state_cache_report() waiting for the answer, oldest first.
         self._report_waiters: deque[queue.SimpleQueue[CacheReport | None]] = deque()
-        self._engine = EngineSupervisor(self._on_event, command)
-        self._engine.start()
+        self._supervisor = EngineSupervisor(self._on_event, command)
+        self._supervisor.start()
 
     @property
     def pid(self) -> int | None:
         """The engine process's id (None while none runs)."""
-        return self._engine.pid
+        return self._supervisor.pid
 
     @property
     def loaded(self) -> LoadedModel | None:
         """The loaded model; while it is reloaded after a crash too, so that requests queue
         behind the reload in the new process instead of being turned away."""
-        return self._engine.loaded or self._engine.reloading
+        return self._supervisor.loaded or self._supervisor.reloading
 
     @property
     def plain_ready(self) -> bool:
-        return self._engine.plain_ready
+        return self._supervisor.plain_ready
 
     @property
     def restarts(self) -> int:
-        return self._engine.restarts
+        return self._supervisor.restarts
 
     # ------------------------------------------------------------------ Engine's interface
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> LoadedModel:
-        outcome = self._call(lambda: self._engine.load(model_dir, options or LoadOptions()))
+        outcome = self._call(lambda: self._supervisor.load(model_dir, options or LoadOptions()))
         if isinstance(outcome, Loaded):
             return outcome.model
         if isinstance(outcome, LoadFailed):
@@ -150,10 +150,10 @@ class HostedEngine:
         raise outcome
 
     def unload(self) -> None:
-        if self._engine.pid is not None:
-            self._call(self._engine.unload)
+        if self._supervisor.pid is not None:
+            self._call(self._supervisor.unload)
         else:
-            self._engine.want = None
+            self._supervisor.want = None
 
     def require_loaded(self) -> LoadedModel:
         loaded = self.loaded
@@ -162,13 +162,28 @@ class HostedEngine:
         return loaded
 
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> HostedAnswer:
+        return self._generate(messages, settings, None)
+
+    def generate_raw(self, prompt: str, settings: GenerationSettings) -> HostedAnswer:
+        """An answer to an already rendered prompt (no chat template), as Engine's."""
+        return self._generate((), settings, prompt)
+
+    def _generate(
+        self, messages: Sequence[Message], settings: GenerationSettings, raw_prompt: str | None
+    ) -> HostedAnswer:
         generation = HostedAnswer(self, next(self._ids))
         with self._lock:
-            if self._engine.pid is None:
-                raise self._engine.not_running_error()
+            if self._supervisor.pid is None:
+                raise self._supervisor.not_running_error()
             self._generations[generation.request_id] = generation
-            self._engine.generate(
-                Generate(generation.request_id, tuple(messages), settings, self._coalesce_s)
+            self._supervisor.generate(
+                Generate(
+                    generation.request_id,
+                    tuple(messages),
+                    settings,
+                    self._coalesce_s,
+                    raw_prompt,
+                )
             )
         return generation
 
@@ -177,10 +192,10 @@ class HostedEngine:
         when no model with the app's decoder is loaded, or the engine is not running."""
         waiter: queue.SimpleQueue[CacheReport | None] = queue.SimpleQueue()
         with self._lock:
-            if self._engine.pid is None:
+            if self._supervisor.pid is None:
                 return None
             self._report_waiters.append(waiter)
-            self._engine.send(StateCacheQuery())
+            self._supervisor.send(StateCacheQuery())
         try:
             return waiter.get(timeout=timeout_s)
         except queue.Empty:
@@ -191,17 +206,17 @@ class HostedEngine:
     def close(self, timeout_s: float = 30.0) -> bool:
         """End the engine process (True if it ended in time); it is not restarted."""
         with self._lock:
-            self._engine.closing = True
-        return self._engine.stop(timeout_s)
+            self._supervisor.closing = True
+        return self._supervisor.stop(timeout_s)
 
     # ------------------------------------------------------------------ the child
 
     def _send(self, request: object) -> None:
-        self._engine.send(request)
+        self._supervisor.send(request)
 
     def _cancel(self, request_id: int) -> None:
         with self._lock:  # a cancelled turn is never sent again after a crash
-            self._engine.cancel(request_id)
+            self._supervisor.cancel(request_id)
 
     def _call(self, send: Callable[[], None]) -> object:
         """Send a load or unload and wait for its outcome (or the engine's death)."""
@@ -224,14 +239,14 @@ class HostedEngine:
     def _on_event(self, incarnation: int, received: object) -> None:
         """On the reader thread: route each event to whoever waits for it."""
         with self._lock:
-            event = self._engine.handle(incarnation, received)
+            event = self._supervisor.handle(incarnation, received)
             if isinstance(event, Loaded | LoadFailed | Unloaded):
                 self._answer(event)
-            elif isinstance(event, Chunks):
+            elif isinstance(event, AnswerChunks):
                 generation = self._generations.get(event.request_id)
                 if generation is not None:
                     generation._inbox.put(event.chunks)
-            elif isinstance(event, Finished | Failed):
+            elif isinstance(event, AnswerFinished | AnswerFailed):
                 generation = self._generations.pop(event.request_id, None)
                 if generation is not None:
                     generation._inbox.put(event)

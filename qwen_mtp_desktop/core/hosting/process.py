@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from qwen_mtp_desktop.core.hosting.protocol import (
+    AnswerChunks,
     Cancel,
-    Chunks,
     FrameWriter,
     ProtocolError,
     Shutdown,
@@ -204,7 +204,7 @@ class HostProcess:
         detail = ""
         try:
             while (event := read_frame(stream)) is not None:
-                if isinstance(event, Chunks):
+                if isinstance(event, AnswerChunks):
                     self.hop_s.append(time.time() - event.sent_at)
                 self._on_event(n, event)
         except ProtocolError as exc:

@@ -64,9 +64,14 @@ class Unload:
 @dataclass(frozen=True)
 class Generate:
     request_id: int
+    #: The conversation, tool calls and tool results included (Message.tool_calls,
+    #: Message.tool_call_id); the tools on offer travel in `settings.tools_json`.
     messages: tuple[Message, ...]
     settings: GenerationSettings
     coalesce_s: float
+    #: A prompt already rendered (the API's /v1/completions: raw text, no chat template);
+    #: when set, `messages` is empty.
+    raw_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,13 +129,17 @@ class Unloaded:
     pass
 
 
+# One `Generate` request's answer: AnswerStarted, AnswerChunks..., then AnswerFinished or
+# AnswerFailed (the API server's own job events, server.turns, are another thing).
+
+
 @dataclass(frozen=True)
-class Started:
+class AnswerStarted:
     request_id: int
 
 
 @dataclass(frozen=True)
-class Chunks:
+class AnswerChunks:
     request_id: int
     chunks: list[StepChunk]
     #: time.time() when the host sent the batch (the window measures the hop).
@@ -138,14 +147,14 @@ class Chunks:
 
 
 @dataclass(frozen=True)
-class Finished:
+class AnswerFinished:
     request_id: int
     stats: GenerationStats
     plain_ready: bool
 
 
 @dataclass(frozen=True)
-class Failed:
+class AnswerFailed:
     request_id: int
     error: EngineError
 
@@ -265,10 +274,10 @@ Event = (
     | Loaded
     | LoadFailed
     | Unloaded
-    | Started
-    | Chunks
-    | Finished
-    | Failed
+    | AnswerStarted
+    | AnswerChunks
+    | AnswerFinished
+    | AnswerFailed
     | ApiState
     | ApiRequest
     | StateCacheState

@@ -84,12 +84,19 @@ class EngineService:
         messages: Sequence[Message],
         settings: GenerationSettings,
         cancelled: Callable[[], bool] | None = None,
+        *,
+        raw_prompt: str | None = None,
     ) -> Iterator[AnswerStream]:
         """Wait for the engine, start the answer and yield its `Generation`. Leaving the block
-        cancels whatever is still running (a client that went away) and frees the engine."""
+        cancels whatever is still running (a client that went away) and frees the engine.
+        `raw_prompt`: answer this text as it is (no chat template; `messages` unused)."""
         self._acquire(cancelled)
         try:
-            generation = self.engine.generate(messages, settings)
+            generation = (
+                self.engine.generate(messages, settings)
+                if raw_prompt is None
+                else self.engine.generate_raw(raw_prompt, settings)
+            )
             try:
                 yield generation
             finally:

@@ -22,10 +22,10 @@ from pathlib import Path
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, LoadOptions
 from qwen_mtp_desktop.core.hosting.process import STOPPED_CODE, Exited, HostProcess, RestartPolicy
 from qwen_mtp_desktop.core.hosting.protocol import (
+    AnswerChunks,
+    AnswerFailed,
+    AnswerFinished,
     Cancel,
-    Chunks,
-    Failed,
-    Finished,
     Generate,
     Load,
     Loaded,
@@ -175,13 +175,13 @@ class EngineSupervisor:
             self._note_reload("the model could not be reloaded")
         elif isinstance(event, Unloaded):
             self.loaded, self.plain_ready, self.reloading = None, False, None
-        elif isinstance(event, Chunks):
+        elif isinstance(event, AnswerChunks):
             self._unanswered.pop(event.request_id, None)  # text shown: no silent retry
-        elif isinstance(event, Finished | Failed):
+        elif isinstance(event, AnswerFinished | AnswerFailed):
             self.in_flight.discard(event.request_id)
             self._unanswered.pop(event.request_id, None)
             self._retried.discard(event.request_id)
-            if isinstance(event, Finished):
+            if isinstance(event, AnswerFinished):
                 self.plain_ready = event.plain_ready
         elif isinstance(event, Exited):
             return self._died(event)

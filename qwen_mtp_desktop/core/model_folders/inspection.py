@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.environment import package_version
+from qwen_mtp_desktop.core.fileio import folder_bytes
 from qwen_mtp_desktop.core.ir import (
     IrError,
     IrMissingError,
@@ -47,6 +47,7 @@ from qwen_mtp_desktop.core.model_folders.report import (
     Diagnostic,
     Kind,
     KvPrecision,
+    MemoryEstimate,
     ModelReport,
     SourceInfo,
 )
@@ -115,19 +116,6 @@ def _inspect_component(folder: Path, spec: ComponentSpec, names: set[str]) -> Co
     report.rt_info = ir.rt_info
     report.issues = list(ir.issues)
     return report
-
-
-def _folder_bytes(folder: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder, onerror=lambda _e: None):
-        for name in files:
-            try:
-                info = (Path(dirpath) / name).lstat()
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):
-                total += info.st_size
-    return total
 
 
 def _list_folder(folder: Path) -> tuple[set[str] | None, Diagnostic | None]:
@@ -316,7 +304,7 @@ def inspect_model(
         return report
     config, config_damaged = _read_metadata(report, folder)
     _collect_components(report, folder, names)
-    report.total_bytes = _folder_bytes(folder)
+    report.total_bytes = folder_bytes(folder)
     if not any(c.xml_present or c.bin_present for c in report.components):
         report.diagnostics.append(not_a_model(folder, names))
         return report
@@ -364,13 +352,32 @@ def inspect_model(
     if measure_memory and available_bytes is None:
         available_bytes, measured_total = available_memory()
         total_ram_bytes = total_ram_bytes or measured_total
+    report.memory = report_memory(
+        report,
+        context_length=context_length,
+        kv_precision=kv_precision,
+        available_bytes=available_bytes,
+    )
+    report.diagnostics.extend(memory_diagnostics(report.memory, total_ram_bytes))
+    return report
+
+
+def report_memory(
+    report: ModelReport,
+    *,
+    context_length: int,
+    kv_precision: KvPrecision,
+    available_bytes: int | None,
+) -> MemoryEstimate:
+    """The memory a model needs, from its report's components and geometry: pure arithmetic
+    (inspect_model, and core.model_library.reestimate for another context or KV precision)."""
     weights = {
         c.key: c.bin_bytes
         for c in report.components
         if c.use == "chat" and c.present and (c.key != "mtp" or report.mtp.present)
     }
     image = sum(c.bin_bytes for c in report.components if c.use == "image" and c.present)
-    report.memory = estimate_memory(
+    return estimate_memory(
         weights,
         report.geometry,
         context_length=context_length,
@@ -379,5 +386,3 @@ def inspect_model(
         image_extra_bytes=image,
         available_bytes=available_bytes,
     )
-    report.diagnostics.extend(memory_diagnostics(report.memory, total_ram_bytes))
-    return report

@@ -11,6 +11,13 @@ through a bounded `core.remote.inbox.Inbox`, so a server that floods can neither
 nor delay a Stop, and an answer far longer than the `max_tokens` asked for is cut with an
 error.
 
+Tools (a chat's MCP tools): `tools_json` goes out as OpenAI `tools` (a forced call as a named
+`tool_choice`), earlier calls and their results as assistant `tool_calls` and `tool` messages;
+the server's streamed `tool_calls` deltas are joined by index (each call's name and id from its
+first delta, its arguments from every one), checked (a JSON object's text each, at most
+MAX_TOOL_CALLS) and handed over in the answer's stats as `remote["tool_calls"]`, which the
+chat's tool loop reads as it reads a local model's calls (core.chat_tools.read_calls).
+
 Timing is the client's own: time to first token is from sending the request to the first text,
 tokens per second counts the tokens after the first (the server's `usage`) over the time
 between the first and the last text, so both include the network. Acceptance figures come only
@@ -20,13 +27,14 @@ from the server's `mtp` extension object (our `serve` sends it; OVMS, vLLM, llam
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -69,6 +77,8 @@ MAX_MODEL_LIST_VALUES = 200_000
 MAX_CHARS_PER_TOKEN = 64
 ANSWER_SLACK_CHARS = 64 * 1024
 USER_AGENT = "qwen-mtp-desktop"
+#: Tool calls one answer may make (as the API's `tools`, up to 128).
+MAX_TOOL_CALLS = 128
 
 
 class RemoteError(EngineError):
@@ -144,7 +154,7 @@ def http_error(status: int, text: str, endpoint: RemoteEndpoint) -> RemoteError:
     if 400 <= status < 500:
         return RemoteError(
             f"The server refused the request (HTTP {status}).{said}",
-            "Check the chat's settings (some servers refuse options they do not support).",
+            "Check the chat's options (some servers refuse options they do not support).",
             code="REMOTE_REFUSED",
         )
     return RemoteError(
@@ -233,14 +243,83 @@ def malformed(what: str, started: bool) -> RemoteError:
 # --- what an event carries ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CallDelta:
+    """One `delta.tool_calls` entry: the call's index and what this piece adds."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
 @dataclass
 class _Delta:
     answer: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
+    calls: list[CallDelta] = field(default_factory=list)
+
+
+class CallDeltas:
+    """A streamed answer's tool calls, joined from their deltas by index: the id and name
+    from the first delta that has them (OpenAI sends them once; servers that repeat them are
+    read the same), the arguments from every delta in order."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}
+
+    def add(self, piece: CallDelta) -> None:
+        call_id, name, arguments = self._calls.setdefault(piece.index, ("", "", []))
+        arguments.append(piece.arguments)
+        self._calls[piece.index] = (call_id or piece.id, name or piece.name, arguments)
+
+    def calls(self, started: bool) -> list[dict[str, str]]:
+        """The calls in index order as {"id", "name", "arguments"}; RemoteError when one has
+        no name or its arguments are not a JSON object's text."""
+        out = []
+        for index in sorted(self._calls):
+            call_id, name, pieces = self._calls[index]
+            arguments = "".join(pieces) or "{}"
+            if not name:
+                raise malformed(f"tool call {index} without a function name", started)
+            try:
+                value = parse_json_text(arguments)
+            except (ValueError, RecursionError):
+                value = None
+            if not isinstance(value, dict):
+                raise malformed(
+                    f"arguments of the tool call {_clean(name, 64)!r} that are not a JSON object",
+                    started,
+                )
+            out.append({"id": call_id, "name": name, "arguments": arguments})
+        return out
 
 
 Parsed = tuple[_Delta, dict[str, Any] | None, dict[str, Any] | None]
+
+#: The header `serve` sends on an answer for which the demo model read only the latest message
+#: (server.examples); the stream's last event carries the "notice" that says so in words.
+SINGLE_TURN_HEADER = "x-single-turn"
+MAX_NOTICE_CHARS = 600
+#: Said when a server sends the header without a notice of its own.
+SINGLE_TURN_FALLBACK = (
+    "The server answered the last message on its own: earlier messages of this chat were "
+    "left out of the request."
+)
+
+
+def event_notice(data: str) -> str | None:
+    """The "notice" a chunk's JSON carries (this app's `serve`: why the answer read less than
+    was sent), cleaned and bounded; None when there is none or it is not text."""
+    try:
+        event = parse_json_text(data)
+    except (ValueError, RecursionError):
+        return None
+    notice = event.get("notice") if isinstance(event, dict) else None
+    if not isinstance(notice, str) or not notice.strip():
+        return None
+    return _clean(notice, MAX_NOTICE_CHARS)
 
 
 def parse_event(data: str, started: bool) -> Parsed:
@@ -277,11 +356,35 @@ def parse_event(data: str, started: bool) -> Parsed:
         if reasoning is not None and not isinstance(reasoning, str):
             raise malformed("reasoning that is not a string", started)
         delta.answer, delta.reasoning = content or "", reasoning or ""
+        delta.calls = _call_deltas(part.get("tool_calls"), started)
         finish = choice.get("finish_reason")
         delta.finish_reason = finish if isinstance(finish, str) else None
     mtp = event.get("mtp")
     usage = event.get("usage")
     return delta, server_stats(mtp), usage if isinstance(usage, dict) else None
+
+
+def _call_deltas(raw: object, started: bool) -> list[CallDelta]:
+    """A delta's `tool_calls` entries (none when absent)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise malformed("'tool_calls' is not a list", started)
+    pieces = []
+    for entry in raw[:MAX_TOOL_CALLS]:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or not isinstance(function, dict | None):
+            raise malformed("a tool call that is not an object", started)
+        function = function or {}
+        index = entry.get("index", 0)
+        texts = (entry.get("id"), function.get("name"), function.get("arguments"))
+        if int_in_range(index, 0, MAX_TOOL_CALLS - 1) is None:
+            raise malformed(f"a tool call's index that is not 0 to {MAX_TOOL_CALLS - 1}", started)
+        if not all(text is None or isinstance(text, str) for text in texts):
+            raise malformed("a tool call's id, name or arguments that is not text", started)
+        call_id, name, arguments = (text or "" for text in texts)
+        pieces.append(CallDelta(index, call_id, name, arguments))
+    return pieces
 
 
 def server_method(raw: dict[str, Any]) -> DecodingMethod | None:
@@ -349,7 +452,7 @@ def request_body(
     sampling = settings.method.sampling
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "messages": [_message(m) for m in messages],
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": settings.max_new_tokens,
@@ -363,7 +466,27 @@ def request_body(
         body["stop"] = list(settings.stop_strings)
     if settings.thinking:
         body["chat_template_kwargs"] = {"enable_thinking": True}
+    if settings.tools_json:
+        body["tools"] = json.loads(settings.tools_json)
+        if settings.tool_choice:
+            function = {"name": settings.tool_choice}
+            body["tool_choice"] = {"type": "function", "function": function}
     return body
+
+
+def _message(message: Message) -> dict[str, Any]:
+    """A message as OpenAI's chat API reads it: an assistant's tool calls, a tool result's
+    call id."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -497,7 +620,12 @@ class RemoteAnswer(AnswerStream):
         self._events = 0
         self._mtp: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None
+        #: What the server said about this answer besides its text (`serve`'s single-turn
+        #: notice for the demo model), shown with the answer.
+        self._notice: str | None = None
+        self._single_turn = False
         self._first_text_seen = False
+        self._tool_calls: list[dict[str, str]] = []
         self._thread = threading.Thread(target=self._work, name="remote-answer", daemon=True)
         self._thread.start()
 
@@ -572,6 +700,7 @@ class RemoteAnswer(AnswerStream):
                         raise malformed(f"'{what}' content, not an event stream", False)
                     if _compressed(response):
                         raise malformed("a compressed stream that was not asked for", False)
+                    self._single_turn = response.headers.get(SINGLE_TURN_HEADER, "") == "1"
                     finish = self._read(iter_sse(iter_lines(response.iter_raw())))
                     self._inbox.put_end(_End(finish))
         except RemoteError as exc:
@@ -594,6 +723,7 @@ class RemoteAnswer(AnswerStream):
     def _read(self, events: Iterator[str]) -> FinishReason:
         finish: str | None = None
         received = 0
+        calls = CallDeltas()
         for data in events:
             if self._cancel.is_set():
                 return "cancelled"
@@ -602,10 +732,17 @@ class RemoteAnswer(AnswerStream):
             delta, mtp, usage = parse_event(data, self._first_text_seen)
             if mtp is not None:
                 self._mtp = mtp
+            if '"notice"' in data:  # parsed again only for the event that carries one
+                self._notice = event_notice(data) or self._notice
             if usage is not None:
                 self._usage = usage
             if delta.finish_reason is not None:
                 finish = delta.finish_reason
+            for piece in delta.calls:
+                received += len(piece.id) + len(piece.name) + len(piece.arguments)
+                if received > self._max_chars:
+                    raise self._too_long()
+                calls.add(piece)
             if delta.answer or delta.reasoning:
                 received += len(delta.answer) + len(delta.reasoning)
                 if received > self._max_chars:
@@ -623,6 +760,8 @@ class RemoteAnswer(AnswerStream):
                 )
         if self._cancel.is_set():
             return "cancelled"
+        if finish != "length":  # calls cut short by the token limit are not calls
+            self._tool_calls = calls.calls(self._first_text_seen)
         return "length" if finish == "length" else "eos"
 
     def _too_long(self) -> RemoteError:
@@ -684,5 +823,12 @@ class RemoteAnswer(AnswerStream):
                 "timing": "client",
                 "tokens_reported": completion is not None,
                 "server_stats": mtp,
+                **self._notice_record(),
+                **({"tool_calls": self._tool_calls} if self._tool_calls else {}),
             },
         )
+
+    def _notice_record(self) -> dict[str, str]:
+        """{"notice": text} when the server said the answer read less than was sent."""
+        notice = self._notice or (SINGLE_TURN_FALLBACK if self._single_turn else None)
+        return {"notice": notice} if notice else {}

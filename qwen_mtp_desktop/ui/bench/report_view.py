@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN
+from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note
+from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.core.reports import fmt
 from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, row_method
@@ -142,7 +145,21 @@ def _workload_detail(report: dict[str, Any], overall: dict[str, Any]) -> str:
 
 
 def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
-    """(status, title, detail) for the banner."""
+    """(status, title, detail) for the banner; on the demo model, with why MTP loses there and
+    what it measured on a full-size model (core.fullsize_figures)."""
+    status, title, detail = _verdict(report)
+    if is_demo_report(report):
+        detail += f"\n\n{demo_mtp_note()}"
+    return status, title, detail
+
+
+def is_demo_report(report: dict[str, Any]) -> bool:
+    model = report.get("model")
+    path = model.get("path") if isinstance(model, dict) else None
+    return isinstance(path, str) and is_demo_model(Path(path))
+
+
+def _verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     if report["kind"] == "validate":
         summary = report["summary"]
         name = method_label(report["settings"])

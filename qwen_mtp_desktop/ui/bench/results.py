@@ -28,13 +28,20 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.fullsize_figures import full_size_details
 from qwen_mtp_desktop.core.reports import fmt, fmt_spread
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.core.validate import method_label
 from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS
-from qwen_mtp_desktop.ui.bench.report_view import chart_data, local_time, verdict, workload_data
+from qwen_mtp_desktop.ui.bench.report_view import (
+    chart_data,
+    is_demo_report,
+    local_time,
+    verdict,
+    workload_data,
+)
 from qwen_mtp_desktop.ui.figures import COLUMN_HELP
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
 
@@ -161,6 +168,7 @@ class BenchResults(QScrollArea):
         self.banner.setProperty("status", status)
         self.banner_title.setText(title)
         self.banner_detail.setText(keep_units(detail))
+        self.banner_detail.setToolTip(full_size_details() if is_demo_report(report) else "")
         self._repolish(self.banner)
         sets = [e["prompt_set"] for e in report.get("per_set", [])]
         self.view_set_combo.blockSignals(True)

@@ -8,20 +8,31 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from qwen_mtp_desktop.core.chat_session import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.fullsize_figures import (
+    DEMO_TOO_SMALL,
+    demo_banner_note,
+    full_size_details,
+)
 from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE
+from qwen_mtp_desktop.core.settings import UI_DEMO_BANNER_HIDDEN
 
 #: How long "Message deleted · Undo" stays (the next action in the chat also ends it).
 UNDO_SECONDS = 12
 
 
 class DemoBanner(QWidget):
-    """What the demo model is, and (once a chat has answers) why it reads one turn only.
+    """What the demo model is, why MTP cannot win on it (with what MTP measured on a
+    full-size model), and (once a chat has answers) why it reads one turn only. Dismissable:
+    `dismissed` is remembered by the panel.
 
-    Signals: export_requested(): "Open Export" was clicked.
+    Signals:
+    export_requested(): "Open Export" was clicked.
+    dismissed(): "Hide" was clicked.
     """
 
     export_requested = Signal()
+    dismissed = Signal()
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,6 +45,11 @@ class DemoBanner(QWidget):
         row.setContentsMargins(14, 8, 10, 8)
         text = QLabel(DEMO_MODEL_NOTE)
         text.setWordWrap(True)
+        # MTP looks useless on this model (Compare, Validate, Benchmark): say why up front.
+        self.mtp_note = QLabel(demo_banner_note())
+        self.mtp_note.setWordWrap(True)
+        self.mtp_note.setObjectName("muted")
+        self.mtp_note.setToolTip(f"{DEMO_TOO_SMALL}\n\n{full_size_details()}")
         self.turn_note = QLabel(DEMO_SINGLE_TURN_NOTE)
         self.turn_note.setWordWrap(True)
         self.turn_note.setObjectName("muted")
@@ -41,11 +57,38 @@ class DemoBanner(QWidget):
         texts = QVBoxLayout()
         texts.setSpacing(4)
         texts.addWidget(text)
+        texts.addWidget(self.mtp_note)
         texts.addWidget(self.turn_note)
         self.export_button = QPushButton("Open Export")
         self.export_button.clicked.connect(self.export_requested)
+        self.hide_button = QPushButton("Hide")
+        self.hide_button.setToolTip("Hide this note (it stays hidden)")
+        self.hide_button.clicked.connect(self._on_hide)
+        #: Where the dismissal is remembered (the app settings' ui_state; `remember_in`).
+        self._state: dict[str, str] = {}
+        buttons = QVBoxLayout()
+        buttons.setSpacing(4)
+        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.hide_button)
+        buttons.addStretch(1)
         row.addLayout(texts, 1)
-        row.addWidget(self.export_button)
+        row.addLayout(buttons)
+
+    def remember_in(self, ui_state: dict[str, str]) -> None:
+        self._state = ui_state
+
+    @property
+    def hidden_by_user(self) -> bool:
+        return self._state.get(UI_DEMO_BANNER_HIDDEN) == "1"
+
+    def show_for(self, demo: bool) -> None:
+        """Shown for the demo model until the user hides it."""
+        self.setVisible(demo and not self.hidden_by_user)
+
+    def _on_hide(self) -> None:
+        self._state[UI_DEMO_BANNER_HIDDEN] = "1"
+        self.setVisible(False)
+        self.dismissed.emit()
 
 
 class HealthBanner(QWidget):

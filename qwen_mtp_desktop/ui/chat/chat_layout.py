@@ -77,6 +77,8 @@ class ChatLayout(QWidget):
         center_layout.addWidget(self.health_wrap)
         center_layout.addWidget(self.transcript, 1)
         self.examples = ExamplePrompts()
+        # A chip sends its prompt and hides: the next message is typed, so focus goes there.
+        self.examples.chosen.connect(lambda _text: self.composer.editor.setFocus())
         center_layout.addWidget(self.examples)
         # The figures, and beside them Compare: the same message plain and with MTP.
         figures_row = QHBoxLayout()
@@ -89,6 +91,8 @@ class ChatLayout(QWidget):
         center_layout.addWidget(self.composer)
 
         self.settings_panel = ChatSettingsPanel()
+        #: The chat list was closed to make room for the options (not by the user).
+        self._chats_made_room = False
         self.settings_toggle.toggled.connect(self._on_settings_toggled)
         self.chats_toggle.toggled.connect(self._on_chats_toggled)
         self.settings_panel.setVisible(False)
@@ -110,9 +114,14 @@ class ChatLayout(QWidget):
     def _on_settings_toggled(self, show: bool) -> None:
         if show and self.conversations.isVisibleTo(self) and self._narrow():
             self.chats_toggle.setChecked(False)
+            self._chats_made_room = True  # closing the options brings the list back
         self.settings_panel.setVisible(show)
+        if not show and self._chats_made_room:
+            self._chats_made_room = False
+            self.chats_toggle.setChecked(True)
 
     def _on_chats_toggled(self, show: bool) -> None:
+        self._chats_made_room = False  # the user chose: leave the list as it is
         if show and self.settings_panel.isVisibleTo(self) and self._narrow():
             self.settings_toggle.setChecked(False)
         self.conversations.setVisible(show)

@@ -1,70 +1,71 @@
-"""The chat panel: lays out the chat and turns the user's actions into turns of the model.
+"""The chat panel: wires the chat's parts together and shows what they do.
 
 Who does what (ui/chat/):
 - `conversation.ConversationController`: the open chat, its shown branch and every store call.
-- `live_figures`: the answer being streamed (`Stream`) and the figures line (`LiveFigures`).
+- `turn.TurnController`: a turn's life (start, stream, store writes, stop, stats, its end);
+  a generation starts in one place, `TurnController.start`.
+- `model_session.ModelSession`: which model loads, Auto, acceptance health.
+- `message_actions.MessageActions`: edit, answer again, versions, delete (public API only).
 - `header.ChatHeader`: title, model picker and toggles; `banners`: demo, health and undo bars.
-- This module: layout, the engine (load, generate, its results), and the message actions.
-
-A generation starts in one place, `_start_generation` (the seam another backend plugs into).
+- This module: the header's status, the transcript's redraws, chat settings, the chat list.
 
 Threads: the model runs in the engine process (EngineProcess); every database call runs on the
 store's TaskRunner thread. The GUI thread only updates widgets, so it never waits for either.
-Streamed text reaches the database at most every STORE_FLUSH_MS, so a crash loses at most that
-much of an answer, and the store marks the answer incomplete on the next start.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from qwen_mtp_desktop.core.acceptance_health import HealthMonitor, HealthWarning
-from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
-from qwen_mtp_desktop.core.chats.export_names import export_filename
+from qwen_mtp_desktop.core.chat_presets import ChatPreset
 from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
     Conversation,
     ConversationSummary,
-    DeletedConversation,
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.context_usage import conversation_usage
-from qwen_mtp_desktop.core.decoding.stats import GenerationStats
-from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, StepChunk
+from qwen_mtp_desktop.core.engine import GenerationSettings, LoadedModel
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.settings import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
 from qwen_mtp_desktop.ui.chat import shortcuts as keys
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
+from qwen_mtp_desktop.ui.chat.chat_list_actions import ChatListActions
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
     CompareDialog,
     compare_blocked,
     compare_history,
 )
-from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
+from qwen_mtp_desktop.ui.chat.conversation import ConversationController
 from qwen_mtp_desktop.ui.chat.examples import show_examples
 from qwen_mtp_desktop.ui.chat.links import open_answer_link
-from qwen_mtp_desktop.ui.chat.live_figures import Stream
 from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
-from qwen_mtp_desktop.ui.chat.remote_picker import open_remote_dialog
+from qwen_mtp_desktop.ui.chat.preset_options import PresetOptions
+from qwen_mtp_desktop.ui.chat.remote_picker import MANAGE, open_remote_dialog
+from qwen_mtp_desktop.ui.chat.remote_servers import RemoteServersDialog
+from qwen_mtp_desktop.ui.chat.tool_turns import ToolTurns
+from qwen_mtp_desktop.ui.chat.turn import TurnController
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
-from qwen_mtp_desktop.workers.remote_chat import ModelRouter, RemoteModels, is_remote
+from qwen_mtp_desktop.workers.model_router import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
 
-STORE_FLUSH_MS = 500
 MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 #: ui_state keys (validated by core.settings): the Drafts toggle, a new chat's settings.
@@ -78,16 +79,21 @@ class ChatPanel(ChatLayout):
     validate_lookup_requested(Path, str, DecodingMethod): the user wants prompt lookup (the
         chat's) validated on a model, on a workload's prompt set (health banner).
     busy_changed(bool): a generation started or ended.
+    answered(dict): an answer finished; its stats record (what decoded it).
+    presets_changed(list, object): the chat presets (list[ChatPreset]) or the one new chats
+        start from (a name or None) changed: the app's settings keep them.
     """
 
     export_requested = Signal()
     validate_requested = Signal(object)
     validate_lookup_requested = Signal(object, str, object)
     busy_changed = Signal(bool)
+    answered = Signal(object)
+    presets_changed = Signal(list, object)
 
     def __init__(
         self,
-        engine: EngineProcess,
+        engine_process: EngineProcess,
         store_runner: TaskRunner,
         database: Path,
         default_model: Path,
@@ -96,42 +102,74 @@ class ChatPanel(ChatLayout):
         *,
         dark: bool = False,
         ui_state: dict[str, str] | None = None,
+        presets: Sequence[ChatPreset] = (),
+        default_preset: str | None = None,
     ) -> None:
         super().__init__(parent)  # the widgets, laid out (ui.chat.chat_layout)
         #: The app settings' UI state (saved with them): what this panel remembers between runs.
         self._ui_state = ui_state if ui_state is not None else {}
+        self.banner_wrap.remember_in(self._ui_state)
         self._runner = store_runner
         # Local models run in the engine process, remote ones on their server: one handle.
         self.remote_models = RemoteModels(store_runner, self)
-        self._engine = ModelRouter(engine, self.remote_models, self)
+        self._router = ModelRouter(engine_process, self.remote_models, self)
         self.remote_dialog: QWidget | None = None
+        self.remote_servers_dialog: RemoteServersDialog | None = None
         self._default_model = default_model
-        self._log_file = log_file
         self.dark = dark  # ui.chat.theme.restyle_chat follows a theme change
-        self._stream: Stream | None = None
-        self._request_text = ""  # the running answer's request (acceptance health)
+        self.conversations.set_dark(dark)
         self._show_drafts = False
         self._search = ""
+        #: A chat was opened on request: the start-up's "open the chat used last" (which comes
+        #: when the first list does) must not replace it.
+        self._open_requested = False
         self._models: list[Path] = []
         self._model_details: dict[Path, str] = {}
         self._titles: dict[int, str] = {}
-        self._last_deleted: DeletedConversation | None = None
         self.compare_dialog: CompareDialog | None = None
-        self.model = ModelSession(self._engine, store_runner, self._chat_state, self)
+        self.model = ModelSession(self._router, store_runner, self._chat_state, self)
         # The store opens on the runner; its result arrives through the event loop, after
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
-        self.message_actions = MessageActions(self)
         self.missing = MissingModel(self, self._update_header)  # its model folder vanished
+        # A turn's life: start, stream, store writes, stop, its end (ui.chat.turn).
+        self.turns = TurnController(
+            self._router,
+            self._chats,
+            self.model,
+            self._answer_widget,
+            self,
+            explain=self.missing.explain,
+        )
+        # MCP tools: the loop a turn runs when the model calls tools (ui.chat.tool_turns).
+        self.tool_turns = ToolTurns(self, self._chats, self._router, self.turns, self)
+        self.turns.tools = self.tool_turns
+        self.message_actions = MessageActions(self, self._chats, self.turns, log_file)
+        self.list_actions = ChatListActions(  # rename, delete and Undo, export
+            self,
+            self._chats,
+            self.undo_bar,
+            titles=lambda: self._titles,
+            stop=self.stop,
+            renamed=self._on_renamed,
+            deleted=self._on_deleted,
+            restored=self._on_restored,
+        )
+        # Presets: a system prompt with sampling settings, app-wide (ui.chat.preset_options).
+        self.presets = PresetOptions(
+            lambda: (
+                self.settings_panel.settings,
+                self.settings_panel.system_prompt.toPlainText().strip(),
+            )
+        )
+        self.settings_panel.preset_section.addWidget(self.presets)
+        self.presets.set_presets(presets, default_preset)
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
-        self._flush_timer = QTimer(self)
-        self._flush_timer.setInterval(STORE_FLUSH_MS)
-        self._flush_timer.timeout.connect(self._flush_to_store)
         self._chats.ready.connect(self._on_store_opened)
-        self._chats.open_failed.connect(self._show_problem)
-        self._chats.failed.connect(self._show_problem)
+        self._chats.open_failed.connect(self.show_problem)
+        self._chats.failed.connect(self.show_problem)
         self._update_header()
         self._update_tab_order()
 
@@ -145,7 +183,7 @@ class ChatPanel(ChatLayout):
         self.header.remote_action.connect(self._on_remote_action)
         self.header.eject_button.clicked.connect(self.model.eject)
         self.remote_models.changed.connect(self._update_header)
-        self.remote_models.problem.connect(lambda text: self._show_problem(text, "warning"))
+        self.remote_models.problem.connect(lambda text: self.show_problem(text, "warning"))
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
         self.compare_button.clicked.connect(self.compare)
         self.banner_wrap.export_requested.connect(self.export_requested)
@@ -157,11 +195,15 @@ class ChatPanel(ChatLayout):
         self.composer.edit_last_requested.connect(self.edit_last_message)
         self.examples.chosen.connect(self.send)
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
+        self.presets.apply_requested.connect(
+            lambda preset: self.settings_panel.apply_preset(preset.values, preset.system_prompt)
+        )
+        self.presets.changed.connect(self.presets_changed)
         self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
         self.model.facts_changed.connect(self._show_model_facts)
         self.settings_panel.validate_requested.connect(
-            lambda: self.validate_requested.emit(self._model_dir())
+            lambda: self.validate_requested.emit(self.current_model_dir())
         )
         QShortcut(QKeySequence.StandardKey.New, self, self.new_chat)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
@@ -173,19 +215,22 @@ class ChatPanel(ChatLayout):
 
     def _wire_engine(self) -> None:
         self.model.changed.connect(self._update_header)
-        self.model.problem.connect(self._show_problem)
+        self.model.problem.connect(self.show_problem)
         self.model.mtp_problem.connect(self.settings_panel.set_mtp_problem)
         self.model.health_warned.connect(self._on_health_warned)
         self.model.health_reset.connect(lambda: self.health_wrap.setVisible(False))
-        self._engine.chunks.connect(self._on_chunks)
-        self._engine.finished.connect(self._on_finished)
-        self._engine.failed.connect(self._on_failed)
+        self.turns.started.connect(self._on_turn_started)
+        self.turns.figures.connect(self.figures.show_figures)
+        self.turns.answered.connect(self.answered)
+        self.turns.ended.connect(self._on_turn_ended)
+        self.turns.stored.connect(self._on_turn_stored)
+        self.turns.problem.connect(self.show_problem)
 
     # ------------------------------------------------------------------------ public API
 
     @property
     def generating(self) -> bool:
-        return self._stream is not None
+        return self.turns.running
 
     @property
     def store_ready(self) -> bool:
@@ -227,13 +272,13 @@ class ChatPanel(ChatLayout):
         warning = self.health_warning
         if warning is not None and warning.reference.compares_workloads and warning.workload:
             lookup = self.settings_panel.settings.replay_lookup
-            self.validate_lookup_requested.emit(self._model_dir(), warning.workload, lookup)
+            self.validate_lookup_requested.emit(self.current_model_dir(), warning.workload, lookup)
             return
-        self.validate_requested.emit(self._model_dir())
+        self.validate_requested.emit(self.current_model_dir())
 
     def _chat_state(self) -> tuple[Path, ChatSettings, int]:
         conversation_id = self.conversation.id if self.conversation is not None else 0
-        return self._model_dir(), self.settings_panel.settings, conversation_id
+        return self.current_model_dir(), self.settings_panel.settings, conversation_id
 
     def _ensure_model(self) -> None:
         self.model.ensure()
@@ -256,7 +301,7 @@ class ChatPanel(ChatLayout):
 
     def set_models(self, models: list[Path]) -> None:
         self._models = models
-        self.settings_panel.set_models(models, self._model_dir(), self._engine.names())
+        self.settings_panel.set_models(models, self.current_model_dir(), self._router.names())
         self._fill_picker()
 
     def set_model_details(self, details: dict[Path, str]) -> None:
@@ -266,21 +311,35 @@ class ChatPanel(ChatLayout):
 
     def _fill_picker(self) -> None:
         self.header.fill_picker(
-            self._model_dir(), self._models, self._model_details, self.remote_models.endpoints
+            self.current_model_dir(),
+            self._models,
+            self._model_details,
+            self.remote_models.endpoints,
         )
 
     def _on_picker(self, path: Path) -> None:
-        if path != self._model_dir():
+        if path != self.current_model_dir():
             self._on_model_changed(path)
 
     def _on_remote_action(self, action: str) -> None:
         self.header.refill()  # show the chosen model again, not the action row
         self._fill_picker()
-        dialog = open_remote_dialog(action, self.remote_models, self._model_dir(), self)
+        if action == MANAGE:
+            self.show_remote_servers()
+            return
+        dialog = open_remote_dialog(action, self.remote_models, self.current_model_dir(), self)
         dialog.accepted.connect(lambda: self._on_remote_saved(dialog.result_endpoint))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.remote_dialog = dialog
         dialog.open()
+
+    def show_remote_servers(self) -> RemoteServersDialog:
+        """Tools > Remote servers… (non-modal; one at a time): list, add, edit, remove."""
+        if self.remote_servers_dialog is None:
+            self.remote_servers_dialog = RemoteServersDialog(self.remote_models, self)
+        self.remote_servers_dialog.show()
+        self.remote_servers_dialog.raise_()
+        return self.remote_servers_dialog
 
     def _on_remote_saved(self, endpoint: RemoteEndpoint | None) -> None:
         """After the remote server dialog: chat with the saved server (removed: the next
@@ -293,12 +352,14 @@ class ChatPanel(ChatLayout):
         conversation = self.conversation
         if conversation is None or not self.model.decodes_mtp or self.generating:
             return None
-        demo = is_demo_model(self._model_dir())
+        demo = is_demo_model(self.current_model_dir())
         history = compare_history(conversation.system_prompt, self._messages, demo)
         if not history:
             return None
         settings = self._engine_settings()  # Compare decodes greedily (compared_methods)
-        dialog = CompareDialog(self._engine.engine, history, settings, self, dark=self.dark)
+        dialog = CompareDialog(
+            self._router.engine_process, history, settings, self, dark=self.dark, demo=demo
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.compared.connect(self._sync_compare)
         dialog.destroyed.connect(lambda: setattr(self, "compare_dialog", None))
@@ -347,7 +408,7 @@ class ChatPanel(ChatLayout):
         self.figures.show_last([])  # none: the previous chat's figures are not this one's
         self.conversations.set_current(None)
         self.settings_panel.set_settings(self._default_settings())
-        self.settings_panel.set_system_prompt("")
+        self.settings_panel.set_system_prompt(self._new_chat_prompt())
         self._update_header()
         self._ensure_model()
         self.composer.editor.setFocus()
@@ -357,17 +418,18 @@ class ChatPanel(ChatLayout):
             raise RuntimeError("the chat store is not open yet")
         self.stop()
         self.undo_bar.close()
+        self._open_requested = True
         self._chats.open(conversation_id, self._show_conversation)
 
     def send(self, text: str, image: Path | None = None) -> None:
-        if self._stream is not None or self._chats.store is None:
+        if self.turns.running or self._chats.store is None:
             return
         self.undo_bar.close()
         widget = None
         if self.conversation is not None:
             widget = self._add_widget("user", content=text, image=image)
 
-        def stored(user: StoredMessage, answer: StoredMessage) -> None:
+        def stored(user: StoredMessage) -> None:
             shown = widget
             if shown is None:  # a new chat: its row and title exist now
                 self._update_header()
@@ -375,26 +437,23 @@ class ChatPanel(ChatLayout):
                 shown = self._add_widget("user", content=text, image=image)
             shown.message_id = user.id
             shown.stored = user
-            self._start_generation(answer)
 
-        self._chats.send(
+        self.turns.send(
             text,
             image,
-            model_dir=str(self._model_dir()),
+            model_dir=self.current_model_dir(),
             system_prompt=self.settings_panel.system_prompt.toPlainText().strip(),
             settings=self.settings_panel.settings,
-            done=stored,
+            shown=stored,
         )
 
     def stop(self) -> None:
-        if self._stream is not None:
-            self._engine.cancel(self._stream.request_id)
+        self.turns.stop()
 
     def shutdown(self) -> None:
         """Stop generating and write what is pending (the runner finishes queued writes)."""
-        self.stop()
-        self._flush_to_store()
-        self._engine.shutdown()
+        self.turns.close()
+        self._router.shutdown()
 
     # ------------------------------------------------------------------------ store results
 
@@ -412,6 +471,7 @@ class ChatPanel(ChatLayout):
             box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()
         self.settings_panel.set_settings(self._default_settings())
+        self.settings_panel.set_system_prompt(self._new_chat_prompt())
         self._refresh_list(open_newest=True)
         self._ensure_model()
 
@@ -420,10 +480,17 @@ class ChatPanel(ChatLayout):
             self._titles = {item.id: item.title for item in items}
             current = self.conversation.id if self.conversation else None
             self.conversations.set_conversations(items, current)
-            if open_newest and items and self.conversation is None:
-                self.open_conversation(items[0].id)
+            if open_newest and items and self.conversation is None and not self._open_requested:
+                # The chat used last, pinned or not (pinned chats head the list).
+                newest = max(items, key=lambda item: (item.updated_at, item.id))
+                self.open_conversation(newest.id)
 
         self._chats.list_chats(self._search or None, done)
+
+    def refresh_list(self) -> None:
+        """Read the chat list again (a theme change redraws its pin marks)."""
+        if self._chats.store is not None:
+            self._refresh_list()
 
     def _show_conversation(self, conversation: Conversation, messages: list[StoredMessage]) -> None:
         self.transcript.clear()
@@ -441,7 +508,7 @@ class ChatPanel(ChatLayout):
         self._ensure_model()
         self._update_tab_order()
 
-    def _show_branch(self, branch: list[StoredMessage]) -> None:
+    def show_branch(self, branch: list[StoredMessage]) -> None:
         """Redraw the transcript for a new shown branch (a version switched, an undo): the
         messages that stayed keep their widgets, the rest are rebuilt."""
         widgets = self.transcript.messages
@@ -476,14 +543,16 @@ class ChatPanel(ChatLayout):
 
     # ------------------------------------------------------------------------ generation
 
-    def _model_dir(self) -> Path:
+    def current_model_dir(self) -> Path:
         conversation = self.conversation
         if conversation is not None and conversation.model_dir:
             return Path(conversation.model_dir)
         return self._default_model
 
     def _default_settings(self) -> ChatSettings:
-        """A new chat's settings: the ones last chosen, else greedy decoding with MTP."""
+        """A new chat's settings: the ones last chosen (else greedy decoding with MTP), with
+        the values of the preset new chats start from, when one is chosen."""
+        chosen = ChatSettings(temperature=0.0)
         raw = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
         if raw:
             try:
@@ -491,159 +560,89 @@ class ChatPanel(ChatLayout):
             except ValueError:
                 saved = None
             if isinstance(saved, dict):
-                return ChatSettings.from_dict(saved)
-        return ChatSettings(temperature=0.0)
+                chosen = ChatSettings.from_dict(saved)
+        preset = self.presets.default_preset()
+        return replace(chosen, **preset.values) if preset is not None else chosen
 
-    def _start_generation(self, answer: StoredMessage) -> None:
-        """Generate into `answer`, the empty message the store has begun for it: the one
-        place a turn starts (send, regenerate and edit all come here)."""
-        if self._chats.store is None:
-            return
-        conversation = self.conversation
-        if conversation is None or conversation.id != answer.conversation_id:
-            # The user left that chat while its turn was being stored: no answer is coming.
-            self._chats.discard_answer(answer.id)
-            return
-        self._ensure_model()
-        # The model reads the shown branch: after a version switch, that version's turns.
-        history = chat_history(conversation.system_prompt, self._messages)
-        if is_demo_model(self._model_dir()):
-            history = single_turn(history)  # its answers go wrong with earlier turns
-        turn = self.model.plan_turn(history)
-        # The request answered: the acceptance health check reads its workload kind.
-        self._request_text = next((m.content for m in reversed(history) if m.role == "user"), "")
-        request_id = self._engine.generate(history, turn.settings)
+    def _new_chat_prompt(self) -> str:
+        """A new chat's system prompt: the default preset's, else none."""
+        preset = self.presets.default_preset()
+        return preset.system_prompt if preset is not None else ""
+
+    def _answer_widget(self, answer: StoredMessage) -> MessageWidget:
+        """A turn's answer, streaming into a new widget at the transcript's end (the turn
+        controller asks for it once its request is on its way)."""
         widget = self._add_widget("assistant")
         widget.begin_stream()
         widget.set_show_drafts(self._show_drafts)
         widget.set_version(answer.version, answer.version_count)
-        stream = Stream(request_id, widget, turn)
-        stream.message_id = widget.message_id = answer.id
         self._update_header()
-        self._stream = stream
+        return widget
+
+    def _on_turn_started(self) -> None:
         self.model_picker.setEnabled(False)
         self._sync_compare()
         self.composer.set_generating(True)
         self.figures.show_waiting()
-        self._flush_timer.start()
         self.busy_changed.emit(True)
 
-    def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
-        stream = self._stream
-        if stream is None or stream.request_id != request_id:
-            return
-        stream.take(chunks)
-        remote = self._engine.live_text(stream.request_id)
-        if remote is not None:  # no token ids from a server: its figures come at the end
-            self.figures.show_figures("Generating  ·  " + remote)
-        else:
-            self.figures.show_figures(stream.live_text(self._loaded))
-
-    def _on_finished(self, request_id: int, stats: GenerationStats) -> None:
-        stream = self._stream
-        if stream is None or stream.request_id != request_id:
-            return
-        widget = stream.widget
-        widget.end_stream()
-        loaded = self._loaded
-        record = stream.turn.finish(
-            stats, loaded.model_dir if loaded else None, widget.drafted_ranges
-        )
-        widget.set_stats(record)
-        self.model.observe(stats, self._request_text)
-        if stats.finish_reason == "cancelled":
-            widget.show_notice("Stopped. The answer so far is kept.")
-        self._end_stream(
-            stream,
-            lambda store, mid, a, r: store.finish_message(
-                mid, record, "complete", model=record["model"], answer_delta=a, reasoning_delta=r
-            ),
-        )
-        self.figures.show_figures("Last answer  ·  " + format_stats(record))
-
-    def _on_failed(self, request_id: int, error: EngineError) -> None:
-        stream = self._stream
-        if stream is None or stream.request_id != request_id:
-            self._show_problem(error.message)
-            return
-        widget = stream.widget
-        widget.end_stream()
-        error = self.missing.explain(error)
-        text = f"{error.message} {error.fix}".strip() + f"\nLog file: {self._log_file}"
-        widget.show_error(text)
-        message = error.message
-
-        def fail(store: ChatStore, message_id: int, answer: str, reasoning: str) -> None:
-            if answer or reasoning:
-                store.append_to_message(message_id, answer, reasoning)
-            store.fail_message(message_id, message)
-
-        self._end_stream(stream, fail)
-        self.figures.clear()
-
-    def _end_stream(self, stream: Stream, write: AnswerWrite) -> None:
-        self._stream = None
+    def _on_turn_ended(self, answered: bool) -> None:
         self.model_picker.setEnabled(True)
-        self._flush_timer.stop()
         self.composer.set_generating(False)
         self.busy_changed.emit(False)
-        answer, reasoning = stream.take_pending()
-
-        def done() -> None:
-            # The widget now stands for the stored answer (version arrows, branch redraws).
-            if self._messages and self._messages[-1].id == stream.message_id:
-                stream.widget.stored = self._messages[-1]
-            self._show_model_facts()
-            self._refresh_list()
-            self._sync_compare()
-
-        if stream.message_id is not None:
-            self._chats.finish(stream.message_id, write, answer, reasoning, done)
         self._update_tab_order()
+        if answered:
+            self.figures.answered()  # the answer's own line has its figures
+        else:
+            self.figures.clear()
 
-    def _flush_to_store(self) -> None:
-        stream = self._stream
-        if stream is None or not stream.has_pending or stream.message_id is None:
-            return
-        answer, reasoning = stream.take_pending()
-        self._chats.append(stream.message_id, answer, reasoning)
+    def _on_turn_stored(self) -> None:
+        self._show_model_facts()
+        self._refresh_list()
+        self._sync_compare()
 
     # ------------------------------------------------------------------------ engine status
 
     def _update_header(self) -> None:
         self.title_label.setText(self.conversation.title if self.conversation else "New chat")
-        model_dir = self._model_dir()
+        model_dir = self.current_model_dir()
         self.missing.follow(model_dir)
         name = display_name(model_dir)
         settings = self.settings_panel.settings
+        details = ""
         if self._loading:
             status = f"Loading {name} on {settings.device}…"
         elif self._loaded is not None and self._loaded.model_dir == model_dir:
-            mode = self.model.decoding_label(self.conversation is not None)
+            mode, details = self.model.decoding_label(self.conversation is not None)
             status = f"{self._loaded.device}  ·  {mode}"  # the picker beside it names the model
         else:  # ejected: the Eject button's tooltip says the next message reloads
             status = self.missing.header_status(model_dir, self.model.ejected)
-        self.model_status.setText(status)
+        self.header.show_status(status, details)
         loaded = self._loaded
         self.header.eject_button.setVisible(
             loaded is not None and not self._loading and not is_remote(loaded.model_dir)
         )
-        self.header.eject_button.setEnabled(self._stream is None)
-        self.settings_panel.set_models(self._models, model_dir, self._engine.names())
+        self.header.eject_button.setEnabled(not self.turns.running)
+        self.settings_panel.set_models(self._models, model_dir, self._router.names())
         self._fill_picker()
-        self.model_picker.setEnabled(self._stream is None)  # busy: the answer needs its model
+        self.model_picker.setEnabled(not self.turns.running)  # busy: the answer needs its model
         self._sync_compare()
         self.busy_bar.setVisible(self._loading)
-        self.banner_wrap.setVisible(is_demo_model(model_dir))
+        self.banner_wrap.show_for(is_demo_model(model_dir))
         self._sync_examples()
         # One stat, not a scan: the image button is on only for models that can see.
         self.composer.set_vision((model_dir / VISION_ENCODER).is_file())
         self._show_model_facts()
 
+    def sync_controls(self) -> None:
+        """The example prompts and Compare follow the transcript (a message removed)."""
+        self._sync_examples()
+        self._sync_compare()
+
     def _sync_examples(self) -> None:
-        messages, demo = self.transcript.messages, is_demo_model(self._model_dir())
+        messages, demo = self.transcript.messages, is_demo_model(self.current_model_dir())
         answered = any(w.role == "assistant" for w in messages)
-        busy = bool(messages) or self._stream is not None  # examples only in an empty chat
+        busy = bool(messages) or self.turns.running  # examples only in an empty chat
         show_examples(self.examples, self.demo_turn_note, demo, busy, answered)
 
     # ------------------------------------------------------------------------ chat settings
@@ -691,42 +690,18 @@ class ChatPanel(ChatLayout):
     # ------------------------------------------------------------------------ chat list actions
 
     def _on_conversation_action(self, action: str, conversation_id: int) -> None:
-        if action == "rename":
-            title, ok = QInputDialog.getText(self, "Rename chat", "Title:")
-            if ok:
-                self._chats.rename(conversation_id, title, self._on_renamed)
-        elif action == "delete":
-            if self._chats.is_current(conversation_id):
-                self.stop()
-            self._chats.delete_chat(conversation_id, self._on_deleted)
-        elif action in ("export-md", "export-json"):
-            markdown = action == "export-md"
-            title = self._titles.get(conversation_id, f"chat-{conversation_id}")
-            filename, _ = QFileDialog.getSaveFileName(
-                self,
-                "Export chat",
-                export_filename(title, ".md" if markdown else ".json"),
-                "Markdown (*.md)" if markdown else "JSON (*.json)",
-            )
-            if filename:
-                self._chats.export(conversation_id, Path(filename), markdown)
+        self.list_actions.on_action(action, conversation_id)
 
-    def _on_deleted(self, deleted: DeletedConversation) -> None:
+    def undo_delete(self) -> None:
+        self.list_actions.undo_delete()
+
+    def _on_deleted(self) -> None:
         if self.conversation is None:
             self.transcript.clear()
             self.figures.show_last([])
             self._update_header()
         self._refresh_list()
-        self._last_deleted = deleted
-        self.undo_bar.offer(f"“{deleted.conversation.title}” was deleted.", self.undo_delete)
         self._update_tab_order()
-
-    def undo_delete(self) -> None:
-        deleted = self._last_deleted
-        if deleted is None:
-            return
-        self._last_deleted = None
-        self._chats.restore_chat(deleted, self._on_restored)
 
     def _on_renamed(self, conversation: Conversation) -> None:
         self._on_conversation_updated(conversation)
@@ -795,5 +770,5 @@ class ChatPanel(ChatLayout):
     def _open_link(self, url: QUrl) -> None:
         open_answer_link(self, url)
 
-    def _show_problem(self, text: str, severity: str = "error") -> None:
+    def show_problem(self, text: str, severity: str = "error") -> None:
         self.figures.show_problem(text, severity)

@@ -1,8 +1,8 @@
 """Compare: the same prompt decoded plain and with MTP, side by side, so a user sees MTP at work
 on any model: both speeds, the drafted text tinted, and whether the two answers are the same.
 
-It runs on the chat's engine, one request after the other (plain first, so MTP does not win by
-a warm cache alone), and ignores every other request's chunks (the chat's own work).
+It runs on the chat's engine process, one request after the other (plain first, so MTP does not
+win by a warm cache alone), and ignores every other request's chunks (the chat's own work).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chat_session import chat_history, single_turn
+from qwen_mtp_desktop.core.chat_turns import chat_history, single_turn
 from qwen_mtp_desktop.core.chats.records import StoredMessage
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
+from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
@@ -122,17 +123,7 @@ class _Side(QFrame):
         self.stats: GenerationStats | None = None
 
     def add(self, chunks: Sequence[StepChunk]) -> None:
-        answer: list[str] = []
-        drafted: list[tuple[int, int]] = []
-        offset = 0
-        for chunk in chunks:
-            if chunk.drafted_answer_chars:
-                drafted.append((offset, offset + chunk.drafted_answer_chars))
-            answer.append(chunk.answer)
-            offset += len(chunk.answer)
-        text = "".join(answer)
-        self.answer.append(text, "".join(c.reasoning for c in chunks), drafted)
-        self.text += text
+        self.text += self.answer.append_chunks(chunks)[0]
 
 
 class CompareDialog(QDialog):
@@ -144,17 +135,18 @@ class CompareDialog(QDialog):
 
     def __init__(
         self,
-        engine: EngineProcess,
+        engine_process: EngineProcess,
         history: Sequence[Message],
         settings: GenerationSettings,
         parent: QWidget | None = None,
         *,
         dark: bool = False,
+        demo: bool = False,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Compare plain decoding and MTP")
         self.resize(900, 560)
-        self._engine = engine
+        self._engine_process = engine_process
         self._history = list(history)
         self._settings = settings
         self._plain_method, self._mtp_method = compared_methods(settings.method)
@@ -181,20 +173,28 @@ class CompareDialog(QDialog):
         self.summary.setWordWrap(True)
         self.summary.setObjectName("sectionTitle")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # On the demo model MTP loses whatever it guesses: say why, and what it measured on
+        # a model of real size, before the figures below are read as MTP's worth.
+        self.demo_note = QLabel(demo_mtp_note() if demo else "")
+        self.demo_note.setObjectName("muted")
+        self.demo_note.setWordWrap(True)
+        self.demo_note.setToolTip(full_size_details() if demo else "")
+        self.demo_note.setVisible(demo)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addWidget(scroll, 1)
         layout.addWidget(self.summary)
+        layout.addWidget(self.demo_note)
         layout.addWidget(self.buttons)
         self._request: int | None = None
         self._side: _Side | None = None
         self._connected = True
         self.running = False
-        engine.chunks.connect(self._on_chunks)
-        engine.finished.connect(self._on_finished)
-        engine.failed.connect(self._on_failed)
+        engine_process.chunks.connect(self._on_chunks)
+        engine_process.finished.connect(self._on_finished)
+        engine_process.failed.connect(self._on_failed)
 
     def start(self) -> None:
         self.running = True
@@ -204,7 +204,7 @@ class CompareDialog(QDialog):
         self._side = side
         side.status.setText("Writing…")
         side.answer.begin_stream()
-        self._request = self._engine.generate(self._history, settings)
+        self._request = self._engine_process.generate(self._history, settings)
 
     def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
         if request_id == self._request and self._side is not None:
@@ -253,7 +253,7 @@ class CompareDialog(QDialog):
 
     def reject(self) -> None:
         if self._request is not None:
-            self._engine.cancel(self._request)
+            self._engine_process.cancel(self._request)
         self._disconnect()
         super().reject()
 
@@ -262,8 +262,8 @@ class CompareDialog(QDialog):
             return
         self._connected = False
         for signal, slot in (
-            (self._engine.chunks, self._on_chunks),
-            (self._engine.finished, self._on_finished),
-            (self._engine.failed, self._on_failed),
+            (self._engine_process.chunks, self._on_chunks),
+            (self._engine_process.finished, self._on_finished),
+            (self._engine_process.failed, self._on_failed),
         ):
             signal.disconnect(slot)

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImageReader, QKeyEvent, QPixmap
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QToolButton,
     QVBoxLayout,
@@ -20,13 +19,14 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.ui.chat.context_meter import ContextMeter
+from qwen_mtp_desktop.ui.chat.message_editor import MessageEditor
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 
 
-class _Editor(QPlainTextEdit):
-    submit = Signal()
-    stop = Signal()
+class _Editor(MessageEditor):
+    """The composer's box: Esc (`escape`) stops the answer being written; images drop in."""
+
     image_dropped = Signal(object)  # Path
     edit_last = Signal()
 
@@ -34,14 +34,6 @@ class _Editor(QPlainTextEdit):
         if event.key() == Qt.Key.Key_Up and not self.toPlainText():
             # As in ChatGPT and Slack: Up in an empty box edits the last message sent.
             self.edit_last.emit()
-            return
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
-        ):
-            self.submit.emit()
-            return
-        if event.key() == Qt.Key.Key_Escape:
-            self.stop.emit()
             return
         super().keyPressEvent(event)
 
@@ -68,6 +60,28 @@ class _Editor(QPlainTextEdit):
             event.acceptProposedAction()
             return
         super().dropEvent(event)
+
+
+#: The attached image's thumbnail fits this square (pixels).
+THUMB_SIZE = 64
+
+
+def thumbnail(path: Path, size: int) -> QPixmap | None:
+    """`path` decoded at thumbnail size (the reader scales while decoding, so a large photo
+    costs little); None for what is not a readable image. Only a regular file is opened: a
+    dropped FIFO or device would block the window."""
+    try:
+        if not path.is_file():
+            return None
+    except OSError:
+        return None
+    reader = QImageReader(str(path))
+    reader.setAutoTransform(True)
+    full = reader.size()
+    if full.isValid() and (full.width() > size or full.height() > size):
+        reader.setScaledSize(full.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio))
+    image = reader.read()
+    return None if image.isNull() else QPixmap.fromImage(image)
 
 
 def _image_urls(data: QMimeData) -> list[Path]:
@@ -103,12 +117,16 @@ class Composer(QFrame):
         self.attachment_row = QWidget()
         attachment_layout = QHBoxLayout(self.attachment_row)
         attachment_layout.setContentsMargins(0, 0, 0, 0)
+        # A thumbnail of the image before it is sent (what the model will see).
+        self.attachment_thumb = QLabel()
+        self.attachment_thumb.setObjectName("imageThumb")
         self.attachment_label = QLabel()
         self.attachment_label.setObjectName("muted")
         remove = QToolButton()
         remove.setText("Remove")
         remove.setAutoRaise(True)
         remove.clicked.connect(lambda: self.set_image(None))
+        attachment_layout.addWidget(self.attachment_thumb)
         attachment_layout.addWidget(self.attachment_label)
         attachment_layout.addWidget(remove)
         attachment_layout.addStretch(1)
@@ -127,7 +145,7 @@ class Composer(QFrame):
         self.editor.setTabChangesFocus(True)
         self.editor.setFixedHeight(72)
         self.editor.submit.connect(self._on_submit)
-        self.editor.stop.connect(self.stop_requested)
+        self.editor.escape.connect(self.stop_requested)
         self.editor.edit_last.connect(self.edit_last_requested)
         self.editor.setAccessibleName("Message")
         self.editor.image_dropped.connect(self.set_image)
@@ -172,6 +190,9 @@ class Composer(QFrame):
         self.attachment_row.setVisible(path is not None)
         if path is not None:
             self.attachment_label.setText(f"Attached: {path.name}")
+            thumb = thumbnail(path, THUMB_SIZE)
+            self.attachment_thumb.setPixmap(thumb if thumb is not None else QPixmap())
+            self.attachment_thumb.setVisible(thumb is not None)
 
     def set_text(self, text: str) -> None:
         self.editor.setPlainText(text)

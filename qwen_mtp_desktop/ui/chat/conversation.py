@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from qwen_mtp_desktop.core.chat_session import answer_again, start_conversation, start_turn
+from qwen_mtp_desktop.core.chat_turns import answer_again, start_conversation, start_turn
 from qwen_mtp_desktop.core.chats.records import (
     ChatSettings,
     Conversation,
@@ -54,6 +54,8 @@ class ConversationController(QObject):
         self.store: ChatStore | None = None
         self.conversation: Conversation | None = None
         self.messages: list[StoredMessage] = []
+        #: Counts the chats shown (opened, created, cleared): see `_showing`.
+        self._shown = 0
         runner.submit(lambda: ChatStore(database), self._opened, self._open_failed)
 
     # ------------------------------------------------------------------------ plumbing
@@ -98,6 +100,14 @@ class ConversationController(QObject):
         """A new, not yet stored chat."""
         self.conversation = None
         self.messages = []
+        self._shown += 1
+
+    def _showing(self) -> Callable[[], bool]:
+        """Whether the chat shown now is still the one shown when this was asked. Not object
+        identity: a settings change replaces the open chat's `Conversation` (`updated`) while
+        its messages stay, and a message stored meanwhile must still join them."""
+        shown = self._shown
+        return lambda: shown == self._shown
 
     def open(
         self, conversation_id: int, done: Callable[[Conversation, list[StoredMessage]], None]
@@ -105,6 +115,7 @@ class ConversationController(QObject):
         def shown(loaded: tuple[Conversation, list[StoredMessage]]) -> None:
             self.conversation, messages = loaded
             self.messages = list(messages)
+            self._shown += 1
             done(*loaded)
 
         self.submit(
@@ -119,6 +130,11 @@ class ConversationController(QObject):
         self, conversation_id: int, title: str, done: Callable[[Conversation], None]
     ) -> None:
         self.submit(lambda store: store.rename(conversation_id, title), done)
+
+    def set_pinned(
+        self, conversation_id: int, pinned: bool, done: Callable[[Conversation], None]
+    ) -> None:
+        self.submit(lambda store: store.set_pinned(conversation_id, pinned), done)
 
     def delete_chat(
         self, conversation_id: int, done: Callable[[DeletedConversation], None]
@@ -185,6 +201,7 @@ class ConversationController(QObject):
                 conversation, user, answer = result
                 self.conversation = conversation
                 self.messages = [user]
+                self._shown += 1
                 done(user, answer)
 
             self.submit(
@@ -200,9 +217,10 @@ class ConversationController(QObject):
             )
             return
         conversation = self.conversation
+        still_shown = self._showing()
 
         def stored(result: tuple[StoredMessage, StoredMessage]) -> None:
-            if conversation is self.conversation:
+            if still_shown():
                 self.messages.append(result[0])
             done(*result)
 
@@ -227,10 +245,10 @@ class ConversationController(QObject):
     def switch_version(
         self, message_id: int, step: int, done: Callable[[list[StoredMessage]], None]
     ) -> None:
-        conversation = self.conversation
+        still_shown = self._showing()
 
         def switched(branch: list[StoredMessage]) -> None:
-            if conversation is self.conversation:
+            if still_shown():
                 self.messages = branch
                 done(branch)
 
@@ -239,10 +257,10 @@ class ConversationController(QObject):
     def delete_message(self, message_id: int, done: Callable[[DeletedMessage], None]) -> None:
         """Delete a message; `done` gets what undo needs. The shown branch is read again with
         it, so a version shown in its place (and its stats) comes back at once."""
-        conversation = self.conversation
+        still_shown = self._showing()
 
         def deleted(result: tuple[DeletedMessage, list[StoredMessage]]) -> None:
-            if conversation is self.conversation:
+            if still_shown():
                 self.messages = result[1]
                 done(result[0])
 
@@ -283,14 +301,14 @@ class ConversationController(QObject):
     ) -> None:
         """Write the answer's end (its last text) with `write`, then add it to the shown
         branch if its chat is still the one open."""
-        conversation = self.conversation
+        still_shown = self._showing()
 
         def finish(store: ChatStore) -> StoredMessage:
             write(store, message_id, answer, reasoning)
             return store.get_message(message_id)
 
         def finished(message: StoredMessage) -> None:
-            if conversation is self.conversation:
+            if still_shown():
                 self.messages.append(message)
             done()
 

@@ -1,11 +1,14 @@
-"""The list of conversations: newest first, searchable, with rename/delete/export actions."""
+"""The list of conversations: pinned first, then newest first, each with when it was last
+used; searchable, with pin/rename/delete/export actions."""
 
 from __future__ import annotations
 
 import time
+from datetime import date, datetime, timedelta
 from functools import partial
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QIcon, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QFrame,
     QLineEdit,
@@ -31,12 +34,58 @@ def _when(timestamp: float) -> str:
     return time.strftime("%d %b", time.localtime(timestamp))
 
 
+def last_used(timestamp: float, now: float | None = None) -> str:
+    """When a chat was last used, short as chat lists say it: "14:02" today, "Yesterday",
+    a weekday within the past week, "3 Dec" this year, "3 Dec 2025" before. A time in the
+    future (a clock set back) reads as its date, never as "-2 min"."""
+    when = datetime.fromtimestamp(timestamp)
+    today = datetime.fromtimestamp(time.time() if now is None else now).date()
+    day = when.date()
+    if day == today:
+        return when.strftime("%H:%M")
+    if day == today - timedelta(days=1):
+        return "Yesterday"
+    if today - timedelta(days=7) < day < today:
+        return when.strftime("%A")
+    return _day_month(day) + ("" if day.year == today.year else f" {day.year}")
+
+
+def _day_month(day: date) -> str:
+    return f"{day.day} {day.strftime('%b')}"  # "3 Dec": no zero padding on any OS
+
+
+_pin_icons: dict[bool, QIcon] = {}
+
+
+def pin_icon(dark: bool = False) -> QIcon:
+    """A small drawn push pin (the same on every platform; no emoji font needed)."""
+    if dark not in _pin_icons:
+        ratio, size = 2.0, 14
+        pixmap = QPixmap(int(size * ratio), int(size * ratio))
+        pixmap.setDevicePixelRatio(ratio)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        color = QColor("#e0a030" if dark else "#c0392b")
+        needle = QPen(QColor("#8a8f99"), 1.6)
+        needle.setCapStyle(Qt.PenCapStyle.RoundCap)
+        painter.setPen(needle)
+        painter.drawLine(QPointF(7, 7), QPointF(3, 12.5))  # the needle
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        painter.drawEllipse(QRectF(5, 1.5, 7.5, 7.5))  # the head
+        painter.end()
+        _pin_icons[dark] = QIcon(pixmap)
+    return _pin_icons[dark]
+
+
 class ConversationList(QFrame):
     """Signals:
     new_requested(): the user wants a new chat.
     selected(int): a conversation was chosen.
     search_changed(str): the search text settled (debounced).
-    action(str, int): "rename", "delete", "export-md" or "export-json" for a conversation.
+    action(str, int): "pin", "unpin", "rename", "delete", "export-md" or "export-json" for a
+        conversation.
     """
 
     new_requested = Signal()
@@ -75,19 +124,34 @@ class ConversationList(QFrame):
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
         self._current: int | None = None
+        self._pinned: set[int] = set()
+        self._dark = False
+
+    def set_dark(self, dark: bool) -> None:
+        """The pin mark's colours for the theme (the next redraw uses them)."""
+        self._dark = dark
+
+    def is_pinned(self, conversation_id: int) -> bool:
+        return conversation_id in self._pinned
 
     def set_conversations(self, items: list[ConversationSummary], current: int | None) -> None:
         self.list.clear()
         self._current = current
+        self._pinned = {summary.id for summary in items if summary.pinned}
         for summary in items:
             preview = " ".join(summary.preview.split()) if summary.preview else "No messages"
             if len(preview) > 34:
                 preview = preview[:33] + "…"
-            item = QListWidgetItem(f"{summary.title}\n{preview}")
+            # Each row says when it was last used, before its preview (elided at the right).
+            item = QListWidgetItem(f"{summary.title}\n{last_used(summary.updated_at)} · {preview}")
             item.setData(Qt.ItemDataRole.UserRole, summary.id)
+            pinned = "Pinned · " if summary.pinned else ""
             item.setToolTip(
-                f"{summary.title}\n{summary.message_count} messages · {_when(summary.updated_at)}"
+                f"{summary.title}\n{pinned}{summary.message_count} messages · last used "
+                f"{_when(summary.updated_at)}"
             )
+            if summary.pinned:
+                item.setIcon(pin_icon(self._dark))
             self.list.addItem(item)
             if summary.id == current:
                 self.list.setCurrentItem(item)
@@ -106,17 +170,23 @@ class ConversationList(QFrame):
         if conversation_id != self._current:
             self.selected.emit(conversation_id)
 
+    def menu_entries(self, conversation_id: int) -> list[tuple[str, str]]:
+        """The context menu's (action, label) pairs for a chat: Pin or Unpin first."""
+        pin = ("unpin", "Unpin") if conversation_id in self._pinned else ("pin", "Pin to top")
+        return [
+            pin,
+            ("rename", "Rename…"),
+            ("export-md", "Export as Markdown…"),
+            ("export-json", "Export as JSON…"),
+            ("delete", "Delete"),
+        ]
+
     def _menu(self, position: QPoint) -> None:
         item = self.list.itemAt(position)
         if item is None:
             return
         conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
-        for key, label in (
-            ("rename", "Rename…"),
-            ("export-md", "Export as Markdown…"),
-            ("export-json", "Export as JSON…"),
-            ("delete", "Delete"),
-        ):
+        for key, label in self.menu_entries(conversation_id):
             menu.addAction(label, partial(self.action.emit, key, conversation_id))
         menu.exec(self.list.mapToGlobal(position))

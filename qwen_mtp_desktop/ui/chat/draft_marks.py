@@ -55,6 +55,30 @@ class DraftMarks:
             self._range += 1
         return self._range < len(ranges) and ranges[self._range][0] <= position
 
+    @staticmethod
+    def _opening_fence_end(buffer: str, at: int) -> int:
+        """Where the fence line that opens the next code block ends (-1: none near). A code
+        block right after another starts after the first one's closing fence, which is still
+        ahead: a fence line followed, past blank lines, by another fence line is that closing
+        one, so the search moves on (else the second block's info string, e.g. "py", could
+        match its code's first letters)."""
+        line_end = -1
+        limit = at + LOOKAHEAD
+        while at < limit:
+            fences = (buffer.find("```", at, limit), buffer.find("~~~", at, limit))
+            fence = min((f for f in fences if f >= 0), default=-1)
+            end = buffer.find("\n", fence) if fence >= 0 else -1
+            if end < 0:
+                break
+            line_end = end
+            after = end + 1
+            while after < len(buffer) and buffer[after] in " \t\n":
+                after += 1
+            if not buffer.startswith(("```", "~~~"), after):
+                break
+            at = after
+        return line_end
+
     def mark(self, document: QTextDocument, start: int = 0, *, code: bool = False) -> int:
         """Tint the drafted characters of `document` from `start` on; returns how many.
 
@@ -65,11 +89,7 @@ class DraftMarks:
             self._pending = []
         buffer, base = self._buffer, self._base
         if code:
-            at = self._next - base
-            ahead = at + LOOKAHEAD
-            fences = (buffer.find("```", at, ahead), buffer.find("~~~", at, ahead))
-            fence = min((f for f in fences if f >= 0), default=-1)
-            line_end = buffer.find("\n", fence) if fence >= 0 else -1
+            line_end = self._opening_fence_end(buffer, self._next - base)
             if line_end >= 0:
                 self._next = base + line_end + 1
         runs: list[tuple[int, int]] = []

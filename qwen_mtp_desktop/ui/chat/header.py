@@ -1,19 +1,33 @@
-"""The chat's header: the Chats toggle, the title, the model picker (as users know it from LM
-Studio and Jan) with the model's status and Eject, and the Drafts and Settings toggles."""
+"""The chat's header, in two rows: the Chats toggle, the title and the Drafts and Chat options
+toggles; under them the model picker (as users know it from LM Studio and Jan) with Eject and
+what the model decodes with, in one plain sentence (details in its tooltip)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QProgressBar, QToolButton, QTreeView
+from PySide6.QtGui import QResizeEvent, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+)
 
 from qwen_mtp_desktop.core.model_library import display_name
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.remote_picker import append_remote_rows, picker_action
+from qwen_mtp_desktop.ui.chat.settings_panel import CHAT_OPTIONS
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
-from qwen_mtp_desktop.workers.remote_chat import is_remote
+from qwen_mtp_desktop.workers.remote_models import is_remote
+
+#: The model picker is never narrower than this, however narrow the header.
+PICKER_MIN_WIDTH = 160
 
 
 class ChatHeader(QFrame):
@@ -30,13 +44,16 @@ class ChatHeader(QFrame):
     def __init__(self) -> None:
         super().__init__()
         self.setObjectName("chatHeader")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(20, 10, 12, 10)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(20, 8, 12, 6)
+        layout.setSpacing(4)
         self.title_label = ElidedLabel("New chat")  # a long title yields to the buttons
         self.title_label.setMinimumWidth(120)  # ...but keeps a few words
         self.title_label.setObjectName("chatTitle")
-        self.model_status = ElidedLabel()  # Auto's reason can be long; the tooltip has it all
+        # Auto's reason in a plain sentence, wrapped rather than cut; details in the tooltip.
+        self.model_status = QLabel()
         self.model_status.setObjectName("muted")
+        self.model_status.setWordWrap(True)
         self.busy_bar = QProgressBar()
         self.busy_bar.setRange(0, 0)
         self.busy_bar.setFixedSize(90, 6)
@@ -54,11 +71,14 @@ class ChatHeader(QFrame):
         self.drafts_toggle.setToolTip(
             "Show drafted tokens: tint the text that came from accepted MTP drafts"
         )
+        # "Chat options", not "Settings": File > Settings (Ctrl+,) is the app's.
         self.settings_toggle = QToolButton()
-        self.settings_toggle.setText("Settings")
+        self.settings_toggle.setText(CHAT_OPTIONS)
         self.settings_toggle.setCheckable(True)
         self.settings_toggle.setChecked(False)
-        self.settings_toggle.setToolTip("Show or hide this chat's settings")
+        self.settings_toggle.setToolTip(
+            "Show or hide this chat's options: model, decoding, sampling, system prompt"
+        )
         self.chats_toggle = QToolButton()
         self.chats_toggle.setText("Chats")
         self.chats_toggle.setCheckable(True)
@@ -67,9 +87,8 @@ class ChatHeader(QFrame):
         # The same choice as Settings > Model: name, size, precision, MTP.
         self.model_picker = QComboBox()
         self.model_picker.setObjectName("modelPicker")
-        self.model_picker.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
+        # As wide as the longest name, within what the header can spare (resizeEvent).
+        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.model_picker.setMinimumContentsLength(10)
         self.model_picker.setToolTip("The model this chat uses")
         # Closed: the name. Open: name and what it is, in two columns.
@@ -83,16 +102,28 @@ class ChatHeader(QFrame):
         self._picker_key: tuple[object, ...] = ()
         #: The last local model chosen: listed beside the remote ones to switch back to.
         self._local_model: Path | None = None
-        layout.addWidget(self.chats_toggle)
-        layout.addWidget(self.title_label)
-        layout.addSpacing(12)
-        layout.addWidget(self.model_picker)
-        layout.addWidget(self.model_status)
-        layout.addWidget(self.busy_bar)
-        layout.addWidget(self.eject_button)
-        layout.addStretch(1)
-        layout.addWidget(self.drafts_toggle)
-        layout.addWidget(self.settings_toggle)
+        top = QHBoxLayout()
+        top.addWidget(self.chats_toggle)
+        top.addWidget(self.title_label, 1)
+        top.addWidget(self.drafts_toggle)
+        top.addWidget(self.settings_toggle)
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model_picker)
+        model_row.addWidget(self.eject_button)
+        model_row.addWidget(self.busy_bar)
+        model_row.addWidget(self.model_status, 1)
+        layout.addLayout(top)
+        layout.addLayout(model_row)
+
+    def show_status(self, text: str, details: str = "") -> None:
+        """What the model decodes with; `details` (Auto's technical reason) in the tooltip."""
+        self.model_status.setText(text)
+        self.model_status.setToolTip(details or text)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # Names are not cut on a wide window; on a narrow one the status keeps its room.
+        self.model_picker.setMaximumWidth(max(PICKER_MIN_WIDTH, int(self.width() * 0.45)))
 
     def fill_picker(
         self,

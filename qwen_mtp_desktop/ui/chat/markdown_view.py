@@ -17,6 +17,7 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextDocument,
     QTextDocumentFragment,
+    QTextFormat,
 )
 
 from qwen_mtp_desktop.core.link_display import visible
@@ -52,10 +53,46 @@ def image_positions(document: QTextDocument) -> list[tuple[int, str]]:
     return found
 
 
+#: Quote blocks ("> ..."): a tint behind them and muted text, readable on light and dark.
+QUOTE_BACKGROUND = QColor(127, 127, 127, 30)
+QUOTE_TEXT = QColor(128, 128, 128)
+QUOTE_INDENT = 14
+
+
+def _quote_format(original: QTextBlockFormat) -> QTextBlockFormat:
+    """Only what makes a quote look like one (merged, so a list item stays in its list)."""
+    level = original.intProperty(QTextFormat.Property.BlockQuoteLevel)
+    quoted = QTextBlockFormat()
+    quoted.setProperty(QTextFormat.Property.BlockQuoteLevel, level)
+    quoted.setBackground(QUOTE_BACKGROUND)
+    quoted.setLeftMargin(QUOTE_INDENT * level)
+    quoted.setRightMargin(QUOTE_INDENT)
+    return quoted
+
+
+def style_quotes(document: QTextDocument) -> None:
+    """Qt only indents a Markdown quote: tint it and mute its text, so it reads as a quote."""
+    block = document.begin()
+    while block.isValid():
+        level = block.blockFormat().intProperty(QTextFormat.Property.BlockQuoteLevel)
+        if level > 0:
+            cursor = QTextCursor(block)
+            cursor.mergeBlockFormat(_quote_format(block.blockFormat()))
+            cursor.movePosition(
+                QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
+            )
+            muted = QTextCharFormat()
+            muted.setForeground(QUOTE_TEXT)
+            cursor.mergeCharFormat(muted)
+        block = block.next()
+
+
 def markdown_document(text: str) -> QTextDocument:
-    """`text` parsed into a detached document whose images are all text placeholders."""
+    """`text` parsed into a detached document whose images are all text placeholders, and
+    whose quote blocks are styled."""
     document = QTextDocument()
     document.setMarkdown(text, MARKDOWN_FEATURES)
+    style_quotes(document)
     for position, source in reversed(image_positions(document)):
         cursor = QTextCursor(document)
         cursor.setPosition(position)
@@ -66,7 +103,8 @@ def markdown_document(text: str) -> QTextDocument:
 
 def append_markdown(document: QTextDocument, text: str) -> None:
     """Render `text` at the end of `document` (cost: this text only)."""
-    fragment = QTextDocumentFragment(markdown_document(text))
+    source = markdown_document(text)
+    fragment = QTextDocumentFragment(source)
     cursor = QTextCursor(document)
     cursor.movePosition(QTextCursor.MoveOperation.End)
     separate = not document.isEmpty()
@@ -74,6 +112,13 @@ def append_markdown(document: QTextDocument, text: str) -> None:
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
     start = cursor.position()
     cursor.insertFragment(fragment)
+    # The fragment's first block merges into the block it lands in and takes that block's
+    # format: a quote there would lose its tint and indent, so give quotes theirs back.
+    target, block = document.findBlock(start), source.begin()
+    while target.isValid() and block.isValid():
+        if block.blockFormat().intProperty(QTextFormat.Property.BlockQuoteLevel) > 0:
+            QTextCursor(target).mergeBlockFormat(_quote_format(block.blockFormat()))
+        target, block = target.next(), block.next()
     if separate:  # the gap a blank line makes between paragraphs
         first = QTextCursor(document)
         first.setPosition(start)

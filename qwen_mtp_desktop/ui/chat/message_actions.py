@@ -1,30 +1,68 @@
 """What the user does to messages: edit a question in place, answer again, switch versions,
 delete with Undo, and the keyboard's ways to the same (Up in the empty composer, Ctrl+R,
-Alt+Left/Right). Each action is one store call through the panel's ConversationController;
-the panel redraws from the shown branch the store returns (ChatPanel._show_branch)."""
+Alt+Left/Right). Each action is one store call through the chat's ConversationController (an
+answer again goes through the TurnController, which starts it); the panel redraws from the
+shown branch the store returns (`ChatView.show_branch`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
 
 from qwen_mtp_desktop.core.chats.records import DeletedMessage, StoredMessage
+from qwen_mtp_desktop.ui.chat.banners import UndoBar
+from qwen_mtp_desktop.ui.chat.conversation import ConversationController
+from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript import Transcript
+from qwen_mtp_desktop.ui.chat.turn import TurnController
 
-if TYPE_CHECKING:
-    from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+
+class ChatView(Protocol):
+    """What the actions need of the chat panel's view (ChatPanel offers it)."""
+
+    transcript: Transcript
+    undo_bar: UndoBar
+    figures: LiveFigures
+
+    def show_branch(self, branch: list[StoredMessage]) -> None:
+        """Redraw the transcript for a new shown branch."""
+        ...
+
+    def sync_controls(self) -> None:
+        """The example prompts and Compare follow the transcript."""
+        ...
 
 
 class MessageActions:
-    """The message actions of one chat panel."""
+    """The message actions of one chat."""
 
-    def __init__(self, panel: ChatPanel) -> None:
-        self._panel = panel
+    def __init__(
+        self,
+        view: ChatView,
+        chats: ConversationController,
+        turns: TurnController,
+        log_file: Path,
+    ) -> None:
+        self._view = view
+        self._chats = chats
+        self._turns = turns
+        self._log_file = log_file
+        #: How a file is shown (an error's "Open log"); tests replace it.
+        self.open_url: Callable[[QUrl], object] = QDesktopServices.openUrl
 
     def on_action(self, widget: MessageWidget, action: str) -> None:
         if action == "copy":
             widget.copy_text()
             return
-        if self._panel.generating or widget.message_id is None:
+        if action == "open-log":
+            self.open_url(QUrl.fromLocalFile(str(self._log_file)))
+            return
+        if self._turns.running or widget.message_id is None:
             return
         if action == "delete":
             self.delete(widget)
@@ -38,25 +76,24 @@ class MessageActions:
         another version in its place."""
         assert widget.message_id is not None
         message_id = widget.message_id
-        self._panel._chats.messages = [m for m in self._panel._messages if m.id != message_id]
-        self._panel.transcript.remove_message(widget)
+        self._chats.messages = [m for m in self._chats.messages if m.id != message_id]
+        self._view.transcript.remove_message(widget)
         # The deleted answer's figures must not stay.
-        self._panel.figures.show_last(self._panel._messages)
-        self._panel._sync_examples()
-        self._panel._sync_compare()
+        self._view.figures.show_last(self._chats.messages)
+        self._view.sync_controls()
 
         def deleted(snapshot: DeletedMessage) -> None:
-            self._panel._show_branch(self._panel._messages)
+            self._view.show_branch(self._chats.messages)
             what = "Answer" if widget.role == "assistant" else "Message"
-            self._panel.undo_bar.offer(
+            self._view.undo_bar.offer(
                 f"{what} deleted.",
-                lambda: self._panel._chats.restore_message(snapshot, self._panel._show_branch),
+                lambda: self._chats.restore_message(snapshot, self._view.show_branch),
             )
 
-        self._panel._chats.delete_message(message_id, deleted)
+        self._chats.delete_message(message_id, deleted)
 
     def regenerate_from(self, assistant: MessageWidget) -> None:
-        widgets = self._panel.transcript.messages
+        widgets = self._view.transcript.messages
         index = widgets.index(assistant)
         previous_user = next(
             (w for w in reversed(widgets[:index]) if w.role == "user" and w.message_id), None
@@ -74,45 +111,40 @@ class MessageActions:
 
     def answer_again(self, user: MessageWidget, new_text: str | None = None) -> None:
         """Answer `user` again (after an edit, with its new text): what followed it becomes an
-        earlier version, one store call (core.chat_session.answer_again)."""
-        if self._panel.generating or user.message_id is None:
+        earlier version, one store call (core.chat_turns.answer_again)."""
+        if self._turns.running or user.message_id is None:
             return
-        self._panel.undo_bar.close()
-        widgets = self._panel.transcript.messages
+        self._view.undo_bar.close()
+        widgets = self._view.transcript.messages
         for widget in widgets[widgets.index(user) + 1 :]:
-            self._panel.transcript.remove_message(widget)
-
-        def begun(branch: list[StoredMessage], answer: StoredMessage) -> None:
-            self._panel._show_branch(branch)
-            self._panel._start_generation(answer)
-
-        self._panel._chats.answer_again(user.message_id, new_text, begun)
+            self._view.transcript.remove_message(widget)
+        self._turns.answer_again(user.message_id, new_text, self._view.show_branch)
 
     def switch_version(self, widget: MessageWidget, step: int) -> None:
-        if self._panel.generating or widget.message_id is None:
+        if self._turns.running or widget.message_id is None:
             return
-        self._panel.undo_bar.close()
-        self._panel._chats.switch_version(widget.message_id, step, self._panel._show_branch)
+        self._view.undo_bar.close()
+        self._chats.switch_version(widget.message_id, step, self._view.show_branch)
 
     def edit_last(self) -> None:
         """Up in the empty composer: edit the last message of the user's in place."""
-        if self._panel.generating:
+        if self._turns.running:
             return
         user = next(
             (
                 w
-                for w in reversed(self._panel.transcript.messages)
+                for w in reversed(self._view.transcript.messages)
                 if w.role == "user" and w.message_id
             ),
             None,
         )
         if user is not None:
             user.begin_edit()
-            self._panel.transcript.ensureWidgetVisible(user)
+            self._view.transcript.ensureWidgetVisible(user)
 
     def regenerate_last(self) -> None:
         answer = self.last_answer()
-        if answer is not None and not self._panel.generating:
+        if answer is not None and not self._turns.running:
             self.regenerate_from(answer)
 
     def switch_last_answer(self, step: int) -> None:
@@ -124,7 +156,7 @@ class MessageActions:
         return next(
             (
                 w
-                for w in reversed(self._panel.transcript.messages)
+                for w in reversed(self._view.transcript.messages)
                 if w.role == "assistant" and w.message_id
             ),
             None,

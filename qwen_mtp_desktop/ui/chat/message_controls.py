@@ -9,12 +9,13 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
+
+from qwen_mtp_desktop.ui.chat.message_editor import SEND_KEYS, MessageEditor
 
 
 class VersionSwitcher(QWidget):
@@ -65,33 +66,20 @@ class VersionSwitcher(QWidget):
         self.setVisible(count > 1)
 
 
-class _EditBox(QPlainTextEdit):
-    submit = Signal()
-    cancel = Signal()
+class _EditBox(MessageEditor):
+    """The inline editor's box: Esc (`escape`) cancels the edit."""
 
     def event(self, event: QEvent) -> bool:
         # Esc and Enter are this box's while it has focus, not the window's shortcuts (Esc
         # there stops the answer being written).
-        own_keys = (Qt.Key.Key_Escape, Qt.Key.Key_Return, Qt.Key.Key_Enter)
         if (
             event.type() == QEvent.Type.ShortcutOverride
             and isinstance(event, QKeyEvent)
-            and event.key() in own_keys
+            and (event.key() in SEND_KEYS or event.key() == Qt.Key.Key_Escape)
         ):
             event.accept()
             return True
         return super().event(event)
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
-        ):
-            self.submit.emit()
-            return
-        if event.key() == Qt.Key.Key_Escape:
-            self.cancel.emit()
-            return
-        super().keyPressEvent(event)
 
 
 class InlineEditor(QFrame):
@@ -120,7 +108,7 @@ class InlineEditor(QFrame):
         lines = max(2, min(8, text.count("\n") + 2))
         self.editor.setFixedHeight(self.editor.fontMetrics().lineSpacing() * lines + 20)
         self.editor.submit.connect(self._submit)
-        self.editor.cancel.connect(self.cancelled)
+        self.editor.escape.connect(self.cancelled)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         hint = QLabel("Enter sends · Esc cancels")
@@ -155,3 +143,58 @@ class InlineEditor(QFrame):
         cursor = self.editor.textCursor()
         cursor.movePosition(cursor.MoveOperation.End)
         self.editor.setTextCursor(cursor)
+
+
+class AnswerProblem(QFrame):
+    """What went wrong with an answer, under its text: an error in a red-edged box with Retry
+    and Open log (the log's path is never part of the message), or a quiet notice ("Stopped.
+    The answer so far is kept.") with no buttons.
+
+    Signals:
+        retry(): answer the question again.
+        open_log(): show the app's log file.
+    """
+
+    retry = Signal()
+    open_log = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("answerProblem")
+        layout = QHBoxLayout(self)
+        self._layout = layout
+        self.label = QLabel()
+        self.label.setObjectName("messageError")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.retry_button = QPushButton("Retry")
+        self.retry_button.setToolTip("Ask for this answer again")
+        self.retry_button.clicked.connect(self.retry)
+        self.log_button = QToolButton()
+        self.log_button.setObjectName("messageAction")
+        self.log_button.setText("Open log")
+        self.log_button.setToolTip("Open the app's log file, which has the details")
+        self.log_button.clicked.connect(self.open_log)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.log_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(self.retry_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.setVisible(False)
+
+    @property
+    def severity(self) -> str:
+        return str(self.property("severity") or "")
+
+    def show_problem(self, text: str, severity: str, *, actions: bool) -> None:
+        """`severity`: "error" or "notice"; `actions`: offer Retry and Open log."""
+        self.label.setText(text)
+        for widget in (self, self.label):
+            widget.setProperty("severity", severity)
+            # A dynamic property does not restyle by itself: polish again.
+            widget.style().unpolish(widget)
+            widget.style().polish(widget)
+        error = severity == "error"
+        # An error's text sits inside the red edge the style draws; a notice has none.
+        self._layout.setContentsMargins(*((12, 6, 6, 6) if error else (0, 0, 0, 0)))
+        self.retry_button.setVisible(error and actions)
+        self.log_button.setVisible(error and actions)
+        self.setVisible(True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chats.records import StoredMessage
+from qwen_mtp_desktop.core.engine import StepChunk
 from qwen_mtp_desktop.core.markdown import (
     Segment,
     StreamingSegmenter,
@@ -36,11 +38,16 @@ from qwen_mtp_desktop.core.markdown import (
     split_segments,
 )
 from qwen_mtp_desktop.core.message_stats import stats_method
-from qwen_mtp_desktop.core.units import NBSP, keep_units
+from qwen_mtp_desktop.core.units import NBSP, join_figures, keep_units
 from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
-from qwen_mtp_desktop.ui.chat.message_controls import InlineEditor, VersionSwitcher
-from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+from qwen_mtp_desktop.ui.chat.message_controls import (
+    AnswerProblem,
+    InlineEditor,
+    VersionSwitcher,
+)
+from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock, FoldedText
+from qwen_mtp_desktop.ui.chat.tool_calls_view import show_stored_calls
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 
 #: Characters rendered at once (issue 19): any answer costs at most this much until the user
@@ -86,8 +93,10 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
             stats = {k: v for k, v in stats.items() if k != "generated_tokens"}
     auto = stats.get("auto")
     if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
-        # Older rows have no "auto" entry and read as before.
-        parts.append(f"Auto · {auto['summary']}")
+        # Older rows have no "auto" entry and read as before; rows with Auto's plain sentence
+        # show it (its technical summary is in the tooltip, `auto_details`).
+        sentence = auto.get("sentence")
+        parts.append(f"Auto · {sentence if isinstance(sentence, str) else auto['summary']}")
         switched = auto.get("switched_to_plain_after_tokens")
         if isinstance(switched, int):
             parts.append(f"switched to plain after {switched} tokens")
@@ -126,30 +135,14 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     total = stats.get("total_s")
     if total:
         parts.append(f"{total:.1f} s")
-    return "  ·  ".join(parts)
+    return join_figures(parts)
 
 
-class ThinkingBlock(QFrame):
+class ThinkingBlock(FoldedText):
     """Qwen3.5's reasoning, folded away by default."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("thinkingBlock")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 4, 8, 4)
-        layout.setSpacing(2)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("thinkingToggle")
-        self.toggle.setCheckable(True)
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
-        self.toggle.setText("Thinking")
-        self.toggle.toggled.connect(self._on_toggled)
-        self.text = AutoHeightText()
-        self.text.setObjectName("thinkingText")
-        self.text.setVisible(False)
-        layout.addWidget(self.toggle)
-        layout.addWidget(self.text)
+        super().__init__(("thinkingBlock", "thinkingToggle", "thinkingText"), "Thinking", parent)
         self.content = ""
 
     def append(self, delta: str) -> None:
@@ -162,10 +155,6 @@ class ThinkingBlock(QFrame):
 
     def set_summary(self, label: str) -> None:
         self.toggle.setText(label)
-
-    def _on_toggled(self, shown: bool) -> None:
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
-        self.text.setVisible(shown)
 
 
 class MessageWidget(QFrame):
@@ -278,12 +267,12 @@ class MessageWidget(QFrame):
         self._body.setSpacing(6)
         outer.addWidget(self._body_host)
         self._outer = outer
-        self.error_label = QLabel()
-        self.error_label.setObjectName("messageError")
-        self.error_label.setWordWrap(True)
-        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.error_label.setVisible(False)
-        outer.addWidget(self.error_label)
+        # An error (red-edged, with Retry and Open log) or a notice ("Stopped. ...").
+        self.problem = AnswerProblem()
+        self.problem.retry.connect(lambda: self.action.emit("regenerate"))
+        self.problem.open_log.connect(lambda: self.action.emit("open-log"))
+        self.error_label = self.problem.label
+        outer.addWidget(self.problem)
         self.stats_label = QLabel()
         self.stats_label.setObjectName("statsLabel")
         self.stats_label.setWordWrap(True)
@@ -400,6 +389,10 @@ class MessageWidget(QFrame):
                 break
             self.show_more()
 
+    def add_section(self, section: QWidget) -> None:
+        """A part of the answer shown above its text (its tool calls)."""
+        self._outer.insertWidget(self._outer.indexOf(self._body_host), section)
+
     def keep_actions(self, *names: str) -> None:
         """Show only these action buttons (e.g. "copy" where a message is not in a chat)."""
         for name, button in self._buttons.items():
@@ -420,6 +413,21 @@ class MessageWidget(QFrame):
         for name in ("regenerate", "edit"):
             if name in self._buttons:
                 self._buttons[name].setEnabled(False)
+
+    def append_chunks(self, chunks: Sequence[StepChunk]) -> tuple[str, str]:
+        """Add a batch of streamed chunks in one update (its cost is per call), their drafted
+        characters marked; returns the (answer, reasoning) text added."""
+        answer: list[str] = []
+        drafted: list[tuple[int, int]] = []
+        offset = 0
+        for chunk in chunks:
+            if chunk.drafted_answer_chars:
+                drafted.append((offset, offset + chunk.drafted_answer_chars))
+            answer.append(chunk.answer)
+            offset += len(chunk.answer)
+        answer_text, reasoning_text = "".join(answer), "".join(c.reasoning for c in chunks)
+        self.append(answer_text, reasoning_text, drafted)
+        return answer_text, reasoning_text
 
     def append(
         self, answer: str, reasoning: str = "", drafted: int | Sequence[tuple[int, int]] = 0
@@ -586,8 +594,15 @@ class MessageWidget(QFrame):
 
     def set_stats(self, stats: dict[str, Any]) -> None:
         self._stats = stats
+        show_stored_calls(self, stats)  # the answer's MCP tool calls, folded
         self._show_stats()
         self.stats_label.setVisible(True)
+        remote = stats.get("remote")
+        notice = remote.get("notice") if isinstance(remote, dict) else None
+        if isinstance(notice, str) and notice and self.problem.isHidden():
+            # The server's word on what it read (serve with the demo model: the last
+            # message only), as the local chat's banner says it for the demo model.
+            self.show_notice(notice[:600])
         reasoning = stats.get("reasoning_tokens")
         if reasoning and self.thinking.isVisible():
             self.thinking.set_summary(f"Thinking ({reasoning} tokens)")
@@ -602,7 +617,11 @@ class MessageWidget(QFrame):
         compact = 0 < self.width() < COMPACT_STATS_WIDTH
         text = format_stats(self._stats, compact=compact)
         self.stats_label.setText(keep_units(text))
-        self.stats_label.setToolTip(stats_tooltip(format_stats(self._stats)))
+        tooltip = stats_tooltip(format_stats(self._stats))
+        auto = self._stats.get("auto")
+        if isinstance(auto, dict) and isinstance(auto.get("sentence"), str):
+            tooltip += f"<p><b>Auto's reason</b>: {escape(str(auto.get('summary', '')))}</p>"
+        self.stats_label.setToolTip(tooltip)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
@@ -612,14 +631,10 @@ class MessageWidget(QFrame):
             self._show_stats()
 
     def show_error(self, message: str) -> None:
-        self.error_label.setText(message)
-        self.error_label.setProperty("severity", "error")
-        self.error_label.setVisible(True)
+        self.problem.show_problem(message, "error", actions=self.role == "assistant")
 
     def show_notice(self, message: str) -> None:
-        self.error_label.setText(message)
-        self.error_label.setProperty("severity", "notice")
-        self.error_label.setVisible(True)
+        self.problem.show_problem(message, "notice", actions=False)
 
     def copy_text(self) -> None:
         QApplication.clipboard().setText(self.content)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.engine import EngineError
-from qwen_mtp_desktop.workers.remote_chat import is_remote
+from qwen_mtp_desktop.workers.remote_models import is_remote
 
 log = logging.getLogger(__name__)
 

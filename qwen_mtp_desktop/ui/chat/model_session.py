@@ -1,5 +1,5 @@
 """The chat's model in the engine process: which model, device and mode to load, what loaded,
-Auto's decisions (core.chat_session.AutoDecoding), what the header says about decoding, and the
+Auto's decisions (core.chat_turns.AutoDecoding), what the header says about decoding, and the
 live acceptance-health check. Lookups that read the data dir run on the store's runner thread.
 """
 
@@ -19,7 +19,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     load_lookup_references,
     load_reference,
 )
-from qwen_mtp_desktop.core.chat_session import (
+from qwen_mtp_desktop.core.chat_turns import (
     AutoDecoding,
     PolicyKey,
     Turn,
@@ -37,9 +37,11 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
+from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note
 from qwen_mtp_desktop.core.generation_defaults import ModelSampling, read_generation_defaults
+from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.core.recommendations import DepthRecommendation
-from qwen_mtp_desktop.workers.remote_chat import ModelRouter, is_remote
+from qwen_mtp_desktop.workers.model_router import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -82,23 +84,25 @@ class ModelSession(QObject):
 
     def __init__(
         self,
-        engine: ModelRouter,
+        router: ModelRouter,
         runner: TaskRunner,
         chat: ChatState,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
-        self.engine = engine
+        #: Where the chat's turns run: the engine process, or a remote server.
+        self.router = router
         self._runner = runner
         self._chat = chat
         self.want: tuple[Path, LoadOptions] | None = None
-        self.loaded: LoadedModel | None = None
+        #: The model being ejected: gone for the chat at once, before the engine says so.
+        self._ejecting: LoadedModel | None = None
         self.loading = False
         #: The user ejected the model; the next turn loads it again.
         self.ejected = False
         #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
         self._mtp_problems: dict[Path, str] = {}
-        #: The benchmark's verdicts and Auto's policies (core.chat_session).
+        #: The benchmark's verdicts and Auto's policies (core.chat_turns).
         self.auto = AutoDecoding()
         #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
         self.health: HealthMonitor | None = None
@@ -109,11 +113,22 @@ class ModelSession(QObject):
         #: Each local model's context length and sampling defaults, once read.
         self.facts: dict[Path, ModelFacts] = {}
         self._facts_asked: set[Path] = set()
-        engine.loading.connect(self._on_loading)
-        engine.loaded.connect(self._on_loaded)
-        engine.load_failed.connect(self._on_load_failed)
+        router.loading.connect(self._on_loading)
+        router.loaded.connect(self._on_loaded)
+        router.load_failed.connect(self._on_load_failed)
 
     # ------------------------------------------------------------------------ loading
+
+    @property
+    def loaded(self) -> LoadedModel | None:
+        """The chat's loaded model, as the router knows it (one copy of that state)."""
+        loaded = self.router.loaded_model
+        return None if loaded is not None and loaded is self._ejecting else loaded
+
+    @property
+    def model_dir(self) -> Path:
+        """The open chat's model (a folder, or a remote model's reference)."""
+        return self._chat()[0]
 
     def _effective(self) -> tuple[Path, ChatSettings, int]:
         """The chat's state, its settings with the model's sampling defaults filled in while
@@ -172,7 +187,7 @@ class ModelSession(QObject):
             return
         self.want = wanted
         self.ejected = False
-        self.engine.load(
+        self.router.load(
             model_dir,
             LoadOptions(
                 device=settings.device,
@@ -190,9 +205,9 @@ class ModelSession(QObject):
         if loaded is None or is_remote(loaded.model_dir):
             return
         self.want = None
-        self.loaded = None
+        self._ejecting = loaded
         self.ejected = True
-        self.engine.unload()
+        self.router.unload()
         self.changed.emit()
 
     def reload(self) -> None:
@@ -210,7 +225,7 @@ class ModelSession(QObject):
 
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self.loading = False
-        self.loaded = loaded
+        self._ejecting = None
         wanted_mtp = self.want is not None and self.want[1].mtp
         # A remote server decodes as it does; its settings are not "a missing MTP head".
         wanted_mtp = wanted_mtp and not is_remote(loaded.model_dir)
@@ -231,7 +246,6 @@ class ModelSession(QObject):
 
     def _on_load_failed(self, error: EngineError) -> None:
         self.loading = False
-        self.loaded = None
         self.want = None
         self.changed.emit()
         self.problem.emit(f"{error.message} {error.fix}".strip(), "error")
@@ -264,28 +278,32 @@ class ModelSession(QObject):
             turn = self.auto.plan_turn(
                 self.policy_key(),
                 turn.settings,
-                plain_ready=self.engine.plain_ready,
+                plain_ready=self.router.plain_ready,
                 load_s=loaded.load_s if loaded else None,
                 history=history,
             )
         return turn
 
-    def decoding_label(self, stored_chat: bool) -> str:
-        """What decoding runs ("MTP n=2", "prompt lookup K=4, n-gram 3", "plain decoding"),
-        and for Auto what it decided and why."""
+    def decoding_label(self, stored_chat: bool) -> tuple[str, str]:
+        """What decoding runs ("MTP n=2", "prompt lookup K=4, n-gram 3", "plain decoding"), and
+        for Auto what it decided, in one plain sentence; with the details for a tooltip (Auto's
+        technical reason; on the demo model, why MTP cannot win there)."""
         loaded = self.loaded
         model_dir, settings, _ = self._effective()
         if loaded is None:
-            return ""
+            return "", ""
         if is_remote(loaded.model_dir):
-            return self.engine.status_text()
+            text = self.router.status_text()
+            return text, text
         method = settings.method
+        demo = f"\n\n{demo_mtp_note()}" if is_demo_model(model_dir) else ""
         if method == "auto" and loaded.mtp:
             key = self.policy_key() if stored_chat else None
-            return self.auto.status(key, model_dir, settings.device)
+            sentence = self.auto.sentence(key, model_dir, settings.device)
+            return f"Auto · {sentence}", self.auto.status(key, model_dir, settings.device) + demo
         if method == "auto" or (method.uses_mtp_head and not loaded.mtp):
-            return PLAIN.label  # no MTP head loaded
-        return method.label
+            return PLAIN.label, PLAIN.label  # no MTP head loaded
+        return method.label, method.label + demo
 
     # ------------------------------------------------------------------------ acceptance health
 

@@ -9,6 +9,8 @@ it would cross the network unencrypted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -34,7 +37,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     new_id,
     normalize_base_url,
 )
-from qwen_mtp_desktop.workers.remote_chat import RemoteModels
+from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 INTRO = (
     "Chat with a model on another computer or server: another PC running "
@@ -44,9 +47,32 @@ INTRO = (
 )
 
 
+def ask_to_remove(
+    parent: QWidget, endpoint: RemoteEndpoint, remove: Callable[[], None]
+) -> QMessageBox:
+    """Ask before removing `endpoint` (non-blocking: `remove()` runs on Remove). Returned so
+    a caller (and a test) can reach the question."""
+    box = QMessageBox(
+        QMessageBox.Icon.Question,
+        "Remove remote server",
+        f"Remove the remote server “{endpoint.name}” ({endpoint.model} at "
+        f"{endpoint.base_url})? Its API key is forgotten too. Chats that use it keep their "
+        "messages and say the server is gone when opened.",
+        QMessageBox.StandardButton.Cancel,
+        parent,
+    )
+    confirm = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
+    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+    box.buttonClicked.connect(lambda button: remove() if button is confirm else None)
+    box.finished.connect(box.deleteLater)
+    box.open()
+    return box
+
+
 class RemoteServerDialog(QDialog):
     """Modal. After `exec()`: `result_endpoint` (saved) or `removed` (the endpoint was removed).
-    Saving and removing go through `RemoteModels` (written off the GUI thread)."""
+    Saving and removing go through `RemoteModels` (written off the GUI thread); Remove asks
+    first (`confirm`: the question while it is open)."""
 
     def __init__(
         self,
@@ -60,6 +86,7 @@ class RemoteServerDialog(QDialog):
         self._probe = 0
         self.result_endpoint: RemoteEndpoint | None = None
         self.removed = False
+        self.confirm: QMessageBox | None = None
         self.setWindowTitle("Edit remote server" if endpoint else "Add remote server")
         self.setMinimumWidth(520)
 
@@ -248,6 +275,10 @@ class RemoteServerDialog(QDialog):
         self.accept()
 
     def _remove(self) -> None:
+        if self._endpoint is not None:
+            self.confirm = ask_to_remove(self, self._endpoint, self._removed)
+
+    def _removed(self) -> None:
         if self._endpoint is not None:
             self._remote.remove(self._endpoint.id)
             self.removed = True

@@ -1,5 +1,6 @@
 """The chat header's model picker, remote part: one row per remote endpoint beside the local
-models, then "Add remote server…" and, while a remote model is chosen, "Edit <name>…".
+models, then "Add remote server…", while a remote model is chosen "Edit <name>…", and
+"Remote servers…" (ui.chat.remote_servers) once there are any.
 
 Rows keep their model reference (a folder path, or core.remote.endpoints.remote_ref) in
 Qt.UserRole like the local rows; action rows keep an ACTION value there instead.
@@ -16,10 +17,13 @@ from PySide6.QtWidgets import QComboBox, QWidget
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
-from qwen_mtp_desktop.workers.remote_chat import RemoteModels
+from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 ADD = "action:add-remote"
 EDIT = "action:edit-remote"
+MANAGE = "action:manage-remote"
+MANAGE_TEXT = "Remote servers…"
+GONE_TEXT = "Removed server"
 ADD_TEXT = "Add remote server…"
 
 
@@ -42,11 +46,21 @@ def append_remote_rows(
         about.setToolTip(tip)
         about.setForeground(muted)
         model.appendRow([name, about])
-    rows = [(ADD, ADD_TEXT, "Chat with a model on an OpenAI-compatible server")]
     current_id = endpoint_id(current)
+    if current_id is not None and all(e.id != current_id for e in endpoints):
+        # The chat's server was removed: the picker names that, not another model.
+        gone = QStandardItem(GONE_TEXT)
+        gone.setData(str(current), Qt.ItemDataRole.UserRole)
+        gone.setToolTip("This chat's remote server is no longer in the list: pick another model")
+        about = QStandardItem("remote · no longer in the list")
+        about.setForeground(muted)
+        model.appendRow([gone, about])
+    rows = [(ADD, ADD_TEXT, "Chat with a model on an OpenAI-compatible server")]
     chosen = next((e for e in endpoints if e.id == current_id), None)
     if chosen is not None:
         rows.append((EDIT, f"Edit {chosen.name}…", "Change or remove this remote server"))
+    if endpoints:
+        rows.append((MANAGE, MANAGE_TEXT, "Every saved remote server, to edit or remove"))
     for action, text, tip in rows:
         item = QStandardItem(text)
         item.setData(action, Qt.ItemDataRole.UserRole)
@@ -56,7 +70,7 @@ def append_remote_rows(
 
 def picker_action(picker: QComboBox, index: int) -> str | None:
     value = picker.itemData(index, Qt.ItemDataRole.UserRole)
-    return value if value in (ADD, EDIT) else None
+    return value if value in (ADD, EDIT, MANAGE) else None
 
 
 def open_remote_dialog(

@@ -1,10 +1,12 @@
-"""Per-chat settings: model, device, MTP or prompt lookup, draft depth, thinking and sampling."""
+"""Per-chat settings, shown as "Chat options" (apart from the app's Settings, Ctrl+,): presets,
+model, device, MTP or prompt lookup, draft depth, thinking and sampling."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -26,6 +29,8 @@ from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, 
 from qwen_mtp_desktop.core.generation_defaults import ModelSampling
 from qwen_mtp_desktop.core.model_library import display_name
 
+#: The chat's own settings, named apart from the app's Settings (File > Settings, Ctrl+,).
+CHAT_OPTIONS = "Chat options"
 EXPERIMENTAL_DEPTH_NOTE = (
     "More than 1 draft token per step is experimental: not validated for every model and "
     "device. Use Validate to check it."
@@ -35,12 +40,14 @@ EXPERIMENTAL_DEPTH_NOTE = (
 class ChatSettingsPanel(QFrame):
     """Signals:
     settings_changed(ChatSettings): the user changed a generation setting.
+    settings_shown(ChatSettings): a chat's settings were shown (another chat opened).
     system_prompt_changed(str): the user edited the system prompt (debounced).
     model_changed(Path): the user picked another model.
     validate_requested(): the user asked to validate MTP on this model.
     """
 
     settings_changed = Signal(object)
+    settings_shown = Signal(object)
     system_prompt_changed = Signal(str)
     model_changed = Signal(object)
     validate_requested = Signal()
@@ -58,12 +65,26 @@ class ChatSettingsPanel(QFrame):
         self._sampling_temperature = 0.0
         #: The loaded model's sampling defaults (core.generation_defaults); None: not known yet.
         self._model: ModelSampling | None = None
-        outer = QVBoxLayout(self)
+        # The options scroll on a short window rather than squeezing a wrapped note.
+        frame = QVBoxLayout(self)
+        frame.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setObjectName("chatSettingsScroll")
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Tab goes to the options inside
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        content = QWidget()
+        content.setObjectName("chatSettingsContent")
+        frame.addWidget(scroll)
+        outer = QVBoxLayout(content)
         outer.setContentsMargins(16, 16, 16, 16)
         outer.setSpacing(10)
-        title = QLabel("Chat settings")
+        title = QLabel(CHAT_OPTIONS)
         title.setObjectName("sectionTitle")
         outer.addWidget(title)
+        self.preset_section = QVBoxLayout()  # the chat's presets (ui.chat.preset_options)
+        outer.addLayout(self.preset_section)
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -194,10 +215,13 @@ class ChatSettingsPanel(QFrame):
         self.sampling_hint.setObjectName("muted")
         self.sampling_hint.setWordWrap(True)
         outer.addWidget(self.sampling_hint)
+        self.tool_section = QVBoxLayout()  # the chat's MCP tools (ui.chat.tool_options)
+        outer.addLayout(self.tool_section)
         self.validate_button = QPushButton("Validate MTP on this model…")
         self.validate_button.clicked.connect(self.validate_requested)
         outer.addWidget(self.validate_button)
         outer.addStretch(1)
+        scroll.setWidget(content)
         self.set_settings(self._settings)
 
     def _double(self, low: float, high: float, step: float) -> QDoubleSpinBox:
@@ -276,6 +300,20 @@ class ChatSettingsPanel(QFrame):
         self._updating = False
         self._sync_enabled()
         self._settings = replace(self._settings, temperature=self.temperature_spin.value())
+        self.settings_shown.emit(self._settings)
+
+    def apply_preset(self, values: Mapping[str, Any], system_prompt: str) -> None:
+        """A preset's values and system prompt (core.chat_presets), shown and kept as the
+        user's own change; the model and decoding method stay."""
+        self.set_settings(replace(self._settings, **values))
+        self.set_system_prompt(system_prompt)
+        self.settings_changed.emit(self._settings)
+        self.system_prompt_changed.emit(system_prompt)
+
+    def change(self, settings: ChatSettings) -> None:
+        """A change made outside the form (the chat's MCP servers): kept and announced."""
+        self._settings = settings
+        self.settings_changed.emit(settings)
 
     def _show_sampling(self, settings: ChatSettings) -> None:
         """The sampling values that run: the model's while the chat follows them."""

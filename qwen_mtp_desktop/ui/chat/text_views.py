@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QTextBrowser,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -226,3 +227,38 @@ class CodeBlock(QFrame):
     def _copy(self) -> None:
         QApplication.clipboard().setText(self.code)
         self.copy_button.setText("Copied")
+
+
+class FoldedText(QFrame):
+    """A toggle with a summary and, folded under it (by default), a text: an answer's
+    thinking, a tool call's arguments and result."""
+
+    def __init__(
+        self, names: tuple[str, str, str], summary: str, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        frame, toggle, text = names  # object names, for the stylesheet
+        self.setObjectName(frame)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName(toggle)
+        self.toggle.setCheckable(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setText(summary)
+        self.toggle.toggled.connect(self._on_toggled)
+        self.text = AutoHeightText()
+        self.text.setObjectName(text)
+        self.text.setVisible(False)
+        layout.addWidget(self.toggle)
+        layout.addWidget(self.text)
+
+    @property
+    def expanded(self) -> bool:
+        return bool(self.toggle.isChecked())
+
+    def _on_toggled(self, shown: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.text.setVisible(shown)

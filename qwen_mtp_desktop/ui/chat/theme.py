@@ -15,5 +15,7 @@ def restyle_chat(panel: ChatPanel, dark: bool) -> None:
     """Code blocks are highlighted again and answers rendered again in the new palette (Qt's
     Markdown writes a link's colour into the text, pygments a code block's)."""
     panel.dark = dark
+    panel.conversations.set_dark(dark)
+    panel.refresh_list()  # the chat list's pin marks
     for widget in panel.findChildren(MessageWidget):
         widget.set_dark(dark)

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+
+#: The readable measure: at most about this many characters per line of an answer; on a
+#: wider window the messages stand in a centred column.
+MEASURE_CHARS = 90
+#: The message's own padding and the column's least side margin, in pixels.
+MESSAGE_PADDING, SIDE_MARGIN = 28, 24
 
 
 class Transcript(QScrollArea):
@@ -41,6 +48,15 @@ class Transcript(QScrollArea):
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range_changed)
+
+    def column_width(self) -> int:
+        """The widest the messages get: MEASURE_CHARS of the font, plus their padding."""
+        return MEASURE_CHARS * self.fontMetrics().averageCharWidth() + MESSAGE_PADDING
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        side = max(SIDE_MARGIN, (self.viewport().width() - self.column_width()) // 2)
+        self._layout.setContentsMargins(side, 16, side, 16)
+        super().resizeEvent(event)
 
     @property
     def messages(self) -> list[MessageWidget]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -30,6 +29,7 @@ from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
+from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -45,6 +45,8 @@ COLUMNS = (
     "MTP",
     "For this computer",
 )
+#: The column that takes a wider dialog's spare room.
+NAME_COLUMN = 0
 _FORMAT_COLUMN = {fmt: 3 + index for index, fmt in enumerate(FORMATS)}
 
 
@@ -76,14 +78,6 @@ def _parameters(fit: DeviceFit) -> str:
     return billions(model.parameters)
 
 
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
-
-
 class DiscoverDialog(QDialog):
     """Signals:
     export_requested(str, str): hub id and weight format; the window opens the wizard with them.
@@ -103,6 +97,7 @@ class DiscoverDialog(QDialog):
         self.setWindowTitle("Discover Qwen3.5 models")
         self.setObjectName("discoverDialog")
         self.setMinimumSize(640, 420)
+        self.setSizeGripEnabled(True)  # sized to its content on opening, resizable after
         self._runner = runner
         self._device = device
         self._memory_probe = memory_probe
@@ -112,8 +107,8 @@ class DiscoverDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(20, 18, 20, 16)
         layout.setSpacing(10)
-        layout.addWidget(_label("Qwen3.5 models for this computer", "panelHeading"))
-        self.summary = _label("Reading the list…", "panelBody")
+        layout.addWidget(text_label("Qwen3.5 models for this computer", "panelHeading"))
+        self.summary = text_label("Reading the list…", "panelBody")
         layout.addWidget(self.summary)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("discoverTable")
@@ -125,19 +120,23 @@ class DiscoverDialog(QDialog):
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         # Every column as wide as its contents (a name cut to "Qwen3.5-…" says nothing); the
-        # dialog takes the width they need, within the window (fit_to_content).
+        # dialog takes the width they need, within the window (fit_to_content). The name column
+        # takes the room a larger dialog has to spare, never less than its names
+        # (_stretch_name_column: Qt's Stretch mode would cut them on a narrow dialog).
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        header.setSectionResizeMode(NAME_COLUMN, QHeaderView.ResizeMode.Fixed)
+        header.setStretchLastSection(False)
+        self.table.viewport().installEventFilter(self)
         self.table.itemSelectionChanged.connect(self._show_selected)
         self.table.itemDoubleClicked.connect(lambda _item: self._export())
         layout.addWidget(self.table, 1)
 
-        self.detail_title = _label("", "sectionTitle")
+        self.detail_title = text_label("", "sectionTitle")
         layout.addWidget(self.detail_title)
-        self.detail_text = _label("")
+        self.detail_text = text_label("")
         self.detail_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.detail_text)
-        self.note = _label(
+        self.note = text_label(
             "Memory: one chat at "
             f"{DEFAULT_CONTEXT_LENGTH:,} tokens (weights, KV cache and linear-attention state; "
             "the app's own estimate): green fits in the free memory, orange only just (close "
@@ -232,6 +231,20 @@ class DiscoverDialog(QDialog):
     def fit_to_content(self) -> None:
         """As large as the table wants, within the window it opens over."""
         fit_dialog(self, self.content_size())
+        self._stretch_name_column()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._stretch_name_column()
+        return super().eventFilter(watched, event)
+
+    def _stretch_name_column(self) -> None:
+        """The name column: its names' width, plus whatever the other columns leave over."""
+        table = self.table
+        header = table.horizontalHeader()
+        names = max(table.sizeHintForColumn(NAME_COLUMN), header.sectionSizeHint(NAME_COLUMN))
+        others = sum(table.columnWidth(c) for c in range(table.columnCount()) if c != NAME_COLUMN)
+        table.setColumnWidth(NAME_COLUMN, max(names, table.viewport().width() - others))
 
     def _fill_row(self, row: int, fit: DeviceFit) -> None:
         model = fit.model

@@ -10,7 +10,6 @@ from __future__ import annotations
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -21,6 +20,7 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.export.preflight import PreflightReport
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist
+from qwen_mtp_desktop.ui.labels import text_label
 
 #: Checks of the chosen format's settings.
 OPTION_CHECKS = frozenset({"group_size"})
@@ -32,14 +32,6 @@ def only_option_failures(report: PreflightReport) -> bool:
     return all(item.key in OPTION_FIXABLE for item in report.failures)
 
 
-def _label(text: str = "", name: str | None = None) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
-
-
 class CheckPage(QWidget):
     """Widgets only; the panel runs the checks and connects the buttons."""
 
@@ -48,8 +40,8 @@ class CheckPage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(10)
-        outer.addWidget(_label("Preflight checks", "pageTitle"))
-        self.check_summary = _label()
+        outer.addWidget(text_label("Preflight checks", "pageTitle"))
+        self.check_summary = text_label()
         outer.addWidget(self.check_summary)
         self.check_busy = QProgressBar()
         self.check_busy.setRange(0, 0)
@@ -61,7 +53,7 @@ class CheckPage(QWidget):
         content_layout.setContentsMargins(0, 0, 8, 0)
         self.checklist = Checklist(compact_passes=True)
         content_layout.addWidget(self.checklist)
-        self.estimate_label = _label("", "hint")
+        self.estimate_label = text_label("", "hint")
         content_layout.addWidget(self.estimate_label)
         content_layout.addStretch(1)
         area = QScrollArea()

@@ -36,6 +36,7 @@ from qwen_mtp_desktop.ui.export.widgets import (
     MTP_TRADE_OFF,
     WEIGHT_FORMAT_TEXT,
 )
+from qwen_mtp_desktop.ui.labels import text_label
 
 GROUP_SIZES = (("128", 128), ("64", 64), ("32", 32), ("16", 16), ("per channel", -1))
 MTP_LABELS: tuple[tuple[MtpWeightFormat, str], ...] = (
@@ -46,14 +47,6 @@ MTP_LABELS: tuple[tuple[MtpWeightFormat, str], ...] = (
     ("int4", "INT4"),
 )
 FORMATS: tuple[WeightFormat, ...] = ("int4", "int8", "fp16")
-
-
-def _label(text: str = "", name: str | None = None) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
 
 
 class ExportOptionsForm(QWidget):
@@ -71,7 +64,7 @@ class ExportOptionsForm(QWidget):
         layout = self._layout
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
-        layout.addWidget(_label("Main model weights", "pageTitle"))
+        layout.addWidget(text_label("Main model weights", "pageTitle"))
         self.format_group = QButtonGroup(self)
         self.format_radios: dict[str, QRadioButton] = {}
         #: The hint under each format; the settings box goes right after it.
@@ -81,7 +74,7 @@ class ExportOptionsForm(QWidget):
             self.format_group.addButton(radio)
             self.format_radios[fmt] = radio
             layout.addWidget(radio)
-            hint = _label(WEIGHT_FORMAT_TEXT[fmt], "hint")
+            hint = text_label(WEIGHT_FORMAT_TEXT[fmt], "hint")
             hint.setContentsMargins(24, 0, 0, 2)
             layout.addWidget(hint)
             self._hints[fmt] = hint
@@ -91,7 +84,7 @@ class ExportOptionsForm(QWidget):
         box_layout = QVBoxLayout(self.int4_box)
         box_layout.setContentsMargins(24, 4, 0, 4)
         box_layout.setSpacing(4)
-        self.settings_caption = _label("", "hint")
+        self.settings_caption = text_label("", "hint")
         box_layout.addWidget(self.settings_caption)
         self._form = QFormLayout()
         form = self._form
@@ -111,7 +104,7 @@ class ExportOptionsForm(QWidget):
         self.fallback_combo = QComboBox()
         for fallback in ("ignore", "adjust", "error"):
             self.fallback_combo.addItem(FALLBACK_LABELS[fallback], fallback)
-        self.fallback_text = _label("", "hint")
+        self.fallback_text = text_label("", "hint")
         self.fallback_text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         form.addRow("Group size", self.group_combo)
         form.addRow("INT4 share", self.ratio_spin)
@@ -120,13 +113,13 @@ class ExportOptionsForm(QWidget):
         form.addRow("", self.sym_check)
         box_layout.addLayout(form)
         # What these settings mean for the checkpoint (the wizard fills it: INT4 group size).
-        self.problems_label = _label("", "optionsProblems")
+        self.problems_label = text_label("", "optionsProblems")
         self.problems_label.hide()
         box_layout.addWidget(self.problems_label)
         layout.addWidget(self.int4_box)
 
         layout.addSpacing(6)
-        layout.addWidget(_label("MTP head compression", "pageTitle"))
+        layout.addWidget(text_label("MTP head compression", "pageTitle"))
         self.mtp_combo = QComboBox()
         for mtp_value, mtp_text in MTP_LABELS:
             self.mtp_combo.addItem(mtp_text, mtp_value)
@@ -134,9 +127,9 @@ class ExportOptionsForm(QWidget):
         mtp_row.addWidget(self.mtp_combo)
         mtp_row.addStretch(1)
         layout.addLayout(mtp_row)
-        self.mtp_text = _label("")
+        self.mtp_text = text_label("")
         layout.addWidget(self.mtp_text)
-        layout.addWidget(_label(MTP_TRADE_OFF, "hint"))
+        layout.addWidget(text_label(MTP_TRADE_OFF, "hint"))
 
         self.format_group.buttonToggled.connect(lambda *_args: self._on_changed())
         for combo in (self.group_combo, self.fallback_combo, self.mtp_combo):

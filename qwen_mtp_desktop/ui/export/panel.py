@@ -66,6 +66,7 @@ from qwen_mtp_desktop.ui.export.widgets import (
     ExportDialogs,
     panel_style,
 )
+from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.workers.export_job import (
     ExportQueue,
     InstallOutcome,
@@ -85,14 +86,6 @@ class PreflightEnvironment:
     versions: Callable[[], Mapping[str, str | None]] | None = None
     free_bytes: Callable[[Path], int] | None = None
     memory: Callable[[], tuple[int | None, int | None]] | None = None
-
-
-def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    return label
 
 
 def _button_row(*widgets: QWidget, stretch_first: bool = True) -> QHBoxLayout:
@@ -154,16 +147,16 @@ class ExportPanel(QWidget):
         outer.setContentsMargins(32, 24, 32, 20)
         outer.setSpacing(12)
         header = QHBoxLayout()
-        title = _label("Export a model", "wizardTitle", wrap=False)
+        title = text_label("Export a model", "wizardTitle", wrap=False)
         header.addWidget(title)
         header.addStretch(1)
         self.step_labels: list[QLabel] = []
         for index, name in enumerate(STEPS):
-            step = _label(f"{index + 1}  {name}", "stepLabel", wrap=False)
+            step = text_label(f"{index + 1}  {name}", "stepLabel", wrap=False)
             self.step_labels.append(step)
             header.addWidget(step)
         outer.addLayout(header)
-        subtitle = _label(
+        subtitle = text_label(
             "Turn a Qwen3.5 checkpoint into an OpenVINO model with its MTP head, compressed "
             "and verified.",
             "hint",
@@ -207,12 +200,12 @@ class ExportPanel(QWidget):
         layout = QVBoxLayout(content)
         layout.setContentsMargins(0, 4, 8, 4)
         layout.setSpacing(10)
-        layout.addWidget(_label("Choose a checkpoint", "pageTitle"))
-        self.prefill_note = _label("", "hint")
+        layout.addWidget(text_label("Choose a checkpoint", "pageTitle"))
+        self.prefill_note = text_label("", "hint")
         self.prefill_note.hide()
         layout.addWidget(self.prefill_note)
         layout.addWidget(
-            _label(
+            text_label(
                 "A Qwen3.5 or Qwen3.5-MoE checkpoint that still has its MTP head (mtp.* "
                 "weights), from the Hugging Face hub or a folder on this computer.",
                 "hint",
@@ -236,7 +229,7 @@ class ExportPanel(QWidget):
         hub_row.addWidget(self.hub_edit, 1)
         hub_row.addWidget(self.revision_edit)
         layout.addLayout(hub_row)
-        hub_hint = _label(
+        hub_hint = text_label(
             "Downloaded into the standard Hugging Face cache (an interrupted download resumes); "
             "a model already in the cache is used without going online.",
             "hint",
@@ -265,7 +258,7 @@ class ExportPanel(QWidget):
         self.trust_check = QCheckBox("Trust remote code")
         self.trust_check.setChecked(False)
         layout.addWidget(self.trust_check)
-        trust_hint = _label(TRUST_REMOTE_CODE_TEXT, "hint")
+        trust_hint = text_label(TRUST_REMOTE_CODE_TEXT, "hint")
         trust_hint.setContentsMargins(24, 0, 0, 0)
         layout.addWidget(trust_hint)
 
@@ -278,7 +271,7 @@ class ExportPanel(QWidget):
         self.install_button.clicked.connect(self.install_toolkit)
         self.install_cancel.clicked.connect(self._cancel_install)
         layout.addWidget(self.toolkit_banner)
-        self.source_error = _label("", "checkFix")
+        self.source_error = text_label("", "checkFix")
         self.source_error.setStyleSheet("color: #d93025;")
         self.source_error.hide()
         layout.addWidget(self.source_error)
@@ -326,7 +319,7 @@ class ExportPanel(QWidget):
         self.options_problems = form.problems_label
 
         layout.addSpacing(6)
-        layout.addWidget(_label("Destination", "pageTitle"))
+        layout.addWidget(text_label("Destination", "pageTitle"))
         dest_row = QHBoxLayout()
         self.dest_edit = QLineEdit()
         self.dest_edit.textEdited.connect(self._destination_typed)
@@ -337,13 +330,13 @@ class ExportPanel(QWidget):
         dest_row.addWidget(browse)
         layout.addLayout(dest_row)
         layout.addWidget(
-            _label(
+            text_label(
                 "A new folder; the default is the app's Models folder, which the Models panel "
                 "lists. The export is built beside it and moved in only when it succeeded.",
                 "hint",
             )
         )
-        self.options_estimate = _label("", None)
+        self.options_estimate = text_label("", None)
         layout.addWidget(self.options_estimate)
         layout.addStretch(1)
         outer.addWidget(self._scroll(content), 1)

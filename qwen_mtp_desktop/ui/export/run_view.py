@@ -31,7 +31,8 @@ from qwen_mtp_desktop.core.export.job import ExportOutcome
 from qwen_mtp_desktop.core.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.export.widgets import Checklist, status_pixmap
+from qwen_mtp_desktop.ui.export.widgets import Checklist, check_pixmap
+from qwen_mtp_desktop.ui.labels import text_label
 
 LOG_LINE_CAP = 2000
 HIDDEN_TEXT = "Show hidden messages"
@@ -47,14 +48,6 @@ def clock(seconds: float) -> str:
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
     return (f"{hours}:" if hours else "") + f"{rest // 60:02d}:{rest % 60:02d}"
-
-
-def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    return label
 
 
 def stage_text(event: ProgressEvent) -> tuple[str, bool]:
@@ -108,18 +101,18 @@ class ExportRunView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
-        self.title = _label("", "pageTitle")
+        self.title = text_label("", "pageTitle")
         layout.addWidget(self.title)
-        self.paths = _label("", "hint")
+        self.paths = text_label("", "hint")
         self.paths.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.paths)
-        self.queue_label = _label("", "hint")
+        self.queue_label = text_label("", "hint")
         self.queue_label.hide()
         layout.addWidget(self.queue_label)
         stage_row = QHBoxLayout()
-        self.stage_label = _label(WAITING_TEXT, "stageLabel", wrap=False)
+        self.stage_label = text_label(WAITING_TEXT, "stageLabel", wrap=False)
         self.stage_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.percent_label = _label("", "stageLabel", wrap=False)
+        self.percent_label = text_label("", "stageLabel", wrap=False)
         stage_row.addWidget(self.stage_label, 1)
         stage_row.addWidget(self.percent_label)
         layout.addLayout(stage_row)
@@ -129,7 +122,7 @@ class ExportRunView(QWidget):
         self.progress.setMaximumHeight(10)
         layout.addWidget(self.progress)
         stats_row = QHBoxLayout()
-        self.stats_label = _label("", "hint", wrap=False)
+        self.stats_label = text_label("", "hint", wrap=False)
         stats_row.addWidget(self.stats_label, 1)
         self.cancel_button = QPushButton("Stop export…")
         self.cancel_button.setObjectName("dangerAction")
@@ -144,10 +137,10 @@ class ExportRunView(QWidget):
         title_row = QHBoxLayout()
         self.result_icon = QLabel()
         title_row.addWidget(self.result_icon)
-        self.result_title = _label("", "resultTitle", wrap=False)
+        self.result_title = text_label("", "resultTitle", wrap=False)
         title_row.addWidget(self.result_title, 1)
         result_layout.addLayout(title_row)
-        self.result_text = _label("", None)
+        self.result_text = text_label("", None)
         self.result_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         result_layout.addWidget(self.result_text)
         self.verify_list = Checklist(compact=True)
@@ -166,7 +159,7 @@ class ExportRunView(QWidget):
         layout.addWidget(self.result_box)
 
         log_row = QHBoxLayout()
-        log_row.addWidget(_label("Exporter log", "checkTitle", wrap=False))
+        log_row.addWidget(text_label("Exporter log", "checkTitle", wrap=False))
         log_row.addStretch(1)
         # The exporter's Python warnings (tracer, deprecation…) and the libraries' noise (torch
         # probing for CUDA…) mean nothing to most users and bury the stages: hidden unless
@@ -263,7 +256,7 @@ class ExportRunView(QWidget):
         verification = outcome.verification
         verified = verification is None or verification.ok
         if outcome.status == "succeeded":
-            self.result_icon.setPixmap(status_pixmap("pass" if verified else "warn"))
+            self.result_icon.setPixmap(check_pixmap("pass" if verified else "warn"))
             self.result_title.setText("Exported and verified" if verified else "Exported")
             self.result_text.setText(
                 f"{outcome.output_dir}"
@@ -273,12 +266,12 @@ class ExportRunView(QWidget):
             self.progress.setValue(BAR_STEPS)
             self.percent_label.setText("100%")
         elif outcome.status == "cancelled":
-            self.result_icon.setPixmap(status_pixmap("pending"))
+            self.result_icon.setPixmap(check_pixmap("pending"))
             self.result_title.setText("Cancelled")
             self.result_text.setText("The export was stopped; nothing was kept.")
             self.stage_label.setText("Cancelled")
         else:
-            self.result_icon.setPixmap(status_pixmap("fail"))
+            self.result_icon.setPixmap(check_pixmap("fail"))
             self.result_title.setText("Export failed")
             error = outcome.error
             self.result_text.setText(

@@ -14,15 +14,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.export.widgets import status_pixmap
-
-
-def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    return label
+from qwen_mtp_desktop.ui.export.widgets import check_pixmap
+from qwen_mtp_desktop.ui.labels import text_label
 
 
 class ToolkitBanner(QFrame):
@@ -37,18 +30,18 @@ class ToolkitBanner(QFrame):
         layout.setSpacing(8)
         head = QHBoxLayout()
         icon = QLabel()
-        icon.setPixmap(status_pixmap("warn"))
+        icon.setPixmap(check_pixmap("warn"))
         head.addWidget(icon)
-        head.addWidget(_label("Export toolkit not installed", "checkTitle", wrap=False))
+        head.addWidget(text_label("Export toolkit not installed", "checkTitle", wrap=False))
         head.addStretch(1)
         layout.addLayout(head)
-        self.text = _label(
+        self.text = text_label(
             "Exporting needs optimum-intel, transformers, nncf and torch (several GB). Chat "
             "works without them. The app can install them into its own Python environment "
             "with:",
         )
         layout.addWidget(self.text)
-        self.command_label = _label("", "commandLine")
+        self.command_label = text_label("", "commandLine")
         self.command_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.command_label)
         self.progress = QProgressBar()
@@ -57,7 +50,7 @@ class ToolkitBanner(QFrame):
         self.progress.setMaximumHeight(6)
         self.progress.hide()
         layout.addWidget(self.progress)
-        self.status = _label("", "hint")
+        self.status = text_label("", "hint")
         self.status.hide()
         layout.addWidget(self.status)
         self.log = QPlainTextEdit()

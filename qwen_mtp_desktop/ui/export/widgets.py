@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPixmap
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -19,10 +19,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.ui.status_icons import status_color, status_pixmap
 from qwen_mtp_desktop.ui.style import ACCENT
 
-STATUS_COLORS = {"pass": "#2e9d57", "warn": "#d08400", "fail": "#d93025", "pending": "#9aa0ad"}
-STATUS_GLYPHS = {"pass": "✓", "warn": "!", "fail": "✕", "pending": "…"}
+STATUS_COLORS = {status: status_color(status) for status in ("pass", "warn", "fail", "pending")}
 
 WEIGHT_FORMAT_TEXT = {
     "fp16": "Full quality, largest (2 bytes per weight). Slow on CPU for big models; use it to "
@@ -60,25 +60,9 @@ TRUST_REMOTE_CODE_TEXT = (
 )
 
 
-def status_pixmap(status: str, size: int = 18, ratio: float = 2.0) -> QPixmap:
-    """A filled circle with a glyph, drawn so it looks the same on every platform and theme."""
-    pixmap = QPixmap(round(size * ratio), round(size * ratio))
-    pixmap.setDevicePixelRatio(ratio)
-    pixmap.fill(Qt.GlobalColor.transparent)
-    painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.setPen(Qt.PenStyle.NoPen)
-    painter.setBrush(QColor(STATUS_COLORS.get(status, STATUS_COLORS["pending"])))
-    rect = QRectF(1, 1, size - 2, size - 2)
-    painter.drawEllipse(rect)
-    font = QFont()
-    font.setBold(True)
-    font.setPixelSize(round(size * 0.62))
-    painter.setFont(font)
-    painter.setPen(QColor("white"))
-    painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, STATUS_GLYPHS.get(status, "?"))
-    painter.end()
-    return pixmap
+def check_pixmap(status: str, size: int = 18) -> QPixmap:
+    """The wizard's status icon (pass / warn / fail / pending), its glyph a little smaller."""
+    return status_pixmap(status, size, glyph_scale=0.62)
 
 
 class CheckRow(QFrame):
@@ -101,7 +85,7 @@ class CheckRow(QFrame):
         layout.setContentsMargins(*((2, 1, 2, 1) if compact else (10, 8, 10, 8)))
         layout.setSpacing(8 if compact else 10)
         icon = QLabel()
-        icon.setPixmap(status_pixmap(status, 16 if compact else 18))
+        icon.setPixmap(check_pixmap(status, 16 if compact else 18))
         icon.setFixedSize(18 if compact else 20, 18 if compact else 20)
         layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         text = QVBoxLayout()

@@ -1,4 +1,4 @@
-"""Shared bits of the Models panel: severity icons, the injectable dialogs, the local style."""
+"""Shared bits of the Models panel: severity colours, the injectable dialogs, the local style."""
 
 from __future__ import annotations
 
@@ -6,54 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, Qt, QUrl
-from PySide6.QtGui import QColor, QDesktopServices, QFont, QIcon, QPainter, QPixmap
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from qwen_mtp_desktop.ui.models.ovms_dialog import choose_parent as _choose_ovms_parent
+from qwen_mtp_desktop.ui.status_icons import status_color
 from qwen_mtp_desktop.ui.style import ACCENT
 
-#: Status colours, readable on light and dark backgrounds.
+#: The Models panel's status words and their colours (ui.status_icons draws their icons).
 SEVERITY_COLORS = {
-    "error": "#d93025",
-    "warning": "#d08400",
-    "info": "#3c78d8",
-    "ok": "#2e9d57",
-    "pending": "#9aa0ad",
+    status: status_color(status) for status in ("error", "warning", "info", "ok", "pending")
 }
-SEVERITY_GLYPHS = {"error": "!", "warning": "!", "info": "i", "ok": "✓", "pending": "…"}
 SEVERITY_WORDS = {"error": "Error", "warning": "Warning", "info": "Note"}
 VERDICT_STATUS = {"fits": "ok", "tight": "warning", "does_not_fit": "error", "unknown": "pending"}
-
-_icons: dict[tuple[str, int], QIcon] = {}
-
-
-def status_pixmap(status: str, size: int = 16, ratio: float = 2.0) -> QPixmap:
-    """A filled circle with a glyph; drawn, so it looks the same on every platform and theme."""
-    pixmap = QPixmap(round(size * ratio), round(size * ratio))
-    pixmap.setDevicePixelRatio(ratio)
-    pixmap.fill(Qt.GlobalColor.transparent)
-    painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.setPen(Qt.PenStyle.NoPen)
-    painter.setBrush(QColor(SEVERITY_COLORS[status]))
-    rect = QRectF(1, 1, size - 2, size - 2)
-    painter.drawEllipse(rect)
-    font = QFont()
-    font.setBold(True)
-    font.setPixelSize(round(size * 0.7))
-    painter.setFont(font)
-    painter.setPen(QColor("white"))
-    painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, SEVERITY_GLYPHS[status])
-    painter.end()
-    return pixmap
-
-
-def status_icon(status: str, size: int = 16) -> QIcon:
-    key = (status, size)
-    if key not in _icons:
-        _icons[key] = QIcon(status_pixmap(status, size))
-    return _icons[key]
 
 
 def _choose_folder(parent: QWidget) -> Path | None:

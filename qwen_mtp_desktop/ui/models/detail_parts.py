@@ -18,20 +18,13 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.model_folders.report import ComponentReport, Diagnostic
 from qwen_mtp_desktop.core.units import keep_units
-from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS, status_pixmap
+from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS
+from qwen_mtp_desktop.ui.models.finding_words import PASSED_CODES, finding_heading
+from qwen_mtp_desktop.ui.status_icons import status_pixmap
 
 SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
 FORM_LABEL_WIDTH = 190
-
-
-def label(text: str = "", name: str = "", *, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    if name:
-        label.setObjectName(name)
-    label.setWordWrap(wrap)
-    label.setTextInteractionFlags(SELECTABLE)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    return label
 
 
 def muted_color(palette: QPalette) -> str:
@@ -59,12 +52,6 @@ def repolish(widget: QWidget) -> None:
     style.polish(widget)
 
 
-#: Findings that report a check passed: shown with the green tick, not as a note.
-PASSED_CODES = frozenset({"CHECKSUMS_OK"})
-#: A finding's heading, in words (its code is for support and stays in the tooltip).
-HEADINGS = {"error": "Problem", "warning": "Warning", "info": "Note"}
-
-
 class DiagnosticRow(QFrame):
     """One finding: its icon, a heading in words, the message, and the fix. The stable code
     (CHECKSUM_MISMATCH, ...) is in the tooltip, for a bug report, not in the text."""
@@ -86,14 +73,15 @@ class DiagnosticRow(QFrame):
         layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         text = QVBoxLayout()
         text.setSpacing(2)
-        heading = "Passed" if passed else HEADINGS[diagnostic.severity]
-        self.heading_label = label(heading, "diagnosticCode")
-        self.message_label = label(diagnostic.message)
+        self.heading_label = text_label(
+            finding_heading(diagnostic), "diagnosticCode", selectable=True
+        )
+        self.message_label = text_label(diagnostic.message, selectable=True)
         text.addWidget(self.heading_label)
         text.addWidget(self.message_label)
         self.fix_label: QLabel | None = None
         if diagnostic.fix:
-            self.fix_label = label(f"Fix: {diagnostic.fix}", "diagnosticFix")
+            self.fix_label = text_label(f"Fix: {diagnostic.fix}", "diagnosticFix", selectable=True)
             text.addWidget(self.fix_label)
         layout.addLayout(text, 1)
 
@@ -115,8 +103,8 @@ class Form(QWidget):
         grid.setColumnMinimumWidth(0, FORM_LABEL_WIDTH)  # every form's values line up
         self.values: dict[str, QLabel] = {}
         for row, name in enumerate(names):
-            key = label(name, "formLabel", wrap=False)
-            value = label()
+            key = text_label(name, "formLabel", wrap=False, selectable=True)
+            value = text_label(selectable=True)
             grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
             grid.addWidget(value, row, 1)
             self.values[name] = value

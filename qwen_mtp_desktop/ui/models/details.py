@@ -41,18 +41,19 @@ from qwen_mtp_desktop.core.model_library import (
 )
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
-from qwen_mtp_desktop.ui.models.common import VERDICT_STATUS, status_pixmap
+from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.models.common import VERDICT_STATUS
 from qwen_mtp_desktop.ui.models.detail_parts import (
     SELECTABLE,
     DiagnosticRow,
     Form,
     clear_layout,
     component_status,
-    label,
     muted_color,
     repolish,
     version_order,
 )
+from qwen_mtp_desktop.ui.status_icons import status_pixmap
 
 
 #: What the "Use" column's words mean.
@@ -130,7 +131,7 @@ class ModelDetails(QStackedWidget):
         header = QHBoxLayout()
         header.setSpacing(10)
         # Wraps (at the hyphens of an export's name) rather than being cut on a narrow window.
-        self.title_label = label("", "modelTitle")
+        self.title_label = text_label("", "modelTitle", selectable=True)
         self.default_badge = QLabel("Default")
         self.default_badge.setObjectName("defaultBadge")
         self.default_badge.setMinimumHeight(22)
@@ -143,7 +144,7 @@ class ModelDetails(QStackedWidget):
         header.addWidget(self.default_badge, 0, Qt.AlignmentFlag.AlignTop)
         header.addWidget(self.loaded_badge, 0, Qt.AlignmentFlag.AlignTop)
         outer.addLayout(header)
-        self.path_label = label("", "muted")
+        self.path_label = text_label("", "muted", selectable=True)
         outer.addWidget(self.path_label)
         # The worst finding, up top: the full list is at the bottom of a long page.
         self.summary = QWidget()
@@ -152,7 +153,7 @@ class ModelDetails(QStackedWidget):
         summary.setSpacing(8)
         self.summary_icon = QLabel()
         self.summary_icon.setFixedSize(18, 18)
-        self.summary_label = label()
+        self.summary_label = text_label(selectable=True)
         summary.addWidget(self.summary_icon, 0, Qt.AlignmentFlag.AlignTop)
         summary.addWidget(self.summary_label, 1)
         outer.addWidget(self.summary)
@@ -229,7 +230,7 @@ class ModelDetails(QStackedWidget):
         box = QVBoxLayout(integrity)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(6)
-        self.integrity_label = label()
+        self.integrity_label = text_label(selectable=True)
         box.addWidget(self.integrity_label)
         progress_row = QHBoxLayout()
         self.verify_progress = QProgressBar()
@@ -264,21 +265,21 @@ class ModelDetails(QStackedWidget):
         box.setSpacing(8)
         controls = QHBoxLayout()
         controls.setSpacing(8)
-        controls.addWidget(label("Context length", "formLabel", wrap=False))
+        controls.addWidget(text_label("Context length", "formLabel", wrap=False, selectable=True))
         self.context_combo = QComboBox()
         for tokens in CONTEXT_CHOICES:
             self.context_combo.addItem(f"{tokens:,} tokens", tokens)
         self.context_combo.currentIndexChanged.connect(self._on_context_changed)
         controls.addWidget(self.context_combo)
         controls.addSpacing(12)
-        self.kv_label = label("", "formLabel", wrap=False)
+        self.kv_label = text_label("", "formLabel", wrap=False, selectable=True)
         controls.addWidget(self.kv_label)
         controls.addStretch(1)
         box.addLayout(controls)
 
         need = QHBoxLayout()
         need.setSpacing(10)
-        self.memory_need_label = label("", "memoryNeed", wrap=False)
+        self.memory_need_label = text_label("", "memoryNeed", wrap=False, selectable=True)
         self.verdict_label = QLabel()
         self.verdict_label.setObjectName("verdictBadge")
         self.verdict_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -287,7 +288,7 @@ class ModelDetails(QStackedWidget):
         need.addWidget(self.verdict_label, 0, Qt.AlignmentFlag.AlignVCenter)
         need.addStretch(1)
         box.addLayout(need)
-        self.memory_available_label = label("", "muted")
+        self.memory_available_label = text_label("", "muted", selectable=True)
         box.addWidget(self.memory_available_label)
 
         self.arithmetic_button = QToolButton()
@@ -308,10 +309,10 @@ class ModelDetails(QStackedWidget):
         self.arithmetic.setContentsMargins(20, 0, 0, 0)
         self.arithmetic.setVisible(False)
         box.addWidget(self.arithmetic)
-        self.memory_notes = label("", "muted")
+        self.memory_notes = text_label("", "muted", selectable=True)
         box.addWidget(self.memory_notes)
         # The loaded model only: what the engine keeps of conversations (issue 24).
-        self.kept_label = label("", "muted")
+        self.kept_label = text_label("", "muted", selectable=True)
         self.kept_label.setTextInteractionFlags(SELECTABLE)
         self.kept_label.setVisible(False)
         box.addWidget(self.kept_label)
@@ -705,7 +706,7 @@ class ModelDetails(QStackedWidget):
             icon = QLabel()
             icon.setPixmap(status_pixmap("ok", 18))
             line.addWidget(icon)
-            line.addWidget(label("No problems found.", wrap=False))
+            line.addWidget(text_label("No problems found.", wrap=False, selectable=True))
             line.addStretch(1)
             self.diagnostics_box.addWidget(ok)
             return

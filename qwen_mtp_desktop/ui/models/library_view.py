@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.model_folders.report import ModelReport
 from qwen_mtp_desktop.core.model_library import LibraryEntry, LibraryFolder
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.models.common import status_icon
 from qwen_mtp_desktop.ui.models.model_row import (
     DETAIL_ROLE,
     LOADED_ROLE,
@@ -31,6 +30,7 @@ from qwen_mtp_desktop.ui.models.model_row import (
     ModelList,
     ModelRowDelegate,
 )
+from qwen_mtp_desktop.ui.status_icons import status_icon
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 

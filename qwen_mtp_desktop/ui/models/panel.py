@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.fileio import folder_bytes
 from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
 from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
 from qwen_mtp_desktop.core.model_folders.memory import (
@@ -41,7 +42,6 @@ from qwen_mtp_desktop.core.model_library import (
     adopt_model,
     delete_model_dir,
     deletion_problem,
-    folder_bytes,
     folder_signature,
     forget_model,
     is_default,
@@ -59,8 +59,8 @@ from qwen_mtp_desktop.core.paths import AppPaths, app_paths
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style
-from qwen_mtp_desktop.ui.models.detail_parts import PASSED_CODES
 from qwen_mtp_desktop.ui.models.details import ModelDetails
+from qwen_mtp_desktop.ui.models.finding_words import PASSED_CODES
 from qwen_mtp_desktop.ui.models.library_view import PATH_ROLE, LibraryView
 from qwen_mtp_desktop.ui.models.ovms_dialog import OvmsDeployDialog
 from qwen_mtp_desktop.ui.style import is_dark

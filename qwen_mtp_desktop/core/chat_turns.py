@@ -1,4 +1,4 @@
-"""One chat's decoding, Qt-free: shared by the chat panel, the `generate` command and a server.
+"""A chat's turns, Qt-free: shared by the chat panel, the `generate` command and a server.
 
 - `generation_settings()`: a chat's settings (`ChatSettings`) as the engine's settings.
 - `chat_history()`: what the model reads for the next answer.
@@ -32,6 +32,8 @@ from qwen_mtp_desktop.core.adaptive import (
     policy_from_recommendation,
     turn_settings,
 )
+from qwen_mtp_desktop.core.auto_words import auto_sentence
+from qwen_mtp_desktop.core.chat_tools import round_messages, trace_from_record
 from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage
 from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
@@ -94,19 +96,25 @@ def example_prompts(demo: bool) -> tuple[str, ...]:
 
 def single_turn(history: Sequence[Message]) -> list[Message]:
     """The system prompt and the latest user message only: what the demo model reads, because
-    its training never saw a multi-turn chat (from the third turn its answers go wrong)."""
+    its training never saw a multi-turn chat (from the third turn its answers go wrong). Tool
+    calls and results after that message stay: they are this turn's (an API client's tools)."""
     system = [m for m in history if m.role == "system"]
-    last_user = next((m for m in reversed(history) if m.role == "user"), None)
-    return system + ([last_user] if last_user is not None else [])
+    last = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), None)
+    if last is None:
+        return system
+    return system + [m for m in history[last:] if m.role != "system"]
 
 
 def chat_history(system_prompt: str, messages: Iterable[StoredMessage]) -> list[Message]:
     """The system prompt, then every stored message except empty answers (a failed or stopped
-    turn that produced nothing)."""
+    turn that produced nothing); an answer that called tools brings its calls and their
+    results first (core.chat_tools), as the model read them."""
     history: list[Message] = []
     if system_prompt:
         history.append(Message("system", system_prompt))
     for message in messages:
+        if message.role == "assistant" and message.stats and "tool_calls" in message.stats:
+            history.extend(round_messages(trace_from_record(message.stats["tool_calls"])))
         if message.role == "assistant" and not message.content:
             continue
         history.append(message.to_engine_message())
@@ -220,6 +228,7 @@ class Turn:
             self.policy.observe(sample)
             record["decoding"] = "auto"
             record["auto"] = auto_summary(self.decision, stats)
+            record["auto"]["sentence"] = auto_sentence(self.decision)  # what the chat shows
         else:
             record["decoding"] = "fixed"
         return record
@@ -306,6 +315,20 @@ class AutoDecoding:
             return "Auto · starts at MTP n=1 (not benchmarked on this device yet)"
         start = recommendation.start.short_label
         return f"Auto · starts at {start} (benchmark: {verdict_text(recommendation)})"
+
+    def sentence(self, key: PolicyKey | None, model_dir: Path, device: str) -> str:
+        """`status()` in one plain sentence, e.g. "Plain decoding: MTP was slower on this
+        model in the last turns" (core.auto_words); `status()` keeps the details."""
+        policy = self._policies.get(key) if key is not None else None
+        if policy is not None and policy.last_decision is not None:
+            return auto_sentence(policy.last_decision)
+        recommendation = self.recommendation(model_dir, device)
+        if recommendation is None:
+            return "Starts with MTP n=1 and measures whether it pays on this model"
+        start = recommendation.start
+        if start.is_plain:
+            return "Starts with plain decoding: the benchmark found MTP slower on this model"
+        return f"Starts with {start.label}: the benchmark found it fastest on this model"
 
 
 def plan_auto_turn(

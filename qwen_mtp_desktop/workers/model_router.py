@@ -1,14 +1,11 @@
-"""Remote models for the chat: the saved endpoints and their keys, and an engine handle that
-sends a turn to the local engine process or to a remote server, whichever the chat's model is.
+"""`ModelRouter`: the chat's engine, which sends each turn to the local engine process or to a
+remote server, whichever the chat's model is.
 
-`RemoteModels` keeps the endpoint list (read and written on the chat store's thread, with the
-keychain, whose calls can block on D-Bus) and lists a server's models on a thread of its own.
-`ModelRouter` has the EngineProcess signals and methods the chat panel uses (`load`,
-`generate`, `cancel`, `plain_ready`, loading/loaded/load_failed/chunks/finished/failed), so the
-panel talks to one object: a model path naming an endpoint (core.remote.endpoints.remote_ref)
-routes the turn to `core.remote.client.RemoteAnswer`, pumped on the "remote-answer" thread
-(remote request ids are negative, so they never meet the engine process's). The GUI thread
-never touches the network or the keychain.
+It offers the chat panel the `ChatEngine` interface (workers.chat_engine), as `EngineProcess`
+does, so the panel talks to one object: a model path naming an endpoint
+(core.remote.endpoints.remote_ref) routes the turn to `core.remote.client.RemoteAnswer`, pumped
+on the "remote-answer" thread (remote request ids are negative, so they never meet the engine
+process's); every other path goes to the local engine process.
 
 The pump hands the window one batch of text at a time and waits until the window has taken
 it: a server that floods faster than the chat can render then slows down (the answer stops
@@ -34,148 +31,18 @@ from qwen_mtp_desktop.core.engine import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.errors import as_user_error
-from qwen_mtp_desktop.core.remote.endpoints import (
-    RemoteEndpoint,
-    endpoint_id,
-    load_endpoints,
-    save_endpoints,
-)
+from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.core.remote.keys import KeyStore
+from qwen_mtp_desktop.workers.chat_engine import ChatEngine
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
-from qwen_mtp_desktop.workers.tasks import TaskRunner
+from qwen_mtp_desktop.workers.remote_models import RemoteModels, is_remote
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.core.remote.client import RemoteAnswer
 
 #: How often the pump hands text to the GUI at most (as the engine process coalesces steps).
 COALESCE_S = 0.03
-
-
-def is_remote(model_dir: Path | str) -> bool:
-    return endpoint_id(model_dir) is not None
-
-
-class RemoteModels(QObject):
-    """The saved remote endpoints. Signals:
-    changed(): the list was loaded or changed (`endpoints`).
-    problem(str): the saved list was damaged (what was skipped), or a save failed.
-    """
-
-    changed = Signal()
-    problem = Signal(str)
-
-    def __init__(self, io: TaskRunner, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._io = io
-        self._probe: TaskRunner | None = None
-        self.endpoints: list[RemoteEndpoint] = []
-        self.loaded = False
-        #: Opened on first use, off the GUI thread (the keychain may answer over D-Bus), so a
-        #: user who never adds a server never touches it.
-        self._keys: KeyStore | None = None
-        self._keys_lock = threading.Lock()
-        self._io.submit(self._open, self._on_opened, self._on_failed)
-
-    @staticmethod
-    def _open() -> tuple[list[RemoteEndpoint], list[str]]:
-        loaded = load_endpoints()
-        return loaded.endpoints, loaded.problems
-
-    def _on_opened(self, opened: tuple[list[RemoteEndpoint], list[str]]) -> None:
-        self.endpoints, problems = opened
-        self.loaded = True
-        self.changed.emit()
-        for text in problems:
-            self.problem.emit(text)
-
-    def _on_failed(self, exc: Exception) -> None:
-        self.loaded = True
-        self.problem.emit(str(as_user_error(exc, EngineError)))
-        self.changed.emit()
-
-    def find(self, ident: str) -> RemoteEndpoint | None:
-        return next((e for e in self.endpoints if e.id == ident), None)
-
-    def key_store(self) -> KeyStore:
-        """The API key store, opened on first use. Blocking: call it off the GUI thread."""
-        with self._keys_lock:
-            if self._keys is None:
-                self._keys = KeyStore()
-            return self._keys
-
-    @property
-    def key_note(self) -> str:
-        """Where keys are kept, for the dialog (empty until the key store was opened)."""
-        keys = self._keys
-        return keys.where if keys is not None else ""
-
-    def probe_keys(self, done: Callable[[str], None]) -> None:
-        """Open the key store off the GUI thread, then `done(where keys are kept)`."""
-        self._io.submit(lambda: self.key_store().where, done)
-
-    def save(self, endpoint: RemoteEndpoint, key: str | None, *, keep_key: bool) -> None:
-        """Add or replace `endpoint`. `key`: the new API key (None: none); `keep_key`: leave the
-        stored key as it is."""
-        has_key = endpoint.has_key if keep_key else bool(key)
-        saved = RemoteEndpoint(
-            endpoint.id, endpoint.name, endpoint.base_url, endpoint.model, has_key
-        )
-        others = [e for e in self.endpoints if e.id != saved.id]
-        position = next((i for i, e in enumerate(self.endpoints) if e.id == saved.id), None)
-        new = others[:]
-        new.insert(len(others) if position is None else position, saved)
-        self.endpoints = new
-        self.changed.emit()
-
-        def write() -> None:
-            if not keep_key:
-                if key:
-                    self.key_store().set(saved.id, key)
-                else:
-                    self.key_store().delete(saved.id)
-            save_endpoints(new)
-
-        self._io.submit(write, None, self._on_save_failed)
-
-    def remove(self, ident: str) -> None:
-        self.endpoints = [e for e in self.endpoints if e.id != ident]
-        remaining = list(self.endpoints)
-        self.changed.emit()
-
-        def write() -> None:
-            self.key_store().delete(ident)
-            save_endpoints(remaining)
-
-        self._io.submit(write, None, self._on_save_failed)
-
-    def _on_save_failed(self, exc: Exception) -> None:
-        self.problem.emit(f"The remote servers could not be saved: {exc}")
-
-    def fetch_models(
-        self,
-        endpoint: RemoteEndpoint,
-        key: str | None,
-        on_done: Callable[[list[str]], None],
-        on_error: Callable[[Exception], None],
-        *,
-        stored_key: bool = False,
-    ) -> None:
-        """The server's models (GET /models), off the GUI thread. `stored_key`: use the key
-        kept for `endpoint` instead of `key`."""
-        if self._probe is None:
-            self._probe = TaskRunner("remote-probe", self)
-
-        def fetch() -> list[str]:
-            from qwen_mtp_desktop.core.remote.client import list_models
-
-            use = self.key_store().get(endpoint.id) if stored_key else key
-            return list_models(endpoint, use)
-
-        self._probe.submit(fetch, on_done, on_error)
-
-    def shutdown(self, timeout_ms: int = 15_000) -> bool:
-        return self._probe.shutdown(timeout_ms) if self._probe is not None else True
 
 
 class _Job:
@@ -288,8 +155,9 @@ class _Live:
 
 
 class ModelRouter(QObject):
-    """The chat's engine: the EngineProcess for local models, a remote server for remote ones.
-    Signals as EngineProcess's: loading, loaded, load_failed, chunks, finished, failed."""
+    """The chat's engine (`ChatEngine`): the engine process for local models, a remote server
+    for remote ones. Signals as EngineProcess's: loading, loaded, load_failed, chunks,
+    finished, failed."""
 
     loading = Signal(object)
     loaded = Signal(object)
@@ -300,24 +168,29 @@ class ModelRouter(QObject):
     _run = Signal(object)
 
     def __init__(
-        self, engine: EngineProcess, remote: RemoteModels, parent: QObject | None = None
+        self, engine_process: EngineProcess, remote: RemoteModels, parent: QObject | None = None
     ) -> None:
         super().__init__(parent)
-        self.engine = engine
+        #: Where local models' turns run.
+        self.engine_process = engine_process
         self.remote = remote
         self._ids = RequestIds()
         self._endpoint: RemoteEndpoint | None = None
+        #: The remote model the chat asked for last (None: a local one), and what `loaded`
+        #: said of it (None until its endpoint is found, and after it was not).
+        self._remote_ref: Path | None = None
+        self._remote_model: LoadedModel | None = None
         #: A remote model asked for before the endpoint list was read.
         self._pending: Path | None = None
         self._jobs: dict[int, _Job] = {}
         self._live: dict[int, _Live] = {}
         self._thread: WorkerThread | None = None
-        engine.loading.connect(self._local(self.loading.emit))
-        engine.loaded.connect(self._local(self.loaded.emit))
-        engine.load_failed.connect(self._local(self.load_failed.emit))
-        engine.chunks.connect(self.chunks)
-        engine.finished.connect(self.finished)
-        engine.failed.connect(self.failed)
+        engine_process.loading.connect(self._local(self.loading.emit))
+        engine_process.loaded.connect(self._local(self.loaded.emit))
+        engine_process.load_failed.connect(self._local(self.load_failed.emit))
+        engine_process.chunks.connect(self.chunks)
+        engine_process.finished.connect(self.finished)
+        engine_process.failed.connect(self.failed)
         remote.changed.connect(self._on_endpoints_changed)
 
     def _local(self, emit: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -329,11 +202,19 @@ class ModelRouter(QObject):
 
         return forward
 
-    # ------------------------------------------------------------------ EngineProcess's API
+    # ------------------------------------------------------------------ ChatEngine
+
+    @property
+    def loaded_model(self) -> LoadedModel | None:
+        """The engine process's model for a local chat model; the endpoint's for a remote one
+        (None while its endpoint is looked up, or after it was not found)."""
+        if self._remote_ref is None:
+            return self.engine_process.loaded_model
+        return self._remote_model
 
     @property
     def plain_ready(self) -> bool:
-        return self.engine.plain_ready
+        return self.engine_process.plain_ready
 
     @property
     def endpoint(self) -> RemoteEndpoint | None:
@@ -341,9 +222,11 @@ class ModelRouter(QObject):
         return self._endpoint
 
     def load(self, model_dir: Path, options: LoadOptions | None = None) -> None:
+        self._remote_ref = model_dir if is_remote(model_dir) else None
+        self._remote_model = None
         if not is_remote(model_dir):
             self._endpoint = self._pending = None
-            self.engine.load(model_dir, options)
+            self.engine_process.load(model_dir, options)
             return
         self._endpoint, self._pending = None, model_dir
         self.loading.emit(model_dir)
@@ -353,12 +236,12 @@ class ModelRouter(QObject):
     def unload(self) -> None:
         """Free the local model's memory (a remote model holds none here)."""
         if self._endpoint is None:
-            self.engine.unload()
+            self.engine_process.unload()
 
     def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         endpoint = self._endpoint
         if endpoint is None:
-            return self.engine.generate(messages, settings)
+            return self.engine_process.generate(messages, settings)
         request_id = -self._ids.next()
         job = _Job(request_id, endpoint, messages, settings)
         self._jobs[request_id] = job
@@ -369,7 +252,7 @@ class ModelRouter(QObject):
 
     def cancel(self, request_id: int | None = None) -> None:
         if request_id is None or request_id >= 0:
-            self.engine.cancel(request_id)
+            self.engine_process.cancel(request_id)
         if request_id is None or request_id < 0:
             for ident, job in list(self._jobs.items()):
                 if request_id is None or ident == request_id:
@@ -467,7 +350,7 @@ class ModelRouter(QObject):
         ident = endpoint_id(ref)
         endpoint = self.remote.find(ident) if ident is not None else None
         if endpoint is None:
-            self._endpoint = None
+            self._endpoint = self._remote_model = None
             self.load_failed.emit(
                 EngineError(
                     "This chat's remote server is no longer in the list.",
@@ -477,12 +360,15 @@ class ModelRouter(QObject):
             )
             return
         self._endpoint = endpoint
-        self.loaded.emit(
-            LoadedModel(
-                model_dir=ref,
-                device="remote",
-                mtp=False,
-                model_type="remote",
-                load_s=0.0,
-            )
+        self._remote_model = LoadedModel(
+            model_dir=ref, device="remote", mtp=False, model_type="remote", load_s=0.0
         )
+        self.loaded.emit(self._remote_model)
+
+
+# mypy checks both against the protocol here (QObjects cannot name a Protocol as a base).
+if TYPE_CHECKING:
+    _CONFORMS: tuple[type[ChatEngine], ...] = (EngineProcess, ModelRouter)
+
+# RemoteModels and is_remote come along: the chat panel, which makes the router, uses them too.
+__all__ = ["ModelRouter", "RemoteModels", "is_remote"]

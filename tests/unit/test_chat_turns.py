@@ -1,4 +1,4 @@
-"""core.chat_session: one chat's decoding as the chat panel, `generate` and a server share it."""
+"""core.chat_turns: one chat's decoding as the chat panel, `generate` and a server share it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chat_session import (
+from qwen_mtp_desktop.core.chat_turns import (
     DEFAULT_PLAIN_LOAD_S,
     AutoDecoding,
     Turn,

@@ -1,0 +1,282 @@
+"""One POST request's way from body to answer, shared by the generating routes
+(server.chat_route, completions_route, responses_routes): the JSON check, the body read against
+its size limit and the memory budget, the route's planner (the request reduced to `Planned`,
+what the engine needs), then the turn run on its own thread (`turns.TurnJob`) and answered
+whole or streamed. A client that disconnects cancels its turn, waiting or running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from fastapi import Request
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+from qwen_mtp_desktop.server.chat_output import chat_body, chat_stream
+from qwen_mtp_desktop.server.completions import completion_body, completion_stream
+from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER
+from qwen_mtp_desktop.server.guard import too_large
+from qwen_mtp_desktop.server.request_budget import Reservation
+from qwen_mtp_desktop.server.request_log import set_tokens
+from qwen_mtp_desktop.server.responses_output import ResponsesPlan, new_id
+from qwen_mtp_desktop.server.sse import sse, stopping
+from qwen_mtp_desktop.server.state import ServerState
+from qwen_mtp_desktop.server.tools import ToolPlan
+from qwen_mtp_desktop.server.turns import (
+    Event,
+    Failed,
+    Finished,
+    Gone,
+    Started,
+    TurnJob,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A request as it waits for the engine: what the engine needs, and no more."""
+
+    name: str
+    messages: list[Message]
+    settings: GenerationSettings
+    use_auto: bool
+    stream: bool
+    include_usage: bool
+    image_dir: Path | None
+    #: Said with the answer when the demo model read only the latest message.
+    notice: str | None = None
+    #: The request's tools, when the answer is read for tool calls (server.tools).
+    tools: ToolPlan | None = None
+    #: /v1/completions: the prompt as it is (no chat template), and the text echoed first.
+    raw_prompt: str | None = None
+    echo: str | None = None
+    #: Whether the answer reports its tokens' log-probabilities.
+    logprobs: bool = False
+    #: /v1/responses: how its answer is shaped and stored (server.responses_output).
+    responses: ResponsesPlan | None = None
+
+
+#: A route's planner: the request (its body read with `read_body`) reduced to `Planned`.
+Planner = Callable[[Request, Reservation], Awaitable[Planned]]
+
+
+class ClientLeftError(Exception):
+    """The client went away (or was timed out) while its body arrived: nobody to answer."""
+
+
+async def read_body(request: Request, limit: int, reservation: Reservation) -> bytes:
+    """The body, counted while it arrives (a chunked upload has no Content-Length) against
+    `limit` and against the server's memory budget."""
+    chunks = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            reservation.grow(len(chunk))
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientLeftError from None
+    return b"".join(chunks)
+
+
+async def answer(state: ServerState, request: Request, planner: Planner) -> Response:
+    """The response to a generating POST: planned by `planner`, then run (`_run`)."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError(
+            415,
+            "Send the body as JSON with the header 'Content-Type: application/json'.",
+            code="unsupported_media_type",
+        )
+    reservation = state.budget.reservation()
+    try:
+        planned = await planner(request, reservation)
+        return await _run(state, request, planned, reservation)
+    except BaseException:
+        reservation.release()
+        raise
+
+
+async def _run(
+    state: ServerState, request: Request, planned: Planned, reservation: Reservation
+) -> Response:
+    loop = asyncio.get_running_loop()
+    service = state.service
+    activity = state.activity
+    name = planned.name
+    events: asyncio.Queue[Event] = asyncio.Queue()
+
+    def emit(event: Event) -> None:
+        # Counted here, on the job's thread: a client that went away reads no events.
+        if isinstance(event, Finished):
+            stats = event.stats
+            activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
+            set_tokens(request.scope.setdefault("state", {}), stats.generated_tokens)
+        elif isinstance(event, Gone):
+            activity.finished(request_id, "cancelled", 0)
+        elif isinstance(event, Failed):
+            activity.count("rejected" if event.error.status == 429 else "failed")
+        if isinstance(event, Finished | Failed | Gone):
+            reservation.release()  # its messages are let go with the job
+            with activity.lock:  # even when no response ever ran to its end
+                activity.jobs.discard(job)
+        try:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+        except RuntimeError:  # the loop is gone: the server stopped
+            job.cancel()
+
+    prefix = "chatcmpl" if planned.raw_prompt is None else "cmpl"
+    request_id = f"{prefix}-{uuid.uuid4().hex[:24]}"
+    if planned.responses is not None:
+        request_id = new_id("resp")
+    ahead = service.waiting + (1 if service.busy else 0)
+    job = TurnJob(
+        service,
+        planned.messages,
+        planned.settings,
+        emit,
+        auto=state.auto if planned.use_auto else None,
+        stream=planned.stream,
+        stream_interval_s=state.stream_interval_s,
+        image_dir=planned.image_dir,
+        raw_prompt=planned.raw_prompt,
+    )
+    with activity.lock:
+        activity.jobs.add(job)
+    job.start()
+    watcher = asyncio.create_task(_watch_disconnect(request, job))
+
+    def done() -> None:
+        reservation.release()
+        watcher.cancel()
+        job.cancel()  # no-op when it finished
+        with activity.lock:
+            activity.jobs.discard(job)
+
+    try:
+        first = await events.get()
+    except BaseException:
+        done()
+        raise
+    if isinstance(first, Failed | Gone):
+        done()
+        if isinstance(first, Gone):
+            return Response(status_code=499)
+        raise first.error
+    assert isinstance(first, Started)
+    headers = {
+        "X-Request-Id": request_id,
+        "X-Queue-Position": str(ahead),
+        "X-Queue-Wait-Ms": str(round(first.queue_wait_s * 1000)),
+    }
+    if planned.notice is not None:
+        headers[SINGLE_TURN_HEADER] = "1"
+    if not planned.stream:
+        try:
+            final = await events.get()
+        finally:
+            done()
+        if isinstance(final, Failed):
+            raise final.error
+        assert isinstance(final, Finished)
+        if final.stats.finish_reason == "cancelled":  # the server is stopping
+            raise stopping()
+        if planned.raw_prompt is not None:
+            body = completion_body(
+                request_id,
+                name,
+                final,
+                first.queue_wait_s,
+                echo=planned.echo,
+                logprobs=planned.logprobs,
+            )
+            return JSONResponse(body, headers=headers)
+        if planned.responses is not None:
+            body = planned.responses.body(request_id, name, final, first.queue_wait_s)
+            return JSONResponse(body, headers=headers)
+        completion = chat_body(
+            request_id, name, final, first.queue_wait_s, planned.tools, planned.logprobs
+        )
+        if planned.notice is not None:
+            completion["notice"] = planned.notice
+        return JSONResponse(completion, headers=headers)
+    stream = (
+        chat_stream(
+            events,
+            request_id,
+            name,
+            first.queue_wait_s,
+            done,
+            tools=planned.tools,
+            logprobs=planned.logprobs,
+            include_usage=planned.include_usage,
+            notice=planned.notice,
+        )
+        if planned.raw_prompt is None and planned.responses is None
+        else planned.responses.stream(
+            events, request_id, name, first.queue_wait_s, done, stopping=stopping, sse=sse
+        )
+        if planned.responses is not None
+        else completion_stream(
+            events,
+            request_id,
+            name,
+            first.queue_wait_s,
+            done,
+            echo=planned.echo,
+            logprobs=planned.logprobs,
+            include_usage=planned.include_usage,
+        )
+    )
+    headers |= {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+async def _watch_disconnect(request: Request, job: TurnJob) -> None:
+    """Cancel the job when the client goes away (uvicorn reports it as http.disconnect)."""
+    with contextlib.suppress(Exception):
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                job.cancel()
+                return
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """`work()` on a daemon thread of its own (a pool's threads would outlive the server
+    and keep a stopping process waiting)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="api-prepare", daemon=True).start()
+    return await future

@@ -1,0 +1,83 @@
+"""`POST /v1/responses`: a request in the Responses API's words, translated into a chat request
+(server.responses_input), planned as one (server.chat_route.plan_chat), run by server.answer and
+answered as a Response (server.responses_output); its errors in the Responses API's words.
+
+`GET /v1/responses/{id}` and `DELETE /v1/responses/{id}`: a stored response
+(server.responses_store) as it was answered, and forgetting it, as OpenAI's retrieve and
+delete do. An id the store does not hold (never stored, `store: false`, let go as the store
+filled, or the server restarted) is a 404 `not_found_error`."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any
+
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+from qwen_mtp_desktop.server.answer import Planned, answer, read_body
+from qwen_mtp_desktop.server.chat_route import plan_chat
+from qwen_mtp_desktop.server.errors import NOT_FOUND, ApiError
+from qwen_mtp_desktop.server.parsing import parse_body
+from qwen_mtp_desktop.server.request_budget import Reservation
+from qwen_mtp_desktop.server.responses_input import Translation, translate
+from qwen_mtp_desktop.server.responses_output import ResponsesPlan
+from qwen_mtp_desktop.server.responses_schema import ResponsesRequest
+from qwen_mtp_desktop.server.responses_store import ResponseStore
+from qwen_mtp_desktop.server.state import ServerState
+
+
+def add_responses_routes(app: FastAPI, state: ServerState) -> None:
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        into = Translation()  # its errors in the Responses API's words
+        try:
+            planner = functools.partial(plan_responses, state, into=into)
+            return await answer(state, request, planner)
+        except ApiError as exc:
+            raise into.error(exc) from None
+
+    add_stored_routes(app, state.stored)
+
+
+async def plan_responses(
+    state: ServerState, request: Request, reservation: Reservation, into: Translation
+) -> Planned:
+    """A /v1/responses request as a chat request (server.responses_input)."""
+    body = parse_body(await read_body(request, state.max_body_bytes, reservation), ResponsesRequest)
+    state.served(body.model)
+    translate(body, state.stored, into)
+    assert into.chat is not None
+    planned = await plan_chat(state, into.chat, reservation)
+    shaped = ResponsesPlan.of(
+        body, planned.settings, into.conversation, state.stored, planned.tools
+    )
+    return replace(planned, responses=shaped)
+
+
+def add_stored_routes(app: FastAPI, store: ResponseStore) -> None:
+    @app.get("/v1/responses/{response_id}")
+    async def get_response(response_id: str) -> dict[str, Any]:
+        stored = store.get(response_id)
+        if stored is None:
+            raise _missing(response_id)
+        return stored.response
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str) -> dict[str, Any]:
+        if not store.delete(response_id):
+            raise _missing(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+def _missing(response_id: str) -> ApiError:
+    shown = response_id if len(response_id) <= 80 else response_id[:77] + "..."
+    return ApiError(
+        404,
+        f"No response with id {shown!r} is stored here (responses are kept in memory, the "
+        "latest few hundred, until the server stops; one sent with store: false is not).",
+        type=NOT_FOUND,
+        code="response_not_found",
+        param="response_id",
+    )

@@ -1,0 +1,271 @@
+"""Tool calling, the request's side: `tools`, `tool_choice`, `parallel_tool_calls`, assistant
+messages with `tool_calls` and `role: "tool"` results, checked and turned into what the engine
+needs (the tools as JSON text for the chat template, a grammar for a forced call), or a 400
+naming the field.
+
+- `auto` (the default with tools): the template shows the tools; the answer is parsed for calls.
+- `none`: the tools are not shown and the answer is not parsed (earlier calls and results in
+  the conversation are still rendered).
+- `required` / `{"type": "function", "function": {"name": ...}}`: the answer is constrained to
+  tool calls (core.tool_grammar) with MTP kept on, as structured output is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint
+from qwen_mtp_desktop.core.engine import ToolCallRecord
+from qwen_mtp_desktop.core.tool_grammar import ToolGrammarError, tool_call_grammar
+from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ChatMessage, NamedToolChoice
+
+#: The tools as rendered in the prompt: far below this in practice (each one is a few hundred
+#: characters of JSON).
+MAX_TOOLS_JSON_CHARS = 200_000
+#: `Constraint.name` of a forced tool call (shown in `mtp.method.constraint`).
+CONSTRAINT_NAME = "tool_choice"
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """What a request with tools asks: the tools (as sent), how the answer is read, and the
+    grammar that forces a call (None for `auto`)."""
+
+    tools: tuple[dict[str, Any], ...]
+    choice: Literal["auto", "required", "function"]
+    tools_json: str
+    constraint: Constraint | None = None
+    #: The function `tool_choice` names.
+    function: str | None = None
+
+    @property
+    def forced(self) -> bool:
+        return self.constraint is not None
+
+
+def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
+    """The request's tool plan (None without tools, or with `tool_choice: "none"`); ApiError
+    400 naming the field for a shape this server cannot honour."""
+    choice = request.tool_choice
+    if not request.tools:
+        if choice is not None:
+            raise ApiError(
+                400,
+                "tool_choice needs tools: send the functions the model may call in `tools`, "
+                "or leave tool_choice out.",
+                code="invalid_value",
+                param="tool_choice",
+            )
+        if request.parallel_tool_calls is not None:
+            raise ApiError(
+                400,
+                "parallel_tool_calls needs tools: send them in `tools`, or leave it out.",
+                code="invalid_value",
+                param="parallel_tool_calls",
+            )
+        return None
+    tools = tuple(tool.model_dump(exclude_none=True) for tool in request.tools)
+    names: set[str] = set()
+    for index, tool in enumerate(tools):
+        function = tool["function"]
+        where = f"tools[{index}].function"
+        if function["name"] in names:
+            raise ApiError(
+                400,
+                f"Two tools are named {function['name']!r}; each function needs its own name.",
+                code="invalid_value",
+                param=f"{where}.name",
+            )
+        names.add(function["name"])
+        _check_parameters(function.get("parameters"), f"{where}.parameters")
+    if choice == "none":
+        return None
+    tools_json = json.dumps(list(tools), ensure_ascii=False)
+    if len(tools_json) > MAX_TOOLS_JSON_CHARS:
+        raise ApiError(
+            400,
+            f"The tools are {len(tools_json):,} characters of JSON; at most "
+            f"{MAX_TOOLS_JSON_CHARS:,} are accepted.",
+            code="invalid_value",
+            param="tools",
+        )
+    if choice is None or choice == "auto":
+        return ToolPlan(tools, "auto", tools_json)
+    named = choice.function.name if isinstance(choice, NamedToolChoice) else None
+    if named is not None and named not in names:
+        raise ApiError(
+            400,
+            f"tool_choice names the function {named!r}, which is not among the tools "
+            f"({', '.join(sorted(names))}).",
+            code="invalid_value",
+            param="tool_choice.function.name",
+        )
+    parallel = request.parallel_tool_calls is not False
+    try:
+        grammar = tool_call_grammar(tools, only=named, parallel=parallel)
+    except ToolGrammarError as exc:
+        raise ApiError(400, f"tools: {exc}.", code="invalid_value", param="tools") from None
+    if len(grammar) > MAX_CONSTRAINT_CHARS:
+        raise ApiError(
+            400,
+            "The tools are too large to enforce a call to them; send fewer tools or smaller "
+            "parameter schemas, or tool_choice auto.",
+            code="invalid_value",
+            param="tools",
+        )
+    constraint = Constraint("lark", grammar, CONSTRAINT_NAME)
+    _check_grammar(constraint)
+    return ToolPlan(
+        tools, "function" if named else "required", tools_json, constraint, function=named
+    )
+
+
+def _check_parameters(parameters: dict[str, Any] | None, where: str) -> None:
+    """A function's parameters must be an object schema whose properties are schemas."""
+    if parameters is None:
+        return
+    kind = parameters.get("type", "object")
+    properties = parameters.get("properties", {})
+    required = parameters.get("required", [])
+    problem = None
+    if kind != "object":
+        problem = 'its "type" must be "object"'
+    elif not isinstance(properties, dict) or not all(
+        isinstance(schema, dict) for schema in properties.values()
+    ):
+        problem = '"properties" must map each parameter to a JSON schema'
+    elif not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        problem = '"required" must be a list of parameter names'
+    if problem is not None:
+        raise ApiError(
+            400,
+            f"{where}: {problem} (the function's parameters are a JSON schema of an object).",
+            code="invalid_value",
+            param=where,
+        )
+
+
+def _check_grammar(constraint: Constraint) -> None:
+    """Compile the forced-call grammar as the engine will; ApiError 400 when a parameter's
+    schema cannot be enforced."""
+    import llguidance
+
+    from qwen_mtp_desktop.core.decoding.grammar import ConstraintError, grammar_text
+
+    try:
+        grammar = grammar_text(constraint)
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    except (ConstraintError, ValueError, RuntimeError, RecursionError) as exc:
+        is_error, messages = True, [str(exc)]
+    if is_error:
+        reason = " ".join((messages[0] if messages else "no reason given").split())[:500]
+        raise ApiError(
+            400,
+            f"tools: a parameter's schema cannot be enforced for tool_choice ({reason}). Send "
+            "schemas the grammar engine (llguidance) supports, or tool_choice auto.",
+            code="invalid_schema",
+            param="tools",
+        )
+
+
+def tool_messages_problem(messages: Sequence[ChatMessage]) -> ApiError | None:
+    """The first problem with the conversation's tool calls and results: calls only on
+    assistant messages, arguments that are JSON objects, and each tool message answering a
+    call of the assistant message just before it (or of the one before other results)."""
+    open_calls: set[str] | None = None  # ids the latest assistant message called
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if message.tool_calls and message.role != "assistant":
+            return _bad(
+                f"{where} is a {message.role} message; only assistant messages make tool calls.",
+                f"{where}.tool_calls",
+            )
+        if message.tool_call_id is not None and message.role != "tool":
+            return _bad(
+                f"{where} is a {message.role} message; only tool messages answer a "
+                "tool call (tool_call_id).",
+                f"{where}.tool_call_id",
+            )
+        if message.role == "assistant":
+            open_calls = set()
+            for number, call in enumerate(message.tool_calls or ()):
+                if not _is_object_text(call.function.arguments):
+                    return _bad(
+                        f"The arguments of {where}'s tool call {call.function.name!r} are not a "
+                        "JSON object's text.",
+                        f"{where}.tool_calls[{number}].function.arguments",
+                    )
+                open_calls.add(call.id)
+        elif message.role == "tool":
+            if message.tool_call_id is None:
+                return _bad(
+                    f"{where} is a tool message without tool_call_id (the id of the "
+                    "call it answers).",
+                    f"{where}.tool_call_id",
+                )
+            if message.content is None:
+                return _bad(f"{where} (a tool result) has no content.", f"{where}.content")
+            if not open_calls or message.tool_call_id not in open_calls:
+                return _bad(
+                    f"{where} answers the tool call {message.tool_call_id!r}, but the assistant "
+                    "message before it made no call with that id (a tool message must follow "
+                    "the assistant message with tool_calls it answers).",
+                    f"{where}.tool_call_id",
+                )
+        else:
+            open_calls = None
+    return None
+
+
+def _is_object_text(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _bad(message: str, param: str) -> ApiError:
+    return ApiError(400, message, code="invalid_value", param=param)
+
+
+def call_records(message: ChatMessage) -> tuple[ToolCallRecord, ...]:
+    return tuple(
+        ToolCallRecord(call.id, call.function.name, call.function.arguments)
+        for call in message.tool_calls or ()
+    )
+
+
+def check_tools_fit(
+    plan: ToolPlan, response_format: Constraint | None, *, thinking: bool, by_default: bool
+) -> None:
+    """Refuse what a tool plan cannot be combined with: a response_format (its grammar would
+    keep the model from calling a tool, or two grammars would apply at once) and, for a forced
+    call, thinking (the grammar holds from the answer's first token, reasoning included)."""
+    if response_format is not None:
+        raise ApiError(
+            400,
+            "response_format (structured output) cannot be combined with tools: the schema "
+            'would keep the model from calling them. Send tool_choice "none", or leave out '
+            "response_format.",
+            code="unsupported_value",
+            param="response_format",
+        )
+    if plan.forced and thinking:
+        why = " (this server thinks by default)" if by_default else ""
+        raise ApiError(
+            400,
+            f"tool_choice {_choice_text(plan)} forces the answer to be a tool call, which "
+            "cannot be combined with thinking: the grammar would constrain the reasoning too. "
+            f'Send chat_template_kwargs {{"enable_thinking": false}} with it{why}, or '
+            'tool_choice "auto".',
+            code="unsupported_value",
+            param="tool_choice",
+        )
+
+
+def _choice_text(plan: ToolPlan) -> str:
+    return f"naming {plan.function!r}" if plan.function else '"required"'

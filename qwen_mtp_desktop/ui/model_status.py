@@ -1,0 +1,86 @@
+"""The status bar's model line: the chat's model (local or remote), its device, and what
+decoded the last answer ("last answer: MTP n=2, 85% of drafts accepted"), never a static
+"MTP ready": Auto may decode a turn plain, and the line says what really ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+from qwen_mtp_desktop.core.auto_words import ran_text
+from qwen_mtp_desktop.core.engine import LoadedModel
+from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
+from qwen_mtp_desktop.workers.remote_models import is_remote
+
+SEPARATOR = "  ·  "
+
+
+class ModelStatus(QLabel):
+    """Follows the chat's model (through its router, so a remote server shows as such) and
+    its answers (`answered`). `names` gives a model reference's shown name (remote ones)."""
+
+    def __init__(self, names: Callable[[], dict[Path, str]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._names = names
+        self._loaded: LoadedModel | None = None
+        self._last: str | None = None  # what decoded the last answer on this model
+
+    def _name(self, model_dir: Path) -> str:
+        return self._names().get(model_dir) or display_name(model_dir)
+
+    def show_start(self, model_dir: Path, device: str) -> None:
+        """Before the first load: the model the chat will open."""
+        suffix = " (counts and repeats phrases only)" if is_demo_model(model_dir) else ""
+        self.setText(f"Model: {self._name(model_dir)}{suffix}{SEPARATOR}Device: {device}")
+
+    def loading(self, model_dir: Path) -> None:
+        self.setText(f"Loading {self._name(Path(model_dir))}…")
+
+    def loaded(self, loaded: LoadedModel) -> None:
+        if self._loaded is None or self._loaded.model_dir != loaded.model_dir:
+            self._last = None  # another model's last answer is not this one's
+        self._loaded = loaded
+        self._show()
+
+    def answered(self, record: Mapping[str, Any]) -> None:
+        """A finished answer's stats record: say what decoded it."""
+        ran = ran_text(record)
+        remote = isinstance(record.get("remote"), Mapping)
+        self._last = ran or ("the server did not say how it decoded" if remote else "")
+        self._show()
+
+    def failed(self) -> None:
+        self._loaded, self._last = None, None
+        self.setToolTip("")
+        self.setText("No model loaded")
+
+    def unloaded(self) -> None:
+        self._loaded, self._last = None, None
+        self.setToolTip("The model was ejected; the next message loads it again.")
+        self.setText("No model loaded (ejected)")
+
+    def _show(self) -> None:
+        loaded = self._loaded
+        if loaded is None:
+            return
+        remote = is_remote(loaded.model_dir)
+        parts = [f"Model: {self._name(loaded.model_dir)}"]
+        if not remote:
+            parts.append(loaded.device)
+        if self._last:
+            parts.append(f"last answer: {self._last}")
+        elif not remote:
+            parts.append("MTP head loaded, no answer yet" if loaded.mtp else "plain decoding")
+        if not remote:
+            parts.append(f"loaded in {loaded.load_s:.1f} s")
+        self.setText(SEPARATOR.join(parts))
+        self.setToolTip(
+            "What decoded the chat's last answer: plain decoding, MTP with n guesses per step "
+            "or prompt lookup, and the share of guesses the model kept. Auto chooses turn by "
+            "turn; each answer's own line says the same."
+            if loaded.mtp or self._last
+            else "Plain decoding: this model runs without MTP guesses."
+        )

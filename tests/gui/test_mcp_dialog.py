@@ -1,0 +1,108 @@
+"""Tools > MCP servers (ui.mcp_dialog): add, edit, remove and import servers, bad input named
+in the dialog (never saved, never a traceback), a real server tested (its tools listed off the
+GUI thread), everything kept in the settings file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.mcp.config import McpServer, servers_from_settings
+from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
+from qwen_mtp_desktop.workers.mcp_tools import McpTools
+
+pytestmark = [pytest.mark.gui]
+TEST_SERVER = str(Path(__file__).parents[1] / "mcp_server.py")
+
+
+@pytest.fixture
+def tools() -> Iterator[McpTools]:
+    made = McpTools()
+    yield made
+    made.shutdown()
+
+
+def _dialog(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> McpServersDialog:
+    dialog = McpServersDialog(SettingsStore(tmp_path / "settings.json"), tools)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    return dialog
+
+
+def _saved(tmp_path: Path) -> list[McpServer]:
+    return servers_from_settings(SettingsStore(tmp_path / "settings.json").settings.mcp_servers)
+
+
+def test_add_edit_remove_and_bad_input(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> None:
+    dialog = _dialog(qtbot, tmp_path, tools)
+    assert dialog.server_list.count() == 0
+    qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    dialog.name_edit.setText("tests")
+    dialog.command_edit.setText(sys.executable)
+    dialog.args_edit.setText(f'"{TEST_SERVER}"')
+    dialog.env_edit.setPlainText("MODE=quiet\nEMPTY=")
+    assert dialog.save_current()
+    (saved,) = _saved(tmp_path)
+    assert saved.args == (TEST_SERVER,) and dict(saved.env) == {"MODE": "quiet", "EMPTY": ""}
+
+    for field, value, words in (
+        (dialog.name_edit, "a/b", "is not usable"),
+        (dialog.args_edit, '"unclosed', "close the quote"),
+        (dialog.command_edit, "", "the command is empty"),
+    ):
+        old = field.text()
+        field.setText(value)
+        assert not dialog.save_current()
+        assert words in dialog.status.text()
+        field.setText(old)
+    dialog.env_edit.setPlainText("no equals sign")
+    assert not dialog.save_current() and "expected NAME=VALUE" in dialog.status.text()
+    dialog.env_edit.setPlainText("")
+    dialog.kind_combo.setCurrentIndex(1)
+    assert dialog.url_edit.isVisible() and not dialog.command_edit.isVisible()
+    dialog.url_edit.setText("ftp://example.com/")
+    assert not dialog.save_current() and "not an http://" in dialog.status.text()
+    assert _saved(tmp_path) == [saved]  # nothing bad was written
+
+    # Test: the real server's tools, listed off the GUI thread.
+    dialog.kind_combo.setCurrentIndex(0)
+    qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+    assert "asking for its tools" in dialog.status.text()
+    qtbot.waitUntil(lambda: "ping" in dialog.status.text(), timeout=60_000)
+    assert dialog.status.text().startswith("7 tools:")
+
+    qtbot.mouseClick(dialog.remove_button, Qt.MouseButton.LeftButton)
+    assert dialog.server_list.count() == 0 and _saved(tmp_path) == []
+
+
+def test_import_json(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> None:
+    dialog = _dialog(qtbot, tmp_path, tools)
+    dialog.import_button.click()
+    importer = dialog.import_dialog
+    assert importer is not None
+    importer.text.setPlainText('{"mcpServers": {"x": {"command": 5}}}')
+    importer._import()
+    assert importer.isVisible() and "must be text" in importer.error.text()
+    block = {
+        "mcpServers": {
+            "files": {"command": "npx", "args": ["-y", "pkg"], "env": {"K": "v"}},
+            "web": {"url": "https://example.com/mcp", "headers": {"X-Key": "k"}},
+        }
+    }
+    importer.text.setPlainText(json.dumps(block))
+    importer._import()
+    assert not importer.isVisible()
+    assert [s.name for s in _saved(tmp_path)] == ["files", "web"]
+    assert dialog.server_list.count() == 2 and "Imported 2 servers" in dialog.status.text()
+    dialog.server_list.setCurrentRow(1)
+    assert dialog.url_edit.text() == "https://example.com/mcp"
+    assert dialog.headers_edit.toPlainText() == "X-Key: k"
+    dialog.timeout_spin.setValue(15)
+    assert SettingsStore(tmp_path / "settings.json").settings.tool_timeout_s == 15

@@ -1,0 +1,134 @@
+"""Long calls that continue a kept conversation run on the explicit-cache graphs of the target
+and the MTP head (core.decoding.continuation): the answers and logits equal those of the
+stateful graphs and of a cold prefill, with exact numerics, through follow-ups, drafts and
+rollbacks; short calls stay on the stateful requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
+from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def decoders(demo_model: Path) -> Iterator[dict[str, AppDecoder]]:
+    """The "explicit" decoder sends every continuing call of 2+ tokens to the continuation
+    graph, "stateful" none; "cold" keeps nothing (every turn a cold prefill)."""
+    explicit = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    for graph in (explicit.target.continuation, explicit.mtp.continuation):
+        assert graph is not None
+        graph.min_new_tokens = 2
+        graph.min_kept_tokens = 1
+    stateful = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    stateful.target.continuation = stateful.mtp.continuation = None
+    cold = AppDecoder(demo_model, "CPU", EXACT_NUMERICS, cache_budget=0)
+    yield {"explicit": explicit, "stateful": stateful, "cold": cold}
+
+
+def words(seed: int, count: int) -> list[int]:
+    """Token ids of ordinary text (ids below 2,000 are word pieces in the demo vocabulary)."""
+    return np.random.default_rng(seed).integers(300, 2000, count).tolist()
+
+
+def answer(decoder: AppDecoder, ids: list[int], method: DecodingMethod) -> list[int]:
+    steps = decoder.generate(ids, method=method, max_new_tokens=24, stop_ids=set())
+    return [t for step in steps for t in step.tokens]
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        DecodingMethod.plain(),
+        DecodingMethod.mtp(1),
+        DecodingMethod.mtp(3),
+        DecodingMethod.lookup(3, 2),
+        DecodingMethod.mtp(2, Sampling(temperature=1.0, top_k=8, seed=3)),
+    ],
+    ids=lambda m: m.label if isinstance(m, DecodingMethod) else str(m),
+)
+def test_follow_ups_equal_the_stateful_graph_and_a_cold_prefill(
+    decoders: dict[str, AppDecoder], method: DecodingMethod
+) -> None:
+    """A conversation of four turns (each adds a long new part after the last answer):
+    token for token the same answers on all three decoders, and the explicit decoder really
+    took the continuation graph for the follow-ups."""
+    for decoder in decoders.values():
+        decoder.drop_states()
+    graph = decoders["explicit"].target.continuation
+    head = decoders["explicit"].mtp.continuation
+    assert graph is not None and head is not None
+    calls, head_calls = graph.calls, head.calls
+    conversation: list[int] = []
+    for turn in range(4):
+        conversation += words(turn, 40 + 30 * turn)
+        answers = {name: answer(d, conversation, method) for name, d in decoders.items()}
+        assert answers["explicit"] == answers["stateful"] == answers["cold"], turn
+        conversation += answers["cold"]
+    assert graph.calls >= calls + 3
+    if method.kind == "mtp":  # the head caught up on each follow-up on its twin graph
+        assert head.calls >= head_calls + 3
+    assert decoders["explicit"].last_prefill is not None
+    assert decoders["explicit"].last_prefill.reused > 0
+
+
+def test_logits_after_a_continuation_equal_a_cold_prefill(
+    decoders: dict[str, AppDecoder],
+) -> None:
+    for decoder in decoders.values():
+        decoder.drop_states()
+    head = words(10, 300)
+    tail = words(11, 120)
+    explicit, cold = decoders["explicit"], decoders["cold"]
+    explicit.logits_after(head)
+    calls = explicit.target.continuation.calls  # type: ignore[union-attr]
+    continued = explicit.logits_after(head + tail)
+    assert explicit.target.continuation.calls == calls + 1  # type: ignore[union-attr]
+    reference = cold.logits_after(head + tail)
+    np.testing.assert_allclose(continued, reference, atol=2e-4, rtol=0)
+    # The caches written back hold every position: the next token's logits agree as well.
+    np.testing.assert_allclose(
+        explicit.logits_after(head + tail + [500]),
+        cold.logits_after(head + tail + [500]),
+        atol=2e-4,
+        rtol=0,
+    )
+
+
+def test_short_calls_and_a_first_prefill_stay_on_the_stateful_request(demo_model: Path) -> None:
+    decoder = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    graph = decoder.target.continuation
+    assert graph is not None
+    decoder.logits_after(words(20, 900))  # nothing kept yet: a cold prefill
+    decoder.logits_after(words(20, 900) + words(21, graph.min_new_tokens - 1))
+    assert graph.calls == 0 and graph.compile_s is None  # never even compiled
+    decoder.logits_after(words(20, 900) + words(22, graph.min_new_tokens + 10))
+    assert graph.calls == 1 and graph.compile_s is not None
+
+
+def test_a_short_part_of_a_long_prefill_takes_the_graph_with_the_rest(demo_model: Path) -> None:
+    """The engine prefills up to the template's stable prefix, then the rest: a short first
+    part is judged by the whole prefill, so it does not take the single-token path."""
+    decoder = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    graph = decoder.target.continuation
+    assert graph is not None
+    kept = words(30, 700)
+    decoder.logits_after(kept)
+    short, rest = words(31, 5), words(32, 60)
+    steps = decoder.generate(
+        kept + short + rest,
+        method=DecodingMethod.plain(),
+        max_new_tokens=2,
+        stop_ids=set(),
+        stable_prefix=len(kept) + len(short),
+    )
+    for _ in steps:
+        pass
+    assert graph.calls == 2  # the 5-token part and the 60-token rest

@@ -1,0 +1,103 @@
+"""Images through a real `serve` process and its engine process (issue 27 item 4): the image
+files the server writes must live until the engine process has read them. Five sizes and
+formats, streamed and not, are each answered; the server's image folders are cleaned up."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.remote_server import KEY, serving
+
+pytestmark = pytest.mark.slow
+
+#: (format, size, mode): PNG, GIF, JPEG, BMP and WebP, tiny to larger than the vision
+#: encoder's tile, square and not.
+IMAGES = [
+    ("PNG", (32, 32), "RGB"),
+    ("GIF", (64, 48), "P"),
+    ("JPEG", (300, 200), "RGB"),
+    ("BMP", (17, 129), "RGB"),
+    ("WEBP", (640, 480), "RGB"),
+]
+
+
+@pytest.fixture(scope="module")
+def client(demo_model: Path) -> Iterator[openai.OpenAI]:
+    with serving(demo_model) as (_, url):
+        yield openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=300)
+
+
+def served(client: openai.OpenAI) -> str:
+    return client.models.list().data[0].id
+
+
+def data_url(fmt: str, size: tuple[int, int], mode: str) -> str:
+    from PIL import Image
+
+    image = Image.new("RGB", size, (200, 40, 40))
+    for x in range(0, size[0], 7):  # some structure, not one flat colour
+        for y in range(size[1]):
+            image.putpixel((x, y), (20, 160, 220))
+    buffer = io.BytesIO()
+    image.convert(mode).save(buffer, fmt)
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def question(url: str) -> list[dict[str, object]]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": url}},
+                {"type": "text", "text": "Count from 1 to 3."},
+            ],
+        }
+    ]
+
+
+def server_image_folders() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("qwen-mtp-api-*"))
+
+
+@pytest.mark.parametrize(("fmt", "size", "mode"), IMAGES, ids=[i[0] for i in IMAGES])
+def test_an_image_is_answered_through_serve(
+    client: openai.OpenAI, fmt: str, size: tuple[int, int], mode: str
+) -> None:
+    url = data_url(fmt, size, mode)
+    response = client.chat.completions.create(
+        model=served(client),
+        messages=question(url),  # type: ignore[arg-type]
+        max_tokens=8,
+    )
+    assert response.choices[0].finish_reason in ("stop", "length")
+    assert response.usage is not None and response.usage.completion_tokens > 0
+    assert response.usage.prompt_tokens > 10  # the image's tokens are in the prompt
+    streamed = client.chat.completions.create(
+        model=served(client),
+        messages=question(url),  # type: ignore[arg-type]
+        max_tokens=8,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(streamed)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == response.choices[0].message.content
+    usage = chunks[-1].usage
+    assert usage is not None and usage.prompt_tokens == response.usage.prompt_tokens
+
+
+def test_the_server_cleans_up_its_image_folders(client: openai.OpenAI) -> None:
+    before = server_image_folders()
+    client.chat.completions.create(
+        model=served(client),
+        messages=question(data_url("PNG", (48, 48), "RGB")),  # type: ignore[arg-type]
+        max_tokens=4,
+    )
+    assert server_image_folders() <= before
