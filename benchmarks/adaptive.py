@@ -34,7 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample, policy_from_recommendation
+from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample
+from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.errors import UserFacingError

@@ -134,7 +134,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     assert stats is not None
     tail: dict[str, Any] = {}
     if decision is not None:
-        from qwen_mtp_desktop.core.adaptive import auto_summary
+        from qwen_mtp_desktop.core.auto_turns import auto_summary
 
         tail["auto"] = auto_summary(decision, stats)
     summary = (

@@ -28,10 +28,8 @@ from qwen_mtp_desktop.core.adaptive import (
     Decision,
     TurnContext,
     TurnSample,
-    auto_summary,
-    policy_from_recommendation,
-    turn_settings,
 )
+from qwen_mtp_desktop.core.auto_turns import auto_summary, policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.auto_words import auto_sentence
 from qwen_mtp_desktop.core.chat_tools import round_messages, trace_from_record
 from qwen_mtp_desktop.core.chats.records import ChatSettings, Conversation, StoredMessage

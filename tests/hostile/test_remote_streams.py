@@ -34,8 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.core.remote.client import RemoteAnswer, RemoteError, answer_limit
+from qwen_mtp_desktop.core.remote.client import RemoteAnswer, answer_limit
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.remote.errors import RemoteError
 from qwen_mtp_desktop.core.remote.sse import iter_lines
 from tests.conftest import REPO_ROOT
 from tests.hostile.isolation import run_isolated

@@ -15,8 +15,9 @@ import pytest
 
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.remote import client as remote_client
-from qwen_mtp_desktop.core.remote.client import RemoteAnswer, RemoteError, list_models
+from qwen_mtp_desktop.core.remote.client import RemoteAnswer, list_models
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.remote.errors import RemoteError
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 
 pytestmark = pytest.mark.slow

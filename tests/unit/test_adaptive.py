@@ -15,8 +15,8 @@ from qwen_mtp_desktop.core.adaptive import (
     TurnSample,
     draft_trials,
     expected_tokens,
-    policy_from_recommendation,
 )
+from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 

@@ -7,14 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from qwen_mtp_desktop.core.adaptive import (
-    AdaptivePolicy,
-    Decision,
-    TurnSample,
-    auto_summary,
-    policy_from_recommendation,
-    turn_settings,
-)
+from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnSample
+from qwen_mtp_desktop.core.auto_turns import auto_summary, policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings

@@ -10,13 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.adaptive import (
-    AdaptivePolicy,
-    Decision,
-    TurnContext,
-    TurnSample,
-    policy_from_recommendation,
-)
+from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnContext, TurnSample
+from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
 from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.chats.records import ChatSettings
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod

@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.adaptive import (
-    AdaptivePolicy,
-    Decision,
-    TurnContext,
-    TurnSample,
-    policy_from_recommendation,
-    turn_settings,
-)
+from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnContext, TurnSample
+from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.decoding.method import GREEDY, PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings

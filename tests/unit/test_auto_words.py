@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, policy_from_recommendation
+from qwen_mtp_desktop.core.adaptive import AdaptivePolicy
+from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
 from qwen_mtp_desktop.core.auto_words import auto_sentence, ran_text
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.fullsize_figures import FULL_SIZE, demo_mtp_note, full_size_details

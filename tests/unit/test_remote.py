@@ -24,7 +24,6 @@ from qwen_mtp_desktop.core.engine import GenerationSettings, Message, ToolCallRe
 from qwen_mtp_desktop.core.remote.client import (
     MAX_NOTICE_CHARS,
     RemoteAnswer,
-    RemoteError,
     event_notice,
     list_models,
     request_body,
@@ -40,6 +39,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     remote_ref,
     save_endpoints,
 )
+from qwen_mtp_desktop.core.remote.errors import RemoteError
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
 from qwen_mtp_desktop.core.remote.sse import iter_sse

@@ -43,12 +43,22 @@ from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, PLAIN, Decoding
 from qwen_mtp_desktop.core.decoding.stats import FinishReason, GenerationStats
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
-    EngineError,
     GenerationSettings,
     Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+from qwen_mtp_desktop.core.remote.errors import (
+    CONNECT_TIMEOUT_S,
+    MAX_ERROR_BODY_BYTES,
+    READ_TIMEOUT_S,
+    RemoteError,
+    clean_text,
+    http_error,
+    malformed,
+    server_message,
+    transport_error,
+)
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.sse import (
     TooLargeError,
@@ -60,14 +70,8 @@ from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, pars
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 10.0
-#: Longest silence within an answer (a big model's prefill of a long chat takes a while).
-READ_TIMEOUT_S = 300.0
 #: Listing models and testing a connection: a user is waiting for the dialog.
 QUICK_TIMEOUT_S = 10.0
-MAX_ERROR_CHARS = 300
-#: An error reply's body is read up to this much (its message is cut to MAX_ERROR_CHARS).
-MAX_ERROR_BODY_BYTES = 64 * 1024
 #: A model list larger than this is refused (a thousand long ids with metadata fit easily).
 MAX_MODEL_LIST_BYTES = 4 * 1024 * 1024
 #: JSON values a model list may hold (each costs a Python object while it is parsed).
@@ -79,165 +83,6 @@ ANSWER_SLACK_CHARS = 64 * 1024
 USER_AGENT = "qwen-mtp-desktop"
 #: Tool calls one answer may make (as the API's `tools`, up to 128).
 MAX_TOOL_CALLS = 128
-
-
-class RemoteError(EngineError):
-    """A remote server could not answer; the message says why, the fix what to do."""
-
-    code = "REMOTE"
-
-
-def _clean(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """A server's words made safe to show: one line, printable, bounded."""
-    flat = "".join(c if c.isprintable() else " " for c in text).strip()
-    return flat[:limit] + ("…" if len(flat) > limit else "")
-
-
-def _server_message(body: object) -> tuple[str, str]:
-    """(message, code) of an OpenAI-style error body, empty when it has none."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("code")
-        return (
-            _clean(message) if isinstance(message, str) else "",
-            code if isinstance(code, str) else "",
-        )
-    if isinstance(error, str):
-        return _clean(error), ""
-    return "", ""
-
-
-def http_error(status: int, text: str, endpoint: RemoteEndpoint) -> RemoteError:
-    """The error for an HTTP status, with the server's own message when it sent one."""
-    try:
-        message, code = _server_message(parse_json_text(text[:MAX_ERROR_BODY_BYTES]))
-    except (ValueError, RecursionError):
-        message, code = _clean(text) if text.strip() else "", ""
-    said = f" The server said: {message}" if message else ""
-    if status == 401:
-        return RemoteError(
-            f"The server refused the API key (HTTP 401).{said}",
-            "Check the key: edit the remote server in the model picker (or pass --api-key).",
-            code="REMOTE_UNAUTHORIZED",
-        )
-    if status == 403:
-        return RemoteError(
-            f"The server refused access (HTTP 403).{said}",
-            "Check that the key may use this model, or ask the server's administrator.",
-            code="REMOTE_FORBIDDEN",
-        )
-    if status == 404:
-        if code == "model_not_found" or "model" in message.lower():
-            return RemoteError(
-                f"The server has no model named '{_clean(endpoint.model, 100)}' (HTTP 404).{said}",
-                "Choose one of the models the server lists (Test connection shows them).",
-                code="REMOTE_MODEL_NOT_FOUND",
-            )
-        return RemoteError(
-            f"No OpenAI-compatible API answers at {endpoint.base_url} (HTTP 404).",
-            "Check the address's path: /v1 for most servers, /v3 for OpenVINO Model Server.",
-            code="REMOTE_NOT_FOUND",
-        )
-    if status == 429:
-        return RemoteError(
-            f"The server is busy (HTTP 429, too many requests).{said}",
-            "Wait a moment, then send again or regenerate.",
-            code="REMOTE_BUSY",
-        )
-    if status == 503:
-        return RemoteError(
-            f"The server is unavailable for now (HTTP 503).{said}",
-            "It may be loading or restarting its model; try again in a moment.",
-            code="REMOTE_UNAVAILABLE",
-        )
-    if 400 <= status < 500:
-        return RemoteError(
-            f"The server refused the request (HTTP {status}).{said}",
-            "Check the chat's options (some servers refuse options they do not support).",
-            code="REMOTE_REFUSED",
-        )
-    return RemoteError(
-        f"The server failed (HTTP {status}).{said}",
-        "Try again; if it keeps failing, check the server's log.",
-        code="REMOTE_SERVER_ERROR",
-    )
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def transport_error(exc: httpx.HTTPError, endpoint: RemoteEndpoint, started: bool) -> RemoteError:
-    """The error for a failed connection or a broken stream (`started`: text had arrived)."""
-    url = endpoint.base_url
-    kept = "The partial answer is kept; regenerate to try again. " if started else ""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return RemoteError(
-            f"The server at {url} did not answer within {CONNECT_TIMEOUT_S:.0f} s.",
-            "Check the address, that the server is running and that this computer can reach "
-            "it (network, firewall, VPN).",
-            code="REMOTE_TIMEOUT",
-        )
-    if isinstance(exc, httpx.TimeoutException):
-        return RemoteError(
-            f"The server at {url} stopped sending for {READ_TIMEOUT_S:.0f} s.",
-            kept + "The server may be overloaded or stuck.",
-            code="REMOTE_TIMEOUT",
-        )
-    text = str(exc)
-    if _caused_by(exc, ssl.SSLError) or "SSL" in text or "CERTIFICATE" in text.upper():
-        return RemoteError(
-            f"The secure (TLS) connection to {url} failed: {_clean(text, 160)}.",
-            "Check http:// versus https:// in the address, and that the server's certificate "
-            "is valid for this host name.",
-            code="REMOTE_TLS",
-        )
-    if isinstance(exc, httpx.ConnectError):
-        if _caused_by(exc, ConnectionRefusedError) or "refused" in text.lower():
-            return RemoteError(
-                f"Nothing answers at {url} (connection refused).",
-                "Start the server, or check the host and port in the address.",
-                code="REMOTE_UNREACHABLE",
-            )
-        if _caused_by(exc, socket.gaierror) or "name" in text.lower():
-            return RemoteError(
-                f"The host name in {url} could not be found.",
-                "Check the spelling of the address and your network connection.",
-                code="REMOTE_UNREACHABLE",
-            )
-        return RemoteError(
-            f"Could not connect to {url}: {_clean(text, 160)}.",
-            "Check the address and your network connection.",
-            code="REMOTE_UNREACHABLE",
-        )
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-        return RemoteError(
-            "The connection to the server closed before the answer was complete.",
-            kept + "The server may have stopped; check it.",
-            code="REMOTE_DISCONNECTED",
-        )
-    return RemoteError(
-        f"The request to {url} failed: {_clean(text or type(exc).__name__, 160)}.",
-        kept + "Check the server and try again.",
-        code="REMOTE_FAILED",
-    )
-
-
-def malformed(what: str, started: bool) -> RemoteError:
-    kept = "The partial answer is kept. " if started else ""
-    return RemoteError(
-        f"The server sent a reply the app cannot read ({what}).",
-        kept + "Check that the address is an OpenAI-compatible chat API.",
-        code="REMOTE_BAD_REPLY",
-    )
 
 
 # --- what an event carries ----------------------------------------------------------------------
@@ -289,7 +134,8 @@ class CallDeltas:
                 value = None
             if not isinstance(value, dict):
                 raise malformed(
-                    f"arguments of the tool call {_clean(name, 64)!r} that are not a JSON object",
+                    f"arguments of the tool call {clean_text(name, 64)!r} that are not a JSON "
+                    "object",
                     started,
                 )
             out.append({"id": call_id, "name": name, "arguments": arguments})
@@ -319,7 +165,7 @@ def event_notice(data: str) -> str | None:
     notice = event.get("notice") if isinstance(event, dict) else None
     if not isinstance(notice, str) or not notice.strip():
         return None
-    return _clean(notice, MAX_NOTICE_CHARS)
+    return clean_text(notice, MAX_NOTICE_CHARS)
 
 
 def parse_event(data: str, started: bool) -> Parsed:
@@ -328,11 +174,11 @@ def parse_event(data: str, started: bool) -> Parsed:
     try:
         event = parse_json_text(data)
     except (ValueError, RecursionError) as exc:
-        raise malformed(f"an event that is not JSON: {_clean(str(exc), 80)}", started) from None
+        raise malformed(f"an event that is not JSON: {clean_text(str(exc), 80)}", started) from None
     if not isinstance(event, dict):
         raise malformed("an event that is not a JSON object", started)
     if "error" in event:
-        message, code = _server_message(event)
+        message, code = server_message(event)
         kept = "The partial answer is kept; regenerate to try again." if started else ""
         raise RemoteError(
             f"The server stopped the answer: {message or 'an unnamed error'}.",
@@ -430,7 +276,7 @@ def server_stats(raw: object) -> dict[str, Any] | None:
     for name in ("decoding", "decoder"):
         value = raw.get(name)
         if isinstance(value, str) and len(value) <= 20:
-            out[name] = _clean(value, 20)
+            out[name] = clean_text(value, 20)
     return out
 
 
@@ -567,7 +413,7 @@ def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
         for item in items[:1000]
         if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].strip()
     ]
-    return sorted({_clean(i, 500) for i in ids})
+    return sorted({clean_text(i, 500) for i in ids})
 
 
 # --- the answer ---------------------------------------------------------------------------------
@@ -696,7 +542,7 @@ class RemoteAnswer(AnswerStream):
                         raise http_error(response.status_code, error_text(response), self.endpoint)
                     kind = response.headers.get("content-type", "")
                     if "text/event-stream" not in kind:
-                        what = _clean(kind, 60) or "no"
+                        what = clean_text(kind, 60) or "no"
                         raise malformed(f"'{what}' content, not an event stream", False)
                     if _compressed(response):
                         raise malformed("a compressed stream that was not asked for", False)
