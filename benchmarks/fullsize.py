@@ -335,12 +335,18 @@ def tune_bigram(model_dir: Path) -> float:
         log(f"bigram tuning: embedding scale {scale:.4f}, acceptance {rates}")
         return sum(rates) / len(rates)
 
-    low, high = math.log(0.01), 0.0  # acceptance grows with the scale
+    # Acceptance grows with the scale overall but not monotonically near the target (a few
+    # tokens of the history-dependent part flip a draft), so the bisection steers and the
+    # scale kept is the measured one closest to the target, set again at the end.
+    measured: dict[float, float] = {}
+    low, high = math.log(0.01), 0.0
     for _ in range(6):
         mid = (low + high) / 2
-        low, high = (mid, high) if acceptance(math.exp(mid)) < BIGRAM_TARGET else (low, mid)
-    scale = math.exp((low + high) / 2)
-    log(f"bigram tuned: embedding scale {scale:.4f}, acceptance {acceptance(scale):.2f}")
+        measured[math.exp(mid)] = rate = acceptance(math.exp(mid))
+        low, high = (mid, high) if rate < BIGRAM_TARGET else (low, mid)
+    scale = min(measured, key=lambda s: abs(measured[s] - BIGRAM_TARGET))
+    scale_embeddings(model_dir, scale)
+    log(f"bigram tuned: embedding scale {scale:.4f}, acceptance {measured[scale]:.2f}")
     return scale
 
 
