@@ -9,7 +9,11 @@ sampler (on rejection it draws from p instead of the residual) shown failing.
 
 The demo model (resources/demo-model/openvino) always runs, with `--samples` per case; each
 MODEL_DIR given (e.g. the full-size bigram variant built by fullsize.py) runs with
-`--model-samples` per case. Printed per model and case: the chi-squared goodness of fit of
+`--model-samples` per case and its own settings (MODEL_SETTINGS: a full-size variant's logits
+are much sharper than the demo's; at Qwen's recommended temperature 0.7 / top-p 0.8 / top-k 20
+the bigram variant's first three tokens have a single outcome, nothing to test, so the
+temperature is raised until the joint spreads over enough categories). Printed per model and
+case: the chi-squared goodness of fit of
 the three tokens' joint and of each position's own distribution (p-values; categories with an
 expected count below 5 pooled), and the acceptance of the drafts. A correct case passes at
 p > 0.01 on the joint; the biased sampler must fail (p < 1e-4) on the demo model. Exit 1 when
@@ -34,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _smoke import SmokeCheck
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 from tests.exactness import (
     POEM_PROMPT,
@@ -49,6 +53,9 @@ from tests.exactness import (
 )
 from tests.statistics import ChiSquared, goodness_of_fit
 
+#: Full-size models (see the docstring): the bigram variant's joint of three tokens has 27
+#: outcomes at these settings, about ten with an expected count of 5 or more in 1,500 samples.
+MODEL_SETTINGS = Sampling(temperature=8.0, top_k=3, repetition_penalty=1.2)
 PASS_P = 0.01
 BIASED_FAIL_P = 1e-4
 CASES: list[tuple[str, DecodingMethod, Callable[[], AbstractContextManager[None]]]] = [
@@ -74,14 +81,18 @@ def p_text(test: ChiSquared | None) -> str:
 
 
 def run_model(
-    model_dir: Path, samples: int, check: SmokeCheck | None, cases: list[str] | None = None
+    model_dir: Path,
+    samples: int,
+    check: SmokeCheck | None,
+    cases: list[str] | None = None,
+    settings: Sampling = POEM_SETTINGS,
 ) -> list[str]:
     """Every case on one model; returns the problems (a correct case failing, the biased one
     passing on the demo model)."""
-    print(f"\n== {model_dir} ({samples:,} samples per case, {POEM_SETTINGS.describe()})")
+    print(f"\n== {model_dir} ({samples:,} samples per case, {settings.describe()})")
     decoder = AppDecoder(model_dir, "CPU", EXACT_NUMERICS)
     prompt = prompt_ids(model_dir, POEM_PROMPT)
-    joint = exact_joint(decoder, prompt, POEM_SETTINGS, TOKENS)
+    joint = exact_joint(decoder, prompt, settings, TOKENS)
     print(f"plain sampling's joint of {TOKENS} tokens: {len(joint)} outcomes (enumerated)")
     header = f"{'case':<16} {'joint p':>9} " + " ".join(
         f"{f'token {i + 1} p':>10}" for i in range(TOKENS)
@@ -93,7 +104,7 @@ def run_model(
             continue
         started = time.perf_counter()
         with context():
-            run = sample_counts(decoder, prompt, method, samples, POEM_SETTINGS, TOKENS)
+            run = sample_counts(decoder, prompt, method, samples, settings, TOKENS)
         seconds = time.perf_counter() - started
         tests = [fit(run.counts, joint)]
         for position in range(TOKENS):
@@ -154,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = run_model(DEMO, 150 if args.smoke else args.samples, check, cases)
     if not args.smoke:
         for folder in args.models:
-            problems += run_model(folder, args.model_samples, None, cases)
+            problems += run_model(folder, args.model_samples, None, cases, MODEL_SETTINGS)
     if check is not None:
         return check.finish()
     for problem in problems:

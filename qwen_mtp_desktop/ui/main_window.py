@@ -485,7 +485,8 @@ class MainWindow(QMainWindow):
         if self._export_panel is not None:
             self._export_panel.restyle()
 
-    def _on_chat_model_gone(self, _model_dir: Path) -> None:
+    def _on_chat_model_gone(self, model_dir: Path) -> None:
+        self.model_label.folder_gone(model_dir)
         if self._models is not None:
             self._models.rescan()
 

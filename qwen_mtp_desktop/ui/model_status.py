@@ -27,6 +27,7 @@ class ModelStatus(QLabel):
         self._names = names
         self._loaded: LoadedModel | None = None
         self._last: str | None = None  # what decoded the last answer on this model
+        self._gone: Path | None = None  # the chat's model folder, while it is gone
 
     def _name(self, model_dir: Path) -> str:
         return self._names().get(model_dir) or display_name(model_dir)
@@ -40,6 +41,7 @@ class ModelStatus(QLabel):
         self.setText(f"Loading {self._name(Path(model_dir))}…")
 
     def loaded(self, loaded: LoadedModel) -> None:
+        self._gone = None
         if self._loaded is None or self._loaded.model_dir != loaded.model_dir:
             self._last = None  # another model's last answer is not this one's
         self._loaded = loaded
@@ -59,8 +61,20 @@ class ModelStatus(QLabel):
 
     def unloaded(self) -> None:
         self._loaded, self._last = None, None
+        if self._gone is not None:
+            self.folder_gone(self._gone)
+            return
         self.setToolTip("The model was ejected; the next message loads it again.")
         self.setText("No model loaded (ejected)")
+
+    def folder_gone(self, model_dir: Path) -> None:
+        """The chat's model folder was moved, renamed or deleted: say so, not "ejected" (an
+        eject that came first or comes later keeps this text until a model loads)."""
+        self._gone = model_dir
+        if self._loaded is not None:
+            return  # still loaded: answers keep working until it is ejected
+        self.setToolTip("The chat's banner offers to locate the folder or choose another model.")
+        self.setText(f"No model loaded: the folder “{model_dir.name}” is gone")
 
     def _show(self) -> None:
         loaded = self._loaded

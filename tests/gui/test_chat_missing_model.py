@@ -66,6 +66,9 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     assert chat.missing.banner.locate_button.isVisible()
     assert chat.missing.banner.choose_button.isVisible()
     assert chat.model_status.text() == "folder missing"
+    # The status bar says the same once the eject lands, not "ejected".
+    gone = "No model loaded: the folder “My model” is gone"
+    qtbot.waitUntil(lambda: window.model_label.text() == gone, timeout=5_000)
     assert any(
         r.levelno == logging.WARNING and str(model) in r.getMessage() for r in caplog.records
     )
@@ -99,6 +102,7 @@ def test_a_renamed_model_folder_is_named_and_can_be_located(
     assert not chat.missing.banner.isVisible()
     assert chat.missing.followed == renamed
     assert chat.model_status.text() != "folder missing"
+    assert window.model_label.text().startswith("Model: My model (moved)")
     chat.send("Count from 1 to 5.")
     qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT)
     qtbot.waitUntil(lambda: chat.transcript.messages[-1].content != "", timeout=WAIT)
