@@ -144,8 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         help="only these cases, comma-separated (e.g. 'MTP n=3,biased MTP n=1'; seeds are "
         "per case, so split runs give the same numbers as one)",
     )
+    parser.add_argument(
+        "--no-demo", action="store_true", help="only the MODEL_DIRs (the demo's cases are long)"
+    )
     parser.add_argument("--smoke", action="store_true", help="150 samples, sanity checks")
     args = parser.parse_args(argv)
+    if args.no_demo and (args.smoke or not args.models):
+        print("error: --no-demo needs a MODEL_DIR and no --smoke", file=sys.stderr)
+        return 2
     names = [name for name, _m, _c in CASES]
     cases = [c.strip() for c in args.cases.split(",")] if args.cases else None
     unknown = [c for c in cases or [] if c not in names]
@@ -162,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     check = SmokeCheck("sampling_exactness.py") if args.smoke else None
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-    problems = run_model(DEMO, 150 if args.smoke else args.samples, check, cases)
+    problems = (
+        [] if args.no_demo else run_model(DEMO, 150 if args.smoke else args.samples, check, cases)
+    )
     if not args.smoke:
         for folder in args.models:
             problems += run_model(folder, args.model_samples, None, cases, MODEL_SETTINGS)
