@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -114,6 +115,29 @@ def test_unreachable_host_times_out_with_a_plain_message(monkeypatch: pytest.Mon
         took = time.monotonic() - started
     assert result.returncode == 1 and "did not answer within 10 s" in result.stderr
     assert took < 60
+
+
+def test_a_silent_server_names_the_read_limit_the_request_had(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that takes the connection and never answers: the error names the silence the
+    request allowed (an answer's `read_timeout_s`, the model list's quick limit), not a
+    default."""
+    monkeypatch.setattr(remote_client, "QUICK_TIMEOUT_S", 1.0)
+    with socket.socket() as silent:  # the kernel completes connections; nothing reads them
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = RemoteEndpoint("t", "t", f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "m")
+        answer = RemoteAnswer(
+            endpoint, None, [Message("user", "hi")], GenerationSettings(), read_timeout_s=1.0
+        )
+        with pytest.raises(RemoteError) as caught:
+            answer.run_to_end()
+        with pytest.raises(RemoteError) as listing:
+            list_models(endpoint, None)
+    for error in (caught.value, listing.value):
+        assert error.code == "REMOTE_TIMEOUT"
+        assert "stopped sending for 1 s" in error.message, error.message
 
 
 def test_nothing_listening_is_connection_refused() -> None:

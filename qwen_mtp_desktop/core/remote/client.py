@@ -49,9 +49,7 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.remote.errors import (
-    CONNECT_TIMEOUT_S,
     MAX_ERROR_BODY_BYTES,
-    READ_TIMEOUT_S,
     RemoteError,
     clean_text,
     http_error,
@@ -70,6 +68,10 @@ from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, pars
 
 log = logging.getLogger(__name__)
 
+#: Connecting may take this long (a sleeping laptop's Wi-Fi, a VPN).
+CONNECT_TIMEOUT_S = 10.0
+#: Longest silence within an answer (a big model's prefill of a long chat takes a while).
+READ_TIMEOUT_S = 300.0
 #: Listing models and testing a connection: a user is waiting for the dialog.
 QUICK_TIMEOUT_S = 10.0
 #: A model list larger than this is refused (a thousand long ids with metadata fit easily).
@@ -398,7 +400,9 @@ def list_models(endpoint: RemoteEndpoint, api_key: str | None) -> list[str]:
                 raise malformed("a compressed model list that was not asked for", False)
             data, more = read_limited(response.iter_raw(), MAX_MODEL_LIST_BYTES)
     except httpx.HTTPError as exc:
-        raise transport_error(exc, endpoint, started=False) from None
+        raise transport_error(
+            exc, endpoint, started=False, connect_s=CONNECT_TIMEOUT_S, read_s=QUICK_TIMEOUT_S
+        ) from None
     if more:
         raise malformed(f"a model list larger than {MAX_MODEL_LIST_BYTES // 2**20} MiB", False)
     try:
@@ -554,7 +558,15 @@ class RemoteAnswer(AnswerStream):
         except TooLargeError as exc:  # a line or an event past its bound
             self._fail(malformed(str(exc), self._first_text_seen))
         except httpx.HTTPError as exc:
-            self._fail(transport_error(exc, self.endpoint, started=self._first_text_seen))
+            self._fail(
+                transport_error(
+                    exc,
+                    self.endpoint,
+                    started=self._first_text_seen,
+                    connect_s=CONNECT_TIMEOUT_S,
+                    read_s=self._read_timeout_s,
+                )
+            )
         except Exception as exc:  # a bug here must still end the answer, not hang it
             log.error("remote answer failed unexpectedly", exc_info=exc)
             self._fail(RemoteError(f"Unexpected error: {type(exc).__name__}.", code="INTERNAL"))

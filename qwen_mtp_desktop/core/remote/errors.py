@@ -14,10 +14,6 @@ from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.safe_files import parse_json_text
 
-#: Connecting may take this long (a sleeping laptop's Wi-Fi, a VPN).
-CONNECT_TIMEOUT_S = 10.0
-#: Longest silence within an answer (a big model's prefill of a long chat takes a while).
-READ_TIMEOUT_S = 300.0
 MAX_ERROR_CHARS = 300
 #: An error reply's body is read up to this much (its message is cut to MAX_ERROR_CHARS).
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -118,20 +114,28 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-def transport_error(exc: httpx.HTTPError, endpoint: RemoteEndpoint, started: bool) -> RemoteError:
-    """The error for a failed connection or a broken stream (`started`: text had arrived)."""
+def transport_error(
+    exc: httpx.HTTPError,
+    endpoint: RemoteEndpoint,
+    started: bool,
+    *,
+    connect_s: float,
+    read_s: float,
+) -> RemoteError:
+    """The error for a failed connection or a broken stream (`started`: text had arrived);
+    `connect_s` and `read_s` are the time limits the request had, which the message names."""
     url = endpoint.base_url
     kept = "The partial answer is kept; regenerate to try again. " if started else ""
     if isinstance(exc, httpx.ConnectTimeout):
         return RemoteError(
-            f"The server at {url} did not answer within {CONNECT_TIMEOUT_S:.0f} s.",
+            f"The server at {url} did not answer within {connect_s:.0f} s.",
             "Check the address, that the server is running and that this computer can reach "
             "it (network, firewall, VPN).",
             code="REMOTE_TIMEOUT",
         )
     if isinstance(exc, httpx.TimeoutException):
         return RemoteError(
-            f"The server at {url} stopped sending for {READ_TIMEOUT_S:.0f} s.",
+            f"The server at {url} stopped sending for {read_s:.0f} s.",
             kept + "The server may be overloaded or stuck.",
             code="REMOTE_TIMEOUT",
         )
