@@ -115,7 +115,7 @@ class ContinuationGraph:
         if binding:
             request.set_tensors(binding)
         copied = time.perf_counter()
-        request.infer(feed)
+        request.infer(feed, share_outputs=True)  # outputs are read by get_tensor
         inferred = time.perf_counter()
         produced: dict[str, npt.NDArray[np.float32]] = {
             name: np.asarray(request.get_tensor(f"{KV_OUT}{index}").data)
@@ -148,7 +148,10 @@ def infer_after_kept(
         inputs["attention_mask"] = np.ones((1, kv.live + count), dtype=np.int64)
         return continuation.run(inputs, kv, recurrent_binding or _no_binding)
     inputs["attention_mask"] = kv.mask(count)
-    request.infer(inputs)
+    # Without share_outputs the Python API copies every output into new numpy arrays: the
+    # recurrent states' 36 ports cost 6 ms of a 30 ms step on Qwen3.5-0.8B (10 MB per call).
+    # The decoder reads outputs through get_tensor and never keeps what infer() returns.
+    request.infer(inputs, share_outputs=True)
     return request
 
 

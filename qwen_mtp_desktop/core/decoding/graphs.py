@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 DEFAULT_DRAFT_VOCAB = 32_768
 
 LOGITS = "logits"
-#: The argmax of each projected position (greedy decoding reads it instead of the logits).
-TARGET_ARGMAX = "target_argmax"
 HIDDEN = "last_hidden_state"
 LOGITS_POSITIONS = "logits_positions"
 DRAFT_INDEX = "draft_index"
@@ -116,12 +114,9 @@ def transform_target(model: Any, compute_type: Any = None) -> TargetGraph:
     positions.output(0).set_names({LOGITS_POSITIONS})
     gathered = ops.gather(hidden, positions, ops.constant(np.int64(1)))
     matmul.input(0).replace_source_output(gathered.output(0))
-    top = ops.topk(matmul, ops.constant(np.int64(1)), -1, "max", "value", ov.Type.i64, stable=True)
-    argmax_result = ops.result(top.output(1))
-    argmax_result.output(0).set_names({TARGET_ARGMAX})
 
     new_params: list[Any] = [positions]
-    new_results: list[Any] = [hidden_result, argmax_result]
+    new_results: list[Any] = [hidden_result]
     states: list[StatePort] = []
     assigns = {sink.get_variable_id(): sink for sink in model.get_sinks()}
     for node in model.get_ordered_ops():
