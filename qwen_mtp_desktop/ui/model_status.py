@@ -38,6 +38,8 @@ class ModelStatus(QLabel):
         self.setText(f"Model: {self._name(model_dir)}{suffix}{SEPARATOR}Device: {device}")
 
     def loading(self, model_dir: Path) -> None:
+        if self._gone is not None and Path(model_dir) != self._gone:
+            self._gone = None  # the chat moved on to another model
         self.setText(f"Loading {self._name(Path(model_dir))}…")
 
     def loaded(self, loaded: LoadedModel) -> None:
@@ -56,6 +58,9 @@ class ModelStatus(QLabel):
 
     def failed(self) -> None:
         self._loaded, self._last = None, None
+        if self._gone is not None:
+            self.folder_gone(self._gone)  # why it failed, and what to do
+            return
         self.setToolTip("")
         self.setText("No model loaded")
 

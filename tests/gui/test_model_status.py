@@ -1,0 +1,60 @@
+"""The status bar's model line across a vanished folder: it names the gone folder until a
+model loads or the chat moves on to another model, whatever order load failures and ejects
+come in (review finding of issue 28: the gone text outlived a switch to another model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from qwen_mtp_desktop.core.engine import LoadedModel
+from qwen_mtp_desktop.ui.model_status import ModelStatus
+
+pytestmark = [pytest.mark.gui]
+
+GONE = Path("/models/qwen3.5-0.8b-int4")
+OTHER = Path("/models/qwen3.5-2b-int4")
+
+
+def _status(qtbot: QtBot) -> ModelStatus:
+    status = ModelStatus(dict)
+    qtbot.addWidget(status)
+    return status
+
+
+def _loaded(model_dir: Path) -> LoadedModel:
+    return LoadedModel(model_dir, "CPU", mtp=True, model_type="qwen3_5", load_s=1.25)
+
+
+def test_a_failed_load_of_the_gone_folder_still_says_it_is_gone(qtbot: QtBot) -> None:
+    status = _status(qtbot)
+    status.folder_gone(GONE)
+    status.loading(GONE)
+    status.failed()
+    assert status.text() == "No model loaded: the folder “qwen3.5-0.8b-int4” is gone"
+    assert "locate the folder" in status.toolTip()
+
+
+def test_another_model_clears_the_gone_folder(qtbot: QtBot) -> None:
+    status = _status(qtbot)
+    status.folder_gone(GONE)
+    status.loading(OTHER)
+    assert status.text() == "Loading qwen3.5-2b-int4…"
+    status.failed()
+    assert status.text() == "No model loaded"
+    status.unloaded()
+    assert status.text() == "No model loaded (ejected)"
+
+
+def test_an_eject_after_the_folder_went_keeps_the_reason(qtbot: QtBot) -> None:
+    status = _status(qtbot)
+    status.loaded(_loaded(GONE))
+    status.folder_gone(GONE)
+    assert status.text().startswith("Model: qwen3.5-0.8b-int4")  # still answers while loaded
+    status.unloaded()
+    assert status.text().endswith("the folder “qwen3.5-0.8b-int4” is gone")
+    status.loaded(_loaded(OTHER))
+    status.unloaded()
+    assert status.text() == "No model loaded (ejected)"
