@@ -1,6 +1,7 @@
-"""Real servers for the remote-model tests: `qwen-mtp-desktop serve` on the demo model in a
-process of its own, a way to slow it down (to kill it mid-answer), a host that never accepts
-a connection, and a tiny HTTP server that streams whatever bytes a test gives it."""
+"""Real servers for the remote-model and API tests: `qwen-mtp-desktop serve` in a process of
+its own (its URL, an openai client of it, raw HTTP to it), a way to slow it down (to kill it
+mid-answer), a host that never accepts a connection, and a tiny HTTP server that streams
+whatever bytes a test gives it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import openai
 import psutil
 
 KEY = "remote-test-key-0123456789"
@@ -58,6 +61,23 @@ def serving(
     finally:
         kill_tree(process.pid)
         process.wait(30)
+
+
+@contextlib.contextmanager
+def serving_client(model_dir: Path, *args: str) -> Iterator[openai.OpenAI]:
+    """`serving`, as an openai client of it (no retries: a test sees every failure)."""
+    with serving(model_dir, KEY, *args) as (_process, url):
+        yield openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+
+
+@contextlib.contextmanager
+def raw_http(client: openai.OpenAI) -> Iterator[httpx.Client]:
+    """Raw HTTP to the server `client` talks to (its root, its key): for what the SDK hides
+    (SSE framing, error bodies, unknown fields)."""
+    base = str(client.base_url).rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {client.api_key}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
+        yield http
 
 
 def kill_tree(pid: int) -> None:

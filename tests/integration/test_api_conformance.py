@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.test_serve_decoding import KEY, serving
+from tests.remote_server import raw_http, serving_client
 
 pytestmark = pytest.mark.slow
 
@@ -52,16 +52,13 @@ ERROR_KEYS = {"message", "type", "param", "code"}
 def client(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
     target = tmp_path_factory.mktemp("models") / MODEL
     shutil.copytree(demo_model, target)
-    with serving(target) as client:
+    with serving_client(target) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def http(client: openai.OpenAI) -> Iterator[httpx.Client]:
-    base = str(client.base_url).rstrip("/").removesuffix("/v1")
-    with httpx.Client(
-        base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=120
-    ) as http:
+    with raw_http(client) as http:
         yield http
 
 

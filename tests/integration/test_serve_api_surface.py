@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.exactness import prompt_ids
-from tests.integration.test_serve_decoding import KEY, serving
+from tests.remote_server import raw_http, serving_client
 
 pytestmark = pytest.mark.slow
 
@@ -48,16 +48,13 @@ def chat_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="module")
 def client(chat_model: Path) -> Iterator[openai.OpenAI]:
-    with serving(chat_model) as client:
+    with serving_client(chat_model) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def http(client: openai.OpenAI) -> Iterator[httpx.Client]:
-    base = str(client.base_url).rstrip("/").removesuffix("/v1")
-    with httpx.Client(
-        base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=120
-    ) as http:
+    with raw_http(client) as http:
         yield http
 
 
@@ -130,7 +127,7 @@ def test_logprobs_with_mtp_equal_plain_decodings(client: openai.OpenAI, chat_mod
         mtp = (response.model_extra or {})["mtp"]
         return response.choices[0].message.content, logprob_entries(response), mtp
 
-    with serving(chat_model, "--no-mtp") as plain_client:
+    with serving_client(chat_model, "--no-mtp") as plain_client:
         plain_text, plain, plain_mtp = ask(plain_client)
     assert plain_mtp["mode"] == "plain"
     for depth in (1, 3):
@@ -211,7 +208,7 @@ def test_logit_bias_is_honoured_with_mtp_on(client: openai.OpenAI, chat_model: P
     assert biased[0].token != plain_first.token
     assert mtp["mode"] == "mtp" and mtp["accepted_tokens"] > 0
     assert mtp["method"]["sampling"]["logit_bias"] == [[first_id, -100.0]]
-    with serving(chat_model, "--no-mtp") as plain_client:
+    with serving_client(chat_model, "--no-mtp") as plain_client:
         reference, _ = ask(plain_client, banned)
     assert [e.token for e in biased] == [e.token for e in reference]
     assert [e.logprob for e in biased] == pytest.approx([e.logprob for e in reference], **TOLERANCE)
@@ -419,7 +416,7 @@ def test_the_models_generation_config_fills_what_a_request_leaves_out(
         found: dict[str, Any] = (response.model_extra or {})["mtp"]["method"]["sampling"]
         return found
 
-    with serving(model) as client:
+    with serving_client(model) as client:
         used = sampling(client)
         assert {k: used[k] for k in ("temperature", "top_p", "top_k")} == {
             "temperature": 0.7,
@@ -433,7 +430,7 @@ def test_the_models_generation_config_fills_what_a_request_leaves_out(
         assert sampling(client, temperature=0)["temperature"] == 0  # greedy when asked
         text = client.completions.create(model=MODEL, prompt=RAW_QUESTION, max_tokens=4)
         assert (text.model_extra or {})["mtp"]["method"]["sampling"]["temperature"] == 0.7
-    with serving(model, "--generation-config", "none") as client:
+    with serving_client(model, "--generation-config", "none") as client:
         own = sampling(client)
         assert own["temperature"] == 0 and own["repetition_penalty"] == 1.0
 

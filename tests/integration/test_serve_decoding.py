@@ -11,14 +11,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +21,10 @@ import jsonschema
 import openai
 import pytest
 
+from tests.remote_server import KEY, serving_client
+
 pytestmark = pytest.mark.slow
 
-KEY = "decoding-key-0123456789"
 MODEL = "chat-model"
 SYSTEM = {"role": "system", "content": "You are a tiny helper."}
 QUESTIONS = [
@@ -59,37 +54,9 @@ def chat_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return target
 
 
-@contextmanager
-def serving(model: Path, *args: str) -> Iterator[openai.OpenAI]:
-    """A `serve` process on a free port and a client of it; killed at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "qwen_mtp_desktop", "serve", str(model), "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "QWEN_MTP_API_KEY": KEY},
-    )
-    try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + 300
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", line)
-            url = found.group(1) if found else None
-        assert url, process.stderr.read() if process.poll() is not None else "no banner"
-        yield openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(30)
-
-
 @pytest.fixture(scope="module")
 def client(chat_model: Path) -> Iterator[openai.OpenAI]:
-    with serving(chat_model) as client:
+    with serving_client(chat_model) as client:
         yield client
 
 
@@ -151,7 +118,7 @@ def test_follow_ups_report_cached_tokens_and_answer_as_a_cold_server(
     assert answers[2].split() == [str(n) for n in range(40, 46)]
     # Each later turn's history, on a server that never saw it: the same answer.
     for turn in (1, 2):
-        with serving(chat_model) as cold:
+        with serving_client(chat_model) as cold:
             response = ask(cold, histories[turn], max_tokens=40)
         assert cached(response.usage) == 0
         assert response.choices[0].message.content == answers[turn], turn
@@ -251,7 +218,7 @@ def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI, chat_mo
         return texts
 
     by_depth = {depth: answers(client, depth) for depth in (1, 3)}
-    with serving(chat_model, "--no-mtp") as plain_server:
+    with serving_client(chat_model, "--no-mtp") as plain_server:
         plain = answers(plain_server, None)
     # Drafts never change a greedy constrained answer: MTP at any depth gives plain
     # constrained decoding's text.
@@ -368,7 +335,7 @@ def test_a_grammar_the_engine_cannot_build_is_a_400_not_a_500(
     broken = tmp_path / MODEL
     shutil.copytree(chat_model, broken)
     (broken / "tokenizer.json").write_text('{"model": {"type": "nonsense"}}')
-    with serving(broken) as client:
+    with serving_client(broken) as client:
         with pytest.raises(openai.BadRequestError) as refused:
             ask(client, OPEN_PROMPT, max_tokens=8, response_format={"type": "json_object"})
         assert "tokenizer.json" in str(refused.value) and "llguidance" in str(refused.value)
@@ -380,7 +347,7 @@ def test_a_grammar_the_engine_cannot_build_is_a_400_not_a_500(
 def test_auto_decides_sampled_requests_from_their_own_band(chat_model: Path) -> None:
     """`--num-assistant-tokens auto` through `serve`: a sampled request is Auto's too, and its
     reason names the temperature band it learns in (greedy turns learn apart)."""
-    with serving(chat_model, "--num-assistant-tokens", "auto") as server:
+    with serving_client(chat_model, "--num-assistant-tokens", "auto") as server:
         reasons = []
         for _ in range(2):
             response = ask(server, OPEN_PROMPT, max_tokens=16, temperature=0.7)
