@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import CACHE_ROOT, REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
+DEMO = REPO_ROOT / "resources" / "demo-model" / "openvino"
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 
@@ -89,6 +90,9 @@ def test_every_script_has_a_smoke_test() -> None:
     ("script", "args", "message"),
     [
         ("step_costs.py", ["."], "is not an exported model with an MTP head"),
+        ("step_overhead.py", ["."], "is not an exported model with an MTP head"),
+        ("step_overhead.py", [str(DEMO), "--depths", "1,x"], "give whole numbers"),
+        ("step_overhead.py", [str(DEMO), "--tokens", "0"], "must be positive"),
         ("engine_overhead.py", [".", "--smoke"], "is not an exported model folder"),
         ("adaptive.py", ["--prompts", "no-such-set"], "no built-in prompt set called"),
         ("fullsize.py", [], "give one of build, run, all, or --smoke"),
@@ -127,6 +131,17 @@ def test_ui_responsiveness(tmp_path: Path) -> None:
     positive(opened)
     _built, median, low, high = opened[0]
     assert low <= median <= high
+
+
+def test_step_overhead(tmp_path: Path) -> None:
+    out = run_smoke("step_overhead.py", tmp_path)
+    pattern = (
+        rf"^(?:plain|n=\d) +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}% +{NUMBER} +{NUMBER} +{NUMBER}x$"
+    )
+    rows = numbers(pattern, out, 3)
+    for step, target, draft, _outside, per_step, direct, ratio in rows:
+        assert target + draft <= step and per_step >= 1 and direct > 0 and ratio > 0, rows
+    assert rows[0][2] == 0  # plain decoding drafts nothing
 
 
 def test_step_costs(tmp_path: Path) -> None:

@@ -1,0 +1,251 @@
+"""The app decoder's decoding step against its model calls (issue 24 item 7): how much of a step
+is not a model (IR) call, per depth, and what a step costs against the same calls made directly
+on the export's own stateful graph.
+
+In rounds that interleave the depths (0 = plain decoding, k = MTP with k drafts), the decoder
+generates --tokens tokens after a --prompt-tokens prompt (end-of-text ignored), and its
+StepTiming splits each step into target calls (the verification), draft calls and the rest
+(Python, numpy, tensor bindings). In the same rounds the export's stateful language model (the
+graph openvino-genai runs: no explicit state ports) is called directly on 1 token and on k + 1
+tokens, each call on the cache the previous one left, as decoding does.
+
+Per depth it prints the step, its target and draft calls, the share of the step outside them,
+and `step / direct`: the step against the direct stateful call (plain) or the direct
+verification plus the decoder's own draft calls (MTP). Issue 24 bounds the MTP ratio at 1.10
+("an MTP step costs at most 10 % more than its IR calls"). Medians over rounds.
+
+    .venv/bin/python benchmarks/step_overhead.py MODEL_DIR [--depths 1,2,3] [--rounds 3]
+        [--tokens 64] [--prompt-tokens 300]
+    .venv/bin/python benchmarks/step_overhead.py --smoke    # demo model, 1 round; checks
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from _smoke import SmokeCheck  # noqa: E402
+
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod  # noqa: E402
+
+
+@dataclass
+class DepthRows:
+    """Per-round medians of one depth."""
+
+    step_ms: list[float] = field(default_factory=list)
+    target_ms: list[float] = field(default_factory=list)
+    draft_ms: list[float] = field(default_factory=list)
+    tokens_per_step: list[float] = field(default_factory=list)
+    direct_ms: list[float] = field(default_factory=list)
+
+
+class DirectTarget:
+    """The export's stateful language model, called as a decoding loop calls it."""
+
+    def __init__(self, core: Any, model_dir: Path, device: str, embed: Any) -> None:
+        model = core.read_model(model_dir / "openvino_language_model.xml")
+        shape = model.input("position_ids").get_partial_shape()
+        self._rows = shape[0].get_length() if len(shape) == 3 else None
+        self._request = core.compile_model(model, device).create_infer_request()
+        self._embed = embed
+        self._past = 0
+
+    def call(self, ids: list[int]) -> float:
+        """Seconds of one call on `ids` after what the cache holds (embedding excluded)."""
+        count = len(ids)
+        self._embed.infer({0: np.asarray([ids], dtype=np.int64)}, share_outputs=True)
+        embeds = np.array(self._embed.get_output_tensor(0).data)
+        positions = np.arange(self._past, self._past + count, dtype=np.int64)[None, :]
+        if self._rows is not None:
+            positions = np.broadcast_to(positions[None], (self._rows, 1, count)).copy()
+        feed = {
+            "inputs_embeds": embeds,
+            "attention_mask": np.ones((1, self._past + count), dtype=np.int64),
+            "position_ids": positions,
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        }
+        began = time.perf_counter()
+        self._request.infer(feed, share_outputs=True)
+        elapsed = time.perf_counter() - began
+        self._past += count
+        return elapsed
+
+    def restart(self, prompt: list[int]) -> None:
+        self._request.reset_state()
+        self._past = 0
+        self.call(prompt)
+
+
+def decoder_round(
+    decoder: AppDecoder, prompt: list[int], depth: int, tokens: int, rows: DepthRows
+) -> None:
+    method = PLAIN if depth == 0 else DecodingMethod.mtp(depth)
+    decoder.drop_states()
+    steps = decoder.generate(
+        prompt, method=method, max_new_tokens=tokens, stop_ids=set(), ignore_eos=True
+    )
+    next(steps)  # the prefill and the first token: not a decoding step
+    timing = decoder.timing
+    target0, draft0 = timing.target_s, timing.draft_s
+    emitted = sum(len(step.tokens) for step in steps)
+    count = len(timing.steps)
+    rows.step_ms.append(1000 * sum(timing.steps) / count)
+    rows.target_ms.append(1000 * (timing.target_s - target0) / count)
+    rows.draft_ms.append(1000 * (timing.draft_s - draft0) / count)
+    rows.tokens_per_step.append(emitted / count)
+
+
+def direct_round(
+    direct: DirectTarget, prompt: list[int], depth: int, calls: int, rows: DepthRows
+) -> None:
+    direct.restart(prompt)
+    rng = np.random.default_rng(depth)
+    times = [direct.call(rng.integers(100, 1000, depth + 1).tolist()) for _ in range(calls)]
+    rows.direct_ms.append(1000 * statistics.median(times))
+
+
+def measure(
+    model_dir: Path,
+    depths: list[int],
+    *,
+    rounds: int,
+    tokens: int,
+    prompt_tokens: int,
+    device: str = "CPU",
+) -> dict[int, DepthRows]:
+    import openvino as ov
+
+    decoder = AppDecoder(model_dir, device, {}, continuation=False)
+    core = ov.Core()
+    embed = core.compile_model(
+        core.read_model(model_dir / "openvino_text_embeddings_model.xml"),
+        device,
+        {"INFERENCE_NUM_THREADS": 1} if device == "CPU" else {},
+    ).create_infer_request()
+    direct = DirectTarget(core, model_dir, device, embed)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(100, min(decoder.vocab_size, 30_000), prompt_tokens).tolist()
+    results = {depth: DepthRows() for depth in [0, *depths]}
+    for round_index in range(rounds):
+        order = list(results)
+        order = order[round_index % len(order) :] + order[: round_index % len(order)]
+        for depth in order:
+            decoder_round(decoder, prompt, depth, tokens, results[depth])
+            direct_round(direct, prompt, depth, max(8, tokens // 4), results[depth])
+    return results
+
+
+def summary(results: dict[int, DepthRows]) -> list[dict[str, float]]:
+    rows = []
+    for depth, r in results.items():
+        step, target, draft = map(statistics.median, (r.step_ms, r.target_ms, r.draft_ms))
+        direct = statistics.median(r.direct_ms)
+        rows.append(
+            {
+                "depth": depth,
+                "step_ms": step,
+                "target_ms": target,
+                "draft_ms": draft,
+                "outside": (step - target - draft) / step,
+                "tokens_per_step": statistics.median(r.tokens_per_step),
+                "direct_ms": direct,
+                "ratio": step / (direct + draft),
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict[str, float]]) -> None:
+    print(
+        f"{'depth':<6} {'step ms':>8} {'target ms':>10} {'draft ms':>9} {'outside':>8} "
+        f"{'tok/step':>9} {'direct ms':>10} {'step/direct':>12}"
+    )
+    for row in rows:
+        name = "plain" if row["depth"] == 0 else f"n={int(row['depth'])}"
+        print(
+            f"{name:<6} {row['step_ms']:8.2f} {row['target_ms']:10.2f} {row['draft_ms']:9.2f} "
+            f"{100 * row['outside']:7.1f}% {row['tokens_per_step']:9.2f} "
+            f"{row['direct_ms']:10.2f} {row['ratio']:11.2f}x"
+        )
+    print(
+        "direct: the export's stateful graph called directly on 1 token (plain) or k + 1 "
+        "(MTP); step/direct: the step over that call plus the decoder's own draft calls"
+    )
+
+
+def check_smoke(rows: list[dict[str, float]], depths: list[int]) -> int:
+    check = SmokeCheck("step_overhead.py")
+    check.require(
+        [int(r["depth"]) for r in rows] == [0, *depths], f"rows {rows} for depths {depths}"
+    )
+    for row in rows:
+        name = f"depth {int(row['depth'])}"
+        for key in ("step_ms", "target_ms", "direct_ms", "ratio", "tokens_per_step"):
+            check.positive(f"{name} {key}", row[key])
+        check.fraction(f"{name} outside share", row["outside"])
+        check.require(
+            row["target_ms"] + row["draft_ms"] <= row["step_ms"],
+            f"{name}: the calls ({row['target_ms']:.2f} + {row['draft_ms']:.2f} ms) take "
+            f"longer than the step ({row['step_ms']:.2f} ms)",
+        )
+        if row["depth"] > 0:
+            check.positive(f"{name} draft_ms", row["draft_ms"])
+    return check.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model_dir", type=Path, nargs="?", help="an exported model folder")
+    parser.add_argument("--depths", default="1,2,3")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--prompt-tokens", type=int, default=300)
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="demo model (unless MODEL_DIR is given), depths 1,2, 1 round of 12 tokens; "
+        "checks every figure; exit 1 if one is missing or insane",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        from qwen_mtp_desktop.core.paths import demo_model_dir
+
+        args.model_dir = args.model_dir or demo_model_dir()
+        args.depths, args.rounds, args.tokens, args.prompt_tokens = "1,2", 1, 12, 24
+    if args.model_dir is None:
+        parser.error("give MODEL_DIR, an exported model folder (or --smoke)")
+    if not (args.model_dir / "openvino_mtp_model.xml").is_file():
+        parser.error(f"{args.model_dir} is not an exported model with an MTP head")
+    try:
+        depths = [int(d) for d in args.depths.split(",")]
+    except ValueError:
+        parser.error(f"--depths {args.depths!r}: give whole numbers separated by commas")
+    if min(args.rounds, args.tokens, args.prompt_tokens, *depths) < 1:
+        parser.error("--rounds, --tokens, --prompt-tokens and --depths must be positive")
+    results = measure(
+        args.model_dir,
+        depths,
+        rounds=args.rounds,
+        tokens=args.tokens,
+        prompt_tokens=args.prompt_tokens,
+        device=args.device,
+    )
+    rows = summary(results)
+    print_table(rows)
+    return check_smoke(rows, depths) if args.smoke else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
