@@ -132,3 +132,37 @@ def test_a_short_part_of_a_long_prefill_takes_the_graph_with_the_rest(demo_model
     for _ in steps:
         pass
     assert graph.calls == 2  # the 5-token part and the 60-token rest
+
+
+@pytest.mark.parametrize("ir", ["openvino_language_model", "openvino_mtp_model"])
+def test_the_continuation_graphs_attend_to_grouped_heads_without_repeating_them(
+    demo_model: Path, ir: str
+) -> None:
+    """The export repeats each shared KV head over its query heads with a Broadcast, which
+    the CPU plugin runs over the whole cache when the cache is an input; the continuation
+    graphs attend to the shared heads directly (the equality tests above run on them)."""
+    import openvino as ov
+
+    from qwen_mtp_desktop.core.decoding.graphs import make_kv_explicit, transform_target
+
+    model = ov.Core().read_model(demo_model / f"{ir}.xml")
+    if ir == "openvino_language_model":
+        transform_target(model)
+
+    def attentions() -> list[ov.Node]:
+        return [
+            n for n in model.get_ordered_ops() if n.get_type_name() == "ScaledDotProductAttention"
+        ]
+
+    def repeated(node: ov.Node) -> bool:
+        source = node.input_value(1).get_node()
+        return source.get_type_name() == "Reshape" and (
+            source.input_value(0).get_node().get_type_name() == "Broadcast"
+        )
+
+    assert attentions() and all(repeated(n) for n in attentions())  # as exported
+    make_kv_explicit(model)
+    assert attentions() and not any(repeated(n) for n in attentions())
+    # [batch, kv heads, group, queries, head size]: 4 query heads share 2 KV heads
+    shapes = {str(n.get_output_partial_shape(0)) for n in attentions()}
+    assert shapes == {"[?,2,2,?,32]"}, shapes

@@ -186,8 +186,73 @@ def make_kv_explicit(model: Any) -> tuple[str, ...]:
         names.append(variable_id)
     model.add_parameters(params)
     model.add_results(results)
+    group_attention(model)
     model.validate_nodes_and_infer_types()
     return tuple(names)
+
+
+def group_attention(model: Any) -> int:
+    """Let each attention read its grouped key/value heads directly, in place; how many.
+
+    The export repeats every KV head for the query heads that share it (`repeat_kv`: an
+    Unsqueeze, a Broadcast to [batch, kv heads, group, tokens, head size], a Reshape) before
+    the ScaledDotProductAttention. The CPU plugin folds that away only where it fuses the
+    attention with a stateful cache; with the cache as an input (the continuation graph) the
+    Broadcast runs, in f32, over the whole cache: 1.3 s of a 7.6 s follow-up of 747 tokens
+    after 6,700 kept ones on Qwen3.5-0.8B. Here the query is viewed as [batch, kv heads, group,
+    queries, head size] instead, so the attention broadcasts the shared heads itself and the
+    repeated cache is never written. Attentions of another shape are left as they are."""
+    import numpy as np
+    import openvino.opset13 as ops
+
+    grouped = 0
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "ScaledDotProductAttention" or node.get_input_size() < 4:
+            continue
+        shared = [_repeated_heads(node.input_value(i)) for i in (1, 2)]
+        query = node.input_value(0)
+        shape = query.get_partial_shape()
+        if any(s is None for s in shared) or shape.rank.get_length() != 4:
+            continue
+        key_heads = shared[0].get_partial_shape()[1]
+        if not (shape[1].is_static and shape[3].is_static and key_heads.is_static):
+            continue
+        heads, size, kv_heads = shape[1].get_length(), shape[3].get_length(), key_heads.get_length()
+        if kv_heads <= 0 or heads % kv_heads:
+            continue
+        view = ops.constant(np.array([0, kv_heads, heads // kv_heads, -1, size], np.int64))
+        inputs = [
+            ops.reshape(query, view, special_zero=True),
+            shared[0],
+            shared[1],
+            ops.unsqueeze(node.input_value(3), ops.constant(np.int64(2))),
+            *(node.input_value(i) for i in range(4, node.get_input_size())),
+        ]
+        attention = ops.scaled_dot_product_attention(
+            *inputs, causal=bool(node.get_attributes().get("causal", False))
+        )
+        back = ops.constant(np.array([0, heads, -1, size], np.int64))
+        node.output(0).replace(ops.reshape(attention, back, special_zero=True).output(0))
+        grouped += 1
+    return grouped
+
+
+def _repeated_heads(value: Any) -> Any:
+    """The [batch, kv heads, 1, tokens, head size] tensor that `value` repeats over each group
+    (Reshape of a Broadcast of it), or None when `value` is not such a repetition."""
+    reshape = value.get_node()
+    if reshape.get_type_name() != "Reshape":
+        return None
+    broadcast = reshape.input_value(0).get_node()
+    if broadcast.get_type_name() != "Broadcast":
+        return None
+    source = broadcast.input_value(0)
+    shape = source.get_partial_shape()
+    if shape.rank.is_dynamic or shape.rank.get_length() != 5:
+        return None
+    if not (shape[2].is_static and shape[2].get_length() == 1):
+        return None
+    return source
 
 
 def _expose_state(
