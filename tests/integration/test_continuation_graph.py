@@ -79,6 +79,31 @@ def test_follow_ups_equal_the_stateful_graph_and_a_cold_prefill(
     assert decoders["explicit"].last_prefill.reused > 0
 
 
+@pytest.mark.parametrize("method", [DecodingMethod.plain(), DecodingMethod.mtp(2)], ids=str)
+def test_a_chat_coming_back_continues_on_the_graph_from_its_kept_copy(
+    decoders: dict[str, AppDecoder], method: DecodingMethod
+) -> None:
+    """Switching back to a chat whose follow-up takes the continuation graph: its kept caches
+    go to the graph as they are (one copy), not into the stateful request and out again
+    (three), and the answer equals a cold prefill's."""
+    for decoder in decoders.values():
+        decoder.drop_states()
+    explicit, cold = decoders["explicit"], decoders["cold"]
+    first = words(20, 120)
+    first += answer(explicit, first, method)
+    answer(explicit, words(21, 90), method)  # another chat: the first one is put aside
+    follow_up = first + words(22, 60)
+    copies, other = explicit.target.kv.copies, explicit.target.kv.live
+    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    tokens = list(next(steps).tokens)  # the prefill ran
+    resumed = explicit.last_prefill
+    assert resumed is not None and resumed.source == "aside" and resumed.reused > 100
+    # The other chat's entries copied aside, then the first chat's copied once, to the graph.
+    assert explicit.target.kv.copies - copies == other + resumed.reused
+    tokens += [t for step in steps for t in step.tokens]
+    assert tokens == answer(cold, follow_up, method)
+
+
 def test_logits_after_a_continuation_equal_a_cold_prefill(
     decoders: dict[str, AppDecoder],
 ) -> None:

@@ -14,6 +14,11 @@ for past entries (tested: logits equal to a clean cache up to float rounding, an
 without the mask). Live slots keep increasing positions, so position p is the p-th live slot.
 When hidden slots pile up (more than a quarter of the cache, and at least a few hundred),
 `compact()` copies the live entries once, so attention never pays much for the holes.
+
+Restored entries (a conversation coming back from the state cache) are written into the
+request only when a call on the request needs them: a long follow-up after the restore runs on
+the continuation graph, which takes them as inputs, so writing them in and reading them out
+again would be two copies of the whole cache for nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ class KvSlots:
         self.live = 0
         #: Entries copied by compactions and restores since the last reset (benchmarks).
         self.copies = 0
+        #: Restored entries not yet written into the request (one array per state, the
+        #: request's slots 0 .. size - 1), or None when the request holds the caches.
+        self._pending: list[npt.NDArray[Any]] | None = None
 
     @property
     def hidden(self) -> int:
@@ -54,9 +62,12 @@ class KvSlots:
         """Empty caches (the request's states are reset too)."""
         self._request.reset_state()
         self.size = self.live = 0
+        self._pending = None
 
     def mask(self, new: int) -> npt.NDArray[np.int64]:
-        """The attention mask for a call that appends `new` entries: [1, size + new]."""
+        """The attention mask for a call on the request that appends `new` entries:
+        [1, size + new]. Restored entries are written into the request first."""
+        self._write_pending()
         self._reserve(self.size + new)
         self._mask[self.size : self.size + new] = 1
         return self._mask[None, : self.size + new]
@@ -93,6 +104,7 @@ class KvSlots:
 
         if self.hidden == 0:
             return
+        self._write_pending()
         live_slots = np.flatnonzero(self._mask[: self.size])
         for state in self._request.query_state():
             data = state.state.data
@@ -107,10 +119,11 @@ class KvSlots:
 
         live_slots = np.flatnonzero(self._mask[: self.size])
         every = len(live_slots) == self.size
-        saved = []
-        for state in self._request.query_state():
-            data = state.state.data
-            saved.append(np.array(data) if every else np.ascontiguousarray(data[:, :, live_slots]))
+        sources = self._pending or [state.state.data for state in self._request.query_state()]
+        saved = [
+            np.array(data) if every else np.ascontiguousarray(data[:, :, live_slots])
+            for data in sources
+        ]
         self.copies += self.live
         return saved
 
@@ -127,13 +140,12 @@ class KvSlots:
 
         for state in self._request.query_state():
             state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]))
+        self._pending = None
         self._loaded(live)
 
     def restore(self, arrays: Sequence[npt.NDArray[Any]], count: int) -> None:
         """Load the first `count` positions of saved entries (`save()`'s arrays); ValueError
         when they do not fit this request's states (another model)."""
-        import numpy as np
-        import openvino as ov
 
         states = self._request.query_state()
         if len(states) != len(arrays):
@@ -150,10 +162,20 @@ class KvSlots:
             )
             if not fits:
                 raise ValueError(f"a saved cache {array.shape} {array.dtype} does not fit {shape}")
-        for state, array in zip(states, arrays, strict=True):
-            state.state = ov.Tensor(np.ascontiguousarray(array[:, :, :count]))
-        self.copies += count
+        self._pending = [array[:, :, :count] for array in arrays]
         self._loaded(count)
+
+    def _write_pending(self) -> None:
+        """Write restored entries into the request (see the module docstring)."""
+        import numpy as np
+        import openvino as ov
+
+        if self._pending is None:
+            return
+        for state, array in zip(self._request.query_state(), self._pending, strict=True):
+            state.state = ov.Tensor(np.ascontiguousarray(array))
+        self.copies += self.size
+        self._pending = None
 
     def _loaded(self, live: int) -> None:
         """The states were just set: their first `live` entries are live, none hidden."""

@@ -66,7 +66,8 @@ class TargetOutput:
         import numpy as np
 
         rows = self.request.get_tensor(LOGITS).data[0]
-        return np.argmax(rows, axis=-1)
+        best: npt.NDArray[np.int64] = np.argmax(rows, axis=-1)
+        return best
 
     def logits(self) -> npt.NDArray[np.float32]:
         import numpy as np
