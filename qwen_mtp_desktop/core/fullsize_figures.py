@@ -3,8 +3,8 @@ where the demo model's own MTP results would mislead (Compare, Validate, the Ben
 the demo banner). The demo model's whole answer takes milliseconds, so MTP's fixed cost per step
 always loses there; these figures say what it does on a model of real size.
 
-Copied from benchmarks/README.md ("Results: the app's decoder against the fastest plain path
-(2026-11-30)", `benchmarks/fullsize.py`): change them there and here together.
+Copied from benchmarks/README.md ("Results: no copies per call (2026-12-03)", run A of
+`benchmarks/fullsize.py`): change them there and here together.
 """
 
 from __future__ import annotations
@@ -22,27 +22,29 @@ class FullSizeFigures:
     #: Every draft accepted (the `agree` variant): the best MTP can do.
     all_accepted: tuple[float, float, float]
     #: About 80 % of drafts accepted at n=1 (the `bigram` variant): a realistic middle; the
-    #: best depth in that run, and the range measured directly in one process.
+    #: best depth in that run, and its lowest and highest per-round speed-up.
     realistic_acceptance: float
     realistic_best: float
-    realistic_direct: tuple[float, float]
+    realistic_rounds: tuple[float, float]
     #: No draft accepted (the `random` variant): what drafting costs when it never pays.
     none_accepted: tuple[float, float, float]
     #: Auto over a conversation on that model, against the plain setting (it switched to
-    #: plain in the first turn).
+    #: plain in the first turn), and when that was measured (benchmarks/adaptive.py).
     auto_none_accepted: float
+    auto_measured: str
 
 
 FULL_SIZE = FullSizeFigures(
     model="Qwen3.5-0.8B geometry, INT4",
-    source="benchmarks/fullsize.py, 2026-11-30",
+    source="benchmarks/fullsize.py, 2026-12-03",
     machine="a shared 2-core VM",
-    all_accepted=(1.65, 1.79, 1.89),
-    realistic_acceptance=0.80,
-    realistic_best=1.29,
-    realistic_direct=(1.30, 1.85),
-    none_accepted=(0.48, 0.41, 0.40),
+    all_accepted=(1.65, 2.47, 2.99),
+    realistic_acceptance=0.85,
+    realistic_best=1.99,
+    realistic_rounds=(1.79, 2.19),
+    none_accepted=(0.50, 0.49, 0.43),
     auto_none_accepted=0.93,
+    auto_measured="2026-11-30",
 )
 
 #: Why MTP loses on the demo model, in one sentence.
@@ -82,10 +84,11 @@ def full_size_details(figures: FullSizeFigures = FULL_SIZE) -> str:
             f"Every draft accepted: {_depths(figures.all_accepted)} plain decoding's speed at "
             "MTP n=1 / 2 / 3.",
             f"About {figures.realistic_acceptance:.0%} of drafts accepted: up to "
-            f"{figures.realistic_best:.2f}x in that run, {figures.realistic_direct[0]:.2f}x-"
-            f"{figures.realistic_direct[1]:.2f}x measured directly.",
+            f"{figures.realistic_best:.2f}x ({figures.realistic_rounds[0]:.2f}x-"
+            f"{figures.realistic_rounds[1]:.2f}x across the run's rounds).",
             f"No draft accepted: {_depths(figures.none_accepted)}; Auto then decodes plain "
-            f"({figures.auto_none_accepted:.2f}x of the plain setting over a conversation).",
+            f"({figures.auto_none_accepted:.2f}x of the plain setting over a conversation, "
+            f"measured {figures.auto_measured}).",
         )
     )
 
