@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.stamp-test-$(HASH)
 PACKAGE_STAMP := $(VENV)/.stamp-package-$(HASH)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck pytest demo-model package clean
+.PHONY: run test lint typecheck pytest demo-model tool-model package clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,19 @@ demo-model: $(TEST_STAMP)
 
 DEMO_TRAIN_STEPS ?= 1600
 DEMO_WEIGHT_FORMAT ?= fp16
+
+# Rebuild the tool model the tests call tools with (tests/tool-model): the same builder, trained
+# on tool-calling chats; it fails when its self-check answers a held-out question wrongly. Only
+# the export (and the build record) is committed; the checkpoint stays in .cache.
+tool-model: $(TEST_STAMP)
+	rm -rf tests/tool-model $(TOOL_CHECKPOINT)
+	$(BIN)/qwen-mtp-desktop demo-model build $(TOOL_CHECKPOINT) --tools \
+		--train-steps $(TOOL_TRAIN_STEPS) --seed 0 \
+		--export-to tests/tool-model --weight-format fp16
+	cp $(TOOL_CHECKPOINT)/qwen_mtp_build.json tests/tool-model/
+
+TOOL_TRAIN_STEPS ?= 1300
+TOOL_CHECKPOINT := .cache/tool-model-checkpoint
 
 # The one-folder bundle for this OS (dist/qwen-mtp-desktop), its --self-test, its size, and the
 # OS's installer (Linux: dist/qwen-mtp-desktop-VERSION-linux-ARCH.tar.gz). See packaging/README.md.

@@ -1,4 +1,5 @@
-"""Build-once, cache-by-version tiny models for the integration tests.
+"""Build-once, cache-by-version tiny models for the integration tests, and the committed tool
+model.
 
 The cache key is the builder's version plus the build arguments, so changing the builder
 rebuilds everything and nothing stale is ever reused.
@@ -13,6 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import CACHE_ROOT
+
+#: The tool model: a tiny Qwen3.5 + MTP trained to call `add` and `get_weather` (the tools of
+#: `tests/mcp_server.py --tools add,get_weather`), exported; committed, rebuilt by
+#: `make tool-model`. Tests use it as it is and never train.
+TOOL_MODEL = Path(__file__).resolve().parent / "tool-model"
 
 
 @contextmanager

@@ -17,7 +17,12 @@ def _cmd_demo_model_build(args: argparse.Namespace) -> int:
     if args.export_to is not None and args.export_to.exists() and any(args.export_to.iterdir()):
         raise CommandError(f"{args.export_to} already exists and is not empty; choose a new one")
     try:
-        from qwen_mtp_desktop.devtools.tiny_model import build_checkpoint
+        from qwen_mtp_desktop.devtools.tiny_model import (
+            DEMO,
+            TOOLS,
+            SelfCheckError,
+            build_checkpoint,
+        )
     except ImportError as exc:
         raise CommandError(
             f"the model builder needs the export toolkit ({exc.name} is missing): "
@@ -27,9 +32,17 @@ def _cmd_demo_model_build(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(message, flush=True)
 
-    result = build_checkpoint(
-        out, moe=args.moe, train_steps=args.train_steps, seed=args.seed, progress=progress
-    )
+    try:
+        result = build_checkpoint(
+            out,
+            moe=args.moe,
+            train_steps=args.train_steps,
+            seed=args.seed,
+            progress=progress,
+            recipe=TOOLS if args.tools else DEMO,
+        )
+    except SelfCheckError as exc:
+        raise CommandError(f"the trained model failed its self-check: {exc}") from exc
     print(
         f"built {result.path} ({result.parameters:,} parameters, MTP {result.mtp_parameters:,}) "
         f"in {result.seconds:.1f} s"
@@ -70,6 +83,11 @@ def register(commands: Any) -> None:
     build = demo_commands.add_parser("build", help="build (and optionally train) a checkpoint")
     build.add_argument("out", type=Path, help="new folder for the Hugging Face checkpoint")
     build.add_argument("--moe", action="store_true", help="Qwen3.5-MoE instead of dense")
+    build.add_argument(
+        "--tools",
+        action="store_true",
+        help="train the tool-calling model (tests/tool-model) instead of the counting demo",
+    )
     build.add_argument(
         "--train-steps",
         type=bounded_int(0, MAX_COUNT),

@@ -8,9 +8,13 @@ sends (thinking on and off, optional system prompt, optional earlier turn).
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+from qwen_mtp_desktop.core.tool_calls import render_calls
 
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -35,7 +39,8 @@ SPECIAL_TOKENS: tuple[str, ...] = (
 # openvino_genai's own Jinja engine understand. Thinking defaults to on, like Qwen3.5; earlier
 # assistant turns lose their reasoning block. Tools, tool calls and tool results are rendered
 # in Qwen3.5's format (see the template's opening comment), so the API's tool calling runs on
-# the demo model; the corpus has no tool samples (the model never learnt to call one).
+# the demo model; this corpus has no tool samples (the demo never learnt to call one), the tool
+# model's (tool_corpus.py) has.
 CHAT_TEMPLATE = r"""{#- The demo model's chat template. Its tool-calling parts (the "# Tools" system block, an
     assistant message's tool_calls as <tool_call><function=...><parameter=...> blocks, and
     role "tool" results as <tool_response> blocks in a user turn) follow Qwen3.5's published
@@ -136,6 +141,22 @@ CHAT_TEMPLATE = r"""{#- The demo model's chat template. Its tool-calling parts (
     {%- endif -%}
 {%- endif -%}
 """
+
+# The template's "# Tools" system block around the tools' JSON, for the Python twin below (a
+# test renders both and holds them equal).
+TOOLS_HEADER = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+TOOLS_FOOTER = (
+    "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
+    "</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\n"
+    "that can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\n"
+    "Reminder:\n- Function calls MUST follow the specified format: an inner "
+    "<function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your "
+    "function call in natural language BEFORE the function call, but NOT after\n- If there is "
+    "no function call available, answer the question like normal with your current knowledge "
+    "and do not tell the user about function calls\n</IMPORTANT>"
+)
 
 SYSTEM_PROMPTS: tuple[str, ...] = (
     "You are a helpful assistant.",
@@ -300,6 +321,19 @@ MAX_NUMBER = 99  # two digits at most: Qwen's pre-tokenizer splits numbers into 
 MAX_COUNT_LEN = 20  # numbers per answer; keeps sequences short enough for fast CPU training
 
 
+class Sample(Protocol):
+    """What training reads of a conversation: the rendered prompt and the text to learn, and
+    the whole text in pieces, each marked trained or not (`pieces`)."""
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def completion(self) -> str: ...
+
+    def pieces(self) -> list[tuple[str, bool]]: ...
+
+
 @dataclass(frozen=True)
 class ChatSample:
     """One training conversation: the prompt messages plus the assistant's completion."""
@@ -325,19 +359,67 @@ class ChatSample:
             return f"{self.thinking}\n{THINK_CLOSE}\n\n{self.answer}{IM_END}"
         return self.answer + IM_END
 
+    def pieces(self) -> list[tuple[str, bool]]:
+        """Only the completion is trained (an earlier answer in the prompt is not)."""
+        return [(self.prompt, False), (self.completion, True)]
+
+
+def split_earlier_answers(prompt: str) -> list[tuple[str, bool]]:
+    """`prompt` in pieces with each earlier assistant turn's text (and its end token) marked
+    trained. Every cut is at a special token or right after "assistant\n", where the
+    pre-tokenizer cuts anyway, so the pieces' tokens joined are the whole prompt's tokens."""
+    head = f"{IM_START}assistant\n"
+    pieces: list[tuple[str, bool]] = []
+    at = 0
+    while (start := prompt.find(head, at)) >= 0:
+        end = prompt.find(IM_END, start)
+        if end < 0:  # the generation prompt: nothing written yet
+            break
+        start += len(head)
+        end += len(IM_END)
+        pieces += [(prompt[at:start], False), (prompt[start:end], True)]
+        at = end
+    pieces.append((prompt[at:], False))
+    return [piece for piece in pieces if piece[0]]
+
 
 def render_chat(
-    messages: Sequence[dict[str, str]],
+    messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool,
     enable_thinking: bool | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
-    """Python twin of CHAT_TEMPLATE for string contents (the tests hold the two equal)."""
+    """Python twin of CHAT_TEMPLATE (the tests hold the two equal, and equal to the runtime's
+    native rendering). Contents are strings; an assistant message may carry OpenAI-style
+    `tool_calls` (arguments a mapping, as the engine passes them) and a `role: "tool"`
+    message is a result."""
     parts: list[str] = []
-    for message in messages:
-        role, content = message["role"], message["content"]
+    if tools:
+        # openvino-genai's `tojson` writes what json.dumps writes by default (key order kept).
+        listed = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
+        parts.append(f"{IM_START}system\n{TOOLS_HEADER}{listed}\n</tools>{TOOLS_FOOTER}")
+        if messages and messages[0]["role"] == "system":
+            system = str(messages[0]["content"]).strip()
+            parts.append(f"\n\n{system}" if system else "")
+        parts.append(f"{IM_END}\n")
+    for index, message in enumerate(messages):
+        role, content = message["role"], str(message.get("content") or "")
+        if role == "system" and tools and index == 0:
+            continue
+        if role == "tool":
+            if index > 0 and messages[index - 1]["role"] != "tool":
+                parts.append(f"{IM_START}user")
+            parts.append(f"\n<tool_response>\n{content.strip()}\n</tool_response>")
+            if index == len(messages) - 1 or messages[index + 1]["role"] != "tool":
+                parts.append(f"{IM_END}\n")
+            continue
         if role == "assistant" and THINK_CLOSE in content:
             content = content.split(THINK_CLOSE)[-1].lstrip("\n")
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            functions = [call.get("function", call) for call in calls]
+            content = render_calls([(f["name"], f["arguments"]) for f in functions], content)
         parts.append(f"{IM_START}{role}\n{content}{IM_END}\n")
     if add_generation_prompt:
         parts.append(f"{IM_START}assistant\n")

@@ -12,7 +12,8 @@ predicting token t+2, where h_t is the language model's final-normed hidden stat
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+import random
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ MAX_SEQ_LEN = 112  # longer samples are skipped to bound the cost of a step
 # form is exact) about 20x faster here. Only the training-time call changes, never the weights.
 TRAIN_DELTA_RULE_CHUNK = 16
 STOP_WEIGHT = 5.0  # loss weight of <|im_end|> targets (see loss_weights)
+EMPHASIS_WEIGHT = 4.0  # loss weight of a recipe's emphasised tokens (see loss_weights)
 
 
 class MTPHead(nn.Module):
@@ -153,42 +155,73 @@ class TrainStats:
     mtp_loss: float
 
 
-def encode_sample(tokenizer: Any, sample: corpus.ChatSample) -> tuple[list[int], list[int]]:
-    """Token ids of prompt + completion, and a 0/1 mask marking the completion tokens.
+def encode_sample(tokenizer: Any, sample: corpus.Sample) -> tuple[list[int], list[int]]:
+    """Token ids of the sample's pieces (prompt + completion, for the demo), and a 0/1 mask
+    marking the trained tokens (the completion's, and earlier answers' where a sample trains
+    them).
 
     Prompt and completion are encoded separately, as at inference time (the runtime tokenizes
     the rendered prompt and the model generates the rest).
     """
-    prompt = tokenizer.encode(sample.prompt, add_special_tokens=False)
-    completion = tokenizer.encode(sample.completion, add_special_tokens=False)
-    return prompt + completion, [0] * len(prompt) + [1] * len(completion)
+    ids: list[int] = []
+    mask: list[int] = []
+    for text, trained in sample.pieces():
+        piece = tokenizer.encode(text, add_special_tokens=False)
+        ids += piece
+        mask += [int(trained)] * len(piece)
+    return ids, mask
 
 
-def loss_weights(ids: torch.Tensor, mask: torch.Tensor, stop_id: int) -> torch.Tensor:
-    """Completion mask with the eos targets up-weighted.
+def loss_weights(
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    stop_id: int,
+    emphasis: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Completion mask with the eos targets up-weighted, and the `emphasis` token ids (values
+    the model copies, for the tool model) too.
 
     Stopping at the right number / repetition is one decision per answer among ~40 easy tokens;
-    without extra weight the tiny model keeps counting past the end for many more steps.
+    without extra weight the tiny model keeps counting past the end for many more steps. A
+    tool call's few argument tokens are the same kind of decision among many format tokens.
     """
     weights = mask.to(torch.float32)
+    if emphasis is not None:
+        weights = torch.where(torch.isin(ids, emphasis), weights * EMPHASIS_WEIGHT, weights)
     return torch.where(ids == stop_id, weights * STOP_WEIGHT, weights)
 
 
 def _batches(
-    tokenizer: Any, seed: int, batch_size: int, pad_id: int
+    tokenizer: Any,
+    samples: Iterator[corpus.Sample],
+    batch_size: int,
+    pad_id: int,
+    max_seq_len: int,
+    emphasis: torch.Tensor | None = None,
+    pool: int = 1,
+    seed: int = 0,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    samples = corpus.iter_samples(seed)
+    """Padded batches. With `pool` > 1, that many batches' samples are drawn, sorted by
+    length and cut into batches (yielded in a seeded order): samples of very different
+    lengths (the tool model's: 100 to 600 tokens) then waste less time on padding."""
+    order = random.Random(seed)
     while True:
         rows: list[tuple[list[int], list[int]]] = []
-        while len(rows) < batch_size:
+        while len(rows) < batch_size * pool:
             ids, mask = encode_sample(tokenizer, next(samples))
-            if len(ids) <= MAX_SEQ_LEN:
+            if len(ids) <= max_seq_len:
                 rows.append((ids, mask))
-        width = max(len(ids) for ids, _ in rows)
-        # Right padding: causal attention and the causal delta rule never look at it.
-        ids_t = torch.tensor([ids + [pad_id] * (width - len(ids)) for ids, _ in rows])
-        mask_t = torch.tensor([mask + [0] * (width - len(mask)) for _, mask in rows])
-        yield ids_t, loss_weights(ids_t, mask_t, tokenizer.eos_token_id)
+        if pool > 1:
+            rows.sort(key=lambda row: len(row[0]))
+        groups = [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
+        if pool > 1:
+            order.shuffle(groups)
+        for group in groups:
+            width = max(len(ids) for ids, _ in group)
+            # Right padding: causal attention and the causal delta rule never look at it.
+            ids_t = torch.tensor([ids + [pad_id] * (width - len(ids)) for ids, _ in group])
+            mask_t = torch.tensor([mask + [0] * (width - len(mask)) for _, mask in group])
+            yield ids_t, loss_weights(ids_t, mask_t, tokenizer.eos_token_id, emphasis)
 
 
 def _masked_ce(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -237,8 +270,13 @@ def train_jointly(
     progress: Callable[[str], None] | None = None,
     report_every: int | None = None,
     trunk_grad: float = 0.25,
+    samples: Iterator[corpus.Sample] | None = None,
+    max_seq_len: int = MAX_SEQ_LEN,
+    emphasis: Sequence[int] = (),
+    pool: int = 1,
 ) -> TrainStats:
-    """AdamW on model + head; returns the mean losses of the last steps.
+    """AdamW on model + head; returns the mean losses of the last steps. The data is the
+    demo's chats (`corpus.iter_samples(seed)`) unless `samples` are given.
 
     Warmup, then a constant rate, then a linear decay over the last 30 %: the tiny model needs a
     long high-rate phase to pick up copying (its loss sits on a plateau for a few hundred steps).
@@ -258,7 +296,11 @@ def train_jointly(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     _use_small_delta_rule_chunks(model)
-    batches = _batches(tokenizer, seed, batch_size, tokenizer.pad_token_id)
+    stream = corpus.iter_samples(seed) if samples is None else samples
+    emphasised = torch.tensor(sorted(set(emphasis))) if emphasis else None
+    batches = _batches(
+        tokenizer, stream, batch_size, tokenizer.pad_token_id, max_seq_len, emphasised, pool, seed
+    )
     model.train()
     head.train()
     recent: list[tuple[float, float]] = []
@@ -290,11 +332,12 @@ class SelfCheck:
     answers_total: int
     mtp_agreement: float  # fraction of greedy steps where the MTP draft matched (n=1 acceptance)
     examples: tuple[str, ...]
+    texts: tuple[str, ...] = ()  # every greedy answer, in the samples' order
 
 
 @torch.no_grad()
 def self_check(
-    model: Any, head: MTPHead, tokenizer: Any, samples: list[corpus.ChatSample]
+    model: Any, head: MTPHead, tokenizer: Any, samples: Sequence[corpus.Sample]
 ) -> SelfCheck:
     """Greedy answers in torch (no cache; the model is tiny) and the MTP head's n=1 agreement."""
     language_model = model.model.language_model
@@ -303,6 +346,7 @@ def self_check(
     agree = 0
     drafts = 0
     examples: list[str] = []
+    texts: list[str] = []
     for sample in samples:
         ids = tokenizer.encode(sample.prompt, add_special_tokens=False)
         prompt_len = len(ids)
@@ -326,6 +370,7 @@ def self_check(
             draft = int(model.lm_head(mtp_hidden[0, -1]).argmax())
         text = tokenizer.decode(ids[prompt_len:], skip_special_tokens=False)
         ok += int(text == sample.completion)
+        texts.append(text)
         if len(examples) < 3:
             examples.append(text)
-    return SelfCheck(ok, len(samples), agree / max(1, drafts), tuple(examples))
+    return SelfCheck(ok, len(samples), agree / max(1, drafts), tuple(examples), tuple(texts))

@@ -1,8 +1,9 @@
 """Issue 27 item 5 in the real window (offscreen, the real engine host on the demo model, a real
 stdio MCP server, tests/mcp_server.py): a chat enables the server, "Use a tool" forces a call
-(a grammar: the demo model never calls a tool by itself), the chat asks before it runs, the
-tool runs on the server, its result goes back to the model, which answers; the call is shown
-folded and stored with the answer. A hanging tool times out, a crashing server is reported,
+(a grammar: the demo model never calls a tool by itself; the tool model does, in
+test_chat_tool_model.py), the chat asks before it runs, the tool runs on the server, its
+result goes back to the model, which answers; the call is shown folded and stored with the
+answer. A hanging tool times out, a crashing server is reported,
 Deny and Stop end cleanly. Screenshots of the servers dialog and a transcript with a call."""
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ the `openai` SDK and raw HTTP: tools rendered by the model's chat template, forc
 returned whole and streamed, a tool result sent back and answered, a call cut short returned
 as text with `tool_call_error`, and bad shapes refused with a 400 naming the field.
 
-The demo model was never trained to call a tool (its training corpus has none: a tool-calling
-variant would need samples with the ~1,200-character tools prompt, about ten times the
-sequence length it trains on), so with `tool_choice: "auto"` it answers in text; the calls
-here are forced by the grammar, which makes every one well formed. The model is a copy of the
+The demo model was never trained to call a tool, so with `tool_choice: "auto"` it answers in
+text; the calls here are forced by the grammar, which makes every one well formed. (The tool
+model calls tools by itself: test_serve_tool_model.py.) The model is a copy of the
 demo model in a folder of its own, so the server sends it the whole conversation."""
 
 from __future__ import annotations
