@@ -23,7 +23,7 @@ from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_mcp_tools import _finish, _stored_calls
-from tests.gui.test_chat_panel import LONG_WAIT, window_idle
+from tests.gui.test_chat_panel import LONG_WAIT, _open_window, window_idle
 from tests.models import TOOL_MODEL
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
@@ -41,12 +41,8 @@ def _window(qtbot: QtBot) -> MainWindow:
     store.settings.mcp_servers = [SERVER.to_dict()]
     store.settings.default_model = str(TOOL_MODEL)
     store.save()
-    window = MainWindow(paths, SettingsStore(paths.settings_file))
-    qtbot.addWidget(window)
-    window.resize(1280, 800)
-    window.show()
+    window = _open_window(qtbot)
     chat = window.chat
-    qtbot.waitUntil(lambda: chat.store_ready and chat._loaded is not None, timeout=LONG_WAIT)
     assert chat.current_model_dir() == TOOL_MODEL
     options = chat.tool_turns.options
     qtbot.waitUntil(lambda: "tests" in options.checks, timeout=LONG_WAIT)
