@@ -6,10 +6,11 @@ The stateful target runs such a call on the CPU plugin's single-token attention 
 follow-up's new tokens cost more the longer the kept conversation is (measured on the 0.8B
 geometry: 500 new tokens after 6,000 kept ones 3-4x a cold 500-token prefill;
 benchmarks/continuation_prefill.py). Here the live cache entries are copied out of the
-stateful request, the call runs with them as inputs on the blocked kernel a cold prefill
-uses, and the returned caches (kept entries + the call's) are written back: two copies of the
-cache against a per-new-token saving that grows with the cache. Short calls (decoding steps,
-verifications) stay on the stateful request, where no copy is made at all.
+stateful request (or taken as they are from the state cache after a restore), the call runs
+with them as inputs on the blocked kernel a cold prefill uses, and the returned caches (kept
+entries + the call's) are written back: at most two copies of the cache against a
+per-new-token saving that grows with the cache. Short calls (decoding steps, verifications)
+stay on the stateful request, where no copy is made at all.
 
 The second graph is a clone of the same in-memory model, but the CPU plugin prepares its
 weights again on its first call: about as much memory again as the model's weights (+1.0 GB
@@ -115,7 +116,9 @@ class ContinuationGraph:
         if binding:
             request.set_tensors(binding)
         copied = time.perf_counter()
-        request.infer(feed, share_outputs=True)  # outputs are read by get_tensor
+        # Inputs shared, not copied (the request keeps `feed`'s arrays alive until its next
+        # call); outputs are read by get_tensor.
+        request.infer(feed, share_inputs=True, share_outputs=True)
         inferred = time.perf_counter()
         produced: dict[str, npt.NDArray[np.float32]] = {
             name: np.asarray(request.get_tensor(f"{KV_OUT}{index}").data)

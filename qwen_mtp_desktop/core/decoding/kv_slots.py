@@ -114,15 +114,20 @@ class KvSlots:
         self._mask[: self.size] = 1
 
     def save(self) -> list[npt.NDArray[Any]]:
-        """Copies of the live entries, one array per state ([batch, heads, live, dim])."""
+        """The live entries, one array per state ([batch, heads, live, dim]), owned by no
+        request: read-only by convention (restored entries not yet written in are returned
+        as they are, shared with the state cache that holds them)."""
         import numpy as np
 
+        if self._pending is not None:  # a restore leaves no hidden slots
+            return list(self._pending)
         live_slots = np.flatnonzero(self._mask[: self.size])
         every = len(live_slots) == self.size
-        sources = self._pending or [state.state.data for state in self._request.query_state()]
+        # Reading a state makes a new tensor (the plugin's cache is converted into it), so
+        # when every slot is live that tensor's array is the copy already.
         saved = [
-            np.array(data) if every else np.ascontiguousarray(data[:, :, live_slots])
-            for data in sources
+            state.state.data if every else np.ascontiguousarray(state.state.data[:, :, live_slots])
+            for state in self._request.query_state()
         ]
         self.copies += self.live
         return saved
@@ -139,7 +144,8 @@ class KvSlots:
         import openvino as ov
 
         for state in self._request.query_state():
-            state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]))
+            # Setting a state copies the tensor into the plugin's cache: no copy needed here.
+            state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]), shared_memory=True)
         self._pending = None
         self._loaded(live)
 
@@ -173,7 +179,7 @@ class KvSlots:
         if self._pending is None:
             return
         for state, array in zip(self._request.query_state(), self._pending, strict=True):
-            state.state = ov.Tensor(np.ascontiguousarray(array))
+            state.state = ov.Tensor(np.ascontiguousarray(array), shared_memory=True)
         self.copies += self.size
         self._pending = None
 
