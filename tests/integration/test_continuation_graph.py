@@ -138,25 +138,38 @@ def test_short_calls_and_a_first_prefill_stay_on_the_stateful_request(demo_model
     assert graph.calls == 1 and graph.compile_s is not None
 
 
-def test_a_short_part_of_a_long_prefill_takes_the_graph_with_the_rest(demo_model: Path) -> None:
-    """The engine prefills up to the template's stable prefix, then the rest: a short first
-    part is judged by the whole prefill, so it does not take the single-token path."""
+@pytest.mark.parametrize("short_first", [True, False], ids=["short-then-long", "long-then-short"])
+def test_each_part_of_a_split_prefill_takes_the_path_its_own_length_pays_for(
+    demo_model: Path, short_first: bool
+) -> None:
+    """The engine prefills up to the template's stable prefix, then the rest. Only the long
+    part takes the continuation graph: a call there copies the whole kept cache out and back,
+    which a few tokens (the ones that open the answer) never pay for. The answer is a cold
+    prefill's either way."""
     decoder = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    cold = AppDecoder(demo_model, "CPU", EXACT_NUMERICS, continuation=False)
     graph = decoder.target.continuation
     assert graph is not None
     kept = words(30, 700)
     decoder.logits_after(kept)
-    short, rest = words(31, 5), words(32, 60)
-    steps = decoder.generate(
-        kept + short + rest,
-        method=DecodingMethod.plain(),
-        max_new_tokens=2,
-        stop_ids=set(),
-        stable_prefix=len(kept) + len(short),
-    )
-    for _ in steps:
-        pass
-    assert graph.calls == 2  # the 5-token part and the 60-token rest
+    short, long = words(31, 5), words(32, 60)
+    first, second = (short, long) if short_first else (long, short)
+    prompt = kept + first + second
+    calls, kept_entries = graph.calls, decoder.target.kv.live
+
+    def run(d: AppDecoder, stable_prefix: int | None) -> list[int]:
+        steps = d.generate(
+            prompt,
+            method=DecodingMethod.plain(),
+            max_new_tokens=4,
+            stop_ids=set(),
+            stable_prefix=stable_prefix,
+        )
+        return [t for step in steps for t in step.tokens]
+
+    assert run(decoder, len(kept) + len(first)) == run(cold, None)
+    assert graph.calls == calls + 1  # the long part only
+    assert decoder.last_prefill is not None and decoder.last_prefill.reused >= kept_entries - 8
 
 
 @pytest.mark.parametrize("ir", ["openvino_language_model", "openvino_mtp_model"])

@@ -137,16 +137,15 @@ def infer_after_kept(
     inputs: dict[str, Any],
     continuation: ContinuationGraph | None,
     *,
-    judged_by: int,
     recurrent_binding: Callable[[Any], dict[Any, Any]] | None = None,
 ) -> Any:
     """Run one call of a stateful graph (its `request`, its caches `kv`) with `inputs` (all but
-    the attention mask) after the live cache entries: on `continuation` when it pays for a call
-    of `judged_by` tokens, else on `request`. Returns the request that holds the outputs."""
+    the attention mask) after the live cache entries: on `continuation` when it pays for this
+    call's tokens, else on `request`. Returns the request that holds the outputs."""
     import numpy as np
 
     count = int(inputs["inputs_embeds"].shape[1])
-    if continuation is not None and continuation.worth_it(judged_by, kv.live):
+    if continuation is not None and continuation.worth_it(count, kv.live):
         # Only the live entries are copied out: the mask has no holes.
         inputs["attention_mask"] = np.ones((1, kv.live + count), dtype=np.int64)
         return continuation.run(inputs, kv, recurrent_binding or _no_binding)

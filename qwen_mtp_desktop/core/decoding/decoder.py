@@ -478,13 +478,14 @@ class AppDecoder:
             method.sampling, self.vocab_size, prompt_ids, self._draft_ids, grammar
         )
         if stable_prefix is not None and reused < stable_prefix < total:
-            # Prefill up to the point the next prompt keeps, and keep the state there.
-            # Judged as part of the whole prefill: a short first part must not take the
-            # stateful single-token path when the whole is long (core.decoding.continuation).
-            self._prefill(prompt[reused:stable_prefix].tolist(), part_of=total - reused)
+            # Prefill up to the point the next prompt keeps, and keep the state there. Each
+            # part takes the path its own length pays for (core.decoding.continuation): the
+            # few tokens that open the answer stay on the stateful request, where a call on
+            # the continuation graph would copy the whole kept cache out and back for them.
+            self._prefill(prompt[reused:stable_prefix].tolist())
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
-            out = self._prefill(prompt[self._processed :].tolist(), part_of=total - reused)
+            out = self._prefill(prompt[self._processed :].tolist())
             last_logits = out.logits()[-1]
             self._live_state().add_snapshot(self._snapshot(last_logits))
             first = chooser.first(last_logits, int(out.argmax[-1]))
@@ -606,10 +607,9 @@ class AppDecoder:
         assert snapshot is not None and snapshot.logits is not None
         return np.array(snapshot.logits)
 
-    def _prefill(self, ids: list[int], part_of: int | None = None) -> TargetOutput:
+    def _prefill(self, ids: list[int]) -> TargetOutput:
         """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
-        the last call's output (its last position projected). `part_of`: the tokens of the
-        whole prefill these belong to (which path a call takes is judged by the whole)."""
+        the last call's output (its last position projected)."""
         import numpy as np
 
         chunk = self.prefill_chunk or len(ids)
@@ -617,7 +617,7 @@ class AppDecoder:
         for begin in range(0, len(ids), chunk):
             part = ids[begin : begin + chunk]
             start = self._processed
-            out = self.target.run(part, start, len(part) - 1, part_of=part_of or len(ids))
+            out = self.target.run(part, start, len(part) - 1)
             self._set_ids(start, part)
             self._set_hidden(start, np.array(out.hidden))
             self.target.settle(len(part), keep=True)

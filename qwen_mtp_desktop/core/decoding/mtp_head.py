@@ -91,9 +91,7 @@ class MtpHead:
         }
         began = time.perf_counter()
         # A long catch-up after a long follow-up runs on the continuation graph.
-        request = infer_after_kept(
-            self.request, self.kv, inputs, self.continuation, judged_by=count
-        )
+        request = infer_after_kept(self.request, self.kv, inputs, self.continuation)
         self.timing.draft_s += time.perf_counter() - began
         self.timing.draft_calls += 1
         index = int(request.get_tensor(DRAFT_INDEX).data.reshape(-1)[0])

@@ -176,14 +176,10 @@ class Target:
         self.kv.reset()
         self.recurrent.reset()
 
-    def run(
-        self, token_ids: Sequence[int], start: int, rows_from: int, *, part_of: int = 0
-    ) -> TargetOutput:
+    def run(self, token_ids: Sequence[int], start: int, rows_from: int) -> TargetOutput:
         """Process `token_ids` at positions start.. (the caches hold `start` live positions)
         and project positions rows_from.. of this call; then `settle()` says whether the call
-        counts. The output's arrays are views that the next call overwrites. `part_of`: the
-        tokens of the prefill this call is a part of, if more than its own (the continuation
-        graph is chosen by the whole: its copies are paid per call, its saving per token)."""
+        counts. The output's arrays are views that the next call overwrites."""
         import numpy as np
 
         count = len(token_ids)
@@ -201,7 +197,6 @@ class Target:
             self.kv,
             inputs,
             self.continuation,
-            judged_by=max(count, part_of),
             recurrent_binding=self.recurrent.binding_for,
         )
         self.timing.target_s += time.perf_counter() - began
