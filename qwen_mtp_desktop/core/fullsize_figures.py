@@ -3,8 +3,8 @@ where the demo model's own MTP results would mislead (Compare, Validate, the Ben
 the demo banner). The demo model's whole answer takes milliseconds, so MTP's fixed cost per step
 always loses there; these figures say what it does on a model of real size.
 
-Copied from benchmarks/README.md ("Results: no copies per call (2026-12-03)", run A of
-`benchmarks/fullsize.py`): change them there and here together.
+Copied from benchmarks/README.md ("Results: a quiet machine (2026-12-03)", depths 1-3 of that
+`benchmarks/fullsize.py` run): change them there and here together.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ class FullSizeFigures:
 FULL_SIZE = FullSizeFigures(
     model="Qwen3.5-0.8B geometry, INT4",
     source="benchmarks/fullsize.py, 2026-12-03",
-    machine="a shared 2-core VM",
-    all_accepted=(1.65, 2.47, 2.99),
-    realistic_acceptance=0.85,
-    realistic_best=1.99,
-    realistic_rounds=(1.79, 2.19),
-    none_accepted=(0.50, 0.49, 0.43),
+    machine="a 2-core VM",
+    all_accepted=(1.93, 2.16, 2.85),
+    realistic_acceptance=0.90,
+    realistic_best=1.91,
+    realistic_rounds=(1.73, 2.10),
+    none_accepted=(0.47, 0.41, 0.40),
     auto_none_accepted=0.93,
     auto_measured="2026-11-30",
 )
