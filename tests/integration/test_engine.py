@@ -225,11 +225,13 @@ def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> N
         assert stats.method.kind == method.kind
         unseeded = method.with_sampling(Sampling(temperature=1.2, top_k=40))
         seeds, answers = set(), set()
-        for _ in range(4):
-            turn = engine.generate(story, GenerationSettings(max_new_tokens=16, method=unseeded))
+        # The demo model is sure of itself: 4 plain answers of 16 tokens were all equal in 2 of
+        # 40 trials (a flaky test); 8 answers of 24 tokens were never all equal in 40.
+        for _ in range(8):
+            turn = engine.generate(story, GenerationSettings(max_new_tokens=24, method=unseeded))
             seeds.add(turn.run_to_end().method.sampling.seed)
             answers.add(tuple(turn.token_ids))
-        assert None not in seeds and len(seeds) == 4 and len(answers) >= 2, method
+        assert None not in seeds and len(seeds) == 8 and len(answers) >= 2, method
     engine.unload()
 
 
