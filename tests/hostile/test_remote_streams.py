@@ -114,7 +114,10 @@ class TestStopAgainstFloodingServers:
         stops (the command says "interrupted") within the limit, and the process exits with
         130 soon after (Python's own shutdown, 80-200 ms here, comes on top)."""
         url = base_url(port, flood_spec("flood \u001b[2J "))  # escapes too: made visible
-        command = [sys.executable, "-m", "qwen_mtp_desktop", "generate", "--remote", url]
+        # faulthandler: a command that never says "interrupted" is made to print where each of
+        # its threads is (SIGABRT) before the test fails (it failed twice in full-suite runs).
+        command = [sys.executable, "-X", "faulthandler", "-m", "qwen_mtp_desktop"]
+        command += ["generate", "--remote", url]
         command += ["--remote-model", "m", "--max-new-tokens", str(MANY_TOKENS), "hi"]
         for _ in range(5):
             primary, secondary = pty.openpty()
@@ -135,6 +138,10 @@ class TestStopAgainstFloodingServers:
                 process.send_signal(signal.SIGINT)
                 sent = time.monotonic()
                 said, more, stopped = _until_interrupted(process, primary)
+                if b"interrupted" not in said:
+                    process.send_signal(signal.SIGABRT)
+                    stacks, _, _ = _until_interrupted(process, primary, within_s=3)
+                    said += b"\n--- where the command was ---\n" + stacks
                 code, rest = _exit_reading(process, primary, 30)
                 exited = time.monotonic() - sent
                 shown += more + rest
@@ -219,14 +226,14 @@ def _shown(chat: Any) -> int:
 
 
 def _until_interrupted(
-    process: subprocess.Popen[bytes], terminal: int
+    process: subprocess.Popen[bytes], terminal: int, within_s: float = 10
 ) -> tuple[bytes, bytes, float]:
     """(stderr, what the terminal showed meanwhile, seconds) until the command says it was
-    interrupted (or 10 s pass); the terminal is read so the command never blocks on it."""
+    interrupted (or `within_s` pass); the terminal is read so the command never blocks on it."""
     assert process.stderr is not None
     errors, shown = b"", b""
     started = time.monotonic()
-    while b"interrupted" not in errors and time.monotonic() - started < 10:
+    while b"interrupted" not in errors and time.monotonic() - started < within_s:
         ready, _, _ = select.select([process.stderr.fileno(), terminal], [], [], 1)
         if process.stderr.fileno() in ready:
             errors += os.read(process.stderr.fileno(), 65536)
