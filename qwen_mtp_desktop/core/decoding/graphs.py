@@ -186,29 +186,17 @@ def make_kv_explicit(model: Any) -> tuple[str, ...]:
         names.append(variable_id)
     model.add_parameters(params)
     model.add_results(results)
-    for param in params:
-        _skip_beam_gather(param)
     group_attention(model)
     model.validate_nodes_and_infer_types()
     return tuple(names)
 
 
-def _skip_beam_gather(param: Any) -> None:
-    """Feed a cache input straight to what reads it past the export's beam reorder (a Gather
-    of the cache by `beam_idx` on axis 0). The app runs one sequence, so the Gather only
-    copied the whole kept cache (0.13 s of a 747-token follow-up after 6,700 kept ones on
-    Qwen3.5-0.8B); the stateful graph's plugin folds it into its cache instead."""
-    value = param.output(0)
-    for consumer in list(value.get_target_inputs()):
-        node = consumer.get_node()
-        if node.get_type_name() == "Convert":  # the cache's own type differs from the input's
-            for inner in list(node.output(0).get_target_inputs()):
-                _bypass_if_beam_gather(inner.get_node())
-        else:
-            _bypass_if_beam_gather(node)
-
-
 def _bypass_if_beam_gather(node: Any) -> None:
+    """Replace `node` by its input if it is the export's beam reorder of a state (a Gather by
+    `beam_idx` on axis 0). The app runs one sequence, so the Gather only copied the state:
+    the whole kept cache for a continuation graph's cache input (0.13 s of a 747-token
+    follow-up after 6,700 kept ones on Qwen3.5-0.8B), every Gated DeltaNet state at every
+    step for the target's state ports. The stateful graph's plugin folds it into its cache."""
     if node.get_type_name() != "Gather" or node.get_input_size() != 3:
         return
     indices = node.input_value(1).get_node()
@@ -295,7 +283,8 @@ def _expose_state(
 ) -> tuple[Any, Any]:
     """Replace a state's ReadValue/Assign pair by a parameter `in_name` of `shape` and
     `element` (converted to and from the state's own type where they differ) and a result
-    `out_name`; the variable is removed. The caller adds both to the model."""
+    `out_name`, read without the export's beam reorder; the variable is removed. The caller
+    adds both to the model."""
     import openvino.opset13 as ops
 
     original = read.get_output_element_type(0)
@@ -303,6 +292,8 @@ def _expose_state(
     param.output(0).set_names({in_name})
     value = param if element == original else ops.convert(param, original)
     read.output(0).replace(value.output(0))
+    for reader in list(value.output(0).get_target_inputs()):
+        _bypass_if_beam_gather(reader.get_node())
     produced = assign.input_value(0)
     if element != original:
         produced = ops.convert(produced, element).output(0)
