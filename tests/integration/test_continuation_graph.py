@@ -38,8 +38,15 @@ def words(seed: int, count: int) -> list[int]:
     return np.random.default_rng(seed).integers(300, 2000, count).tolist()
 
 
-def answer(decoder: AppDecoder, ids: list[int], method: DecodingMethod) -> list[int]:
-    steps = decoder.generate(ids, method=method, max_new_tokens=24, stop_ids=set())
+def answer(
+    decoder: AppDecoder,
+    ids: list[int],
+    method: DecodingMethod,
+    stable_prefix: int | None = None,
+) -> list[int]:
+    steps = decoder.generate(
+        ids, method=method, max_new_tokens=24, stop_ids=set(), stable_prefix=stable_prefix
+    )
     return [t for step in steps for t in step.tokens]
 
 
@@ -156,18 +163,9 @@ def test_each_part_of_a_split_prefill_takes_the_path_its_own_length_pays_for(
     first, second = (short, long) if short_first else (long, short)
     prompt = kept + first + second
     calls, kept_entries = graph.calls, decoder.target.kv.live
-
-    def run(d: AppDecoder, stable_prefix: int | None) -> list[int]:
-        steps = d.generate(
-            prompt,
-            method=DecodingMethod.plain(),
-            max_new_tokens=4,
-            stop_ids=set(),
-            stable_prefix=stable_prefix,
-        )
-        return [t for step in steps for t in step.tokens]
-
-    assert run(decoder, len(kept) + len(first)) == run(cold, None)
+    plain = DecodingMethod.plain()
+    split = answer(decoder, prompt, plain, stable_prefix=len(kept) + len(first))
+    assert split == answer(cold, prompt, plain)
     assert graph.calls == calls + 1  # the long part only
     assert decoder.last_prefill is not None and decoder.last_prefill.reused >= kept_entries - 8
 
@@ -207,19 +205,16 @@ def test_the_continuation_graphs_attend_to_grouped_heads_without_repeating_them(
 
 
 @pytest.mark.parametrize("ir", ["openvino_language_model", "openvino_mtp_model"])
-def test_the_continuation_graphs_read_their_cache_inputs_without_a_beam_reorder(
-    demo_model: Path, ir: str
-) -> None:
-    """The export reorders each cache by `beam_idx` (a Gather over the whole cache); the app
-    runs one sequence, so a cache input feeds the attention directly (the equality tests above
-    run on these graphs)."""
+def test_exposed_states_are_read_without_a_beam_reorder(demo_model: Path, ir: str) -> None:
+    """The export reorders each state by `beam_idx` (a Gather over the whole state); the app
+    runs one sequence, so a state it exposes as a port (the target's Gated DeltaNet states,
+    the continuation graphs' caches) feeds its readers directly (the equality tests above run
+    on these graphs)."""
     import openvino as ov
 
     from qwen_mtp_desktop.core.decoding.graphs import KV_IN, make_kv_explicit, transform_target
 
     model = ov.Core().read_model(demo_model / f"{ir}.xml")
-    if ir == "openvino_language_model":
-        transform_target(model)
 
     def beam_gathers() -> int:
         return sum(
@@ -230,9 +225,11 @@ def test_the_continuation_graphs_read_their_cache_inputs_without_a_beam_reorder(
         )
 
     exported = beam_gathers()
+    states = transform_target(model).states if ir == "openvino_language_model" else ()
     names = make_kv_explicit(model)
-    assert exported >= len(names) > 0
-    assert beam_gathers() == exported - len(names)  # the recurrent states keep theirs, if any
+    assert names and exported == len(states) + len(names)  # one reorder per state
+    assert bool(states) == (ir == "openvino_language_model")
+    assert beam_gathers() == 0
     for param in model.get_parameters():
         if param.get_friendly_name().startswith(KV_IN):
             readers = {i.get_node().get_type_name() for i in param.output(0).get_target_inputs()}
