@@ -202,6 +202,14 @@ def _environment() -> Any:
                 raise _LimitReachedError("a value longer than the output limit")
             return result
 
+        def wrap_str_format(self, value: Any) -> Any:
+            # Jinja hands templates `str.format`/`format_map` as a wrapper of its own (no
+            # `__self__` left for `call` to check), so the format string is checked here,
+            # when the method is looked up: '{:>1000000000}'.format(1) allocated 1 GB first.
+            if getattr(value, "__name__", None) in ("format", "format_map"):
+                _check_args([getattr(value, "__self__", None)])
+            return super().wrap_str_format(value)
+
         def call(self, context: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
             _check_args([*args, *kwargs.values(), getattr(obj, "__self__", None)])
             result = super().call(context, obj, *args, **kwargs)

@@ -120,6 +120,21 @@ def _strip_rt_template(model: Path) -> None:
     xml.write_text(re.sub(r'<chat_template value="[^"]*"\s*/>', "", text), encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    "template",
+    ["{{ '{:>1000000000}'.format(1) }}", "{{ '{x:>1000000000}'.format_map({'x': 1}) }}"],
+)
+def test_a_huge_format_width_is_refused_before_it_allocates(template: str) -> None:
+    """The format string is checked when the method is looked up (Jinja wraps `str.format`,
+    so a check at the call saw no string): refused for its width, not for a 1 GB result."""
+    from qwen_mtp_desktop.core.chat_template import ChatTemplateError, TemplateGuard
+
+    with pytest.raises(ChatTemplateError) as caught:
+        TemplateGuard(template).render([{"role": "user", "content": "hi"}])
+    assert caught.value.code == "CHAT_TEMPLATE"
+    assert "a format width of millions of characters" in caught.value.message
+
+
 @pytest.mark.slow
 class TestChatTemplatesBounded:
     def test_hostile_templates_are_bounded(self) -> None:
