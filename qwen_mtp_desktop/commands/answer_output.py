@@ -13,8 +13,12 @@ control character itself).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
@@ -66,27 +70,57 @@ class _Output:
 
 def stream_answer(answer: AnswerStream, *, quiet: bool = False) -> None:
     """Print `answer` as it streams (text to stdout, reasoning to stderr; nothing when `quiet`,
-    as for --json). Ctrl+C stops the answer at once and propagates; so does an EngineError,
-    after ending the line the partial answer is on (the text stays on screen)."""
+    as for --json). Ctrl+C stops the answer at once and propagates (KeyboardInterrupt); so does
+    an EngineError, after ending the line the partial answer is on (the text stays on screen)."""
     out = _Output(sys.stdout)
     err = _Output(sys.stderr)
-    try:
-        for chunk in answer:
-            if quiet:
-                continue
-            if chunk.reasoning:
-                err.write(chunk.reasoning)
-            if chunk.answer:
-                out.write(chunk.answer)
-    except KeyboardInterrupt:
-        answer.close()
+    with _ctrl_c_cancels(answer) as interrupted:
+        try:
+            for chunk in answer:
+                if quiet:
+                    continue
+                if chunk.reasoning:
+                    err.write(chunk.reasoning)
+                if chunk.answer:
+                    out.write(chunk.answer)
+        except KeyboardInterrupt:  # a second Ctrl+C: the answer did not end, so leave now
+            if out.wrote:
+                print()
+            raise
+        except EngineError:
+            if out.wrote or err.wrote:
+                print()  # the reason goes below the partial answer
+            raise
+    if interrupted.is_set():
         if out.wrote:
             print()
-        raise
-    except EngineError:
-        if out.wrote or err.wrote:
-            print()  # the reason goes below the partial answer
-        raise
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(answer: AnswerStream) -> Iterator[threading.Event]:
+    """While the answer streams, Ctrl+C cancels it as Stop does, and the answer ends the usual
+    way; the event says it happened. Python's own handler raises KeyboardInterrupt wherever the
+    main thread is, in the middle of a lock's `with` or a terminal write included, and a
+    command once went silent that way. The cancel runs on its own thread: a handler that
+    takes a lock the interrupted code holds would wait for itself. A second Ctrl+C raises
+    KeyboardInterrupt, for an answer that does not end."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted  # only the main thread may set handlers (and gets SIGINT)
+        return
+
+    def on_ctrl_c(_signum: int, _frame: object) -> None:
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=answer.cancel, name="ctrl-c", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield interrupted
+    finally:
+        # None: the handler was not set from Python; Python's own is what it was then
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 def print_result(

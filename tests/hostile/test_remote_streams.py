@@ -151,7 +151,8 @@ class TestStopAgainstFloodingServers:
                 os.close(primary)
             _latencies["cli"].append(stopped)
             _latencies["cli exit"].append(exited)
-            assert b"interrupted" in said and stopped < STOP_LIMIT_S, (said, stopped)
+            if b"interrupted" not in said or stopped >= STOP_LIMIT_S:  # whole, not cut short
+                pytest.fail(f"{stopped:.1f} s; stderr:\n{said.decode(errors='replace')}")
             assert code == 130 and exited < 4 * STOP_LIMIT_S, (code, exited)
             assert b"\x1b" not in shown and b"\\u001b[2J" in shown
 

@@ -17,6 +17,7 @@ registered model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -65,7 +66,8 @@ print(json.dumps({"status": outcome.status}), flush=True)
 
 
 def _exporters(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line mentions `marker` (a staging or destination path)."""
+    """Live processes whose command line mentions `marker` (a staging or destination path);
+    `.info["cmdline"]` holds it, read once: asking again raises if the process died since."""
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
@@ -88,7 +90,7 @@ def _wait_gone(marker: str, timeout: float = 15.0) -> list[psutil.Process]:
 def _kill_exporter_later(destination: Path, delay: float, fired: list[str]) -> threading.Timer:
     def fire() -> None:
         for process in _exporters(f".{destination.name}.exporting-"):
-            if "qwen_mtp_desktop" in " ".join(process.cmdline()):
+            if "qwen_mtp_desktop" in " ".join(process.info["cmdline"] or ()):
                 os.kill(process.pid, signal.SIGKILL)
                 fired.append("killed")
                 return
@@ -260,10 +262,11 @@ def test_a_crashed_generation_check_runs_again_and_shows_both_outcomes(tmp_path:
     def kill_first_check() -> None:
         while not stop.is_set() and not killed:
             for process in _exporters(f".{destination.name}.exporting-"):  # this export's only
-                if "qwen_mtp_desktop.core.export.child" in " ".join(process.cmdline()):
-                    os.kill(process.pid, signal.SIGSEGV)
-                    killed.append(process.pid)
-                    return
+                if "qwen_mtp_desktop.core.export.child" in " ".join(process.info["cmdline"] or ()):
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile: the next
+                        os.kill(process.pid, signal.SIGSEGV)
+                        killed.append(process.pid)
+                        return
             time.sleep(0.02)
 
     watcher = threading.Thread(target=kill_first_check, daemon=True)
