@@ -100,6 +100,64 @@ def test_a_snapshot_that_does_not_fit_is_discarded_with_a_log_line(
     assert "does not fit" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda a: a[:, :, :, :-1],  # a shorter head (another model)
+        lambda a: np.concatenate([a, a], axis=1),  # more heads
+        lambda a: a.astype(np.float16),  # another precision
+        lambda a: a[:, :, :1],  # fewer tokens than the snapshot needs
+    ],
+    ids=["head size", "heads", "dtype", "tokens"],
+)
+def test_kept_caches_that_do_not_fit_are_discarded_with_a_log_line(
+    demo_model: Path,
+    setup,  # type: ignore[no-untyped-def]
+    damage,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A conversation put aside (another one ran since) whose caches no longer fit the
+    model's is dropped when it would be resumed, and the turn is answered cold."""
+    _, cold, prompts, stops = setup
+    decoder = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    first = answer(decoder, prompts[0], DecodingMethod.mtp(2), stops)
+    answer(decoder, prompts[1], DecodingMethod.mtp(2), stops)  # the first goes aside
+    (kept,) = decoder.cache.aside
+    assert kept.caches is not None
+    kept.caches.target[0] = damage(kept.caches.target[0])
+    follow = prompts[0] + first[:2]
+    with caplog.at_level(logging.WARNING):
+        again = answer(decoder, follow, DecodingMethod.mtp(2), stops)
+    assert "does not fit" in caplog.text
+    assert kept not in decoder.cache.aside
+    assert again == answer(cold, follow, DecodingMethod.mtp(2), stops)
+
+
+def test_a_restore_checks_shapes_without_reading_the_live_cache(setup) -> None:  # type: ignore[no-untyped-def]
+    """Reading a state copies the whole cache; restoring a conversation must not read the one
+    that was live (its copy for the state cache is made once, when it is put aside)."""
+    decoder, _, prompts, stops = setup
+    answer(decoder, prompts[2], DecodingMethod.mtp(2), stops)
+    kv = decoder.target.kv
+    saved = kv.save()
+    reads = 0
+    real = kv._request
+
+    class Counting:  # the real request; each query of its states is counted
+        def query_state(self) -> list[object]:
+            nonlocal reads
+            reads += 1
+            return list(real.query_state())
+
+    kv._request = Counting()
+    try:
+        kv.restore(saved, kv.live)
+    finally:
+        kv._request = real
+    assert reads == 0
+    assert answer(decoder, prompts[2], DecodingMethod.mtp(2), stops)
+
+
 def test_cancel_mid_answer_leaves_a_state_the_next_turn_can_use(setup) -> None:  # type: ignore[no-untyped-def]
     decoder, cold, prompts, stops = setup
     ids = prompts[1]
