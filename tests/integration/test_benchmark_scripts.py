@@ -429,6 +429,8 @@ def test_multi_turn(tmp_path: Path) -> None:
     numbers(rf"^regenerate: TTFT {NUMBER} s \(median\), {NUMBER}x faster than cold", out, 1)
     numbers(r"^bound 1\.5 x new-tokens prefill \+ 0\.3 s = ([\d.]+) s: \w[\w ]* (?:met|NOT met)$",
             out, 3)  # fmt: skip
+    positive(numbers(rf"^this machine: a new process's first touch of 256 MB took {NUMBER} us per",
+                     out, 1))  # fmt: skip
 
 
 def test_context_steps(tmp_path: Path) -> None:
