@@ -273,7 +273,7 @@ def summarise(result: Result) -> dict[str, float]:
     print(f"this machine: a new process's first touch of {FIRST_TOUCH_MB} MB took "
           f"{first_touch:.1f} us per 4 kB page (on the project's 2-core VM: 0.3 when the "
           "memory was in use shortly before, 20-47 when the VM's host had taken it back). A "
-          "follow-up's cache copies and a graph's buffers at a new length pay it per page.")  # fmt: skip
+          "follow-up's cache copies and a graph's new buffers pay it per page.")  # fmt: skip
     return {
         "last": median["follow-up"],
         "cold": median["cold"],
