@@ -101,10 +101,10 @@ def stream_answer(answer: AnswerStream, *, quiet: bool = False) -> None:
 def _ctrl_c_cancels(answer: AnswerStream) -> Iterator[threading.Event]:
     """While the answer streams, Ctrl+C cancels it as Stop does, and the answer ends the usual
     way; the event says it happened. Python's own handler raises KeyboardInterrupt wherever the
-    main thread is, in the middle of a lock's `with` or a terminal write included, and a
-    command once went silent that way. The cancel runs on its own thread: a handler that
-    takes a lock the interrupted code holds would wait for itself. A second Ctrl+C raises
-    KeyboardInterrupt, for an answer that does not end."""
+    main thread is, a lock's `with` or a terminal write included (a command once went silent
+    for 10 s after Ctrl+C; where it stood is not known). The cancel runs on its own thread: a
+    handler that takes a lock the interrupted code holds would wait for itself. A second
+    Ctrl+C raises KeyboardInterrupt, for an answer that does not end."""
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted  # only the main thread may set handlers (and gets SIGINT)
