@@ -1,23 +1,27 @@
 """Ctrl+C while `generate` streams an answer (commands.answer_output.stream_answer): the answer
 is cancelled as Stop cancels it and ends the usual way, then KeyboardInterrupt propagates (the
 command says "interrupted", exit 130); a second Ctrl+C leaves at once when the answer does not
-end; Python's own handler is back afterwards. Real signals, sent to this process.
+end; Python's own handler is back afterwards.
 
-The streams here are small AnswerStream implementations that pace themselves, so that the
-signal lands mid-stream and one can refuse to end: the real answers are covered end to end by
-tests/hostile/test_remote_streams.py (a terminal, a flooding server, the real command)."""
+Real signals, each case in a fresh interpreter (tests.hostile.isolation), as the command runs:
+sent to the test process itself, a signal lands on whichever of the suite's leftover native
+threads the kernel picks, and one such run died of SIGSEGV. The streams are small AnswerStream
+implementations that pace themselves, so that the signal lands mid-stream and one can refuse
+to end; the real answers are covered end to end by tests/hostile/test_remote_streams.py (a
+terminal, a flooding server, the real command)."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
+import sys
 import threading
 import time
+from typing import Any
 
-import pytest
-
-from qwen_mtp_desktop.commands.answer_output import stream_answer
 from qwen_mtp_desktop.core.engine import AnswerStream, StepChunk
+from tests.hostile.isolation import run_isolated
 
 
 class _Ticking(AnswerStream):
@@ -52,43 +56,70 @@ class _Ticking(AnswerStream):
         return self._take(StepChunk((), "", "x", 0.0))
 
 
-def _ctrl_c_after(seconds: float, times: int = 1) -> threading.Thread:
+def ctrl_c_case(signals: int, ignores_cancel: bool, quiet: bool) -> dict[str, Any]:
+    """Stream a _Ticking answer and send this process `signals` SIGINTs, 0.2 s apart (run in
+    the child)."""
+    from qwen_mtp_desktop.commands.answer_output import stream_answer
+
+    answer = _Ticking(ignores_cancel=ignores_cancel)
+    if signals == 0:
+        answer.cancel()  # ends at its first step
+
     def send() -> None:
-        for _ in range(times):
-            time.sleep(seconds)
+        for _ in range(signals):
+            time.sleep(0.2)
             os.kill(os.getpid(), signal.SIGINT)
 
-    thread = threading.Thread(target=send, daemon=True)
-    thread.start()
-    return thread
-
-
-def test_ctrl_c_cancels_the_answer_then_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
-    answer = _Ticking()
-    sender = _ctrl_c_after(0.2)
-    with pytest.raises(KeyboardInterrupt):
-        stream_answer(answer)
+    sender = threading.Thread(target=send, daemon=True)
+    shown, real = io.StringIO(), sys.stdout
+    started = time.monotonic()
+    sender.start()
+    sys.stdout = shown
+    try:
+        stream_answer(answer, quiet=quiet)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sys.stdout = real
     sender.join()
-    assert answer.cancelled and answer.chunks > 0
-    assert answer.steps_begun == answer.steps_done  # the signal cut no step in two
-    assert capsys.readouterr().out == "x" * answer.chunks + "\n"  # the line is ended
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    return {
+        "interrupted": interrupted,
+        "seconds": time.monotonic() - started,
+        "cancelled": answer.cancelled,
+        "chunks": answer.chunks,
+        "torn": answer.steps_begun - answer.steps_done,
+        "shown": shown.getvalue(),
+        "handler_back": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    }
+
+
+def _case(signals: int, *, ignores_cancel: bool = False, quiet: bool = False) -> dict[str, Any]:
+    return run_isolated(
+        "tests.unit.test_ctrl_c_streams:ctrl_c_case",
+        timeout_s=60,
+        memory_mb=2048,
+        signals=signals,
+        ignores_cancel=ignores_cancel,
+        quiet=quiet,
+    )
+
+
+def test_ctrl_c_cancels_the_answer_then_interrupts() -> None:
+    outcome = _case(1)
+    assert outcome["interrupted"] and outcome["cancelled"] and outcome["chunks"] > 0
+    assert outcome["torn"] == 0  # the signal cut no step in two (Python's own handler did)
+    assert outcome["shown"] == "x" * outcome["chunks"] + "\n"  # the line is ended
+    assert outcome["handler_back"]
 
 
 def test_a_second_ctrl_c_leaves_an_answer_that_does_not_end() -> None:
-    answer = _Ticking(ignores_cancel=True)
-    sender = _ctrl_c_after(0.2, times=2)
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        stream_answer(answer, quiet=True)
-    sender.join()
-    assert answer.cancelled
-    assert time.monotonic() - started < 5
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    outcome = _case(2, ignores_cancel=True, quiet=True)
+    assert outcome["interrupted"] and outcome["cancelled"]
+    assert outcome["seconds"] < 5
+    assert outcome["handler_back"]
 
 
 def test_an_answer_that_ends_leaves_no_handler_behind() -> None:
-    answer = _Ticking()
-    answer.cancel()  # ends at its first step
-    stream_answer(answer)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    outcome = _case(0)
+    assert not outcome["interrupted"] and outcome["handler_back"]
