@@ -106,8 +106,11 @@ def _ctrl_c_cancels(answer: AnswerStream) -> Iterator[threading.Event]:
     handler that takes a lock the interrupted code holds would wait for itself. A second
     Ctrl+C raises KeyboardInterrupt, for an answer that does not end."""
     interrupted = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupted  # only the main thread may set handlers (and gets SIGINT)
+    if (
+        threading.current_thread() is not threading.main_thread()  # only it may set handlers
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # started to ignore it (nohup, &)
+    ):
+        yield interrupted
         return
 
     def on_ctrl_c(_signum: int, _frame: object) -> None:

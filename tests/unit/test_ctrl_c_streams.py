@@ -56,14 +56,21 @@ class _Ticking(AnswerStream):
         return self._take(StepChunk((), "", "x", 0.0))
 
 
-def ctrl_c_case(signals: int, ignores_cancel: bool, quiet: bool) -> dict[str, Any]:
+def ctrl_c_case(
+    signals: int, ignores_cancel: bool, quiet: bool, ignored: bool = False
+) -> dict[str, Any]:
     """Stream a _Ticking answer and send this process `signals` SIGINTs, 0.2 s apart (run in
-    the child)."""
+    the child). SIGINT starts as on a terminal (Python's handler) or, with `ignored`, as a
+    command started in the background by a script (ignored, as the child may inherit)."""
     from qwen_mtp_desktop.commands.answer_output import stream_answer
 
+    before = signal.SIG_IGN if ignored else signal.default_int_handler
+    signal.signal(signal.SIGINT, before)
     answer = _Ticking(ignores_cancel=ignores_cancel)
     if signals == 0:
         answer.cancel()  # ends at its first step
+    elif ignored:  # the signals change nothing: the answer ends when a timer cancels it
+        threading.Timer(0.2 * signals + 0.3, answer.cancel).start()
 
     def send() -> None:
         for _ in range(signals):
@@ -90,11 +97,13 @@ def ctrl_c_case(signals: int, ignores_cancel: bool, quiet: bool) -> dict[str, An
         "chunks": answer.chunks,
         "torn": answer.steps_begun - answer.steps_done,
         "shown": shown.getvalue(),
-        "handler_back": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+        "handler_back": signal.getsignal(signal.SIGINT) is before,
     }
 
 
-def _case(signals: int, *, ignores_cancel: bool = False, quiet: bool = False) -> dict[str, Any]:
+def _case(
+    signals: int, *, ignores_cancel: bool = False, quiet: bool = False, ignored: bool = False
+) -> dict[str, Any]:
     return run_isolated(
         "tests.unit.test_ctrl_c_streams:ctrl_c_case",
         timeout_s=60,
@@ -102,6 +111,7 @@ def _case(signals: int, *, ignores_cancel: bool = False, quiet: bool = False) ->
         signals=signals,
         ignores_cancel=ignores_cancel,
         quiet=quiet,
+        ignored=ignored,
     )
 
 
@@ -123,3 +133,11 @@ def test_a_second_ctrl_c_leaves_an_answer_that_does_not_end() -> None:
 def test_an_answer_that_ends_leaves_no_handler_behind() -> None:
     outcome = _case(0)
     assert not outcome["interrupted"] and outcome["handler_back"]
+
+
+def test_a_command_started_to_ignore_ctrl_c_keeps_ignoring_it() -> None:
+    """A script's background command inherits SIGINT ignored; the stream does not take it
+    back: the answer runs to its end (cancelled here by a timer after both signals)."""
+    outcome = _case(2, quiet=True, ignored=True)
+    assert not outcome["interrupted"] and outcome["chunks"] > 20
+    assert outcome["handler_back"]
