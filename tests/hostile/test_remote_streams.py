@@ -115,8 +115,12 @@ class TestStopAgainstFloodingServers:
         130 soon after (Python's own shutdown, 80-200 ms here, comes on top)."""
         url = base_url(port, flood_spec("flood \u001b[2J "))  # escapes too: made visible
         # faulthandler: a command that never says "interrupted" is made to print where each of
-        # its threads is (SIGABRT) before the test fails (it failed twice in full-suite runs).
-        command = [sys.executable, "-X", "faulthandler", "-m", "qwen_mtp_desktop"]
+        # its threads is (SIGABRT) before the test fails.
+        # As from a terminal: SIGINT at its default, whatever this suite inherited (a suite
+        # started as a script's background job inherits it ignored, and so would the command,
+        # which then rightly ignores Ctrl+C: that, not a hang, failed this test in such runs).
+        command = [sys.executable, "-c", _SIGINT_AS_ON_A_TERMINAL, "-X", "faulthandler"]
+        command += ["-m", "qwen_mtp_desktop"]
         command += ["generate", "--remote", url]
         command += ["--remote-model", "m", "--max-new-tokens", str(MANY_TOKENS), "hi"]
         for _ in range(5):
@@ -224,6 +228,14 @@ def _shown(chat: Any) -> int:
     stream = chat.turns.stream
     live = chat._router._live.get(stream.request_id) if stream is not None else None
     return int(live.chars) if live is not None else 0
+
+
+#: Reset SIGINT to its default, then become `python ARGS...` (the disposition survives exec,
+#: and Python then installs its own handler as on a terminal).
+_SIGINT_AS_ON_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 def _until_interrupted(
