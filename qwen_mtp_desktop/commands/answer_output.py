@@ -74,8 +74,8 @@ def stream_answer(answer: AnswerStream, *, quiet: bool = False) -> None:
     an EngineError, after ending the line the partial answer is on (the text stays on screen)."""
     out = _Output(sys.stdout)
     err = _Output(sys.stderr)
-    with _ctrl_c_cancels(answer) as interrupted:
-        try:
+    try:
+        with _ctrl_c_cancels(answer) as interrupted:
             for chunk in answer:
                 if quiet:
                     continue
@@ -83,18 +83,16 @@ def stream_answer(answer: AnswerStream, *, quiet: bool = False) -> None:
                     err.write(chunk.reasoning)
                 if chunk.answer:
                     out.write(chunk.answer)
-        except KeyboardInterrupt:  # a second Ctrl+C: the answer did not end, so leave now
-            if out.wrote:
-                print()
-            raise
-        except EngineError:
-            if out.wrote or err.wrote:
-                print()  # the reason goes below the partial answer
-            raise
-    if interrupted.is_set():
+        if interrupted.is_set():  # the answer ended because Ctrl+C cancelled it
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:  # that, or a second Ctrl+C for an answer that did not end
         if out.wrote:
             print()
-        raise KeyboardInterrupt
+        raise
+    except EngineError:
+        if out.wrote or err.wrote:
+            print()  # the reason goes below the partial answer
+        raise
 
 
 @contextlib.contextmanager
