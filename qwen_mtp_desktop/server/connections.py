@@ -10,9 +10,12 @@ protocol with three rules added:
   the previous response on a kept-alive one), however they trickle in;
 - a request body may pause at most `body_idle_s` (unless the server itself paused reading);
 - at most `max_connections` are open: one more closes the oldest connection that nobody is
-  answering (still sending headers, idle between requests, then still sending a body), so
-  slow clients cannot crowd out a quick request such as /health; when every connection is
-  being answered, the new one gets 503.
+  answering (still sending headers or idle between requests for `FRESH_S` or more, then still
+  sending a body, then one that came within `FRESH_S`), so slow clients cannot crowd out a
+  quick request such as /health; when every connection is being answered, the new one gets
+  503. The grace matters under a flood: a quick client's request is read a turn or more of
+  the event loop after its connection is accepted, and connections accepted meanwhile must
+  not close it as the oldest that has sent no headers.
 
 A connection closed after a refusal sent while its body still arrives (413, 429) lingers,
 as Apache's and nginx's do: the answer is sent with a half-close, and the rest of the body is
@@ -57,8 +60,10 @@ _FULL_REPLY = (
 LINGER_BYTES = 64 * 1024 * 1024
 LINGER_S = 10.0
 
-#: What a connection is doing; the order is the order in which they are closed when full.
+#: What a connection is doing.
 HEADERS, BODY, ANSWERING = 0, 1, 2
+#: A connection waiting for headers this long has had its fair chance to send them.
+FRESH_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -214,9 +219,18 @@ class GuardedH11Protocol(H11Protocol):
         victims = [other for other in open_now if other is not self and other._phase != ANSWERING]
         if not victims:
             return False
-        victim = min(victims, key=lambda other: (other._phase, other._since))
+        now = time.monotonic()
+        victim = min(victims, key=lambda other: other._expendability(now))
         victim._close_now()
         return True
+
+    def _expendability(self, now: float) -> tuple[int, float]:
+        """The order in which `_make_room` closes connections (lowest first): waiting for
+        headers for `FRESH_S` or more, sending a body, waiting for headers for less; oldest
+        first within each."""
+        if self._phase == HEADERS:
+            return (0 if now - self._since >= FRESH_S else 2), self._since
+        return 1, self._since
 
 
 class _LingeringTransport(asyncio.Transport):

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.engine import LoadOptions
 from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server import ServerConfig, ServerHandle, TurnDefaults, start_server_thread
+from qwen_mtp_desktop.server.connections import ConnectionLimits
 
 pytestmark = pytest.mark.slow
 
@@ -471,13 +472,18 @@ def test_wrong_or_missing_key_is_401(server: ServerHandle) -> None:
 
 
 def _read_reply(sock: socket.socket) -> str:
-    data = b""
+    def more() -> bytes:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection after {data + rest!r}"
+        return chunk
+
+    data = rest = b""
     while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
+        data += more()
     head, _, rest = data.partition(b"\r\n\r\n")
     length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))  # type: ignore[union-attr]
     while len(rest) < length:
-        rest += sock.recv(65536)
+        rest += more()
     return (head + b"\r\n\r\n" + rest).decode()
 
 
@@ -526,6 +532,53 @@ def test_a_refused_body_sent_whole_still_reads_its_refusal(server: ServerHandle)
         assert reply.startswith("HTTP/1.1 413"), reply[:200]
         assert "request_too_large" in reply
     assert_healthy(server)
+
+
+def test_a_new_connection_outlives_slow_bodies_when_the_server_is_full(
+    service: EngineService,
+) -> None:
+    """At its connection cap, the server closes a slow body's connection to make room
+    before one that has just arrived: under a flood, a quick client's request is read
+    some turns of the event loop after its connection is accepted, and it must not be
+    closed meanwhile as "the oldest that has sent no headers" (one /health probe was,
+    in a full-suite run of the slow-clients test)."""
+    handle = start_server_thread(
+        service,
+        ServerConfig(
+            port=0, api_key=API_KEY, connection_limits=ConnectionLimits(max_connections=4)
+        ),
+    )
+    port = int(handle.url.rsplit(":", 1)[1])
+    uploads = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+    try:
+        for sock in uploads:  # keyed bodies that trickle: connections nobody answers yet
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Authorization: Bearer " + API_KEY.encode() + b"\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"
+            )
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as quick:
+            time.sleep(0.2)  # accepted; its request not sent yet, as if not yet read
+            with socket.create_connection(("127.0.0.1", port), timeout=10):
+                time.sleep(0.2)  # one more arrives at the cap
+                quick.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                reply = _read_reply(quick)
+        assert reply.startswith("HTTP/1.1 200"), reply
+        closed = []
+        for sock in uploads:
+            sock.setblocking(False)
+            try:
+                closed.append(sock.recv(1) == b"")
+            except BlockingIOError:
+                closed.append(False)
+            except ConnectionResetError:
+                closed.append(True)
+        assert closed == [True, True, False, False], "the two oldest uploads made room"
+    finally:
+        for sock in uploads:
+            sock.close()
+        handle.stop()
 
 
 def test_wrong_route_method_and_media_type(server: ServerHandle, http: httpx.Client) -> None:
