@@ -294,6 +294,7 @@ class TestSlowClients:
         talker.start()
         started = time.monotonic()
         probes: list[tuple[bool, float]] = []
+        unanswered: list[str] = []  # when and why, for the failure message
         most_fds = 0
         try:
             while time.monotonic() - started < HEADER_TIMEOUT_S + 4:
@@ -303,9 +304,13 @@ class TestSlowClients:
                 try:
                     status, _, body = request(guarded.port, "GET", "/health", timeout=5)
                     ok = status == 200 and json.loads(body)["status"] == "ok"
-                except OSError:
-                    ok = False
-                probes.append((ok, time.monotonic() - begun))
+                    why = f"status {status}: {body[:80]!r}"
+                except OSError as exc:
+                    ok, why = False, repr(exc)
+                took = time.monotonic() - begun
+                probes.append((ok, took))
+                if not ok:
+                    unanswered.append(f"at {begun - started:.1f} s, after {took:.2f} s: {why}")
                 time.sleep(max(0.0, interval - (time.monotonic() - begun)))
             talker.join(60)
             attack.step()
@@ -313,7 +318,7 @@ class TestSlowClients:
             attack.close()
         assert guarded.process.poll() is None
         answered = [took for ok, took in probes if ok]
-        assert len(answered) == len(probes), f"{len(probes) - len(answered)} probes unanswered"
+        assert len(answered) == len(probes), f"probes unanswered: {unanswered}"
         assert chat.get("status") == 200, chat
         assert json.loads(chat["body"])["choices"][0]["message"]["content"].startswith("1")
         # The server kept within its descriptors (the kernel drops the connections it has no
