@@ -1,3 +1,8 @@
+"""The crash handler. It sets process-wide hooks (sys.excepthook, threading.excepthook,
+faulthandler), so each case runs in a process of its own, as in the app: uninstalling it
+disables faulthandler, and in the test process that left every later test without pytest's
+own native-crash dump."""
+
 from __future__ import annotations
 
 import subprocess
@@ -5,13 +10,15 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 from qwen_mtp_desktop.core.crash import CrashHandler, CrashReport
+from tests.hostile.isolation import run_isolated
 
 
-def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
+def thread_exception_case(folder: str) -> dict[str, Any]:
     reports: list[CrashReport] = []
-    handler = CrashHandler(tmp_path, tmp_path / "app.log", reports.append)
+    handler = CrashHandler(Path(folder), Path(folder) / "app.log", reports.append)
     handler.install()
     try:
 
@@ -23,17 +30,12 @@ def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
         worker.join()
     finally:
         handler.uninstall()
-    assert len(reports) == 1
-    assert reports[0].summary == "ValueError: worker exploded"
-    assert reports[0].thread_name == "worker-1"
-    assert "Traceback" in reports[0].details and "boom" in reports[0].details
-    # A clean exit leaves no native crash file behind.
-    assert not (tmp_path / "native-crash.log").exists()
+    return {"reports": [[r.summary, r.thread_name, r.details] for r in reports]}
 
 
-def test_main_thread_excepthook(tmp_path: Path) -> None:
+def main_thread_case(folder: str) -> dict[str, Any]:
     reports: list[CrashReport] = []
-    handler = CrashHandler(tmp_path, tmp_path / "app.log", reports.append)
+    handler = CrashHandler(Path(folder), Path(folder) / "app.log", reports.append)
     handler.install()
     try:
         try:
@@ -42,7 +44,32 @@ def test_main_thread_excepthook(tmp_path: Path) -> None:
             sys.excepthook(type(exc), exc, exc.__traceback__)
     finally:
         handler.uninstall()
-    assert [r.summary for r in reports] == ["RuntimeError: main broke"]
+    return {"summaries": [r.summary for r in reports]}
+
+
+def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
+    outcome = run_isolated(
+        "tests.unit.test_crash:thread_exception_case",
+        timeout_s=60,
+        memory_mb=1024,
+        folder=str(tmp_path),
+    )
+    [[summary, thread_name, details]] = outcome["reports"]
+    assert summary == "ValueError: worker exploded"
+    assert thread_name == "worker-1"
+    assert "Traceback" in details and "boom" in details
+    # A clean exit leaves no native crash file behind.
+    assert not (tmp_path / "native-crash.log").exists()
+
+
+def test_main_thread_excepthook(tmp_path: Path) -> None:
+    outcome = run_isolated(
+        "tests.unit.test_crash:main_thread_case",
+        timeout_s=60,
+        memory_mb=1024,
+        folder=str(tmp_path),
+    )
+    assert outcome["summaries"] == ["RuntimeError: main broke"]
 
 
 def test_native_crash_is_reported_at_next_start(tmp_path: Path) -> None:
