@@ -16,6 +16,7 @@ interleaved per round because this machine's speed drifts; ratios are per round.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -37,6 +38,16 @@ def token_ids(seed: int, count: int) -> list[int]:
     import numpy as np
 
     return np.random.default_rng(seed).integers(300, 5000, count).tolist()
+
+
+def attention_flop_per_pair(model: Path) -> float:
+    """FLOP of one query attending to one kept key across the model's full-attention layers
+    (scores and the weighted sum of values: 2 multiply-adds per head dimension per head)."""
+    config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    text = config.get("text_config", config)
+    layers = sum(1 for kind in text["layer_types"] if kind == "full_attention")
+    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+    return 2.0 * 2 * layers * text["num_attention_heads"] * head_dim
 
 
 def first_token(decoder: AppDecoder, ids: list[int]) -> None:
@@ -92,7 +103,9 @@ def measure(model: Path, kept: list[int], new: list[int], rounds: int) -> dict[t
     return times
 
 
-def report(times: dict[tuple, list], kept: list[int], new: list[int]) -> list[dict[str, float]]:
+def report(
+    times: dict[tuple, list], kept: list[int], new: list[int], flop_per_pair: float
+) -> list[dict[str, float]]:
     print(
         f"{'kept':>6} {'new':>5} | ms per new token: {'stateful':>9} {'continuation':>12} "
         f"{'alone':>7} | speed-up (median of rounds) | continuation / alone"
@@ -114,6 +127,28 @@ def report(times: dict[tuple, list], kept: list[int], new: list[int]) -> list[di
                 f"{bound:.2f}x"
             )
             rows.append({"kept": kept_len, "new": new_len, "speedup": speedup, **ms})
+    # What a follow-up cannot avoid: its new tokens attend to every kept one. The time the
+    # continuation takes beyond the same tokens alone, against that work.
+    print(
+        f"{'kept':>6} {'new':>5} | attention over the kept tokens | time beyond the new "
+        "tokens alone | rate"
+    )
+    for kept_len in kept:
+        for new_len in new:
+            extra = statistics.median(
+                c - a
+                for c, a in zip(
+                    times[(kept_len, new_len, "continuation")],
+                    times[(kept_len, new_len, "alone")],
+                    strict=True,
+                )
+            )
+            gflop = flop_per_pair * kept_len * new_len / 1e9
+            rate = f"{gflop / extra:.0f} GFLOP/s" if extra > 0 else "not measurable"
+            print(
+                f"{kept_len:>6} {new_len:>5} | {gflop:24.2f} GFLOP | {1000 * extra:25.0f} ms "
+                f"| {rate}"
+            )
     print(
         f"continuation graph compiled in {times[('compile', 0, 'continuation')][0]:.1f} s; "
         f"process memory {times[('memory', 0, 'continuation')][0]:+.0f} MB after its first call "
@@ -140,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         new = [int(x) for x in args.new.split(",")]
         rounds, model = args.rounds, args.model
     times = measure(model, kept, new, rounds)
-    rows = report(times, kept, new)
+    flop_per_pair = attention_flop_per_pair(model)
+    rows = report(times, kept, new, flop_per_pair)
     if not args.smoke:
         return 0
     check = SmokeCheck("continuation_prefill.py")
@@ -149,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in PATHS:
             check.positive(f"{path} ms per token", row[path])
     check.positive("continuation calls", times[("calls", 0, "continuation")][0])
+    check.positive("attention FLOP per query and kept key", flop_per_pair)
     return check.finish()
 
 
