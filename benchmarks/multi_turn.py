@@ -271,7 +271,7 @@ def summarise(result: Result) -> dict[str, float]:
               ("switch back", median["switch back"]))  # fmt: skip
     for name, value in checks:
         verdict = "met" if value <= bound else "NOT met"
-        print(f"bound 1.5 x new tokens' prefill + 0.3 s = {bound:.3f} s: {name} {verdict}")
+        print(f"bound 1.5 x new-tokens prefill + 0.3 s = {bound:.3f} s: {name} {verdict}")
     print(f"answers with reuse identical to the cold answer: {'yes' if identical else 'NO'}")
     print(f"state cache: {result.held_bytes / 2**20:.1f} MB held of a "
           f"{result.budget_bytes / 2**20:.0f} MB budget")  # fmt: skip

@@ -385,5 +385,7 @@ class BenchJob(QObject):
             rss = int(process.memory_info().rss)
         except psutil.Error:
             return
+        if rss == 0:  # the process has exited (a zombie reads 0): nothing resident to show
+            return
         self.peak_rss = max(self.peak_rss or 0, rss)
         self.memory.emit(rss, self.peak_rss)
