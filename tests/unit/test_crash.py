@@ -47,13 +47,15 @@ def main_thread_case(folder: str) -> dict[str, Any]:
     return {"summaries": [r.summary for r in reports]}
 
 
-def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
-    outcome = run_isolated(
-        "tests.unit.test_crash:thread_exception_case",
-        timeout_s=60,
-        memory_mb=1024,
-        folder=str(tmp_path),
+def _isolated(case: str, folder: Path) -> dict[str, Any]:
+    """`case` (a function of this module) run in a fresh interpreter on `folder`."""
+    return run_isolated(
+        f"tests.unit.test_crash:{case}", timeout_s=60, memory_mb=1024, folder=str(folder)
     )
+
+
+def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
+    outcome = _isolated("thread_exception_case", tmp_path)
     [[summary, thread_name, details]] = outcome["reports"]
     assert summary == "ValueError: worker exploded"
     assert thread_name == "worker-1"
@@ -63,12 +65,7 @@ def test_thread_exception_is_reported_and_logged(tmp_path: Path) -> None:
 
 
 def test_main_thread_excepthook(tmp_path: Path) -> None:
-    outcome = run_isolated(
-        "tests.unit.test_crash:main_thread_case",
-        timeout_s=60,
-        memory_mb=1024,
-        folder=str(tmp_path),
-    )
+    outcome = _isolated("main_thread_case", tmp_path)
     assert outcome["summaries"] == ["RuntimeError: main broke"]
 
 
