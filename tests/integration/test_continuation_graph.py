@@ -111,6 +111,34 @@ def test_a_chat_coming_back_continues_on_the_graph_from_its_kept_copy(
     assert tokens == answer(cold, follow_up, method)
 
 
+@pytest.mark.parametrize("method", [DecodingMethod.plain(), DecodingMethod.mtp(2)], ids=str)
+def test_a_chat_coming_back_before_its_last_answer_hides_the_answer_without_a_copy(
+    decoders: dict[str, AppDecoder], method: DecodingMethod
+) -> None:
+    """Switching back to a chat with a new message in place of its last answer (what every
+    follow-up looks like when the template re-renders earlier answers, as Qwen3.5's does):
+    the kept caches still go to the graph as they are, the answer's entries hidden by the mask
+    rather than cut off (a cut copies every entry before it), and the answer equals a cold
+    prefill's."""
+    for decoder in decoders.values():
+        decoder.drop_states()
+    explicit, cold = decoders["explicit"], decoders["cold"]
+    prompt = words(30, 120)
+    answered = len(answer(explicit, prompt, method))
+    answer(explicit, words(31, 90), method)  # another chat: the first one is put aside
+    follow_up = prompt + words(32, 60)
+    copies, other = explicit.target.kv.copies, explicit.target.kv.live
+    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    tokens = list(next(steps).tokens)
+    resumed = explicit.last_prefill
+    assert resumed is not None and resumed.source == "aside" and resumed.reused == len(prompt)
+    assert explicit.target.kv.copies - copies == other  # the other chat's, nothing more
+    assert explicit.target.kv.hidden == answered - 1  # the answer's entries (its last was
+    # never processed), hidden
+    tokens += [t for step in steps for t in step.tokens]
+    assert tokens == answer(cold, follow_up, method)
+
+
 def test_logits_after_a_continuation_equal_a_cold_prefill(
     decoders: dict[str, AppDecoder],
 ) -> None:

@@ -5,7 +5,7 @@ outputs (core.decoding.graphs.make_kv_explicit).
 The stateful target runs such a call on the CPU plugin's single-token attention kernel, so a
 follow-up's new tokens cost more the longer the kept conversation is (measured on the 0.8B
 geometry: 500 new tokens after 6,000 kept ones 3-4x a cold 500-token prefill;
-benchmarks/continuation_prefill.py). Here the live cache entries are copied out of the
+benchmarks/continuation_prefill.py). Here the cache entries are copied out of the
 stateful request (or taken as they are from the state cache after a restore), the call runs
 with them as inputs on the blocked kernel a cold prefill uses, and the returned caches (kept
 entries + the call's) are written back: at most two copies of the cache against a
@@ -97,7 +97,7 @@ class ContinuationGraph:
         recurrent_binding: Callable[[Any], dict[Any, Any]],
     ) -> Any:
         """Run one call with `inputs` (the stateful graph's inputs, its attention mask covering
-        only the live entries plus this call's) after the live cache entries of `kv`, the
+        every slot of `kv` plus this call's entries) after the cache entries of `kv`, the
         recurrent state tensors bound by `recurrent_binding(compiled graph)`; write the
         resulting caches back into `kv`'s request; return this graph's request (outputs)."""
         import numpy as np
@@ -105,9 +105,10 @@ class ContinuationGraph:
         self._ensure_compiled()
         request = self._request
         compiled = self._compiled
-        live = kv.live
         began = time.perf_counter()
-        saved = dict(zip(kv.names(), kv.save(), strict=True))
+        # Every slot, hidden ones too (the mask hides them): taking only the live ones would
+        # be a second copy of the cache.
+        saved = dict(zip(kv.names(), kv.slots(), strict=True))
         feed = dict(inputs)
         for index, name in enumerate(self._cache_names):
             feed[f"{KV_IN}{index}"] = saved[name]
@@ -124,7 +125,7 @@ class ContinuationGraph:
             name: np.asarray(request.get_tensor(f"{KV_OUT}{index}").data)
             for index, name in enumerate(self._cache_names)
         }
-        kv.replace(produced, live)
+        kv.replace(produced)
         self.calls += 1
         self.infer_s += inferred - copied
         self.copy_s += (copied - began) + (time.perf_counter() - inferred)
@@ -140,14 +141,13 @@ def infer_after_kept(
     recurrent_binding: Callable[[Any], dict[Any, Any]] | None = None,
 ) -> Any:
     """Run one call of a stateful graph (its `request`, its caches `kv`) with `inputs` (all but
-    the attention mask) after the live cache entries: on `continuation` when it pays for this
-    call's tokens, else on `request`. Returns the request that holds the outputs."""
-    import numpy as np
+    the attention mask) after the cache entries (hidden ones masked): on `continuation` when
+    it pays for this call's tokens, else on `request`. Returns the request that holds the
+    outputs."""
 
     count = int(inputs["inputs_embeds"].shape[1])
     if continuation is not None and continuation.worth_it(count, kv.live):
-        # Only the live entries are copied out: the mask has no holes.
-        inputs["attention_mask"] = np.ones((1, kv.live + count), dtype=np.int64)
+        inputs["attention_mask"] = kv.call_mask(count)
         return continuation.run(inputs, kv, recurrent_binding or _no_binding)
     inputs["attention_mask"] = kv.mask(count)
     # Without share_outputs the Python API copies every output into new numpy arrays: the

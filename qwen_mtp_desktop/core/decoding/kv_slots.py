@@ -18,7 +18,10 @@ When hidden slots pile up (more than a quarter of the cache, and at least a few 
 Restored entries (a conversation coming back from the state cache) are written into the
 request only when a call on the request needs them: a long follow-up after the restore runs on
 the continuation graph, which takes them as inputs, so writing them in and reading them out
-again would be two copies of the whole cache for nothing.
+again would be two copies of the whole cache for nothing. A restore to an earlier position than
+the saved arrays hold hides the entries after it like any other slot: cutting them off would be
+a copy of every entry before it (a slice along the token axis is not contiguous, and OpenVINO
+copies such an input whole).
 """
 
 from __future__ import annotations
@@ -72,6 +75,11 @@ class KvSlots:
         """The attention mask for a call on the request that appends `new` entries:
         [1, size + new]. Restored entries are written into the request first."""
         self._write_pending()
+        return self.call_mask(new)
+
+    def call_mask(self, new: int) -> npt.NDArray[np.int64]:
+        """The attention mask for a call that appends `new` entries after every slot (hidden
+        ones masked), on this request or on a graph fed `slots()`: [1, size + new]."""
         self._reserve(self.size + new)
         self._mask[self.size : self.size + new] = 1
         return self._mask[None, : self.size + new]
@@ -108,11 +116,13 @@ class KvSlots:
 
         if self.hidden == 0:
             return
-        self._write_pending()
         live_slots = np.flatnonzero(self._mask[: self.size])
-        for state in self._request.query_state():
-            data = state.state.data
-            state.state = ov.Tensor(np.ascontiguousarray(data[:, :, live_slots]))
+        if self._pending is not None:  # restored entries: compacted before they go in
+            self._pending = [np.ascontiguousarray(a[:, :, live_slots]) for a in self._pending]
+        else:
+            for state in self._request.query_state():
+                data = state.state.data
+                state.state = ov.Tensor(np.ascontiguousarray(data[:, :, live_slots]))
         self.copies += self.live
         self.size = self.live
         self._mask[: self.size] = 1
@@ -123,27 +133,31 @@ class KvSlots:
         as they are, shared with the state cache that holds them)."""
         import numpy as np
 
-        if self._pending is not None:  # a restore leaves no hidden slots
-            return list(self._pending)
         live_slots = np.flatnonzero(self._mask[: self.size])
         every = len(live_slots) == self.size
         # Reading a state makes a new tensor (the plugin's cache is converted into it), so
         # when every slot is live that tensor's array is the copy already.
-        saved = [
-            state.state.data if every else np.ascontiguousarray(state.state.data[:, :, live_slots])
-            for state in self._request.query_state()
-        ]
-        self.copies += self.live
+        saved = [a if every else np.ascontiguousarray(a[:, :, live_slots]) for a in self.slots()]
+        if self._pending is None or not every:  # restored arrays are returned as they are
+            self.copies += self.live
         return saved
+
+    def slots(self) -> list[npt.NDArray[Any]]:
+        """Every slot's entries, live and hidden (`call_mask` says which), one array per state
+        ([batch, heads, size, dim]): restored entries as they are, else read out of the
+        request (a copy: reading a state makes a new tensor)."""
+        if self._pending is not None:
+            return list(self._pending)
+        return [state.state.data for state in self._request.query_state()]
 
     def names(self) -> list[str]:
         """The caches' variable ids, in the order `save()` returns them."""
         return [state.name for state in self._request.query_state()]
 
-    def replace(self, arrays: Mapping[str, npt.NDArray[Any]], live: int) -> None:
-        """Set every cache (by variable id) to `arrays`, whose first `live` entries are this
-        request's live positions; the entries after them count as a call's appended ones, so
-        `appended()` follows (the continuation graph returns past + new entries at once)."""
+    def replace(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+        """Set every cache (by variable id) to `arrays`: this request's `size` slots (those
+        `slots()` gave) followed by a call's new entries, which `appended()` then counts (the
+        continuation graph returns past + new entries at once)."""
         import numpy as np
         import openvino as ov
 
@@ -151,20 +165,21 @@ class KvSlots:
             # Setting a state copies the tensor into the plugin's cache: no copy needed here.
             state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]), shared_memory=True)
         self._pending = None
-        self._loaded(live)
 
     def restore(self, arrays: Sequence[npt.NDArray[Any]], count: int) -> None:
-        """Load the first `count` positions of saved entries (`save()`'s arrays); ValueError
-        when they do not fit this request's states (another model)."""
+        """Load the first `count` positions of saved entries (`save()`'s arrays; the entries
+        after them are hidden slots); ValueError when they do not fit this request's states
+        (another model)."""
 
         if len(self._layouts) != len(arrays):
             raise ValueError(f"{len(arrays)} saved caches for {len(self._layouts)} states")
+        length = int(arrays[0].shape[2]) if arrays and arrays[0].ndim == 4 else -1
         for (heads, size, dtype), array in zip(self._layouts, arrays, strict=True):
             fits = (
                 array.ndim == 4
                 and array.shape[0] == 1
                 and (array.shape[1], array.shape[3]) == (heads, size)
-                and array.shape[2] >= count
+                and array.shape[2] == length >= count
                 and array.dtype == dtype
             )
             if not fits:
@@ -172,8 +187,11 @@ class KvSlots:
                     f"a saved cache {array.shape} {array.dtype} does not fit "
                     f"[1, {heads}, tokens, {size}] {dtype}"
                 )
-        self._pending = [array[:, :, :count] for array in arrays]
-        self._loaded(count)
+        self._pending = list(arrays)
+        self.size, self.live = length, count
+        self._reserve(length)
+        self._mask[:count] = 1
+        self._mask[count:length] = 0
 
     def _write_pending(self) -> None:
         """Write restored entries into the request (see the module docstring)."""
@@ -186,12 +204,6 @@ class KvSlots:
             state.state = ov.Tensor(np.ascontiguousarray(array), shared_memory=True)
         self.copies += self.size
         self._pending = None
-
-    def _loaded(self, live: int) -> None:
-        """The states were just set: their first `live` entries are live, none hidden."""
-        self.size = self.live = live
-        self._reserve(live)
-        self._mask[:live] = 1
 
     def _reserve(self, size: int) -> None:
         import numpy as np
