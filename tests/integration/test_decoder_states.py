@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qwen_mtp_desktop.core.decoding import decoder as decoder_module
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.kv_slots import COMPACT_MIN_HIDDEN
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
@@ -156,6 +157,33 @@ def test_a_restore_checks_shapes_without_reading_the_live_cache(setup) -> None: 
         kv._request = real
     assert reads == 0
     assert answer(decoder, prompts[2], DecodingMethod.mtp(2), stops)
+
+
+def test_an_answer_the_next_prompt_renders_otherwise_is_not_kept_as_an_old_branch(
+    setup,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follow-up holds the whole last prompt, then other tokens where the answer was (a
+    template that re-renders earlier answers, as Qwen3.5's drops their thinking): the answer
+    as generated never comes back, so it is not copied aside, however long. A regenerate
+    (the same prompt again) keeps the old answer, which a switch between versions may want."""
+    decoder, cold, prompts, stops = setup
+    monkeypatch.setattr(decoder_module, "MIN_TAIL_WORTH_SAVING", 8)
+    monkeypatch.setattr(decoder_module, "MIN_TOKENS_WORTH_SAVING", 1)
+    method = DecodingMethod.plain()
+    ids = prompts[0]
+    decoder.drop_states()
+    assert len(answer(decoder, ids, method, stops)) > 8
+    copies = decoder.target.kv.copies
+    follow = [*ids, *prompts[1]]  # the answer rendered otherwise, then the next question
+    assert answer(decoder, follow, method, stops) == answer(cold, follow, method, stops)
+    assert decoder.last_prefill is not None and decoder.last_prefill.reused == len(ids)
+    assert decoder.cache.aside == [] and decoder.target.kv.copies == copies
+    decoder.drop_states()
+    old = answer(decoder, ids, method, stops)
+    answer(decoder, ids, method, stops)  # regenerate
+    # The old answer kept (its last token was never processed).
+    assert [len(kept.ids) for kept in decoder.cache.aside] == [len(ids) + len(old) - 1]
 
 
 def test_cancel_mid_answer_leaves_a_state_the_next_turn_can_use(setup) -> None:  # type: ignore[no-untyped-def]

@@ -321,7 +321,9 @@ class AppDecoder:
             return 0, None, "cold"
         position, snapshot = resume.position, resume.snapshot
         if resume.source is self.cache.live:
-            if self._processed - position >= MIN_TAIL_WORTH_SAVING:
+            if self._processed - position >= MIN_TAIL_WORTH_SAVING and _old_branch_may_return(
+                resume.source, resume.common, len(prompt)
+            ):
                 self._put_live_aside(keep_live=True)  # an edit far back: keep the old branch
             try:
                 if position != self._processed:
@@ -644,6 +646,17 @@ class AppDecoder:
 
     def cache_report(self) -> Any:
         return self.cache.report()
+
+
+def _old_branch_may_return(live: SequenceState, common: int, prompt_tokens: int) -> bool:
+    """Whether a later prompt may hold the live sequence's tokens after `common` again, so
+    they are worth a copy before a prompt that shares only `common` of them goes on. Not when
+    this prompt holds the whole last prompt and goes on with other tokens: the template
+    rendered the last answer differently (Qwen3.5's drops its thinking), and will every time.
+    A regenerate (the prompt ends where the old answer began) or an edited message may come
+    back to the old version."""
+    prompt_end = max((s.position for s in live.snapshots if s.logits is not None), default=0)
+    return not (0 < prompt_end <= common < prompt_tokens)
 
 
 def _continuation_graph(
