@@ -254,6 +254,33 @@ def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
     assert stats.remote is not None and stats.remote["server_stats"]["accepted_tokens"] == 6
 
 
+@pytest.mark.parametrize("server_tps", [42.5, None])
+def test_an_answer_in_one_event_takes_the_servers_decode_speed(server_tps: float | None) -> None:
+    """A server that batched every step into one event leaves the client nothing to time:
+    the server's own decode speed is shown, marked as the server's; without one, none."""
+    mtp: dict[str, Any] = {"mode": "mtp", "draft_tokens_per_step": 2, "steps": 5}
+    if server_tps is not None:
+        mtp["decode_tokens_per_s"] = server_tps
+    usage = {"prompt_tokens": 7, "completion_tokens": 11}
+    body = _sse(
+        [
+            _chunk("Hello, world."),
+            _chunk("", "stop", mtp=mtp),
+            json.dumps({"choices": [], "usage": usage, "mtp": mtp}),
+            "[DONE]",
+        ]
+    )
+    with canned_server() as (url, handler):
+        handler.body = body
+        stats = _answer(url).run_to_end()
+    assert stats.remote is not None and stats.remote["timing"] == "client"
+    if server_tps is None:
+        assert stats.decode_tokens_per_s == 0.0 and stats.remote["decode_timing"] == "client"
+    else:
+        assert stats.decode_tokens_per_s == server_tps
+        assert stats.remote["decode_timing"] == "server"
+
+
 @pytest.mark.parametrize(
     ("details", "reused"),
     [

@@ -651,6 +651,12 @@ class RemoteAnswer(AnswerStream):
         # Tokens after the first text event, over the time between first and last text; the
         # first event's size is unknown, so it counts as one token (exact for one-token steps).
         tps = (completion - 1) / span if completion and completion > 1 and span > 0 else 0.0
+        # All text in one event (a server batches the steps that piled up while the client was
+        # behind): nothing to time here, so the server's own figure, when it sends one, and
+        # the stats say so; else none is shown.
+        decode_timing = "client"
+        if tps == 0.0 and mtp and mtp.get("decode_tokens_per_s", 0.0) > 0:
+            tps, decode_timing = mtp["decode_tokens_per_s"], "server"
         # Without the server's figures the method is not known: the stats line shows none.
         method = DecodingMethod.from_record(mtp["method"]) if mtp else None
         drafted = mtp.get("drafted_tokens", 0) if mtp else 0
@@ -679,6 +685,7 @@ class RemoteAnswer(AnswerStream):
                 "base_url": self.endpoint.base_url,
                 "model": self.endpoint.model,
                 "timing": "client",
+                "decode_timing": decode_timing,
                 "tokens_reported": completion is not None,
                 "server_stats": mtp,
                 **self._notice_record(),
