@@ -220,6 +220,15 @@ def _chunk(content: str, finish: str | None = None, **extra: Any) -> str:
     return json.dumps({"object": "chat.completion.chunk", "choices": [choice], **extra})
 
 
+def _ending(usage: dict[str, Any], mtp: dict[str, Any]) -> list[str]:
+    """A stream's last events as `serve` sends them: the finish, the usage, [DONE]."""
+    return [
+        _chunk("", "stop", mtp=mtp),
+        json.dumps({"choices": [], "usage": usage, "mtp": mtp}),
+        "[DONE]",
+    ]
+
+
 def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
     mtp = {
         "mode": "mtp",
@@ -234,14 +243,7 @@ def test_a_well_formed_stream_with_usage_and_mtp_statistics() -> None:
     body = (
         _sse([_chunk("Hel")])
         + b": keep-alive comment\r\n\r\n"
-        + _sse(
-            [
-                _chunk("lo"),
-                _chunk("", "stop", mtp=mtp),
-                json.dumps({"choices": [], "usage": usage, "mtp": mtp}),
-                "[DONE]",
-            ]
-        )
+        + _sse([_chunk("lo"), *_ending(usage, mtp)])
     )
     with canned_server() as (url, handler):
         handler.body = body
@@ -262,16 +264,8 @@ def test_an_answer_in_one_event_takes_the_servers_decode_speed(server_tps: float
     if server_tps is not None:
         mtp["decode_tokens_per_s"] = server_tps
     usage = {"prompt_tokens": 7, "completion_tokens": 11}
-    body = _sse(
-        [
-            _chunk("Hello, world."),
-            _chunk("", "stop", mtp=mtp),
-            json.dumps({"choices": [], "usage": usage, "mtp": mtp}),
-            "[DONE]",
-        ]
-    )
     with canned_server() as (url, handler):
-        handler.body = body
+        handler.body = _sse([_chunk("Hello, world."), *_ending(usage, mtp)])
         stats = _answer(url).run_to_end()
     assert stats.remote is not None and stats.remote["timing"] == "client"
     if server_tps is None:

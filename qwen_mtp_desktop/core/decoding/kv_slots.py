@@ -173,8 +173,8 @@ class KvSlots:
 
         if len(self._layouts) != len(arrays):
             raise ValueError(f"{len(arrays)} saved caches for {len(self._layouts)} states")
-        # Slots the saved arrays hold (a graph without attention caches has none to check).
-        length = count if not arrays else int(arrays[0].shape[2]) if arrays[0].ndim == 4 else -1
+        # Slots the saved arrays hold (every array is checked against it below).
+        length = int(arrays[0].shape[2]) if arrays and arrays[0].ndim == 4 else count
         for (heads, size, dtype), array in zip(self._layouts, arrays, strict=True):
             fits = (
                 array.ndim == 4
