@@ -88,3 +88,26 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
     assert plain_figures(format_stats({**lookup, "accepted_tokens": 2})) == (
         "prompt lookup K=3, n-gram 2  ·  8 drafts, 25% accepted"
     )
+
+
+def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtBot) -> None:
+    """Stop while the prompt is read ends the turn with no token: the stats line must not
+    claim a TTFT, and the notice must not speak of an answer "so far"."""
+    stopped = {
+        "method": PLAIN.to_record(),
+        "finish_reason": "cancelled",
+        "ttft_s": 0.0,
+        "generated_tokens": 0,
+        "total_s": 1.7,
+    }
+    widget = MessageWidget("assistant", stats=stopped, dark=False)
+    qtbot.addWidget(widget)
+    assert "TTFT" not in plain_figures(widget.stats_label.text())
+    assert "0 tokens" in plain_figures(widget.stats_label.text())
+    assert widget.error_label.text().startswith("Stopped while the prompt was being read")
+    partial = MessageWidget(
+        "assistant", dark=False, content="One, two", stats={**stopped, "generated_tokens": 3}
+    )
+    qtbot.addWidget(partial)
+    assert "TTFT 0 ms" in plain_figures(partial.stats_label.text())
+    assert partial.error_label.text() == "Stopped. The answer so far is kept."

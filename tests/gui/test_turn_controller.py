@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
@@ -183,6 +184,33 @@ def test_stop_mid_answer_keeps_the_text_and_says_so(harness: Turns) -> None:
     stored = harness.stored_message(stream.message_id)
     assert stored.content == widget.content and stored.content.startswith("1")
     assert stored.status == "complete" and stored.stats is not None
+
+
+def long_question(seed: int) -> str:
+    """About 17,000 tokens: the demo model reads it for seconds before its first token."""
+    return " ".join(f"word{(i * seed) % 97}" for i in range(6000))
+
+
+def test_stop_while_a_long_question_is_read_ends_the_turn_and_says_so(harness: Turns) -> None:
+    """Stop during the prefill stops the model call itself (the engine process's decoder),
+    instead of waiting for the prompt to be read and the first token to come."""
+    harness.send(long_question(1))
+    harness.wait_stored()
+    reading_s = harness.records[-1]["ttft_s"]  # how long such a question takes to read here
+    harness.send(long_question(2))
+    QTimer.singleShot(int(reading_s * 1000 * 0.3), harness.turns.stop)
+    harness.wait_stored()
+    record = harness.records[-1]
+    assert record["finish_reason"] == "cancelled"
+    assert record["generated_tokens"] == 0  # the prefill call was stopped: no first token
+    widget = harness.widgets[-1]
+    assert "Stopped while the prompt was being read" in widget.error_label.text()
+    assert "TTFT" not in widget.stats_label.text()  # no first token, so no time to it
+    assert widget.content == ""
+    harness.send("Count from 1 to 5.")  # the engine is free at once
+    harness.wait_stored()
+    assert harness.records[-1]["finish_reason"] in ("eos", "length")
+    assert harness.widgets[-1].content
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")

@@ -453,6 +453,16 @@ def test_continuation_prefill(tmp_path: Path) -> None:
     assert "smoke check passed" in out
 
 
+def test_stop_latency(tmp_path: Path) -> None:
+    out = run_smoke("stop_latency.py", tmp_path)
+    full = numbers(rf"^(?:cold prefill|follow-up) .*: {NUMBER} s to its first token$", out, 2)
+    stops = numbers(rf"^  cancel at 30%: stopped, ended {NUMBER} ms after the cancel; running "
+                    rf"to its end would have taken {NUMBER} s more$", out, 2)  # fmt: skip
+    positive(full)
+    positive(stops)
+    assert re.search(r"^  kept after the stop: 1,000 tokens ", out, re.M), out
+
+
 def test_structured_speed(tmp_path: Path) -> None:
     out = run_smoke("structured_speed.py", tmp_path)
     assert re.search(r"^answer: \d+ tokens, valid JSON: yes$", out, re.M), out

@@ -6,6 +6,7 @@ equals a cold prefill, turn after turn) are in test_state_reuse.py."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -197,6 +198,93 @@ def test_cancel_mid_answer_leaves_a_state_the_next_turn_can_use(setup) -> None: 
         cold, follow, DecodingMethod.mtp(3), stops
     )
     assert decoder.last_prefill is not None and decoder.last_prefill.reused > len(ids) // 2
+
+
+def words(seed: int, count: int) -> list[int]:
+    """Token ids of ordinary text (ids below 2,000 are word pieces in the demo vocabulary)."""
+    return np.random.default_rng(seed).integers(300, 2000, count).tolist()
+
+
+def stopped_turn(decoder: AppDecoder, ids: list[int], stops: set[int], after_s: float) -> list[int]:
+    """The tokens of a plain turn cancelled `after_s` seconds after it began. A prefill call
+    stopped part-way yields none; a cancel seen only between steps (the prefill ran through)
+    yields the first token."""
+    began = time.perf_counter()
+    steps = decoder.generate(
+        ids,
+        method=DecodingMethod.plain(),
+        max_new_tokens=24,
+        stop_ids=stops,
+        cancelled=lambda: time.perf_counter() > began + after_s,
+    )
+    return [t for step in steps for t in step.tokens]
+
+
+def test_stop_during_a_long_prefill_stops_the_prefill(setup) -> None:  # type: ignore[no-untyped-def]
+    """A cold prefill of many tokens is one model call (about a minute for 7,000 tokens on
+    Qwen3.5-0.8B here): it is stopped part-way, and its half-written caches are dropped."""
+    decoder, cold, _, stops = setup
+    ids = words(1, 12_000)
+    began = time.perf_counter()
+    expected = answer(cold, ids, DecodingMethod.plain(), stops)
+    full = time.perf_counter() - began
+    decoder.drop_states()
+    assert stopped_turn(decoder, ids, stops, after_s=0.2 * full) == []
+    assert decoder.last_prefill is None and decoder.cache.live is None
+    assert answer(decoder, ids, DecodingMethod.plain(), stops) == expected
+
+
+def test_stop_during_a_long_follow_up_keeps_the_conversation(setup) -> None:  # type: ignore[no-untyped-def]
+    """A long follow-up after a kept conversation runs on the continuation graph, which writes
+    nothing back until it finishes: stopped part-way, the conversation is kept as it was and
+    the next try prefills only the new part, answering as a cold prefill does."""
+    decoder, cold, _, stops = setup
+    decoder.drop_states()
+    ids = words(2, 1_000)
+    ids += answer(decoder, ids, DecodingMethod.plain(), stops)
+    ids += words(3, 100)  # a short follow-up: the continuation graph is compiled by now
+    ids += answer(decoder, ids, DecodingMethod.plain(), stops)
+    graph = decoder.target.continuation
+    assert graph is not None and graph.calls == 1
+    kept = decoder.target.kv.live
+    ids += words(4, 8_000)
+    began = time.perf_counter()
+    expected = answer(cold, ids, DecodingMethod.plain(), stops)
+    full = time.perf_counter() - began  # the new part alone costs most of it
+    assert stopped_turn(decoder, ids, stops, after_s=0.2 * full) == []
+    assert graph.calls == 1  # the stopped call wrote nothing back
+    assert answer(decoder, ids, DecodingMethod.plain(), stops) == expected
+    assert graph.calls == 2
+    assert decoder.last_prefill is not None and decoder.last_prefill.reused >= kept > 1_000
+
+
+def test_stop_while_the_mtp_head_catches_up_ends_the_turn_after_its_first_token(setup) -> None:  # type: ignore[no-untyped-def]
+    """After a long prefill the MTP head catches up on every prompt position before its first
+    draft (a call as long as a prefill of the head's layer): a cancel then ends the turn
+    there, and the next turn continues from a consistent state."""
+    decoder, cold, _, stops = setup
+    decoder.drop_states()
+    ids = words(5, 2_000)
+    looks = 0
+
+    def cancelled() -> bool:
+        nonlocal looks
+        if decoder.last_prefill is None:  # the prefill runs
+            return False
+        looks += 1
+        return looks > 1  # the step loop goes on once; the head's catch-up is then cancelled
+
+    steps = decoder.generate(
+        ids, method=DecodingMethod.mtp(2), max_new_tokens=24, stop_ids=stops, cancelled=cancelled
+    )
+    tokens = [t for step in steps for t in step.tokens]
+    assert looks == 2 and decoder.target.timing.draft_calls == 0
+    assert tokens == answer(cold, ids, DecodingMethod.mtp(2), stops)[:1]
+    follow = ids + tokens
+    assert answer(decoder, follow, DecodingMethod.mtp(2), stops) == answer(
+        cold, follow, DecodingMethod.mtp(2), stops
+    )
+    assert decoder.last_prefill is not None and decoder.last_prefill.reused == len(ids)
 
 
 def test_a_failure_mid_call_drops_the_state(setup, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.remote_server import KEY, serving_client
+from tests.remote_server import KEY, raw_http, serving_client
 
 pytestmark = pytest.mark.slow
 
@@ -122,6 +123,44 @@ def test_follow_ups_report_cached_tokens_and_answer_as_a_cold_server(
             response = ask(cold, histories[turn], max_tokens=40)
         assert cached(response.usage) == 0
         assert response.choices[0].message.content == answers[turn], turn
+
+
+def essay(seed: int, words: int) -> str:
+    """Filler text: about three demo-model tokens per word."""
+    return " ".join(f"word{(i * seed) % 89}" for i in range(words))
+
+
+def test_a_client_that_leaves_during_a_long_prompt_stops_its_prefill(
+    client: openai.OpenAI,
+) -> None:
+    """A long follow-up is one model call in the engine process (seconds here, a minute for
+    7,000 tokens on Qwen3.5-0.8B): a client that gives up on it stops that call, and the
+    conversation kept before it stays kept. (Were the call left to run through, the resent
+    request would find the whole follow-up cached.)"""
+
+    def conversation(seed: int) -> list[dict[str, Any]]:
+        opening = [SYSTEM, {"role": "user", "content": essay(seed, 300)}]
+        answer = ask(client, opening, max_tokens=8).choices[0].message.content
+        return [*opening, {"role": "assistant", "content": answer}]
+
+    # How long such a follow-up takes to read here: the same shape in another conversation.
+    probe = [*conversation(3), {"role": "user", "content": essay(4, 3000)}]
+    reading_s = mtp_of(ask(client, probe, max_tokens=1))["ttft_s"]
+    history = conversation(5)
+    kept = ask(client, history[:-1], max_tokens=8).usage.prompt_tokens  # its opening, again
+    follow_up = [*history, {"role": "user", "content": essay(6, 3000)}]
+    body = {"model": MODEL, "messages": follow_up, "max_tokens": 8}
+    with raw_http(client) as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/chat/completions", json=body, timeout=0.25 * reading_s)
+    with raw_http(client) as http:
+        deadline = time.monotonic() + 60
+        while http.get("/health").json()["busy"]:
+            assert time.monotonic() < deadline, "the engine never came back"
+            time.sleep(0.05)
+    again = ask(client, follow_up, max_tokens=8)
+    reused = cached(again.usage)
+    assert abs(reused - kept) < 64  # the opening, kept
+    assert reused < again.usage.prompt_tokens - 5000  # none of the follow-up
 
 
 # --- sampling with MTP on -----------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.choosers import Chooser, chooser_for
-from qwen_mtp_desktop.core.decoding.continuation import ContinuationGraph
+from qwen_mtp_desktop.core.decoding.continuation import CallCancelledError, ContinuationGraph
 from qwen_mtp_desktop.core.decoding.grammar import GrammarState, GrammarVocabulary
 from qwen_mtp_desktop.core.decoding.graphs import (
     DEFAULT_DRAFT_VOCAB,
@@ -422,6 +422,7 @@ class AppDecoder:
                 f"(0 to {self.vocab_size - 1})"
             )
         self.target.timing = StepTiming()  # per turn
+        self.last_prefill = None
         if self._mtp is not None:
             self._mtp.timing = self.target.timing
         try:
@@ -437,6 +438,11 @@ class AppDecoder:
             )
         except GeneratorExit:
             raise  # closed between steps: the state is consistent
+        except CallCancelledError as stopped:
+            # Cancelled part-way through a long call (a prefill, the MTP head catching up):
+            # the turn ends here, as a cancel between steps ends it.
+            if not stopped.consistent:
+                self._drop_live()
         except BaseException:
             # A failed or interrupted model call may leave the state half updated.
             self._drop_live()
@@ -484,10 +490,10 @@ class AppDecoder:
             # part takes the path its own length pays for (core.decoding.continuation): the
             # few tokens that open the answer stay on the stateful request, where a call on
             # the continuation graph would copy the whole kept cache out and back for them.
-            self._prefill(prompt[reused:stable_prefix].tolist())
+            self._prefill(prompt[reused:stable_prefix].tolist(), cancelled)
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
-            out = self._prefill(prompt[self._processed :].tolist())
+            out = self._prefill(prompt[self._processed :].tolist(), cancelled)
             last_logits = out.logits()[-1]
             self._live_state().add_snapshot(self._snapshot(last_logits))
             first = chooser.first(last_logits, int(out.argmax[-1]))
@@ -536,7 +542,7 @@ class AppDecoder:
                 drafts = lookup.candidates(k)
                 chooser.lookup_drafts(drafts)
             elif k > 0:
-                drafts = self._mtp_drafts(tokens, k, chooser)
+                drafts = self._mtp_drafts(tokens, k, chooser, cancelled)
             out = target.run(pending + drafts, processed, len(pending) - 1)
             accepted, own = chooser.verify(out, drafts)
             rows = out.logits() if top_logprobs is not None else None  # before the next call
@@ -609,9 +615,10 @@ class AppDecoder:
         assert snapshot is not None and snapshot.logits is not None
         return np.array(snapshot.logits)
 
-    def _prefill(self, ids: list[int]) -> TargetOutput:
+    def _prefill(self, ids: list[int], cancelled: Callable[[], bool] | None = None) -> TargetOutput:
         """Process `ids` after the live sequence, in calls of at most `prefill_chunk` tokens;
-        the last call's output (its last position projected)."""
+        the last call's output (its last position projected). A call stops part-way when
+        `cancelled()` turns true (CallCancelledError); the calls before it stay."""
         import numpy as np
 
         chunk = self.prefill_chunk or len(ids)
@@ -619,7 +626,7 @@ class AppDecoder:
         for begin in range(0, len(ids), chunk):
             part = ids[begin : begin + chunk]
             start = self._processed
-            out = self.target.run(part, start, len(part) - 1)
+            out = self.target.run(part, start, len(part) - 1, cancelled)
             self._set_ids(start, part)
             self._set_hidden(start, np.array(out.hidden))
             self.target.settle(len(part), keep=True)
@@ -627,7 +634,13 @@ class AppDecoder:
         assert out is not None
         return out
 
-    def _mtp_drafts(self, tokens: list[int], k: int, chooser: Chooser) -> list[int]:
+    def _mtp_drafts(
+        self,
+        tokens: list[int],
+        k: int,
+        chooser: Chooser,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> list[int]:
         """k drafts from the MTP head: catch it up on every confirmed position (target hidden
         states), then chain on its own hidden state."""
         mtp = self.mtp
@@ -635,7 +648,9 @@ class AppDecoder:
         end = len(tokens) - 1  # positions whose hidden state and next token are both known
         if self._hidden_len < end:
             raise RuntimeError("the MTP head is missing target hidden states")
-        out: DraftOutput = mtp.catch_up(self._hidden[start:end], tokens[start + 1 : end + 1])
+        out: DraftOutput = mtp.catch_up(
+            self._hidden[start:end], tokens[start + 1 : end + 1], cancelled
+        )
         drafts = [chooser.draft(out, [])]
         for index in range(1, k):
             out = mtp.chain(out, drafts[-1], end + index - 1)

@@ -11,10 +11,15 @@ before the next catch-up, since the next drafts must come from the target's hidd
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.decoding.continuation import ContinuationGraph, infer_after_kept
+from qwen_mtp_desktop.core.decoding.continuation import (
+    CallCancelledError,
+    ContinuationGraph,
+    infer_after_kept,
+)
 from qwen_mtp_desktop.core.decoding.graphs import DRAFT_INDEX, DRAFT_LOGITS, HIDDEN
 from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
 from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
@@ -62,12 +67,24 @@ class MtpHead:
         self.positions = min(self.positions, positions)
         self.kv.keep_positions(self.positions)
 
-    def catch_up(self, hidden: npt.NDArray[Any], next_tokens: list[int]) -> DraftOutput:
+    def catch_up(
+        self,
+        hidden: npt.NDArray[Any],
+        next_tokens: list[int],
+        cancelled: Callable[[], bool] | None = None,
+    ) -> DraftOutput:
         """Feed positions `positions` .. `positions + len(next_tokens) - 1`: their target hidden
         states (rows of `hidden`) and the tokens that followed them; the output is the draft for
-        the token after the last one."""
+        the token after the last one. A long catch-up stops part-way when `cancelled()` turns
+        true: CallCancelledError, the head consistent (reset if its cache was left undefined: it
+        catches up from the start next time)."""
         self.kv.keep_positions(self.positions)  # the last step's provisional chain entries
-        out = self._call(hidden, next_tokens, self.positions)
+        try:
+            out = self._call(hidden, next_tokens, self.positions, cancelled)
+        except CallCancelledError as stopped:
+            if not stopped.consistent:
+                self.reset()
+            raise CallCancelledError(consistent=True) from None
         self.kv.appended(len(next_tokens), keep=True)
         self.positions += len(next_tokens)
         return out
@@ -79,7 +96,13 @@ class MtpHead:
         self.kv.appended(1, keep=True)
         return out
 
-    def _call(self, hidden: npt.NDArray[Any], tokens: list[int], start: int) -> DraftOutput:
+    def _call(
+        self,
+        hidden: npt.NDArray[Any],
+        tokens: list[int],
+        start: int,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> DraftOutput:
         import numpy as np
 
         count = len(tokens)
@@ -91,7 +114,9 @@ class MtpHead:
         }
         began = time.perf_counter()
         # A long catch-up after a long follow-up runs on the continuation graph.
-        request = infer_after_kept(self.request, self.kv, inputs, self.continuation)
+        request = infer_after_kept(
+            self.request, self.kv, inputs, self.continuation, cancelled=cancelled
+        )
         self.timing.draft_s += time.perf_counter() - began
         self.timing.draft_calls += 1
         index = int(request.get_tensor(DRAFT_INDEX).data.reshape(-1)[0])

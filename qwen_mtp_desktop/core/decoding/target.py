@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -176,10 +176,17 @@ class Target:
         self.kv.reset()
         self.recurrent.reset()
 
-    def run(self, token_ids: Sequence[int], start: int, rows_from: int) -> TargetOutput:
+    def run(
+        self,
+        token_ids: Sequence[int],
+        start: int,
+        rows_from: int,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> TargetOutput:
         """Process `token_ids` at positions start.. (the caches hold `start` live positions)
         and project positions rows_from.. of this call; then `settle()` says whether the call
-        counts. The output's arrays are views that the next call overwrites."""
+        counts. The output's arrays are views that the next call overwrites. A long call
+        stops part-way when `cancelled()` turns true (continuation.CallCancelledError)."""
         import numpy as np
 
         count = len(token_ids)
@@ -198,6 +205,7 @@ class Target:
             inputs,
             self.continuation,
             recurrent_binding=self.recurrent.binding_for,
+            cancelled=cancelled,
         )
         self.timing.target_s += time.perf_counter() - began
         self.timing.target_calls += 1

@@ -127,7 +127,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     if reused:
         parts.append(reused)
     ttft = stats.get("ttft_s")
-    if ttft is not None:
+    if ttft is not None and stats.get("generated_tokens") != 0:  # stopped before a first token
         parts.append(f"TTFT {ttft * 1000:.0f} ms")
     tokens = stats.get("generated_tokens")
     if tokens is not None:
@@ -136,6 +136,14 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     if total:
         parts.append(f"{total:.1f} s")
     return join_figures(parts)
+
+
+def stopped_notice(stats: dict[str, Any]) -> str:
+    """What a stopped answer's notice says: a Stop while the prompt was still being read
+    leaves no text at all."""
+    if stats.get("generated_tokens") == 0:
+        return "Stopped while the prompt was being read, before the answer began."
+    return "Stopped. The answer so far is kept."
 
 
 class ThinkingBlock(FoldedText):
@@ -291,7 +299,7 @@ class MessageWidget(QFrame):
         if status == "incomplete":
             self.show_notice("This answer was interrupted and is incomplete.")
         elif stats and stats.get("finish_reason") == "cancelled":
-            self.show_notice("Stopped. The answer so far is kept.")
+            self.show_notice(stopped_notice(stats))
         elif status == "error" and error:
             self.show_error(error)
 

@@ -28,7 +28,7 @@ from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, Step
 from qwen_mtp_desktop.core.model_library import is_demo_model
 from qwen_mtp_desktop.core.units import join_figures
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, stopped_notice
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
 from qwen_mtp_desktop.workers.model_router import ModelRouter
 
@@ -315,7 +315,7 @@ class TurnController(QObject):
         self.answered.emit(record)
         self._model.observe(stats, self._request_text)
         if stats.finish_reason == "cancelled":
-            widget.show_notice("Stopped. The answer so far is kept.")
+            widget.show_notice(stopped_notice(record))
         self._end(
             stream,
             lambda store, mid, a, r: store.finish_message(
