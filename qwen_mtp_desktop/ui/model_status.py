@@ -52,6 +52,8 @@ class ModelStatus(QLabel):
     def answered(self, record: Mapping[str, Any]) -> None:
         """A finished answer's stats record: say what decoded it."""
         ran = ran_text(record)
+        if record.get("generated_tokens") == 0 and record.get("finish_reason") == "cancelled":
+            ran = "stopped before its first token"  # nothing decoded: no method to name
         remote = isinstance(record.get("remote"), Mapping)
         self._last = ran or ("the server did not say how it decoded" if remote else "")
         self._show()

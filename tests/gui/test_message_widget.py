@@ -7,7 +7,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.units import plain_figures
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 
 pytestmark = pytest.mark.gui
@@ -111,3 +111,11 @@ def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtB
     qtbot.addWidget(partial)
     assert "TTFT 0 ms" in plain_figures(partial.stats_label.text())
     assert partial.error_label.text() == "Stopped. The answer so far is kept."
+    mtp = {**stopped, "method": DecodingMethod.mtp(2).to_record(), "acceptance_rate": 0.0}
+    assert plain_figures(format_stats(mtp)).startswith("MTP n=2  ·  0 tokens")  # no drafts made
+    one = MessageWidget(
+        "assistant", dark=False, content="One", stats={**stopped, "generated_tokens": 1}
+    )
+    qtbot.addWidget(one)
+    assert "1 token " in plain_figures(one.stats_label.text()) + " "
+    assert "1 tokens" not in plain_figures(one.stats_label.text())

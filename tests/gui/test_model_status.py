@@ -58,3 +58,13 @@ def test_an_eject_after_the_folder_went_keeps_the_reason(qtbot: QtBot) -> None:
     status.loaded(_loaded(OTHER))
     status.unloaded()
     assert status.text() == "No model loaded (ejected)"
+
+
+def test_an_answer_stopped_before_its_first_token_names_no_method(qtbot: QtBot) -> None:
+    status = _status(qtbot)
+    status.loaded(_loaded(OTHER))
+    stopped = {"method": {"kind": "mtp", "drafts": 3}, "finish_reason": "cancelled"}
+    status.answered({**stopped, "generated_tokens": 0, "acceptance_rate": 0.0})
+    assert "last answer: stopped before its first token" in status.text()
+    status.answered({**stopped, "generated_tokens": 12, "acceptance_rate": 0.5})
+    assert "last answer: MTP n=3" in status.text()

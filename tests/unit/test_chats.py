@@ -435,6 +435,21 @@ def test_listing_is_newest_first_with_preview(store: ChatStore) -> None:
     assert store.list_conversations()[0].preview.endswith("…")
 
 
+def test_an_answer_stopped_before_its_first_token_is_previewed_as_such(
+    store: ChatStore,
+) -> None:
+    """Stop while a long prompt is read leaves an empty answer: the list says what happened
+    instead of "No messages" (and an empty answer that was not stopped stays empty)."""
+    chat = store.create_conversation("Long question")
+    store.add_message(chat.id, "user", "word " * 3000)
+    stopped = {"finish_reason": "cancelled", "generated_tokens": 0}
+    store.add_message(chat.id, "assistant", "", stats=stopped)
+    assert store.list_conversations()[0].preview == "Stopped before the answer began"
+    other = store.create_conversation("Silent")
+    store.add_message(other.id, "assistant", "", stats={**stopped, "finish_reason": "eos"})
+    assert store.list_conversations()[0].preview == ""
+
+
 def test_search_titles_and_content(search_store: ChatStore) -> None:
     store = search_store
     recipes = store.create_conversation("Pasta recipes")

@@ -62,6 +62,9 @@ DB_FILENAME = "chats.sqlite3"
 DEFAULT_TITLE = "New chat"
 MAX_TITLE_CHARS = 200
 PREVIEW_CHARS = 120
+#: How an answer's stored stats (json.dumps' default separators) say it was stopped: a list of
+#: conversations finds "stopped before the answer began" without parsing every stats row.
+STOPPED_STATS = '"finish_reason": "cancelled"'
 #: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
 _MIN_FTS_TERM = 3
 
@@ -398,7 +401,9 @@ class ChatStore:
                     AS message_count,
                 substr(last.content, 1, {PREVIEW_CHARS * 4}) AS preview,
                 last.role AS preview_role, last.status AS preview_status,
-                substr(last.error, 1, {PREVIEW_CHARS * 4}) AS preview_error
+                substr(last.error, 1, {PREVIEW_CHARS * 4}) AS preview_error,
+                last.content = '' AND instr(last.stats_json, '{STOPPED_STATS}') > 0
+                    AS preview_stopped
             FROM conversations AS c
             LEFT JOIN messages AS last ON last.id = (
                 SELECT id FROM messages WHERE conversation_id = c.id AND shown = 1
@@ -415,6 +420,8 @@ class ChatStore:
             if not preview and row["preview_status"] == "error":
                 # An answer that failed before any text: say so, not "No messages".
                 preview = "Failed: " + " ".join(rows.text(row["preview_error"]).split())
+            elif not preview and row["preview_stopped"] == 1:
+                preview = "Stopped before the answer began"
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
             summaries.append(rows.summary(row, preview))

@@ -100,8 +100,11 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         switched = auto.get("switched_to_plain_after_tokens")
         if isinstance(switched, int):
             parts.append(f"switched to plain after {switched} tokens")
+    decoded = stats.get("generated_tokens") != 0  # else stopped while the prompt was read
     if method is None:
         pass
+    elif not decoded:
+        parts.append(method.label)  # no drafts were made: no figures about them
     elif method.drafts_vary:
         parts.append(method.label)
         drafted, accepted = stats.get("drafted_tokens"), stats.get("accepted_tokens")
@@ -127,11 +130,11 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     if reused:
         parts.append(reused)
     ttft = stats.get("ttft_s")
-    if ttft is not None and stats.get("generated_tokens") != 0:  # stopped before a first token
+    if ttft is not None and decoded:
         parts.append(f"TTFT {ttft * 1000:.0f} ms")
     tokens = stats.get("generated_tokens")
     if tokens is not None:
-        parts.append(f"{tokens} tokens")
+        parts.append(f"{tokens} token" if tokens == 1 else f"{tokens} tokens")
     total = stats.get("total_s")
     if total:
         parts.append(f"{total:.1f} s")
