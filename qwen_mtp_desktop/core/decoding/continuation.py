@@ -14,11 +14,12 @@ stay on the stateful request, where no copy is made at all.
 
 Long calls can be stopped part-way (`CallCancelledError`): a cold prefill of 7,000 tokens is
 one call of 50 s on the 0.8B geometry here, and Stop or a client that left must not wait for
-it. The CPU plugin ends a cancelled call within about 0.1 s. A call on the continuation graph
-writes nothing back until it has finished, so stopping it keeps the conversation as it was; a
-call on the stateful request leaves its caches undefined, so only one that has little to lose
-there (fewer than `MIN_KEPT_TOKENS` kept) is made stoppable: the conversation is dropped and a
-re-prefill of it is cheap.
+it. The CPU plugin stops a cancelled call between graph nodes: usually within 0.1 s, at most
+2 s in benchmarks/stop_latency.py's runs. A call on the continuation graph writes nothing back
+until it has finished, so stopping it keeps the conversation as it was; a call on the stateful
+request leaves its caches undefined, so only one that has little to lose there (fewer than
+`MIN_KEPT_TOKENS` kept) is made stoppable: the conversation is dropped and a re-prefill of it
+is cheap.
 
 The second graph is a clone of the same in-memory model, but the CPU plugin prepares its
 weights again on its first call: about as much memory again as the model's weights (+1.0 GB
