@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding import continuation
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
@@ -35,16 +36,34 @@ METHODS = [
 ]
 
 
+#: Calls that ran on a continuation graph (core.decoding.continuation), in any engine here.
+TWIN_CALLS: list[int] = []
+
+
 @pytest.fixture(scope="module")
 def engines(demo_model: Path) -> Iterator[dict[str, Engine]]:
     """One engine that keeps states (default budget), one with a tiny budget that must evict,
+    one that sends every continuing call of 2 tokens or more to the continuation graphs (the
+    demo's conversations are far shorter than the 512 kept tokens they otherwise wait for),
     and one that keeps nothing (the cold reference)."""
     made = {}
-    for name, budget in (("keeps", None), ("tight", 400_000), ("cold", 0)):
-        engine = Engine()
-        engine.load(demo_model, LoadOptions(exact_numerics=True, state_cache_bytes=budget))
-        made[name] = engine
-    yield made
+    with pytest.MonkeyPatch.context() as patch:
+        run = continuation.ContinuationGraph.run
+
+        def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            TWIN_CALLS.append(1)
+            return run(self, *args, **kwargs)
+
+        patch.setattr(continuation.ContinuationGraph, "run", counted)
+        for name, budget in (("keeps", None), ("tight", 400_000), ("twin", None), ("cold", 0)):
+            engine = Engine()
+            with pytest.MonkeyPatch.context() as thresholds:
+                if name == "twin":  # read when its graphs are made, at load
+                    thresholds.setattr(continuation, "MIN_NEW_TOKENS", 2)
+                    thresholds.setattr(continuation, "MIN_KEPT_TOKENS", 1)
+                engine.load(demo_model, LoadOptions(exact_numerics=True, state_cache_bytes=budget))
+            made[name] = engine
+        yield made
     for engine in made.values():
         engine.unload()
 
@@ -108,7 +127,7 @@ def test_answers_with_kept_state_equal_cold_answers(
             for name, engine in engines.items()
         }
         cold_ids = results["cold"][0]
-        for name in ("keeps", "tight"):
+        for name in ("keeps", "tight", "twin"):
             assert results[name][0] == cold_ids, (name, action, method, chat.messages)
         assert results["cold"][2].reused_tokens == 0
         chat.messages.append(Message("assistant", results["cold"][1]))
@@ -116,10 +135,12 @@ def test_answers_with_kept_state_equal_cold_answers(
     assert report is not None and report.bytes <= 400_000
 
 
-def test_a_follow_up_reuses_the_conversation(engines: dict[str, Engine]) -> None:
+@pytest.mark.parametrize("name", ["keeps", "twin"])
+def test_a_follow_up_reuses_the_conversation(engines: dict[str, Engine], name: str) -> None:
     """The next question, regenerate and switching back each reuse the kept state: all but
     the tokens the template re-renders (the last answer, whose thinking block it drops)."""
-    engine = engines["keeps"]
+    engine = engines[name]
+    twin_calls = len(TWIN_CALLS)
     method = DecodingMethod.mtp(2)
     chat = [Message("user", QUESTIONS[0])]
     _, text, first = answer(engine, chat, method, False)
@@ -135,3 +156,5 @@ def test_a_follow_up_reuses_the_conversation(engines: dict[str, Engine]) -> None
     _, _, back = answer(engine, chat, method, False)  # and back
     assert back.reused_tokens == back.prompt_tokens
     assert back.ttft_s < max(first.ttft_s, 0.05) * 3
+    # The twin engine's follow-ups ran on its continuation graphs; the other's never did.
+    assert (len(TWIN_CALLS) > twin_calls) == (name == "twin")
