@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding import continuation
+from qwen_mtp_desktop.core.decoding import decoder as decoder_module
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
@@ -100,6 +101,15 @@ ACTIONS = st.sampled_from(["continue", "continue", "regenerate", "edit", "delete
 def test_answers_with_kept_state_equal_cold_answers(
     engines: dict[str, Engine], steps: list[tuple[str, int, int]], thinking: bool
 ) -> None:
+    # Keep every dropped tail of 8 tokens or more as an old branch (1,024 otherwise, far
+    # beyond the demo's answers), so regenerates and edits put their old versions aside.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decoder_module, "MIN_TAIL_WORTH_SAVING", 8)
+        converse(engines, steps, thinking)
+
+
+def converse(engines: dict[str, Engine], steps: list[tuple[str, int, int]], thinking: bool) -> None:
+    """Play `steps` on two chats, every engine answering every turn; compare with "cold"."""
     chats = [Chat(), Chat()]
     current = 0
     for action, pick, method_index in steps:
