@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qwen_mtp_desktop.core.decoding import decoder as decoder_module
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
@@ -137,6 +138,39 @@ def test_a_chat_coming_back_before_its_last_answer_hides_the_answer_without_a_co
     # never processed), hidden
     tokens += [t for step in steps for t in step.tokens]
     assert tokens == answer(cold, follow_up, method)
+
+
+@pytest.mark.parametrize("method", [DecodingMethod.plain(), DecodingMethod.mtp(2)], ids=str)
+def test_an_edit_far_back_reads_the_conversation_out_once(
+    decoders: dict[str, AppDecoder], method: DecodingMethod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Editing an earlier message copies the conversation aside (its old version can come
+    back) and prefills the edited part on the continuation graph: the copy just made feeds
+    the graph, so the request's caches are read out once, not twice. The answer equals a cold
+    prefill's, and switching back to the old version finds it kept."""
+    monkeypatch.setattr(decoder_module, "MIN_TAIL_WORTH_SAVING", 8)  # 1,024 in the app
+    for decoder in decoders.values():
+        decoder.drop_states()
+    explicit, cold = decoders["explicit"], decoders["cold"]
+    first = words(40, 100)
+    old = first + answer(explicit, first, method) + words(41, 80)
+    old += answer(explicit, old, method)
+    edited = first + words(42, 60)  # the second message, edited
+    reads = explicit.target.kv.reads
+    steps = explicit.generate(edited, method=method, max_new_tokens=24, stop_ids=set())
+    tokens = list(next(steps).tokens)  # the prefill ran
+    resumed = explicit.last_prefill
+    assert resumed is not None and resumed.source == "live" and resumed.reused >= len(first)
+    assert explicit.target.kv.reads - reads == 1  # the copy put aside, and no other
+    tokens += [t for step in steps for t in step.tokens]
+    assert tokens == answer(cold, edited, method)
+    assert explicit.cache.aside  # the old version
+    back = explicit.generate(old, method=method, max_new_tokens=24, stop_ids=set())
+    tokens = list(next(back).tokens)
+    # All of it but the last answer's last token (never processed: it ended the answer).
+    assert explicit.last_prefill is not None and explicit.last_prefill.reused == len(old) - 1
+    tokens += [t for step in back for t in step.tokens]
+    assert tokens == answer(cold, old, method)
 
 
 def test_logits_after_a_continuation_equal_a_cold_prefill(

@@ -271,14 +271,15 @@ class AppDecoder:
         live.hidden = self._hidden[: min(n, self._hidden_len)]
         return live
 
-    def _put_live_aside(self, *, keep_live: bool = False) -> None:
-        """Copy the live sequence's caches out and keep the copy aside in the cache; the live
-        sequence stays live with `keep_live` (its tail is about to be dropped)."""
+    def _put_live_aside(self, *, keep_live: bool = False) -> SequenceState | None:
+        """Copy the live sequence's caches out and keep the copy aside in the cache (returned;
+        None when nothing was worth it); the live sequence stays live with `keep_live` (its
+        tail is about to be dropped)."""
         import numpy as np
 
         live = self.cache.live
         if live is None or self._processed < MIN_TOKENS_WORTH_SAVING:
-            return
+            return None
         live = self._live_state()
         started = time.perf_counter()
         head = self._mtp
@@ -302,13 +303,17 @@ class AppDecoder:
             len(saved.ids),
             (time.perf_counter() - started) * 1000,
         )
+        return saved
 
     def _snapshot(self, logits: npt.NDArray[np.float32] | None = None) -> Snapshot:
         return Snapshot(self._processed, self.target.recurrent.copy_out(), logits)
 
-    def _resume(self, prompt: npt.NDArray[np.int64]) -> tuple[int, Snapshot | None, str]:
+    def _resume(
+        self, prompt: npt.NDArray[np.int64], stable_prefix: int | None = None
+    ) -> tuple[int, Snapshot | None, str]:
         """Bring the state to the longest kept prefix of `prompt`: (tokens reused, the
-        snapshot resumed from, where it came from)."""
+        snapshot resumed from, where it came from). `stable_prefix` as for `generate` (where
+        the prefill's first call ends)."""
         live = self.cache.live
         if live is not None and self._processed > 0:
             live = self._live_state()
@@ -321,10 +326,11 @@ class AppDecoder:
             return 0, None, "cold"
         position, snapshot = resume.position, resume.snapshot
         if resume.source is self.cache.live:
+            aside = None
             if self._processed - position >= MIN_TAIL_WORTH_SAVING and _old_branch_may_return(
                 resume.source, resume.common, len(prompt)
             ):
-                self._put_live_aside(keep_live=True)  # an edit far back: keep the old branch
+                aside = self._put_live_aside(keep_live=True)  # an edit far back: keep it
             try:
                 if position != self._processed:
                     self.target.recurrent.copy_in(snapshot.recurrent)
@@ -332,7 +338,20 @@ class AppDecoder:
                 log.warning("state cache: a snapshot does not fit (%s); discarded", exc)
                 self._drop_live()
                 return 0, None, "cold"
-            self.target.kv.keep_positions(position)
+            first_call = self._first_prefill_call(len(prompt), position, stable_prefix)
+            continuation = self.target.continuation
+            if (
+                aside is not None
+                and aside.caches is not None
+                and continuation is not None
+                and continuation.worth_it(first_call, position)
+            ):
+                # The copy just put aside feeds the continuation graph's first call as it is
+                # (the entries after `position` hidden): reading the request's caches again
+                # for that call would be a second copy of the whole conversation.
+                self.target.kv.restore(aside.caches.target, position)
+            else:
+                self.target.kv.keep_positions(position)
             self._mtp_keep(position - 1)
             self._processed = position
             self._hidden_len = min(self._hidden_len, position)
@@ -370,6 +389,16 @@ class AppDecoder:
         self.cache.touch(source)
         self.cache.touch(live)
         return position, snapshot, "aside"
+
+    def _first_prefill_call(self, total: int, position: int, stable_prefix: int | None) -> int:
+        """How many tokens the first prefill call after `position` processes (`_generate`
+        splits the prefill at the stable prefix, `_prefill` into `prefill_chunk` calls)."""
+        end = (
+            stable_prefix
+            if stable_prefix is not None and position < stable_prefix < total
+            else total
+        )
+        return min(end - position, self.prefill_chunk or end - position)
 
     def _compact_caches(self) -> None:
         """Copy the live cache entries together once hidden ones pile up (kv_slots)."""
@@ -476,7 +505,7 @@ class AppDecoder:
         began = time.perf_counter()
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         total = len(prompt)
-        reused, snapshot, source = self._resume(prompt)
+        reused, snapshot, source = self._resume(prompt, stable_prefix)
         self._compact_caches()
         target = self.target
         grammar = None

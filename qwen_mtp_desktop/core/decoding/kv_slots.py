@@ -53,6 +53,9 @@ class KvSlots:
         self.live = 0
         #: Entries copied by compactions and restores since the last reset (benchmarks).
         self.copies = 0
+        #: Times the caches were read out of the request (each a copy of every entry: saves,
+        #: the continuation graph's inputs, compactions), since the object was made.
+        self.reads = 0
         #: Restored entries not yet written into the request (one array per state, the
         #: request's slots 0 .. size - 1), or None when the request holds the caches.
         self._pending: list[npt.NDArray[Any]] | None = None
@@ -120,6 +123,7 @@ class KvSlots:
         if self._pending is not None:  # restored entries: compacted before they go in
             self._pending = [np.ascontiguousarray(a[:, :, live_slots]) for a in self._pending]
         else:
+            self.reads += 1
             for state in self._request.query_state():
                 data = state.state.data
                 state.state = ov.Tensor(np.ascontiguousarray(data[:, :, live_slots]))
@@ -148,6 +152,7 @@ class KvSlots:
         request (a copy: reading a state makes a new tensor)."""
         if self._pending is not None:
             return list(self._pending)
+        self.reads += 1
         return [state.state.data for state in self._request.query_state()]
 
     def names(self) -> list[str]:
