@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import string
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -346,8 +347,14 @@ class _TwiceNormalisedHead(MtpHead):
 
     norm_weight: Any = None
 
-    def _call(self, hidden: Any, tokens: list[int], start: int) -> DraftOutput:
-        out = super()._call(hidden, tokens, start)
+    def _call(
+        self,
+        hidden: Any,
+        tokens: list[int],
+        start: int,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> DraftOutput:
+        out = super()._call(hidden, tokens, start, cancelled)
         own = out.own_hidden.astype(np.float64)
         twice = own / np.sqrt((own**2).mean(-1, keepdims=True) + 1e-6) * (1.0 + self.norm_weight)
         return replace(out, own_hidden=twice.astype(out.own_hidden.dtype))
