@@ -120,6 +120,12 @@ def stats_method(stats: Mapping[str, Any]) -> DecodingMethod | None:
     return method
 
 
+def stopped_before_first_token(stats: Mapping[str, Any]) -> bool:
+    """Whether an answer's stats say Stop ended it while its prompt was still being read:
+    nothing was decoded, so no method, speed or time to first token describes it."""
+    return stats.get("finish_reason") == "cancelled" and stats.get("generated_tokens") == 0
+
+
 def clean_stats(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` without the known fields whose value is not what the app writes there, and with
     an older row's method keys turned into the "method" record (keys that name no method,

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from qwen_mtp_desktop.core.auto_words import ran_text
 from qwen_mtp_desktop.core.engine import LoadedModel
+from qwen_mtp_desktop.core.message_stats import stopped_before_first_token
 from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
@@ -52,7 +53,7 @@ class ModelStatus(QLabel):
     def answered(self, record: Mapping[str, Any]) -> None:
         """A finished answer's stats record: say what decoded it."""
         ran = ran_text(record)
-        if record.get("generated_tokens") == 0 and record.get("finish_reason") == "cancelled":
+        if stopped_before_first_token(record):
             ran = "stopped before its first token"  # nothing decoded: no method to name
         remote = isinstance(record.get("remote"), Mapping)
         self._last = ran or ("the server did not say how it decoded" if remote else "")

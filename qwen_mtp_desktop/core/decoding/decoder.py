@@ -393,11 +393,7 @@ class AppDecoder:
     def _first_prefill_call(self, total: int, position: int, stable_prefix: int | None) -> int:
         """How many tokens the first prefill call after `position` processes (`_generate`
         splits the prefill at the stable prefix, `_prefill` into `prefill_chunk` calls)."""
-        end = (
-            stable_prefix
-            if stable_prefix is not None and position < stable_prefix < total
-            else total
-        )
+        end = _prefill_split(stable_prefix, position, total) or total
         return min(end - position, self.prefill_chunk or end - position)
 
     def _compact_caches(self) -> None:
@@ -514,12 +510,13 @@ class AppDecoder:
         chooser = chooser_for(
             method.sampling, self.vocab_size, prompt_ids, self._draft_ids, grammar
         )
-        if stable_prefix is not None and reused < stable_prefix < total:
+        split = _prefill_split(stable_prefix, reused, total)
+        if split is not None:
             # Prefill up to the point the next prompt keeps, and keep the state there. Each
             # part takes the path its own length pays for (core.decoding.continuation): the
             # few tokens that open the answer stay on the stateful request, where a call on
             # the continuation graph would copy the whole kept cache out and back for them.
-            self._prefill(prompt[reused:stable_prefix].tolist(), cancelled)
+            self._prefill(prompt[reused:split].tolist(), cancelled)
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
             out = self._prefill(prompt[self._processed :].tolist(), cancelled)
@@ -690,6 +687,14 @@ class AppDecoder:
 
     def cache_report(self) -> Any:
         return self.cache.report()
+
+
+def _prefill_split(stable_prefix: int | None, start: int, total: int) -> int | None:
+    """Where a prefill from `start` to `total` is split to keep the state at the stable
+    prefix (`generate`), or None when the prefix is not inside it."""
+    if stable_prefix is not None and start < stable_prefix < total:
+        return stable_prefix
+    return None
 
 
 def _old_branch_may_return(live: SequenceState, common: int, prompt_tokens: int) -> bool:

@@ -37,7 +37,7 @@ from qwen_mtp_desktop.core.markdown import (
     first_page,
     split_segments,
 )
-from qwen_mtp_desktop.core.message_stats import stats_method
+from qwen_mtp_desktop.core.message_stats import stats_method, stopped_before_first_token
 from qwen_mtp_desktop.core.units import NBSP, join_figures, keep_units
 from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
@@ -144,7 +144,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
 def stopped_notice(stats: dict[str, Any]) -> str:
     """What a stopped answer's notice says: a Stop while the prompt was still being read
     leaves no text at all."""
-    if stats.get("generated_tokens") == 0:
+    if stopped_before_first_token(stats):
         return "Stopped while the prompt was being read, before the answer began."
     return "Stopped. The answer so far is kept."
 
