@@ -551,7 +551,7 @@ class AppDecoder:
                 # Many rejections in a row: bring the target up to all but the last confirmed
                 # token in a call of its own, so verification calls stay short.
                 catch = tokens[processed:-1]
-                out = target.run(catch, processed, len(catch) - 1)
+                out = target.run(catch, processed, len(catch) - 1, in_place=True)
                 self._set_hidden(processed, np.array(out.hidden))
                 target.settle(len(catch), keep=True)
                 self._set_ids(processed, catch)
@@ -569,7 +569,8 @@ class AppDecoder:
                 chooser.lookup_drafts(drafts)
             elif k > 0:
                 drafts = self._mtp_drafts(tokens, k, chooser, cancelled)
-            out = target.run(pending + drafts, processed, len(pending) - 1)
+            # Without drafts the call is kept whatever it returns: no second state buffer.
+            out = target.run(pending + drafts, processed, len(pending) - 1, in_place=not drafts)
             accepted, own = chooser.verify(out, drafts)
             rows = out.logits() if top_logprobs is not None else None  # before the next call
             keep = accepted == len(drafts)
@@ -652,7 +653,7 @@ class AppDecoder:
         for begin in range(0, len(ids), chunk):
             part = ids[begin : begin + chunk]
             start = self._processed
-            out = self.target.run(part, start, len(part) - 1, cancelled)
+            out = self.target.run(part, start, len(part) - 1, cancelled, in_place=True)
             self._set_ids(start, part)
             self._set_hidden(start, np.array(out.hidden))
             self.target.settle(len(part), keep=True)

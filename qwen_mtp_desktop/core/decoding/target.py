@@ -1,10 +1,13 @@
 """The target model as the app's decoder runs it: the language model IR changed in memory
 (core.decoding.graphs), one infer request, and the state that request holds.
 
-- Gated DeltaNet states are explicit inputs/outputs in two sets of buffers: a call reads one
-  set and writes the other; `commit()` makes its outputs the next call's inputs, and a call
-  whose drafts were rejected is simply not committed (the next call reads the old set again
-  and re-processes the confirmed tokens with its own drafts). No copies per step.
+- Gated DeltaNet states are explicit inputs/outputs in two sets of buffers: a call that may
+  be rolled back (drafts to verify) reads one set and writes the other; `commit()` makes its
+  outputs the next call's inputs, and a call whose drafts were rejected is simply not
+  committed (the next call reads the old set again and re-processes the confirmed tokens with
+  its own drafts). No copies per step. A call that is kept whatever it returns (a plain step,
+  a prefill) updates the set it reads in place, so plain decoding never rebinds the ports
+  (module `RecurrentBuffers`).
 - Attention caches stay inside the request; `kv` (core.decoding.kv_slots) hides the entries
   of uncommitted calls with the attention mask instead of copying the caches.
 - `snapshot()` / `restore()` copy the recurrent state out and back (the state cache keeps
@@ -77,9 +80,18 @@ class TargetOutput:
 
 
 class RecurrentBuffers:
-    """Two sets of Gated DeltaNet state tensors: one the next call reads, one it writes. The
-    two bindings are built once and set with one call each (rebinding 72 tensors one by one
-    cost about 1 ms per step, a few percent of a full-size step)."""
+    """Two sets of Gated DeltaNet state tensors, bound to the request's state ports.
+
+    A call that may be rolled back reads one set and writes the other (`prepare(in_place=
+    False)`), so the old state survives it. A call that is kept whatever it returns reads and
+    writes the same set (`prepare(in_place=True)`): the CPU plugin's GatedDeltaNet kernel
+    copies each state column into a scratch buffer, updates it there and only then writes it
+    back, and the convolution state's new value is a slice of a concatenation, so the output
+    never overwrites input not yet read (tested bit for bit against two sets). The binding
+    changes only when the kind of call does: rebinding the 72 ports costs about 1 ms per step
+    on Qwen3.5-0.8B (3 % of a plain step, most of it in the plugin's next call, not in the
+    `set_tensors` call itself), which plain decoding now never pays. Each binding is built
+    once and set with one call (one port at a time cost about 1 ms more)."""
 
     def __init__(self, request: Any, compiled: Any, ports: Sequence[StatePort]) -> None:
         import openvino as ov
@@ -88,12 +100,22 @@ class RecurrentBuffers:
         self.ports = tuple(ports)
         # bf16 has no numpy type: OpenVINO owns the memory; copies go through byte views.
         self._tensors = [[ov.Tensor(p.element_type, list(p.shape)) for p in ports] for _ in "ab"]
-        self._bindings = [self._binding(compiled, read) for read in (0, 1)]
+        self._bindings = {
+            (read, write): self._binding(compiled, read, write)
+            for read in (0, 1)
+            for write in (0, 1)
+        }
+        #: The set holding the current state (the next call reads it).
         self._read = 0
-        self._bind()
+        #: The (read, write) sets bound to the request now; None before the first call.
+        self._bound: tuple[int, int] | None = None
+        #: Whether the last call on the request wrote the set it read.
+        self._last_in_place = False
+        #: Times the request's ports were rebound (tests and benchmarks read it).
+        self.rebinds = 0
 
-    def _binding(self, compiled: Any, read: int) -> dict[Any, Any]:
-        """`compiled`'s state ports bound to read set `read` and write the other."""
+    def _binding(self, compiled: Any, read: int, write: int) -> dict[Any, Any]:
+        """`compiled`'s state ports bound to read set `read` and write set `write`."""
         return {
             **{
                 compiled.input(STATE_IN + p.name): t
@@ -101,23 +123,37 @@ class RecurrentBuffers:
             },
             **{
                 compiled.output(STATE_OUT + p.name): t
-                for p, t in zip(self.ports, self._tensors[1 - read], strict=True)
+                for p, t in zip(self.ports, self._tensors[write], strict=True)
             },
         }
 
-    def _bind(self) -> None:
-        if self._bindings[self._read]:
-            self._request.set_tensors(self._bindings[self._read])
+    def prepare(self, *, in_place: bool) -> None:
+        """Bind the request's ports for its next call: reading the current set and writing
+        it (`in_place`: the call will be kept) or the other one."""
+        wanted = (self._read, self._read if in_place else 1 - self._read)
+        if wanted != self._bound and self._bindings[wanted]:
+            self._request.set_tensors(self._bindings[wanted])
+            self.rebinds += 1
+        self._bound = wanted
+        self._last_in_place = in_place
 
     def commit(self) -> None:
         """The last call's outputs become the next call's inputs."""
-        self._read = 1 - self._read
-        self._bind()
+        if not self._last_in_place:
+            self._read = 1 - self._read
+        self._last_in_place = False
+
+    def roll_back(self) -> None:
+        """The last call does not count: the next call reads the state it read."""
+        if self._last_in_place:
+            raise RuntimeError("a call that updated the state in place cannot be rolled back")
 
     def binding_for(self, compiled: Any) -> dict[Any, Any]:
         """The same tensors bound to another graph with these state ports (the continuation
-        graph): it reads the current set and writes the other, as the next call here would."""
-        return self._binding(compiled, self._read)
+        graph): it reads the current set and writes the other, so a stopped call leaves the
+        state as it was; `commit()` then takes its outputs."""
+        self._last_in_place = False
+        return self._binding(compiled, self._read, 1 - self._read)
 
     def _views(self) -> list[npt.NDArray[Any]]:
         import numpy as np
@@ -182,14 +218,19 @@ class Target:
         start: int,
         rows_from: int,
         cancelled: Callable[[], bool] | None = None,
+        *,
+        in_place: bool = False,
     ) -> TargetOutput:
         """Process `token_ids` at positions start.. (the caches hold `start` live positions)
         and project positions rows_from.. of this call; then `settle()` says whether the call
-        counts. The output's arrays are views that the next call overwrites. A long call
-        stops part-way when `cancelled()` turns true (continuation.CallCancelledError)."""
+        counts. `in_place`: the caller will keep the call whatever it returns (no drafts to
+        verify), so the recurrent state is updated where it is (RecurrentBuffers). The
+        output's arrays are views that the next call overwrites. A long call stops part-way
+        when `cancelled()` turns true (continuation.CallCancelledError)."""
         import numpy as np
 
         count = len(token_ids)
+        self.recurrent.prepare(in_place=in_place)
         embeds = self.embeddings(token_ids)
         positions = np.arange(start, start + count, dtype=np.int64)
         inputs = {
@@ -219,4 +260,5 @@ class Target:
         if keep:
             self.recurrent.commit()
         else:
+            self.recurrent.roll_back()
             self.timing.rollbacks += 1
