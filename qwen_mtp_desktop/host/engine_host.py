@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.hosting.protocol import (
@@ -160,10 +161,11 @@ class WindowPipe:
 
     def _generate(self, request: Generate) -> None:
         rid = request.request_id
+        queued = time.perf_counter()
         with self._lock:
             if rid in self._cancelled:  # cancelled while still queued
                 self._cancelled.discard(rid)
-                self._events.send(AnswerFailed(rid, EngineError("Cancelled.", code="CANCELLED")))
+                self._send_stopped_before_start(request, queued)
                 return
 
         def gave_up() -> bool:
@@ -185,12 +187,32 @@ class WindowPipe:
             self._events.send(AnswerFinished(rid, stats, self._service.engine.plain_ready))
         except OSError:
             raise
+        except WaitCancelledError:  # Stop while a load or another answer held the engine
+            self._send_stopped_before_start(request, queued)
         except Exception as exc:
             self._events.send(AnswerFailed(rid, as_user_error(exc, EngineError)))
         finally:
             with self._lock:
                 self._current = None
                 self._cancelled.discard(rid)
+
+    def _send_stopped_before_start(self, request: Generate, since: float) -> None:
+        """End an answer stopped before the engine took it (queued behind a load or another
+        answer) as a stopped answer, as a Stop during its prefill ends: nothing failed."""
+        engine = self._service.engine
+        loaded = engine.loaded
+        stats = build_stats(
+            method=request.settings.method,
+            device=loaded.device if loaded is not None else "",
+            prompt_tokens=0,  # not read: the chat shows no prompt figure
+            chunk_sizes=[],
+            chunk_times=[],
+            total_s=time.perf_counter() - since,
+            reasoning_tokens=0,
+            answer_tokens=0,
+            finish_reason="cancelled",
+        )
+        self._events.send(AnswerFinished(request.request_id, stats, engine.plain_ready))
 
     def _measure(self, request: Measure) -> None:
         """A validation or benchmark (host.measurements) with engines of its own. The window

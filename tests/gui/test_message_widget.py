@@ -97,6 +97,7 @@ def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtB
         "method": PLAIN.to_record(),
         "finish_reason": "cancelled",
         "ttft_s": 0.0,
+        "prompt_tokens": 2_000,
         "generated_tokens": 0,
         "total_s": 1.7,
     }
@@ -105,6 +106,11 @@ def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtB
     assert "TTFT" not in plain_figures(widget.stats_label.text())
     assert "0 tokens" in plain_figures(widget.stats_label.text())
     assert widget.error_label.text().startswith("Stopped while the prompt was being read")
+    # Stopped while it waited for the engine (a model loading): the prompt was never read.
+    waited = MessageWidget("assistant", stats={**stopped, "prompt_tokens": 0}, dark=False)
+    qtbot.addWidget(waited)
+    assert waited.error_label.text() == "Stopped before the model began to read the prompt."
+    assert "prompt tokens" not in plain_figures(waited.stats_label.text())
     partial = MessageWidget(
         "assistant", dark=False, content="One, two", stats={**stopped, "generated_tokens": 3}
     )

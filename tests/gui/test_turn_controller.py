@@ -261,3 +261,31 @@ def test_answer_again_is_a_second_version_and_waits_for_the_running_turn(
     answer = harness.chats.messages[-1]
     assert (answer.version, answer.version_count) == (2, 2)
     assert harness.ended == [True, True]
+
+
+def test_stop_while_the_question_waits_for_the_engine_ends_it_as_stopped(harness: Turns) -> None:
+    """A question queued behind other work (here another answer; a model loading is the
+    same queue) and stopped there ends as a stopped answer, not as a failure."""
+    from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+
+    engine = harness.engine_process
+    busy = engine.generate(
+        [Message("user", long_question(3))], GenerationSettings(max_new_tokens=4)
+    )
+    harness.send("Count from 1 to 5.")
+    harness.turns.stop()
+    harness.wait_stored()
+    engine.cancel(busy)
+    (record,) = harness.records
+    assert record["finish_reason"] == "cancelled"
+    assert record["generated_tokens"] == 0 and record["prompt_tokens"] == 0
+    assert harness.ended == [True] and not harness.problems
+    widget = harness.widgets[-1]
+    assert "Stopped before the model began to read the prompt." in widget.error_label.text()
+    assert "TTFT" not in widget.stats_label.text()
+    stream_message = harness.chats.messages[-1]
+    stored = harness.stored_message(stream_message.id)
+    assert stored.status == "complete" and stored.stats is not None
+    harness.send("Count from 1 to 5.")  # the engine answers the next question
+    harness.wait_stored()
+    assert harness.records[-1]["finish_reason"] in ("eos", "length")

@@ -143,8 +143,11 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
 
 def stopped_notice(stats: dict[str, Any]) -> str:
     """What a stopped answer's notice says: a Stop while the prompt was still being read
-    leaves no text at all."""
+    leaves no text at all, and one while the request waited (a model loading, another
+    answer running) left the prompt unread (no prompt tokens)."""
     if stopped_before_first_token(stats):
+        if not stats.get("prompt_tokens"):
+            return "Stopped before the model began to read the prompt."
         return "Stopped while the prompt was being read, before the answer began."
     return "Stopped. The answer so far is kept."
 
