@@ -101,6 +101,8 @@ def test_every_script_has_a_smoke_test() -> None:
         ("native_crashes.py", ["--paths", "gpu"], "unknown path gpu"),
         ("mtp_chain_check.py", ["--model", ".", "--checkpoint", "."], "is not an exported"),
         ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
+        ("plain_parity.py", ["."], "is not an exported model folder"),
+        ("plain_parity.py", [".", "--tokens", "2"], "--tokens must be at least 3"),
     ],
 )
 def test_bad_input_is_one_clear_line(
@@ -461,6 +463,21 @@ def test_stop_latency(tmp_path: Path) -> None:
     positive(full)
     positive(stops)
     assert re.search(r"^  kept after the stop: 1,000 tokens ", out, re.M), out
+
+
+def test_plain_parity(tmp_path: Path) -> None:
+    out = run_smoke("plain_parity.py", tmp_path)
+    times = numbers(rf"^  (?:openvino-genai|app decoder|direct) +median {NUMBER}  "
+                    rf"\(quartiles {NUMBER}-{NUMBER}\)$", out, 3)  # fmt: skip
+    ratios = numbers(rf"^app decoder speed / (?:openvino-genai|direct) speed: median {NUMBER} "
+                     rf"of 3 triples \(quartiles {NUMBER}-{NUMBER}\); the app decoder faster "
+                     r"in [0-3]$", out, 2)  # fmt: skip
+    lockstep = numbers(rf"^lockstep, 24 steps each: app decoder speed / direct speed: median "
+                       rf"{NUMBER} \(quartiles {NUMBER}-{NUMBER}\); same tokens: (?:yes|no)$",
+                       out, 1)  # fmt: skip
+    positive(times)
+    positive(ratios)
+    positive(lockstep)
 
 
 def test_structured_speed(tmp_path: Path) -> None:
