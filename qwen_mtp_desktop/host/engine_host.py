@@ -161,11 +161,11 @@ class WindowPipe:
 
     def _generate(self, request: Generate) -> None:
         rid = request.request_id
-        queued = time.perf_counter()
+        taken = time.perf_counter()  # off the queue: waiting for the engine begins
         with self._lock:
             if rid in self._cancelled:  # cancelled while still queued
                 self._cancelled.discard(rid)
-                self._send_stopped_before_start(request, queued)
+                self._send_stopped_before_start(request, waited_s=0.0)  # nothing was timed
                 return
 
         def gave_up() -> bool:
@@ -188,7 +188,7 @@ class WindowPipe:
         except OSError:
             raise
         except WaitCancelledError:  # Stop while a load or another answer held the engine
-            self._send_stopped_before_start(request, queued)
+            self._send_stopped_before_start(request, waited_s=time.perf_counter() - taken)
         except Exception as exc:
             self._events.send(AnswerFailed(rid, as_user_error(exc, EngineError)))
         finally:
@@ -196,7 +196,7 @@ class WindowPipe:
                 self._current = None
                 self._cancelled.discard(rid)
 
-    def _send_stopped_before_start(self, request: Generate, since: float) -> None:
+    def _send_stopped_before_start(self, request: Generate, *, waited_s: float) -> None:
         """End an answer stopped before the engine took it (queued behind a load or another
         answer) as a stopped answer, as a Stop during its prefill ends: nothing failed."""
         engine = self._service.engine
@@ -207,7 +207,7 @@ class WindowPipe:
             prompt_tokens=0,  # not read: the chat shows no prompt figure
             chunk_sizes=[],
             chunk_times=[],
-            total_s=time.perf_counter() - since,
+            total_s=waited_s,
             reasoning_tokens=0,
             answer_tokens=0,
             finish_reason="cancelled",
