@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _direct import DirectTarget, embedding_request  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -39,53 +40,6 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo-model" / "openvino"
 PATHS = ("openvino-genai", "app decoder", "direct")
-
-
-class DirectLoop:
-    """Greedy decoding on the export's own stateful language model, called directly."""
-
-    def __init__(self, model_dir: Path, prompt_ids: list[int]) -> None:
-        import openvino as ov
-
-        core = ov.Core()
-        self._embed = core.compile_model(
-            core.read_model(model_dir / "openvino_text_embeddings_model.xml"),
-            "CPU",
-            {"INFERENCE_NUM_THREADS": 1},  # as the app's decoder runs its lookup
-        ).create_infer_request()
-        self._model = core.compile_model(
-            core.read_model(model_dir / "openvino_language_model.xml"), "CPU"
-        )
-        self._prompt = prompt_ids
-
-    def seconds_per_token(self, tokens: int) -> float:
-        stamps = [time.perf_counter() for _ in self.steps(tokens)]
-        return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
-
-    def steps(self, tokens: int) -> Iterator[int]:
-        """Each generated token, the prompt's prefill giving the first."""
-        import numpy as np
-
-        request = self._model.create_infer_request()
-        request.reset_state()
-        feed, position = list(self._prompt), 0
-        for _ in range(tokens):
-            count = len(feed)
-            self._embed.infer({0: np.asarray([feed], np.int64)}, share_outputs=True)
-            positions = np.arange(position, position + count, dtype=np.int64)
-            request.infer(
-                {
-                    "inputs_embeds": np.array(self._embed.get_output_tensor(0).data),
-                    "position_ids": np.broadcast_to(positions, (4, 1, count)).copy(),
-                    "attention_mask": np.ones((1, position + count), np.int64),
-                    "beam_idx": np.zeros(1, np.int32),
-                },
-                share_inputs=True,
-                share_outputs=True,
-            )
-            feed = [int(np.argmax(request.get_tensor("logits").data[0][-1]))]
-            position += count
-            yield feed[0]
 
 
 class Paths:
@@ -101,9 +55,17 @@ class Paths:
         self.ids = [int(i) for i in encoded]
         self.pipeline = openvino_genai.VLMPipeline(str(model_dir), "CPU", ATTENTION_BACKEND="SDPA")
         self.decoder = AppDecoder(model_dir, "CPU", {}, cache_budget=0, mtp=False)
-        self.direct = DirectLoop(model_dir, self.ids)
+        import openvino as ov
 
-    def app_steps(self, tokens: int) -> Iterator[int]:
+        core = ov.Core()
+        embed = embedding_request(core, model_dir, "CPU")
+        self.direct = DirectTarget(core, model_dir, "CPU", embed)
+
+    def steps(self, name: str, tokens: int) -> Iterator[int]:
+        """Greedy decoding on the app decoder or the direct loop, token by token."""
+        if name == "direct":
+            yield from self.direct.greedy(self.ids, tokens)
+            return
         for step in self.decoder.generate(
             self.ids, method=PLAIN, max_new_tokens=tokens, stop_ids=frozenset(), ignore_eos=True
         ):
@@ -119,9 +81,7 @@ class Paths:
             config.ignore_eos = True
             result: Any = self.pipeline.generate(self.prompt, generation_config=config)
             return float(result.perf_metrics.get_tpot().mean) / 1000
-        if name == "direct":
-            return self.direct.seconds_per_token(tokens)
-        stamps = [time.perf_counter() for _ in self.app_steps(tokens)]
+        stamps = [time.perf_counter() for _ in self.steps(name, tokens)]
         return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
 
     def lockstep(self, tokens: int) -> tuple[list[float], bool]:
@@ -129,7 +89,7 @@ class Paths:
         goes first alternating: per step, the direct step's time over the app's (the app's
         speed over the direct loop's), with the noise of the moment on both; and whether they
         chose the same tokens."""
-        app, direct = self.app_steps(tokens), self.direct.steps(tokens)
+        app, direct = self.steps("app decoder", tokens), self.steps("direct", tokens)
         ratios, same = [], True
         for step in range(tokens):
             order = [("app", app), ("direct", direct)]

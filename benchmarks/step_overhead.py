@@ -24,15 +24,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _direct import DirectTarget, embedding_request  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -48,43 +47,6 @@ class DepthRows:
     draft_ms: list[float] = field(default_factory=list)
     tokens_per_step: list[float] = field(default_factory=list)
     direct_ms: list[float] = field(default_factory=list)
-
-
-class DirectTarget:
-    """The export's stateful language model, called as a decoding loop calls it."""
-
-    def __init__(self, core: Any, model_dir: Path, device: str, embed: Any) -> None:
-        model = core.read_model(model_dir / "openvino_language_model.xml")
-        shape = model.input("position_ids").get_partial_shape()
-        self._rows = shape[0].get_length() if len(shape) == 3 else None
-        self._request = core.compile_model(model, device).create_infer_request()
-        self._embed = embed
-        self._past = 0
-
-    def call(self, ids: list[int]) -> float:
-        """Seconds of one call on `ids` after what the cache holds (embedding excluded)."""
-        count = len(ids)
-        self._embed.infer({0: np.asarray([ids], dtype=np.int64)}, share_outputs=True)
-        embeds = np.array(self._embed.get_output_tensor(0).data)
-        positions = np.arange(self._past, self._past + count, dtype=np.int64)[None, :]
-        if self._rows is not None:
-            positions = np.broadcast_to(positions[None], (self._rows, 1, count)).copy()
-        feed = {
-            "inputs_embeds": embeds,
-            "attention_mask": np.ones((1, self._past + count), dtype=np.int64),
-            "position_ids": positions,
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        }
-        began = time.perf_counter()
-        self._request.infer(feed, share_outputs=True)
-        elapsed = time.perf_counter() - began
-        self._past += count
-        return elapsed
-
-    def restart(self, prompt: list[int]) -> None:
-        self._request.reset_state()
-        self._past = 0
-        self.call(prompt)
 
 
 def decoder_round(
@@ -128,12 +90,7 @@ def measure(
 
     decoder = AppDecoder(model_dir, device, {}, continuation=False)
     core = ov.Core()
-    embed = core.compile_model(
-        core.read_model(model_dir / "openvino_text_embeddings_model.xml"),
-        device,
-        {"INFERENCE_NUM_THREADS": 1} if device == "CPU" else {},
-    ).create_infer_request()
-    direct = DirectTarget(core, model_dir, device, embed)
+    direct = DirectTarget(core, model_dir, device, embedding_request(core, model_dir, device))
     rng = np.random.default_rng(0)
     prompt = rng.integers(100, min(decoder.vocab_size, 30_000), prompt_tokens).tolist()
     results = {depth: DepthRows() for depth in [0, *depths]}
