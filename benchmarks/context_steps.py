@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -126,26 +127,18 @@ def check_smoke(results: dict[int, dict[str, dict[str, float]]], depths: list[in
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?", help="exported model folder")
-    parser.add_argument("--lengths", default="1024,4096,16384")
-    parser.add_argument("--depths", default="1,2,3")
-    parser.add_argument("--tokens", type=int, default=48, help="tokens per answer")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lengths", type=whole_numbers(), default="1024,4096,16384")
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
+    parser.add_argument("--tokens", type=at_least(2), default=48, help="tokens per answer")
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--smoke", action="store_true", help="demo model, short; checks")
     args = parser.parse_args(argv)
     if args.smoke:
         args.model = args.model or DEMO
-        args.lengths, args.depths, args.tokens, args.rounds = "64,256", "1,2", 12, 1
+        args.lengths, args.depths, args.tokens, args.rounds = [64, 256], [1, 2], 12, 1
     if args.model is None:
         parser.error("give an exported model folder (or --smoke for the demo model)")
-    try:
-        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
-        depths = [int(v) for v in args.depths.split(",") if v.strip()]
-    except ValueError:
-        parser.error("--lengths and --depths take numbers separated by commas")
-    if not lengths or min(lengths) < 1 or not depths or not all(1 <= d <= 8 for d in depths):
-        parser.error("--lengths must be positive and --depths 1 to 8")
-    if args.tokens < 2 or args.rounds < 1:
-        parser.error("--tokens must be at least 2 and --rounds at least 1")
+    lengths, depths = args.lengths, args.depths
     if not (args.model / "openvino_language_model.xml").is_file():
         print(f"error: {args.model} is not an exported model folder", file=sys.stderr)
         return 2

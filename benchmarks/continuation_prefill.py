@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import psutil  # noqa: E402
+from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -161,9 +162,9 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?")
-    parser.add_argument("--kept", default="2000,6000")
-    parser.add_argument("--new", default="32,128,512")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--kept", type=whole_numbers(), default="2000,6000")
+    parser.add_argument("--new", type=whole_numbers(), default="32,128,512")
+    parser.add_argument("--rounds", type=at_least(1), default=2)
     parser.add_argument("--smoke", action="store_true", help="demo model, tiny sizes; checks")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -171,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.model is None:
             parser.error("MODEL_DIR is required (or --smoke)")
-        kept = [int(x) for x in args.kept.split(",")]
-        new = [int(x) for x in args.new.split(",")]
-        rounds, model = args.rounds, args.model
+        kept, new, rounds, model = args.kept, args.new, args.rounds, args.model
     times = measure(model, kept, new, rounds)
     flop_per_pair = attention_flop_per_pair(model)
     rows = report(times, kept, new, flop_per_pair)

@@ -41,6 +41,8 @@ if __name__ == "__main__":
     # This checkout's app (before an installed copy), and step_costs.py beside this file.
     sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, whole_numbers  # noqa: E402
+
 from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
 from qwen_mtp_desktop.core.paths import HOME_ENV  # noqa: E402
@@ -551,11 +553,11 @@ def run_variants(
             raise SystemExit(f"{exported} is missing; run the build step first")
         log(f"benchmarking {exported.name}")
         reports[variant] = bench_model(
-            exported, args.depths, args.runs, args.max_new_tokens, args.prompts
+            exported, tuple(args.depths), args.runs, args.max_new_tokens, args.prompts
         )
         if steps is None and not args.no_step_costs:
             log("measuring step costs by calling the IRs directly")
-            steps = measure_step_costs(exported, args.depths)
+            steps = measure_step_costs(exported, tuple(args.depths))
     return reports, steps, table(reports, steps)
 
 
@@ -718,12 +720,12 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
         command.add_argument("--seed", type=int, default=0)
         command.add_argument("--keep-checkpoints", action="store_true")
+        command.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
+        command.add_argument("--runs", type=at_least(1), default=2)
         command.add_argument(
-            "--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=(1, 2, 3)
+            "--prompts", type=at_least(1), default=2, help="demo prompts per round"
         )
-        command.add_argument("--runs", type=int, default=2)
-        command.add_argument("--prompts", type=int, default=2, help="demo prompts per round")
-        command.add_argument("--max-new-tokens", type=int, default=128)
+        command.add_argument("--max-new-tokens", type=at_least(2), default=128)
         command.add_argument("--no-step-costs", action="store_true")
         command.set_defaults(func=func)
     args = parser.parse_args(argv)

@@ -147,14 +147,18 @@ def check_smoke(rows: list[dict[str, Any]], sets: tuple[str, ...]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least, whole_numbers
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_dir", type=Path, nargs="?", help="an exported model folder")
     parser.add_argument("--sets", default=",".join(WORKLOADS), help="prompt sets (workloads)")
-    parser.add_argument("--prompts-per-set", type=int, default=2)
-    parser.add_argument("--depths", default="1,2", help="MTP draft depths")
-    parser.add_argument("--lookup-tokens", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--prompts-per-set", type=at_least(1), default=2)
+    parser.add_argument(
+        "--depths", type=whole_numbers(1, 8), default="1,2", help="MTP draft depths"
+    )
+    parser.add_argument("--lookup-tokens", type=at_least(1), default=4)
+    parser.add_argument("--rounds", type=at_least(1), default=2)
+    parser.add_argument("--max-new-tokens", type=at_least(1), default=64)
     parser.add_argument("--smoke", action="store_true", help="demo model, tiny; checks")
     args = parser.parse_args(argv)
     from qwen_mtp_desktop.core.paths import demo_model_dir
@@ -164,12 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sets, args.prompts_per_set, args.rounds, args.max_new_tokens = "list,edit", 1, 1, 12
     if args.model_dir is None:
         parser.error("give MODEL_DIR, an exported model folder (or --smoke)")
-    if min(args.prompts_per_set, args.rounds, args.max_new_tokens, args.lookup_tokens) < 1:
-        parser.error("--prompts-per-set, --rounds, --max-new-tokens, --lookup-tokens must be >= 1")
-    try:
-        depths = tuple(int(d) for d in args.depths.split(","))
-    except ValueError:
-        parser.error(f"--depths takes numbers separated by commas, not {args.depths!r}")
+    depths = tuple(args.depths)
     sets = tuple(s.strip() for s in args.sets.split(",") if s.strip())
     try:
         prompt_sets = [

@@ -229,12 +229,14 @@ def check_smoke(all_results: dict[str, list[DepthResult]], depths: list[int]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least, whole_numbers
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="an exported model folder (with MTP head)")
     parser.add_argument("--checkpoint", type=Path, help="the checkpoint it was exported from")
-    parser.add_argument("--depths", default="1,2,3,4")
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3,4")
     parser.add_argument("--prompts", default="demo", help="a prompt set (name or JSON file)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=at_least(2), default=64)
     parser.add_argument(
         "--numerics",
         default="exact,default",
@@ -267,12 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.model} is not an exported model with an MTP head")
     if not (args.checkpoint / "config.json").is_file():
         parser.error(f"{args.checkpoint} is not a checkpoint folder (no config.json)")
-    try:
-        depths = [int(d) for d in args.depths.split(",")]
-    except ValueError:
-        parser.error(f"--depths {args.depths!r}: give whole numbers separated by commas")
-    if not depths or min(depths) < 1 or args.max_new_tokens < 2:
-        parser.error("depths must be >= 1 and --max-new-tokens >= 2")
+    depths = args.depths
     numerics = [n.strip() for n in args.numerics.split(",")]
     if not numerics or any(n not in NUMERICS for n in numerics):
         parser.error(f"--numerics: choose from {', '.join(NUMERICS)}")

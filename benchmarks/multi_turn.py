@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP  # noqa: E402
@@ -369,10 +370,12 @@ def check_smoke(result: Result, numbers: dict[str, float]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?", help="exported model folder")
-    parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--words", type=int, default=200, help="words of passage per question")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--answer-tokens", type=int, default=64)
+    parser.add_argument("--turns", type=at_least(2), default=10)
+    parser.add_argument(
+        "--words", type=at_least(1), default=200, help="words of passage per question"
+    )
+    parser.add_argument("--rounds", type=at_least(1), default=3)
+    parser.add_argument("--answer-tokens", type=at_least(1), default=64)
     parser.add_argument("--exact", action="store_true", help="exact numerics (validate's)")
     parser.add_argument("--smoke", action="store_true", help="demo model, 4 short turns; checks")
     args = parser.parse_args(argv)
@@ -382,9 +385,6 @@ def main(argv: list[str] | None = None) -> int:
         args.exact = True
     if args.model is None:
         parser.error("give an exported model folder (or --smoke for the demo model)")
-    for name in ("turns", "words", "rounds", "answer_tokens"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not (args.model / "openvino_language_model.xml").is_file():
         print(f"error: {args.model} is not an exported model folder", file=sys.stderr)
         return 2

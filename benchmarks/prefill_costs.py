@@ -194,18 +194,17 @@ def write_image(folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least, whole_numbers
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", type=Path, nargs="*", help="exported model folders")
-    parser.add_argument("--lengths", default="32,256,1024", help="prompt lengths in words")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--lengths", type=whole_numbers(), default="32,256,1024", help="prompt lengths in words"
+    )
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--smoke", action="store_true", help="demo model, short; checks")
     args = parser.parse_args(argv)
-    try:
-        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
-    except ValueError:
-        parser.error(f"--lengths takes numbers separated by commas, not {args.lengths!r}")
-    if not lengths or min(lengths) < 1 or args.rounds < 1:
-        parser.error("--lengths and --rounds must be positive")
+    lengths = args.lengths
     from qwen_mtp_desktop.core.paths import demo_model_dir
 
     models: list[tuple[str, Path]] = [(p.name, p) for p in args.models]

@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -96,24 +97,26 @@ def prompt_ids(model: Path, length: int, seed: int = 0) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", type=Path, default=DEMO)
-    parser.add_argument("--lengths", default="512,2048,8192")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lengths", type=whole_numbers(), default="512,2048,8192")
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--precisions", default="bf16,f32")
     parser.add_argument(
-        "--chunks", default="0,512,2048", help="app prefill chunk sizes (0: one call)"
+        "--chunks",
+        type=whole_numbers(minimum=0),
+        default="0,512,2048",
+        help="app prefill chunk sizes (0: one call)",
     )
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
         args.model, args.lengths, args.rounds, args.precisions, args.chunks = (
             DEMO,
-            "64,256",
+            [64, 256],
             1,
             "bf16,f32",
-            "0,64",
+            [0, 64],
         )
-    lengths = [int(x) for x in args.lengths.split(",")]
-    chunks = [int(x) for x in args.chunks.split(",")]
+    lengths, chunks = args.lengths, args.chunks
     runners: dict[str, Callable[[list[int]], float]] = {}
     for precision in args.precisions.split(","):
         runners[f"genai SDPA {precision}"] = genai_runner(args.model, precision, "SDPA")

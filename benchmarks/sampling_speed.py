@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _args import at_least, whole_numbers
 from _smoke import SmokeCheck
 
 from qwen_mtp_desktop.core.decoding.method import GREEDY, DecodingMethod, Sampling
@@ -145,27 +146,23 @@ def report(rows: list[Row], depths: list[int]) -> dict[int, tuple[float, float, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", type=Path, help="an exported model with MTP head")
-    parser.add_argument("--depths", default="1,2,3")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--prompts", default="demo", help="a prompt set (name or JSON file)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-new-tokens", type=at_least(2), default=96)
     parser.add_argument("--smoke", action="store_true", help="demo model, 1 round, 12 tokens")
     args = parser.parse_args(argv)
-    try:
-        depths = sorted({int(d) for d in args.depths.split(",")})
-    except ValueError:
-        print(f"error: --depths must be whole numbers like 1,2,3, not {args.depths!r}")
-        return 2
-    if not depths or min(depths) < 1 or args.rounds < 1 or args.max_new_tokens < 2:
-        print("error: depths >= 1, --rounds >= 1 and --max-new-tokens >= 2 are needed")
-        return 2
+    depths = sorted(set(args.depths))
     if args.smoke:
         from qwen_mtp_desktop.core.paths import demo_model_dir
 
         args.model = args.model or demo_model_dir()
         args.rounds, args.max_new_tokens = 1, 12
     if args.model is None or not (args.model / "openvino_mtp_model.xml").is_file():
-        print(f"error: {args.model} is not an exported model folder with an MTP head")
+        print(
+            f"error: {args.model} is not an exported model folder with an MTP head",
+            file=sys.stderr,
+        )
         return 2
     load = os.getloadavg()
     print(f"{args.model}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

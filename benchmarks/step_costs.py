@@ -164,13 +164,15 @@ def check_smoke(costs: dict[str, Any], depths: Sequence[int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least, whole_numbers
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "model_dir", type=Path, nargs="?", help="an exported model (--smoke: the demo model)"
     )
-    parser.add_argument("--depths", default="1,2,3")
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
     parser.add_argument("--device", default="CPU")
-    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--repeats", type=at_least(1), default=8)
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -182,15 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         from qwen_mtp_desktop.core.paths import demo_model_dir
 
         args.model_dir = args.model_dir or demo_model_dir()
-        args.depths, args.repeats = "1,2", 2
+        args.depths, args.repeats = [1, 2], 2
     if args.model_dir is None:
         parser.error("give MODEL_DIR, an exported model folder (or --smoke)")
     if not (args.model_dir / "openvino_mtp_model.xml").is_file():
         parser.error(f"{args.model_dir} is not an exported model with an MTP head")
-    try:
-        depths = tuple(int(d) for d in args.depths.split(","))
-    except ValueError:
-        parser.error(f"--depths {args.depths!r}: give whole numbers separated by commas")
+    depths = tuple(args.depths)
     costs = measure_step_costs(args.model_dir, depths, device=args.device, repeats=args.repeats)
     print(json.dumps(costs, indent=2))
     return check_smoke(costs, depths) if args.smoke else 0

@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, whole_numbers  # noqa: E402
 from _direct import DirectTarget, embedding_request  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
@@ -164,10 +165,10 @@ def check_smoke(rows: list[dict[str, float]], depths: list[int]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_dir", type=Path, nargs="?", help="an exported model folder")
-    parser.add_argument("--depths", default="1,2,3")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--prompt-tokens", type=int, default=300)
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
+    parser.add_argument("--rounds", type=at_least(1), default=3)
+    parser.add_argument("--tokens", type=at_least(1), default=64)
+    parser.add_argument("--prompt-tokens", type=at_least(1), default=300)
     parser.add_argument("--device", default="CPU")
     parser.add_argument(
         "--smoke",
@@ -180,17 +181,12 @@ def main(argv: list[str] | None = None) -> int:
         from qwen_mtp_desktop.core.paths import demo_model_dir
 
         args.model_dir = args.model_dir or demo_model_dir()
-        args.depths, args.rounds, args.tokens, args.prompt_tokens = "1,2", 1, 12, 24
+        args.depths, args.rounds, args.tokens, args.prompt_tokens = [1, 2], 1, 12, 24
     if args.model_dir is None:
         parser.error("give MODEL_DIR, an exported model folder (or --smoke)")
     if not (args.model_dir / "openvino_mtp_model.xml").is_file():
         parser.error(f"{args.model_dir} is not an exported model with an MTP head")
-    try:
-        depths = [int(d) for d in args.depths.split(",")]
-    except ValueError:
-        parser.error(f"--depths {args.depths!r}: give whole numbers separated by commas")
-    if min(args.rounds, args.tokens, args.prompt_tokens, *depths) < 1:
-        parser.error("--rounds, --tokens, --prompt-tokens and --depths must be positive")
+    depths = args.depths
     results = measure(
         args.model_dir,
         depths,

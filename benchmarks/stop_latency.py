@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, fractions  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.continuation import CANCEL_POLL_MS  # noqa: E402
@@ -87,24 +88,20 @@ def stop_rows(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?")
-    parser.add_argument("--prompt", type=int, default=7000, help="cold prefill tokens")
-    parser.add_argument("--kept", type=int, default=6000, help="follow-up: kept tokens")
-    parser.add_argument("--new", type=int, default=1500, help="follow-up: new tokens")
-    parser.add_argument("--at", default="0.3,0.7", help="fractions of the call to cancel at")
+    parser.add_argument("--prompt", type=at_least(1), default=7000, help="cold prefill tokens")
+    parser.add_argument("--kept", type=at_least(1), default=6000, help="follow-up: kept tokens")
+    parser.add_argument("--new", type=at_least(1), default=1500, help="follow-up: new tokens")
+    parser.add_argument(
+        "--at", type=fractions, default="0.3,0.7", help="fractions of the call to cancel at"
+    )
     parser.add_argument("--smoke", action="store_true", help="demo model, small sizes; checks")
     args = parser.parse_args(argv)
     if args.smoke:
-        model, prompt, kept, new, fractions = DEMO, 16_000, 1000, 12_000, [0.3]
+        model, prompt, kept, new, at = DEMO, 16_000, 1000, 12_000, [0.3]
     else:
         if args.model is None:
             parser.error("MODEL_DIR is required (or --smoke)")
-        model, prompt, kept, new = args.model, args.prompt, args.kept, args.new
-        try:
-            fractions = [float(x) for x in args.at.split(",")]
-        except ValueError:
-            parser.error("--at takes fractions such as 0.3,0.7")
-        if not all(0 < f < 1 for f in fractions) or min(prompt, kept, new) < 1:
-            parser.error("fractions must be between 0 and 1, token counts positive")
+        model, prompt, kept, new, at = args.model, args.prompt, args.kept, args.new, args.at
         if not (model / "openvino_language_model.xml").is_file():
             parser.error(f"{model} is not an exported model folder")
 
@@ -130,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     check = SmokeCheck("stop_latency.py")
     print(f"cancel flag looked at every {CANCEL_POLL_MS} ms")
     for name, (prompt_of, prepare) in cases.items():
-        full, rows = stop_rows(decoder, prompt_of, prepare, fractions)
+        full, rows = stop_rows(decoder, prompt_of, prepare, at)
         print(f"{name}: {full:.2f} s to its first token")
         for row in rows:
             how = "stopped" if row["stopped"] else "ran through (no stop part-way)"

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder  # noqa: E402
@@ -88,13 +89,13 @@ def decode(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", type=Path)
-    parser.add_argument("--depths", default="1,2,3")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=200)
+    parser.add_argument("--depths", type=whole_numbers(1, 8), default="1,2,3")
+    parser.add_argument("--rounds", type=at_least(1), default=3)
+    parser.add_argument("--max-new-tokens", type=at_least(2), default=200)
     parser.add_argument("--smoke", action="store_true", help="demo model, short; checks")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.model, args.depths, args.rounds, args.max_new_tokens = DEMO, "1,2", 1, 200
+        args.model, args.depths, args.rounds, args.max_new_tokens = DEMO, [1, 2], 1, 200
     if args.model is None:
         parser.error("MODEL_DIR is required (or --smoke)")
     import openvino_genai
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     decoder = AppDecoder(args.model, "CPU", special_ids=sorted(stops))
     constraint = Constraint("json_schema", json.dumps(SCHEMA), "library")
     methods = {"plain": DecodingMethod.plain().with_constraint(constraint)}
-    for depth in (int(d) for d in args.depths.split(",")):
+    for depth in args.depths:
         methods[f"MTP n={depth}"] = DecodingMethod.mtp(depth).with_constraint(constraint)
     decode(decoder, ids, methods["plain"], 4, stops)  # the prompt's state and the grammar
     runs: dict[str, list[Run]] = {name: [] for name in methods}
