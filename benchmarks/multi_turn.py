@@ -108,22 +108,46 @@ class Turn:
     ttft_s: float
     ids: list[int]
     answer: str
+    #: Pages the process touched for the first time before the first token came (None where
+    #: the platform does not count them): on a VM whose host takes freed memory back, each
+    #: costs up to tens of microseconds, and a follow-up's graph call can touch a gigabyte.
+    page_faults: int | None
 
     @property
     def prefilled(self) -> int:
         return self.prompt_tokens - self.reused_tokens
 
 
+def page_faults() -> int | None:
+    """This process's minor page faults so far (first touches of memory), where counted."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def run_turn(engine: Engine, messages: list[Message], settings: GenerationSettings) -> Turn:
+    before = page_faults()
     generation = engine.generate(messages, settings)
-    stats = generation.run_to_end()
+    faults: int | None = None
+    for _chunk in generation:
+        if faults is None and before is not None:
+            faults = (page_faults() or 0) - before  # the first chunk holds the first token
+    assert generation.stats is not None
+    stats = generation.stats
     return Turn(
         stats.prompt_tokens,
         stats.reused_tokens,
         stats.ttft_s,
         list(generation.token_ids),
         generation.answer,
+        faults,
     )
+
+
+def thousands(faults: int | None) -> str:
+    return "n/a" if faults is None else f"{faults / 1000:.0f}k"
 
 
 @dataclass
@@ -236,7 +260,8 @@ def measure(
             identical.append(same)
             print(
                 f"round {round_index + 1}: follow-up TTFT {found['follow-up'].ttft_s:.3f} s "
-                f"({found['follow-up'].prefilled} prefilled), regenerate "
+                f"({found['follow-up'].prefilled} prefilled, "
+                f"{thousands(found['follow-up'].page_faults)} page faults), regenerate "
                 f"{found['regenerate'].ttft_s:.3f} s, edit {found['edit'].ttft_s:.3f} s "
                 f"({found['edit'].prefilled} prefilled), cold {found['cold'].ttft_s:.3f} s, "
                 f"new alone {found['alone'].ttft_s:.3f} s, switch back "
@@ -266,12 +291,12 @@ def summarise(result: Result) -> dict[str, float]:
     new_tokens = statistics.median(t.prefilled for t in result.follow_up)
     reference = median["new alone"] * new_tokens / alone_tokens
     bound = 1.5 * reference + 0.3
-    print("\n| turn | prompt tokens | reused | prefilled | TTFT (s) |")
-    print("|---|---|---|---|---|")
+    print("\n| turn | prompt tokens | reused | prefilled | TTFT (s) | page faults before it |")
+    print("|---|---|---|---|---|---|")
     for number, turn in enumerate(result.turns, 1):
         print(
             f"| {number} | {turn.prompt_tokens:,} | {turn.reused_tokens:,} | {turn.prefilled:,} "
-            f"| {turn.ttft_s:.3f} |"
+            f"| {turn.ttft_s:.3f} | {thousands(turn.page_faults)} |"
         )
     last = result.follow_up[0]
     print(f"\nlast turn (median of {len(result.follow_up)} rounds, a new next question each): TTFT "
@@ -298,6 +323,16 @@ def summarise(result: Result) -> dict[str, float]:
     for name, value in checks:
         verdict = "met" if value <= bound else "NOT met"
         print(f"bound 1.5 x new-tokens prefill + 0.3 s = {bound:.3f} s: {name} {verdict}")
+    faults = {
+        name: [t.page_faults for t in turns if t.page_faults is not None]
+        for name, turns in runs.items()
+    }
+    if all(faults.values()):  # counted on this platform
+        listed = ", ".join(
+            f"{name} {thousands(round(statistics.median(values)))}"
+            for name, values in faults.items()
+        )
+        print(f"page faults before the first token (medians): {listed}")
     print(f"answers with reuse identical to the cold answer: {'yes' if identical else 'NO'}")
     print(f"state cache: {result.held_bytes / 2**20:.1f} MB held of a "
           f"{result.budget_bytes / 2**20:.0f} MB budget")  # fmt: skip

@@ -446,6 +446,8 @@ def test_multi_turn(tmp_path: Path) -> None:
     numbers(rf"^regenerate: TTFT {NUMBER} s \(median\), {NUMBER}x faster than cold", out, 1)
     edit = rf"^edit the last question \(not in the bound: .*\): TTFT {NUMBER} s \(median\)"
     numbers(edit, out, 1)
+    faults = rf"^page faults before the first token \(medians\): follow-up {NUMBER}k, regenerate"
+    numbers(faults, out, 1)
     numbers(r"^bound 1\.5 x new-tokens prefill \+ 0\.3 s = ([\d.]+) s: \w[\w ]* (?:met|NOT met)$",
             out, 3)  # fmt: skip
     positive(numbers(rf"^this machine: a new process's first touch of 256 MB took {NUMBER} us per",
