@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from qwen_mtp_desktop.core.decoding import decoder as decoder_module
+from qwen_mtp_desktop.core.decoding import kv_slots
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
@@ -171,6 +172,45 @@ def test_an_edit_far_back_reads_the_conversation_out_once(
     assert explicit.last_prefill is not None and explicit.last_prefill.reused == len(old) - 1
     tokens += [t for step in back for t in step.tokens]
     assert tokens == answer(cold, old, method)
+
+
+@pytest.mark.parametrize("method", [DecodingMethod.plain(), DecodingMethod.mtp(2)], ids=str)
+@pytest.mark.parametrize("enough_hidden", [True, False], ids=["left-out", "masked"])
+def test_a_follow_up_leaves_the_hidden_entries_out_of_its_call_once_they_are_many(
+    decoders: dict[str, AppDecoder],
+    method: DecodingMethod,
+    enough_hidden: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A regenerated answer leaves the first answer's entries hidden in the request's caches.
+    The follow-up after it reads the caches out for the continuation graph anyway, so once
+    the hidden entries are enough of them it leaves them out (a gather of the live ones): the
+    call does not attend to them and the caches come back without them. Fewer stay masked.
+    Either way the answer equals a cold prefill's."""
+    for decoder in decoders.values():
+        decoder.drop_states()
+    explicit, cold = decoders["explicit"], decoders["cold"]
+    prompt = words(50, 100)
+    first = answer(explicit, prompt, method)
+    assert answer(explicit, prompt, method) == first  # regenerated: the same answer
+    kv = explicit.target.kv
+    hidden = kv.hidden
+    # The first answer's entries (its last token was never processed), and any of rejected
+    # drafts: a share the rule counts as many.
+    assert hidden >= len(first) - 1 and hidden >= kv_slots.CALL_COMPACT_SHARE * kv.size
+    if enough_hidden:  # 256 in the app; the demo conversations are short (and the fixture
+        # sends even the regenerate's verifications to the graph: patched only from here)
+        monkeypatch.setattr(kv_slots, "CALL_COMPACT_MIN_HIDDEN", 8)
+    follow_up = prompt + first + words(51, 60)
+    reads = kv.reads
+    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    tokens = list(next(steps).tokens)  # the prefill ran
+    assert explicit.last_prefill is not None and explicit.last_prefill.reused >= len(prompt)
+    assert kv.reads - reads == 1
+    assert kv.hidden == (0 if enough_hidden else hidden)
+    assert kv.size == kv.live + kv.hidden
+    tokens += [t for step in steps for t in step.tokens]
+    assert tokens == answer(cold, follow_up, method)
 
 
 def test_logits_after_a_continuation_equal_a_cold_prefill(

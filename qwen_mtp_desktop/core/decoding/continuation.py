@@ -120,9 +120,9 @@ class ContinuationGraph:
         recurrent_binding: Callable[[Any], dict[Any, Any]],
         cancelled: Callable[[], bool] | None = None,
     ) -> Any:
-        """Run one call with `inputs` (the stateful graph's inputs, its attention mask covering
-        every slot of `kv` plus this call's entries) after the cache entries of `kv`, the
-        recurrent state tensors bound by `recurrent_binding(compiled graph)`; write the
+        """Run one call with `inputs` (the stateful graph's inputs but the attention mask)
+        after the cache entries of `kv` (KvSlots.call_slots: hidden ones masked or left out),
+        the recurrent state tensors bound by `recurrent_binding(compiled graph)`; write the
         resulting caches back into `kv`'s request; return this graph's request (outputs).
         When `cancelled()` turns true: CallCancelledError, `kv` and the recurrent state as they
         were."""
@@ -132,10 +132,12 @@ class ContinuationGraph:
         request = self._request
         compiled = self._compiled
         began = time.perf_counter()
-        # Every slot, hidden ones too (the mask hides them): taking only the live ones would
-        # be a second copy of the cache.
-        saved = dict(zip(kv.names(), kv.slots(), strict=True))
+        count = int(inputs["inputs_embeds"].shape[1])
+        slots, mask, live_only = kv.call_slots(count)
+        saved = dict(zip(kv.names(), slots, strict=True))
+        del slots
         feed = dict(inputs)
+        feed["attention_mask"] = mask
         for index, name in enumerate(self._cache_names):
             feed[f"{KV_IN}{index}"] = saved[name]
         del saved
@@ -152,7 +154,7 @@ class ContinuationGraph:
             name: np.asarray(request.get_tensor(f"{KV_OUT}{index}").data)
             for index, name in enumerate(self._cache_names)
         }
-        kv.replace(produced)
+        kv.replace(produced, live_only=live_only)
         self.calls += 1
         self.infer_s += inferred - copied
         self.copy_s += (copied - began) + (time.perf_counter() - inferred)
@@ -169,16 +171,16 @@ def infer_after_kept(
     cancelled: Callable[[], bool] | None = None,
 ) -> Any:
     """Run one call of a stateful graph (its `request`, its caches `kv`) with `inputs` (all but
-    the attention mask) after the cache entries (hidden ones masked): on `continuation` when
-    it pays for this call's tokens, else on `request`. Returns the request that holds the
-    outputs. A long call stops part-way when `cancelled()` turns true (CallCancelledError;
-    the module docstring says which calls and what they leave)."""
+    the attention mask) after the cache entries (hidden ones masked, or left out on the
+    continuation graph): on `continuation` when it pays for this call's tokens, else on
+    `request`. Returns the request that holds the outputs. A long call stops part-way when
+    `cancelled()` turns true (CallCancelledError; the module docstring says which calls and
+    what they leave)."""
 
     count = int(inputs["inputs_embeds"].shape[1])
     if cancelled is not None and count < MIN_STOPPABLE_TOKENS:
         cancelled = None
     if continuation is not None and continuation.worth_it(count, kv.live):
-        inputs["attention_mask"] = kv.call_mask(count)
         return continuation.run(inputs, kv, recurrent_binding or _no_binding, cancelled)
     if kv.live >= MIN_KEPT_TOKENS:
         cancelled = None  # stopping would drop a conversation that is costly to prefill again

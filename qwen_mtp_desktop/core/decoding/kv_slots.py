@@ -13,7 +13,10 @@ regenerated) is hidden by the `attention_mask` input, which the exported attenti
 for past entries (tested: logits equal to a clean cache up to float rounding, and far off
 without the mask). Live slots keep increasing positions, so position p is the p-th live slot.
 When hidden slots pile up (more than a quarter of the cache, and at least a few hundred),
-`compact()` copies the live entries once, so attention never pays much for the holes.
+`compact()` copies the live entries once, so attention never pays much for the holes. A long
+call on the continuation graph reads the caches out anyway, so there the hidden entries are left
+out of its inputs at a lower share (`call_slots`): the call then neither attends to them nor
+returns them, and its outputs replace the caches compacted.
 
 Restored entries (a conversation coming back from the state cache) are written into the
 request only when a call on the request needs them: a long follow-up after the restore runs on
@@ -37,6 +40,12 @@ if TYPE_CHECKING:
 COMPACT_MIN_HIDDEN = 256
 #: ... and they are at least this share of the cache.
 COMPACT_HIDDEN_SHARE = 0.25
+#: A continuation call leaves hidden entries out of the caches it reads from this many ...
+CALL_COMPACT_MIN_HIDDEN = COMPACT_MIN_HIDDEN
+#: ... and this share on: leaving them out costs one gather of the live entries, keeping them
+#: costs the call's attention to them, their copy in its outputs, and every later call's
+#: attention until a compaction.
+CALL_COMPACT_SHARE = 0.125
 
 
 class KvSlots:
@@ -146,6 +155,25 @@ class KvSlots:
             self.copies += self.live
         return saved
 
+    def call_slots(self, new: int) -> tuple[list[npt.NDArray[Any]], npt.NDArray[np.int64], bool]:
+        """A continuation call's cache inputs and attention mask for a call appending `new`
+        entries, and whether the inputs hold the live entries only (pass it to `replace`).
+        Restored entries go in as they are, hidden ones masked (leaving those out would be a
+        copy of every entry); entries read out of the request leave the hidden ones out when
+        there are enough of them (CALL_COMPACT_SHARE): the read is a copy already."""
+        import numpy as np
+
+        if (
+            self._pending is not None
+            or self.hidden < CALL_COMPACT_MIN_HIDDEN
+            or self.hidden < CALL_COMPACT_SHARE * self.size
+        ):
+            return self.slots(), self.call_mask(new), False
+        live_slots = np.flatnonzero(self._mask[: self.size])
+        arrays = [np.take(array, live_slots, axis=2) for array in self.slots()]
+        self.copies += self.live
+        return arrays, np.ones((1, self.live + new), dtype=np.int64), True
+
     def slots(self) -> list[npt.NDArray[Any]]:
         """Every slot's entries, live and hidden (`call_mask` says which), one array per state
         ([batch, heads, size, dim]): restored entries as they are, else read out of the
@@ -159,10 +187,11 @@ class KvSlots:
         """The caches' variable ids, in the order `save()` returns them."""
         return [state.name for state in self._request.query_state()]
 
-    def replace(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+    def replace(self, arrays: Mapping[str, npt.NDArray[Any]], *, live_only: bool = False) -> None:
         """Set every cache (by variable id) to `arrays`: this request's `size` slots (those
-        `slots()` gave) followed by a call's new entries, which `appended()` then counts (the
-        continuation graph returns past + new entries at once)."""
+        `slots()` gave; only the live ones with `live_only`, as `call_slots` said) followed by
+        a call's new entries, which `appended()` then counts (the continuation graph returns
+        past + new entries at once)."""
         import numpy as np
         import openvino as ov
 
@@ -170,6 +199,9 @@ class KvSlots:
             # Setting a state copies the tensor into the plugin's cache: no copy needed here.
             state.state = ov.Tensor(np.ascontiguousarray(arrays[state.name]), shared_memory=True)
         self._pending = None
+        if live_only:
+            self.size = self.live
+            self._mask[: self.size] = 1
 
     def restore(self, arrays: Sequence[npt.NDArray[Any]], count: int) -> None:
         """Load the first `count` positions of saved entries (`save()`'s arrays; the entries
