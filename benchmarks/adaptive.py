@@ -212,12 +212,14 @@ def check_smoke(results: dict[str, Any], turns: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fullsize", type=Path, help="work dir of benchmarks/fullsize.py")
     parser.add_argument("--geometry", default="0.8b")
     parser.add_argument("--prompts", default="demo")
-    parser.add_argument("--turns", type=int, default=20)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--turns", type=at_least(1), default=20)
+    parser.add_argument("--max-new-tokens", type=at_least(1), default=48)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--only", choices=("wins", "loses"), help="run one of the two models (each takes long)"
@@ -230,8 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.turns, args.max_new_tokens, args.only = 2, 12, None
-    if args.turns < 1 or args.max_new_tokens < 1:
-        parser.error("--turns and --max-new-tokens must be at least 1")
     try:
         prompts = load_prompt_set(args.prompts)
         # A private app home: the seeded policy's benchmark must not touch a real profile.

@@ -32,17 +32,16 @@ PROMPT = "Count from 1 to 20."
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_dir", nargs="?", type=Path)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=at_least(1), default=30)
+    parser.add_argument("--tokens", type=at_least(1), default=64)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds, args.tokens = 3, 16
-    if args.rounds < 1 or args.tokens < 1:
-        print("error: --rounds and --tokens must be positive", file=sys.stderr)
-        return 2
 
     import openai
 

@@ -154,11 +154,15 @@ def check_smoke(results: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", nargs="?", type=Path, default=demo_model_dir())
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--tokens", type=int, default=200)
-    parser.add_argument("--cycles", type=int, default=10, help="load/generate/unload cycles")
+    parser.add_argument("--rounds", type=at_least(1), default=5)
+    parser.add_argument("--tokens", type=at_least(1), default=200)
+    parser.add_argument(
+        "--cycles", type=at_least(1), default=10, help="load/generate/unload cycles"
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -167,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds, args.tokens, args.cycles = 1, 16, 2
-    if min(args.rounds, args.tokens, args.cycles) < 1:
-        parser.error("--rounds, --tokens and --cycles must be at least 1")
     model_dir: Path = args.model_dir
     if not (model_dir / "openvino_language_model.xml").is_file():
         parser.error(f"{model_dir} is not an exported model folder")

@@ -363,14 +363,19 @@ def check_smoke(results: dict[str, PathResult], cycles: int, inject: dict[str, i
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?", help="exported model (default: demo)")
-    parser.add_argument("--cycles", type=int, default=1000, help="load + generate per path")
+    parser.add_argument("--cycles", type=at_least(1), default=1000, help="load + generate per path")
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated paths")
-    parser.add_argument("--cycles-per-child", type=int, default=25)
-    parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cycles-per-child", type=at_least(1), default=25)
+    parser.add_argument("--load-workers", type=at_least(0), default=os.cpu_count() or 1)
     parser.add_argument(
-        "--parallel", type=int, default=1, help="children at once (they load each other too)"
+        "--parallel",
+        type=at_least(1),
+        default=1,
+        help="children at once (they load each other too)",
     )
     parser.add_argument("--timeout-per-cycle", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -395,11 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
         parser.error(f"unknown path {', '.join(unknown) or '(none)'}; choose from {PATHS}")
-    for name in ("cycles", "cycles_per_child", "timeout_per_cycle", "parallel"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
-    if args.load_workers < 0:
-        parser.error("--load-workers must be 0 or more")
+    if args.timeout_per_cycle <= 0:
+        parser.error("--timeout-per-cycle must be positive")
     if not (model / "openvino_language_model.xml").is_file():
         print(f"error: {model} is not an exported model folder", file=sys.stderr)
         return 2

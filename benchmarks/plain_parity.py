@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from _args import at_least  # noqa: E402
 from _direct import DirectTarget, embedding_request  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
@@ -111,8 +112,8 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?")
-    parser.add_argument("--tokens", type=int, default=48, help="tokens per run (>= 3)")
-    parser.add_argument("--triples", type=int, default=30, help="runs of each path")
+    parser.add_argument("--tokens", type=at_least(3), default=48, help="tokens per run")
+    parser.add_argument("--triples", type=at_least(1), default=30, help="runs of each path")
     parser.add_argument("--smoke", action="store_true", help="demo model, small sizes; checks")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -121,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.model is None:
             parser.error("MODEL_DIR is required (or --smoke)")
         model, tokens, triples = args.model, args.tokens, args.triples
-        if tokens < 3 or triples < 1:
-            parser.error("--tokens must be at least 3 and --triples at least 1")
         if not (model / "openvino_language_model.xml").is_file():
             parser.error(f"{model} is not an exported model folder")
 

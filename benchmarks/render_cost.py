@@ -215,11 +215,15 @@ def run(size: int, small_chunk: int) -> list[dict[str, float | int | str]]:
 
 
 def main() -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1_000_000, help="characters per answer")
+    parser.add_argument("--size", type=at_least(1), default=1_000_000, help="characters per answer")
     parser.add_argument("--smoke", action="store_true", help="100 kB answers (the test suite)")
     parser.add_argument("--json", action="store_true", help="print one JSON list")
-    parser.add_argument("--small-chunk", type=int, default=8, help="streamed many-blocks chunk")
+    parser.add_argument(
+        "--small-chunk", type=at_least(1), default=8, help="streamed many-blocks chunk"
+    )
     args = parser.parse_args()
     results = run(100_000 if args.smoke else args.size, args.small_chunk)
     if args.json:

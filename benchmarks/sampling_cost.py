@@ -134,22 +134,20 @@ def speculative_step(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--vocab", type=int, default=248_320)
-    parser.add_argument("--draft-vocab", type=int, default=32_768)
-    parser.add_argument("--rows", type=int, default=200)
-    parser.add_argument("--history", type=int, default=4000)
+    parser.add_argument("--vocab", type=at_least(1), default=248_320)
+    parser.add_argument("--draft-vocab", type=at_least(1), default=32_768)
+    parser.add_argument("--rows", type=at_least(1), default=200)
+    parser.add_argument("--history", type=at_least(0), default=4000)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
         args.rows = 5
-    for name in ("vocab", "draft_vocab", "rows"):
-        if getattr(args, name) < 1:
-            print(f"--{name.replace('_', '-')} must be positive", file=sys.stderr)
-            return 2
-    if args.draft_vocab > args.vocab or args.history < 0:
-        print("--draft-vocab must be at most --vocab and --history >= 0", file=sys.stderr)
+    if args.draft_vocab > args.vocab:
+        print("--draft-vocab must be at most --vocab", file=sys.stderr)
         return 2
 
     rng = np.random.default_rng(0)

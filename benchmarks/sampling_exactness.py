@@ -135,10 +135,14 @@ def run_model(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", type=Path, help="more model folders (full size)")
-    parser.add_argument("--samples", type=int, default=20_000, help="per case, demo model")
-    parser.add_argument("--model-samples", type=int, default=1000, help="per case, MODEL_DIR")
+    parser.add_argument("--samples", type=at_least(1), default=20_000, help="per case, demo model")
+    parser.add_argument(
+        "--model-samples", type=at_least(1), default=1000, help="per case, MODEL_DIR"
+    )
     parser.add_argument(
         "--cases",
         help="only these cases, comma-separated (e.g. 'MTP n=3,biased MTP n=1'; seeds are "
@@ -162,9 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         if not (folder / "openvino_mtp_model.xml").is_file():
             print(f"error: {folder} is not an exported model with an MTP head", file=sys.stderr)
             return 2
-    if min(args.samples, args.model_samples) < 1:
-        print("error: --samples and --model-samples must be at least 1", file=sys.stderr)
-        return 2
     check = SmokeCheck("sampling_exactness.py") if args.smoke else None
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")

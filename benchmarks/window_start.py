@@ -199,16 +199,18 @@ def describe(name: str, times: list[float], ratios: list[float] | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _args import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="rounds of the three launches")
+    parser.add_argument("--runs", type=at_least(1), default=3, help="rounds of the three launches")
     parser.add_argument("--screen", default="1600x1000", help="the offscreen screen, WxH")
-    parser.add_argument("--importtime", type=int, default=0, metavar="N",
+    parser.add_argument("--importtime", type=at_least(0), default=0, metavar="N",
                         help="also print the N slowest imports before the window")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="one round, then check")
     args = parser.parse_args(argv)
     screen = re.fullmatch(r"(\d+)x(\d+)", args.screen)
-    if args.runs < 1 or screen is None or min(int(v) for v in screen.groups()) < 200:
-        parser.error("--runs must be positive and --screen like 1600x1000 (at least 200x200)")
+    if screen is None or min(int(v) for v in screen.groups()) < 200:
+        parser.error("--screen like 1600x1000 (at least 200x200)")
     if not Path("/proc/self/stat").exists():
         parser.error("this script reads process start times from /proc (Linux only)")
     width, height = (int(v) for v in screen.groups())
