@@ -7,7 +7,10 @@ A typo in an option ("--depths 1,x", "--kept 0") ends in argparse's one-line usa
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+
+from qwen_mtp_desktop.commands import whole_number
 
 
 def whole_numbers(minimum: int = 1, maximum: int | None = None) -> Callable[[str], list[int]]:
@@ -44,15 +47,9 @@ def fractions(text: str) -> list[float]:
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
-    """One whole number of at least `minimum`."""
+    """One whole number of at least `minimum` (the app's own command-line parser)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"give a whole number (not {text!r})") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum} (not {value})")
-        return value
+        return whole_number(text, minimum, sys.maxsize)
 
     return parse
