@@ -67,6 +67,25 @@ def hub_cache_dir() -> Path:
     return hf_home() / "hub"
 
 
+def hub_endpoint() -> str:
+    """The hub's address: `HF_ENDPOINT` (a mirror, or a test's server) or huggingface.co."""
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+
+
+def hub_token() -> str | None:
+    """The hub token: `HF_TOKEN`, else the one `hf auth login` stored (when huggingface_hub
+    is installed). None: anonymous, which public models need."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    if hub_available():
+        from huggingface_hub import get_token
+
+        stored = get_token()
+        return stored or None
+    return None
+
+
 def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").upper() in _TRUE
 
