@@ -491,3 +491,7 @@ def register(commands: Any) -> None:
     )
     deploy.add_argument("--json", action="store_true", help="print the result as JSON")
     deploy.set_defaults(func=_cmd_deploy_ovms)
+
+    from qwen_mtp_desktop.commands import model_sources
+
+    model_sources.register(actions)

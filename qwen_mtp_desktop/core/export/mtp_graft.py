@@ -513,7 +513,7 @@ def graft(
     xml = model_dir / f"{MTP_STEM}.xml"
     if xml.exists() and not replace:
         raise GraftError(
-            f"{model_dir.name} already has an MTP head ({xml.name}).",
+            f"{model_dir} already has an MTP head ({xml.name}).",
             "Pass --replace to build a new one (the old files are kept beside it).",
             code="GRAFT_EXISTS",
         )
