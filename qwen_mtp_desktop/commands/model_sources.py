@@ -1,4 +1,12 @@
-"""`models add-mtp`: give a model its MTP head from the source checkpoint, headless.
+"""`models download` and `models add-mtp`: a ready OpenVINO model from the hub, and its MTP
+head from the source checkpoint, headless.
+
+`models download REPO_ID [--revision R] [--to DIR] [--json]` downloads a ready OpenVINO export
+into the model library (default: the managed models folder, a folder named after the repo).
+It first says what the repo holds (IR parts, MTP head or not, size); the download resumes where
+an interrupted one stopped (the hub cache keeps partial files), every LFS file is checked
+against the hub's SHA-256, and the folder appears only when complete. Exit status 0 when
+placed, 1 when refused or failed, 2 on usage errors.
 
 `models add-mtp MODEL_DIR --from SOURCE [--revision R] [--weight-format auto|fp16|int8|fp32]
 [--replace] [--no-check] [--json]` reads only the `mtp.*` tensors of SOURCE (a checkpoint
@@ -124,8 +132,84 @@ def _cmd_add_mtp(args: argparse.Namespace) -> int:
     return EXIT_OK if item is None or item.status == "pass" else EXIT_FAILED
 
 
+def _cmd_download(args: argparse.Namespace) -> int:
+    from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.export.hub import hub_endpoint, hub_token
+    from qwen_mtp_desktop.core.export.ir_download import download_model, library_folder_name
+    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.units import format_bytes
+
+    destination: Path = args.to or app_paths().models_dir / library_folder_name(args.repo_id)
+    interactive = sys.stderr.isatty() and not args.json
+    started = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        import time
+
+        if not interactive:
+            return
+        now = time.monotonic()
+        started[0] = started[0] or now
+        rate = done / max(now - started[0], 1e-3)
+        left = f", {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+        sys.stderr.write(
+            f"\rdownloading {format_bytes(done)} of {format_bytes(total)} "
+            f"({format_bytes(int(rate))}/s{left})\x1b[K"
+        )
+        sys.stderr.flush()
+
+    if interactive:
+        print(f"from {args.repo_id} on {hub_endpoint()}", file=sys.stderr)
+    try:
+        result = download_model(
+            args.repo_id,
+            destination,
+            revision=args.revision,
+            token=hub_token(),
+            progress=progress,
+        )
+    except UserFacingError as exc:
+        if interactive:
+            sys.stderr.write("\n")
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if interactive:
+        sys.stderr.write("\n")
+    layout = result.layout
+    if args.json:
+        payload = {
+            "schema_version": SCHEMA_VERSION,
+            "model_dir": str(result.model_dir),
+            "seconds": round(result.seconds, 3),
+            "fetched_bytes": result.fetched_bytes,
+            **layout.to_json_dict(),
+        }
+        print(json.dumps(payload, indent=2))
+        return EXIT_OK
+    parts = ", ".join(part for part, present in layout.parts.items() if present)
+    print(f"Downloaded {args.repo_id} @ {layout.commit[:12]} to {result.model_dir}")
+    print(f"  {format_bytes(layout.download_bytes)}, checksums verified; parts: {parts}")
+    if not layout.has_mtp:
+        print(
+            "  No MTP head: add it from the source checkpoint with\n"
+            f"    qwen-mtp-desktop models add-mtp {result.model_dir} --from ORG/SOURCE-CHECKPOINT"
+        )
+    return EXIT_OK
+
+
 def register(actions: Any) -> None:
     from qwen_mtp_desktop.core.export.mtp_graft import WEIGHT_FORMATS
+
+    download = actions.add_parser(
+        "download", help="download a ready OpenVINO model from the hub into the library"
+    )
+    download.add_argument("repo_id", metavar="REPO_ID", help="e.g. OpenVINO/Qwen3.5-0.8B-int4-ov")
+    download.add_argument("--revision", help="branch, tag or commit (default main)")
+    download.add_argument(
+        "--to", type=Path, metavar="DIR", help="the new model folder (default: in the library)"
+    )
+    download.add_argument("--json", action="store_true", help="print the result as JSON")
+    download.set_defaults(func=_cmd_download)
 
     add = actions.add_parser(
         "add-mtp",

@@ -256,6 +256,11 @@ def describe_hub_error(exc: BaseException, repo_id: str) -> tuple[str, str]:
             f"{repo_id} is not in the local cache and the hub cannot be reached.",
             "Connect to the internet (and unset HF_HUB_OFFLINE), or choose a local folder.",
         )
+    if _broke_off(exc):
+        return (
+            f"The connection to the hub broke off while downloading {repo_id}.",
+            "Check the internet connection and try again; files that arrived whole are kept.",
+        )
     if _is_network_error(exc):
         return (
             f"The Hugging Face hub could not be reached: this computer seems to be offline "
@@ -286,6 +291,22 @@ _NETWORK_ERRORS = {
     "NetworkError",
     "ProxyError",
 }
+
+
+#: A connection that was made and then lost mid-transfer (httpx, urllib3, the standard library).
+_BROKEN_OFF = {"ReadError", "RemoteProtocolError", "ReadTimeout", "IncompleteRead",
+               "ProtocolError", "ChunkedEncodingError", "ConnectionResetError"}  # fmt: skip
+
+
+def _broke_off(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # the cause chain, bounded
+        if seen is None:
+            return False
+        if any(cls.__name__ in _BROKEN_OFF for cls in type(seen).__mro__):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _is_network_error(exc: BaseException) -> bool:

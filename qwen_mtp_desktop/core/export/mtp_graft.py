@@ -663,6 +663,36 @@ def _write_record(model_dir: Path, result: GraftResult) -> None:
     }
     with contextlib.suppress(OSError):  # the head works without its record
         atomic_write_text(model_dir / GRAFT_RECORD, json.dumps(record, indent=2) + "\n")
+    _update_manifest(model_dir, record)
+
+
+def _update_manifest(model_dir: Path, record: dict[str, Any]) -> None:
+    """An export manifest that lists the head's files gets the new head's checksums, so
+    `--verify` does not report the graft as damage; the manifest's other fields stay."""
+    import hashlib
+
+    from qwen_mtp_desktop.core.fileio import atomic_write_text
+    from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
+    from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
+
+    path = model_dir / MANIFEST_NAME
+    try:
+        manifest = read_json_object(path, kind=FileKind(MANIFEST_NAME, ""))
+    except (OSError, UserFacingError):
+        return  # none, or one the inspector already reports as damaged: leave it be
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return
+    for suffix in (".xml", ".bin"):
+        name = f"{MTP_STEM}{suffix}"
+        digest = hashlib.sha256()
+        with (model_dir / name).open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        files[name] = digest.hexdigest()
+    manifest["mtp_graft"] = record
+    with contextlib.suppress(OSError):
+        atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
 def stale_grafts(model_dir: Path) -> list[Path]:
