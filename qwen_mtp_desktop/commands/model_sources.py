@@ -182,13 +182,19 @@ def _cmd_download(args: argparse.Namespace) -> int:
             "model_dir": str(result.model_dir),
             "seconds": round(result.seconds, 3),
             "fetched_bytes": result.fetched_bytes,
+            "resumed_bytes": result.resumed_bytes,
             **layout.to_json_dict(),
         }
         print(json.dumps(payload, indent=2))
         return EXIT_OK
     parts = ", ".join(part for part, present in layout.parts.items() if present)
     print(f"Downloaded {args.repo_id} @ {layout.commit[:12]} to {result.model_dir}")
-    print(f"  {format_bytes(layout.download_bytes)}, checksums verified; parts: {parts}")
+    resumed = (
+        f" ({format_bytes(result.resumed_bytes)} of it from an interrupted download)"
+        if result.resumed_bytes
+        else ""
+    )
+    print(f"  {format_bytes(layout.download_bytes)}{resumed}, checksums verified; parts: {parts}")
     if not layout.has_mtp:
         print(
             "  No MTP head: add it from the source checkpoint with\n"

@@ -1,17 +1,20 @@
 """Downloading a ready OpenVINO model from the hub into the model library.
 
-`describe_repo` reads a repository's file list (with sizes and LFS SHA-256 sums) and tells
-from it what the repo holds: the IR parts of a Qwen3.5 export (language model, embeddings,
-vision parts, MTP head, tokenizer and detokenizer IR) and how large it is, before a byte of
-weights moves. `download_model` then fetches the files with huggingface_hub into the standard
-hub cache (so an interrupted download resumes where it stopped, in this app or the next
-start, and a model other tools downloaded is not fetched twice), checks every LFS file
-against the SHA-256 the hub listed, and only then places a copy in the library through the
-same staging folder and rename an export uses: nothing half-downloaded ever looks like a
-model. The copy records where it came from in the export manifest, with the checksums.
+`describe_repo` reads a repository's file list (sizes, LFS SHA-256 sums, git blob ids) and
+tells from it what the repo holds: the IR parts of a Qwen3.5 export (language model,
+embeddings, vision parts, MTP head, tokenizer and detokenizer IR) and how large it is, before a
+byte of weights moves. `download_model` then fetches the files into a hidden folder beside the
+destination (`.NAME.downloading/`: the files so far, `.part` files for the one under way, and
+`download.json` saying what is being fetched), resuming every file where it stopped: after a
+dropped connection in the same run, and after a crash, a killed app or a lost network in the
+next one. Each file is checked against the hub's SHA-256 (or git blob id) before it counts as
+done, and the folder is renamed into place only when all are: nothing half-downloaded ever
+looks like a model. The copy records where it came from in the export manifest.
 
-The revision is resolved to a commit once, so every file comes from the same snapshot even
-if the branch moves during the download.
+The app's own client does this (core.export.hub_client), not huggingface_hub, whose 1.x
+downloads delete a partial file when they fail. The revision is resolved to a commit once, so
+every file comes from the same snapshot even if the branch moves during the download; a resume
+of another commit's download starts afresh.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
-import os
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.export.hub_client import HubClient, HubError, RepoFile
 
 #: The IR parts of a Qwen3.5 export: part -> file stem.
 IR_PARTS: dict[str, str] = {
@@ -56,14 +60,6 @@ _HASH_CHUNK = 1 << 20
 
 class DownloadError(UserFacingError):
     code = "DOWNLOAD_FAILED"
-
-
-@dataclass(frozen=True)
-class RepoFile:
-    name: str
-    size: int
-    #: The LFS SHA-256 the hub lists (None for small files kept in git).
-    sha256: str | None
 
 
 @dataclass
@@ -106,6 +102,21 @@ class RepoLayout:
         }
 
 
+DOWNLOADING = ".downloading"
+STATE_FILE = "download.json"
+LOCK_FILE = "lock.json"
+PART = ".part"
+_CHUNK = 1 << 20
+#: Consecutive attempts at one file that add no byte before the download gives up.
+STALLED_ATTEMPTS = 6
+
+
+class DownloadCancelledError(UserFacingError):
+    """Stopped on request; the partial files stay for a resume."""
+
+    code = "CANCELLED"
+
+
 def _weight_format(repo_id: str) -> str | None:
     name = repo_id.lower()
     for token, label in (("int4", "INT4"), ("int8", "INT8"), ("fp16", "FP16"), ("bf16", "BF16")):
@@ -114,43 +125,25 @@ def _weight_format(repo_id: str) -> str | None:
     return None
 
 
-def describe_repo(
-    repo_id: str, revision: str | None = None, token: str | None = None
-) -> RepoLayout:
-    """The repo's layout at `revision` (a commit, branch or tag; default main)."""
-    from huggingface_hub import HfApi
-
-    from qwen_mtp_desktop.core.export.hub import describe_hub_error, hub_endpoint
-
-    try:
-        info = HfApi(endpoint=hub_endpoint(), token=token).model_info(
-            repo_id, revision=revision, files_metadata=True
-        )
-    except Exception as exc:  # every hub failure becomes one actionable line
-        message, fix = describe_hub_error(exc, repo_id)
-        raise DownloadError(message, fix) from exc
-    if not isinstance(info.sha, str) or len(info.sha) != 40:
-        raise DownloadError(f"The hub's answer for {repo_id} names no commit.", "Try again.")
-    layout = RepoLayout(repo_id, info.sha, weight_format=_weight_format(repo_id))
-    for sibling in info.siblings or []:
-        lfs = getattr(sibling, "lfs", None)
-        sha = getattr(lfs, "sha256", None) if lfs is not None else None
-        size = sibling.size if isinstance(sibling.size, int) else 0
-        layout.files.append(
-            RepoFile(sibling.rfilename, size, sha if isinstance(sha, str) else None)
-        )
+def _layout(info: Any) -> RepoLayout:
+    layout = RepoLayout(
+        info.repo_id, info.commit, list(info.files), {}, _weight_format(info.repo_id)
+    )
     names = {f.name for f in layout.files}
     for part, stem in IR_PARTS.items():
         layout.parts[part] = f"{stem}.xml" in names and f"{stem}.bin" in names
     return layout
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def describe_repo(
+    repo_id: str, revision: str | None = None, token: str | None = None
+) -> RepoLayout:
+    """The repo's layout at `revision` (a commit, branch or tag; default main)."""
+    try:
+        with HubClient(token=token) as client:
+            return _layout(client.repo_info(repo_id, revision))
+    except HubError as exc:
+        raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
 
 
 def not_a_model_error(layout: RepoLayout) -> DownloadError:
@@ -168,8 +161,109 @@ class DownloadResult:
     model_dir: Path
     layout: RepoLayout
     seconds: float
-    #: Bytes fetched this time (files already in the hub cache are not fetched again).
+    #: Bytes fetched in this run (a resume fetches only what was missing).
     fetched_bytes: int
+    #: Bytes that were already there from an interrupted run.
+    resumed_bytes: int
+
+
+@dataclass(frozen=True)
+class PendingDownload:
+    """An interrupted download found in a models folder (for the UI and the next run)."""
+
+    destination: Path
+    repo_id: str
+    commit: str
+    done_bytes: int
+    total_bytes: int
+
+
+def staging_dir(destination: Path) -> Path:
+    return destination.parent / f".{destination.name}{DOWNLOADING}"
+
+
+def pending_downloads(models_dir: Path) -> list[PendingDownload]:
+    found = []
+    with contextlib.suppress(OSError):
+        for folder in sorted(models_dir.glob(f".*{DOWNLOADING}")):
+            state = _read_state(folder)
+            if state is None:
+                continue
+            files = state["files"]
+            done = sum(_have(folder / "files" / name, size) for name, size in files.items())
+            destination = models_dir / folder.name[1 : -len(DOWNLOADING)]
+            total = sum(files.values())
+            found.append(
+                PendingDownload(destination, state["repo_id"], state["commit"], done, total)
+            )
+    return found
+
+
+def discard_download(destination: Path) -> None:
+    """Forget an interrupted download (its partial files)."""
+    shutil.rmtree(staging_dir(destination), ignore_errors=True)
+
+
+def _have(path: Path, size: int) -> int:
+    for candidate in (path, path.with_name(path.name + PART)):
+        with contextlib.suppress(OSError):
+            return min(candidate.stat().st_size, size)
+    return 0
+
+
+def _read_state(folder: Path) -> dict[str, Any] | None:
+    from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
+
+    try:
+        state = read_json_object(folder / STATE_FILE, kind=FileKind(STATE_FILE, ""))
+    except (OSError, UserFacingError):
+        return None
+    files = state.get("files")
+    if (
+        not isinstance(state.get("repo_id"), str)
+        or not isinstance(state.get("commit"), str)
+        or not isinstance(files, dict)
+        or not all(isinstance(k, str) and isinstance(v, int) for k, v in files.items())
+    ):
+        return None
+    return state
+
+
+def _lock(staging: Path) -> Path:
+    """Claim the staging folder for this process; DownloadError if another live one has it."""
+    import psutil
+
+    lock = staging / LOCK_FILE
+    me = psutil.Process()
+    with contextlib.suppress(OSError, ValueError, UserFacingError):
+        from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
+
+        owner = read_json_object(lock, kind=FileKind(LOCK_FILE, ""))
+        pid, created = owner.get("pid"), owner.get("create_time")
+        if isinstance(pid, int) and pid != me.pid and psutil.pid_exists(pid):
+            other = psutil.Process(pid)
+            if not isinstance(created, int | float) or abs(other.create_time() - created) < 1:
+                raise DownloadError(
+                    f"This model is already being downloaded (process {pid}).",
+                    "Wait for that download to finish, or stop it first.",
+                    code="DOWNLOAD_BUSY",
+                )
+    lock.write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    return lock
+
+
+def _verify(path: Path, item: RepoFile) -> bool:
+    if item.sha256:
+        digest = hashlib.sha256()
+    elif item.blob_id:
+        digest = hashlib.sha1(usedforsecurity=False)
+        digest.update(f"blob {path.stat().st_size}\0".encode())
+    else:
+        return path.stat().st_size == item.size or item.size < 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest() == (item.sha256 or item.blob_id)
 
 
 def download_model(
@@ -179,180 +273,201 @@ def download_model(
     revision: str | None = None,
     token: str | None = None,
     progress: Callable[[int, int], None] | None = None,
-    overwrite: bool = False,
+    cancel: Callable[[], bool] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> DownloadResult:
-    """Download `repo_id` and place it at `destination` (a new folder in the library)."""
-    from qwen_mtp_desktop.core.export.staging import Staging, move_into_place
-
+    """Download `repo_id` to `destination` (a new folder), resuming an interrupted run."""
     started = time.monotonic()
-    layout = describe_repo(repo_id, revision, token)
-    if layout.missing_parts:
-        raise not_a_model_error(layout)
     destination = Path(destination)
-    if destination.exists() and not overwrite:
-        raise DownloadError(
-            f"{destination} already exists.",
-            "Choose another folder name, or remove the old folder first.",
-            code="DESTINATION_EXISTS",
-        )
-    parent = destination.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(parent).free
-    except OSError as exc:
-        raise DownloadError(
-            f"The models folder {parent} cannot be used ({exc.strerror or exc}).",
-            "Choose a models folder you can write to (Settings).",
-            code="DESTINATION_UNWRITABLE",
-        ) from exc
-    snapshot, fetched = _fetch(layout, token, progress)
-    bad = [
-        f.name for f in layout.wanted if f.sha256 and _sha256(snapshot / f.name) != f.sha256.lower()
-    ]
-    if bad:
-        for name in bad:  # never keep a damaged blob where the next attempt would reuse it
+        client = HubClient(token=token, sleep=sleep)
+    except HubError as exc:
+        raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
+    with client:
+        try:
+            layout = _layout(client.repo_info(repo_id, revision))
+        except HubError as exc:
+            raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
+        if layout.missing_parts:
+            raise not_a_model_error(layout)
+        if destination.exists():
+            raise DownloadError(
+                f"{destination} already exists.",
+                "Choose another folder name, or remove the old folder first.",
+                code="DESTINATION_EXISTS",
+            )
+        staging = staging_dir(destination)
+        files_dir = staging / "files"
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            lock = _lock(staging)
+        except OSError as exc:
+            raise DownloadError(
+                f"Cannot write in {destination.parent} ({exc.strerror or exc}).",
+                "Choose a models folder you can write to (Settings).",
+                code="DESTINATION_UNWRITABLE",
+            ) from exc
+        try:
+            return _download(client, layout, destination, staging, progress, cancel, started)
+        finally:
             with contextlib.suppress(OSError):
-                (snapshot / name).resolve().unlink()
+                lock.unlink()
+            if not files_dir.exists() and not (staging / STATE_FILE).exists():
+                shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download(
+    client: HubClient,
+    layout: RepoLayout,
+    destination: Path,
+    staging: Path,
+    progress: Callable[[int, int], None] | None,
+    cancel: Callable[[], bool] | None,
+    started: float,
+) -> DownloadResult:
+    from qwen_mtp_desktop.core.fileio import atomic_write_text
+
+    files_dir = staging / "files"
+    wanted = {f.name: f.size for f in layout.wanted}
+    state = _read_state(staging)
+    if state is not None and (state["commit"] != layout.commit or state["files"] != wanted):
+        shutil.rmtree(files_dir, ignore_errors=True)  # another revision's parts: start afresh
+    state = {"repo_id": layout.repo_id, "commit": layout.commit, "files": wanted}
+    atomic_write_text(staging / STATE_FILE, json.dumps(state, indent=2))
+    total = layout.download_bytes
+    resumed = sum(_have(files_dir / item.name, item.size) for item in layout.wanted)
+    free = shutil.disk_usage(staging).free
+    if free < total - resumed:
         raise DownloadError(
-            f"{bad[0]} from {repo_id} does not match the checksum the hub lists"
-            + (f" (and {len(bad) - 1} more)." if len(bad) > 1 else "."),
-            "The damaged file was removed: download again (the rest is kept).",
-            code="CHECKSUM_MISMATCH",
-        )
-    if free < layout.download_bytes and not _same_filesystem(snapshot, parent):
-        raise DownloadError(
-            f"{parent} has {free:,} bytes free; the model needs {layout.download_bytes:,}.",
-            "Free some space or choose another models folder (Settings).",
+            f"{destination.parent} has {free / 1e9:.1f} GB free; the rest of the model needs "
+            f"{(total - resumed) / 1e9:.1f} GB.",
+            "Free some space or choose another models folder (Settings); what was downloaded "
+            "is kept.",
             code="DISK_FULL",
         )
-    try:
-        staging = Staging.create(destination)
-    except OSError as exc:
-        raise DownloadError(
-            f"Cannot write in {parent} ({exc.strerror or exc}).",
-            "Choose a models folder you can write to (Settings).",
-            code="DESTINATION_UNWRITABLE",
-        ) from exc
-    try:
-        sums = _place(snapshot, layout, staging.model_dir)
-        _write_manifest(staging.model_dir, layout, sums)
-        move_into_place(staging.model_dir, destination, overwrite=overwrite)
-    except OSError as exc:
-        raise DownloadError(
-            f"Placing the model in {parent} failed ({exc.strerror or exc}).",
-            "Free some disk space (or make the folder writable) and try again; the download "
-            "itself is kept.",
-            code="DISK_FULL" if getattr(exc, "errno", None) == 28 else "DESTINATION_UNWRITABLE",
-        ) from exc
-    finally:
-        staging.remove()
-    return DownloadResult(destination, layout, time.monotonic() - started, fetched)
+    counter = {"done": resumed}
 
+    def advance(count: int) -> None:
+        counter["done"] += count
+        if progress is not None:
+            progress(counter["done"], total)
 
-def _same_filesystem(a: Path, b: Path) -> bool:
-    try:
-        return a.stat().st_dev == b.stat().st_dev
-    except OSError:
-        return False
-
-
-def _fetch(
-    layout: RepoLayout, token: str | None, progress: Callable[[int, int], None] | None
-) -> tuple[Path, int]:
-    """The snapshot folder in the hub cache holding every wanted file, and the bytes fetched."""
-    from huggingface_hub import snapshot_download
-
-    from qwen_mtp_desktop.core.export.hub import describe_hub_error, hub_cache_dir, hub_endpoint
-
-    total = layout.download_bytes
-    cache = hub_cache_dir()
-    before = _cached_bytes(cache, layout)
-    tqdm_class = _byte_counter(total, before, progress) if progress else None
-    try:
-        path = snapshot_download(
-            layout.repo_id,
-            revision=layout.commit,
-            cache_dir=cache,
-            allow_patterns=list(ALLOW_PATTERNS),
-            endpoint=hub_endpoint(),
-            token=token,
-            tqdm_class=tqdm_class,
-        )
-    except Exception as exc:
-        message, fix = describe_hub_error(exc, layout.repo_id)
-        raise DownloadError(message, fix) from exc
     if progress is not None:
-        progress(total, total)
-    return Path(path), max(0, total - before)
+        progress(resumed, total)
+    try:
+        for item in layout.wanted:
+            _fetch_file(client, layout, item, files_dir / item.name, advance, cancel)
+        sums = {item.name: item.sha256 or _sha256(files_dir / item.name) for item in layout.wanted}
+        _write_manifest(files_dir, layout, sums)
+        files_dir.rename(destination)
+    except OSError as exc:
+        full = getattr(exc, "errno", None) == 28
+        raise DownloadError(
+            f"Writing the model in {destination.parent} failed ({exc.strerror or exc}).",
+            ("Free some disk space" if full else "Check the models folder")
+            + " and download again: it resumes where it stopped.",
+            code="DISK_FULL" if full else "DESTINATION_UNWRITABLE",
+        ) from exc
+    shutil.rmtree(staging, ignore_errors=True)
+    return DownloadResult(destination, layout, time.monotonic() - started, total - resumed, resumed)
 
 
-def _cached_bytes(cache: Path, layout: RepoLayout) -> int:
-    from qwen_mtp_desktop.core.export.hub import repo_folder
+def _fetch_file(
+    client: HubClient,
+    layout: RepoLayout,
+    item: RepoFile,
+    target: Path,
+    advance: Callable[[int], None],
+    cancel: Callable[[], bool] | None,
+) -> None:
+    """Fetch one file into `target`, resuming its `.part`; checked before it counts."""
+    import httpx
 
-    snapshot = repo_folder(layout.repo_id, cache) / "snapshots" / layout.commit
-    done = 0
-    for item in layout.wanted:
-        with contextlib.suppress(OSError):
-            if (snapshot / item.name).stat().st_size == item.size:
-                done += item.size
-    return done
-
-
-def _byte_counter(total: int, already: int, progress: Callable[[int, int], None]) -> type[Any]:
-    """A tqdm class that reports the bytes of every file's bar as one running total."""
-    import threading
-
-    from tqdm.std import tqdm as base_tqdm
-
-    lock = threading.Lock()
-    state = {"done": already}
-
-    class ByteCounter(base_tqdm):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.pop("name", None)
-            kwargs["disable"] = False
-            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115, PTH123 (closed in close())
-            super().__init__(*args, **kwargs)
-
-        def update(self, n: float | None = 1) -> bool | None:
-            result: bool | None = super().update(n)
-            if self.unit == "B" and n:
-                with lock:
-                    state["done"] = min(total, state["done"] + int(n))
-                    done = state["done"]
-                progress(done, total)
-            return result
-
-        def close(self) -> None:
-            handle = self.fp
-            super().close()
-            if handle is not None and not handle.closed:
-                handle.close()
-
-    return ByteCounter
-
-
-def _place(snapshot: Path, layout: RepoLayout, target: Path) -> dict[str, str]:
-    """Hard-link (or copy) every wanted file into `target`; their SHA-256 sums."""
-    sums: dict[str, str] = {}
-    for item in layout.wanted:
-        source = (snapshot / item.name).resolve()
-        placed = target / item.name
-        placed.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_file() and (target.stat().st_size == item.size or item.size < 0):
+        return  # done and checked in an earlier run
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(target.name + PART)
+    url = client.file_url(layout.repo_id, layout.commit, item.name)
+    stalled = 0
+    while True:
+        have = part.stat().st_size if part.exists() else 0
+        if item.size >= 0 and have > item.size:
+            part.unlink()
+            have = 0
+        if item.size >= 0 and have == item.size:
+            break
+        before = have
+        headers = {"Range": f"bytes={have}-"} if have else {}
         try:
-            os.link(source, placed)
-        except OSError:
-            shutil.copyfile(source, placed)
-        sums[item.name] = item.sha256.lower() if item.sha256 else _sha256(placed)
-    return sums
+            with client.stream(url, layout.repo_id, headers) as response:
+                if have and response.status_code != 206:
+                    advance(-have)  # the server ignored the range: start this file again
+                    have = 0
+                with part.open("r+b" if have else "wb") as out:
+                    out.seek(have)
+                    out.truncate()
+                    # As received: a fixed chunk size would buffer, and lose, what arrived
+                    # before a connection broke off.
+                    for chunk in response.iter_bytes():
+                        if cancel is not None and cancel():
+                            raise DownloadCancelledError(
+                                "The download was paused.", "Download again to resume it."
+                            )
+                        if item.size >= 0 and have + len(chunk) > item.size:
+                            raise _changed(layout, item, part)
+                        out.write(chunk)
+                        have += len(chunk)
+                        advance(len(chunk))
+            if item.size < 0 or have == item.size:
+                break
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.TimeoutException):
+            pass  # the connection broke off mid-file: resume from what arrived
+        except HubError as exc:
+            raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
+        stalled = 0 if have > before else stalled + 1
+        if stalled >= STALLED_ATTEMPTS:
+            raise DownloadError(
+                f"The connection to the hub keeps breaking off while downloading {item.name}.",
+                "Check the internet connection and download again: it resumes where it stopped.",
+                code="NETWORK",
+            )
+        if stalled:  # a break that delivered bytes resumes at once; a stall waits longer
+            client.backoff(stalled)
+    if not _verify(part, item):
+        part.unlink()
+        raise DownloadError(
+            f"{item.name} from {layout.repo_id} does not match the checksum the hub lists.",
+            "The damaged file was removed: download again (the other files are kept).",
+            code="CHECKSUM_MISMATCH",
+        )
+    part.replace(target)
+
+
+def _changed(layout: RepoLayout, item: RepoFile, part: Path) -> DownloadError:
+    with contextlib.suppress(OSError):
+        part.unlink()
+    return DownloadError(
+        f"{item.name} of {layout.repo_id} is larger than the hub's file list says: it changed "
+        "during the download.",
+        "Download again; the file is fetched anew.",
+        code="HUB_CHANGED",
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _write_manifest(model_dir: Path, layout: RepoLayout, sums: dict[str, str]) -> None:
-    import json
-
     from qwen_mtp_desktop.core.fileio import atomic_write_text
     from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
 
+    if MANIFEST_NAME in sums:  # the repo's own export record: keep it as it is
+        return
     manifest = {
         "source": f"hub:{layout.repo_id}",
         "revision": layout.commit,
@@ -360,8 +475,6 @@ def _write_manifest(model_dir: Path, layout: RepoLayout, sums: dict[str, str]) -
         "versions": {},
         "files": sums,
     }
-    if MANIFEST_NAME in sums:  # the repo's own record: keep it, add ours beside it
-        return
     atomic_write_text(model_dir / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
 
 

@@ -136,11 +136,10 @@ def plain_name(name: str) -> bool:
 
 
 class HubSource:
-    """A hub repository at one commit, read with HTTP range requests (`HF_ENDPOINT` honoured).
-
-    The revision is resolved to a commit once, so every range comes from the same files even
-    if the branch moves meanwhile. 429 and 5xx answers are retried with backoff (Retry-After
-    honoured); a short body is an error, never silently accepted."""
+    """A hub repository at one commit, read with HTTP range requests (core.export.hub_client:
+    `HF_ENDPOINT` honoured, 429 and 5xx retried). The revision is resolved to a commit once,
+    so every range comes from the same files even if the branch moves meanwhile; a short body
+    is an error, never silently accepted."""
 
     def __init__(
         self,
@@ -149,45 +148,20 @@ class HubSource:
         *,
         endpoint: str | None = None,
         token: str | None = None,
-        timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import httpx
+        from qwen_mtp_desktop.core.export.hub_client import HubClient, HubError
 
-        from qwen_mtp_desktop.core.export.hub import hub_endpoint, offline
-
-        if offline():
-            raise SourceError(
-                f"{repo_id} cannot be read: offline mode is on (HF_HUB_OFFLINE).",
-                "Unset HF_HUB_OFFLINE and connect to the internet, or use a checkpoint folder "
-                "on this computer.",
-                code="OFFLINE",
-            )
+        try:
+            self._client = HubClient(endpoint, token, sleep=sleep)
+            info = self._client.repo_info(repo_id, revision)
+        except HubError as exc:
+            raise SourceError(exc.message, exc.fix, code=exc.code) from exc
         self.repo_id = repo_id
-        self.endpoint = (endpoint or hub_endpoint()).rstrip("/")
-        self.label = f"{repo_id} on {self.endpoint}"
+        self.label = f"{repo_id} on {self._client.endpoint}"
         self.counter = ReadCounter()
-        self._sleep = sleep
-        headers = {"User-Agent": "qwen-mtp-desktop"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(
-            headers=headers, timeout=timeout, follow_redirects=True, trust_env=True
-        )
-        info = self._json(f"/api/models/{repo_id}/revision/{revision or 'main'}")
-        sha = info.get("sha") if isinstance(info, dict) else None
-        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
-            raise SourceError(
-                f"The hub's answer for {repo_id} names no commit.",
-                "Check HF_ENDPOINT: it must point at a Hugging Face hub or a mirror of it.",
-            )
-        self.commit = sha
-        self._sizes: dict[str, int] = {}
-        for sibling in info.get("siblings") or []:
-            name = sibling.get("rfilename") if isinstance(sibling, dict) else None
-            size = sibling.get("size") if isinstance(sibling, dict) else None
-            if isinstance(name, str):
-                self._sizes[name] = size if isinstance(size, int) and size >= 0 else -1
+        self.commit = info.commit
+        self._sizes = {f.name: f.size for f in info.files}
 
     def close(self) -> None:
         self._client.close()
@@ -198,54 +172,27 @@ class HubSource:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, url: str, headers: Mapping[str, str] | None = None) -> Any:
+    def _get(self, name: str, start: int, end: int) -> Any:
         import httpx
 
-        for attempt in range(_RETRIES):
-            try:
-                response = self._client.get(url, headers=dict(headers or {}))
-            except httpx.HTTPError as exc:
-                if attempt == _RETRIES - 1:
-                    raise SourceError(
-                        f"{self.label} could not be reached ({type(exc).__name__}).",
-                        "Check the internet connection (and HF_ENDPOINT), then try again.",
-                        code="NETWORK",
-                    ) from exc
-                self._sleep(min(2.0**attempt, 30.0))
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == _RETRIES - 1:
-                    break
-                self._sleep(_retry_after(response.headers.get("Retry-After"), attempt))
-                continue
-            return response
-        raise SourceError(
-            f"{self.label} kept answering {response.status_code} (busy or failing).",
-            "Wait a little and try again.",
-            code="NETWORK",
-        )
+        from qwen_mtp_desktop.core.export.hub_client import HubError
 
-    def _json(self, path: str) -> Any:
-        response = self._request(self.endpoint + path + "?blobs=true")
-        _raise_for_hub_status(response, self.repo_id)
-        body = response.content
-        if len(body) > INDEX_LIMIT:
-            raise SourceError(f"The hub's answer for {self.repo_id} is implausibly large.", "")
-        try:
-            return parse_json_text(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise SourceError(
-                f"The hub's answer for {self.repo_id} is not valid JSON.",
-                "Check HF_ENDPOINT: it must point at a Hugging Face hub or a mirror of it.",
-            ) from exc
-
-    def _url(self, name: str) -> str:
         if not plain_name(name):
             raise SourceError(
                 f"The checkpoint names a file outside its repository ({name[:80]!r}).",
                 "The index file is damaged or hostile: use the original checkpoint.",
             )
-        return f"{self.endpoint}/{self.repo_id}/resolve/{self.commit}/{name}"
+        url = self._client.file_url(self.repo_id, self.commit, name)
+        try:
+            return self._client.get(url, self.repo_id, {"Range": f"bytes={start}-{end - 1}"})
+        except HubError as exc:
+            raise SourceError(exc.message, exc.fix, code=exc.code) from exc
+        except httpx.HTTPError as exc:
+            raise SourceError(
+                f"The connection to {self.label} broke off ({type(exc).__name__}).",
+                "Check the internet connection and try again.",
+                code="NETWORK",
+            ) from exc
 
     def exists(self, name: str) -> bool:
         return name in self._sizes
@@ -259,8 +206,7 @@ class HubSource:
             )
         if known >= 0:
             return known
-        response = self._request(self._url(name), {"Range": "bytes=0-0"})
-        _raise_for_hub_status(response, self.repo_id)
+        response = self._get(name, 0, 1)
         total = _content_range_total(response.headers.get("Content-Range"))
         if total is None:
             raise SourceError(f"The hub did not say how large {name} is.", "")
@@ -270,8 +216,7 @@ class HubSource:
     def read(self, name: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        response = self._request(self._url(name), {"Range": f"bytes={start}-{end - 1}"})
-        _raise_for_hub_status(response, self.repo_id)
+        response = self._get(name, start, end)
         data: bytes = response.content
         if response.status_code == 200 and len(data) >= end:
             data = data[start:end]  # a server that ignores Range sent the whole file
@@ -286,49 +231,9 @@ class HubSource:
         return data
 
 
-def _retry_after(value: str | None, attempt: int) -> float:
-    try:
-        seconds = float(value) if value is not None else 2.0**attempt
-    except ValueError:
-        seconds = 2.0**attempt
-    return max(0.0, min(seconds, 30.0))
-
-
 def _content_range_total(value: str | None) -> int | None:
     match = re.fullmatch(r"bytes \d+-\d+/(\d+)", (value or "").strip())
     return int(match.group(1)) if match else None
-
-
-def _raise_for_hub_status(response: Any, repo_id: str) -> None:
-    status = response.status_code
-    if status < 400:
-        return
-    code = response.headers.get("X-Error-Code", "")
-    if code == "GatedRepo" or status == 403:
-        raise SourceError(
-            f"{repo_id} is gated or private: this account may not read it.",
-            "Accept the model's licence on its hub page and log in (hf auth login), or set "
-            "HF_TOKEN.",
-            code="HUB_FORBIDDEN",
-        )
-    if code == "RepoNotFound" or status == 401:
-        raise SourceError(
-            f"{repo_id} was not found on the hub (or it is private).",
-            "Check the spelling (e.g. Qwen/Qwen3.5-0.8B); for a private model, log in.",
-            code="HUB_NOT_FOUND",
-        )
-    if code == "RevisionNotFound":
-        raise SourceError(
-            f"{repo_id} has no such revision.",
-            "Leave the revision empty for the latest one, or copy a branch, tag or commit.",
-            code="HUB_NOT_FOUND",
-        )
-    if status == 416:
-        raise SourceError(
-            f"{repo_id}: the file is shorter than its header says.",
-            "The checkpoint on the hub is damaged; tell its publisher.",
-        )
-    raise SourceError(f"The hub answered {status} for {repo_id}.", "Try again later.")
 
 
 # --- the checkpoint's layout ------------------------------------------------------------------
@@ -535,7 +440,9 @@ def source_for(
     path = Path(spec).expanduser()
     if path.is_dir():
         return FolderSource(path)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}", spec):
+    from qwen_mtp_desktop.core.export.hub_client import valid_repo_id
+
+    if not valid_repo_id(spec):
         raise SourceError(
             f"{spec[:120]!r} is neither a folder on this computer nor a hub repository id.",
             "Give a checkpoint folder, or a repository id such as Qwen/Qwen3.5-0.8B.",
