@@ -72,18 +72,40 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
 
 
+#: Where the app keeps a hub token in the system keychain (Settings > Hugging Face token).
+HUB_TOKEN_KEY = "huggingface.co"
+
+
 def hub_token() -> str | None:
-    """The hub token: `HF_TOKEN`, else the one `hf auth login` stored (when huggingface_hub
-    is installed). None: anonymous, which public models need."""
+    """The hub token, and where it came from is `hub_token_source()`: `HF_TOKEN`, else the
+    app's own in the system keychain, else the one `hf auth login` stored ($HF_HOME/token).
+    None: anonymous, which public models need."""
+    return _hub_token()[0]
+
+
+def hub_token_source() -> str | None:
+    """"HF_TOKEN", "keychain", "token file" or None (for the UI: it shows where, never what)."""
+    return _hub_token()[1]
+
+
+def _hub_token() -> tuple[str | None, str | None]:
     token = os.environ.get("HF_TOKEN", "").strip()
     if token:
-        return token
-    if hub_available():
-        from huggingface_hub import get_token
+        return token, "HF_TOKEN"
+    from qwen_mtp_desktop.core.remote.keys import HUB_SERVICE, KeyStore
 
-        stored = get_token()
-        return stored or None
-    return None
+    stored = KeyStore(service=HUB_SERVICE).get(HUB_TOKEN_KEY)
+    if stored:
+        return stored.strip(), "keychain"
+    path = Path(os.environ.get("HF_TOKEN_PATH", "") or hf_home() / "token")
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None, None
+    if raw and raw.isascii() and raw.isprintable() and " " not in raw:
+        return raw, "token file"
+    return None, None
 
 
 def offline() -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SERVICE = "qwen-mtp-desktop remote endpoint"
+#: The keychain service of the hub token (core.export.hub.hub_token).
+HUB_SERVICE = "qwen-mtp-desktop hub token"
 MEMORY_ONLY = (
     "No system keychain was found, so the key is kept only until the app closes "
     "(enter it again next time)."
@@ -40,10 +42,13 @@ def _keyring_backend() -> Any | None:
 class KeyStore:
     """get/set/delete an endpoint's key by its id. Thread-safe as keyring is."""
 
-    def __init__(self, backend: Any | None = None, *, use_keychain: bool = True) -> None:
+    def __init__(
+        self, backend: Any | None = None, *, use_keychain: bool = True, service: str = SERVICE
+    ) -> None:
         self._backend = (
             backend if backend is not None else (_keyring_backend() if use_keychain else None)
         )
+        self._service = service
         self._memory: dict[str, str] = {}
 
     @property
@@ -64,7 +69,7 @@ class KeyStore:
         if self._backend is None:
             return None
         try:
-            value = self._backend.get_password(SERVICE, endpoint_id)
+            value = self._backend.get_password(self._service, endpoint_id)
         except Exception as exc:  # a locked or broken keychain: say so, never the key
             log.warning("reading a key from the keychain failed: %s", type(exc).__name__)
             return None
@@ -74,7 +79,7 @@ class KeyStore:
         """Keep `key`: in the keychain when there is one (else, or if it fails, in memory)."""
         if self._backend is not None:
             try:
-                self._backend.set_password(SERVICE, endpoint_id, key)
+                self._backend.set_password(self._service, endpoint_id, key)
                 self._memory.pop(endpoint_id, None)
                 return
             except Exception as exc:
@@ -89,6 +94,6 @@ class KeyStore:
         if self._backend is None:
             return
         try:
-            self._backend.delete_password(SERVICE, endpoint_id)
+            self._backend.delete_password(self._service, endpoint_id)
         except Exception:  # not there, or the keychain is locked: nothing more to do
             log.debug("no key to delete from the keychain for an endpoint")
