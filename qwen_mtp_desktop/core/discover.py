@@ -81,6 +81,17 @@ class CatalogError(UnsafeFileError):
 
 
 @dataclass(frozen=True)
+class ReadyExport:
+    """A ready OpenVINO export of a catalog model published on the hub by someone else. Its
+    file list (and so whether it kept the MTP head) is read before anything is downloaded."""
+
+    repo_id: str
+    weight_format: WeightFormat
+    #: Who publishes it, in a few words ("community upload").
+    publisher: str
+
+
+@dataclass(frozen=True)
 class CatalogModel:
     hub_id: str
     kind: Literal["dense", "moe"]
@@ -90,6 +101,8 @@ class CatalogModel:
     blurb: str
     #: The text model's shape where a config.json was seen, else None (weights-only memory).
     text_config: Mapping[str, Any] | None = None
+    #: Ready OpenVINO exports of this checkpoint on the hub (download instead of exporting).
+    ready: tuple[ReadyExport, ...] = ()
 
     @property
     def name(self) -> str:
@@ -209,7 +222,26 @@ def parse_entry(raw: object) -> CatalogModel:
         shape = _shape(raw.get("text_config"))
         if shape is None:
             raise ValueError(f"{hub_id}: text_config holds a value that is not a valid shape")
-    return CatalogModel(hub_id, kind, parameters, active, mtp, str(blurb), shape)
+    ready = _ready_exports(hub_id, raw.get("openvino", []))
+    return CatalogModel(hub_id, kind, parameters, active, mtp, str(blurb), shape, ready)
+
+
+def _ready_exports(hub_id: str, raw: object) -> tuple[ReadyExport, ...]:
+    if not isinstance(raw, list) or len(raw) > 8:
+        raise ValueError(f"{hub_id}: openvino must be a list of up to 8 ready exports")
+    found = []
+    for item in raw:
+        repo = item.get("repo") if isinstance(item, dict) else None
+        if not isinstance(repo, str) or not _HUB_ID.fullmatch(repo) or ".." in repo:
+            raise ValueError(f"{hub_id}: openvino repo {str(repo)[:60]!r} is not a model id")
+        fmt = item.get("weight_format")
+        if fmt not in FORMATS:
+            raise ValueError(f"{hub_id}: {repo} weight_format must be one of {FORMATS}")
+        publisher = item.get("publisher", "")
+        if _text(publisher, 80) is None:
+            raise ValueError(f"{hub_id}: {repo} publisher must be text up to 80 characters")
+        found.append(ReadyExport(repo, fmt, str(publisher)))
+    return tuple(found)
 
 
 def parse_catalog(raw: Mapping[str, Any]) -> Catalog:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
     from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
+    from qwen_mtp_desktop.ui.discover.download_dialog import DownloadDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
     from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
@@ -157,6 +158,12 @@ class MainWindow(QMainWindow):
         self.discover_action.setToolTip("Sizes and memory per precision on this computer")
         self.discover_action.triggered.connect(self.show_discover)
         tools_menu.addAction(self.discover_action)
+        self.download_action = QAction("Download a &ready model…", self)
+        self.download_action.setToolTip(
+            "A Qwen3.5 model already converted to OpenVINO, from the hub (no export toolkit)"
+        )
+        self.download_action.triggered.connect(lambda: self.show_download())
+        tools_menu.addAction(self.download_action)
         self.server_action = QAction("Local &API server…", self)
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
@@ -199,6 +206,7 @@ class MainWindow(QMainWindow):
         self._mcp_dialog: McpServersDialog | None = None
         self._settings_dialog: SettingsDialog | None = None
         self._discover_dialog: DiscoverDialog | None = None
+        self._download_dialog: DownloadDialog | None = None
         self._show_model()
         # The status bar follows what the engine really has loaded.
         router = self.chat.model.router
@@ -461,12 +469,33 @@ class MainWindow(QMainWindow):
         if self._discover_dialog is None:
             dialog = DiscoverDialog(self.io_runner, self._store.settings.device, self)
             dialog.export_requested.connect(self._export_from_discover)
+            dialog.download_requested.connect(self.show_download)
             self._discover_dialog = dialog
         if not self._discover_dialog.isVisible():
             self._discover_dialog.fit_to_content()
         self._discover_dialog.show()
         self._discover_dialog.raise_()
         return self._discover_dialog
+
+    def show_download(self, repo_id: str = "", mtp_source: str = "") -> DownloadDialog:
+        """Download a ready OpenVINO model (from Discover, or any repo id): a new dialog each
+        time, non-modal; the download itself lives in the fetch worker."""
+        from qwen_mtp_desktop.ui.discover.download_dialog import DownloadDialog
+
+        dialog = DownloadDialog(
+            self.threads.fetch,
+            self._paths.models_dir,
+            self,
+            repo_id=repo_id,
+            mtp_source=mtp_source,
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.model_ready.connect(lambda _path: self.models.rescan())
+        dialog.open_requested.connect(self._open_in_chat)
+        dialog.show()
+        dialog.raise_()
+        self._download_dialog = dialog
+        return dialog
 
     def _export_from_discover(self, hub_id: str, weight_format: str) -> None:
         self.export_panel.prefill_from_discover(hub_id, weight_format)

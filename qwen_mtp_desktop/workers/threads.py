@@ -6,7 +6,8 @@ io: short file queries. models / model_verify / model_deploy: the Models panel's
 runs and OVMS repository writing. bench_io / bench: the Benchmark panel's report reads and
 writes, and its validation and benchmark runs (each in an engine host process of its own,
 workers.bench_job). mcp: the MCP servers' client (workers.mcp_tools). exports: the export
-queue, made on first use (the Export panel is built after the window's first paint).
+queue, made on first use (the Export panel is built after the window's first paint). fetch:
+downloads of ready models and adding their MTP head (workers.model_fetch), made on first use.
 
 `shutdown()` stops them all (each finishes or cancels its work first), the engine last, since
 the store may still be writing what the engine produced.
@@ -26,6 +27,7 @@ from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.workers.export_job import ExportQueue
+    from qwen_mtp_desktop.workers.model_fetch import ModelFetch
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,16 @@ class BackgroundThreads(QObject):
         self.bench = BenchJob(self, io=self.bench_io)
         self.mcp = McpTools(self)  # MCP servers' tools for the chat; its thread starts on use
         self._exports: ExportQueue | None = None
+        self._fetch: ModelFetch | None = None
+
+    @property
+    def fetch(self) -> ModelFetch:
+        """Downloads and MTP heads, made when first asked for."""
+        if self._fetch is None:
+            from qwen_mtp_desktop.workers.model_fetch import ModelFetch
+
+            self._fetch = ModelFetch(parent=self)
+        return self._fetch
 
     @property
     def exports(self) -> ExportQueue:
@@ -58,6 +70,7 @@ class BackgroundThreads(QObject):
         """Stop every thread; True if all stopped in time."""
         stopped = [
             ("exports", self._exports.shutdown(timeout_ms) if self._exports else True),
+            ("fetch", self._fetch.shutdown(timeout_ms) if self._fetch else True),
             ("mcp", self.mcp.shutdown(min(timeout_ms / 1000, 10.0))),
             ("bench", self.bench.shutdown(timeout_ms)),
             ("bench-io", self.bench_io.shutdown(timeout_ms)),

@@ -62,14 +62,14 @@ def test_list_shows_every_size_with_memory_per_precision_for_this_computer(
     assert "16.0 GB of memory free of 32.0 GB" in dialog.summary.text()
     small = row_of(dialog, "Qwen/Qwen3.5-0.8B")
     assert table.item(small, 2).text() == "1.60 GB"  # 0.8 B parameters in bf16
-    assert table.item(small, 6).text() == "yes"
-    assert table.item(small, 7).text() == "INT8"
-    int4, int8, fp16 = (shown_bytes(table.item(small, c).text()) for c in (3, 4, 5))
+    assert table.item(small, 7).text() == "yes"
+    assert table.item(small, 8).text() == "INT8"
+    int4, int8, fp16 = (shown_bytes(table.item(small, c).text()) for c in (4, 5, 6))
     assert int4 < int8 < fp16
     moe = row_of(dialog, "Qwen/Qwen3.5-35B-A3B")
     assert table.item(moe, 1).text() == "35B (MoE, 3B active)"
     flagship = row_of(dialog, "Qwen/Qwen3.5-397B-A17B")
-    assert table.item(flagship, 7).text() == "too large"
+    assert table.item(flagship, 8).text() == "too large"
     table.selectRow(flagship)
     assert not dialog.export_button.isEnabled()
     assert "Too large" in dialog.detail_text.text()
@@ -87,9 +87,18 @@ def test_list_shows_every_size_with_memory_per_precision_for_this_computer(
 def test_less_memory_changes_the_recommendation(qtbot: QtBot, runner: TaskRunner) -> None:
     dialog = make_dialog(qtbot, runner, int(1.2 * GB), 4 * GB)
     table = dialog.table
-    assert table.item(row_of(dialog, "Qwen/Qwen3.5-4B"), 7).text() == "too large"
+    assert table.item(row_of(dialog, "Qwen/Qwen3.5-4B"), 8).text() == "too large"
     # The 0.8B export peaks at about 6.6 GB: more than a 4 GB computer has.
-    assert table.item(row_of(dialog, "Qwen/Qwen3.5-0.8B"), 7).text() == "INT4, export elsewhere"
+    assert table.item(row_of(dialog, "Qwen/Qwen3.5-0.8B"), 8).text() == "INT4, export elsewhere"
+    # Where a ready export is listed, downloading it needs no export RAM.
+    dialog = make_dialog(qtbot, runner, 6 * GB, 8 * GB)
+    assert dialog.table.item(row_of(dialog, "Qwen/Qwen3.5-2B"), 8).text() == "INT8, or INT4 ready"
+    assert dialog.table.item(row_of(dialog, "Qwen/Qwen3.5-9B"), 8).text() == "INT4, download ready"
+    assert dialog.select("Qwen/Qwen3.5-2B")
+    assert dialog.download_button.isEnabled()
+    assert dialog.download_button.text() == "Download INT4 ready…"
+    assert dialog.select("Qwen/Qwen3.5-0.8B")
+    assert not dialog.download_button.isEnabled()
 
 
 def _window(qtbot: QtBot, width: int = 1280, height: int = 800) -> MainWindow:

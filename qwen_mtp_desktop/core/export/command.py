@@ -51,3 +51,11 @@ def export_command(
 def generation_check_command(model_dir: Path, *, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "qwen_mtp_desktop.core.export.child",
             "check-generation", str(model_dir)]  # fmt: skip
+
+
+def app_command(*args: str) -> list[str]:
+    """This app's own command line with `args` (`models add-mtp ...`): the bundle's executable
+    when frozen, else this interpreter running the package."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, *args]
+    return [sys.executable, "-m", "qwen_mtp_desktop", *args]

@@ -84,7 +84,8 @@ def hub_token() -> str | None:
 
 
 def hub_token_source() -> str | None:
-    """"HF_TOKEN", "keychain", "token file" or None (for the UI: it shows where, never what)."""
+    """Where the hub token comes from: "HF_TOKEN", "keychain", "token file" or None (the UI
+    shows where, never what)."""
     return _hub_token()[1]
 
 

@@ -1,4 +1,5 @@
-"""Discover: the Qwen3.5 family sized for this computer; choosing one opens the export wizard.
+"""Discover: the Qwen3.5 family sized for this computer; choosing one downloads a ready
+OpenVINO export of it (where the list names one) or opens the export wizard.
 
 The list and the estimates are computed on a worker thread (reading the list is file I/O, and
 the free memory is asked of the system); the dialog only renders them. Nothing here goes online:
@@ -24,7 +25,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.discover import FORMATS, Catalog, DeviceFit, fit_on_device, load_catalog
+from qwen_mtp_desktop.core.discover import (
+    FORMATS,
+    Catalog,
+    DeviceFit,
+    ReadyExport,
+    fit_on_device,
+    load_catalog,
+)
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.model_folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
 from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
@@ -39,6 +47,7 @@ COLUMNS = (
     "Model",
     "Parameters",
     "Download",
+    "Ready",
     "INT4 memory",
     "INT8 memory",
     "FP16 memory",
@@ -47,7 +56,7 @@ COLUMNS = (
 )
 #: The column that takes a wider dialog's spare room.
 NAME_COLUMN = 0
-_FORMAT_COLUMN = {fmt: 3 + index for index, fmt in enumerate(FORMATS)}
+_FORMAT_COLUMN = {fmt: 4 + index for index, fmt in enumerate(FORMATS)}
 
 
 @dataclass(frozen=True)
@@ -81,9 +90,12 @@ def _parameters(fit: DeviceFit) -> str:
 class DiscoverDialog(QDialog):
     """Signals:
     export_requested(str, str): hub id and weight format; the window opens the wizard with them.
+    download_requested(str, str): a ready export's repo id ("" to type one) and the source
+        checkpoint's hub id (for its MTP head); the window opens the download dialog.
     """
 
     export_requested = Signal(str, str)
+    download_requested = Signal(str, str)
 
     def __init__(
         self,
@@ -140,9 +152,10 @@ class DiscoverDialog(QDialog):
             "Memory: one chat at "
             f"{DEFAULT_CONTEXT_LENGTH:,} tokens (weights, KV cache and linear-attention state; "
             "the app's own estimate): green fits in the free memory, orange only just (close "
-            "other apps), red does not fit. Download: the checkpoint in bf16. The export wizard "
-            "checks the real checkpoint (MTP head, files, disk, memory) before anything is "
-            "written.",
+            "other apps), red does not fit. Download: the checkpoint in bf16. Ready: OpenVINO "
+            "exports others published, downloaded without the export toolkit (their MTP head is "
+            "added from the checkpoint when they dropped it). The export wizard checks the real "
+            "checkpoint (MTP head, files, disk, memory) before anything is written.",
             "muted",
         )
         layout.addWidget(self.note)
@@ -150,12 +163,20 @@ class DiscoverDialog(QDialog):
         buttons.addStretch(1)
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.reject)
+        self.other_button = QPushButton("Download by repository id…")
+        self.other_button.setToolTip("Any ready OpenVINO export of a Qwen3.5 model on the hub")
+        self.other_button.clicked.connect(lambda: self.download_requested.emit("", ""))
+        buttons.insertWidget(0, self.other_button)
         self.export_button = QPushButton("Export…")
-        self.export_button.setObjectName("primaryAction")
         self.export_button.setEnabled(False)
         self.export_button.clicked.connect(self._export)
+        self.download_button = QPushButton("Download ready…")
+        self.download_button.setObjectName("primaryAction")
+        self.download_button.setEnabled(False)
+        self.download_button.clicked.connect(self._download)
         buttons.addWidget(self.close_button)
         buttons.addWidget(self.export_button)
+        buttons.addWidget(self.download_button)
         layout.addLayout(buttons)
         self.reload()
 
@@ -196,8 +217,9 @@ class DiscoverDialog(QDialog):
         total = format_bytes(result.total) if result.total is not None else "unknown"
         summary = (
             f"{len(result.fits)} {result.catalog.family} checkpoints with their MTP head, sized "
-            f"for {self._device}: {free} of memory free of {total}. Pick one to open the export "
-            "wizard with the precision recommended here."
+            f"for {self._device}: {free} of memory free of {total}. Pick one to download a "
+            "ready OpenVINO export of it (where one is listed) or to open the export wizard "
+            "with the precision recommended here."
         )
         if result.catalog.problems:
             summary += f" Left out of the list: {'; '.join(result.catalog.problems[:3])}."
@@ -260,6 +282,8 @@ class DiscoverDialog(QDialog):
         cell(0, model.name, model.hub_id)
         cell(1, _parameters(fit), f"{model.parameters:,} parameters", right=True)
         cell(2, format_bytes(model.download_bytes), "The checkpoint as published (bf16)", True)
+        ready = ", ".join(r.weight_format.upper() for r in model.ready) or "none listed"
+        cell(3, ready, "\n".join(f"{r.repo_id} ({r.publisher})" for r in model.ready))
         for fmt, column in _FORMAT_COLUMN.items():
             fitted = fit.fits[fmt]
             verdict = fitted.verdict
@@ -276,11 +300,18 @@ class DiscoverDialog(QDialog):
                 font = QFont(item.font())
                 font.setBold(True)
                 item.setFont(font)
-        cell(6, "yes" if model.mtp else "no", "The checkpoint ships its MTP head (mtp.* weights)")
+        cell(7, "yes" if model.mtp else "no", "The checkpoint ships its MTP head (mtp.* weights)")
         verdict_text = fit.recommended.upper() if fit.recommended else "too large"
         if fit.recommended and fit.export_problem:
-            verdict_text += ", export elsewhere"
-        cell(7, verdict_text, f"{fit.reason} {fit.export_problem or ''}".strip())
+            # Exporting needs more RAM than this computer has; a ready export needs none.
+            formats = sorted({r.weight_format.upper() for r in model.ready})
+            if fit.recommended.upper() in formats:
+                verdict_text += ", download ready"
+            elif formats:
+                verdict_text += f", or {'/'.join(formats)} ready"
+            else:
+                verdict_text += ", export elsewhere"
+        cell(8, verdict_text, f"{fit.reason} {fit.export_problem or ''}".strip())
 
     def _show_selected(self) -> None:
         fit = self.selected_fit()
@@ -307,6 +338,29 @@ class DiscoverDialog(QDialog):
         self.export_button.setText(
             f"Export as {fmt.upper()}…" if fmt is not None else "Too large for this computer"
         )
+        ready = self._ready_export(fit)
+        self.download_button.setEnabled(ready is not None)
+        self.download_button.setText(
+            f"Download {ready.weight_format.upper()} ready…" if ready else "No ready export listed"
+        )
+        if ready is not None:
+            lines.append(f"Ready export: {ready.repo_id} ({ready.publisher}).")
+            self.detail_text.setText("\n".join(lines))
+
+    @staticmethod
+    def _ready_export(fit: DeviceFit) -> ReadyExport | None:
+        """The ready export in the recommended format, else the first one listed."""
+        ready = fit.model.ready
+        matching = [r for r in ready if r.weight_format == fit.recommended]
+        choices = matching or list(ready)
+        return choices[0] if choices else None
+
+    def _download(self) -> None:
+        fit = self.selected_fit()
+        ready = self._ready_export(fit) if fit is not None else None
+        if fit is None or ready is None:
+            return
+        self.download_requested.emit(ready.repo_id, fit.model.hub_id)
 
     def _export(self) -> None:
         fit = self.selected_fit()
