@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.discover.download_dialog import DownloadDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
+    from qwen_mtp_desktop.ui.models.add_head_dialog import AddHeadDialog
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
     from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 
@@ -328,6 +329,7 @@ class MainWindow(QMainWindow):
         models.models_changed.connect(self._describe_models)
         models.models_changed.connect(self._on_models_changed)
         models.discover_requested.connect(self.show_discover)
+        models.add_head_requested.connect(self.show_add_head)
         models.details.state_cache_wanted.connect(self.engine_process.query_state_cache)
         self.engine_process.state_cache.connect(models.details.show_state_cache)
 
@@ -495,6 +497,16 @@ class MainWindow(QMainWindow):
         dialog.show()
         dialog.raise_()
         self._download_dialog = dialog
+        return dialog
+
+    def show_add_head(self, model_dir: Path) -> AddHeadDialog:
+        """Models > Add MTP head…: rebuild a model's missing head from its checkpoint."""
+        from qwen_mtp_desktop.ui.models.add_head_dialog import AddHeadDialog
+
+        dialog = AddHeadDialog(self.threads.fetch, self.io_runner, Path(model_dir), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.head_added.connect(lambda _path: self.models.rescan())
+        dialog.show()
         return dialog
 
     def _export_from_discover(self, hub_id: str, weight_format: str) -> None:

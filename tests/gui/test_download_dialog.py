@@ -185,3 +185,61 @@ def test_what_cannot_be_downloaded(qtbot: QtBot, hub: HubServer) -> None:
     qtbot.waitUntil(lambda: dialog.state == "failed", timeout=20_000)
     assert "not found" in dialog.status.text()
     assert not dialog.download_button.isEnabled()
+
+
+def test_add_the_head_from_the_models_panel(
+    qtbot: QtBot, hub: HubServer, no_toolkit: None, screenshot_dir: Path
+) -> None:
+    """A ready export downloaded without its head shows 'Add MTP head…' in Models; the dialog
+    rebuilds it from the checkpoint on the hub, and the model then has a usable head."""
+    from qwen_mtp_desktop.ui.models.add_head_dialog import AddHeadDialog
+
+    window = _window(qtbot, 1024, 700)
+    download = window.show_download(HEADLESS)
+    _checked(qtbot, download)
+    download.head_box.setChecked(False)
+    with qtbot.waitSignal(download.model_ready, timeout=60_000) as ready:
+        qtbot.mouseClick(download.download_button, Qt.MouseButton.LeftButton)
+    model = ready.args[0]
+    assert "No MTP head" in download.status.text()
+    download.close()
+
+    window.show_panel("Models")
+    panel = window.models
+    qtbot.waitUntil(lambda: panel.select(model), timeout=30_000)
+    qtbot.waitUntil(lambda: panel.report(model) is not None, timeout=30_000)
+    button = panel.details.add_head_button
+    qtbot.waitUntil(button.isVisible, timeout=10_000)
+    assert not panel.details.validate_button.isEnabled()
+    qtbot.wait(150)
+    QApplication.processEvents()
+    assert window.grab().save(str(screenshot_dir / "models-add-head-1024x700.png"))
+    assert layout_problems(window, panel) == []
+    with qtbot.waitSignal(panel.add_head_requested, timeout=5_000):
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    dialogs = [w for w in QApplication.topLevelWidgets() if isinstance(w, AddHeadDialog)]
+    assert len(dialogs) == 1
+    dialog = dialogs[0]
+    qtbot.wait(100)
+    assert dialog.source_edit.text() == ""  # no catalog name in "Qwen3.5-demo-int8-ov"
+    dialog.source_edit.setText(CHECKPOINT)
+    with qtbot.waitSignal(dialog.head_added, timeout=180_000):
+        qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    assert "equals plain decoding" in dialog.status.text()
+    assert layout_problems(dialog, dialog) == []
+    QApplication.processEvents()
+    assert dialog.grab().save(str(screenshot_dir / "add-head-done-1024x700.png"))
+    dialog.close()
+    qtbot.waitUntil(lambda: (r := panel.report(model)) is not None and r.mtp_usable, timeout=60_000)
+    qtbot.waitUntil(lambda: not button.isVisible(), timeout=10_000)
+    assert panel.details.validate_button.isEnabled()
+    assert not any(sys.modules.get(name) for name in TOOLKIT)
+
+
+def test_the_suggested_source_is_the_longest_catalog_name_in_the_folder_name() -> None:
+    from qwen_mtp_desktop.ui.models.add_head_dialog import suggested_source
+
+    ids = ["Qwen/Qwen3.5-2B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-0.8B"]
+    assert suggested_source(Path("/m/Qwen3.5-27B-int4-ov"), ids) == "Qwen/Qwen3.5-27B"
+    assert suggested_source(Path("/m/qwen3.5-2b-int4-ov"), ids) == "Qwen/Qwen3.5-2B"
+    assert suggested_source(Path("/m/my-model"), ids) == ""

@@ -387,10 +387,8 @@ def test_mtp_missing(export: Path) -> None:
     assert report.codes() == ["MTP_MISSING"]
     diagnostic = report.diagnostics[0]
     assert diagnostic.severity == "warning"
-    assert "did not enable MTP for this architecture or optimum-intel revision" in (
-        diagnostic.message
-    )
-    assert "image-text-to-text" in diagnostic.fix and "optimum-intel >= 2.2" in diagnostic.fix
+    assert "most conversions drop it" in diagnostic.message
+    assert "Add MTP head" in diagnostic.fix and "models add-mtp" in diagnostic.fix
     assert report.usable_for_chat and not report.mtp_usable
     assert report.memory is not None and report.memory.term("mtp_kv_cache") is None
 

@@ -267,11 +267,12 @@ def mtp_diagnostics(report: ModelReport) -> list[Diagnostic]:
             Diagnostic(
                 "MTP_MISSING",
                 "warning",
-                "No MTP head (openvino_mtp_model.xml) in this export: the exporter did not "
-                "enable MTP for this architecture or optimum-intel revision (the text-only "
-                "export path never includes it, nor does optimum-intel before 2.2). Chat works "
+                "No MTP head (openvino_mtp_model.xml) in this model: most conversions drop it "
+                "(so do the text-only export path and optimum-intel before 2.2). Chat works "
                 "without the speed-up.",
-                REEXPORT_FIX,
+                "Add it from the source checkpoint: Models > Add MTP head…, or `qwen-mtp-desktop "
+                "models add-mtp DIR --from Qwen/Qwen3.5-…` (reads only its mtp.* tensors, no "
+                "export toolkit); or re-export the checkpoint with the export wizard.",
             )
         )
     if like is False:

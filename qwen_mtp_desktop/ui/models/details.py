@@ -166,6 +166,11 @@ class ModelDetails(QStackedWidget):
         self.validate_button.setToolTip(
             "Check that MTP decoding gives the same answers as plain decoding, and measure it"
         )
+        self.add_head_button = QPushButton("Add MTP head…")
+        self.add_head_button.setToolTip(
+            "Rebuild the missing MTP head from the source checkpoint (reads only its mtp.* "
+            "tensors; no export toolkit)"
+        )
         self.verify_button = QPushButton("Verify integrity")
         self.verify_button.setToolTip("Check every file against the SHA-256 sums of the export")
         self.reveal_button = QPushButton("Show in file manager")
@@ -189,6 +194,7 @@ class ModelDetails(QStackedWidget):
             self.open_button,
             self.default_button,
             self.validate_button,
+            self.add_head_button,
             self.verify_button,
             self.reveal_button,
             self.reexport_button,
@@ -467,6 +473,8 @@ class ModelDetails(QStackedWidget):
         )
         mtp_usable = report is not None and report.mtp_usable
         self.validate_button.setEnabled(mtp_usable)
+        # Offered where the head is missing or damaged and the model itself works.
+        self.add_head_button.setVisible(usable and not mtp_usable)
         self.verify_button.setEnabled(report is not None and not verifying)
         self.reexport_button.setEnabled(report is not None)
         self.deploy_button.setEnabled(usable)
@@ -496,7 +504,10 @@ class ModelDetails(QStackedWidget):
             "openvino_config": "from openvino_config.json",
         }.get(source.origin or "", "")
         self.overview.set("Source", source.model_id or "unknown", origin)
-        self.overview.set("Revision", source.revision or "not recorded")
+        revision = source.revision or "not recorded"
+        # A commit is 40 unbreakable characters: show the usual short form, the rest on hover.
+        short = revision[:12] if len(revision) == 40 and revision.isalnum() else revision
+        self.overview.set("Revision", short, revision if short != revision else "")
         # Short versions ("2026.4.1", not the build string); the full ones in the tooltip.
         short = " · ".join(
             f"{name} {re.split(r'[-+ ]', version, maxsplit=1)[0]}"

@@ -95,6 +95,7 @@ class ModelsPanel(QWidget):
     scan_finished(): a scan and every inspection it started have reported back.
     verify_finished(Path): a checksum check ended (done, cancelled or failed).
     discover_requested(): the user wants the Discover list (Qwen3.5 checkpoints to export).
+    add_head_requested(Path): the user wants the MTP head added to this model.
     """
 
     open_in_chat = Signal(object)
@@ -106,6 +107,7 @@ class ModelsPanel(QWidget):
     scan_finished = Signal()
     verify_finished = Signal(object)
     discover_requested = Signal()
+    add_head_requested = Signal(object)
     # From the verify thread to the GUI thread (queued): path, done bytes, total bytes.
     _verify_progress = Signal(object, object, object)
 
@@ -205,6 +207,7 @@ class ModelsPanel(QWidget):
         d.open_button.clicked.connect(self._on_open_clicked)
         d.default_button.clicked.connect(self.set_default_selected)
         d.validate_button.clicked.connect(self._on_validate_clicked)
+        d.add_head_button.clicked.connect(self._on_add_head_clicked)
         d.verify_button.clicked.connect(self.verify_selected)
         d.reveal_button.clicked.connect(self._on_reveal_clicked)
         d.reexport_button.clicked.connect(self._on_reexport_clicked)
@@ -714,6 +717,10 @@ class ModelsPanel(QWidget):
     def _on_open_clicked(self) -> None:
         if self._selected is not None:
             self.open_in_chat.emit(self._selected)
+
+    def _on_add_head_clicked(self) -> None:
+        if self.selected_path is not None:
+            self.add_head_requested.emit(self.selected_path)
 
     def _on_validate_clicked(self) -> None:
         if self._selected is not None:
