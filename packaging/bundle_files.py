@@ -107,6 +107,31 @@ EXCLUDED_MODULES = (
     "numpy.f2py",
 )
 
+#: What `models download` and `models add-mtp` need in the installed app, all imported inside
+#: functions: the app's own hub client (httpx), OpenVINO's graph API that builds the MTP head
+#: (`openvino.opset13`, `openvino.op.util`), and the MTP == plain check, which the bundle starts
+#: by name (`-m qwen_mtp_desktop.core.export.child`, dispatched by entry.py). The spec lists them
+#: as hidden imports so a change to how they are imported cannot drop them silently;
+#: tests/unit/test_packaging.py imports them, and everything these modules import, with the
+#: excluded modules blocked.
+MODEL_SOURCE_MODULES = (
+    "httpx",
+    "openvino.opset13",
+    "openvino.op.util",
+    "qwen_mtp_desktop.commands.model_sources",
+    "qwen_mtp_desktop.core.export.hub_client",
+    "qwen_mtp_desktop.core.export.ir_download",
+    "qwen_mtp_desktop.core.export.tensor_source",
+    "qwen_mtp_desktop.core.export.mtp_graft",
+    "qwen_mtp_desktop.core.export.child",
+)
+
+#: Modules the bundle must not be able to import (checked with the bundle's `--probe-imports`
+#: by packaging/build.py and tests/integration/test_bundle.py): the export toolkit, which is
+#: several GB and which `models download` / `models add-mtp` exist to do without.
+MUST_NOT_IMPORT = ("torch", "transformers", "optimum")
+PROBE_IMPORTS = "--probe-imports"  # = entry.PROBE_IMPORTS (entry.py imports nothing from here)
+
 #: PySide6 modules the app does not use (it uses QtCore, QtGui, QtWidgets and QtNetwork's local
 #: sockets for the single-instance check), in case the analysis reaches one through an
 #: optional import. tests/unit/test_packaging.py imports the app with all of them blocked.
@@ -259,20 +284,33 @@ def dropped_binary(dest_name: str) -> bool:
     return False
 
 
+def is_extension_module(name: str) -> bool:
+    """A Python extension module's file name on Linux: `NAME.cpython-311-x86_64-linux-gnu.so`
+    or `NAME.abi3.so` (a plain shared library is `libNAME.so.N`)."""
+    return bool(re.search(r"\.(cpython-[\w-]+|abi3)\.so$", name))
+
+
 def unreachable_libraries(
     entries: list[tuple[str, str]], imports: Callable[[str], list[str]]
 ) -> set[str]:
     """Dependency-only libraries that no kept binary needs any more once the dropped plugins
     are gone: system libraries at the bundle's top level and Qt's own libraries
     (PySide6/Qt/lib) that only a dropped plugin pulled in. `entries` are (bundle path, source
-    path); `imports(source)` lists the libraries a binary links against. Linux only
+    path); `imports(source)` lists the libraries a binary links against. Python extension
+    modules at the top level (`_cffi_backend.cpython-311-x86_64-linux-gnu.so`) are never
+    dependency-only: Python imports them by name, no binary links against them (dropping
+    `_cffi_backend` broke cryptography, hence secretstorage and the keychain). Linux only
     (elsewhere the top level holds the Python runtime's DLLs).
     """
     source_of = {dest.replace("\\", "/"): source for dest, source in entries}
     by_name: dict[str, list[str]] = {}
     for dest, source in source_of.items():
         by_name.setdefault(dest.split("/")[-1], []).append(source)
-    prunable = {dest for dest in source_of if "/" not in dest or dest.startswith(QT_LIB_DIR + "/")}
+    prunable = {
+        dest
+        for dest in source_of
+        if ("/" not in dest and not is_extension_module(dest)) or dest.startswith(QT_LIB_DIR + "/")
+    }
     # The bootloader loads libpython itself; everything else is reached from the roots.
     stack = [
         source

@@ -1,9 +1,11 @@
 """Build the PyInstaller bundle once (~1 min on 2 cores) and check it like a user would:
-its own --self-test, --version, the window (offscreen screenshot), the files it must carry, and
-the Linux tarball with its install script."""
+its own --self-test, --version, the window (offscreen screenshot), the files it must carry, a
+real model from a hub (`models download` + `models add-mtp` against a hub-compatible server on
+loopback) with no export toolkit inside, and the Linux tarball with its install script."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,6 +25,10 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("PyInstaller", reason="the `package` extra is not installed")
 
 APP_ID = "qwen-mtp-desktop"
+HEADLESS = "test-org/demo-headless-ov"
+CHECKPOINT = "test-org/demo-checkpoint"
+#: What makes the demo export one with an MTP head (its export record lists the head).
+HEAD_FILES = ("openvino_mtp_model.xml", "openvino_mtp_model.bin", "qwen_mtp_export.json")
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +68,116 @@ def _executable(root: Path) -> Path:
     return root / "dist" / APP_ID / name
 
 
+def _hub_env(home: Path, url: str) -> dict[str, str]:
+    """The bundle against the test hub: online (tests/conftest.py sets HF_HUB_OFFLINE=1), no
+    token of the machine's, no proxy in the way of a loopback server."""
+    env = _env(home)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE"):
+        env.pop(name, None)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env.pop(name, None)
+        env.pop(name.lower(), None)
+    return {**env, "HF_ENDPOINT": url, "HF_HUB_OFFLINE": "0", "HF_HOME": str(home / "hf-home")}
+
+
+def _run(exe: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+
+
+def _importable(exe: Path, names: list[str], home: Path) -> dict[str, bool]:
+    """What the bundle itself can import (entry.py's probe: pure-Python modules live in the
+    bundle's archive, so a look at its folder would not show them)."""
+    probe = _run(exe, bundle_files().PROBE_IMPORTS, *names, env=_env(home))
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    found: dict[str, bool] = json.loads(probe.stdout)
+    assert sorted(found) == sorted(names)
+    return found
+
+
 def test_build_runs_the_bundles_self_test(build: tuple[Path, str]) -> None:
     _root, output = build
     passed = [line for line in output.splitlines() if line.startswith("self-test passed: ")]
     assert len(passed) == 1, output
     assert f"bundle {__version__}" in passed[0]
+    # Its second step: a model from the dev hub server, and no export toolkit in the bundle.
+    hub = [line for line in output.splitlines() if line.startswith("hub self-test passed: ")]
+    assert len(hub) == 1, output
+    assert f"models download {HEADLESS}" in hub[0] and f"--from {CHECKPOINT}" in hub[0]
+    assert "MTP == plain; torch, transformers, optimum not importable" in hub[0]
     assert "package: " in output and " MiB" in output
+
+
+def test_bundle_downloads_a_model_and_adds_its_head(
+    build: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A real model in the installed app: the bundle downloads a ready export that has no MTP
+    head, then adds the head from the source checkpoint (sharded, BF16, read by range
+    requests), against a hub-compatible server on loopback. The server runs in this process
+    (devtools is not in the bundle); the bundle is the client."""
+    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.devtools.hub_server import HubServer
+    from tests.checkpoint_files import sharded_checkpoint
+
+    root, _output = build
+    exe = _executable(root)
+    repos = tmp_path / "hub"
+    shutil.copytree(demo_model_dir(), repos / HEADLESS)
+    for name in HEAD_FILES:
+        (repos / HEADLESS / name).unlink()
+    sharded_checkpoint(repos / CHECKPOINT, shards=3, bf16=True)
+    home = tmp_path / "home"
+    library = home / "data" / "models"
+
+    with HubServer(repos) as hub:
+        env = _hub_env(home, hub.url)
+        done = _run(exe, "models", "download", HEADLESS, "--json", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        downloaded = json.loads(done.stdout)
+        model = Path(downloaded["model_dir"])
+        assert model == library / "demo-headless-ov"
+        assert downloaded["mtp"] is False and downloaded["missing_parts"] == []
+        assert downloaded["commit"] == hub.repo_sha(HEADLESS)
+        for source in (repos / HEADLESS).iterdir():
+            assert (model / source.name).read_bytes() == source.read_bytes(), source.name
+        # Only the placed model: no staging folder left beside it.
+        assert [p.name for p in library.iterdir()] == ["demo-headless-ov"]
+
+        hub.clear_requests()
+        added = _run(exe, "models", "add-mtp", str(model), "--from", CHECKPOINT, "--json", env=env)
+        assert added.returncode == 0, added.stdout + added.stderr
+        graft = json.loads(added.stdout)
+        assert graft["check"]["equal"] is True, graft["check"]
+        assert graft["commit"] == hub.repo_sha(CHECKPOINT)
+        shards = [r for r in hub.requests if r.path.endswith(".safetensors")]
+        assert shards and all(r.range for r in shards)  # only the head's bytes were read
+
+    inspected = _run(exe, "models", "inspect", str(model), "--json", env=_env(home))
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    assert json.loads(inspected.stdout)["mtp_usable"] is True
+    listed = _run(exe, "models", "list", "--json", env=_env(home))
+    assert listed.returncode == 0, listed.stderr
+    assert [m["mtp"] for m in json.loads(listed.stdout)["models"] if Path(m["path"]) == model] == [
+        True
+    ]
+
+    toolkit = list(bundle_files().MUST_NOT_IMPORT)
+    assert toolkit == ["torch", "transformers", "optimum"]
+    assert _importable(exe, toolkit, home) == dict.fromkeys(toolkit, False)
+
+
+def test_bundle_imports_what_it_loads_by_name(build: tuple[Path, str], tmp_path: Path) -> None:
+    """The modules the spec lists for `models download` / `models add-mtp` import inside the
+    bundle (so the probe that finds torch absent can also find a module present), and on Linux
+    so does secretstorage, keyring's way to the system keychain (the hub token, remote API
+    keys), which needs the `_cffi_backend` extension module at the bundle's top level."""
+    root, _output = build
+    names = list(bundle_files().MODEL_SOURCE_MODULES)
+    if sys.platform.startswith("linux"):
+        names.append("secretstorage")
+    found = _importable(_executable(root), names, tmp_path)
+    assert found == dict.fromkeys(names, True)
 
 
 def test_bundle_self_test_and_version(build: tuple[Path, str], tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ app needs but the spec leaves out fails here, not on a user's machine.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.bundle_requirements import (
+    PACKAGING,
     REQUIRED_DEVICES,
     SPEC,
     bundle_files,
@@ -63,6 +65,7 @@ def test_spec_builds_from_the_checked_lists() -> None:
         "tokenizers_binaries()",
         "METADATA_PACKAGES",
         "EXCLUDED_MODULES",
+        "MODEL_SOURCE_MODULES",
         "dropped_binary(",
         "dropped_data(",
         "BUILD_INFO_FILE",
@@ -138,23 +141,34 @@ def test_runtime_metadata_is_shipped() -> None:
     assert not missing, f"the bundle lacks the metadata of {sorted(missing)}"
 
 
+#: Python code that makes every module the spec excludes unimportable (argv[1]: their names as
+#: JSON), as they are in the bundle.
+BLOCK_EXCLUDED = textwrap.dedent(
+    """
+    import importlib, importlib.abc, json, pkgutil, sys
+    excluded = json.loads(sys.argv[1])
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if any(name == ex or name.startswith(ex + ".") for ex in excluded):
+                raise ModuleNotFoundError(f"excluded from the bundle: {name}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    """
+)
+
+
+def _excluded() -> list[str]:
+    return list(bundle_files().EXCLUDED_MODULES) + list(bundle_files().QT_EXCLUDES)
+
+
 def test_app_imports_without_the_excluded_modules() -> None:
     """With every module the spec excludes made unimportable, the app's modules and the runtime
     still import (a module the app needs but the spec excludes would only fail in the bundle;
     optional imports such as openvino's model converter may fail quietly)."""
-    excluded = list(bundle_files().EXCLUDED_MODULES) + list(bundle_files().QT_EXCLUDES)
-    code = textwrap.dedent(
+    code = BLOCK_EXCLUDED + textwrap.dedent(
         """
-        import importlib, importlib.abc, json, pkgutil, sys
-        excluded = json.loads(sys.argv[1])
-
-        class Block(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if any(name == ex or name.startswith(ex + ".") for ex in excluded):
-                    raise ModuleNotFoundError(f"excluded from the bundle: {name}", name=name)
-                return None
-
-        sys.meta_path.insert(0, Block())
         from qwen_mtp_desktop.core.privacy import block_telemetry
         block_telemetry()
         import openvino, openvino_genai, openvino_tokenizers
@@ -168,13 +182,67 @@ def test_app_imports_without_the_excluded_modules() -> None:
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(excluded)],
+        [sys.executable, "-c", code, json.dumps(_excluded())],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "ok"
+
+
+def _imports_of(module: str) -> set[str]:
+    """Every absolute import in a module's source, inside functions too (where the app imports
+    what only one command needs, so importing the module alone does not run them)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names - {"__future__"}
+
+
+def test_model_source_commands_import_without_the_excluded_modules() -> None:
+    """`models download` and `models add-mtp` in the installed app: the modules the spec lists
+    for them, and everything those modules import (at any depth inside their functions, read
+    from their source), import with the excluded modules blocked, so neither command reaches for
+    the export toolkit or huggingface_hub in the bundle."""
+    listed = bundle_files().MODEL_SOURCE_MODULES
+    needed = set(listed)
+    for module in listed:
+        if module.startswith("qwen_mtp_desktop."):
+            needed |= _imports_of(module)
+    assert {"httpx", "openvino.opset13", "openvino.op.util", "numpy", "psutil"} <= needed
+    code = BLOCK_EXCLUDED + textwrap.dedent(
+        """
+        from qwen_mtp_desktop.core.privacy import block_telemetry
+        block_telemetry()
+        for name in json.loads(sys.argv[2]):
+            importlib.import_module(name)
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(_excluded()), json.dumps(sorted(needed))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "ok"
+
+
+def test_import_probe_flag_is_the_entry_points() -> None:
+    """build.py and the bundle test call the frozen entry point's probe by the flag that
+    bundle_files names; entry.py cannot import bundle_files (it is not in the bundle)."""
+    spec = importlib.util.spec_from_file_location("qwen_mtp_entry", PACKAGING / "entry.py")
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    assert entry.PROBE_IMPORTS == bundle_files().PROBE_IMPORTS
 
 
 def test_dropped_binary_rules() -> None:
@@ -210,9 +278,21 @@ def test_unreachable_libraries_follows_links_from_kept_binaries() -> None:
         ("libcairo.so.2", "/s/libcairo.so.2"),
         ("libpixman-1.so.0", "/s/libpixman-1.so.0"),
         ("libpython3.11.so.1.0", "/s/libpython3.11.so.1.0"),
+        # Python imports extension modules by name; nothing links against them.
+        ("_cffi_backend.cpython-311-x86_64-linux-gnu.so", "/s/_cffi_backend.so"),
+        ("libffi.so.8", "/s/libffi.so.8"),
     ]
+    links["/s/_cffi_backend.so"] = ["libffi.so.8"]
     unreachable = bundle_files().unreachable_libraries(entries, lambda s: links.get(s, []))
     assert unreachable == {"libcairo.so.2", "libpixman-1.so.0", "PySide6/Qt/lib/libQt6Network.so.6"}
+
+
+def test_extension_modules_are_told_from_libraries() -> None:
+    files = bundle_files()
+    assert files.is_extension_module("_cffi_backend.cpython-311-x86_64-linux-gnu.so")
+    assert files.is_extension_module("PySide6/QtGui.abi3.so")
+    assert not files.is_extension_module("libffi.so.8")
+    assert not files.is_extension_module("libpython3.11.so.1.0")
 
 
 def test_build_outputs_are_ignored_by_git() -> None:
