@@ -45,6 +45,7 @@ from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
+    from qwen_mtp_desktop.core.export.ir_download import PendingDownload
     from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
@@ -165,6 +166,10 @@ class MainWindow(QMainWindow):
         )
         self.download_action.triggered.connect(lambda: self.show_download())
         tools_menu.addAction(self.download_action)
+        # Shown when an interrupted download is found at start (_offer_resume).
+        self.resume_action = QAction("Resume download…", self)
+        self.resume_action.setVisible(False)
+        tools_menu.addAction(self.resume_action)
         self.server_action = QAction("Local &API server…", self)
         self.server_action.setToolTip("Let other apps use the loaded model (OpenAI-compatible)")
         self.server_action.triggered.connect(self.show_server_dialog)
@@ -499,6 +504,28 @@ class MainWindow(QMainWindow):
         self._download_dialog = dialog
         return dialog
 
+    def _look_for_interrupted_downloads(self) -> None:
+        from qwen_mtp_desktop.core.export.ir_download import pending_downloads
+
+        models_dir = self._paths.models_dir
+        self.io_runner.submit(lambda: pending_downloads(models_dir), self._offer_resume)
+
+    def _offer_resume(self, pending: list[PendingDownload]) -> None:
+        """A download the app was closed (or killed) during: offer it in Tools and say so."""
+        if not pending:
+            return
+        first = pending[0]
+        share = f"{first.done_bytes / max(first.total_bytes, 1):.0%}"
+        self.resume_action.setText(f"Resume download of {first.repo_id} ({share})…")
+        self.resume_action.setVisible(True)
+        self.resume_action.triggered.connect(lambda: self.show_download(first.repo_id))
+        more = f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""
+        self.statusBar().showMessage(
+            f"The download of {first.repo_id} was interrupted at {share}{more}: Tools > "
+            "Resume download continues where it stopped.",
+            30_000,
+        )
+
     def show_add_head(self, model_dir: Path) -> AddHeadDialog:
         """Models > Add MTP head…: rebuild a model's missing head from its checkpoint."""
         from qwen_mtp_desktop.ui.models.add_head_dialog import AddHeadDialog
@@ -583,6 +610,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._shown_once:  # the real frame is known now: keep it on the screen
             self._shown_once = True
+            self._look_for_interrupted_downloads()
             if self.geometry() == self._placed:  # not resized by a caller since
                 QTimer.singleShot(0, lambda: refit_if_outside(self))
 
