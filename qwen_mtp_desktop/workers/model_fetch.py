@@ -44,6 +44,8 @@ class RepoCheck:
     layout: Any  # core.export.ir_download.RepoLayout
     destination: Path
     destination_exists: bool
+    #: Where the hub token came from ("HF_TOKEN", "keychain", "token file") or None.
+    token_source: str | None
     #: An interrupted download of this repo into `destination`, if one is on disk.
     pending: Any  # core.export.ir_download.PendingDownload | None
     free_bytes: int | None
@@ -91,7 +93,7 @@ class _Fetcher(QObject):
 
     @Slot(int, str, object)
     def describe(self, rid: int, repo_id: str, destination: Path) -> None:
-        from qwen_mtp_desktop.core.export.hub import hub_token
+        from qwen_mtp_desktop.core.export.hub import hub_token, hub_token_source
         from qwen_mtp_desktop.core.export.ir_download import describe_repo, pending_downloads
         from qwen_mtp_desktop.core.model_folders.memory import available_memory
 
@@ -111,6 +113,7 @@ class _Fetcher(QObject):
                 layout,
                 destination,
                 destination.exists(),
+                hub_token_source(),
                 pending[0] if pending else None,
                 _free_bytes(destination.parent),
                 available_memory()[0],
@@ -174,6 +177,12 @@ class _Fetcher(QObject):
                                         graft))  # fmt: skip
 
     @Slot(int, object)
+    def store_token(self, rid: int, token: object) -> None:
+        from qwen_mtp_desktop.core.export.hub import store_hub_token
+
+        self.stage.emit(rid, f"token stored: {store_hub_token(str(token or ''))}")
+
+    @Slot(int, object)
     def discard(self, rid: int, destination: Path) -> None:
         from qwen_mtp_desktop.core.export.ir_download import discard_download
 
@@ -235,7 +244,8 @@ class ModelFetch(QObject):
     Signals (on the GUI thread):
     described(int, object): a RepoCheck, after `describe()`.
     progress(int, object, object, float): bytes done, bytes in all, bytes per second this run.
-    stage(int, str): "downloading", "adding the MTP head", "discarded" (after `discard()`).
+    stage(int, str): "downloading", "adding the MTP head", "discarded" (after `discard()`),
+        "token stored: WHERE" (after `store_token()`).
     finished(int, object): a FetchOutcome.
     failed(int, str, str, str): message, fix, code.
     paused(int): the download stopped on request; its partial files are kept.
@@ -251,6 +261,7 @@ class ModelFetch(QObject):
     _fetch = Signal(int, object)
     _add_head = Signal(int, object, str)
     _discard = Signal(int, object)
+    _store_token = Signal(int, object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -263,6 +274,7 @@ class ModelFetch(QObject):
         self._fetch.connect(self._worker.fetch)
         self._add_head.connect(self._worker.add_head)
         self._discard.connect(self._worker.discard)
+        self._store_token.connect(self._worker.store_token)
         self._thread.start()
 
     def describe(self, repo_id: str, destination: Path) -> int:
@@ -284,6 +296,13 @@ class ModelFetch(QObject):
         """Delete an interrupted download's files (after it stopped)."""
         rid = self._ids.next()
         self._discard.emit(rid, destination)
+        return rid
+
+    def store_token(self, token: str | None) -> int:
+        """Keep the hub token in the system keychain ("" or None: forget it); the keychain
+        may be slow or ask to be unlocked, so not on the GUI thread."""
+        rid = self._ids.next()
+        self._store_token.emit(rid, token)
         return rid
 
     def stop(self, rid: int | None = None) -> None:

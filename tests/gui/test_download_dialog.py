@@ -145,8 +145,13 @@ def test_pause_resume_and_cancel(
     assert staging.is_dir()
     _shot(dialog, screenshot_dir, "download-paused-1024x700.png")
 
-    # Closed and opened again (as after a restart): it knows the interrupted download.
+    # Closed, and the window looking again (as it does at start): it offers the resume.
     dialog.close()
+    qtbot.waitUntil(lambda: dialog.state == "paused", timeout=5_000)
+    window._look_for_interrupted_downloads()
+    qtbot.waitUntil(window.resume_action.isVisible, timeout=10_000)
+    assert WITH_HEAD in window.resume_action.text()
+    assert "was interrupted" in window.statusBar().currentMessage()
     again = window.show_download(WITH_HEAD)
     _checked(qtbot, again)
     assert "already here: Download resumes it" in again.details_text()
@@ -172,6 +177,36 @@ def test_pause_resume_and_cancel(
     qtbot.waitUntil(lambda: "cancelled" in third.status.text(), timeout=30_000)
     assert not staging.exists()
     assert not (app_paths().models_dir / "demo-with-head-ov").exists()
+
+
+def test_a_gated_model_opens_with_a_token(
+    qtbot: QtBot, hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gated repo says what to do; the token given in the dialog is kept (in memory here:
+    the tests have no keychain, and the dialog says so) and the check then passes."""
+    from PySide6.QtWidgets import QInputDialog
+
+    hub.set_access(WITH_HEAD, gated=True, tokens=["hf_test_token_123"])
+    window = _window(qtbot, 1024, 700)
+    dialog = window.show_download(WITH_HEAD)
+    _checked(qtbot, dialog)
+    assert dialog.state == "checked"  # a gated repo's file list is public; its files are not
+    with qtbot.waitSignal(window.threads.fetch.failed, timeout=60_000):
+        qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    assert "gated or private" in dialog.status.text() and "Hub token" in dialog.status.text()
+    monkeypatch.setattr(QInputDialog, "getText", lambda *_a, **_k: ("hf_test_token_123", True))
+    qtbot.mouseClick(dialog.token_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.state == "checked", timeout=20_000)
+    assert "with the token you gave" in dialog.source_label.text()
+    assert "hf_test_token_123" not in dialog.source_label.text() + dialog.status.text()
+    with qtbot.waitSignal(dialog.model_ready, timeout=60_000):
+        qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    sent = {r.authorization for r in hub.requests if not r.cdn}
+    assert "Bearer hf_test_token_123" in sent
+    assert not any(r.authorization for r in hub.requests if r.cdn)  # never to the CDN host
+    from qwen_mtp_desktop.core.export.hub import store_hub_token
+
+    store_hub_token(None)
 
 
 def test_what_cannot_be_downloaded(qtbot: QtBot, hub: HubServer) -> None:

@@ -188,3 +188,56 @@ def test_what_is_not_a_ready_model(hub: HubServer, app_home: Path) -> None:
     taken = _cli("models", "download", HEADLESS)
     assert taken.returncode == 1 and "already exists" in taken.stderr
     assert (busy / "notes.txt").read_text() == "mine"
+
+
+def test_two_downloads_of_one_model_and_other_refusals(
+    hub: HubServer, app_home: Path, tmp_path: Path
+) -> None:
+    """A second download of the same model while one runs is refused (the first goes on);
+    offline mode and an unusable models folder are refused with the fix, nothing written."""
+    import time
+
+    hub.fault("openvino_language_model.bin", "slow", bytes_per_second=200_000, times=None)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "qwen_mtp_desktop", "models", "download", HEADLESS, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(r.cdn for r in hub.requests):
+        time.sleep(0.05)
+    second = _cli("models", "download", HEADLESS)
+    assert second.returncode == 1
+    assert "already being downloaded" in second.stderr
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    _same_files(Path(json.loads(out)["model_dir"]), hub.root / HEADLESS)
+
+    offline = subprocess.run(
+        [sys.executable, "-m", "qwen_mtp_desktop", "models", "download", HEADLESS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    assert offline.returncode == 1 and "Offline mode is on" in offline.stderr
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the models folder should be")
+    refused = _cli("models", "download", HEADLESS, "--to", str(blocked / "model"))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "models folder" in refused.stderr
+    assert blocked.read_text() == "a file where the models folder should be"
+
+
+def test_a_hostile_file_list_writes_nothing_outside_the_model(
+    hub: HubServer, app_home: Path, tmp_path: Path
+) -> None:
+    """Names a hub answer may carry ('..', absolute paths) are never fetched or written."""
+    from qwen_mtp_desktop.core.export.hub_client import safe_repo_path
+
+    for name in ("../x.json", "/etc/passwd", "a/../../b.json", "C:\\x.json", "a//b.json", ""):
+        assert not safe_repo_path(name), name
+    for name in ("config.json", "tokenizer/vocab.txt", "openvino_model.bin"):
+        assert safe_repo_path(name), name

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.export.checklist import CheckItem
 from qwen_mtp_desktop.core.export.checkpoint import (
@@ -32,6 +32,9 @@ from qwen_mtp_desktop.core.export.checkpoint import (
     inspect_checkpoint_folder,
     summarize_headers,
 )
+
+if TYPE_CHECKING:
+    from qwen_mtp_desktop.core.remote.keys import KeyStore
 
 #: Files an export never needs; skipping them saves gigabytes on repos that ship other formats.
 IGNORE_PATTERNS = (
@@ -84,20 +87,44 @@ def hub_token() -> str | None:
 
 
 def hub_token_source() -> str | None:
-    """Where the hub token comes from: "HF_TOKEN", "keychain", "token file" or None (the UI
-    shows where, never what)."""
+    """Where the hub token comes from: "HF_TOKEN", "keychain", "memory" (given in this run,
+    no keychain), "token file" or None (the UI shows where, never what)."""
     return _hub_token()[1]
+
+
+_hub_keys: KeyStore | None = None
+
+
+def _hub_key_store() -> KeyStore:
+    """One store for the process: without a keychain it keeps the token in memory, which
+    must outlive a single call."""
+    global _hub_keys
+    if _hub_keys is None:
+        from qwen_mtp_desktop.core.remote.keys import HUB_SERVICE, KeyStore
+
+        _hub_keys = KeyStore(service=HUB_SERVICE)
+    return _hub_keys
+
+
+def store_hub_token(token: str | None) -> str:
+    """Keep `token` in the system keychain (None or "": forget it); where it is kept, in
+    words (without a keychain it lasts until the app closes)."""
+    store = _hub_key_store()
+    if token and token.strip():
+        store.set(HUB_TOKEN_KEY, token.strip())
+    else:
+        store.delete(HUB_TOKEN_KEY)
+    return store.where
 
 
 def _hub_token() -> tuple[str | None, str | None]:
     token = os.environ.get("HF_TOKEN", "").strip()
     if token:
         return token, "HF_TOKEN"
-    from qwen_mtp_desktop.core.remote.keys import HUB_SERVICE, KeyStore
-
-    stored = KeyStore(service=HUB_SERVICE).get(HUB_TOKEN_KEY)
+    store = _hub_key_store()
+    stored = store.get(HUB_TOKEN_KEY)
     if stored:
-        return stored.strip(), "keychain"
+        return stored.strip(), "keychain" if store.keychain else "memory"
     path = Path(os.environ.get("HF_TOKEN_PATH", "") or hf_home() / "token")
     try:
         with path.open("rb") as handle:
@@ -107,6 +134,23 @@ def _hub_token() -> tuple[str | None, str | None]:
     if raw and raw.isascii() and raw.isprintable() and " " not in raw:
         return raw, "token file"
     return None, None
+
+
+def hub_source_words(token_source: str | None = None, *, known: bool = True) -> str:
+    """Where files come from and as whom, in words (never the token itself). `known` False:
+    the token has not been looked up yet (the keychain is read off the GUI thread)."""
+    endpoint = hub_endpoint()
+    mirror = "" if endpoint == "https://huggingface.co" else " (HF_ENDPOINT)"
+    who = {
+        "HF_TOKEN": "with the token in HF_TOKEN",
+        "keychain": "with your token from the system keychain",
+        "memory": "with the token you gave (no keychain: kept until the app closes)",
+        "token file": "with the token saved by `hf auth login`",
+    }.get(token_source or "", "anonymously (public models only)")
+    line = f"From {endpoint}{mirror}, {who}." if known else f"From {endpoint}{mirror}."
+    if offline():
+        line += " Offline mode is on (HF_HUB_OFFLINE): nothing can be downloaded."
+    return line
 
 
 def offline() -> bool:

@@ -239,8 +239,8 @@ def raise_for_status(response: Any, repo_id: str) -> None:
     if code == "GatedRepo" or status == 403:
         raise HubError(
             f"{repo_id} is gated or private: this account may not read it.",
-            "Accept the model's licence on its hub page and log in (hf auth login), or set "
-            "HF_TOKEN.",
+            "Accept the model's licence on its hub page, then give an access token (Hub "
+            "token… in the download dialog, HF_TOKEN, or `hf auth login`).",
             code="HUB_FORBIDDEN",
         )
     if code == "RepoNotFound" or status == 401:

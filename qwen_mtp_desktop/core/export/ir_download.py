@@ -23,6 +23,7 @@ import contextlib
 import fnmatch
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -230,26 +231,58 @@ def _read_state(folder: Path) -> dict[str, Any] | None:
 
 
 def _lock(staging: Path) -> Path:
-    """Claim the staging folder for this process; DownloadError if another live one has it."""
+    """Claim the staging folder for this process (created exclusively, so two starts at once
+    cannot both win); DownloadError if another live process holds it. A lock whose process
+    is gone (a crash, a kill) is taken over."""
     import psutil
 
     lock = staging / LOCK_FILE
     me = psutil.Process()
-    with contextlib.suppress(OSError, ValueError, UserFacingError):
-        from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
-
-        owner = read_json_object(lock, kind=FileKind(LOCK_FILE, ""))
-        pid, created = owner.get("pid"), owner.get("create_time")
-        if isinstance(pid, int) and pid != me.pid and psutil.pid_exists(pid):
-            other = psutil.Process(pid)
-            if not isinstance(created, int | float) or abs(other.create_time() - created) < 1:
+    mine = json.dumps({"pid": me.pid, "create_time": me.create_time()}).encode()
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            owner = _lock_owner(lock)
+            if owner is not None and owner != me.pid:
                 raise DownloadError(
-                    f"This model is already being downloaded (process {pid}).",
+                    f"This model is already being downloaded (process {owner}).",
                     "Wait for that download to finish, or stop it first.",
                     code="DOWNLOAD_BUSY",
-                )
-    lock.write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
-    return lock
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()  # left by a process that is gone (or by this one)
+            continue
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(mine)
+        return lock
+    raise DownloadError(
+        "Another download of this model keeps starting at the same time.",
+        "Try again in a moment.",
+        code="DOWNLOAD_BUSY",
+    )
+
+
+def _lock_owner(lock: Path) -> int | None:
+    """The live process that holds `lock`, or None (gone, or an unreadable lock)."""
+    import psutil
+
+    from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
+
+    try:
+        owner = read_json_object(lock, kind=FileKind(LOCK_FILE, ""))
+    except (OSError, UserFacingError):
+        return None
+    pid, created = owner.get("pid"), owner.get("create_time")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    try:
+        process = psutil.Process(pid)
+        if isinstance(created, int | float) and abs(process.create_time() - created) >= 1:
+            return None  # the pid was reused by another program
+    except psutil.Error:
+        return None
+    return pid
 
 
 def _verify(path: Path, item: RepoFile) -> bool:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QGridLayout,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QMessageBox,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.export.hub import hub_source_words
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
@@ -44,23 +46,6 @@ def _duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{round(seconds / 60)} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def source_line() -> str:
-    """Where files come from and as whom, in words (never the token itself)."""
-    from qwen_mtp_desktop.core.export.hub import hub_endpoint, hub_token_source, offline
-
-    endpoint = hub_endpoint()
-    mirror = "" if endpoint == "https://huggingface.co" else " (HF_ENDPOINT)"
-    who = {
-        "HF_TOKEN": "with the token in HF_TOKEN",
-        "keychain": "with your token from the system keychain",
-        "token file": "with the token saved by `hf auth login`",
-    }.get(hub_token_source() or "", "anonymously (public models only)")
-    line = f"From {endpoint}{mirror}, {who}."
-    if offline():
-        line += " Offline mode is on (HF_HUB_OFFLINE): nothing can be downloaded."
-    return line
 
 
 class DownloadDialog(QDialog):
@@ -119,8 +104,17 @@ class DownloadDialog(QDialog):
         form.addWidget(self.check_button, 0, 2)
         form.setColumnStretch(1, 1)
         layout.addLayout(form)
-        self.source_label = text_label(source_line(), "muted")
-        layout.addWidget(self.source_label)
+        source_row = QHBoxLayout()
+        self.source_label = text_label(hub_source_words(known=False), "muted")
+        source_row.addWidget(self.source_label, 1)
+        self.token_button = QPushButton("Hub token…")
+        self.token_button.setToolTip(
+            "For gated or private models: a Hugging Face access token, kept in the system "
+            "keychain (HF_TOKEN, when set, comes first)"
+        )
+        self.token_button.clicked.connect(self._ask_token)
+        source_row.addWidget(self.token_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(source_row)
 
         # What the check found, one fact a row ("Contents", "MTP head", ...).
         # One wrapped label a fact: a box layout gives each the height its text needs (in a
@@ -308,6 +302,17 @@ class DownloadDialog(QDialog):
 
     # --- progress --------------------------------------------------------------------------
 
+    def _ask_token(self) -> None:
+        token, ok = QInputDialog.getText(
+            self,
+            "Hugging Face token",
+            "An access token (huggingface.co > Settings > Access Tokens), kept in the system "
+            "keychain. Leave it empty to forget the stored one.",
+            QLineEdit.EchoMode.Password,
+        )
+        if ok:
+            self._requests.add(self._fetch.store_token(token))
+
     def _on_repo_edited(self, _text: str) -> None:
         if self.state in ("checked", "failed", "idle"):
             self.state = "idle"
@@ -319,6 +324,7 @@ class DownloadDialog(QDialog):
         self.check_button.setEnabled(True)
         layout = check.layout
         self.layout_found = layout
+        self.source_label.setText(hub_source_words(check.token_source))
         parts = ", ".join(part for part, there in layout.parts.items() if there) or "no IR parts"
         facts = [
             ("Contents", parts),
@@ -402,7 +408,12 @@ class DownloadDialog(QDialog):
         self.status.setText(text)
 
     def _on_stage(self, stage: str) -> None:
-        if stage == "discarded":
+        if stage.startswith("token stored: "):
+            self.status.setText(stage.removeprefix("token stored: "))
+            if self.repo_edit.text().strip() and self.state not in ("downloading", "grafting"):
+                self.state = "idle"
+                self.check()  # as whom, and whether a gated repo opens now
+        elif stage == "discarded":
             self._discard_after_pause = False
             self._reset_after_stop("The download was cancelled; nothing of it is kept.")
         elif stage == "adding the MTP head":

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.export.hub import hub_source_words
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.discover.download_dialog import source_line
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.model_fetch import FetchOutcome, ModelFetch
@@ -82,7 +82,7 @@ class AddHeadDialog(QDialog):
         self.browse_button.clicked.connect(self._browse)
         row.addWidget(self.browse_button)
         layout.addLayout(row)
-        layout.addWidget(text_label(source_line(), "muted"))
+        layout.addWidget(text_label(hub_source_words(known=False), "muted"))
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)
         self.progress.hide()
