@@ -84,12 +84,31 @@ def test_list_shows_every_size_with_memory_per_precision_for_this_computer(
     assert not dialog.isVisible()
 
 
-def test_less_memory_changes_the_recommendation(qtbot: QtBot, runner: TaskRunner) -> None:
+def test_less_memory_changes_the_recommendation(
+    qtbot: QtBot, runner: TaskRunner, screenshot_dir: Path
+) -> None:
     dialog = make_dialog(qtbot, runner, int(1.2 * GB), 4 * GB)
     table = dialog.table
     assert table.item(row_of(dialog, "Qwen/Qwen3.5-4B"), 8).text() == "too large"
     # The 0.8B export peaks at about 6.6 GB: more than a 4 GB computer has.
     assert table.item(row_of(dialog, "Qwen/Qwen3.5-0.8B"), 8).text() == "INT4, export elsewhere"
+    # Without the export toolkit (an installed bundle), Export says so before it is pressed.
+    bundle = DiscoverDialog(
+        runner,
+        "CPU",
+        memory_probe=lambda: (16 * GB, 32 * GB),
+        export_probe=lambda: "Exporting needs a source install with the export toolkit.",
+    )
+    qtbot.addWidget(bundle)
+    bundle.show()
+    qtbot.waitUntil(lambda: bundle.loaded, timeout=10_000)
+    assert bundle.select("Qwen/Qwen3.5-2B")
+    assert bundle.export_button.text() == "Export as INT8 (needs the toolkit)…"
+    assert "source install" in bundle.detail_text.text()
+    assert bundle.download_button.text() == "Download INT4 ready…"
+    bundle.resize(1024 - 80, 700 - 80)
+    QApplication.processEvents()
+    assert bundle.grab().save(str(screenshot_dir / "discover-bundle-944x620.png"))
     # Where a ready export is listed, downloading it needs no export RAM.
     dialog = make_dialog(qtbot, runner, 6 * GB, 8 * GB)
     assert dialog.table.item(row_of(dialog, "Qwen/Qwen3.5-2B"), 8).text() == "INT8, or INT4 ready"

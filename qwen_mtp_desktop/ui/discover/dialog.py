@@ -65,14 +65,35 @@ class DiscoverResult:
     fits: list[DeviceFit]
     available: int | None
     total: int | None
+    #: Why this app cannot export here (no export toolkit; an installed bundle), or None.
+    export_blocked: str | None = None
 
 
-def compute(device: str, memory_probe: MemoryProbe = available_memory) -> DiscoverResult:
+def export_blocked() -> str | None:
+    """Why exporting cannot run in this app, or None when the toolkit is installed."""
+    import importlib.util
+    import sys
+
+    if getattr(sys, "frozen", False):
+        return (
+            "Exporting needs a source install with the export toolkit; this installed app "
+            "downloads ready models instead."
+        )
+    if any(importlib.util.find_spec(name) is None for name in ("optimum", "torch")):
+        return "Exporting needs the export toolkit (several GB): the Export panel installs it."
+    return None
+
+
+def compute(
+    device: str,
+    memory_probe: MemoryProbe = available_memory,
+    blocked: Callable[[], str | None] = export_blocked,
+) -> DiscoverResult:
     """The list and its fit on this device (worker thread)."""
     catalog = load_catalog()
     available, total = memory_probe()
     fits = [fit_on_device(model, device, available, total) for model in catalog.models]
-    return DiscoverResult(catalog, fits, available, total)
+    return DiscoverResult(catalog, fits, available, total, blocked())
 
 
 def _parameters(fit: DeviceFit) -> str:
@@ -104,9 +125,11 @@ class DiscoverDialog(QDialog):
         parent: QWidget | None = None,
         *,
         memory_probe: MemoryProbe = available_memory,
+        export_probe: Callable[[], str | None] = export_blocked,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Discover Qwen3.5 models")
+        self._export_blocked = export_probe
         self.setObjectName("discoverDialog")
         self.setMinimumSize(640, 420)
         self.setSizeGripEnabled(True)  # sized to its content on opening, resizable after
@@ -185,8 +208,10 @@ class DiscoverDialog(QDialog):
         return self.found is not None or self.error is not None
 
     def reload(self) -> None:
-        device, probe = self._device, self._memory_probe
-        self._runner.submit(lambda: compute(device, probe), self._on_computed, self._on_failed)
+        device, probe, blocked = self._device, self._memory_probe, self._export_blocked
+        self._runner.submit(
+            lambda: compute(device, probe, blocked), self._on_computed, self._on_failed
+        )
 
     def selected_fit(self) -> DeviceFit | None:
         rows = self.table.selectionModel().selectedRows()
@@ -332,12 +357,17 @@ class DiscoverDialog(QDialog):
                 "so the KV cache is not included (the Models panel shows the full figure after "
                 "the export)."
             )
-        self.detail_text.setText("\n".join(lines))
         fmt = fit.recommended
         self.export_button.setEnabled(fmt is not None)
         self.export_button.setText(
             f"Export as {fmt.upper()}…" if fmt is not None else "Too large for this computer"
         )
+        blocked = self.found.export_blocked if self.found is not None else None
+        if blocked and fmt is not None:
+            # Said before the wizard opens: it would only say the same after a click.
+            self.export_button.setText(f"Export as {fmt.upper()} (needs the toolkit)…")
+            lines.append(blocked)
+        self.export_button.setToolTip(blocked or "")
         ready = self._ready_export(fit)
         self.download_button.setEnabled(ready is not None)
         self.download_button.setText(
@@ -345,7 +375,7 @@ class DiscoverDialog(QDialog):
         )
         if ready is not None:
             lines.append(f"Ready export: {ready.repo_id} ({ready.publisher}).")
-            self.detail_text.setText("\n".join(lines))
+        self.detail_text.setText("\n".join(lines))
 
     @staticmethod
     def _ready_export(fit: DeviceFit) -> ReadyExport | None:
