@@ -315,3 +315,20 @@ def test_not_a_model_folder(tmp_path: Path) -> None:
         graft(tmp_path, FolderSource(demo_checkpoint_dir()))
     assert error.value.code == "GRAFT_NOT_A_MODEL"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_grafts_leftovers_are_removed(headless: Path) -> None:
+    """A graft killed while writing leaves `.mtp-graft-*` in the model folder; the next graft
+    removes those old enough to be dead (a graft takes seconds) and keeps a fresh one."""
+    import os
+    import time
+
+    old = headless / ".mtp-graft-old"
+    old.mkdir()
+    (old / "openvino_mtp_model.bin").write_bytes(b"half")
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    fresh = headless / ".mtp-graft-fresh"
+    fresh.mkdir()
+    graft(headless, FolderSource(demo_checkpoint_dir()))
+    assert not old.exists() and fresh.exists()

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.export.tensor_source import (
-    SourceError,
     TensorSource,
     locate,
     read_tensors,
@@ -518,6 +517,7 @@ def graft(
             code="GRAFT_EXISTS",
         )
     trunk, precision = trunk_shape(model_dir)
+    _remove_stale_grafts(model_dir)  # a killed graft's half-written files
     fmt = auto_format(precision) if weight_format == "auto" else weight_format
     notify = progress or (lambda _stage, _done, _total: None)
 
@@ -695,10 +695,23 @@ def _update_manifest(model_dir: Path, record: dict[str, Any]) -> None:
         atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
-def stale_grafts(model_dir: Path) -> list[Path]:
-    """Staging folders a killed graft left behind (removed at the next graft or start)."""
-    return sorted(p for p in Path(model_dir).glob(".mtp-graft-*") if p.is_dir())
+#: A staging folder this old was left by a graft that was killed (a graft takes seconds).
+STALE_AFTER_S = 600
 
 
-def source_error(exc: SourceError) -> GraftError:
-    return GraftError(exc.message, exc.fix, code=exc.code)
+def stale_grafts(model_dir: Path, older_than: float = 0.0) -> list[Path]:
+    """Staging folders grafts left behind in `model_dir` (older than `older_than` seconds)."""
+    now = time.time()
+    found = []
+    for folder in Path(model_dir).glob(".mtp-graft-*"):
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and now - folder.stat().st_mtime >= older_than:
+                found.append(folder)
+    return sorted(found)
+
+
+def _remove_stale_grafts(model_dir: Path) -> None:
+    import shutil
+
+    for folder in stale_grafts(model_dir, STALE_AFTER_S):
+        shutil.rmtree(folder, ignore_errors=True)
