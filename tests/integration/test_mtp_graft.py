@@ -332,3 +332,47 @@ def test_a_killed_grafts_leftovers_are_removed(headless: Path) -> None:
     fresh.mkdir()
     graft(headless, FolderSource(demo_checkpoint_dir()))
     assert not old.exists() and fresh.exists()
+
+
+def test_openvino_genai_drafts_with_the_grafted_head(headless: Path) -> None:
+    """The graft is in the layout openvino-genai loads too: its MTP pipeline (continuous
+    batching, draft_model mtp_mode) drafts with it and gives plain decoding's text."""
+    import openvino_genai as og
+
+    graft(headless, FolderSource(demo_checkpoint_dir()))
+    folder = str(headless)
+    scheduler = og.SchedulerConfig()
+    scheduler.enable_prefix_caching = False  # MTP refuses it in 2026.4 (RUNTIME-NOTES)
+    prompt = og.Tokenizer(folder).apply_chat_template(
+        [{"role": "user", "content": "Count from 1 to 30."}], add_generation_prompt=True
+    )
+    steps: list[int] = []
+
+    class Steps(og.StreamerBase):  # type: ignore[misc]
+        def write(self, token: object) -> og.StreamingStatus:
+            steps.append(len(token) if isinstance(token, list) else 1)
+            return og.StreamingStatus.RUNNING
+
+        def end(self) -> None:
+            pass
+
+    def answer(pipe: og.VLMPipeline, drafts: int, streamer: object = None) -> str:
+        config = og.GenerationConfig()
+        config.max_new_tokens = 48
+        config.apply_chat_template = False
+        if drafts:
+            config.num_assistant_tokens = drafts
+        extra = {"streamer": streamer} if streamer is not None else {}
+        return str(pipe.generate(prompt, generation_config=config, **extra).texts[0])
+
+    exact = {"INFERENCE_PRECISION_HINT": "f32"}
+    plain = answer(og.VLMPipeline(folder, "CPU", scheduler_config=scheduler, **exact), 0)
+    drafted = og.VLMPipeline(
+        folder,
+        "CPU",
+        draft_model=og.draft_model(folder, "CPU", mtp_mode=True),
+        scheduler_config=scheduler,
+        **exact,
+    )
+    assert answer(drafted, 2, Steps()) == plain
+    assert max(steps) > 1  # drafts were accepted
