@@ -50,6 +50,8 @@ class RepoCheck:
     pending: Any  # core.export.ir_download.PendingDownload | None
     free_bytes: int | None
     available_memory: int | None
+    #: One chat's memory for this model (core.model_folders.report.MemoryEstimate), or None.
+    memory: Any
 
 
 def _free_bytes(folder: Path) -> int | None:
@@ -94,7 +96,11 @@ class _Fetcher(QObject):
     @Slot(int, str, object)
     def describe(self, rid: int, repo_id: str, destination: Path) -> None:
         from qwen_mtp_desktop.core.export.hub import hub_token, hub_token_source
-        from qwen_mtp_desktop.core.export.ir_download import describe_repo, pending_downloads
+        from qwen_mtp_desktop.core.export.ir_download import (
+            describe_repo,
+            memory_estimate,
+            pending_downloads,
+        )
         from qwen_mtp_desktop.core.model_folders.memory import available_memory
 
         try:
@@ -102,6 +108,7 @@ class _Fetcher(QObject):
         except UserFacingError as exc:
             self.failed.emit(rid, exc.message, exc.fix, exc.code)
             return
+        available = available_memory()[0]
         pending = [
             p
             for p in pending_downloads(destination.parent)
@@ -116,7 +123,8 @@ class _Fetcher(QObject):
                 hub_token_source(),
                 pending[0] if pending else None,
                 _free_bytes(destination.parent),
-                available_memory()[0],
+                available,
+                memory_estimate(layout, available),
             ),
         )
 

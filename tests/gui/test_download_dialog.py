@@ -101,6 +101,8 @@ def test_from_discover_to_a_chat_with_the_mtp_head(
     assert dialog.state == "checked", dialog.status.text()
     details = dialog.details_text()
     assert "MTP head: not included" in details and "Contents: language model" in details
+    # The estimate the Models panel makes, from the repo's config.json (read before download).
+    assert "for one chat of 4,096 tokens (weights, KV cache, linear-attention state)" in details
     assert dialog.head_row.isVisible() and dialog.head_box.isChecked()
     assert hub.url in dialog.source_label.text() and "anonymously" in dialog.source_label.text()
     assert layout_problems(dialog, dialog) == []

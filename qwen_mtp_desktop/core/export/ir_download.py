@@ -73,6 +73,13 @@ class RepoLayout:
     parts: dict[str, bool] = field(default_factory=dict)
     #: "INT4", "INT8", "FP16"... from the repo's name or its openvino_config; None: unknown.
     weight_format: str | None = None
+    #: The repo's config.json when it was read (for the memory estimate), else None.
+    config: dict[str, Any] | None = None
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the IR weights (the .bin files): what loading the model reads."""
+        return sum(f.size for f in self.wanted if f.name.endswith(".bin") and f.size > 0)
 
     @property
     def wanted(self) -> list[RepoFile]:
@@ -139,12 +146,51 @@ def _layout(info: Any) -> RepoLayout:
 def describe_repo(
     repo_id: str, revision: str | None = None, token: str | None = None
 ) -> RepoLayout:
-    """The repo's layout at `revision` (a commit, branch or tag; default main)."""
+    """The repo's layout at `revision` (a commit, branch or tag; default main), with its
+    config.json when it has a plausible one (the model's shape, for the memory estimate)."""
     try:
         with HubClient(token=token) as client:
-            return _layout(client.repo_info(repo_id, revision))
+            layout = _layout(client.repo_info(repo_id, revision))
+            layout.config = _read_config(client, layout)
+            return layout
     except HubError as exc:
         raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
+
+
+def _read_config(client: HubClient, layout: RepoLayout) -> dict[str, Any] | None:
+    from qwen_mtp_desktop.core.safe_files import SMALL_JSON_BYTES, parse_json_text
+
+    entry = next((f for f in layout.files if f.name == "config.json"), None)
+    if entry is None or not 0 < entry.size <= SMALL_JSON_BYTES:
+        return None
+    url = client.file_url(layout.repo_id, layout.commit, "config.json")
+    try:
+        body = client.get(url, layout.repo_id).content
+        raw = parse_json_text(body[:SMALL_JSON_BYTES].decode("utf-8"))
+    except (HubError, UnicodeDecodeError, ValueError, RecursionError, OSError):
+        return None  # no estimate is better than a failed check
+    return raw if isinstance(raw, dict) else None
+
+
+def memory_estimate(layout: RepoLayout, available_bytes: int | None, device: str = "CPU") -> Any:
+    """One chat's memory on `device` for the repo's model (core.model_folders.memory, as the
+    Models panel and Discover estimate it), or None without a usable config."""
+    from qwen_mtp_desktop.core.model_folders.memory import (
+        default_kv_precision,
+        estimate_memory,
+        geometry_from_config,
+    )
+
+    geometry = geometry_from_config(layout.config) if layout.config else None
+    if geometry is None or layout.weight_bytes <= 0:
+        return None
+    return estimate_memory(
+        {"model": layout.weight_bytes},
+        geometry,
+        kv_precision=default_kv_precision(device),
+        include_mtp=layout.has_mtp,
+        available_bytes=available_bytes,
+    )
 
 
 def not_a_model_error(layout: RepoLayout) -> DownloadError:

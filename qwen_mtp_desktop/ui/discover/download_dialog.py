@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.export.hub import hub_source_words
+from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
@@ -361,13 +362,28 @@ class DownloadDialog(QDialog):
         if check.free_bytes is not None:
             download += f"; {format_bytes(check.free_bytes)} free in the models folder"
         facts.append(("Download", download))
-        if check.available_memory is not None:
-            verdict = "fits" if size * 1.3 < check.available_memory else "may not fit"
+        memory = check.memory
+        if memory is not None:
+            free = (
+                f"; {format_bytes(check.available_memory)} free"
+                if check.available_memory is not None
+                else ""
+            )
             facts.append(
                 (
                     "Memory",
-                    f"about {format_bytes(size)} for the weights; "
-                    f"{format_bytes(check.available_memory)} free ({verdict})",
+                    f"about {format_bytes(memory.total_bytes)} for one chat of "
+                    f"{memory.context_length:,} tokens (weights, KV cache, linear-attention "
+                    f"state){free}: {VERDICT_LABELS[memory.verdict].lower()}",
+                )
+            )
+        elif check.available_memory is not None:
+            facts.append(
+                (
+                    "Memory",
+                    f"the weights alone need about {format_bytes(layout.weight_bytes)} "
+                    f"(the repo has no usable config.json for the rest); "
+                    f"{format_bytes(check.available_memory)} free",
                 )
             )
         pending = check.pending
