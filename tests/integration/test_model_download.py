@@ -241,3 +241,37 @@ def test_a_hostile_file_list_writes_nothing_outside_the_model(
         assert not safe_repo_path(name), name
     for name in ("config.json", "tokenizer/vocab.txt", "openvino_model.bin"):
         assert safe_repo_path(name), name
+
+
+def test_a_disk_that_fills_up_mid_download(hub: HubServer, app_home: Path) -> None:
+    """Writing stops part-way (a file size limit stands in for a full disk: the same failed
+    write, without needing a small file system): a clear message, nothing in the library, what
+    arrived kept; with room again the download resumes and ends byte-identical."""
+    import resource
+    import signal
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    full = subprocess.run(
+        [sys.executable, "-m", "qwen_mtp_desktop", "models", "download", HEADLESS],
+        capture_output=True,
+        text=True,
+        preexec_fn=small_disk,
+        check=False,
+        timeout=300,
+    )
+    assert full.returncode == 1, full.stderr
+    assert "is full" in full.stderr and "resumes where it stopped" in full.stderr
+    assert "Traceback" not in full.stderr
+    library = _library(app_home)
+    assert [p.name for p in library.iterdir() if not p.name.startswith(".")] == []
+    parts = list((library / ".demo-headless-ov.downloading").rglob("*.part"))
+    assert parts and parts[0].stat().st_size > 0
+    hub.clear_requests()
+    done = _cli("models", "download", HEADLESS, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["resumed_bytes"] > 0
+    _same_files(Path(result["model_dir"]), hub.root / HEADLESS)

@@ -20,6 +20,7 @@ of another commit's download starts afresh.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import json
@@ -115,6 +116,8 @@ STATE_FILE = "download.json"
 LOCK_FILE = "lock.json"
 PART = ".part"
 _CHUNK = 1 << 20
+#: errno values that mean "no room": ENOSPC, EFBIG (a file size limit), EDQUOT (a quota).
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 #: Consecutive attempts at one file that add no byte before the download gives up.
 STALLED_ATTEMPTS = 6
 
@@ -440,12 +443,18 @@ def _download(
         _write_manifest(files_dir, layout, sums)
         files_dir.rename(destination)
     except OSError as exc:
-        full = getattr(exc, "errno", None) == 28
+        full = getattr(exc, "errno", None) in _FULL_ERRNOS
+        if full:
+            raise DownloadError(
+                f"The disk holding {destination.parent} is full (or a size limit was hit: "
+                f"{exc.strerror or exc}). What arrived is kept.",
+                "Free some disk space and download again: it resumes where it stopped.",
+                code="DISK_FULL",
+            ) from exc
         raise DownloadError(
             f"Writing the model in {destination.parent} failed ({exc.strerror or exc}).",
-            ("Free some disk space" if full else "Check the models folder")
-            + " and download again: it resumes where it stopped.",
-            code="DISK_FULL" if full else "DESTINATION_UNWRITABLE",
+            "Check the models folder (Settings) and download again: it resumes where it stopped.",
+            code="DESTINATION_UNWRITABLE",
         ) from exc
     shutil.rmtree(staging, ignore_errors=True)
     return DownloadResult(destination, layout, time.monotonic() - started, total - resumed, resumed)
