@@ -275,3 +275,16 @@ def test_a_disk_that_fills_up_mid_download(hub: HubServer, app_home: Path) -> No
     result = json.loads(done.stdout)
     assert result["resumed_bytes"] > 0
     _same_files(Path(result["model_dir"]), hub.root / HEADLESS)
+
+
+def test_the_weight_format_a_repo_records(hub: HubServer) -> None:
+    """optimum-intel's openvino_config.json says the weight format; it wins over the name."""
+    from qwen_mtp_desktop.core.export.ir_download import describe_repo
+
+    folder = hub.root / HEADLESS
+    (folder / "openvino_config.json").write_text(
+        json.dumps({"dtype": "int8", "quantization_config": {"bits": 4, "group_size": 128}})
+    )
+    layout = describe_repo(HEADLESS)
+    assert layout.weight_format == "INT4"  # the name says nothing; the file says 4 bits
+    assert layout.config is not None and layout.config["model_type"] == "qwen3_5"

@@ -72,7 +72,8 @@ class RepoLayout:
     commit: str
     files: list[RepoFile] = field(default_factory=list)
     parts: dict[str, bool] = field(default_factory=dict)
-    #: "INT4", "INT8", "FP16"... from the repo's name or its openvino_config; None: unknown.
+    #: "INT4", "INT8", "FP16"...: what its openvino_config.json records, else what its name
+    #: says; None: unknown.
     weight_format: str | None = None
     #: The repo's config.json when it was read (for the memory estimate), else None.
     config: dict[str, Any] | None = None
@@ -154,19 +155,33 @@ def describe_repo(
     try:
         with HubClient(token=token) as client:
             layout = _layout(client.repo_info(repo_id, revision))
-            layout.config = _read_config(client, layout)
+            layout.config = _read_json(client, layout, "config.json")
+            stated = _stated_format(_read_json(client, layout, "openvino_config.json"))
+            layout.weight_format = stated or layout.weight_format
             return layout
     except HubError as exc:
         raise DownloadError(exc.message, exc.fix, code=exc.code) from exc
 
 
-def _read_config(client: HubClient, layout: RepoLayout) -> dict[str, Any] | None:
+def _stated_format(config: dict[str, Any] | None) -> str | None:
+    """The weight format optimum-intel records in openvino_config.json, if it says one."""
+    quantization = config.get("quantization_config") if config else None
+    if isinstance(quantization, dict):
+        bits = quantization.get("bits")
+        if bits in (4, 8):
+            return f"INT{bits}"
+    dtype = config.get("dtype") if config else None
+    return dtype.upper() if dtype in ("fp16", "bf16", "fp32", "int4", "int8") else None
+
+
+def _read_json(client: HubClient, layout: RepoLayout, name: str) -> dict[str, Any] | None:
+    """A small JSON file of the repo, or None (absent, too large, not an object)."""
     from qwen_mtp_desktop.core.safe_files import SMALL_JSON_BYTES, parse_json_text
 
-    entry = next((f for f in layout.files if f.name == "config.json"), None)
+    entry = next((f for f in layout.files if f.name == name), None)
     if entry is None or not 0 < entry.size <= SMALL_JSON_BYTES:
         return None
-    url = client.file_url(layout.repo_id, layout.commit, "config.json")
+    url = client.file_url(layout.repo_id, layout.commit, name)
     try:
         body = client.get(url, layout.repo_id).content
         raw = parse_json_text(body[:SMALL_JSON_BYTES].decode("utf-8"))
