@@ -126,6 +126,10 @@ def test_every_script_has_a_smoke_test() -> None:
         ("window_start.py", ["--screen", "huge"], "--screen like 1600x1000"),
         ("plain_parity.py", ["."], "is not an exported model folder"),
         ("plain_parity.py", [".", "--tokens", "2"], "--tokens: must be at least 3"),
+        ("download_resume.py", ["--model", "."], "is not an exported model folder"),
+        ("download_resume.py", ["--seconds", "0"], "must be above 0 seconds"),
+        ("graft_head.py", ["--export", "."], "is not an exported model with an MTP head"),
+        ("graft_head.py", ["--positions", "2"], "must be at least 5, got 2"),
     ],
 )
 def test_bad_input_is_one_clear_line(
@@ -514,3 +518,64 @@ def test_structured_speed(tmp_path: Path) -> None:
                    r"(?:\d+ %|-) \|$", out, 3)  # fmt: skip
     assert all(row[0] > 0 and row[1] > 0 for row in rows)
     assert "MTP answers identical to plain constrained decoding: yes" in out
+
+
+def test_download_resume(tmp_path: Path) -> None:
+    """The demo export trickled from the hub stand-in, `models download` SIGKILLed at 3 seeded
+    random points, then run to the end: every restart resumed, the folder is identical."""
+    out = run_smoke("download_resume.py", tmp_path)
+    row = re.compile(
+        r"^kill +(\d+) after +\d+\.\d+ s: ([\d,]+) bytes on disk \((\d+) whole files, ([\d,]+) "
+        r"in a \.part[^)]*\); the restart asked for \S+ from byte ([\d,]+)"
+        r"( \(a new file; the whole ones kept\))?: resumed$",
+        re.M,
+    )
+    found = list(row.finditer(out))
+    kills = [[int(g.replace(",", "")) for g in m.groups()[:5]] for m in found]
+    assert [k[0] for k in kills] == [1, 2, 3], out
+    on_disk = [k[1] for k in kills]
+    assert 0 < on_disk[0] < on_disk[1] < on_disk[2], on_disk  # every run added bytes
+    for match, (_n, _disk, _whole, part, start) in zip(found, kills, strict=True):
+        # A .part is continued from its size; after whole files only, a new file from 0.
+        assert start == (0 if match.group(6) else part), match.group(0)
+    last = re.search(
+        r"^last run: [\d.]+ s at full speed, fetched ([\d,]+) bytes, resumed ([\d,]+) "
+        r"\(the last kill left ([\d,]+)\)$",
+        out,
+        re.M,
+    )
+    assert last is not None and last.group(2) == last.group(3), out
+    assert f"{on_disk[-1]:,}" == last.group(2)
+    numbers(r"^bytes served over all runs: [\d,]+ \((\d\.\d+)x the model\)$", out, 1)
+    assert "3 kills, 3 resumes, byte-identical: yes" in out
+
+
+@pytest.mark.slow
+def test_graft_head(tmp_path: Path) -> None:
+    """The demo export's head grafted from a sharded BF16 copy of its checkpoint on the hub
+    stand-in: the least bytes a graft can read, and the same drafts as the exported head."""
+    out = run_smoke("graft_head.py", tmp_path)
+    read = re.search(
+        r"bytes read: ([\d,]+) = ([\d.]+) % of the checkpoint, in (\d+) range requests; the "
+        r"least a graft can read: ([\d,]+) \(\+([\d,]+)\); the hub sent ([\d,]+) in",
+        out,
+    )
+    assert read is not None, out
+    got, _share, requests, least, extra, sent = (float(g.replace(",", "")) for g in read.groups())
+    assert got == least + extra and extra <= 64 * 1024 and sent == got and requests >= 3
+    positive(numbers(rf"peak RSS of the graft process: {NUMBER} MB", out, 1))
+    positive(numbers(rf"wall time: {NUMBER} s for the process \({NUMBER} s in the graft\)", out, 1))
+    value = r"(\d+(?:\.\d+)?(?:e[+-]\d+)?)"
+    scale = numbers(rf"the export's head \(FP16 \(100 %\)\): max \|x\| {value}, RMS", out, 1)
+    diffs = numbers(rf"^  graft .+\]: max \|diff\| {value} \(positions 0-4: {value}\), mean "
+                    rf"{value}$", out, 3)  # fmt: skip
+    assert diffs[-1][0] <= 1e-3 * scale[0][0], diffs  # fp16 graft vs fp16 export, same weights
+    assert all(early <= whole for whole, early, _mean in diffs), diffs
+    depths = numbers(
+        r"^  n=(\d): export head MTP == plain: yes, acceptance (\d\.\d+); graft \(fp16\) MTP "
+        r"== plain: yes, acceptance (\d\.\d+); same MTP tokens: yes$",
+        out,
+        3,
+    )
+    assert [d[0] for d in depths] == [1, 2, 3]
+    assert all(0 <= a <= 1 and 0 <= b <= 1 for _d, a, b in depths), depths
