@@ -2,7 +2,8 @@
 
 - `ToolCatalog`: the enabled servers' tools as OpenAI function tools (the chat template renders
   them, core.engine's `tools_json`), each function name mapped back to its server and tool
-  (a name two servers share is prefixed with its server's), and the grammar that forces a call
+  (unique by construction, `function_names`: a name two servers share is prefixed with its
+  server's; a rename a collision forced is in `problems`), and the grammar that forces a call
   of one of them (core.tool_grammar), for "Use tool" on the next message.
 - `TracedCall` / `ToolRound`: each call's name, arguments, result, status and time, as the
   answer's stats record keeps them (`trace_record`, `trace_from_record`: a stored record is
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -36,29 +37,27 @@ MAX_STORED_CALLS = 32
 CallStatus = Literal["asking", "running", "ok", "error", "denied", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("asking", "running", "ok", "error", "denied", "failed", "cancelled")
 _FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
+#: The longest function name offered (OpenAI's limit; remote servers enforce it).
+MAX_FUNCTION_NAME = 64
 
 
 @dataclass(frozen=True)
 class ToolCatalog:
     """The tools offered in one chat turn. `functions` maps a function name the model sees to
-    (server name, tool name)."""
+    (server name, tool name); every listed tool gets a name of its own (`function_names`), and
+    `problems` says, one line each, which tools had to be renamed for that (for the UI)."""
 
     tools: tuple[dict[str, Any], ...] = ()
     functions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, infos: Iterable[ToolInfo]) -> ToolCatalog:
         infos = list(infos)
-        counts: dict[str, int] = {}
-        for info in infos:
-            counts[info.name] = counts.get(info.name, 0) + 1
+        names, problems = function_names(infos)
         tools: list[dict[str, Any]] = []
         functions: dict[str, tuple[str, str]] = {}
-        for info in infos:
-            name = info.name if counts[info.name] == 1 else f"{info.server}__{info.name}"
-            name = _FUNCTION_NAME.sub("_", name)[:64]
-            if name in functions or not name:
-                continue
+        for info, name in zip(infos, names, strict=True):
             functions[name] = (info.server, info.name)
             parameters = dict(info.input_schema) or {"type": "object", "properties": {}}
             tools.append(
@@ -71,7 +70,7 @@ class ToolCatalog:
                     },
                 }
             )
-        return cls(tuple(tools), functions)
+        return cls(tuple(tools), functions, tuple(problems))
 
     @property
     def tools_json(self) -> str:
@@ -89,6 +88,72 @@ class ToolCatalog:
         if len(grammar) > MAX_CONSTRAINT_CHARS:
             raise ValueError(f"the tool {function!r} has too large a schema to force a call")
         return Constraint("lark", grammar, FORCED_NAME)
+
+
+def _cleaned(name: str) -> str:
+    """A name as a function name may hold it (OpenAI's: letters, digits, "_", ".", "-")."""
+    return _FUNCTION_NAME.sub("_", name)
+
+
+def _numbered(name: str, taken: Container[str]) -> str:
+    """`name`, or with the first free "_2", "_3", … (within MAX_FUNCTION_NAME)."""
+    number = 2
+    found = name
+    while found in taken:
+        suffix = f"_{number}"
+        found = name[: MAX_FUNCTION_NAME - len(suffix)] + suffix
+        number += 1
+    return found
+
+
+def function_names(infos: Sequence[ToolInfo]) -> tuple[list[str], list[str]]:
+    """(each tool's function name, one line per tool renamed to keep names unique).
+
+    A tool keeps its own name (cleaned) unless tools of two servers share it: then each is
+    "SERVER__NAME". The "SERVER__" names belong to their server: a tool of another server whose
+    own name starts so (a server posing as another's tool, "files__read" offered by "evil") is
+    renamed "evil__files__read" and the rename shown. Names still equal after that (a server's
+    "get data" and "get_data", servers "a b" and "a_b", names cut at 64 characters) are numbered,
+    the rename shown; the names of their servers' own form are given out first, so a name is
+    never taken from the server it names, and no tool is ever dropped."""
+    servers = [_cleaned(info.server) for info in infos]
+    bases = [_cleaned(info.name) for info in infos]
+    owners: dict[str, set[str]] = {}
+    for info, base in zip(infos, bases, strict=True):
+        owners.setdefault(base, set()).add(info.server)
+    prefixes = set(servers)
+    wanted: list[str] = []
+    ranks: list[int] = []  # 0: a server's own form; 1: renamed; 2: the tool's own name
+    problems: list[str] = []
+    for info, server, base in zip(infos, servers, bases, strict=True):
+        posing = next(
+            (p for p in sorted(prefixes) if p != server and base.startswith(p + "__")), None
+        )
+        if len(owners[base]) > 1 or posing is not None:
+            wanted.append(f"{server}__{base}"[:MAX_FUNCTION_NAME])
+            ranks.append(1 if posing is not None else 0)
+            if posing is not None:
+                problems.append(
+                    f"The tool {info.name!r} of MCP server {info.server!r} is offered as "
+                    f"{wanted[-1]!r}: its own name reads as a tool of the server {posing!r}."
+                )
+        else:
+            wanted.append(base[:MAX_FUNCTION_NAME])
+            ranks.append(2)
+    names = [""] * len(infos)
+    taken: dict[str, int] = {}
+    for index in sorted(range(len(infos)), key=lambda i: (ranks[i], i)):
+        name = _numbered(wanted[index], taken)
+        if name != wanted[index]:
+            other = infos[taken[wanted[index]]]
+            problems.append(
+                f"The tool {infos[index].name!r} of MCP server {infos[index].server!r} is "
+                f"offered as {name!r}: {wanted[index]!r} is already the name of the tool "
+                f"{other.name!r} of {other.server!r}."
+            )
+        taken[name] = index
+        names[index] = name
+    return names, problems
 
 
 @dataclass(frozen=True)

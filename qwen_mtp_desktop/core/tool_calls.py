@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.safe_files import MAX_JSON_DEPTH, json_nesting_depth
+
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 _FUNCTION = re.compile(r"<function=([^>\n]+)>\n")
@@ -45,7 +47,13 @@ _VALUE_END = "\n</parameter>\n"
 _FUNCTION_END = "</function>\n" + CALL_CLOSE
 _PARAMETER_HEAD = "<parameter="
 _FUNCTION_HEAD = "<function="
-_TAG_NAME_SO_FAR = re.compile(r"[^>\n]+>?")
+#: Where a tag's name ends (or stops being a name).
+_NAME_END = re.compile(r"[>\n]")
+_NEWLINES = re.compile(r"\n*")
+_BLANKS = re.compile(r"\s*")
+#: How deep a value's JSON may nest: the parser is recursive (and the chat parses on the GUI
+#: thread), so a deeper value is malformed, never a RecursionError.
+MAX_VALUE_DEPTH = MAX_JSON_DEPTH
 
 
 @dataclass(frozen=True)
@@ -136,13 +144,12 @@ def parse(text: str, tools: Sequence[Mapping[str, Any]]) -> Parsed:
             return Malformed(text, read)
         call, at = read
         calls.append(call)
-        rest = text[at:]
-        if not rest.strip():
+        # Positions, never slices of the rest: a slice per call would make many calls quadratic.
+        if _skip(_BLANKS, text, at) == len(text):
             break
-        stripped = rest.lstrip("\n")
-        if not stripped.startswith(CALL_OPEN):
+        at = _skip(_NEWLINES, text, at)
+        if not text.startswith(CALL_OPEN, at):
             return Malformed(text, "text follows a tool call (the format allows none)")
-        at = len(text) - len(stripped)
     return Calls(text[:start].rstrip("\n "), tuple(calls))
 
 
@@ -173,7 +180,7 @@ def _read_call(
             return f"parameter {key!r} of {name!r} is not closed with '</parameter>'"
         value = _typed(text[value_at:end], types.get(key))
         if isinstance(value, _Unreadable):
-            return f"parameter {key!r} of {name!r} is not valid {value.expected}"
+            return f"parameter {key!r} of {name!r} {value.problem}"
         arguments[key] = value
         at = end + len(_VALUE_END)
     at += len(_FUNCTION_END)
@@ -203,42 +210,61 @@ def _ends_here(text: str, at: int) -> Literal["yes", "no", "maybe"]:
         return "maybe" if _VALUE_END.startswith(text[at:]) else "no"
     if not text.startswith(_VALUE_END, at):
         return "no"
-    if text.startswith(_FUNCTION_END, after) or _PARAMETER.match(text, after):
+    if text.startswith(_FUNCTION_END, after):
         return "yes"
-    rest = text[after:]
-    if _FUNCTION_END.startswith(rest) or _may_become_parameter(rest):
+    if len(text) - after < len(_FUNCTION_END) and _FUNCTION_END.startswith(text[after:]):
         return "maybe"
-    return "no"
+    return _tag_at(text, after, _PARAMETER_HEAD)[0]
 
 
-def _may_become_parameter(text: str) -> bool:
-    """Whether `text` is the start of a parameter's tag ("<parameter=NAME>\\n")."""
-    return _may_become_tag(text, _PARAMETER_HEAD)
+def _tag_at(text: str, at: int, head: str) -> tuple[Literal["yes", "no", "maybe"], int]:
+    """Whether the tag `head` + "NAME>\\n" is at `at` ("maybe": `text` stops inside it), and
+    where its name ends (its ">"; where `text` stops for "maybe"). Reads only up to the name's
+    first ">" or new line, never the rest of `text`, so a long unterminated name costs its
+    length once."""
+    name_at = at + len(head)
+    if len(text) < name_at:
+        return ("maybe" if head.startswith(text[at:]) else "no"), len(text)
+    if not text.startswith(head, at):
+        return "no", at
+    stop = _NAME_END.search(text, name_at)
+    if stop is None:
+        return "maybe", len(text)
+    close = stop.start()
+    if text[close] == "\n" or close == name_at:
+        return "no", close
+    if close + 1 == len(text):
+        return "maybe", close
+    return ("yes" if text[close + 1] == "\n" else "no"), close
 
 
-def _may_become_tag(text: str, head: str) -> bool:
-    """Whether `text` is the start of a tag `head` + "NAME>\\n" (the whole tag: no)."""
-    if len(text) <= len(head):
-        return head.startswith(text)
-    return text.startswith(head) and bool(_TAG_NAME_SO_FAR.fullmatch(text[len(head) :]))
+def _skip(pattern: re.Pattern[str], text: str, at: int) -> int:
+    """Where the run of `pattern` (one that matches the empty text) starting at `at` ends."""
+    found = pattern.match(text, at)
+    return found.end() if found is not None else at
 
 
 @dataclass(frozen=True)
 class _Unreadable:
-    expected: str
+    #: What is wrong, after "parameter 'KEY' of 'NAME' ".
+    problem: str
 
 
 def _typed(raw: str, types: set[str] | None) -> Any:
     """A value as the template wrote it: text for a string parameter, JSON otherwise (a
-    parameter without a stated type: JSON when it reads as JSON, else the text)."""
+    parameter without a stated type: JSON when it reads as JSON, else the text). JSON nested
+    deeper than MAX_VALUE_DEPTH is unreadable whatever the type (json.loads would recurse)."""
     if types is not None and "string" in types:
         return raw
+    depth = json_nesting_depth(raw)
+    if depth > MAX_VALUE_DEPTH:
+        return _Unreadable(f"is nested {depth} levels deep (at most {MAX_VALUE_DEPTH})")
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         if types is None:
             return raw
-        return _Unreadable(" or ".join(sorted(types)) + " JSON")
+        return _Unreadable("is not valid " + " or ".join(sorted(types)) + " JSON")
 
 
 def render_calls(calls: Sequence[tuple[str, Mapping[str, Any]]], content: str = "") -> str:
@@ -292,11 +318,18 @@ class CallReader:
     answer, and all of them once the call's "</function>" arrived. Where the text stops being
     a well-formed call (a repeated parameter, a value not valid for its type, text between
     calls), the reader stops: nothing more is sent, and `parse` of the whole answer decides
-    what it was."""
+    what it was.
+
+    Linear in the answer, however it is cut into pieces: the text held is only what is not
+    decided yet (`_text`; a non-string value's decided part waits in `_value_parts`), a piece
+    that cannot decide anything (no character in `_wait`) is only put aside (`_pending`), and
+    a tag's name or a value's possible end is never read again from its start."""
 
     def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
         self._offered = parameter_types(tools)
-        self._text = ""
+        self._text = ""  # the undecided text; positions below are in it
+        self._pending: list[str] = []  # text fed while nothing could be decided
+        self._wait = ""  # the characters that can decide something ("": any)
         self._at = 0  # where reading continues
         self._state: Literal["call", "function", "parameters", "value", "between", "stopped"]
         self._state = "call"
@@ -304,22 +337,44 @@ class CallReader:
         self._types: Mapping[str, set[str]] = {}  # its parameters' types
         self._keys: set[str] = set()  # its parameters so far
         self._key = ""  # the open value's parameter
-        self._value_at = 0  # where the open value starts
+        self._value_parts: list[str] = []  # the open non-string value's text before `_text`
         self._head = ""  # the open value's '"key": ', with ", " before all but the first
         self._string = False  # whether it is sent as it arrives
-        self._scan = 0  # where the search for the open value's end continues
-        self._sent = 0  # up to where a string value was sent
+        self._scan = 0  # where the search for the open value's end (or a tag's) continues
 
     def feed(self, text: str) -> list[CallPiece]:
         """The calls' pieces that `text` (the answer's next characters) decided."""
-        self._text += text
+        if self._state == "stopped":
+            return []  # nothing more is read, so nothing is kept
+        if self._wait and not any(char in text for char in self._wait):
+            self._pending.append(text)
+            return []
+        self._text = "".join([self._text, *self._pending, text])
+        self._pending.clear()
+        self._wait = ""
         pieces: list[CallPiece] = []
         while self._step(pieces):
             pass
+        self._trim()
         return pieces
+
+    def _trim(self) -> None:
+        """Drop the decided text (a non-string value's moves to `_value_parts`)."""
+        keep = self._scan if self._state == "value" else self._at
+        if self._state == "stopped":
+            keep = len(self._text)
+        if keep <= 0:
+            return
+        if self._state == "value" and not self._string:
+            self._value_parts.append(self._text[self._at : keep])
+            self._at = keep
+        self._text = self._text[keep:]
+        self._at -= keep
+        self._scan -= keep
 
     def _stop(self) -> bool:
         self._state = "stopped"
+        self._value_parts.clear()
         return False
 
     def _step(self, pieces: list[CallPiece]) -> bool:
@@ -328,39 +383,46 @@ class CallReader:
         if self._state == "call":
             opening = CALL_OPEN + "\n"
             if text.startswith(opening, at):
-                self._at, self._state = at + len(opening), "function"
+                self._at, self._scan, self._state = at + len(opening), 0, "function"
                 return True
-            if not opening.startswith(text[at:]):
+            if len(text) - at >= len(opening) or not opening.startswith(text[at:]):
                 self._stop()
             return False
         if self._state == "function":
-            function = _FUNCTION.match(text, at)
-            if function is None:
-                if not _may_become_tag(text[at:], _FUNCTION_HEAD):
-                    self._stop()
+            verdict, close = self._tag(_FUNCTION_HEAD)
+            if verdict == "no":
+                self._stop()
+            if verdict != "yes":
                 return False
-            name = function.group(1)
+            name = text[at + len(_FUNCTION_HEAD) : close]
             if name not in self._offered:
                 return self._stop()
             self._index += 1
             self._types, self._keys = self._offered[name], set()
             pieces += [CallOpened(self._index, name), ArgumentsPiece(self._index, "{")]
-            self._at, self._state = function.end(), "parameters"
+            self._at, self._scan, self._state = close + 2, 0, "parameters"
             return True
         if self._state == "parameters":
             return self._parameter(pieces)
         if self._state == "value":
             return self._value(pieces)
         if self._state == "between":
-            rest = text[at:]
-            calls = rest.lstrip("\n")
-            if calls.startswith(CALL_OPEN):
-                self._at, self._state = len(text) - len(calls), "call"
+            at = self._at = _skip(_NEWLINES, text, at)
+            if text.startswith(CALL_OPEN, at):
+                self._state = "call"
                 return True
-            if not CALL_OPEN.startswith(calls):
+            if len(text) - at >= len(CALL_OPEN) or not CALL_OPEN.startswith(text[at:]):
                 self._stop()  # trailing blanks, or text after a call: `parse` tells which
             return False
         return False
+
+    def _tag(self, head: str) -> tuple[Literal["yes", "no", "maybe"], int]:
+        """`_tag_at` at the reading position, resumed where the name was read up to; when the
+        text stops inside the name, only a ">" or a new line can decide it."""
+        verdict, close = _tag_at(self._text, self._at, head)
+        if verdict == "maybe":
+            self._wait = ">\n" if close > self._at + len(head) and close == len(self._text) else ""
+        return verdict, close
 
     def _parameter(self, pieces: list[CallPiece]) -> bool:
         text, at = self._text, self._at
@@ -368,13 +430,14 @@ class CallReader:
             pieces.append(ArgumentsPiece(self._index, "}"))
             self._at, self._state = at + len(_FUNCTION_END), "between"
             return True
-        parameter = _PARAMETER.match(text, at)
-        if parameter is None:
-            rest = text[at:]
-            if not (_FUNCTION_END.startswith(rest) or _may_become_parameter(rest)):
-                self._stop()
+        if len(text) - at < len(_FUNCTION_END) and _FUNCTION_END.startswith(text[at:]):
             return False
-        key = parameter.group(1)
+        verdict, close = self._tag(_PARAMETER_HEAD)
+        if verdict == "no":
+            self._stop()
+        if verdict != "yes":
+            return False
+        key = text[at + len(_PARAMETER_HEAD) : close]
         if key in self._keys:
             return self._stop()
         self._head = (", " if self._keys else "") + json.dumps(key, ensure_ascii=False) + ": "
@@ -382,43 +445,51 @@ class CallReader:
         self._key = key
         types = self._types.get(key)
         self._string = types is not None and "string" in types
-        self._at = self._value_at = self._scan = self._sent = parameter.end()
+        self._at = self._scan = close + 2
+        self._value_parts = []
         if self._string:
             pieces.append(ArgumentsPiece(self._index, self._head + '"'))
         self._state = "value"
         return True
 
     def _value(self, pieces: list[CallPiece]) -> bool:
+        """The open value from `_at` (a string's text before it is sent; a non-string's after
+        `_value_parts`): sends what is decided, and the value's end when it comes."""
         text = self._text
         end = -1
         while True:  # the first place the value may end, or its end
             newline = text.find("\n", self._scan)
             if newline < 0:
-                safe = len(text)
-                self._scan = safe
+                self._scan = len(text)
                 break
             verdict = _ends_here(text, newline)
             if verdict == "no":
                 self._scan = newline + 1
                 continue
-            safe = self._scan = newline
+            self._scan = newline
             if verdict == "yes":
                 end = newline
+            elif text[-1] != ">" and text.startswith(_PARAMETER_HEAD, newline + len(_VALUE_END)):
+                self._wait = ">\n"  # inside the next parameter's name: only its end decides
             break
-        if self._string and safe > self._sent:
-            pieces.append(ArgumentsPiece(self._index, _json_string_body(text[self._sent : safe])))
-            self._sent = safe
+        if self._string and self._scan > self._at:
+            pieces.append(
+                ArgumentsPiece(self._index, _json_string_body(text[self._at : self._scan]))
+            )
+            self._at = self._scan
         if end < 0:
             return False
         if self._string:
             pieces.append(ArgumentsPiece(self._index, '"'))
         else:
-            value = _typed(text[self._value_at : end], self._types.get(self._key))
+            raw = "".join([*self._value_parts, text[self._at : end]])
+            self._value_parts = []
+            value = _typed(raw, self._types.get(self._key))
             if isinstance(value, _Unreadable):
                 return self._stop()
             whole = json.dumps(value, ensure_ascii=False)
             pieces.append(ArgumentsPiece(self._index, self._head + whole))
-        self._at, self._state = end + len(_VALUE_END), "parameters"
+        self._at, self._scan, self._state = end + len(_VALUE_END), 0, "parameters"
         return True
 
 

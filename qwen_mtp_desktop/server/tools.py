@@ -13,13 +13,14 @@ naming the field.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint
 from qwen_mtp_desktop.core.engine import ToolCallRecord
-from qwen_mtp_desktop.core.tool_grammar import ToolGrammarError, tool_call_grammar
+from qwen_mtp_desktop.core.tool_grammar import ToolGrammarError, json_parameters, tool_call_grammar
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ChatMessage, NamedToolChoice
 
@@ -118,7 +119,7 @@ def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
             param="tools",
         )
     constraint = Constraint("lark", grammar, CONSTRAINT_NAME)
-    _check_grammar(constraint)
+    _check_grammar(constraint, tools, named)
     return ToolPlan(
         tools, "function" if named else "required", tools_json, constraint, function=named
     )
@@ -149,9 +150,12 @@ def _check_parameters(parameters: dict[str, Any] | None, where: str) -> None:
         )
 
 
-def _check_grammar(constraint: Constraint) -> None:
-    """Compile the forced-call grammar as the engine will; ApiError 400 when a parameter's
-    schema cannot be enforced."""
+def _check_grammar(
+    constraint: Constraint, tools: Sequence[dict[str, Any]], only: str | None
+) -> None:
+    """Compile the forced-call grammar as the engine will; ApiError 400 naming the tool and
+    parameter whose schema cannot be enforced, and why in the grammar engine's words (its
+    reason for that schema alone, never the grammar's source or its parser's position)."""
     import llguidance
 
     from qwen_mtp_desktop.core.decoding.grammar import ConstraintError, grammar_text
@@ -161,15 +165,52 @@ def _check_grammar(constraint: Constraint) -> None:
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     except (ConstraintError, ValueError, RuntimeError, RecursionError) as exc:
         is_error, messages = True, [str(exc)]
-    if is_error:
-        reason = " ".join((messages[0] if messages else "no reason given").split())[:500]
-        raise ApiError(
-            400,
-            f"tools: a parameter's schema cannot be enforced for tool_choice ({reason}). Send "
-            "schemas the grammar engine (llguidance) supports, or tool_choice auto.",
-            code="invalid_schema",
-            param="tools",
-        )
+    if not is_error:
+        return
+    where, reason = _refused_parameter(tools, only)
+    if reason is None:
+        reason = _clean_reason(messages[0] if messages else "")
+    raise ApiError(
+        400,
+        f"tools: {where} cannot be enforced for tool_choice ({reason or 'no reason given'}). "
+        "Send schemas the grammar engine (llguidance) supports, or tool_choice auto.",
+        code="invalid_schema",
+        param="tools",
+    )
+
+
+def _refused_parameter(tools: Sequence[dict[str, Any]], only: str | None) -> tuple[str, str | None]:
+    """(which parameter's schema the grammar engine refuses, its reason) found by compiling
+    each JSON parameter's schema alone; ("a parameter's schema", None) when none alone is."""
+    import llguidance
+
+    from qwen_mtp_desktop.core.decoding.grammar import JSON_LAYOUT
+
+    for function, key, schema in json_parameters(tools, only=only):
+        try:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT)
+            is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+        except (ValueError, RuntimeError, RecursionError) as exc:
+            is_error, messages = True, [str(exc)]
+        if is_error:
+            reason = _clean_reason(messages[0] if messages else "")
+            return f"the schema of parameter {key!r} of {function!r}", reason
+    return "a parameter's schema", None
+
+
+#: The parts of a grammar engine's message that quote its input or its position in it.
+_SOURCE_LINE = re.compile(r"^\s*\d+\s*\|")
+_POSITION = re.compile(r"^at \d+\(\d+\):\s*")
+
+
+def _clean_reason(text: str) -> str:
+    """llguidance's message without the grammar source it quotes, its caret lines and its
+    "at LINE(COLUMN):" position, on one line and bounded."""
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line.strip("^ ") and not _SOURCE_LINE.match(line)]
+    reason = _POSITION.sub("", " ".join(kept))
+    reason = reason.replace("failed to compile JSON schema: ", "")
+    return reason if len(reason) <= 300 else reason[:297] + "..."
 
 
 def tool_messages_problem(messages: Sequence[ChatMessage]) -> ApiError | None:

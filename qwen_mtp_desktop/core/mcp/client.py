@@ -9,8 +9,10 @@ the GUI thread's loop at all; the SDK is asyncio-only, and one dedicated loop se
 One connection per server, opened on first use and kept: its transport and session are entered
 and left in one task (`_Connection.run`), as anyio's cancel scopes require. A call is bounded by
 `timeout_s`; a timed-out or crashed server is closed (its process ended) and reconnected on the
-next call, and its error says what happened, with the end of its stderr for a crash. Results
-are bounded to `MAX_RESULT_CHARS` before they reach the model.
+next call, and its error says what happened, with the end of its stderr for a crash (a tool's
+JSON-RPC error is what the server answered: its connection is kept). Results are bounded to
+`MAX_RESULT_CHARS` before they reach the model; what is read from a stdio server at all is
+bounded by core.mcp.stdio (a tool list of 100,000 entries is refused at 4 MB, never parsed).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from typing import IO, Any, TypeVar
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, McpServer
+from qwen_mtp_desktop.core.mcp.stdio import MAX_LISTED_TOOLS, bounded_stdio_client
 
 log = logging.getLogger(__name__)
 
 #: What reaches the model of one tool's result (characters); the rest is cut with a note.
 MAX_RESULT_CHARS = 20_000
 #: Tools listed per server, and a tool's description and schema kept (characters).
-MAX_TOOLS = 128
+MAX_TOOLS = MAX_LISTED_TOOLS  # the stdio transport validates no more than these
 MAX_DESCRIPTION = 2_000
 MAX_SCHEMA = 20_000
 MAX_NAME = 128
@@ -144,14 +147,15 @@ class _Connection:
             return await stack.enter_async_context(
                 streamable_http_client(server.url, http_client=client)
             )
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.stdio import StdioServerParameters
 
         # A real file: the server's stderr goes there, and a crash quotes its end.
         self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed when the connection ends)
         parameters = StdioServerParameters(
             command=server.command, args=list(server.args), env=dict(server.env) or None
         )
-        return await stack.enter_async_context(stdio_client(parameters, errlog=self.stderr))
+        # Bounded reading (core.mcp.stdio): a flood of tools or a huge line costs a bounded read.
+        return await stack.enter_async_context(bounded_stdio_client(parameters, self.stderr))
 
     def stderr_tail(self) -> str:
         if self.stderr is None or self.stderr.closed:
@@ -197,6 +201,20 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = " ".join(str(exc).split())[:300]
     return text or type(exc).__name__
+
+
+def _answered_error(exc: BaseException) -> str | None:
+    """What the server answered, when `exc` is its JSON-RPC error (the SDK's MCPError; not the
+    SDK's own "connection closed" or time-out, which are not answers): "CODE: MESSAGE"."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if not isinstance(exc, MCPError) or exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+        return None
+    said = " ".join(str(exc.message).split())[:300] or "no message"
+    return f"{said} (JSON-RPC error {exc.code})"
 
 
 @contextlib.contextmanager
@@ -329,7 +347,16 @@ class McpHub:
             if isinstance(exc, asyncio.CancelledError):
                 await self._drop(server.name)
                 raise
+            answered = _answered_error(exc)
+            if answered is not None:  # the server is fine and said why: it keeps running
+                raise McpError(
+                    f"The tool {name!r} of MCP server {server.name!r} failed: the server "
+                    f"answered with an error: {answered}.",
+                    "Check the tool's arguments, or the server's log.",
+                    code="MCP_CALL",
+                ) from None
             tail = connection.stderr_tail()
+            stopped = connection.done.is_set()  # before the drop below ends it either way
             await self._drop(server.name)  # a stuck or dead server is ended, then restarted
             if isinstance(exc, TimeoutError):
                 raise McpError(
@@ -340,8 +367,8 @@ class McpHub:
                     code="MCP_TIMEOUT",
                 ) from None
             raise McpError(
-                f"The tool {name!r} of MCP server {server.name!r} failed: the server "
-                f"{'stopped' if connection.done.is_set() else 'answered with an error'} "
+                f"The tool {name!r} of MCP server {server.name!r} failed: "
+                f"{'the server stopped' if stopped else 'the connection failed'} "
                 f"({_reason(exc)}).{tail}",
                 "Check the server's log or command; it is restarted on the next call.",
                 code="MCP_CALL",

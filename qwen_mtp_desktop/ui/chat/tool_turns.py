@@ -153,6 +153,8 @@ class ToolTurns(QObject):
         wanted = self._chat_settings().mcp_servers
         return [server for server in self.servers() if server.name in wanted]
 
+    _shown_renames = ""
+
     def servers_changed(self) -> None:
         """The app's server list changed: list every server's tools again."""
         self._listed.clear()
@@ -175,7 +177,13 @@ class ToolTurns(QObject):
             elif server.name in self._listing.values():
                 states[server.name] = "starting…"
         self.options.show_servers(self.servers(), self._chat_settings().mcp_servers, states)
-        self.options.show_functions(sorted(self.catalog().functions))
+        catalog = self.catalog()
+        self.options.show_functions(sorted(catalog.functions))
+        # Two servers' tools that would share a name are renamed, never dropped: say so once.
+        renames = "; ".join(catalog.problems)
+        if renames and renames != self._shown_renames:
+            self._panel.show_problem(f"Tools renamed to keep them apart: {renames}.", "warning")
+        self._shown_renames = renames
 
     def catalog(self) -> ToolCatalog:
         infos: list[ToolInfo] = []
