@@ -2,17 +2,23 @@
 
 Writes are atomic. A file that cannot be read is moved aside (never deleted) and the app starts
 with defaults, saying so through `LoadedSettings.notice`.
+
+Whatever is written must load back whole (issue 45): the file is UTF-8 (an escaped CJK prompt
+took 6 bytes a character and pushed six presets past the reader's limit), one size limit
+serves the writer and the reader, and a save that would pass it, or write a value the loader
+would reject, is refused with a message instead of a file the next start would move aside.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from qwen_mtp_desktop.core.chat_presets import (
     check_preset_name,
     clean_presets,
 )
+from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.fileio import atomic_write_text
 from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, stored_servers, stored_timeout
 from qwen_mtp_desktop.core.safe_files import (
@@ -325,7 +332,7 @@ def load_settings(path: Path) -> LoadedSettings:
     """The settings; a damaged file is kept aside, and each damaged value falls back to its
     default (the others are kept), saying so in `notice`."""
     try:
-        raw = read_json_object(path, kind=_KIND, max_bytes=1024 * 1024)
+        raw = read_json_object(path, kind=_KIND, max_bytes=MAX_SETTINGS_BYTES)
         settings, bad = _from_dict(_migrate(raw))
     except FileNotFoundError:
         return LoadedSettings(Settings())
@@ -350,8 +357,58 @@ def load_settings(path: Path) -> LoadedSettings:
     )
 
 
+#: The most the settings file may hold, written or read (one number, so the reader takes
+#: whatever the writer wrote). Presets are the only large part: 100 presets of 32,000
+#: characters can need 12.8 MB, so the writer refuses past this with a message naming them.
+MAX_SETTINGS_BYTES = 4_000_000
+
+
+class SettingsNotSavedError(UserFacingError, OSError):
+    """Settings the app would not be able to read back; nothing was written. An OSError
+    too: every place that saves settings already shows a failed write to the user."""
+
+    code = "SETTINGS_NOT_SAVED"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def settings_text(settings: Settings) -> str:
+    """The settings file's text; SettingsNotSavedError when it would be too large or would not
+    load back as it is (a value the loader rejects)."""
+    stored = asdict(settings)
+    # UTF-8 as it is (3 bytes a CJK character, not the 6 of a \uXXXX escape). A lone
+    # surrogate cannot be UTF-8: then the whole file is escaped, which json reads back alike.
+    text = json.dumps(stored, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        text = json.dumps(stored, indent=2, sort_keys=True) + "\n"
+        size = len(text)
+    if size > MAX_SETTINGS_BYTES:
+        presets = len(
+            json.dumps(stored["chat_presets"], ensure_ascii=False).encode("utf-8", "replace")
+        )
+        raise SettingsNotSavedError(
+            f"The settings would take {_megabytes(size)}, more than the "
+            f"{_megabytes(MAX_SETTINGS_BYTES)} the settings file may hold (chat presets take "
+            f"{_megabytes(presets)} of it).",
+            "Shorten or delete some chat presets' system prompts, then save again.",
+        )
+    _, bad = _from_dict(_migrate(parse_json_text(text)))
+    if bad:
+        raise SettingsNotSavedError(
+            f"The settings were not saved: the app could not have read back {', '.join(bad)}.",
+            "Change that value, then save again.",
+        )
+    return text
+
+
 def save_settings(path: Path, settings: Settings) -> None:
-    atomic_write_text(path, json.dumps(asdict(settings), indent=2, sort_keys=True) + "\n")
+    """Write the settings atomically; SettingsNotSavedError (nothing written) when they would
+    not load back whole."""
+    atomic_write_text(path, settings_text(settings))
 
 
 class SettingsStore:
@@ -362,6 +419,16 @@ class SettingsStore:
         loaded = load_settings(path)
         self.settings = loaded.settings
         self.notice = loaded.notice
+        self._saved = copy.deepcopy(self.settings)
 
     def save(self) -> None:
-        save_settings(self.path, self.settings)
+        """Write the settings. When they could not be read back (SettingsNotSavedError), the
+        change is undone in place (callers hold `settings`), so memory matches the file and
+        the next unrelated save does not fail for it too; other OSErrors leave it to retry."""
+        try:
+            save_settings(self.path, self.settings)
+        except SettingsNotSavedError:
+            for item in fields(Settings):
+                setattr(self.settings, item.name, copy.deepcopy(getattr(self._saved, item.name)))
+            raise
+        self._saved = copy.deepcopy(self.settings)

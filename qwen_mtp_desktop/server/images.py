@@ -3,7 +3,8 @@
 The server never fetches a URL on a client's behalf (that would let any local program make
 this machine reach out to the network, and a slow host would hold the engine queue). An image
 is checked with Pillow before the engine sees it: the format must be one Pillow reads and the
-pixel count bounded (a small PNG can declare gigapixels).
+pixel count bounded (a small PNG can declare gigapixels), and the shape one the vision encoder
+takes (a 1x30000 strip failed inside the engine: an HTTP 500 instead of a 400).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from qwen_mtp_desktop.server.errors import ApiError
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 #: Pixels per image (Pillow warns at 89 M; a vision encoder gains nothing from that many).
 MAX_IMAGE_PIXELS = 40_000_000
+#: The longer side may be at most this many times the shorter: openvino-genai's Qwen-VL
+#: preprocessing refuses more ("Absolute aspect ratio must be smaller than 200"; measured on the
+#: demo model, 2026-12-07: 1x200 answered, 1x201 and 1x30000 failed).
+MAX_ASPECT_RATIO = 200
 _FORMATS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp"}
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?);base64,", re.I)
 
@@ -64,6 +69,28 @@ def decode_data_url(url: str, param: str) -> tuple[bytes, str]:
     return data, _check_image(data, param)
 
 
+def check_shape(width: int, height: int, param: str) -> None:
+    """ApiError 400 naming the limit for a shape the engine cannot read (checked up front, so
+    the request fails before it queues, not inside the engine)."""
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ApiError(
+            400,
+            f"The image is {width}x{height} pixels; at most "
+            f"{MAX_IMAGE_PIXELS // 1_000_000} million pixels are accepted.",
+            code="image_too_large",
+            param=param,
+        )
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise ApiError(
+            400,
+            f"The image is {width}x{height} pixels; its longer side may be at most "
+            f"{MAX_ASPECT_RATIO} times its shorter side. Crop it or pad it to a less narrow "
+            "shape.",
+            code="invalid_image",
+            param=param,
+        )
+
+
 def _check_image(data: bytes, param: str) -> str:
     from PIL import Image
 
@@ -73,14 +100,7 @@ def _check_image(data: bytes, param: str) -> str:
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
                 fmt = image.format or ""
-                if width * height > MAX_IMAGE_PIXELS:
-                    raise ApiError(
-                        400,
-                        f"The image is {width}x{height} pixels; at most "
-                        f"{MAX_IMAGE_PIXELS // 1_000_000} million pixels are accepted.",
-                        code="image_too_large",
-                        param=param,
-                    )
+                check_shape(width, height, param)
                 image.verify()
     except ApiError:
         raise
@@ -124,6 +144,12 @@ def low_detail(data: bytes) -> tuple[bytes, str]:
         image.load()
         small = image.convert("RGBA" if "A" in image.getbands() else "RGB")
     small.thumbnail((LOW_DETAIL_PIXELS, LOW_DETAIL_PIXELS))
+    # Rounding the shorter side can push a narrow image past the engine's ratio (3x600 to
+    # 2x512): widen it back to the least side the ratio allows.
+    width, height = small.size
+    least = -(-max(width, height) // MAX_ASPECT_RATIO)
+    if min(width, height) < least:
+        small = small.resize((max(width, least), max(height, least)))
     out = io.BytesIO()
     small.save(out, format="PNG")
     return out.getvalue(), ".png"

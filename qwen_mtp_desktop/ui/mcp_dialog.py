@@ -1,6 +1,9 @@
 """Tools > MCP servers…: add, edit, remove and import the MCP servers whose tools a chat may
 enable (each chat enables its own in Chat options), test one (list its tools, off the GUI
-thread), and set the tool-call time limit. Saved in the app's settings at once."""
+thread), and set the tool-call time limit. Saved in the app's settings at once.
+
+What a server says (its tool names, its errors and stderr) and what was pasted is shown as
+plain text (ui.plain_text): a tool named `<img src=...>` must not render as an image."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from qwen_mtp_desktop.core.mcp.config import (
     servers_from_settings,
 )
 from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 
@@ -80,7 +84,7 @@ class ImportDialog(QDialog):
         hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.text = QPlainTextEdit()
         self.text.setPlaceholderText('{"mcpServers": {...}}')
-        self.error = QLabel()
+        self.error = plain_label(QLabel())  # quotes the pasted JSON
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
         self.error.setVisible(False)
@@ -161,7 +165,7 @@ class McpServersDialog(QDialog):
         self.headers_edit = QPlainTextEdit()
         self.headers_edit.setPlaceholderText("Authorization: Bearer …, one per line")
         self.headers_edit.setMaximumHeight(70)
-        self.allowed_label = QLabel()
+        self.allowed_label = plain_label(QLabel())  # tool names, as the server gave them
         self.allowed_label.setWordWrap(True)
         self.forget_allowed = QPushButton("Ask again for every tool")
         self.forget_allowed.clicked.connect(self._forget_allowed)
@@ -170,7 +174,7 @@ class McpServersDialog(QDialog):
         self.save_button.clicked.connect(self.save_current)
         self.test_button = QPushButton("Test: list tools")
         self.test_button.clicked.connect(self._test)
-        self.status = QLabel()
+        self.status = plain_label(QLabel())  # tool names, server errors and their stderr
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form_buttons = QHBoxLayout()
@@ -238,7 +242,9 @@ class McpServersDialog(QDialog):
         self.server_list.clear()
         for server in self._servers:
             self.server_list.addItem(server.name)
-            self.server_list.item(self.server_list.count() - 1).setToolTip(server.summary)
+            self.server_list.item(self.server_list.count() - 1).setToolTip(
+                plain_tooltip(server.summary)
+            )
         self.server_list.blockSignals(False)
         names = [s.name for s in self._servers]
         row = names.index(select) if select in names else (0 if names else -1)
@@ -287,24 +293,27 @@ class McpServersDialog(QDialog):
             return
         self._servers = [s for s in self._servers if s.name != server.name]
         self._tools.forget(server.name)
-        self._save()
-        self._fill_list()
+        if self._save():
+            self._fill_list()
 
     def _forget_allowed(self) -> None:
         server = self._current()
         if server is not None:
             self._replace(server, replace(server, always_allowed=()))
 
-    def _replace(self, old: McpServer | None, new: McpServer) -> None:
-        """Put `new` in `old`'s place (or add it); McpConfigError when the list is full."""
+    def _replace(self, old: McpServer | None, new: McpServer) -> bool:
+        """Put `new` in `old`'s place (or add it); McpConfigError when the list is full, False
+        when it could not be saved (the dialog says why)."""
         if old is None:
             self._servers = merge(self._servers, [new])
         else:
             self._servers = [new if s.name == old.name else s for s in self._servers]
             self._tools.forget(old.name)
         self._tools.forget(new.name)
-        self._save()
+        if not self._save():
+            return False
         self._fill_list(select=new.name)
+        return True
 
     # --- the form ----------------------------------------------------------------------------
 
@@ -346,7 +355,8 @@ class McpServersDialog(QDialog):
             self._say(f"A server named {server.name!r} exists already; choose another name.", True)
             return False
         try:
-            self._replace(current, server)
+            if not self._replace(current, server):
+                return False
         except McpConfigError as exc:
             self._say(str(exc), error=True)
             return False
@@ -376,7 +386,8 @@ class McpServersDialog(QDialog):
             return
         for server in servers:
             self._tools.forget(server.name)
-        self._save()
+        if not self._save():
+            return
         self._fill_list(select=servers[0].name if servers else None)
         self._say(f"Imported {len(servers)} server{'s' if len(servers) != 1 else ''}.")
 
@@ -401,9 +412,27 @@ class McpServersDialog(QDialog):
 
     def _on_timeout(self, value: float) -> None:
         self._store.settings.tool_timeout_s = float(value)
-        self._store.save()
+        self._store_save()
 
-    def _save(self) -> None:
+    def _save(self) -> bool:
+        """Save the list; False when it could not be (the list then shows what is saved)."""
         self._store.settings.mcp_servers = [s.to_dict() for s in self._servers]
-        self._store.save()
+        if not self._store_save():
+            # Undo in the dialog too (the store undoes a change it could not read back).
+            self._servers = servers_from_settings(self._store.settings.mcp_servers)
+            problem = self.status.text()
+            self._fill_list()
+            self._say(problem, error=True)
+            return False
         self.servers_changed.emit()
+        return True
+
+    def _store_save(self) -> bool:
+        """Write the settings; a failure (a full disk, settings too large to read back) is
+        said in the status line instead of escaping a Qt slot."""
+        try:
+            self._store.save()
+        except OSError as exc:
+            self._say(f"The settings could not be saved: {exc}", error=True)
+            return False
+        return True

@@ -45,6 +45,7 @@ from qwen_mtp_desktop.core.paths import AppPaths
 from qwen_mtp_desktop.core.settings import THEMES, SettingsStore
 from qwen_mtp_desktop.core.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
 from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -185,12 +186,14 @@ class SettingsDialog(QDialog):
         )
         for index, (key, title, where) in enumerate(rows):
             grid.addWidget(QLabel(title), index, 0, Qt.AlignmentFlag.AlignTop)
-            value = text_label(str(where))
+            value = plain_label(text_label(str(where)))  # a path may hold any character
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             grid.addWidget(value, index, 1)
             self.folder_labels[key] = value
             button = QPushButton("Open")
-            button.setToolTip(f"Show {'the folder of ' if key == 'chats' else ''}{where}")
+            button.setToolTip(
+                plain_tooltip(f"Show {'the folder of ' if key == 'chats' else ''}{where}")
+            )
             folder = where.parent if key == "chats" else where
             button.clicked.connect(lambda _c=False, f=folder: self.open_folder_requested.emit(f))
             grid.addWidget(button, index, 2, Qt.AlignmentFlag.AlignTop)
@@ -204,18 +207,19 @@ class SettingsDialog(QDialog):
             self.folder_labels["models"].setText(
                 f"{paths.models_dir}\n(from the next start: {pending})"
             )
-        self.folder_status = text_label(
+        self.folder_status = text_label(  # made plain below: it quotes folders and errors
             "Change… sets where new exports go, from the next start. Models already exported "
             "are never moved: they stay where they are and stay listed.",
             "muted",
         )
+        plain_label(self.folder_status)
         grid.addWidget(self.folder_status, len(rows), 0, 1, 4)
         layout.addWidget(folders)
         layout.addStretch(1)
 
         buttons = QHBoxLayout()
         buttons.setContentsMargins(20, 0, 20, 0)
-        self.save_error = text_label("", "messageError")
+        self.save_error = plain_label(text_label("", "messageError"))  # quotes OS errors
         buttons.addWidget(self.save_error, 1)
         self.close_button = QPushButton("Close")
         self.close_button.setDefault(True)

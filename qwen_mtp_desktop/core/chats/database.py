@@ -5,6 +5,10 @@ A file that is not a database, or fails `PRAGMA quick_check`, is moved aside to
 `<name>.damaged-<timestamp>` and an empty database is started, which `OpenedDatabase.notice`
 says in plain words. Answers found still "streaming" (the app died mid-answer) are marked
 "incomplete" with their partial text kept.
+
+Damage that loses nothing is repaired in place and said in the notice (issue 45): a schema
+number no app writes (a negative `user_version`) is read from the tables the file holds, and a
+search index that is missing or unreadable is rebuilt from the chats (it is derived data).
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ def _connect(path: Path) -> OpenedDatabase:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         needs_reindex = _check_structure(conn)
         _refuse_newer_schema(conn, path)  # before anything writes to the file
+        notices = [_repair_schema_version(conn)]
         if needs_reindex:  # indexes are derived data: rebuilt, nothing lost
             conn.execute("REINDEX")
             if _check_structure(conn):
@@ -116,7 +121,8 @@ def _connect(path: Path) -> OpenedDatabase:
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
         report = repair(conn, path)  # tampered rows: repaired or read with stand-ins
-        backend = _set_up_search(conn)
+        backend, search_notice = _set_up_search(conn)
+        notices += [report.notice(), search_notice]
         recovered = conn.execute(
             "UPDATE messages SET status = 'incomplete' WHERE status = 'streaming'"
         ).rowcount
@@ -125,7 +131,8 @@ def _connect(path: Path) -> OpenedDatabase:
     except BaseException:
         conn.close()
         raise
-    return OpenedDatabase(conn, backend, recovered, report.notice())
+    notice = " ".join(n for n in notices if n) or None
+    return OpenedDatabase(conn, backend, recovered, notice)
 
 
 def _lenient_text(data: bytes) -> str:
@@ -168,6 +175,21 @@ def _refuse_newer_schema(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
+def _repair_schema_version(conn: sqlite3.Connection) -> str | None:
+    """A negative schema number (no app writes one; the migrations would index MIGRATIONS
+    with it) set from the tables the file holds; the notice says so, else None."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version >= 0:
+        return None
+    found = migrations.detect_version(conn)
+    conn.execute(f"PRAGMA user_version = {int(found)}")
+    log.warning("chat store schema number %d is damaged; set to %d from its tables", version, found)
+    return (
+        f"The chat history's schema number was damaged ({version}); it was set to {found} "
+        "from the tables the file holds. No chat was changed."
+    )
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     steps = migrations.MIGRATIONS  # read at open time, so tests can append a migration
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -183,7 +205,34 @@ def _migrate(conn: sqlite3.Connection) -> None:
         log.info("chat store schema upgraded to version %d", target)
 
 
-def _set_up_search(conn: sqlite3.Connection) -> SearchBackend:
+def _search_index_readable(conn: sqlite3.Connection) -> bool:
+    """Whether both FTS tables exist and open (a crafted or half-copied file can lack one, or
+    its shadow tables: then every write's trigger and every search failed)."""
+    present = {
+        str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    if not all(name in present for name in migrations.FTS_TABLES):
+        return False
+    try:
+        for name in migrations.FTS_TABLES:
+            conn.execute(f"SELECT rowid FROM {name} LIMIT 1").fetchall()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def _drop_search_index(conn: sqlite3.Connection) -> None:
+    """The triggers and FTS tables gone (a damaged FTS table may refuse DROP: then it is
+    left, and rebuilding it fails, which the caller turns into LIKE search)."""
+    for name in migrations.FTS_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    for name in migrations.FTS_TABLES:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _set_up_search(conn: sqlite3.Connection) -> tuple[SearchBackend, str | None]:
+    """The search backend, and a notice when a damaged index was rebuilt or given up."""
     present = {
         str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
     }
@@ -193,19 +242,45 @@ def _set_up_search(conn: sqlite3.Connection) -> SearchBackend:
         # with FTS5 sees them missing and rebuilds the index.
         for name in migrations.FTS_TRIGGERS:
             conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        return "like", None
+    if has_triggers and _search_index_readable(conn):
+        return "fts5", None
+    backend = rebuild_search_index(conn)
+    if not has_triggers and backend == "fts5":
+        # A first open, an upgrade (migration 2 drops the messages triggers) or a file from
+        # a build without FTS5: the index was due, nothing to say.
+        return backend, None
+    log.warning("chat search index was missing or damaged; rebuilt as %s", backend)
+    if backend == "fts5":
+        return backend, "The chat search index was missing or damaged and was rebuilt."
+    return backend, (
+        "The chat search index is damaged and could not be rebuilt; search still works, more "
+        "slowly. No chat was changed."
+    )
+
+
+def rebuild_search_index(conn: sqlite3.Connection) -> SearchBackend:
+    """Make the FTS index again from the chats ("fts5"); "like" when it cannot be (the
+    triggers are then gone, so writes work and search reads the tables). The chats' own
+    rows are never touched: the index is derived data. Runs its own transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _drop_search_index(conn)
+        for statement in migrations.FTS_OBJECTS:
+            conn.execute(statement)
+        # Rows written without the triggers (older build, fresh upgrade) get indexed.
+        conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
+        conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        log.warning("chat search index could not be rebuilt (%s); using LIKE search", exc)
+        for name in migrations.FTS_TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
         return "like"
-    if not has_triggers:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in migrations.FTS_OBJECTS:
-                conn.execute(statement)
-            # Rows written without the triggers (older build, fresh upgrade) get indexed.
-            conn.execute("INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')")
-            conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
     return "fts5"
 
 

@@ -133,6 +133,25 @@ MIGRATIONS: list[Migration] = [_migration_1_initial, _migration_2_versions, _mig
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def detect_version(conn: sqlite3.Connection) -> int:
+    """The schema version the file's tables show, for a file whose `user_version` is damaged
+    (negative: no app writes that). Each migration leaves a mark read here; a migration
+    appended to MIGRATIONS adds its mark first."""
+    conversations = _columns(conn, "conversations")
+    if not conversations:
+        return 0
+    if "pinned" in conversations:
+        return 3
+    return 2 if "parent_id" in _columns(conn, "messages") else 1
+
+
+FTS_TABLES = ("conversations_fts", "messages_fts")
+
+
 # The search index (created on open when FTS5 with the trigram tokenizer is available).
 # External-content tables: the text lives once, in the base tables; triggers keep the index in step.
 FTS_OBJECTS = (

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from qwen_mtp_desktop.core.chats import rows, versions
-from qwen_mtp_desktop.core.chats.database import open_database
+from qwen_mtp_desktop.core.chats.database import open_database, rebuild_search_index
 from qwen_mtp_desktop.core.chats.export_format import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chats.records import (
     ROLES,
@@ -67,6 +67,9 @@ PREVIEW_CHARS = 120
 STOPPED_STATS = '"finish_reason": "cancelled"'
 #: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
 _MIN_FTS_TERM = 3
+#: Different words a search may hold: each is an AND in the SQL, and SQLite refuses a query
+#: whose expression is 1,000 deep ("Expression tree is too large"); no one types 100.
+MAX_SEARCH_TERMS = 100
 
 # ---------------------------------------------------------------------------------------- store
 
@@ -97,6 +100,13 @@ def _like_pattern(term: str) -> str:
 
 def _fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+def _search_index_fault(exc: sqlite3.Error) -> bool:
+    """Whether an error is the FTS index's (its table or shadow tables gone or damaged),
+    which rebuilding it from the chats repairs; not the chats' own tables."""
+    text = str(exc).lower()
+    return "_fts" in text or "fts5" in text or "vtable constructor failed" in text
 
 
 class ChatStore:
@@ -153,10 +163,27 @@ class ChatStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+            except sqlite3.OperationalError as exc:
+                conn.execute("ROLLBACK")
+                if not _search_index_fault(exc):
+                    raise
+                # The search triggers failed (the index went missing while the app ran):
+                # rebuilt from the chats, so trying again works; nothing was written.
+                self._repair_search(conn, exc)
+                raise ChatStoreError(
+                    "The chat search index was damaged, so the change was not saved. The "
+                    "index was rebuilt.",
+                    "Try again.",
+                    code="CHATS_INDEX_REBUILT",
+                ) from exc
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def _repair_search(self, conn: sqlite3.Connection, exc: sqlite3.Error) -> None:
+        log.warning("chat search index failed (%s); rebuilding it", exc)
+        self.search_backend = rebuild_search_index(conn)
 
     def _now(self) -> float:
         # Strictly increasing, so "newest first" is stable even on coarse clocks.
@@ -384,10 +411,42 @@ class ChatStore:
         `search` keeps those whose title, or any one message, contains every whitespace-separated
         term (case-insensitive substring match).
         """
+        # A NUL ends an FTS5 query string early ("unterminated string"): no term holds one.
+        terms = list(dict.fromkeys(t for t in (search or "").replace("\x00", " ").split() if t))
+        if len(terms) > MAX_SEARCH_TERMS:
+            raise ChatStoreError(
+                f"A search can hold at most {MAX_SEARCH_TERMS} different words (this one has "
+                f"{len(terms):,}).",
+                "Search for fewer words.",
+                code="CHATS_SEARCH_TOO_LONG",
+            )
+        with self._read() as conn:
+            try:
+                found = conn.execute(*self._list_sql(terms, limit)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not terms or not _search_index_fault(exc):
+                    raise
+                # The index went missing while the app ran: rebuilt (or LIKE search from
+                # now on), and the search asked again.
+                self._repair_search(conn, exc)
+                found = conn.execute(*self._list_sql(terms, limit)).fetchall()
+        summaries = []
+        for row in found:
+            preview = " ".join(rows.text(row["preview"]).split())
+            if not preview and row["preview_status"] == "error":
+                # An answer that failed before any text: say so, not "No messages".
+                preview = "Failed: " + " ".join(rows.text(row["preview_error"]).split())
+            elif not preview and row["preview_stopped"] == 1:
+                preview = "Stopped before the answer began"
+            if len(preview) > PREVIEW_CHARS:
+                preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
+            summaries.append(rows.summary(row, preview))
+        return summaries
+
+    def _list_sql(self, terms: Sequence[str], limit: int | None) -> tuple[str, list[Any]]:
+        """The conversation list's SQL (matching every term, up to `limit`), its parameters."""
         where = ""
         params: list[Any] = []
-        # A NUL ends an FTS5 query string early ("unterminated string"): no term holds one.
-        terms = [t for t in (search or "").replace("\x00", " ").split() if t]
         if terms:
             hits_sql, params = self._search_sql(terms)
             where = f"WHERE c.id IN ({hits_sql})"
@@ -412,20 +471,7 @@ class ChatStore:
             ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
             {limit_sql}
         """
-        with self._read() as conn:
-            found = conn.execute(sql, params).fetchall()
-        summaries = []
-        for row in found:
-            preview = " ".join(rows.text(row["preview"]).split())
-            if not preview and row["preview_status"] == "error":
-                # An answer that failed before any text: say so, not "No messages".
-                preview = "Failed: " + " ".join(rows.text(row["preview_error"]).split())
-            elif not preview and row["preview_stopped"] == 1:
-                preview = "Stopped before the answer began"
-            if len(preview) > PREVIEW_CHARS:
-                preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
-            summaries.append(rows.summary(row, preview))
-        return summaries
+        return sql, params
 
     def _search_sql(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """SQL selecting the ids of conversations that match every term, and its parameters."""

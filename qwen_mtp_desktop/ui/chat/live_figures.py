@@ -10,6 +10,7 @@ from qwen_mtp_desktop.core.chats.records import StoredMessage
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
+from qwen_mtp_desktop.ui.plain_text import plain_label
 
 
 class LiveFigures(QObject):
@@ -20,7 +21,8 @@ class LiveFigures(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.label = QLabel()
+        # Plain: a problem quotes tool and server errors (MCP stderr, a remote's message).
+        self.label = plain_label(QLabel())
         self.label.setObjectName("liveStats")
         self.label.setWordWrap(True)
         self.label.setContentsMargins(20, 4, 20, 0)

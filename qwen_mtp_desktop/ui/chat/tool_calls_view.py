@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chat_tools import ToolRound, TracedCall, call_summary, trace_from_record
 from qwen_mtp_desktop.ui.chat.text_views import FoldedText
+from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 
 #: Characters of a result shown unfolded (the model got up to core.mcp.client's bound).
 SHOWN_RESULT = 4000
@@ -43,7 +44,8 @@ class ToolCallRow(FoldedText):
 
     def show_call(self, call: TracedCall) -> None:
         self.toggle.setText(call_summary(call))
-        self.toggle.setToolTip(f"{call.function}: {call.arguments[:300]}")
+        # The model's tool name and arguments: shown as typed, never as HTML.
+        self.toggle.setToolTip(plain_tooltip(f"{call.function}: {call.arguments[:300]}"))
         self.details.setPlainText(call_details(call))
 
 
@@ -64,9 +66,8 @@ class ToolCallsView(QFrame):
         self.consent.setObjectName("toolConsent")
         consent = QVBoxLayout(self.consent)
         consent.setContentsMargins(8, 4, 8, 4)
-        self.question = QLabel()
+        self.question = plain_label(QLabel())  # the model's tool name and arguments
         self.question.setWordWrap(True)
-        self.question.setTextFormat(Qt.TextFormat.PlainText)
         buttons = QHBoxLayout()
         self.allow_once = QPushButton("Allow once")
         self.allow_always = QPushButton("Always allow this tool")

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.mcp.config import McpServer
+from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 
 LET_MODEL_DECIDE = "Let the model decide"
 
@@ -82,7 +83,7 @@ class ToolOptions(QFrame):
             state = states.get(server.name, "")
             if state:
                 box.setText(f"{server.name}  ·  {state}")
-            box.setToolTip(f"{server.summary}\n{state}".strip())
+            box.setToolTip(plain_tooltip(f"{server.summary}\n{state}".strip()))
             box.toggled.connect(lambda _on=False: self._on_toggled())
             self._boxes.addWidget(box)
             self.checks[server.name] = box
