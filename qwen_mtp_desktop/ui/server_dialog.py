@@ -37,6 +37,7 @@ from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.server.examples import curl_example, model_id_for
+from qwen_mtp_desktop.ui.plain_text import plain_label
 from qwen_mtp_desktop.workers.engine_process import API_REQUESTS_KEPT, EngineProcess
 
 LOOPBACK = "127.0.0.1"
@@ -262,7 +263,7 @@ class ServerDialog(QDialog):
         loaded = self._engine_process.loaded_model
         if loaded is None:
             status += " No model is loaded yet: the server answers once the chat loads one."
-        self.status_label.setText(status)
+        plain_label(self.status_label).setText(status)
         self.copy_url_button.setEnabled(running)
         model = model_id_for(loaded.model_dir) if loaded is not None else "MODEL"
         key = self.key_edit.text().strip() or None

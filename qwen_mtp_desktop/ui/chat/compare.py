@@ -32,6 +32,7 @@ from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_deta
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
+from qwen_mtp_desktop.ui.plain_text import plain_label
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.workers.engine_process import EngineProcess
@@ -241,7 +242,7 @@ class CompareDialog(QDialog):
         if request_id != self._request or side is None:
             return
         side.answer.end_stream()
-        side.status.setText(f"Failed: {error.message}")
+        plain_label(side.status).setText(f"Failed: {error.message}")
         self.summary.setText("The comparison did not finish.")
         self._end()
 

@@ -24,6 +24,7 @@ from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.remote_picker import append_remote_rows, picker_action
 from qwen_mtp_desktop.ui.chat.settings_panel import CHAT_OPTIONS
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
 #: The model picker is never narrower than this, however narrow the header.
@@ -117,8 +118,8 @@ class ChatHeader(QFrame):
 
     def show_status(self, text: str, details: str = "") -> None:
         """What the model decodes with; `details` (Auto's technical reason) in the tooltip."""
-        self.model_status.setText(text)
-        self.model_status.setToolTip(details or text)
+        plain_label(self.model_status).setText(text)  # a remote server names its models
+        self.model_status.setToolTip(plain_tooltip(details or text))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
@@ -150,9 +151,9 @@ class ChatHeader(QFrame):
         for path in local_models:
             name = QStandardItem(display_name(path))
             name.setData(str(path), Qt.ItemDataRole.UserRole)
-            name.setToolTip(str(path))
+            name.setToolTip(plain_tooltip(str(path)))
             about = QStandardItem(details.get(path, ""))
-            about.setToolTip(str(path))
+            about.setToolTip(plain_tooltip(str(path)))
             about.setForeground(self.palette().placeholderText())
             model.appendRow([name, about])
         append_remote_rows(model, endpoints, current, self.palette())

@@ -37,6 +37,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     new_id,
     normalize_base_url,
 )
+from qwen_mtp_desktop.ui.plain_text import plain_label
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 INTRO = (
@@ -256,7 +257,7 @@ class RemoteServerDialog(QDialog):
     def _show(self, text: str, *, error: bool = False) -> None:
         self.status.setObjectName("errorText" if error else "muted")
         self.status.setStyleSheet("color: #c0392b;" if error else "")
-        self.status.setText(text)
+        plain_label(self.status).setText(text)  # a remote server's own words
 
     def _save(self) -> None:
         try:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QComboBox, QWidget
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
+from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 ADD = "action:add-remote"
@@ -41,9 +42,9 @@ def append_remote_rows(
         name = QStandardItem(endpoint.name)
         name.setData(str(endpoint.ref), Qt.ItemDataRole.UserRole)
         tip = f"{endpoint.model} at {endpoint.base_url}"
-        name.setToolTip(tip)
+        name.setToolTip(plain_tooltip(tip))
         about = QStandardItem(f"remote · {endpoint.model} · {_host(endpoint.base_url)}")
-        about.setToolTip(tip)
+        about.setToolTip(plain_tooltip(tip))
         about.setForeground(muted)
         model.appendRow([name, about])
     current_id = endpoint_id(current)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog, ask_to_remove
+from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 EMPTY_TEXT = (
@@ -112,8 +113,10 @@ class RemoteServersDialog(QDialog):
                 ]
             )
             item.setData(0, Qt.ItemDataRole.UserRole, endpoint.id)
-            item.setToolTip(2, endpoint.base_url)
-            item.setToolTip(0, f"{endpoint.model} at {urlsplit(endpoint.base_url).netloc}")
+            item.setToolTip(2, plain_tooltip(endpoint.base_url))
+            item.setToolTip(
+                0, plain_tooltip(f"{endpoint.model} at {urlsplit(endpoint.base_url).netloc}")
+            )
             self.table.addTopLevelItem(item)
             if selected is not None and endpoint.id == selected.id:
                 self.table.setCurrentItem(item)
