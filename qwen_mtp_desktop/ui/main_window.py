@@ -611,6 +611,9 @@ class MainWindow(QMainWindow):
         if not self._shown_once:  # the real frame is known now: keep it on the screen
             self._shown_once = True
             self._look_for_interrupted_downloads()
+            # Typing goes to the message box at start, not to the panel list (issue 44).
+            if self.stack.currentWidget() is self.chat:
+                QTimer.singleShot(0, self.chat.composer.editor.setFocus)
             if self.geometry() == self._placed:  # not resized by a caller since
                 QTimer.singleShot(0, lambda: refit_if_outside(self))
 

@@ -32,6 +32,14 @@ def test_sidebar_switches_panels(qtbot: QtBot) -> None:
         assert window.stack.currentWidget() is window.panel(name)
 
 
+def test_typing_at_start_goes_to_the_message_box(qtbot: QtBot) -> None:
+    window = _window(qtbot)
+    window.activateWindow()
+    editor = window.chat.composer.editor
+    qtbot.waitUntil(editor.hasFocus, timeout=5_000)
+    assert not window.sidebar.hasFocus()
+
+
 def test_demo_model_is_selected_and_labelled(qtbot: QtBot) -> None:
     window = _window(qtbot)
     assert window.model_dir == demo_model_dir()
