@@ -32,6 +32,11 @@ def format_bytes(size: int | None) -> str:
     return f"{value:.2f} {unit}" if unit in ("GB", "TB") and value < 10 else f"{value:.1f} {unit}"
 
 
+def count(number: int, noun: str) -> str:
+    """ "1 token", "2 tokens", "1,024 tokens": a count with its noun in the right number."""
+    return f"{number:,} {noun if number == 1 else noun + 's'}"
+
+
 def keep_units(text: str) -> str:
     """`text` with a no-break space between each number and its unit, so a wrapped label never
     shows "41.2" at the end of one line and "tok/s" at the start of the next (nor "tok/" and
@@ -59,6 +64,7 @@ __all__ = [
     "FIGURE_SEPARATOR",
     "NBSP",
     "WORD_JOINER",
+    "count",
     "format_bytes",
     "join_figures",
     "keep_units",

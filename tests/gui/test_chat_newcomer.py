@@ -20,6 +20,7 @@ from qwen_mtp_desktop.core.units import NBSP, WORD_JOINER, keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from qwen_mtp_desktop.ui.figures import LEGEND
 from qwen_mtp_desktop.ui.main_window import MainWindow
+from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
@@ -246,7 +247,8 @@ def test_model_picker_in_the_chat_header(
     assert demo_about.startswith("Qwen3.5 dense · ") and demo_about.endswith("· FP16 · MTP")
     assert damaged_about.endswith("· no MTP")
     assert picker.currentText() == "Demo model"  # closed: the name only
-    assert str(damaged_head) == picker.itemData(1, Qt.ItemDataRole.ToolTipRole)
+    # The path, shown as typed (a folder name may hold '<'): plain_tooltip's literal form.
+    assert plain_tooltip(str(damaged_head)) == picker.itemData(1, Qt.ItemDataRole.ToolTipRole)
     window.resize(1024, 700)
     picker.showPopup()
     QApplication.processEvents()

@@ -41,3 +41,14 @@ def test_figures_wrap_only_after_a_dot_and_never_leave_the_last_one_alone() -> N
     assert dots and all(joined[i - 2 : i] == NBSP * 2 for i in dots), joined
     assert " " not in joined[joined.index("15 tokens".replace(" ", NBSP)) :]
     assert join_figures(["plain decoding"]) == "plain decoding"
+
+
+def test_a_count_names_its_noun_in_the_right_number() -> None:
+    from qwen_mtp_desktop.core.units import count
+
+    assert [count(n, "token") for n in (0, 1, 2, 1024)] == [
+        "0 tokens",
+        "1 token",
+        "2 tokens",
+        "1,024 tokens",
+    ]

@@ -29,7 +29,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_details
-from qwen_mtp_desktop.core.units import keep_units
+from qwen_mtp_desktop.core.units import count, keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 from qwen_mtp_desktop.ui.plain_text import plain_label
@@ -219,7 +219,7 @@ class CompareDialog(QDialog):
         side.stats = stats
         figures = (
             f"{stats.decode_tokens_per_s:.1f} tok/s  ·  TTFT {stats.ttft_s * 1000:.0f} ms  ·  "
-            f"{stats.generated_tokens} tokens"
+            f"{count(stats.generated_tokens, 'token')}"
         )
         if not stats.method.is_plain:
             figures = (

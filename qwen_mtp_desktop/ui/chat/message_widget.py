@@ -38,7 +38,7 @@ from qwen_mtp_desktop.core.markdown import (
     split_segments,
 )
 from qwen_mtp_desktop.core.message_stats import stats_method, stopped_before_first_token
-from qwen_mtp_desktop.core.units import NBSP, join_figures, keep_units
+from qwen_mtp_desktop.core.units import NBSP, count, join_figures, keep_units
 from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.message_controls import (
@@ -99,7 +99,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         parts.append(f"Auto · {sentence if isinstance(sentence, str) else auto['summary']}")
         switched = auto.get("switched_to_plain_after_tokens")
         if isinstance(switched, int):
-            parts.append(f"switched to plain after {switched} tokens")
+            parts.append(f"switched to plain after {count(switched, 'token')}")
     decoded = stats.get("generated_tokens") != 0  # else stopped while the prompt was read
     if method is None:
         pass
@@ -134,7 +134,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         parts.append(f"TTFT {ttft * 1000:.0f} ms")
     tokens = stats.get("generated_tokens")
     if tokens is not None:
-        parts.append(f"{tokens} token" if tokens == 1 else f"{tokens} tokens")
+        parts.append(count(tokens, "token"))
     total = stats.get("total_s")
     if total:
         parts.append(f"{total:.1f} s")
@@ -619,7 +619,7 @@ class MessageWidget(QFrame):
             self.show_notice(notice[:600])
         reasoning = stats.get("reasoning_tokens")
         if reasoning and self.thinking.isVisible():
-            self.thinking.set_summary(f"Thinking ({reasoning} tokens)")
+            self.thinking.set_summary(f"Thinking ({count(reasoning, 'token')})")
         ranges = stats.get("drafted_ranges")
         if isinstance(ranges, list):
             self.drafted_ranges = [(int(a), int(b)) for a, b in ranges]

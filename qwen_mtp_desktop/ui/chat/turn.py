@@ -26,7 +26,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, speculative_stats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
 from qwen_mtp_desktop.core.model_library import is_demo_model
-from qwen_mtp_desktop.core.units import join_figures
+from qwen_mtp_desktop.core.units import count, join_figures
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, stopped_notice
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession
@@ -94,7 +94,7 @@ class Stream:
     def live_text(self, loaded: LoadedModel | None) -> str:
         """ "Generating · 41.2 tok/s · 37 tokens · TTFT 80 ms · MTP n=2 · 71% drafts accepted"."""
         tokens = sum(self.sizes)
-        parts = [f"{tokens} tokens"]
+        parts = [count(tokens, "token")]
         if self.first_t is not None:
             parts.append(f"TTFT {self.first_t * 1000:.0f} ms")
             span = self.last_t - self.first_t
