@@ -412,13 +412,35 @@ def save_settings(path: Path, settings: Settings) -> None:
 
 
 class SettingsStore:
-    """The loaded settings plus where they live; `save()` writes them atomically."""
+    """The one owner of the loaded settings and of where they live; `save()` writes them
+    atomically.
+
+    Merge on write (issue 44): the window, the chat and each dialog share this one
+    `settings` object, so a writer changes only the keys (or list entries) it changed, on the
+    latest state, through `update()`; none keeps a copy of a value to write back later (the MCP
+    dialog's old server list once wrote over an "Always allow" the chat had just saved)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         loaded = load_settings(path)
         self.settings = loaded.settings
         self.notice = loaded.notice
+        self._saved = copy.deepcopy(self.settings)
+
+    def update(self, change: Callable[[Settings], None]) -> None:
+        """Apply `change` to the latest settings (it edits only what its caller changes) and
+        save. Settings that could not be read back (SettingsNotSavedError) undo only what
+        `change` changed, so what other parts of the app hold in memory stays; other OSErrors
+        leave it to retry."""
+        before = copy.deepcopy(self.settings)
+        change(self.settings)
+        try:
+            save_settings(self.path, self.settings)
+        except SettingsNotSavedError:
+            for item in fields(Settings):
+                if getattr(self.settings, item.name) != getattr(before, item.name):
+                    setattr(self.settings, item.name, getattr(before, item.name))
+            raise
         self._saved = copy.deepcopy(self.settings)
 
     def save(self) -> None:

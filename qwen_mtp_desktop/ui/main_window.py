@@ -26,7 +26,7 @@ from qwen_mtp_desktop import APP_NAME
 from qwen_mtp_desktop.core.chat_presets import ChatPreset
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.mcp.config import McpServer, servers_from_settings
+from qwen_mtp_desktop.core.mcp.config import McpServer, allowing_tool, servers_from_settings
 from qwen_mtp_desktop.core.model_library import (
     picker_text,
     selected_model,
@@ -300,7 +300,7 @@ class MainWindow(QMainWindow):
         self.chat.tool_turns.attach(
             self.threads.mcp,
             self.mcp_servers,
-            self._save_mcp_server,
+            self._allow_tool,
             lambda: self._store.settings.tool_timeout_s,
         )
         self.chat.tool_turns.options.manage_requested.connect(self.show_mcp_dialog)
@@ -433,11 +433,17 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             self.chat.show_problem(f"The presets could not be saved: {exc}", "warning")
 
-    def _save_mcp_server(self, server: McpServer) -> None:
-        """A server changed from the chat (a tool always allowed): saved in the settings."""
-        servers = [server if s.name == server.name else s for s in self.mcp_servers()]
-        self._store.settings.mcp_servers = [s.to_dict() for s in servers]
-        self._store.save()
+    def _allow_tool(self, server_name: str, tool: str) -> None:
+        """The chat's "Always allow this tool": added to that server's entry as saved now (merge
+        on write: what the MCP dialog saved meanwhile stays), and shown in the dialog."""
+        servers = allowing_tool(self.mcp_servers(), server_name, tool)
+        stored = [s.to_dict() for s in servers]
+        try:
+            self._store.update(lambda settings: setattr(settings, "mcp_servers", stored))
+        except OSError as exc:
+            self.chat.show_problem(f"The permission could not be saved: {exc}", "warning")
+        if self._mcp_dialog is not None:
+            self._mcp_dialog.show_permissions()
 
     def mcp_servers(self) -> list[McpServer]:
         return servers_from_settings(self._store.settings.mcp_servers)

@@ -2,15 +2,22 @@
 enable (each chat enables its own in Chat options), test one (list its tools, off the GUI
 thread), and set the tool-call time limit. Saved in the app's settings at once.
 
+The dialog is made once and shown again, and the chat saves "Always allow" while it may be
+open: so it keeps no copy of the servers (issue 44). It reads the settings' list whenever it
+shows one, and each save changes only the entry it edits, on the latest list (for an edit,
+with the permissions stored now, not those it was shown).
+
 What a server says (its tool names, its errors and stderr) and what was pasted is shown as
 plain text (ui.plain_text): a tool named `<img src=...>` must not render as an image."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 
 from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -36,9 +43,10 @@ from qwen_mtp_desktop.core.mcp.config import (
     McpServer,
     import_servers,
     merge,
+    putting,
     servers_from_settings,
 )
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings import Settings, SettingsStore
 from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
@@ -123,7 +131,6 @@ class McpServersDialog(QDialog):
         self.setWindowTitle("MCP servers")
         self._store = store
         self._tools = tools
-        self._servers = servers_from_settings(store.settings.mcp_servers)
         self._testing: int | None = None
         self.import_dialog: ImportDialog | None = None
         tools.listed.connect(self._on_listed)
@@ -237,6 +244,26 @@ class McpServersDialog(QDialog):
     def servers(self) -> list[McpServer]:
         return list(self._servers)
 
+    @property
+    def _servers(self) -> list[McpServer]:
+        """The saved list as it is now (another part of the app may have saved since)."""
+        return servers_from_settings(self._store.settings.mcp_servers)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if not event.spontaneous():  # shown again by the app, not just un-minimized
+            self._fill_list(select=self._current_name())
+            self.timeout_spin.blockSignals(True)
+            self.timeout_spin.setValue(self._store.settings.tool_timeout_s)
+            self.timeout_spin.blockSignals(False)
+
+    def show_permissions(self) -> None:
+        """Show the selected server's saved "Always allowed" tools (the chat saved some)."""
+        server = self._current()
+        allowed = ", ".join(server.always_allowed) if server is not None else ""
+        self.allowed_label.setText(allowed or "none: the chat asks before each tool runs")
+        self.forget_allowed.setEnabled(bool(allowed))
+
     def _fill_list(self, select: str | None = None) -> None:
         self.server_list.blockSignals(True)
         self.server_list.clear()
@@ -253,12 +280,18 @@ class McpServersDialog(QDialog):
         if not names:
             self._say("No servers yet: fill in the form and Save server, or Import JSON.")
 
+    def _current_name(self) -> str | None:
+        item = self.server_list.currentItem()
+        return item.text() if item is not None and self.server_list.currentRow() >= 0 else None
+
     def _current(self) -> McpServer | None:
-        row = self.server_list.currentRow()
-        return self._servers[row] if 0 <= row < len(self._servers) else None
+        """The selected server as it is saved now."""
+        name = self._current_name()
+        return next((s for s in self._servers if s.name == name), None)
 
     def _show_server(self, row: int) -> None:
-        server = self._servers[row] if 0 <= row < len(self._servers) else None
+        servers = self._servers
+        server = servers[row] if 0 <= row < len(servers) else None
         self.remove_button.setEnabled(server is not None)
         self.test_button.setEnabled(server is not None)
         self.status.clear()
@@ -271,9 +304,7 @@ class McpServersDialog(QDialog):
         self.env_edit.setPlainText(_pairs_text(server.env, "="))
         self.url_edit.setText(server.url)
         self.headers_edit.setPlainText(_pairs_text(server.headers, ": "))
-        allowed = ", ".join(server.always_allowed)
-        self.allowed_label.setText(allowed or "none: the chat asks before each tool runs")
-        self.forget_allowed.setEnabled(bool(allowed))
+        self.show_permissions()
 
     def _show_kind(self, index: int) -> None:
         """The program's fields or the URL's, by the chosen kind."""
@@ -291,26 +322,26 @@ class McpServersDialog(QDialog):
         server = self._current()
         if server is None:
             return
-        self._servers = [s for s in self._servers if s.name != server.name]
         self._tools.forget(server.name)
-        if self._save():
+        if self._save([s for s in self._servers if s.name != server.name]):
             self._fill_list()
 
     def _forget_allowed(self) -> None:
         server = self._current()
         if server is not None:
-            self._replace(server, replace(server, always_allowed=()))
+            # Permissions are not the server's configuration: it keeps running (a restart raced
+            # with the chat listing its tools again, leaving "Connection closed" standing).
+            self._replace(server, replace(server, always_allowed=()), restart=False)
 
-    def _replace(self, old: McpServer | None, new: McpServer) -> bool:
-        """Put `new` in `old`'s place (or add it); McpConfigError when the list is full, False
-        when it could not be saved (the dialog says why)."""
-        if old is None:
-            self._servers = merge(self._servers, [new])
-        else:
-            self._servers = [new if s.name == old.name else s for s in self._servers]
+    def _replace(self, old: McpServer | None, new: McpServer, restart: bool = True) -> bool:
+        """Put `new` in `old`'s place (or add it) in the latest list; McpConfigError when the
+        list is full, False when it could not be saved (the dialog says why)."""
+        servers = putting(self._servers, old.name if old is not None else None, new)
+        if restart and old is not None:
             self._tools.forget(old.name)
-        self._tools.forget(new.name)
-        if not self._save():
+        if restart:
+            self._tools.forget(new.name)
+        if not self._save(servers):
             return False
         self._fill_list(select=new.name)
         return True
@@ -318,7 +349,8 @@ class McpServersDialog(QDialog):
     # --- the form ----------------------------------------------------------------------------
 
     def form_server(self) -> McpServer:
-        """The server the form describes; McpConfigError says what is wrong with it."""
+        """The server the form describes, with the selected server's permissions as saved now;
+        McpConfigError says what is wrong with it."""
         current = self._current()
         allowed = current.always_allowed if current is not None else ()
         name = self.name_edit.text().strip()
@@ -350,8 +382,8 @@ class McpServersDialog(QDialog):
             self._say(str(exc), error=True)
             return False
         current = self._current()
-        clash = next((s for s in self._servers if s.name == server.name), None)
-        if clash is not None and clash is not current:
+        clash = any(s.name == server.name for s in self._servers)
+        if clash and (current is None or current.name != server.name):
             self._say(f"A server named {server.name!r} exists already; choose another name.", True)
             return False
         try:
@@ -380,13 +412,13 @@ class McpServersDialog(QDialog):
 
     def add_imported(self, servers: list[McpServer]) -> None:
         try:
-            self._servers = merge(self._servers, servers)
+            merged = merge(self._servers, servers)
         except McpConfigError as exc:
             self._say(str(exc), error=True)
             return
         for server in servers:
             self._tools.forget(server.name)
-        if not self._save():
+        if not self._save(merged):
             return
         self._fill_list(select=servers[0].name if servers else None)
         self._say(f"Imported {len(servers)} server{'s' if len(servers) != 1 else ''}.")
@@ -411,15 +443,14 @@ class McpServersDialog(QDialog):
         self._say(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}: {names}")
 
     def _on_timeout(self, value: float) -> None:
-        self._store.settings.tool_timeout_s = float(value)
-        self._store_save()
+        self._store_save(lambda settings: setattr(settings, "tool_timeout_s", float(value)))
 
-    def _save(self) -> bool:
-        """Save the list; False when it could not be (the list then shows what is saved)."""
-        self._store.settings.mcp_servers = [s.to_dict() for s in self._servers]
-        if not self._store_save():
-            # Undo in the dialog too (the store undoes a change it could not read back).
-            self._servers = servers_from_settings(self._store.settings.mcp_servers)
+    def _save(self, servers: list[McpServer]) -> bool:
+        """Save `servers` (made from the latest list); False when it could not be (the list
+        then shows what is saved)."""
+        stored = [s.to_dict() for s in servers]
+        if not self._store_save(lambda settings: setattr(settings, "mcp_servers", stored)):
+            # The store undid a change it could not read back: show what is saved.
             problem = self.status.text()
             self._fill_list()
             self._say(problem, error=True)
@@ -427,11 +458,11 @@ class McpServersDialog(QDialog):
         self.servers_changed.emit()
         return True
 
-    def _store_save(self) -> bool:
-        """Write the settings; a failure (a full disk, settings too large to read back) is
-        said in the status line instead of escaping a Qt slot."""
+    def _store_save(self, change: Callable[[Settings], None]) -> bool:
+        """Save `change` on the latest settings; a failure (a full disk, settings too large to
+        read back) is said in the status line instead of escaping a Qt slot."""
         try:
-            self._store.save()
+            self._store.update(change)
         except OSError as exc:
             self._say(f"The settings could not be saved: {exc}", error=True)
             return False

@@ -249,3 +249,99 @@ def test_a_remote_model_calls_the_chats_mcp_tools(qtbot: QtBot, screenshot_dir: 
     assert stats is not None and stats["remote"]["endpoint"] == endpoint.name
     row = view.rows[0]
     assert "ping (tests) · done in" in row.toggle.text()
+
+
+def _marker_shown(chat: ChatPanel, count: int) -> bool:
+    marker = chat.header.tools_button
+    return marker.isVisible() and marker.text() == f"Tools: {count}"
+
+
+@pytest.mark.slow
+def test_tools_are_per_chat_and_the_header_says_when_they_are_on(
+    qtbot: QtBot, screenshot_dir: Path
+) -> None:
+    """Issue 44: servers enabled in one chat came along, unseen, into every new chat (Ctrl+N,
+    Models > Open in chat), each prompt carrying their tool definitions. A new chat starts
+    with none and no marker; the chat that enables a server says so in its header."""
+    window = _window(qtbot)
+    chat = window.chat
+    marker = chat.header.tools_button
+    qtbot.waitUntil(lambda: _marker_shown(chat, 1), timeout=LONG_WAIT)
+    assert "enables:\ntests\n" in marker.toolTip()  # plain text (ui.plain_text), names listed
+    # A turn makes the chat a stored one (chat A), with its server enabled.
+    view = _ask(qtbot, chat, "Count from 1 to 5.", "ping")
+    qtbot.mouseClick(view.allow_once, Qt.MouseButton.LeftButton)
+    _finish(qtbot, chat, view)
+    assert chat.conversation is not None
+    chat_a = chat.conversation.id
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.wait(300)
+        assert marker.isVisible() and marker.width() >= marker.sizeHint().width()
+        assert chat.header.title_label.width() > 100  # the title keeps its room beside it
+        window.grab().save(str(screenshot_dir / f"mcp-tools-marker-{width}x{height}.png"))
+    window.resize(1280, 800)
+
+    # The marker opens this chat's tool options.
+    chat.settings_toggle.setChecked(False)
+    qtbot.mouseClick(marker, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: chat.tool_turns.options.checks["tests"].isVisible())
+    assert chat.settings_toggle.isChecked()
+    chat.settings_toggle.setChecked(False)
+
+    qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)  # File > New chat
+    qtbot.waitUntil(lambda: chat.conversation is None)
+    assert chat.settings_panel.settings.mcp_servers == ()
+    assert not chat.tool_turns.options.checks["tests"].isChecked()
+    assert not marker.isVisible() and not chat.tool_turns.catalog().functions
+    window.grab().save(str(screenshot_dir / "mcp-new-chat-no-tools-1280x800.png"))
+
+    chat.open_conversation(chat_a)
+    qtbot.waitUntil(lambda: chat.conversation is not None and chat.conversation.id == chat_a)
+    qtbot.waitUntil(lambda: _marker_shown(chat, 1), timeout=LONG_WAIT)
+    assert chat.tool_turns.options.checks["tests"].isChecked()
+
+    window._open_in_chat(demo_model_dir())  # Models > Open in chat
+    qtbot.waitUntil(lambda: chat.conversation is None)
+    assert chat.settings_panel.settings.mcp_servers == () and not marker.isVisible()
+
+    chat.open_conversation(chat_a)
+    qtbot.waitUntil(lambda: _marker_shown(chat, 1), timeout=LONG_WAIT)
+    assert chat.conversation is not None and chat.conversation.settings.mcp_servers == ("tests",)
+
+
+@pytest.mark.slow
+def test_always_allow_while_the_servers_dialog_is_open(qtbot: QtBot, screenshot_dir: Path) -> None:
+    """Issue 44: the MCP servers dialog, opened before the chat allowed a tool, showed "none"
+    and saving a server from it wrote its old copy back over the permission. Now it shows the
+    permission, keeps it through its own save, and "Ask again for every tool" revokes it."""
+    window = _window(qtbot)
+    chat = window.chat
+    dialog = window.show_mcp_dialog()
+    assert dialog.allowed_label.text().startswith("none")
+    view = _ask(qtbot, chat, "Count from 1 to 5.", "ping")
+    qtbot.mouseClick(view.allow_always, Qt.MouseButton.LeftButton)
+    _finish(qtbot, chat, view)
+    assert dialog.allowed_label.text() == "ping" and dialog.forget_allowed.isEnabled()
+    dialog.env_edit.setPlainText("MODE=quiet")
+    assert dialog.save_current()
+    (saved,) = servers_from_settings(SettingsStore(window._store.path).settings.mcp_servers)
+    assert saved.always_allowed == ("ping",) and dict(saved.env) == {"MODE": "quiet"}
+    dialog.close()
+    window.show_mcp_dialog()  # shown again: what is saved now
+    assert dialog.allowed_label.text() == "ping"
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        window.show_mcp_dialog()
+        qtbot.wait(200)
+        assert dialog.forget_allowed.isVisible() and dialog.allowed_label.isVisible()
+        assert dialog.width() <= width and dialog.height() <= height
+        dialog.grab().save(str(screenshot_dir / f"mcp-dialog-allowed-{width}x{height}.png"))
+    qtbot.mouseClick(dialog.forget_allowed, Qt.MouseButton.LeftButton)
+    (saved,) = servers_from_settings(SettingsStore(window._store.path).settings.mcp_servers)
+    assert saved.always_allowed == () and dict(saved.env) == {"MODE": "quiet"}
+    # The dialog's saves restarted the server: its tools are listed again, then it asks again.
+    qtbot.waitUntil(lambda: "ping" in chat.tool_turns.catalog().functions, timeout=LONG_WAIT)
+    view = _ask(qtbot, chat, "Count from 1 to 6.", "ping")
+    assert view.consent.isVisible()
+    _finish(qtbot, chat, view)

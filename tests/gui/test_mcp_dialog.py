@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.mcp.config import McpServer, servers_from_settings
+from qwen_mtp_desktop.core.mcp.config import McpServer, allowing_tool, servers_from_settings
 from qwen_mtp_desktop.core.settings import SettingsStore
 from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
@@ -106,3 +106,63 @@ def test_import_json(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> None:
     assert dialog.headers_edit.toPlainText() == "X-Key: k"
     dialog.timeout_spin.setValue(15)
     assert SettingsStore(tmp_path / "settings.json").settings.tool_timeout_s == 15
+
+
+def _chat_allows(store: SettingsStore, server: str, tool: str) -> None:
+    """What the window does for the chat's "Always allow this tool" (MainWindow._allow_tool):
+    that entry changes, on the latest settings."""
+    servers = allowing_tool(servers_from_settings(store.settings.mcp_servers), server, tool)
+    stored = [s.to_dict() for s in servers]
+    store.update(lambda settings: setattr(settings, "mcp_servers", stored))
+
+
+def test_saves_merge_and_the_dialog_shows_what_is_saved_now(
+    qtbot: QtBot, tmp_path: Path, tools: McpTools
+) -> None:
+    """Issue 44: the dialog, made once and shown again, showed "Always allowed: none" after the
+    chat allowed a tool, and saving a server from it wrote its old copy back (the settings
+    file lost `always_allowed: ["add"]`). Two parts of the app save, in either order: both
+    changes stay."""
+    store = SettingsStore(tmp_path / "settings.json")
+    store.settings.mcp_servers = [
+        McpServer("calc", command=sys.executable, args=("a.py",)).to_dict(),
+        McpServer("other", command="npx").to_dict(),
+    ]
+    store.save()
+    dialog = McpServersDialog(store, tools)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.allowed_label.text().startswith("none")
+    assert not dialog.forget_allowed.isEnabled()
+
+    # The chat allows `add` while the dialog is open with what it read before; then the
+    # dialog saves an edit of that server: `add` stays.
+    _chat_allows(store, "calc", "add")
+    dialog.args_edit.setText("b.py")
+    assert dialog.save_current()
+    calc, other = _saved(tmp_path)
+    assert calc.args == ("b.py",) and calc.always_allowed == ("add",)
+    assert dialog.allowed_label.text() == "add" and dialog.forget_allowed.isEnabled()
+
+    # The reverse: the dialog saves first (another server's edit), then the chat allows: both.
+    dialog.server_list.setCurrentRow(1)
+    dialog.args_edit.setText("-y pkg")
+    assert dialog.save_current()
+    _chat_allows(store, "calc", "mul")
+    calc, other = _saved(tmp_path)
+    assert other.args == ("-y", "pkg") and calc.always_allowed == ("add", "mul")
+    assert calc.args == ("b.py",)
+
+    # Closed and shown again (as Tools > MCP servers does): the permissions saved since show,
+    # and "Ask again for every tool" revokes them, nothing else.
+    dialog.hide()
+    _chat_allows(store, "calc", "sub")
+    dialog.show()
+    dialog.server_list.setCurrentRow(0)
+    assert dialog.allowed_label.text() == "add, mul, sub"
+    assert dialog.forget_allowed.isEnabled()
+    qtbot.mouseClick(dialog.forget_allowed, Qt.MouseButton.LeftButton)
+    calc, other = _saved(tmp_path)
+    assert calc.always_allowed == () and calc.args == ("b.py",) and other.args == ("-y", "pkg")
+    assert dialog.allowed_label.text().startswith("none")
+    assert not dialog.forget_allowed.isEnabled()

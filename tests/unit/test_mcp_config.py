@@ -4,6 +4,7 @@ write, and the settings file's stored list; hostile input is a clear McpConfigEr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.mcp.config import (
     McpConfigError,
     McpServer,
+    allowing_tool,
     import_servers,
     merge,
+    putting,
     servers_from_settings,
 )
 from qwen_mtp_desktop.core.settings import Settings, load_settings, save_settings
@@ -121,3 +124,19 @@ def test_any_entry_is_a_server_or_a_clear_error(entry: dict[str, object], name: 
     (server,) = servers
     # What was accepted is storable and reads back the same.
     assert servers_from_settings([server.to_dict()]) == [server]
+
+
+def test_writes_change_only_their_own_entry() -> None:
+    """Issue 44: "Always allow" from the chat and a server edit from the MCP dialog each change
+    one entry of the latest list, so neither drops the other's."""
+    calc = McpServer("calc", command="python", args=("a.py",))
+    other = McpServer("other", command="npx")
+    allowed = allowing_tool([calc, other], "calc", "add")
+    assert allowed == [replace(calc, always_allowed=("add",)), other]
+    assert allowing_tool(allowed, "calc", "add") == allowed  # once
+    assert allowing_tool(allowed, "gone", "add") == allowed  # renamed or removed meanwhile
+    edited = replace(other, args=("-y", "pkg"))
+    assert putting(allowed, "other", edited) == [allowed[0], edited]
+    added = McpServer("new", command="uvx")
+    assert putting(allowed, None, added) == [*allowed, added]
+    assert putting(allowed, "gone", added) == [*allowed, added]

@@ -13,6 +13,7 @@ from qwen_mtp_desktop.core.settings import (
     SCHEMA_VERSION,
     THEMES,
     Settings,
+    SettingsNotSavedError,
     SettingsStore,
     load_settings,
     save_settings,
@@ -92,6 +93,25 @@ def test_store_saves(tmp_path: Path) -> None:
     store.settings.device = "GPU"
     store.save()
     assert SettingsStore(tmp_path / "settings.json").settings.device == "GPU"
+
+
+@pytest.mark.parametrize("chat_first", [True, False])
+def test_updates_merge_whoever_saves_first(tmp_path: Path, chat_first: bool) -> None:
+    """Issue 44: two parts of the app save different keys (or entries), in either order, on
+    the one store: both survive in the file."""
+    store = SettingsStore(tmp_path / "settings.json")
+    store.update(lambda s: setattr(s, "mcp_servers", [{"name": "calc", "command": "python"}]))
+
+    def chat(s: Settings) -> None:  # "Always allow" on one entry
+        s.mcp_servers = [dict(entry, always_allowed=["add"]) for entry in s.mcp_servers]
+
+    def dialog(s: Settings) -> None:  # another key
+        s.tool_timeout_s = 15.0
+
+    for change in (chat, dialog) if chat_first else (dialog, chat):
+        store.update(change)
+    saved = SettingsStore(tmp_path / "settings.json").settings
+    assert saved.mcp_servers[0]["always_allowed"] == ["add"] and saved.tool_timeout_s == 15.0
 
 
 # --- Settings page values (issue 18): theme and models folder, hostile values ------------------
@@ -268,3 +288,15 @@ def test_the_automatic_budget_is_an_eighth_of_memory_within_bounds(total: int | 
         assert budget == total // 8
         assert "1/8 of this computer's memory" in describe_automatic(total)
     assert describe_automatic(total if total is not None else 0).startswith("Automatic: ")
+
+
+def test_an_update_that_cannot_be_read_back_undoes_only_itself(tmp_path: Path) -> None:
+    """A refused save (SettingsNotSavedError) takes back its own change, never what another
+    part of the app holds in memory (the chat's ui_state, kept until the window closes)."""
+    store = SettingsStore(tmp_path / "settings.json")
+    ui_state = store.settings.ui_state
+    ui_state["chat_show_drafts"] = "1"  # the chat's, not saved yet
+    with pytest.raises(SettingsNotSavedError):
+        store.update(lambda s: setattr(s, "tool_timeout_s", -1.0))
+    assert store.settings.tool_timeout_s != -1.0
+    assert store.settings.ui_state is ui_state and ui_state["chat_show_drafts"] == "1"

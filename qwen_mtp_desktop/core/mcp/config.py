@@ -306,3 +306,17 @@ def merge(existing: Sequence[McpServer], added: Sequence[McpServer]) -> list[Mcp
     if len(merged) > MAX_SERVERS:
         raise McpConfigError(f"At most {MAX_SERVERS} MCP servers can be configured.")
     return merged
+
+
+def allowing_tool(servers: Sequence[McpServer], name: str, tool: str) -> list[McpServer]:
+    """`servers` (the latest stored list) with `tool` always allowed on the server `name`,
+    every other entry and field as it is (merge on write: the chat changes only this one)."""
+    return [server.allowing(tool) if server.name == name else server for server in servers]
+
+
+def putting(servers: Sequence[McpServer], old_name: str | None, new: McpServer) -> list[McpServer]:
+    """`servers` (the latest stored list) with `new` in the place of the server `old_name`
+    (added when None or gone); McpConfigError when the list would be too long."""
+    if old_name is None or all(s.name != old_name for s in servers):
+        return merge(servers, [new])
+    return [new if s.name == old_name else s for s in servers]

@@ -562,7 +562,10 @@ class ChatPanel(ChatLayout):
             if isinstance(saved, dict):
                 chosen = ChatSettings.from_dict(saved)
         preset = self.presets.default_preset()
-        return replace(chosen, **preset.values) if preset is not None else chosen
+        chosen = replace(chosen, **preset.values) if preset is not None else chosen
+        # MCP servers are enabled per chat: a new chat starts with none (issue 44: they came
+        # along unseen, ~1,000 tokens of tool definitions in every prompt).
+        return replace(chosen, mcp_servers=())
 
     def _new_chat_prompt(self) -> str:
         """A new chat's system prompt: the default preset's, else none."""
@@ -648,7 +651,8 @@ class ChatPanel(ChatLayout):
     # ------------------------------------------------------------------------ chat settings
 
     def _on_settings_changed(self, settings: ChatSettings) -> None:
-        self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(settings.to_dict())
+        remembered = replace(settings, mcp_servers=())  # per chat, never a new chat's
+        self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(remembered.to_dict())
         self._update_header()
         self._chats.save_settings(settings, self._on_conversation_updated)
         if not self.generating:

@@ -1,9 +1,11 @@
-"""The chat's header, in two rows: the Chats toggle, the title and the Drafts and Chat options
-toggles; under them the model picker (as users know it from LM Studio and Jan) with Eject and
-what the model decodes with, in one plain sentence (details in its tooltip)."""
+"""The chat's header, in two rows: the Chats toggle, the title, "Tools: N" (while the chat
+enables MCP servers) and the Drafts and Chat options toggles; under them the model picker (as
+users know it from LM Studio and Jan) with Eject and what the model decodes with, in one plain
+sentence (details in its tooltip)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -85,6 +87,11 @@ class ChatHeader(QFrame):
         self.chats_toggle.setCheckable(True)
         self.chats_toggle.setChecked(True)
         self.chats_toggle.setToolTip("Show or hide the list of chats")
+        # Tools cost every prompt their definitions and change what the model answers, so a
+        # chat that enables servers says so where it is always seen (issue 44).
+        self.tools_button = QToolButton()
+        self.tools_button.setObjectName("toolsMarker")
+        self.tools_button.setVisible(False)
         # The same choice as Settings > Model: name, size, precision, MTP.
         self.model_picker = QComboBox()
         self.model_picker.setObjectName("modelPicker")
@@ -106,6 +113,7 @@ class ChatHeader(QFrame):
         top = QHBoxLayout()
         top.addWidget(self.chats_toggle)
         top.addWidget(self.title_label, 1)
+        top.addWidget(self.tools_button)
         top.addWidget(self.drafts_toggle)
         top.addWidget(self.settings_toggle)
         model_row = QHBoxLayout()
@@ -115,6 +123,16 @@ class ChatHeader(QFrame):
         model_row.addWidget(self.model_status, 1)
         layout.addLayout(top)
         layout.addLayout(model_row)
+
+    def show_tools(self, servers: Sequence[str]) -> None:
+        """ "Tools: N" with the servers' names in its tooltip, shown while the chat enables any
+        (`servers`); hidden when it enables none."""
+        self.tools_button.setVisible(bool(servers))
+        self.tools_button.setText(f"Tools: {len(servers)}")
+        names = "\n".join(servers)  # server names are the user's text: plain, never markup
+        self.tools_button.setToolTip(
+            plain_tooltip(f"MCP servers this chat enables:\n{names}\nClick for its tool options.")
+        )
 
     def show_status(self, text: str, details: str = "") -> None:
         """What the model decodes with; `details` (Auto's technical reason) in the tooltip."""

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QScrollArea
 
 from qwen_mtp_desktop.core.chat_tools import (
     MAX_ROUNDS,
@@ -46,6 +47,7 @@ from qwen_mtp_desktop.core.mcp.client import McpError, ToolInfo, ToolResult
 from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, McpServer
 from qwen_mtp_desktop.core.tool_calls import Calls, Malformed, new_call_id
 from qwen_mtp_desktop.ui.chat.conversation import ConversationController
+from qwen_mtp_desktop.ui.chat.header import ChatHeader
 from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.tool_calls_view import view_of
@@ -63,6 +65,7 @@ class TurnHost(Protocol):
     the import one way)."""
 
     settings_panel: ChatSettingsPanel
+    header: ChatHeader
     transcript: Transcript
     figures: LiveFigures
 
@@ -114,28 +117,32 @@ class ToolTurns(QObject):
         self._router = router
         self._turns = turns
         self._mcp: McpTools | None = None
-        #: The app's servers, their saving (Always allow) and the time limit: set by attach().
+        #: The app's servers, "Always allow" saved (server, tool: only that entry changes, on
+        #: the latest settings) and the time limit: set by attach().
         self.servers: Callable[[], list[McpServer]] = list
-        self.save_server: Callable[[McpServer], None] = lambda _server: None
+        self.allow_tool: Callable[[str, str], None] = lambda _server, _tool: None
         self.timeout_s: Callable[[], float] = lambda: DEFAULT_TIMEOUT_S
         #: Tools listed per server (or why not), and list requests in flight.
         self._listed: dict[str, list[ToolInfo] | McpError] = {}
         self._listing: dict[int, str] = {}
+        #: Lists asked before the servers changed: their answers are only settled.
+        self._dropped: set[int] = set()
         self._run: ToolRun | None = None
         self.options = ToolOptions()
         self.options.enabled_changed.connect(self._on_enabled_changed)
         panel.settings_panel.tool_section.addWidget(self.options)
         panel.settings_panel.settings_shown.connect(lambda _settings: self.refresh())
+        panel.header.tools_button.clicked.connect(self.open_options)
 
     def attach(
         self,
         mcp: McpTools,
         servers: Callable[[], list[McpServer]],
-        save_server: Callable[[McpServer], None],
+        allow_tool: Callable[[str, str], None],
         timeout_s: Callable[[], float],
     ) -> None:
         self._mcp = mcp
-        self.servers, self.save_server, self.timeout_s = servers, save_server, timeout_s
+        self.servers, self.allow_tool, self.timeout_s = servers, allow_tool, timeout_s
         mcp.listed.connect(self._on_listed)
         mcp.called.connect(self._on_called)
         self.servers_changed()
@@ -156,8 +163,12 @@ class ToolTurns(QObject):
     _shown_renames = ""
 
     def servers_changed(self) -> None:
-        """The app's server list changed: list every server's tools again."""
+        """The app's server list changed: list every server's tools again. Lists asked before
+        are dropped: their server may have been changed or restarted since (two quick saves in
+        the MCP dialog left the first list's error standing, and the chat without tools)."""
         self._listed.clear()
+        self._dropped.update(self._listing)
+        self._listing.clear()
         self.refresh()
 
     def refresh(self) -> None:
@@ -177,6 +188,7 @@ class ToolTurns(QObject):
             elif server.name in self._listing.values():
                 states[server.name] = "starting…"
         self.options.show_servers(self.servers(), self._chat_settings().mcp_servers, states)
+        self._panel.header.show_tools([server.name for server in self._enabled()])
         catalog = self.catalog()
         self.options.show_functions(sorted(catalog.functions))
         # Two servers' tools that would share a name are renamed, never dropped: say so once.
@@ -184,6 +196,16 @@ class ToolTurns(QObject):
         if renames and renames != self._shown_renames:
             self._panel.show_problem(f"Tools renamed to keep them apart: {renames}.", "warning")
         self._shown_renames = renames
+
+    def open_options(self) -> None:
+        """The header's "Tools: N": Chat options, scrolled to this chat's tools."""
+        self._panel.header.settings_toggle.setChecked(True)
+        scroll = self.options.parentWidget()
+        while scroll is not None and not isinstance(scroll, QScrollArea):
+            scroll = scroll.parentWidget()
+        if scroll is not None:
+            area = scroll
+            QTimer.singleShot(0, lambda: area.ensureWidgetVisible(self.options))
 
     def catalog(self) -> ToolCatalog:
         infos: list[ToolInfo] = []
@@ -200,6 +222,9 @@ class ToolTurns(QObject):
 
     def _on_listed(self, request_id: int, result: object) -> None:
         name = self._listing.pop(request_id, None)
+        if request_id in self._dropped and self._mcp is not None:
+            self._dropped.discard(request_id)
+            self._mcp.settle(request_id)
         if name is None or self._mcp is None:
             return
         self._mcp.settle(request_id)
@@ -358,7 +383,7 @@ class ToolTurns(QObject):
         if answer == "always" and server is not None:
             server = server.allowing(call.tool)
             run.servers[server.name] = server
-            self.save_server(server)
+            self.allow_tool(server.name, call.tool)
         self._start_call(run, pending)
 
     def _start_call(self, run: ToolRun, index: int) -> None:
