@@ -211,7 +211,9 @@ def call_summary(call: TracedCall) -> str:
     the Markdown export's)."""
     words = _STATUS_WORDS.get(call.status, call.status)
     if call.done and call.status not in ("denied", "cancelled") and call.duration_s:
-        words += f" in {call.duration_s:.2f} s"
+        # A fast local tool takes well under 5 ms: "in 0.00 s" read as if nothing ran.
+        seconds = call.duration_s
+        words += f" in {seconds:.2f} s" if seconds >= 0.005 else f" in {seconds * 1000:.1f} ms"
     return f"Tool: {call.tool} ({call.server}) · {words}"
 
 

@@ -110,3 +110,12 @@ def test_any_stored_value_reads_without_raising(value: object) -> None:
     rounds = trace_from_record(value)
     assert all(r.calls for r in rounds)
     round_messages(rounds)  # and the model can read what was kept
+
+
+def test_a_fast_call_shows_its_time_in_milliseconds() -> None:
+    """'done in 0.00 s' read as if nothing ran (issue 44, minor 7)."""
+    from qwen_mtp_desktop.core.chat_tools import TracedCall, call_summary
+
+    call = TracedCall("c1", "ping", "tests", "ping", "{}", status="done")
+    assert call_summary(call.with_result("done", "pong", 0.0004)).endswith("done in 0.4 ms")
+    assert call_summary(call.with_result("done", "pong", 0.21)).endswith("done in 0.21 s")
