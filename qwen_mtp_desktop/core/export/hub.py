@@ -366,22 +366,21 @@ _BROKEN_OFF = {"ReadError", "RemoteProtocolError", "ReadTimeout", "IncompleteRea
 
 
 def _broke_off(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    for _ in range(8):  # the cause chain, bounded
-        if seen is None:
-            return False
-        if any(cls.__name__ in _BROKEN_OFF for cls in type(seen).__mro__):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return _caused_by(exc, _BROKEN_OFF)
 
 
 def _is_network_error(exc: BaseException) -> bool:
+    return _caused_by(exc, _NETWORK_ERRORS)
+
+
+def _caused_by(exc: BaseException, names: set[str]) -> bool:
+    """Whether `exc` or an exception in its cause chain (bounded) is of a class named in
+    `names` (by name: httpx, requests and urllib3 need not be importable here)."""
     seen: BaseException | None = exc
-    for _ in range(8):  # the cause chain, bounded
+    for _ in range(8):
         if seen is None:
             return False
-        if any(cls.__name__ in _NETWORK_ERRORS for cls in type(seen).__mro__):
+        if any(cls.__name__ in names for cls in type(seen).__mro__):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
