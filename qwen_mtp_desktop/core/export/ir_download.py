@@ -34,6 +34,7 @@ from typing import Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.export.hub_client import HubClient, HubError, RepoFile
+from qwen_mtp_desktop.core.export.manifest import sha256_file
 
 #: The IR parts of a Qwen3.5 export: part -> file stem.
 IR_PARTS: dict[str, str] = {
@@ -454,7 +455,9 @@ def _download(
     try:
         for item in layout.wanted:
             _fetch_file(client, layout, item, files_dir / item.name, advance, cancel)
-        sums = {item.name: item.sha256 or _sha256(files_dir / item.name) for item in layout.wanted}
+        sums = {
+            item.name: item.sha256 or sha256_file(files_dir / item.name) for item in layout.wanted
+        }
         _write_manifest(files_dir, layout, sums)
         files_dir.rename(destination)
     except OSError as exc:
@@ -555,14 +558,6 @@ def _changed(layout: RepoLayout, item: RepoFile, part: Path) -> DownloadError:
         "Download again; the file is fetched anew.",
         code="HUB_CHANGED",
     )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_manifest(model_dir: Path, layout: RepoLayout, sums: dict[str, str]) -> None:

@@ -669,8 +669,7 @@ def _write_record(model_dir: Path, result: GraftResult) -> None:
 def _update_manifest(model_dir: Path, record: dict[str, Any]) -> None:
     """An export manifest that lists the head's files gets the new head's checksums, so
     `--verify` does not report the graft as damage; the manifest's other fields stay."""
-    import hashlib
-
+    from qwen_mtp_desktop.core.export.manifest import sha256_file
     from qwen_mtp_desktop.core.fileio import atomic_write_text
     from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
     from qwen_mtp_desktop.core.safe_files import FileKind, read_json_object
@@ -685,11 +684,7 @@ def _update_manifest(model_dir: Path, record: dict[str, Any]) -> None:
         return
     for suffix in (".xml", ".bin"):
         name = f"{MTP_STEM}{suffix}"
-        digest = hashlib.sha256()
-        with (model_dir / name).open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-        files[name] = digest.hexdigest()
+        files[name] = sha256_file(model_dir / name)
     manifest["mtp_graft"] = record
     with contextlib.suppress(OSError):
         atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
