@@ -1,4 +1,4 @@
-"""Auto MTP (core.adaptive) against every fixed setting, over a scripted multi-turn conversation.
+"""Auto MTP (core.auto.policy) against every fixed setting, over a scripted multi-turn conversation.
 
 Two models per run: one where MTP wins (its head predicts the content) and one where it loses
 (the same model with its MTP head's weights randomised, `devtools.mtp_head`). For each, the same
@@ -35,12 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample
-from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, TurnSample
+from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.prompt_sets import PromptSet, load_prompt_set
+from qwen_mtp_desktop.core.measure.prompt_sets import PromptSet, load_prompt_set
 
 FIXED: tuple[DecodingMethod, ...] = (PLAIN, *(DecodingMethod.mtp(d) for d in (1, 2, 3)))
 
@@ -96,7 +96,7 @@ def run_turn(engine: Engine, run: Run, user: str, max_new_tokens: int) -> None:
 
 def seeded_policy(model: Path, prompts: PromptSet, max_new_tokens: int) -> tuple[Any, str]:
     """The app's own benchmark on this model, as the chat's Auto would find it stored."""
-    from qwen_mtp_desktop.core.bench import run_benchmark
+    from qwen_mtp_desktop.core.measure.bench import run_benchmark
 
     report = run_benchmark(
         model,
@@ -252,7 +252,7 @@ def run_all(args: argparse.Namespace, prompts: PromptSet, home: Path) -> dict[st
         win = args.fullsize / f"qwen3.5-{args.geometry}-agree-int4"
         lose = args.fullsize / f"qwen3.5-{args.geometry}-random-int4"
     else:
-        from qwen_mtp_desktop.core.paths import demo_model_dir
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
         from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
         win = demo_model_dir()

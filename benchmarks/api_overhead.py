@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks._smoke import SmokeCheck
     from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadOptions, Message
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
     from qwen_mtp_desktop.core.hosting.service import EngineService
-    from qwen_mtp_desktop.core.paths import demo_model_dir
 
     model_dir = args.model_dir or demo_model_dir()
     service = EngineService()

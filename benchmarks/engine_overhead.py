@@ -34,7 +34,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
 block_telemetry()
 
@@ -46,7 +46,7 @@ from qwen_mtp_desktop.core.engine import (  # noqa: E402
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.paths import demo_model_dir  # noqa: E402
+from qwen_mtp_desktop.core.files.paths import demo_model_dir  # noqa: E402
 
 PROMPT = [Message("user", "Count from 1 to 300.")]
 

@@ -1,6 +1,6 @@
 """Full-size MTP speed bounds on this machine: random-weight Qwen3.5 checkpoints with the real
 0.8B / 2B geometries, exported to INT4 through the app's own export path, benchmarked with
-`core.bench` in two variants that bound what MTP can give:
+`core.measure.bench` in two variants that bound what MTP can give:
 
 - agree:  both final norms (target and MTP) have weight -1; Qwen3.5's RMSNorm multiplies by
           (1 + weight), so both emit all-zero logits and always pick the same token: ~100 %
@@ -43,11 +43,11 @@ if __name__ == "__main__":
 
 from _args import at_least, whole_numbers  # noqa: E402
 
-from qwen_mtp_desktop.core.bench import expected_tokens_per_step, run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
-from qwen_mtp_desktop.core.paths import HOME_ENV  # noqa: E402
-from qwen_mtp_desktop.core.prompt_sets import PromptSet, load_prompt_set  # noqa: E402
-from qwen_mtp_desktop.core.reports import save_report  # noqa: E402
+from qwen_mtp_desktop.core.files.paths import HOME_ENV  # noqa: E402
+from qwen_mtp_desktop.core.measure.bench import expected_tokens_per_step, run_benchmark  # noqa: E402
+from qwen_mtp_desktop.core.measure.prompt_sets import PromptSet, load_prompt_set  # noqa: E402
+from qwen_mtp_desktop.core.measure.reports import save_report  # noqa: E402
 
 VOCAB_SIZE = 248_320
 VARIANTS = ("agree", "random", "bigram")
@@ -355,8 +355,8 @@ def tune_bigram(model_dir: Path) -> float:
 def export_int4(checkpoint: Path, out: Path) -> Path:
     """INT4 through the app's export path; --group-size-fallback ignore keeps the MTP RoPE
     frequencies (a channel of size 1) out of group quantization (RUNTIME-NOTES)."""
-    from qwen_mtp_desktop.core.export.job import run_export
-    from qwen_mtp_desktop.core.export.options import ExportOptions
+    from qwen_mtp_desktop.core.models.export.job import run_export
+    from qwen_mtp_desktop.core.models.export.options import ExportOptions
 
     options = ExportOptions.recommended("int4", group_size_fallback="ignore")
     started = time.perf_counter()
@@ -409,7 +409,7 @@ def bench_model(
 
 def _depth(mode: dict[str, Any]) -> int | None:
     """A report mode's MTP depth (None: plain decoding)."""
-    from qwen_mtp_desktop.core.verdicts import row_method
+    from qwen_mtp_desktop.core.measure.verdicts import row_method
 
     method = row_method(mode)
     return method.drafts if method.uses_mtp_head else None
@@ -440,7 +440,7 @@ def projections(
 
 
 def table(reports: dict[str, dict[str, Any]], steps: dict[str, Any] | None) -> str:
-    from qwen_mtp_desktop.core.reports import fmt, fmt_spread
+    from qwen_mtp_desktop.core.measure.reports import fmt, fmt_spread
 
     lines = [
         f"{'variant':<8} {'mode':<26} {'decode tok/s (min-max)':<24} {'speed-up (min-max)':<22} "
@@ -502,7 +502,7 @@ def _paths(exports: Path, geometry: str, variant: str) -> tuple[Path, Path]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.export.options import missing_components
+    from qwen_mtp_desktop.core.models.export.options import missing_components
 
     for variant in args.variants:
         checkpoint, exported = _paths(args.exports, args.geometry, variant)

@@ -1,5 +1,5 @@
-"""Adding the MTP head to an export that lacks it (`models add-mtp`, core.export.mtp_graft): what
-the graft costs when the checkpoint is on a hub (HTTP range reads through HubSource, from a hub
+"""Adding the MTP head to an export that lacks it (`models add-mtp`, core.models.export.mtp_graft):
+what the graft costs when the checkpoint is on a hub (HTTP range reads through HubSource, from a hub
 stand-in on loopback: qwen_mtp_desktop.devtools.hub_server), and whether the grafted head is
 the head optimum-intel exports from the same checkpoint.
 
@@ -22,7 +22,7 @@ Equivalence, against the export's own head:
     they are), and, when optimum-intel is installed, the fp32 graft compressed with the
     export's own recorded settings through optimum's own weight compression call (nncf): the
     like-for-like comparison.
-(b) greedy drafts through the app's decoder (core.export.child.check_generation, exact
+(b) greedy drafts through the app's decoder (core.models.export.child.check_generation, exact
     numerics, in child processes) for both folders at each depth: MTP output equal to plain
     decoding for both, the same tokens, the acceptance of each.
 
@@ -55,8 +55,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
-from qwen_mtp_desktop.core.export.mtp_graft import MTP_STEM  # noqa: E402
-from qwen_mtp_desktop.core.export.tensor_source import (  # noqa: E402
+from qwen_mtp_desktop.core.models.export.mtp_graft import MTP_STEM  # noqa: E402
+from qwen_mtp_desktop.core.models.export.tensor_source import (  # noqa: E402
     INDEX_NAME,
     FolderSource,
     locate,
@@ -157,11 +157,12 @@ def run_measured(
 def check_generation(
     model_dir: Path, depth: int, max_new_tokens: int, env: dict[str, str], cwd: Path
 ) -> dict[str, Any]:
-    """core.export.child.check_generation in a child process (a fresh process per model, as
+    """core.models.export.child.check_generation in a child process (a fresh process per model, as
     the app runs it): MTP at `depth` against plain decoding, greedy, exact numerics."""
-    from qwen_mtp_desktop.core.export.progress import read_markers
+    from qwen_mtp_desktop.core.models.export.progress import read_markers
 
-    command = [sys.executable, "-m", "qwen_mtp_desktop.core.export.child", "check-generation"]
+    child = "qwen_mtp_desktop.core.models.export.child"
+    command = [sys.executable, "-m", child, "check-generation"]
     command += [str(model_dir), "--num-assistant-tokens", str(depth)]
     command += ["--max-new-tokens", str(max_new_tokens)]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
@@ -231,7 +232,7 @@ def compare_heads(
     """(the export head's output scale, one row per graft: max |diff| all / early)."""
     import numpy as np
 
-    from qwen_mtp_desktop.core.ir import read_ir
+    from qwen_mtp_desktop.core.models.ir import read_ir
 
     reference_xml = export / f"{MTP_STEM}.xml"
     hidden = json.loads((export / "config.json").read_text())
@@ -319,7 +320,7 @@ def run(
     tokens: int,
     check: SmokeCheck,
 ) -> None:
-    from qwen_mtp_desktop.core.export.mtp_graft import graft
+    from qwen_mtp_desktop.core.models.export.mtp_graft import graft
 
     repo = work / "hub" / REPO_ID
     if smoke:
@@ -388,7 +389,7 @@ def run(
         (f"graft {result['weight_format']} (auto)", headless / f"{MTP_STEM}.xml"),
         ("graft fp32", fp32 / f"{MTP_STEM}.xml"),
     ]
-    from qwen_mtp_desktop.core.ir import read_ir
+    from qwen_mtp_desktop.core.models.ir import read_ir
 
     export_precision = read_ir(export / f"{MTP_STEM}.xml").dominant_precision or ""
     like_export = None  # the like-for-like row: the graft in the export head's own format

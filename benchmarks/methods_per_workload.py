@@ -1,14 +1,15 @@
 """Prompt lookup vs MTP vs plain decoding per workload, from one interleaved run.
 
-The app's own benchmark (`core.bench.run_benchmark`, the code behind `qwen-mtp-desktop bench` and
-the Benchmark page) runs every prompt of the workload prompt sets (code, chat, list, summarise,
+The app's own benchmark (`core.measure.bench.run_benchmark`, the code behind `qwen-mtp-desktop
+bench` and the Benchmark page) runs every prompt of the workload prompt sets (code, chat, list,
+summarise,
 edit) in every mode: plain decoding (both plain paths; the faster is the baseline), MTP at each
 depth on the chat's decoder, and prompt lookup, in an order that rotates from prompt to prompt
 and round to round, so this machine's drift hits every mode alike. Ratios are medians of
 per-run ratios to the baseline run of the same prompt in the same round; "lookup / MTP" is the
 median of lookup's per-run speed-up over the best MTP depth's, same prompt, same round.
 Decode speed excludes the time to first token; the TTFT columns show what each path's prefill
-costs on these prompts (core.turn_costs prices it for Auto).
+costs on these prompts (core.auto.turn_costs prices it for Auto).
 
     .venv/bin/python benchmarks/methods_per_workload.py /work/fullsize/qwen3.5-0.8b-bigram-int4
     .venv/bin/python benchmarks/methods_per_workload.py MODEL --prompts-per-set 4 --rounds 3
@@ -30,11 +31,11 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from qwen_mtp_desktop.core.bench import run_benchmark  # noqa: E402
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod  # noqa: E402
 from qwen_mtp_desktop.core.errors import UserFacingError  # noqa: E402
-from qwen_mtp_desktop.core.prompt_sets import load_prompt_set  # noqa: E402
-from qwen_mtp_desktop.core.verdicts import method_verdict, row_method  # noqa: E402
+from qwen_mtp_desktop.core.measure.bench import run_benchmark  # noqa: E402
+from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set  # noqa: E402
+from qwen_mtp_desktop.core.measure.verdicts import method_verdict, row_method  # noqa: E402
 
 WORKLOADS = ("code", "chat", "list", "summarise", "edit")
 
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=at_least(1), default=64)
     parser.add_argument("--smoke", action="store_true", help="demo model, tiny; checks")
     args = parser.parse_args(argv)
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
     if args.smoke:
         args.model_dir = args.model_dir or demo_model_dir()

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
 
     if args.smoke:
-        from qwen_mtp_desktop.core.paths import demo_model_dir
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
         args.model = args.model or demo_model_dir()
         args.checkpoint = args.checkpoint or args.model.parent / "checkpoint"
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if not numerics or any(n not in NUMERICS for n in numerics):
         parser.error(f"--numerics: choose from {', '.join(NUMERICS)}")
 
-    from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
+    from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set
     from qwen_mtp_desktop.devtools.mtp_chain_check import FP16_SLACK, DecoderUnderTest
     from qwen_mtp_desktop.devtools.mtp_reference import MtpReferenceError
 

@@ -87,7 +87,7 @@ def run_child(path: str, model: Path, cycles: int, first: int, image: Path, inje
     faulthandler.enable()  # a native crash leaves its Python stack on stderr
     from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-    from qwen_mtp_desktop.core.privacy import block_telemetry
+    from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
     block_telemetry()
     cache = image.parent / "ov-cache"  # a compiled-model cache, as the app's chat loads
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
     model = (args.model or demo_model_dir()).expanduser()
     if args.child:

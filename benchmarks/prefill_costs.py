@@ -1,5 +1,5 @@
 """What a turn's prefill costs on each decoding path, and what switching paths costs: the
-numbers Auto (core.adaptive) prices long prompts, image turns and method switches with.
+numbers Auto (core.auto.policy) prices long prompts, image turns and method switches with.
 
 Each path the chat can run a turn on is measured at several prompt lengths, interleaved in a
 rotating order (this machine's speed drifts), with a few new tokens so the time to first token
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="demo model, short; checks")
     args = parser.parse_args(argv)
     lengths = args.lengths
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
     models: list[tuple[str, Path]] = [(p.name, p) for p in args.models]
     if args.smoke:

@@ -33,7 +33,7 @@ from _smoke import SmokeCheck
 
 from qwen_mtp_desktop.core.decoding.method import GREEDY, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions
-from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
+from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set
 
 QWEN = Sampling(temperature=0.7, top_p=0.8, top_k=20)
 TARGET_RATIO = 0.85
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depths = sorted(set(args.depths))
     if args.smoke:
-        from qwen_mtp_desktop.core.paths import demo_model_dir
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
         args.model = args.model or demo_model_dir()
         args.rounds, args.max_new_tokens = 1, 12

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.smoke:
-        from qwen_mtp_desktop.core.paths import demo_model_dir
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
         args.model_dir = args.model_dir or demo_model_dir()
         args.depths, args.repeats = [1, 2], 2

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.smoke:
-        from qwen_mtp_desktop.core.paths import demo_model_dir
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
         args.model_dir = args.model_dir or demo_model_dir()
         args.depths, args.rounds, args.tokens, args.prompt_tokens = [1, 2], 1, 12, 24

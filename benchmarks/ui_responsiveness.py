@@ -29,14 +29,14 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
 block_telemetry()
 
 from PySide6.QtCore import QElapsedTimer, QObject, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from qwen_mtp_desktop.core.chats.store import ChatStore  # noqa: E402
+from qwen_mtp_desktop.core.chat.store.store import ChatStore  # noqa: E402
 from qwen_mtp_desktop.core.engine import StepChunk  # noqa: E402
 from qwen_mtp_desktop.core.units import plain_figures  # noqa: E402
 
@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """The three measurements in one offscreen main window (imports need the app home set)."""
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
     from qwen_mtp_desktop.ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
@@ -221,7 +221,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def measure_window(
     args: argparse.Namespace, app: Any, window: Any, data_dir: Path
 ) -> dict[str, Any]:
-    from qwen_mtp_desktop.core.chat_turns import Turn
+    from qwen_mtp_desktop.core.chat.turns import Turn
     from qwen_mtp_desktop.ui.chat.turn import Stream
 
     results: dict[str, Any] = {}

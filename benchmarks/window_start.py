@@ -159,8 +159,8 @@ def restored_profile(home: Path, pycache: Path, folder: Path) -> None:
     chat database with chats in it."""
     launch_app(home, screen_config(folder, *SAVED_ON), pycache, screenshot=folder / "saved.png")
     os.environ["QWEN_MTP_DESKTOP_HOME"] = str(home)
-    from qwen_mtp_desktop.core.chats.store import ChatStore
-    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.chat.store.store import ChatStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
 
     with ChatStore(app_paths().chats_db) as store:
         for number in range(CHATS):

@@ -7,8 +7,8 @@ PyInstaller, OpenVINO or Qt: packages are located with `importlib.util.find_spec
 
 Files the import analysis cannot see, because they are opened or dlopen()ed by path at run time:
 
-- `resources/` (icons, prompt sets, the demo model): found through `core.paths.resources_dir()`,
-  which is `sys._MEIPASS/resources` in a bundle;
+- `resources/` (icons, prompt sets, the demo model): found through
+`core.files.paths.resources_dir()`, which is `sys._MEIPASS/resources` in a bundle;
 - OpenVINO's device plugins and IR frontend: libopenvino loads them from its own folder
   (`openvino/libs`), by name, when a device is first used or a model is read; the GPU plugin
   also reads its tuning cache `cache.json` there; TBB dlopen()s `tbbbind` for NUMA binding;
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = REPO_ROOT / "resources"
-BUILD_INFO_FILE = "build_info.json"  # = qwen_mtp_desktop.core.buildinfo.BUILD_INFO_FILE
+BUILD_INFO_FILE = "build_info.json"  # = qwen_mtp_desktop.core.system.buildinfo.BUILD_INFO_FILE
 
 #: OpenVINO device plugins the bundle ships (AUTO_BATCH and any others are left out).
 KEEP_PLUGINS = ("intel_cpu", "intel_gpu", "intel_npu", "auto", "hetero")
@@ -94,7 +94,7 @@ EXCLUDED_MODULES = (
     "jax",
     "onnx",
     "onnxruntime",
-    "openvino_telemetry",  # the app blocks it (core/privacy.py); openvino has a no-op stub
+    "openvino_telemetry",  # the app blocks it (core/system/privacy.py); openvino has a no-op stub
     "openvino.tools",
     "openvino.torch",
     "openvino.frontend.pytorch",
@@ -110,8 +110,8 @@ EXCLUDED_MODULES = (
 #: What `models download` and `models add-mtp` need in the installed app, all imported inside
 #: functions: the app's own hub client (httpx), OpenVINO's graph API that builds the MTP head
 #: (`openvino.opset13`, `openvino.op.util`), and the MTP == plain check, which the bundle starts
-#: by name (`-m qwen_mtp_desktop.core.export.child`, dispatched by entry.py). The spec lists them
-#: as hidden imports so a change to how they are imported cannot drop them silently;
+#: by name (`-m qwen_mtp_desktop.core.models.export.child`, dispatched by entry.py). The spec lists
+#: them as hidden imports so a change to how they are imported cannot drop them silently;
 #: tests/unit/test_packaging.py imports them, and everything these modules import, with the
 #: excluded modules blocked.
 MODEL_SOURCE_MODULES = (
@@ -119,11 +119,11 @@ MODEL_SOURCE_MODULES = (
     "openvino.opset13",
     "openvino.op.util",
     "qwen_mtp_desktop.commands.model_sources",
-    "qwen_mtp_desktop.core.export.hub_client",
-    "qwen_mtp_desktop.core.export.ir_download",
-    "qwen_mtp_desktop.core.export.tensor_source",
-    "qwen_mtp_desktop.core.export.mtp_graft",
-    "qwen_mtp_desktop.core.export.child",
+    "qwen_mtp_desktop.core.models.export.hub_client",
+    "qwen_mtp_desktop.core.models.export.ir_download",
+    "qwen_mtp_desktop.core.models.export.tensor_source",
+    "qwen_mtp_desktop.core.models.export.mtp_graft",
+    "qwen_mtp_desktop.core.models.export.child",
 )
 
 #: Modules the bundle must not be able to import (checked with the bundle's `--probe-imports`

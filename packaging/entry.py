@@ -43,9 +43,9 @@ def _main() -> int:
         from qwen_mtp_desktop.host.engine_host import main as engine_host
 
         return engine_host()
-    if sys.argv[1:3] == ["-m", "qwen_mtp_desktop.core.export.child"]:
+    if sys.argv[1:3] == ["-m", "qwen_mtp_desktop.core.models.export.child"]:
         # The MTP == plain check after adding a head (needs only the runtime).
-        from qwen_mtp_desktop.core.export.child import _main as child
+        from qwen_mtp_desktop.core.models.export.child import _main as child
 
         return child(sys.argv[3:])
     if len(sys.argv) > 1 and sys.argv[1] == "-m":

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 from qwen_mtp_desktop import APP_ID, APP_NAME, __version__
-from qwen_mtp_desktop.core.crash import CrashHandler
-from qwen_mtp_desktop.core.logs import setup_logging
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.privacy import block_telemetry
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.system.crash import CrashHandler
+from qwen_mtp_desktop.core.system.logs import setup_logging
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
 log = logging.getLogger(__name__)
 

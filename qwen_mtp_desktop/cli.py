@@ -11,7 +11,7 @@ from types import ModuleType
 
 from qwen_mtp_desktop import APP_ID
 from qwen_mtp_desktop.commands import EXIT_FAILED, CommandError, bounded_int, output_file
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
 COMMAND_NAMES = ("doctor", "generate", "serve", "models", "export", "validate", "bench",
                  "demo_model")  # fmt: skip
@@ -53,7 +53,7 @@ class VersionAction(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        from qwen_mtp_desktop.core.buildinfo import build_info
+        from qwen_mtp_desktop.core.system.buildinfo import build_info
 
         print(build_info().version_text())
         parser.exit()

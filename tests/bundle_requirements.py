@@ -39,9 +39,9 @@ def bundle_files() -> ModuleType:
 
 
 def bundle_resources_prefix() -> str:
-    """Where resources live inside a bundle, as `core.paths.resources_dir()` computes it when
+    """Where resources live inside a bundle, as `core.files.paths.resources_dir()` computes it when
     frozen (sys._MEIPASS set)."""
-    from qwen_mtp_desktop.core import paths
+    from qwen_mtp_desktop.core.files import paths
 
     fake_root = Path("/frozen-root")
     had = hasattr(sys, "_MEIPASS")
@@ -78,8 +78,8 @@ def referenced_resources() -> dict[str, list[Path]]:
 def required_resource_files() -> dict[str, Path]:
     """Bundle path -> source for every file under every resource the code refers to, and the
     demo model and prompt sets through the functions that locate them."""
-    from qwen_mtp_desktop.core.paths import demo_checkpoint_dir, demo_model_dir, resources_dir
-    from qwen_mtp_desktop.core.prompt_sets import prompts_dir
+    from qwen_mtp_desktop.core.files.paths import demo_checkpoint_dir, demo_model_dir, resources_dir
+    from qwen_mtp_desktop.core.measure.prompt_sets import prompts_dir
 
     root = resources_dir()
     targets = [root / relative for relative in referenced_resources()]
@@ -158,8 +158,8 @@ def required_tokenizers_files() -> dict[str, Path]:
 
 def required_metadata() -> set[str]:
     """Distributions whose versions the app reads with importlib.metadata."""
-    from qwen_mtp_desktop.core.buildinfo import VERSION_PACKAGES
-    from qwen_mtp_desktop.core.environment import RUNTIME_PACKAGES, UI_PACKAGES
+    from qwen_mtp_desktop.core.system.buildinfo import VERSION_PACKAGES
+    from qwen_mtp_desktop.core.system.environment import RUNTIME_PACKAGES, UI_PACKAGES
 
     names: set[str] = set()
     for name in {*RUNTIME_PACKAGES, *UI_PACKAGES, *VERSION_PACKAGES}:

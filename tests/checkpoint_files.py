@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qwen_mtp_desktop.core.paths import demo_checkpoint_dir
+from qwen_mtp_desktop.core.files.paths import demo_checkpoint_dir
 
 
 def read_tensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:

@@ -23,7 +23,7 @@ os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 from hypothesis import settings as hypothesis_settings
 
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
 block_telemetry()
 

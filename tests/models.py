@@ -42,8 +42,8 @@ def cached_checkpoint(*, moe: bool, train_steps: int = 0, seed: int = 0) -> Path
 
 
 def cached_export(checkpoint: Path, weight_format: str | None) -> Path:
-    from qwen_mtp_desktop.core.export.job import run_export
-    from qwen_mtp_desktop.core.export.options import ExportOptions, missing_components
+    from qwen_mtp_desktop.core.models.export.job import run_export
+    from qwen_mtp_desktop.core.models.export.options import ExportOptions, missing_components
 
     fmt = weight_format or "default"
     name = f"{checkpoint.name}-ov-{fmt}"

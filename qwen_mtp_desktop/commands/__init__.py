@@ -62,7 +62,7 @@ def positive_int(text: str) -> int:
 def output_file(text: str) -> Path:
     """A file the command will write: refused up front (usage error) when it is a device, a
     FIFO, a symbolic link or a folder, before any long run starts."""
-    from qwen_mtp_desktop.core.safe_files import UnsafeFileError, check_output_target
+    from qwen_mtp_desktop.core.files.safe_files import UnsafeFileError, check_output_target
 
     path = Path(text)
     try:

@@ -20,12 +20,12 @@ from qwen_mtp_desktop.core.decoding.method import (
     MAX_NGRAM,
     DecodingMethod,
 )
-from qwen_mtp_desktop.core.verdicts import method_verdict
+from qwen_mtp_desktop.core.measure.verdicts import method_verdict
 
 
 def _depths(text: str) -> tuple[int, ...]:
-    from qwen_mtp_desktop.core.bench import parse_depths
     from qwen_mtp_desktop.core.errors import ValidationError
+    from qwen_mtp_desktop.core.measure.bench import parse_depths
 
     try:
         return parse_depths(text)
@@ -38,12 +38,12 @@ def _non_negative(text: str) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.bench import run_benchmark
     from qwen_mtp_desktop.core.errors import UserFacingError
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.prompt_sets import default_prompt_set_name, load_prompt_set
-    from qwen_mtp_desktop.core.recommendations import save_recommendation
-    from qwen_mtp_desktop.core.reports import fmt, fmt_spread
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.measure.bench import run_benchmark
+    from qwen_mtp_desktop.core.measure.prompt_sets import default_prompt_set_name, load_prompt_set
+    from qwen_mtp_desktop.core.measure.recommendations import save_recommendation
+    from qwen_mtp_desktop.core.measure.reports import fmt, fmt_spread
 
     specs = [s for spec in (args.prompts or []) for s in spec.split(",") if s.strip()]
     try:

@@ -48,8 +48,8 @@ def _cmd_demo_model_build(args: argparse.Namespace) -> int:
         f"in {result.seconds:.1f} s"
     )
     if args.export_to is not None:
-        from qwen_mtp_desktop.core.export.job import run_export
-        from qwen_mtp_desktop.core.export.options import ExportError, ExportOptions
+        from qwen_mtp_desktop.core.models.export.job import run_export
+        from qwen_mtp_desktop.core.models.export.options import ExportError, ExportOptions
 
         options = ExportOptions(weight_format=args.weight_format)
         try:
@@ -68,8 +68,8 @@ def _record_source_as_given(model_dir: Path, source: Path) -> None:
     `resources/demo-model/checkpoint`), so the committed demo model carries no builder's path."""
     import json
 
-    from qwen_mtp_desktop.core.fileio import atomic_write_text
-    from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
+    from qwen_mtp_desktop.core.files.fileio import atomic_write_text
+    from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME
 
     path = model_dir / MANIFEST_NAME
     manifest = json.loads(path.read_text(encoding="utf-8"))

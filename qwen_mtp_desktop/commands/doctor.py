@@ -10,7 +10,7 @@ from qwen_mtp_desktop.commands import EXIT_FAILED, EXIT_OK
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.environment import doctor
+    from qwen_mtp_desktop.core.system.environment import doctor
 
     report = doctor()
     if args.json:

@@ -33,18 +33,18 @@ def _group_size(text: str) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
-    from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
-    from qwen_mtp_desktop.core.export.options import (
+    from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
+    from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
+    from qwen_mtp_desktop.core.models.export.options import (
         ExportError,
         ExportOptions,
         default_destination,
         parse_source,
     )
-    from qwen_mtp_desktop.core.export.preflight import first_failure
-    from qwen_mtp_desktop.core.export.preflight import run_preflight as preflight
-    from qwen_mtp_desktop.core.export.progress import ProgressEvent
-    from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
+    from qwen_mtp_desktop.core.models.export.preflight import first_failure
+    from qwen_mtp_desktop.core.models.export.preflight import run_preflight as preflight
+    from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
+    from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
     from qwen_mtp_desktop.core.units import format_bytes
 
     try:
@@ -70,7 +70,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             print(text, file=sys.stderr)
 
     if source.kind == "hub":
-        from qwen_mtp_desktop.core.export.hub import hub_cache_dir, inspect_hub_checkpoint
+        from qwen_mtp_desktop.core.models.export.hub import hub_cache_dir, inspect_hub_checkpoint
 
         checkpoint = inspect_hub_checkpoint(source.value, source.revision)
         cache: Path | None = hub_cache_dir()

@@ -20,7 +20,7 @@ from qwen_mtp_desktop.commands.generate_remote import add_arguments as add_remot
 
 
 def depth_or_auto(text: str) -> int | str:
-    """`--num-assistant-tokens`: a positive whole number, or "auto" (core.adaptive)."""
+    """`--num-assistant-tokens`: a positive whole number, or "auto" (core.auto.policy)."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -35,7 +35,7 @@ def depth_or_auto(text: str) -> int | str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.prompt_guards import text_problem
+    from qwen_mtp_desktop.core.prompt.guards import text_problem
 
     # An argument that is not UTF-8 reaches Python as lone surrogates: say so here, plainly.
     prompt = args.model_dir if args.remote is not None else args.prompt
@@ -67,7 +67,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         GenerationSettings,
         LoadOptions,
     )
-    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.files.paths import app_paths
 
     lookup = args.prompt_lookup
     depth = args.num_assistant_tokens
@@ -87,7 +87,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     )
     if args.generation_config in (None, "auto"):
         # The model's own sampling defaults, as the chat and `serve` use them.
-        from qwen_mtp_desktop.core.generation_defaults import read_generation_defaults
+        from qwen_mtp_desktop.core.chat.generation_defaults import read_generation_defaults
 
         model = read_generation_defaults(args.model_dir)
         for note in model.notes:
@@ -109,7 +109,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if auto and loaded.mtp:
             # The chat's Auto policy: the stored benchmark verdict (n=1 without one), and a
             # fall back to plain decoding mid-answer if the drafts keep being rejected.
-            from qwen_mtp_desktop.core.chat_turns import AutoDecoding
+            from qwen_mtp_desktop.core.chat.turns import AutoDecoding
 
             auto_decoding = AutoDecoding()
             found = AutoDecoding.lookup(args.model_dir, args.device)
@@ -134,7 +134,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     assert stats is not None
     tail: dict[str, Any] = {}
     if decision is not None:
-        from qwen_mtp_desktop.core.auto_turns import auto_summary
+        from qwen_mtp_desktop.core.auto.turns import auto_summary
 
         tail["auto"] = auto_summary(decision, stats)
     summary = (

@@ -8,8 +8,9 @@ loading it; `--verify` also checks the files against the SHA-256 sums in the exp
 
 `models deploy-ovms MODEL_DIR OUT [--num-assistant-tokens K] [--device D] [--name NAME] [--json]`
 writes an OVMS model repository (graph.pbtxt, config.json, README.md with the docker run line,
-kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.ovms_deploy`. Exit status 0 when
-written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json` prints
+kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.models.export.ovms`. Exit status 0
+when written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json`
+prints
 `OvmsDeployment.to_json_dict()` (schema_version 1).
 
 Exit status of `inspect`: 0 when the model is usable (no diagnostic of severity "error"), 1 when
@@ -18,7 +19,7 @@ it is not, 2 on usage errors (bad options, DIR missing or not a folder). `list` 
 JSON output (stable; new keys may be added, none removed or renamed):
 
 - `models inspect --json` prints exactly `ModelReport.to_json_dict()` (schema_version 1,
-  documented on `qwen_mtp_desktop.core.model_folders.report.ModelReport`): path, name, kind,
+  documented on `qwen_mtp_desktop.core.models.folders.report.ModelReport`): path, name, kind,
   kind_label, layout, source, manifest, versions, components[] (precision, sizes, issues), mtp,
   geometry, chat_template, total_bytes, memory (terms with their arithmetic, verdict), diagnostics[]
   ({code, severity, message, fix}), usable_for_chat, mtp_usable. With `--verify` the checksum
@@ -94,8 +95,8 @@ def _terminal_width() -> int:
 
 
 def _settings() -> Any:
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
 
     store = SettingsStore(app_paths().settings_file)
     if store.notice:
@@ -118,8 +119,8 @@ def _status(diagnostics: Sequence[Any]) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-    from qwen_mtp_desktop.core.model_library import (
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.library import (
         is_default,
         library_folders,
         scan_library,
@@ -197,7 +198,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _print_report(report: Any, verified: bool) -> None:
-    from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, kind_text, parts_text
+    from qwen_mtp_desktop.core.models.library import VERDICT_LABELS, kind_text, parts_text
     from qwen_mtp_desktop.core.units import format_bytes
 
     width = _terminal_width()
@@ -328,9 +329,9 @@ def _progress_printer(stream: TextIO) -> Any:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-    from qwen_mtp_desktop.core.model_folders.memory import default_kv_precision
+    from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.folders.memory import default_kv_precision
 
     _utf8_safe(sys.stdout)
     _utf8_safe(sys.stderr)
@@ -368,7 +369,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_deploy_ovms(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.ovms_deploy import OvmsDeployError, OvmsOptions, deploy_ovms
+    from qwen_mtp_desktop.core.models.export.ovms import OvmsDeployError, OvmsOptions, deploy_ovms
     from qwen_mtp_desktop.core.units import format_bytes
 
     _utf8_safe(sys.stdout)
@@ -462,7 +463,7 @@ def register(commands: Any) -> None:
     )
     inspect.set_defaults(func=_cmd_inspect)
 
-    from qwen_mtp_desktop.core.ovms_deploy import (
+    from qwen_mtp_desktop.core.models.export.ovms import (
         DEFAULT_ASSISTANT_TOKENS,
         DEVICES,
         MAX_ASSISTANT_TOKENS,

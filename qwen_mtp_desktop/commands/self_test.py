@@ -1,10 +1,10 @@
 """`--self-test`: prove that this copy of the app can chat, without a window.
 
 Loads the bundled demo model twice (plain and with its MTP head), decodes the `demo` prompt set
-greedily in both modes (`core.validate.run_validation`, exact numerics, no timing pass), and
+greedily in both modes (`core.measure.validate.run_validation`, exact numerics, no timing pass), and
 passes when every output is identical and some drafted tokens were accepted. It prints one line
 and exits 0 (passed) or 1 (failed). It works the same from source and from a PyInstaller bundle
-(resources are found through `core.paths.resources_dir`, which knows `sys._MEIPASS`), so
+(resources are found through `core.files.paths.resources_dir`, which knows `sys._MEIPASS`), so
 `make package` runs it against the freshly built bundle. It writes nothing: no report is saved.
 """
 
@@ -37,11 +37,11 @@ def run_self_test(
     """Run the check; never raises for a failure of the app (it becomes the result line)."""
     started = time.perf_counter()
     try:
-        from qwen_mtp_desktop.core.buildinfo import build_info
         from qwen_mtp_desktop.core.decoding.method import DecodingMethod
-        from qwen_mtp_desktop.core.paths import demo_model_dir
-        from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
-        from qwen_mtp_desktop.core.validate import run_validation
+        from qwen_mtp_desktop.core.files.paths import demo_model_dir
+        from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set
+        from qwen_mtp_desktop.core.measure.validate import run_validation
+        from qwen_mtp_desktop.core.system.buildinfo import build_info
 
         model = model_dir or demo_model_dir()
         info = build_info()

@@ -12,7 +12,7 @@ from typing import Any
 
 from qwen_mtp_desktop.commands import EXIT_OK, CommandError, bounded_int, positive_int
 from qwen_mtp_desktop.commands.generate import depth_or_auto
-from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.server.examples import (
     API_KEY_ENV,
     SINGLE_TURN_BANNER,
@@ -24,9 +24,9 @@ from qwen_mtp_desktop.server.examples import (
 def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.engine import EngineError, LoadOptions
     from qwen_mtp_desktop.core.errors import UserFacingError
+    from qwen_mtp_desktop.core.files.paths import app_paths
     from qwen_mtp_desktop.core.hosting.client import HostedEngine
     from qwen_mtp_desktop.core.hosting.service import EngineService
-    from qwen_mtp_desktop.core.paths import app_paths
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
         bind_socket,

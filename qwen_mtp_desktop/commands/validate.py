@@ -39,10 +39,10 @@ class ProgressPrinter:
 
 def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Path]:
     """Keep the report in the model's history (unless --no-save) and write --export files."""
-    from qwen_mtp_desktop.core.acceptance_health import save_reference
     from qwen_mtp_desktop.core.errors import UserFacingError
-    from qwen_mtp_desktop.core.report_markdown import export_report
-    from qwen_mtp_desktop.core.reports import save_report
+    from qwen_mtp_desktop.core.measure.acceptance_health import save_reference
+    from qwen_mtp_desktop.core.measure.report_markdown import export_report
+    from qwen_mtp_desktop.core.measure.reports import save_report
 
     written: list[Path] = []
     try:
@@ -58,10 +58,10 @@ def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Pa
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
-    from qwen_mtp_desktop.core.prompt_sets import default_prompt_set_name, load_prompt_set
-    from qwen_mtp_desktop.core.reports import fmt
-    from qwen_mtp_desktop.core.validate import method_label, run_validation
-    from qwen_mtp_desktop.core.verdicts import row_method
+    from qwen_mtp_desktop.core.measure.prompt_sets import default_prompt_set_name, load_prompt_set
+    from qwen_mtp_desktop.core.measure.reports import fmt
+    from qwen_mtp_desktop.core.measure.validate import method_label, run_validation
+    from qwen_mtp_desktop.core.measure.verdicts import row_method
 
     check_lookup_arguments(args, args.num_assistant_tokens)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from qwen_mtp_desktop.core.tool_calls import render_calls
+from qwen_mtp_desktop.core.tools.calls import render_calls
 
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"

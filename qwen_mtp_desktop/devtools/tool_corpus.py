@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qwen_mtp_desktop.core.tool_calls import Calls, parse, render_calls
+from qwen_mtp_desktop.core.tools.calls import Calls, parse, render_calls
 from qwen_mtp_desktop.devtools import corpus
 
 # --- the tools, as the tests' MCP server describes them (a test holds the two equal) -------------

@@ -66,8 +66,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     read_frame,
 )
 from qwen_mtp_desktop.core.hosting.service import EngineService, WaitCancelledError, coalesced
-from qwen_mtp_desktop.core.logs import DEBUG_LOG_ENV
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.logs import DEBUG_LOG_ENV
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 from qwen_mtp_desktop.host.measurements import list_devices, run_measure
 
 log = logging.getLogger("qwen_mtp_desktop.host")

@@ -1,5 +1,6 @@
-"""The Benchmark panel's runs inside an engine host: a `Measure` request handed to core.validate
-or core.bench, its progress sent as events, its end sent as the report or a plain error.
+"""The Benchmark panel's runs inside an engine host: a `Measure` request handed to
+core.measure.validate or core.measure.bench, its progress sent as events, its end sent as the report
+or a plain error.
 
 The report is not saved here: the window saves it (and the benchmark's recommendation and the
 acceptance references) once it has arrived, so a run that is cancelled, killed or crashes
@@ -31,7 +32,7 @@ def run_measure(request: Measure, send: Callable[[object], None], cancel: thread
     is gone) propagates."""
     rid = request.request_id
 
-    def progress(step: Any) -> None:  # core.measurement.Progress
+    def progress(step: Any) -> None:  # core.measure.measurement.Progress
         send(MeasureProgress(rid, step.done, step.total, step.message))
 
     try:
@@ -51,13 +52,13 @@ def _measure(
 ) -> dict[str, Any]:
     # Imported here: a host that only chats never loads the measurement code.
     from qwen_mtp_desktop.core.errors import ValidationError
-    from qwen_mtp_desktop.core.prompt_sets import load_prompt_set
+    from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set
 
     if not request.prompt_sets:
         raise ValidationError("Choose at least one prompt set.", code="BAD_SETTINGS")
     if request.kind == "validate":
         from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP
-        from qwen_mtp_desktop.core.validate import run_validation
+        from qwen_mtp_desktop.core.measure.validate import run_validation
 
         return run_validation(
             request.model_dir,
@@ -68,7 +69,7 @@ def _measure(
             progress=progress,
             cancel=cancel,
         )
-    from qwen_mtp_desktop.core.bench import run_benchmark
+    from qwen_mtp_desktop.core.measure.bench import run_benchmark
 
     return run_benchmark(
         request.model_dir,
@@ -88,7 +89,7 @@ def _measure(
 
 def list_devices() -> Devices:
     """OpenVINO's devices, or the reason they could not be listed."""
-    from qwen_mtp_desktop.core.environment import available_devices
+    from qwen_mtp_desktop.core.system.environment import available_devices
 
     devices, error = available_devices()
     return Devices(tuple(device.name for device in devices), error)

@@ -10,9 +10,9 @@ import json
 import shlex
 from pathlib import Path
 
-from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE, single_turn
+from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE, single_turn
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.core.models.library import is_demo_model
 
 #: Read by `serve` when --api-key is not given, so the key need not show in the process list.
 API_KEY_ENV = "QWEN_MTP_API_KEY"

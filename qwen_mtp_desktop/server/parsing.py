@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from qwen_mtp_desktop.core.safe_files import json_value_count
+from qwen_mtp_desktop.core.files.safe_files import json_value_count
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.fields import check_fields
 from qwen_mtp_desktop.server.request_budget import MAX_JSON_VALUES

@@ -28,7 +28,7 @@ from typing import Any
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
-from qwen_mtp_desktop.core.tool_calls import CallOpened, CallPiece, ToolCall
+from qwen_mtp_desktop.core.tools.calls import CallOpened, CallPiece, ToolCall
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.logprobs import chat_content
 from qwen_mtp_desktop.server.responses_schema import ResponsesRequest

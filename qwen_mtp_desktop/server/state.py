@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.context_limit import context_length
+from qwen_mtp_desktop.core.chat.generation_defaults import read_generation_defaults
 from qwen_mtp_desktop.core.decoding.method import Sampling
-from qwen_mtp_desktop.core.generation_defaults import read_generation_defaults
 from qwen_mtp_desktop.core.hosting.service import EngineService
-from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.core.models.library import is_demo_model
+from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.server.errors import NOT_FOUND, SERVER_ERROR, ApiError
 from qwen_mtp_desktop.server.examples import model_id_for
 from qwen_mtp_desktop.server.request_budget import MemoryBudget

@@ -1,7 +1,7 @@
 """Where the API's modules found the tool-call parser before it moved to core (the chat's MCP
-tools read calls too): `core.tool_calls` is its home; this name keeps server imports working."""
+tools read calls too): `core.tools.calls` is its home; this name keeps server imports working."""
 
-from qwen_mtp_desktop.core.tool_calls import (
+from qwen_mtp_desktop.core.tools.calls import (
     CALL_CLOSE,
     CALL_OPEN,
     Calls,

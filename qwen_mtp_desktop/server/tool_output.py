@@ -1,5 +1,5 @@
 """Tool calling, the answer's side: the model's text read as OpenAI `tool_calls`
-(core.tool_calls parses Qwen3.5's format), whole or streamed.
+(core.tools.calls parses Qwen3.5's format), whole or streamed.
 
 - Calls: `message.tool_calls` (each with a fresh `call_...` id), the text before them as
   `content` (null when there is none, as OpenAI sends it), `finish_reason: "tool_calls"`.
@@ -9,7 +9,7 @@
   `tool_call_error` object (`type`, `message`) beside `usage` so a client can tell.
 - Streamed: text is sent as it comes until it may be the start of a call ("<tool_call>" or a
   prefix of it at the end of what came, with the blank lines before it); from there calls are
-  read as they arrive (core.tool_calls.CallReader): per call, a `delta.tool_calls` entry with
+  read as they arrive (core.tools.calls.CallReader): per call, a `delta.tool_calls` entry with
   index, id, type, the function's name and empty arguments as soon as the name is read, then
   entries with pieces of `function.arguments` as the model writes them (a string value as it
   arrives, any other value whole when it ends). The pieces of a call join into exactly the
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qwen_mtp_desktop.core.tool_calls import (
+from qwen_mtp_desktop.core.tools.calls import (
     CALL_OPEN,
     ArgumentsPiece,
     CallOpened,

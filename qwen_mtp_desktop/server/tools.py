@@ -7,7 +7,7 @@ naming the field.
 - `none`: the tools are not shown and the answer is not parsed (earlier calls and results in
   the conversation are still rendered).
 - `required` / `{"type": "function", "function": {"name": ...}}`: the answer is constrained to
-  tool calls (core.tool_grammar) with MTP kept on, as structured output is.
+  tool calls (core.tools.grammar) with MTP kept on, as structured output is.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint
 from qwen_mtp_desktop.core.engine import ToolCallRecord
-from qwen_mtp_desktop.core.tool_grammar import ToolGrammarError, json_parameters, tool_call_grammar
+from qwen_mtp_desktop.core.tools.grammar import ToolGrammarError, json_parameters, tool_call_grammar
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ChatMessage, NamedToolChoice
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn
+from qwen_mtp_desktop.core.chat.turns import AutoDecoding, Turn
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
@@ -57,7 +57,7 @@ class TurnDefaults:
     depth: Depth = 1
     thinking: bool = False
     #: Sampling fields a request leaves out come from the model's generation_config.json
-    #: (core.generation_defaults), as vLLM's `--generation-config auto`; False: the
+    #: (core.chat.generation_defaults), as vLLM's `--generation-config auto`; False: the
     #: server's own (greedy; top-p 0.9, top-k 20 for a request that samples).
     model_sampling: bool = True
 

@@ -1,6 +1,6 @@
 """Help > About: app version, git revision, how this copy was built, runtime versions, folders.
 
-The same facts as `qwen-mtp-desktop --version` (both come from `core.buildinfo`), plus the Qt
+The same facts as `qwen-mtp-desktop --version` (both come from `core.system.buildinfo`), plus the Qt
 version and the app's folders; "Copy" puts them on the clipboard for a bug report.
 """
 
@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop import APP_NAME
-from qwen_mtp_desktop.core.buildinfo import BuildInfo, build_info
-from qwen_mtp_desktop.core.paths import AppPaths, app_paths
+from qwen_mtp_desktop.core.files.paths import AppPaths, app_paths
+from qwen_mtp_desktop.core.system.buildinfo import BuildInfo, build_info
 
 ABOUT_TEXT = (
     "A private, local chat for Qwen3.5 models on OpenVINO, sped up by the checkpoint's own "

@@ -7,7 +7,7 @@ from typing import Protocol
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from qwen_mtp_desktop.core.crash import CrashHandler, CrashReport
+from qwen_mtp_desktop.core.system.crash import CrashHandler, CrashReport
 
 
 class _Notices(Protocol):
@@ -51,7 +51,7 @@ class CrashNotifier(QObject):
         self._parent_widget = widget
 
     def notify(self, report: CrashReport) -> None:
-        """Thread-safe entry point for core.crash.CrashHandler."""
+        """Thread-safe entry point for core.system.crash.CrashHandler."""
         self.reported.emit(report)
 
     @Slot(object)

@@ -23,17 +23,17 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop import APP_NAME
-from qwen_mtp_desktop.core.chat_presets import ChatPreset
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.mcp.config import McpServer, allowing_tool, servers_from_settings
-from qwen_mtp_desktop.core.model_library import (
+from qwen_mtp_desktop.core.files.paths import AppPaths
+from qwen_mtp_desktop.core.models.library import (
     picker_text,
     selected_model,
 )
-from qwen_mtp_desktop.core.paths import AppPaths
-from qwen_mtp_desktop.core.settings import UI_WINDOW_GEOMETRY, SettingsStore
-from qwen_mtp_desktop.core.state_budget import load_option
+from qwen_mtp_desktop.core.settings.presets import ChatPreset
+from qwen_mtp_desktop.core.settings.store import UI_WINDOW_GEOMETRY, SettingsStore
+from qwen_mtp_desktop.core.system.state_budget import load_option
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, servers_from_settings
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.chat.theme import restyle_chat
@@ -45,7 +45,7 @@ from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
-    from qwen_mtp_desktop.core.export.ir_download import PendingDownload
+    from qwen_mtp_desktop.core.models.export.ir_download import PendingDownload
     from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
@@ -288,7 +288,7 @@ class MainWindow(QMainWindow):
             self._paths.log_file,
             dark=self.dark,
             ui_state=self._store.settings.ui_state,
-            # Checked when the settings were read (core.settings: damaged ones named).
+            # Checked when the settings were read (core.settings.store: damaged ones named).
             presets=[ChatPreset.from_stored(p) for p in self._store.settings.chat_presets],
             default_preset=self._store.settings.default_chat_preset,
         )
@@ -511,7 +511,7 @@ class MainWindow(QMainWindow):
         return dialog
 
     def _look_for_interrupted_downloads(self) -> None:
-        from qwen_mtp_desktop.core.export.ir_download import pending_downloads
+        from qwen_mtp_desktop.core.models.export.ir_download import pending_downloads
 
         models_dir = self._paths.models_dir
         self.io_runner.submit(lambda: pending_downloads(models_dir), self._offer_resume)

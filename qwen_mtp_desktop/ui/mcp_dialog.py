@@ -35,8 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.mcp.client import McpError, ToolInfo
-from qwen_mtp_desktop.core.mcp.config import (
+from qwen_mtp_desktop.core.settings.store import Settings, SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo
+from qwen_mtp_desktop.core.tools.mcp.config import (
     MAX_TIMEOUT_S,
     MIN_TIMEOUT_S,
     McpConfigError,
@@ -46,7 +47,6 @@ from qwen_mtp_desktop.core.mcp.config import (
     putting,
     servers_from_settings,
 )
-from qwen_mtp_desktop.core.settings import Settings, SettingsStore
 from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools

@@ -10,10 +10,10 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QWidget
 
-from qwen_mtp_desktop.core.auto_words import ran_text
+from qwen_mtp_desktop.core.chat.decoding_words import ran_text
+from qwen_mtp_desktop.core.chat.store.stats import stopped_before_first_token
 from qwen_mtp_desktop.core.engine import LoadedModel
-from qwen_mtp_desktop.core.message_stats import stopped_before_first_token
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
+from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
 SEPARATOR = "  ·  "

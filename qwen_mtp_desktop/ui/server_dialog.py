@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.server.examples import curl_example, model_id_for
 from qwen_mtp_desktop.ui.plain_text import plain_label
 from qwen_mtp_desktop.workers.engine_process import API_REQUESTS_KEPT, EngineProcess

@@ -33,17 +33,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.data_folders import (
+from qwen_mtp_desktop.core.files.paths import AppPaths
+from qwen_mtp_desktop.core.models.data_folders import (
     FolderChange,
     FolderChoice,
     FolderChoiceError,
     apply_models_folder,
     choose_models_folder,
 )
-from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NAME, display_name
-from qwen_mtp_desktop.core.paths import AppPaths
-from qwen_mtp_desktop.core.settings import THEMES, SettingsStore
-from qwen_mtp_desktop.core.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
+from qwen_mtp_desktop.core.models.library import DEMO_MODEL_NAME, display_name
+from qwen_mtp_desktop.core.settings.store import THEMES, SettingsStore
+from qwen_mtp_desktop.core.system.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-from qwen_mtp_desktop.core.paths import resources_dir
+from qwen_mtp_desktop.core.files.paths import resources_dir
 
 ACCENT = "#5b6cff"
 

@@ -89,9 +89,9 @@ def stopped_error(kind: RunKind, exited: Exited, peak_rss: int | None) -> UserFa
 def _save(kind: RunKind, report: dict[str, Any]) -> JobResult:
     """On the I/O runner: the report into the model's history; a benchmark's recommendation
     (where Auto starts); the acceptance references the chat's health check compares with."""
-    from qwen_mtp_desktop.core.acceptance_health import save_reference
-    from qwen_mtp_desktop.core.recommendations import save_recommendation
-    from qwen_mtp_desktop.core.reports import save_report
+    from qwen_mtp_desktop.core.measure.acceptance_health import save_reference
+    from qwen_mtp_desktop.core.measure.recommendations import save_recommendation
+    from qwen_mtp_desktop.core.measure.reports import save_report
 
     path = save_report(report)
     if kind == "bench":

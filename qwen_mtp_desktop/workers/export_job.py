@@ -2,8 +2,8 @@
 
 Jobs outlive the wizard page: the queue belongs to the export panel, which lives as long as the
 main window, and `busy` / `busy_changed` let the window ask before quitting. The heavy work is
-`core.export.job.ExportJob` (a supervised subprocess); this module only relays its callbacks as
-signals, coalescing log lines so a chatty exporter cannot flood the GUI thread.
+`core.models.export.job.ExportJob` (a supervised subprocess); this module only relays its callbacks
+as signals, coalescing log lines so a chatty exporter cannot flood the GUI thread.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from qwen_mtp_desktop.core.errors import as_user_error
-from qwen_mtp_desktop.core.export.job import (
+from qwen_mtp_desktop.core.models.export.job import (
     ExportJob,
     ExportOutcome,
     ExportRequest,
     explain_failure,
 )
-from qwen_mtp_desktop.core.export.options import ExportError
-from qwen_mtp_desktop.core.export.supervisor import ProcessOutcome, ProcessStats, SupervisedProcess
+from qwen_mtp_desktop.core.models.export.options import ExportError
+from qwen_mtp_desktop.core.models.export.supervisor import (
+    ProcessOutcome,
+    ProcessStats,
+    SupervisedProcess,
+)
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""McpTools: the window's handle on the MCP client (core.mcp.client). Every request returns an
+"""McpTools: the window's handle on the MCP client (core.tools.mcp.client). Every request returns an
 id at once; its result arrives as a signal on the GUI thread, so a stuck server never blocks
 the window.
 
@@ -18,8 +18,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from qwen_mtp_desktop.core.errors import as_user_error
-from qwen_mtp_desktop.core.mcp.client import McpError, McpHub
-from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, McpServer
+from qwen_mtp_desktop.core.tools.mcp.client import McpError, McpHub
+from qwen_mtp_desktop.core.tools.mcp.config import DEFAULT_TIMEOUT_S, McpServer
 from qwen_mtp_desktop.workers.foundation import RequestIds
 
 log = logging.getLogger(__name__)

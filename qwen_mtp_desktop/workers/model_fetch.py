@@ -1,6 +1,6 @@
 """Getting a real model in the window: check a hub repo, download it, add its MTP head.
 
-One QThread runs one fetch at a time. The download (core.export.ir_download) is network and
+One QThread runs one fetch at a time. The download (core.models.export.ir_download) is network and
 file I/O only, so it runs on that thread; pausing sets a flag it reads between chunks and keeps
 the partial files for a resume (now or at the next start). Adding the MTP head builds an
 OpenVINO graph and then runs the MTP == plain check, so it runs as the app's own command
@@ -41,16 +41,16 @@ class RepoCheck:
     """What the download dialog shows before a download: the repo's layout and this
     computer's side of it (all read on the worker thread)."""
 
-    layout: Any  # core.export.ir_download.RepoLayout
+    layout: Any  # core.models.export.ir_download.RepoLayout
     destination: Path
     destination_exists: bool
     #: Where the hub token came from ("HF_TOKEN", "keychain", "token file") or None.
     token_source: str | None
     #: An interrupted download of this repo into `destination`, if one is on disk.
-    pending: Any  # core.export.ir_download.PendingDownload | None
+    pending: Any  # core.models.export.ir_download.PendingDownload | None
     free_bytes: int | None
     available_memory: int | None
-    #: One chat's memory for this model (core.model_folders.report.MemoryEstimate), or None.
+    #: One chat's memory for this model (core.models.folders.report.MemoryEstimate), or None.
     memory: Any
 
 
@@ -69,7 +69,7 @@ def _free_bytes(folder: Path) -> int | None:
 @dataclass(frozen=True)
 class FetchOutcome:
     model_dir: Path
-    layout: Any  # core.export.ir_download.RepoLayout
+    layout: Any  # core.models.export.ir_download.RepoLayout
     resumed_bytes: int
     #: `models add-mtp --json`'s answer when a head was to be added ({"error": ...} when it
     #: could not be), else None.
@@ -95,13 +95,13 @@ class _Fetcher(QObject):
 
     @Slot(int, str, object)
     def describe(self, rid: int, repo_id: str, destination: Path) -> None:
-        from qwen_mtp_desktop.core.export.hub import hub_token, hub_token_source
-        from qwen_mtp_desktop.core.export.ir_download import (
+        from qwen_mtp_desktop.core.models.export.hub import hub_token, hub_token_source
+        from qwen_mtp_desktop.core.models.export.ir_download import (
             describe_repo,
             memory_estimate,
             pending_downloads,
         )
-        from qwen_mtp_desktop.core.model_folders.memory import available_memory
+        from qwen_mtp_desktop.core.models.folders.memory import available_memory
 
         try:
             layout = describe_repo(repo_id, None, hub_token())
@@ -142,8 +142,8 @@ class _Fetcher(QObject):
             self.running = 0
 
     def _fetch(self, rid: int, request: FetchRequest) -> None:
-        from qwen_mtp_desktop.core.export.hub import hub_token
-        from qwen_mtp_desktop.core.export.ir_download import (
+        from qwen_mtp_desktop.core.models.export.hub import hub_token
+        from qwen_mtp_desktop.core.models.export.ir_download import (
             DownloadCancelledError,
             download_model,
         )
@@ -186,13 +186,13 @@ class _Fetcher(QObject):
 
     @Slot(int, object)
     def store_token(self, rid: int, token: object) -> None:
-        from qwen_mtp_desktop.core.export.hub import store_hub_token
+        from qwen_mtp_desktop.core.models.export.hub import store_hub_token
 
         self.stage.emit(rid, f"token stored: {store_hub_token(str(token or ''))}")
 
     @Slot(int, object)
     def discard(self, rid: int, destination: Path) -> None:
-        from qwen_mtp_desktop.core.export.ir_download import discard_download
+        from qwen_mtp_desktop.core.models.export.ir_download import discard_download
 
         discard_download(destination)
         self.stage.emit(rid, "discarded")
@@ -220,7 +220,7 @@ class _Fetcher(QObject):
 
     def _graft(self, model_dir: Path, source: str) -> dict[str, Any]:
         """`models add-mtp --json` in a child: its answer, or {"error": ..., "fix": ...}."""
-        from qwen_mtp_desktop.core.export.command import app_command
+        from qwen_mtp_desktop.core.models.export.command import app_command
 
         command = app_command("models", "add-mtp", str(model_dir), "--from", source, "--json")
         try:

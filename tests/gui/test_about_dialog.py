@@ -11,10 +11,10 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop import __version__
 from qwen_mtp_desktop.cli import main
-from qwen_mtp_desktop.core.buildinfo import build_info
-from qwen_mtp_desktop.core.environment import package_version
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.system.buildinfo import build_info
+from qwen_mtp_desktop.core.system.environment import package_version
 from qwen_mtp_desktop.ui.about_dialog import AboutDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.acceptance_health import load_lookup_references, load_reference
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.measure.acceptance_health import load_lookup_references, load_reference
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 from qwen_mtp_desktop.ui.bench.panel import _PATH_ROLE
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send

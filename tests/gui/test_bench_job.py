@@ -23,9 +23,9 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.core.hosting.protocol import Measured, MeasureProgress
-from qwen_mtp_desktop.core.paths import demo_model_dir
-from qwen_mtp_desktop.core.reports import list_reports
+from qwen_mtp_desktop.core.measure.reports import list_reports
 from qwen_mtp_desktop.workers.bench_job import (
     SHUTDOWN_GRACE_MS,
     STOPPED_CODE,

@@ -14,8 +14,8 @@ from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.bench import BenchPanel
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.main_window import MainWindow

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
 from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
 from qwen_mtp_desktop.ui.style import stylesheet
@@ -190,7 +190,7 @@ def test_reports_written_by_main_show_in_the_history(
     "baseline"): each lists, shows its banner, charts and table, and says "plain"."""
     import json
 
-    from qwen_mtp_desktop.core.reports import reports_dir
+    from qwen_mtp_desktop.core.measure.reports import reports_dir
 
     model = panel.model_dir
     assert model is not None

@@ -1,5 +1,5 @@
 """The Benchmark panel's banner, its per-workload chart and its History line name the same
-winners: all come from `core.bench.method_verdict`. Checked on generated benchmark reports
+winners: all come from `core.measure.bench.method_verdict`. Checked on generated benchmark reports
 (hypothesis) and on the report that once showed "Recommended: plain" beside a chart naming
 prompt lookup the winner."""
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.reports import headline
-from qwen_mtp_desktop.core.verdicts import (
+from qwen_mtp_desktop.core.measure.reports import headline
+from qwen_mtp_desktop.core.measure.verdicts import (
     ALL_WORKLOADS,
     method_verdict,
     row_method,
@@ -60,7 +60,7 @@ modes = st.builds(
 
 
 def _recommend(all_modes: list[dict[str, Any]]) -> dict[str, Any]:
-    from qwen_mtp_desktop.core.bench import recommend
+    from qwen_mtp_desktop.core.measure.bench import recommend
 
     return recommend(all_modes)
 

@@ -17,10 +17,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QScrollArea
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_tools import trace_from_record
-from qwen_mtp_desktop.core.mcp.config import McpServer, servers_from_settings
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.chat.tools import trace_from_record
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer, servers_from_settings
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.main_window import MainWindow

@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui

@@ -12,10 +12,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_turns import DEMO_EXAMPLES
+from qwen_mtp_desktop.core.chat.turns import DEMO_EXAMPLES
 from qwen_mtp_desktop.core.decoding.method import PLAIN
-from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_details
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.units import NBSP, WORD_JOINER, keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from qwen_mtp_desktop.ui.figures import LEGEND

@@ -15,10 +15,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_presets import ChatPreset
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore, load_settings
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.presets import ChatPreset
+from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.conversation_list import last_used
 from qwen_mtp_desktop.ui.chat.preset_options import PresetOptions

@@ -11,10 +11,10 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
@@ -272,7 +272,7 @@ def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
 
 
 def _recommend(model_dir: Path, depth: int | None, speedup: float, accepted: float) -> None:
-    from qwen_mtp_desktop.core.recommendations import save_recommendation
+    from qwen_mtp_desktop.core.measure.recommendations import save_recommendation
 
     start = PLAIN if depth is None else DecodingMethod.mtp(depth)
     save_recommendation(
@@ -318,8 +318,8 @@ def test_auto_starts_from_the_benchmark_and_records_its_choice(
     answer_sentence: str,
     ran: str,
 ) -> None:
-    from qwen_mtp_desktop.core.fullsize_figures import DEMO_TOO_SMALL
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
+    from qwen_mtp_desktop.core.measure.fullsize_figures import DEMO_TOO_SMALL
 
     _recommend(demo_model_dir(), depth, speedup, 0.9)
     window = _open_window(qtbot)

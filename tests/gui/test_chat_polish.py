@@ -16,13 +16,13 @@ from PySide6.QtGui import QColor, QImage, QPalette, QTextFormat
 from PySide6.QtWidgets import QApplication, QLabel, QTextBrowser
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.fullsize_figures import (
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.measure.fullsize_figures import (
     DEMO_TOO_SMALL,
     demo_banner_note,
     demo_mtp_note,
     full_size_details,
 )
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.bench.report_view import verdict
 from qwen_mtp_desktop.ui.chat.composer import THUMB_SIZE
@@ -290,7 +290,7 @@ def test_benchmark_verdicts_on_the_demo_tell_the_full_size_story() -> None:
         slower = dict(mode, method={"kind": "mtp", "drafts": 1}, label="MTP n=1")
         slower["speedup"] = {"median": 0.6, "min": 0.5, "max": 0.7}
         slower["acceptance_rate"] = 0.9
-        from qwen_mtp_desktop.core.bench import recommend
+        from qwen_mtp_desktop.core.measure.bench import recommend
 
         modes = [mode, slower]
         return {

@@ -12,8 +12,8 @@ from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.main_window import MainWindow
 

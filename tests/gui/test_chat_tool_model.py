@@ -15,9 +15,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.mcp.config import McpServer
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.devtools.tool_corpus import is_held_out, weather_report
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView

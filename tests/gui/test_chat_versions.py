@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.export_names import export_filename
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.chat.store.export_names import export_filename
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.chat.chat_layout import _focusable
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel

@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.crash import CrashReport
+from qwen_mtp_desktop.core.system.crash import CrashReport
 from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
 
 pytestmark = pytest.mark.gui
@@ -39,9 +39,9 @@ def test_native_crash_of_the_previous_run_is_announced_in_the_window(qtbot: QtBo
     import sys
     import textwrap
 
-    from qwen_mtp_desktop.core.crash import CrashHandler
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
+    from qwen_mtp_desktop.core.system.crash import CrashHandler
     from qwen_mtp_desktop.ui.crash_dialog import announce_previous_crash
     from qwen_mtp_desktop.ui.main_window import MainWindow
 
@@ -49,7 +49,7 @@ def test_native_crash_of_the_previous_run_is_announced_in_the_window(qtbot: QtBo
     code = f"""
         import faulthandler
         from pathlib import Path
-        from qwen_mtp_desktop.core.crash import CrashHandler
+        from qwen_mtp_desktop.core.system.crash import CrashHandler
         CrashHandler(Path({str(paths.log_dir)!r}), Path({str(paths.log_file)!r})).install()
         faulthandler._sigsegv()
     """

@@ -16,8 +16,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.devtools.hub_server import HubServer
 from qwen_mtp_desktop.ui.discover.download_dialog import DownloadDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
@@ -206,7 +206,7 @@ def test_a_gated_model_opens_with_a_token(
     sent = {r.authorization for r in hub.requests if not r.cdn}
     assert "Bearer hf_test_token_123" in sent
     assert not any(r.authorization for r in hub.requests if r.cdn)  # never to the CDN host
-    from qwen_mtp_desktop.core.export.hub import store_hub_token
+    from qwen_mtp_desktop.core.models.export.hub import store_hub_token
 
     store_hub_token(None)
 

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, LoadedModel, Message
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.workers.engine_process import MAX_DEATHS_IN_A_ROW, EngineProcess
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.model_library import adopt_model, in_library, remove_from_library
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import Settings, SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.models.library import adopt_model, in_library, remove_from_library
+from qwen_mtp_desktop.core.settings.store import Settings, SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui

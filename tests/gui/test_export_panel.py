@@ -18,8 +18,8 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.export.job import ExportOutcome
-from qwen_mtp_desktop.core.export.toolkit import installed_versions
+from qwen_mtp_desktop.core.models.export.job import ExportOutcome
+from qwen_mtp_desktop.core.models.export.toolkit import installed_versions
 from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 from qwen_mtp_desktop.ui.export import panel as panel_module
 from qwen_mtp_desktop.ui.export.panel import ExportPanel, PreflightEnvironment
@@ -434,8 +434,8 @@ def test_start_state_is_driven_by_the_exporter_progress(qtbot: QtBot) -> None:
     """Until the exporter measures something the bar moves without a percentage and says what
     is happening; the first real step turns it into a percentage (the real parser on the
     exporter's real output lines)."""
-    from qwen_mtp_desktop.core.export.options import ExportOptions
-    from qwen_mtp_desktop.core.export.progress import ProgressParser, stage_plan
+    from qwen_mtp_desktop.core.models.export.options import ExportOptions
+    from qwen_mtp_desktop.core.models.export.progress import ProgressParser, stage_plan
     from qwen_mtp_desktop.ui.export.run_view import STARTING_TEXT, WAITING_TEXT, ExportRunView
 
     view = ExportRunView()

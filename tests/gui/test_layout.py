@@ -19,11 +19,11 @@ import pytest
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.mcp.config import import_servers
-from qwen_mtp_desktop.core.paths import app_paths, demo_checkpoint_dir, demo_model_dir
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_checkpoint_dir, demo_model_dir
+from qwen_mtp_desktop.core.measure.reports import model_key
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-from qwen_mtp_desktop.core.reports import model_key
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.config import import_servers
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
 from tests.gui.layout_checks import layout_problems
 

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtGui import QImage, QKeySequence
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
 
 pytestmark = pytest.mark.gui

@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.mcp.config import McpServer, allowing_tool, servers_from_settings
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, servers_from_settings
 from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 

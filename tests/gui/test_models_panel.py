@@ -20,10 +20,10 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 import qwen_mtp_desktop
-from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
-from qwen_mtp_desktop.core.model_library import VERDICT_LABELS, scan_library
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.models.library import VERDICT_LABELS, scan_library
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, ModelDialogs
 from qwen_mtp_desktop.ui.models.finding_words import FINDING_HEADINGS
 from qwen_mtp_desktop.ui.models.model_row import DETAIL_ROLE, LOADED_ROLE, LOADED_TEXT

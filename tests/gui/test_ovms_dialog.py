@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 import qwen_mtp_desktop.ui.models.ovms_dialog as ovms_dialog
 import tests.gui.test_models_panel as panel_tests
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.ui.models.ovms_dialog import NOT_RUN_HERE, OvmsDeployDialog
 from tests.gui.test_models_panel import PanelFactory, wait_idle
 

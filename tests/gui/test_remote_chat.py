@@ -12,12 +12,12 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.remote import client as remote_client
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, load_endpoints
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog

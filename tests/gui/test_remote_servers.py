@@ -12,15 +12,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.remote.endpoints import (
     RemoteEndpoint,
     load_endpoints,
     remote_ref,
     save_endpoints,
 )
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.chat.remote_picker import EDIT, MANAGE

@@ -13,8 +13,8 @@ import openai
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore, load_settings
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.server_dialog import ServerDialog
 

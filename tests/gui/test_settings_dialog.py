@@ -15,9 +15,9 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.model_library import selected_model
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.models.library import selected_model
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog, SettingsDialogs
 from qwen_mtp_desktop.ui.style import apply_theme

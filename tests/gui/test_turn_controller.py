@@ -18,8 +18,8 @@ import pytest
 from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.ui.chat.conversation import ConversationController
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.chat.model_session import ModelSession

@@ -13,14 +13,14 @@ import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
-from qwen_mtp_desktop.core.context_limit import context_length
-from qwen_mtp_desktop.core.context_usage import conversation_usage
+from qwen_mtp_desktop.core.chat.context_usage import conversation_usage
+from qwen_mtp_desktop.core.chat.generation_defaults import parse_generation_config
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
-from qwen_mtp_desktop.core.generation_defaults import parse_generation_config
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.settings import SettingsStore
-from qwen_mtp_desktop.core.state_budget import MB
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+from qwen_mtp_desktop.core.prompt.context_limit import context_length
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.system.state_budget import MB
 from qwen_mtp_desktop.ui.chat.context_meter import ContextMeter
 from qwen_mtp_desktop.ui.chat.model_session import ModelFacts
 from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel

@@ -46,12 +46,12 @@ def wait_until(what: str, done: Callable[[], bool], timeout_s: float = STEP_TIME
 
 def main() -> int:
     checkpoint = Path(sys.argv[1])
-    from qwen_mtp_desktop.core.privacy import block_telemetry
+    from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
     block_telemetry()
-    from qwen_mtp_desktop.core.logs import setup_logging
-    from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
+    from qwen_mtp_desktop.core.system.logs import setup_logging
 
     paths = app_paths().ensure()
     settings = SettingsStore(paths.settings_file)

@@ -57,7 +57,7 @@ _TREE = ["dangling", "self", "cycle", "foreign", "extra_root", "orphan_chat", "n
 
 def _build(path: Path) -> dict[str, Any]:
     """A real database made by the store: 3 chats, versions, stats, a system prompt."""
-    from qwen_mtp_desktop.core.chats.store import ChatStore
+    from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
     stats = {"mode": "mtp", "generated_tokens": 5, "acceptance_rate": 0.5, "ttft_s": 0.01}
     with ChatStore(path) as store:
@@ -222,7 +222,7 @@ def _tree_is_whole(path: Path) -> None:
 
 def _exercise(store: Any) -> int:
     """Every read, and the usual writes, on every chat; returns the messages shown."""
-    from qwen_mtp_desktop.core.chats.records import ChatStoreError
+    from qwen_mtp_desktop.core.chat.store.records import ChatStoreError
 
     shown = 0
     for summary in store.list_conversations():
@@ -253,7 +253,7 @@ def _exercise(store: Any) -> int:
 @pytest.mark.slow
 class TestChatDatabaseRows:
     def test_tampered_rows_open_are_reported_and_lose_nothing(self, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.chats.store import ChatStore
+        from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
         template = tmp_path / "template.sqlite3"
         built = _build(template)
@@ -312,9 +312,9 @@ def _open_every_chat(qtbot: Any, database: Path) -> int:
     message box but the damage notice. Returns the chats opened."""
     from PySide6.QtWidgets import QApplication
 
-    from qwen_mtp_desktop.core.chats.store import ChatStore
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.chat.store.store import ChatStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
     from qwen_mtp_desktop.ui.main_window import MainWindow
     from tests.reliability.test_damaged_state import _shown_messages
 

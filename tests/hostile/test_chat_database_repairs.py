@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chats.migrations import SCHEMA_VERSION
-from qwen_mtp_desktop.core.chats.records import ChatStoreError
-from qwen_mtp_desktop.core.chats.store import MAX_SEARCH_TERMS, ChatStore
+from qwen_mtp_desktop.core.chat.store.migrations import SCHEMA_VERSION
+from qwen_mtp_desktop.core.chat.store.records import ChatStoreError
+from qwen_mtp_desktop.core.chat.store.store import MAX_SEARCH_TERMS, ChatStore
 
 _fast = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -60,7 +60,7 @@ def hostile_template(draw: st.DrawFn) -> str:
 
 def template_case(examples: int) -> dict[str, Any]:
     """Runs in the child: every template renders within limits or raises CHAT_TEMPLATE."""
-    from qwen_mtp_desktop.core.chat_template import (
+    from qwen_mtp_desktop.core.prompt.template import (
         MAX_OUTPUT_CHARS,
         TIME_LIMIT_S,
         ChatTemplateError,
@@ -127,7 +127,7 @@ def _strip_rt_template(model: Path) -> None:
 def test_a_huge_format_width_is_refused_before_it_allocates(template: str) -> None:
     """The format string is checked when the method is looked up (Jinja wraps `str.format`,
     so a check at the call saw no string): refused for its width, not for a 1 GB result."""
-    from qwen_mtp_desktop.core.chat_template import ChatTemplateError, TemplateGuard
+    from qwen_mtp_desktop.core.prompt.template import ChatTemplateError, TemplateGuard
 
     with pytest.raises(ChatTemplateError) as caught:
         TemplateGuard(template).render([{"role": "user", "content": "hi"}])
@@ -178,7 +178,7 @@ class TestChatTemplatesBounded:
         template" exactly when the runtime's tokenizer loads with a non-blank one."""
         import openvino_genai
 
-        from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+        from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 
         variants = {
             "ir_only": (True, None),

@@ -92,8 +92,8 @@ class TestFastDetokenizerProven:
         self, data: st.DataObject, runtime: Any, original: dict[str, Any], demo_model: Path
     ) -> None:
         from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab
-        from qwen_mtp_desktop.core.prompt_guards import emitted_vocab_size
-        from qwen_mtp_desktop.core.vocab_proof import prove
+        from qwen_mtp_desktop.core.prompt.guards import emitted_vocab_size
+        from qwen_mtp_desktop.core.prompt.vocab_proof import prove
 
         size = len(original["model"]["vocab"])
         kind, first, second = data.draw(mutation(size, len(original["added_tokens"])))
@@ -138,9 +138,9 @@ class TestFastDetokenizerProven:
 
     def test_load_time_cost(self, demo_model: Path, runtime: Any, tmp_path: Path) -> None:
         from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab
-        from qwen_mtp_desktop.core.environment import package_version
-        from qwen_mtp_desktop.core.prompt_guards import emitted_vocab_size
-        from qwen_mtp_desktop.core.vocab_proof import cached_prove, prove
+        from qwen_mtp_desktop.core.prompt.guards import emitted_vocab_size
+        from qwen_mtp_desktop.core.prompt.vocab_proof import cached_prove, prove
+        from qwen_mtp_desktop.core.system.environment import package_version
 
         table = ByteLevelVocab.from_tokenizer_json(demo_model / "tokenizer.json")
         assert table is not None

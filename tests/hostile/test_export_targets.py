@@ -108,9 +108,9 @@ class TestExportNeverDeletesUserData:
     )
     @given(layout=destination_layout())
     def test_force_replaces_only_a_previous_export(self, layout: dict[str, Any]) -> None:
-        from qwen_mtp_desktop.core.export.options import ExportError
-        from qwen_mtp_desktop.core.export.preflight import check_destination
-        from qwen_mtp_desktop.core.export.staging import move_into_place
+        from qwen_mtp_desktop.core.models.export.options import ExportError
+        from qwen_mtp_desktop.core.models.export.preflight import check_destination
+        from qwen_mtp_desktop.core.models.export.staging import move_into_place
 
         _counts["export"] += 1
         root = Path(tempfile.mkdtemp(prefix="hostile-export-"))
@@ -212,9 +212,9 @@ class TestOutputTargets:
     )
     def test_non_regular_targets_are_refused(self, kind: str, writer: str, name: str) -> None:
         from qwen_mtp_desktop.cli import main
-        from qwen_mtp_desktop.core.fileio import write_user_file
-        from qwen_mtp_desktop.core.report_markdown import export_report
-        from qwen_mtp_desktop.core.safe_files import UnsafeFileError
+        from qwen_mtp_desktop.core.files.fileio import write_user_file
+        from qwen_mtp_desktop.core.files.safe_files import UnsafeFileError
+        from qwen_mtp_desktop.core.measure.report_markdown import export_report
 
         _counts["targets"] += 1
         root = Path(tempfile.mkdtemp(prefix="hostile-target-"))

@@ -181,7 +181,7 @@ class TestInvalidText:
         from PySide6.QtCore import QByteArray, QMimeData
         from PySide6.QtWidgets import QPlainTextEdit
 
-        from qwen_mtp_desktop.core.prompt_guards import text_problem
+        from qwen_mtp_desktop.core.prompt.guards import text_problem
 
         editor = QPlainTextEdit()
         qtbot.addWidget(editor)

@@ -100,7 +100,7 @@ class TestLimitsAndMessages:
     @_settings(100)
     @given(name=st.text(max_size=12))
     def test_absent_devices_are_named(self, name: str) -> None:
-        from qwen_mtp_desktop.core.devices import missing_device_error
+        from qwen_mtp_desktop.core.system.devices import missing_device_error
 
         _counts["devices"] += 1
         error = missing_device_error(name, ["CPU"])
@@ -113,8 +113,8 @@ class TestLimitsAndMessages:
             assert all(unicodedata.category(c) != "Cc" for c in error.message)
 
     def test_absent_device_on_the_real_engine(self, demo_model: Path) -> None:
-        from qwen_mtp_desktop.core.devices import available_devices
         from qwen_mtp_desktop.core.engine import Engine, EngineError, LoadOptions
+        from qwen_mtp_desktop.core.system.devices import available_devices
 
         if any(d.startswith("NPU") for d in available_devices()):
             pytest.skip("this machine has an NPU")
@@ -138,7 +138,7 @@ class TestLimitsAndMessages:
     def test_link_confirmation_shows_the_real_target(
         self, host: str, hidden: list[str], path: str
     ) -> None:
-        from qwen_mtp_desktop.core.link_display import link_target
+        from qwen_mtp_desktop.core.chat.link_display import link_target
 
         _counts["links"] += 1
         url = f"https://{host}/{''.join(hidden)}{path}"

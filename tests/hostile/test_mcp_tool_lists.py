@@ -1,10 +1,10 @@
 """Issue 45, items 5, 6 and 11 (MCP): hostile MCP servers.
 
-- A flood: a server's stdout is read with bounded memory (core.mcp.stdio.MessageReader): a line
-  past its bound is skipped as it arrives and its request answered with an error saying how
+- A flood: a server's stdout is read with bounded memory (core.tools.mcp.stdio.MessageReader): a
+line past its bound is skipped as it arrives and its request answered with an error saying how
   large it was; a tool list is cut to the tools the client keeps before the SDK validates it.
   Hypothesis cuts message streams anywhere; a scaling test compares costs at n and 10n.
-- Names: one server's tools can never take another's name (core.chat_tools.function_names):
+- Names: one server's tools can never take another's name (core.chat.tools.function_names):
   every tool gets a name of its own, and every rename is a line in the catalog's problems.
 - A JSON-RPC error from a tool says what the server answered, not that it stopped.
 """
@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat_tools import MAX_FUNCTION_NAME, ToolCatalog
-from qwen_mtp_desktop.core.mcp.client import MAX_TOOLS, McpError, McpHub, ToolInfo
-from qwen_mtp_desktop.core.mcp.config import McpServer
-from qwen_mtp_desktop.core.mcp.stdio import MessageReader
+from qwen_mtp_desktop.core.chat.tools import MAX_FUNCTION_NAME, ToolCatalog
+from qwen_mtp_desktop.core.tools.mcp.client import MAX_TOOLS, McpError, McpHub, ToolInfo
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer
+from qwen_mtp_desktop.core.tools.mcp.stdio import MessageReader
 from tests.reliability import figures
 
 FLOOD = str(Path(__file__).with_name("flood_mcp_server.py"))

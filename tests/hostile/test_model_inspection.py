@@ -97,8 +97,8 @@ def _replace(path: Path, how: str, scratch: Path, keep: list[socket.socket]) -> 
 
 def verify_case(examples: int, demo: str) -> dict[str, Any]:
     """Runs in the child: each example damages listed files of a fresh copy and verifies."""
-    from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 
     work = Path(tempfile.mkdtemp(prefix="hostile-verify-"))
     counts: dict[str, int] = {}
@@ -166,7 +166,7 @@ _SHAPE_FIELDS = [
 
 def shapes_case(examples: int, demo: str) -> dict[str, Any]:
     """Runs in the child: config.json with absurd (but JSON-legal) shape numbers."""
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 
     work = Path(tempfile.mkdtemp(prefix="hostile-shapes-"))
     model = work / "model"
@@ -275,7 +275,7 @@ def templates_case(examples: int, demo: str) -> dict[str, Any]:
     """Runs in the child: inspect against the runtime's own tokenizer for each layout."""
     import openvino_genai
 
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 
     work = Path(tempfile.mkdtemp(prefix="hostile-templates-"))
     pristine = work / "pristine"

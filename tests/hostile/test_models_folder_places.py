@@ -32,8 +32,8 @@ _TAILS = ["", "models", "self/fd", "1/root", "a b/models", "..", ".", "x/../y"]
 
 def _expected(folder: Path) -> str:
     """ "kernel", "temp_root", "temp_inside" or "other" for the resolved folder."""
-    from qwen_mtp_desktop.core.data_folders import temp_folders
-    from qwen_mtp_desktop.core.model_library import resolved
+    from qwen_mtp_desktop.core.models.data_folders import temp_folders
+    from qwen_mtp_desktop.core.models.library import resolved
 
     real = resolved(folder)  # links followed; /proc/1/root refuses even that
     if any(real == r or r in real.parents for r in (Path("/proc"), Path("/sys"), Path("/dev"))):
@@ -50,13 +50,13 @@ class TestModelsFolderPlaces:
     def test_pseudo_filesystems_and_temp_roots_are_refused(
         self, tmp_path: Path, decoy: Path
     ) -> None:
-        from qwen_mtp_desktop.core.data_folders import (
+        from qwen_mtp_desktop.core.files.paths import app_paths
+        from qwen_mtp_desktop.core.models.data_folders import (
             FolderChoiceError,
             apply_models_folder,
             choose_models_folder,
         )
-        from qwen_mtp_desktop.core.paths import app_paths
-        from qwen_mtp_desktop.core.settings import Settings
+        from qwen_mtp_desktop.core.settings.store import Settings
 
         paths = app_paths().ensure()
         disk = Path.home() / ".cache" / "qwen-mtp-hostile-disk"  # on the root file system
@@ -129,7 +129,7 @@ class TestModelsFolderPlaces:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """No tmpfs can be mounted here, so the mount table says one is at `ram`."""
-        from qwen_mtp_desktop.core import data_folders
+        from qwen_mtp_desktop.core.models import data_folders
 
         ram = Path(os.path.realpath(tmp_path)) / "ram"
         real = data_folders._mounts()

@@ -124,9 +124,9 @@ def test_the_window_answers_after_a_crash_at_first_generate(
     qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the user sees: the answer, and a status line naming the crash and the retry."""
+    from qwen_mtp_desktop.core.files.paths import app_paths
     from qwen_mtp_desktop.core.hosting import process as host_process
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
     from qwen_mtp_desktop.ui.main_window import MainWindow
     from tests.gui.test_chat_panel import LONG_WAIT, _send
 

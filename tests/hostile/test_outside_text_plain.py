@@ -25,10 +25,10 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat_tools import ToolRound, TracedCall
-from qwen_mtp_desktop.core.mcp.client import McpError, ToolInfo
-from qwen_mtp_desktop.core.mcp.config import McpServer
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.chat.tools import ToolRound, TracedCall
+from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
 from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog

@@ -63,7 +63,7 @@ def _sha(path: Path) -> str:
 def _old_database(path: Path, mode: int) -> None:
     """A real chat database in WAL mode with its -wal and -shm files, as a running older
     version leaves them (copied while a connection holds them)."""
-    from qwen_mtp_desktop.core.chats.store import ChatStore
+    from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
     scratch = path.parent / ".scratch"
     scratch.mkdir()
@@ -92,10 +92,10 @@ class TestPrivateFiles:
     def test_a_start_tightens_what_was_left_readable_and_keeps_it(
         self, tmp_path: Path, decoy: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from qwen_mtp_desktop.core.chats.store import ChatStore
-        from qwen_mtp_desktop.core.logs import setup_logging
-        from qwen_mtp_desktop.core.paths import app_paths
-        from qwen_mtp_desktop.core.settings import SettingsStore
+        from qwen_mtp_desktop.core.chat.store.store import ChatStore
+        from qwen_mtp_desktop.core.files.paths import app_paths
+        from qwen_mtp_desktop.core.settings.store import SettingsStore
+        from qwen_mtp_desktop.core.system.logs import setup_logging
 
         decoy_modes = {p: _mode(p) for p in decoy.rglob("*")}
         before = snapshot(decoy)

@@ -167,9 +167,9 @@ class TestStopAgainstFloodingServers:
         flood left one that took 7.5 s)."""
         from PySide6.QtCore import Qt
 
-        from qwen_mtp_desktop.core.paths import app_paths
+        from qwen_mtp_desktop.core.files.paths import app_paths
         from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, new_id
-        from qwen_mtp_desktop.core.settings import SettingsStore
+        from qwen_mtp_desktop.core.settings.store import SettingsStore
         from qwen_mtp_desktop.ui.main_window import MainWindow
 
         paths = app_paths().ensure()

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from PySide6.QtWidgets import QPushButton, QTextBrowser
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.markdown import Segment, first_page
+from qwen_mtp_desktop.core.chat.markdown import Segment, first_page
 from tests.conftest import REPO_ROOT
 from tests.hostile.conftest import snapshot, touched
 from tests.hostile.isolation import run_isolated
@@ -397,7 +397,7 @@ def streaming_case(examples: int) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication, QWidget
 
     import qwen_mtp_desktop.ui.chat.message_widget as message_module
-    from qwen_mtp_desktop.core.markdown import StreamingSegmenter
+    from qwen_mtp_desktop.core.chat.markdown import StreamingSegmenter
     from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, MessageWidget
     from qwen_mtp_desktop.ui.chat.text_views import CodeBlock
 

@@ -19,8 +19,13 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat_presets import ChatPreset, PresetError, clean_presets, find_preset
-from qwen_mtp_desktop.core.settings import load_settings
+from qwen_mtp_desktop.core.settings.presets import (
+    ChatPreset,
+    PresetError,
+    clean_presets,
+    find_preset,
+)
+from qwen_mtp_desktop.core.settings.store import load_settings
 
 _GOOD_SETTINGS = {
     "thinking": True,

@@ -22,16 +22,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat_presets import (
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.settings.presets import (
     MAX_NAME_CHARS,
     MAX_PRESETS,
     MAX_SYSTEM_PROMPT_CHARS,
     ChatPreset,
     PresetError,
 )
-from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.mcp.config import McpConfigError, McpServer
-from qwen_mtp_desktop.core.settings import (
+from qwen_mtp_desktop.core.settings.store import (
     MAX_SETTINGS_BYTES,
     Settings,
     SettingsNotSavedError,
@@ -39,6 +38,7 @@ from qwen_mtp_desktop.core.settings import (
     load_settings,
     save_settings,
 )
+from qwen_mtp_desktop.core.tools.mcp.config import McpConfigError, McpServer
 
 #: Text of any script: every code point but NUL (which no text field takes), lone
 #: surrogates included (they cannot be UTF-8; the writer escapes them).

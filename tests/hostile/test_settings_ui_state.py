@@ -108,7 +108,7 @@ def ui_state(draw: st.DrawFn, real: bytes) -> dict[str, Any]:
 class TestUiStateValues:
     @pytest.mark.slow
     def test_every_ui_value_is_checked_and_falls_back_alone(self, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.settings import _UI_VALIDATORS, load_settings
+        from qwen_mtp_desktop.core.settings.store import _UI_VALIDATORS, load_settings
 
         real = real_geometry()
         counts = {"tried": 0, "damaged": 0, "kept": 0}
@@ -204,7 +204,7 @@ class TestUiStateValues:
         )
 
     def test_the_reported_case_non_ascii_geometry(self, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.settings import load_settings
+        from qwen_mtp_desktop.core.settings.store import load_settings
 
         path = tmp_path / "settings.json"
         path.write_text(json.dumps({"ui_state": {_GEOMETRY_KEY: "ÄÖÜ window", "x": "kept"}}))

@@ -238,9 +238,9 @@ class TestKeyWarnings:
         from PySide6.QtCore import Qt
         from PySide6.QtWidgets import QApplication
 
-        from qwen_mtp_desktop.core.paths import app_paths
+        from qwen_mtp_desktop.core.files.paths import app_paths
         from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-        from qwen_mtp_desktop.core.settings import SettingsStore
+        from qwen_mtp_desktop.core.settings.store import SettingsStore
         from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
         from qwen_mtp_desktop.ui.chat.remote_picker import ADD
         from qwen_mtp_desktop.ui.main_window import MainWindow

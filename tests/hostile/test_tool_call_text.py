@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.tool_calls import (
+from qwen_mtp_desktop.core.tools.calls import (
     MAX_VALUE_DEPTH,
     ArgumentsPiece,
     CallOpened,

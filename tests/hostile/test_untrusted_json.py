@@ -126,13 +126,13 @@ def _clear(path: Path) -> None:
 
 def readers_case(examples: int, demo: str) -> dict[str, Any]:
     """Runs in the child. Each example puts one hostile file in one reader's place."""
-    from qwen_mtp_desktop.core.chats.store import ChatStore
+    from qwen_mtp_desktop.core.chat.store.stats import clean_stats
+    from qwen_mtp_desktop.core.chat.store.store import ChatStore
     from qwen_mtp_desktop.core.decoding.text import MAX_VOCAB_SIZE, ByteLevelVocab
     from qwen_mtp_desktop.core.engine import EngineError, check_model_dir
-    from qwen_mtp_desktop.core.message_stats import clean_stats
-    from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-    from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, read_manifest
-    from qwen_mtp_desktop.core.settings import Settings, load_settings
+    from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+    from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, read_manifest
+    from qwen_mtp_desktop.core.settings.store import Settings, load_settings
     from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 
     tried: dict[str, int] = {}
@@ -243,7 +243,7 @@ class TestUntrustedJson:
         )
 
     def test_settings_value_falls_back_alone(self, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.settings import load_settings
+        from qwen_mtp_desktop.core.settings.store import load_settings
 
         path = tmp_path / "settings.json"
         path.write_text(json.dumps({"device": 3, "model_folders": ["/a", "/b"]}))
@@ -253,7 +253,7 @@ class TestUntrustedJson:
         assert loaded.notice is not None and "device" in loaded.notice
 
     def test_special_file_error_says_what_and_how_to_fix(self, tmp_path: Path) -> None:
-        from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_json_file
+        from qwen_mtp_desktop.core.files.safe_files import FileKind, UnsafeFileError, read_json_file
 
         fifo = tmp_path / "config.json"
         os.mkfifo(fifo)

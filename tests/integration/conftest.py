@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from tests.models import cached_checkpoint, cached_export
 
 

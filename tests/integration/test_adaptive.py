@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnSample
-from qwen_mtp_desktop.core.auto_turns import turn_settings
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, TurnSample
+from qwen_mtp_desktop.core.auto.turns import turn_settings
 from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy

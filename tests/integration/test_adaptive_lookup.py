@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.adaptive import Decision
-from qwen_mtp_desktop.core.chat_turns import AutoDecoding
+from qwen_mtp_desktop.core.auto.policy import Decision
+from qwen_mtp_desktop.core.chat.turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 

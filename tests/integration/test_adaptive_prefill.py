@@ -1,5 +1,5 @@
-"""Auto pricing prefill on the real runtime (core.adaptive with core.turn_costs), demo model and
-MoE fixture: what it learns from real turns of short and long prompts predicts the next long
+"""Auto pricing prefill on the real runtime (core.auto.policy with core.auto.turn_costs), demo model
+and MoE fixture: what it learns from real turns of short and long prompts predicts the next long
 turn's time to first token and its length in tokens; an image turn never runs prompt lookup
 and says why; every answer equals plain decoding's."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from qwen_mtp_desktop.core.adaptive import TurnContext
-from qwen_mtp_desktop.core.chat_turns import AutoDecoding
+from qwen_mtp_desktop.core.auto.policy import TurnContext
+from qwen_mtp_desktop.core.auto.turn_costs import path_of
+from qwen_mtp_desktop.core.chat.turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-from qwen_mtp_desktop.core.turn_costs import path_of
 
 pytestmark = pytest.mark.slow
 

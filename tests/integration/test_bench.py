@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.bench import BENCH_KEYS, MODE_KEYS, run_benchmark
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.prompt_sets import read_prompt_set
-from qwen_mtp_desktop.core.recommendations import depth_recommendation, save_recommendation
-from qwen_mtp_desktop.core.reports import reports_dir
-from qwen_mtp_desktop.core.verdicts import row_method
+from qwen_mtp_desktop.core.measure.bench import BENCH_KEYS, MODE_KEYS, run_benchmark
+from qwen_mtp_desktop.core.measure.prompt_sets import read_prompt_set
+from qwen_mtp_desktop.core.measure.recommendations import depth_recommendation, save_recommendation
+from qwen_mtp_desktop.core.measure.reports import reports_dir
+from qwen_mtp_desktop.core.measure.verdicts import row_method
 from tests.integration.test_validate import make_broken_mtp_copy, small_set
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop import __version__
-from qwen_mtp_desktop.core.buildinfo import git_revision
+from qwen_mtp_desktop.core.system.buildinfo import git_revision
 from tests.bundle_requirements import PACKAGING, REPO_ROOT, bundle_files, required_files
 
 pytestmark = pytest.mark.slow
@@ -116,7 +116,7 @@ def test_bundle_downloads_a_model_and_adds_its_head(
     head, then adds the head from the source checkpoint (sharded, BF16, read by range
     requests), against a hub-compatible server on loopback. The server runs in this process
     (devtools is not in the bundle); the bundle is the client."""
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
     from qwen_mtp_desktop.devtools.hub_server import HubServer
     from tests.checkpoint_files import sharded_checkpoint
 

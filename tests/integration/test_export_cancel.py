@@ -19,12 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
-from qwen_mtp_desktop.core.export.job import ExportJob, ExportOutcome, ExportRequest
-from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
-from qwen_mtp_desktop.core.export.preflight import run_preflight
-from qwen_mtp_desktop.core.export.progress import ProgressEvent
-from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports, staging_registry_dir
+from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
+from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportOutcome, ExportRequest
+from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.models.export.preflight import run_preflight
+from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
+from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports, staging_registry_dir
 from tests.models import cached_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.export]
@@ -158,7 +158,7 @@ def test_exporter_killed_midway_is_reported(tmp_path: Path) -> None:
     def trigger(event: ProgressEvent, job: ExportJob) -> None:
         if event.stage == "converting" and not killed:
             for process in _exporter_processes():
-                if "qwen_mtp_desktop.core.export.optimum_cli" in " ".join(process.cmdline()):
+                if "qwen_mtp_desktop.core.models.export.optimum_cli" in " ".join(process.cmdline()):
                     os.kill(process.pid, signal.SIGKILL)
                     killed.append(process.pid)
 

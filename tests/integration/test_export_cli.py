@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, read_manifest
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, read_manifest
 from tests.models import cached_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.export]

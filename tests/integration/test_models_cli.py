@@ -186,8 +186,8 @@ def test_damaged_copies_in_a_real_process(damaged: dict[str, Path]) -> None:
 def test_list_finds_damaged_models_and_survives_loops(
     damaged: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
 
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)

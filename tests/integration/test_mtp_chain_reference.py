@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.devtools.mtp_chain_check import (
     FP16_SLACK,
     DecoderRun,

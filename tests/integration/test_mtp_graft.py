@@ -1,4 +1,4 @@
-"""Adding the MTP head without the export toolkit (core.export.mtp_graft): the grafted head
+"""Adding the MTP head without the export toolkit (core.models.export.mtp_graft): the grafted head
 against optimum-intel's export of the same checkpoint, through the real OpenVINO runtime and
 the app's decoder; sharded and BF16 checkpoints; and checkpoints and folders that lie."""
 
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export.mtp_graft import (
+from qwen_mtp_desktop.core.files.paths import demo_checkpoint_dir
+from qwen_mtp_desktop.core.models.export.mtp_graft import (
     GRAFT_RECORD,
     MTP_STEM,
     GraftError,
     graft,
     stale_grafts,
 )
-from qwen_mtp_desktop.core.export.tensor_source import FolderSource, SourceError
-from qwen_mtp_desktop.core.paths import demo_checkpoint_dir
+from qwen_mtp_desktop.core.models.export.tensor_source import FolderSource, SourceError
 from tests.checkpoint_files import (
     checkpoint_bytes,
     head_bytes,
@@ -99,7 +99,7 @@ def test_grafted_head_matches_optimums_export(headless: Path, demo_model: Path) 
 def test_grafted_head_drafts_like_the_exported_one(headless: Path, demo_model: Path) -> None:
     """Through the app's decoder: MTP output equals plain decoding, and the grafted head's
     acceptance equals the exported head's at depths 1 and 3."""
-    from qwen_mtp_desktop.core.export.child import check_generation
+    from qwen_mtp_desktop.core.models.export.child import check_generation
 
     graft(headless, FolderSource(demo_checkpoint_dir()))
     for depth in (1, 3):
@@ -113,8 +113,8 @@ def test_grafted_head_drafts_like_the_exported_one(headless: Path, demo_model: P
 def test_int8_head_on_a_sharded_bf16_checkpoint(headless: Path, tmp_path: Path) -> None:
     """A checkpoint as the hub has it (BF16, sharded, head across two shards): only the head's
     bytes and headers are read, and an INT8 head drafts with exact output."""
-    from qwen_mtp_desktop.core.export.child import check_generation
-    from qwen_mtp_desktop.core.ir import read_ir
+    from qwen_mtp_desktop.core.models.export.child import check_generation
+    from qwen_mtp_desktop.core.models.ir import read_ir
 
     checkpoint = sharded_checkpoint(tmp_path / "bf16", shards=4, bf16=True)
     source = FolderSource(checkpoint)

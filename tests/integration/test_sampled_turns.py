@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn, generation_settings
-from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.auto.turn_record import TurnSample, step_cost
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.chat.turns import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
-from qwen_mtp_desktop.core.turn_record import TurnSample, step_cost
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.commands.self_test import run_self_test
-from qwen_mtp_desktop.core.paths import RESOURCES_ENV, resources_dir
+from qwen_mtp_desktop.core.files.paths import RESOURCES_ENV, resources_dir
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_self_test_fails_without_the_demo_model(tmp_path: Path) -> None:
 
 def test_self_test_fails_when_no_draft_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Acceptance 0 fails the check even when the outputs are identical."""
-    import qwen_mtp_desktop.core.validate as validate
+    import qwen_mtp_desktop.core.measure.validate as validate
 
     real = validate.run_validation
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.engine import GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
 from qwen_mtp_desktop.ui.chat.message_widget import format_stats

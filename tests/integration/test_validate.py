@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core import validate as validate_module
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.errors import RunCancelledError
-from qwen_mtp_desktop.core.measurement import MODEL_KEYS, RUN_KEYS
-from qwen_mtp_desktop.core.prompt_sets import load_prompt_set, read_prompt_set
-from qwen_mtp_desktop.core.report_markdown import report_markdown
-from qwen_mtp_desktop.core.reports import reports_dir
-from qwen_mtp_desktop.core.validate import (
+from qwen_mtp_desktop.core.measure import validate as validate_module
+from qwen_mtp_desktop.core.measure.measurement import MODEL_KEYS, RUN_KEYS
+from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set, read_prompt_set
+from qwen_mtp_desktop.core.measure.report_markdown import report_markdown
+from qwen_mtp_desktop.core.measure.reports import reports_dir
+from qwen_mtp_desktop.core.measure.validate import (
     DIVERGENCE_KEYS,
     RESULT_KEYS,
     VALIDATION_KEYS,
@@ -129,8 +129,8 @@ def test_broken_mtp_head_keeps_the_output_but_not_the_acceptance(
 
 def test_logit_probe_reproduces_the_pipelines_greedy_tokens(demo_model: Path) -> None:
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-    from qwen_mtp_desktop.core.measurement import generate_ids
-    from qwen_mtp_desktop.core.validate import ModelTokenizer
+    from qwen_mtp_desktop.core.measure.measurement import generate_ids
+    from qwen_mtp_desktop.core.measure.validate import ModelTokenizer
 
     path = demo_model
     engine = Engine()

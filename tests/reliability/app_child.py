@@ -82,12 +82,12 @@ def main() -> int:
     if args.audit_network:
         audit_network(args.audit_network)
 
-    from qwen_mtp_desktop.core.privacy import block_telemetry
+    from qwen_mtp_desktop.core.system.privacy import block_telemetry
 
     block_telemetry()
-    from qwen_mtp_desktop.core.logs import setup_logging
-    from qwen_mtp_desktop.core.paths import app_paths
-    from qwen_mtp_desktop.core.settings import SettingsStore
+    from qwen_mtp_desktop.core.files.paths import app_paths
+    from qwen_mtp_desktop.core.settings.store import SettingsStore
+    from qwen_mtp_desktop.core.system.logs import setup_logging
 
     paths = app_paths().ensure()
     settings = SettingsStore(paths.settings_file)

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine import Engine, EngineError, GenerationSettings, LoadOptions
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.model_folders.report import Diagnostic
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+from qwen_mtp_desktop.core.models.folders.report import Diagnostic
 from tests.reliability import figures
 from tests.reliability.mutations import (
     IR_FILES,

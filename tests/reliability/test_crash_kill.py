@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 import pytest
 
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 

@@ -32,13 +32,13 @@ import psutil
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
-from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
-from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports, staging_registry_dir
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.discovery import discover_models
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.paths import app_paths, resources_dir
+from qwen_mtp_desktop.core.files.paths import app_paths, resources_dir
+from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports, staging_registry_dir
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.discovery import discover_models
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 
@@ -52,10 +52,10 @@ CHECKPOINT = resources_dir() / "demo-model" / "checkpoint"
 APP_JOB = """
 import json, sys
 from pathlib import Path
-from qwen_mtp_desktop.core.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
 block_telemetry()
-from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
-from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
 request = ExportRequest(ExportSource("folder", sys.argv[1]), Path(sys.argv[2]),
                         ExportOptions(weight_format="fp16"))
 def on_event(event):
@@ -262,7 +262,8 @@ def test_a_crashed_generation_check_runs_again_and_shows_both_outcomes(tmp_path:
     def kill_first_check() -> None:
         while not stop.is_set() and not killed:
             for process in _exporters(f".{destination.name}.exporting-"):  # this export's only
-                if "qwen_mtp_desktop.core.export.child" in " ".join(process.info["cmdline"] or ()):
+                command_line = " ".join(process.info["cmdline"] or ())
+                if "qwen_mtp_desktop.core.models.export.child" in command_line:
                     with contextlib.suppress(ProcessLookupError):  # ended meanwhile: the next
                         os.kill(process.pid, signal.SIGSEGV)
                         killed.append(process.pid)

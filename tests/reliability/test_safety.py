@@ -29,13 +29,17 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.export import hub
-from qwen_mtp_desktop.core.export.checkpoint import inspect_checkpoint_folder
-from qwen_mtp_desktop.core.export.command import export_command
-from qwen_mtp_desktop.core.export.options import ExportOptions, default_destination, parse_source
-from qwen_mtp_desktop.core.export.preflight import run_preflight
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import Settings, save_settings
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.models.export import hub
+from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
+from qwen_mtp_desktop.core.models.export.command import export_command
+from qwen_mtp_desktop.core.models.export.options import (
+    ExportOptions,
+    default_destination,
+    parse_source,
+)
+from qwen_mtp_desktop.core.models.export.preflight import run_preflight
+from qwen_mtp_desktop.core.settings.store import Settings, save_settings
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 
@@ -194,7 +198,7 @@ def test_links_open_only_after_confirmation_and_only_http(
 
 
 def test_trust_remote_code_is_never_on_by_default(tmp_path: Path) -> None:
-    from qwen_mtp_desktop.core.export.options import WEIGHT_FORMATS
+    from qwen_mtp_desktop.core.models.export.options import WEIGHT_FORMATS
 
     for fmt in WEIGHT_FORMATS:
         for options in (ExportOptions(weight_format=fmt), ExportOptions.recommended(fmt)):
@@ -399,7 +403,7 @@ def _chat_and_read_log(debug: bool, tmp_path: Path) -> tuple[str, list[str], lis
 
 @pytest.mark.slow
 def test_prompts_and_answers_reach_the_log_only_with_debug_logging(tmp_path: Path) -> None:
-    from qwen_mtp_desktop.core.paths import HOME_ENV
+    from qwen_mtp_desktop.core.files.paths import HOME_ENV
 
     assert HOME_ENV == "QWEN_MTP_DESKTOP_HOME"
     quiet, prompts, answers = _chat_and_read_log(False, tmp_path)

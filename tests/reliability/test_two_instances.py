@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.ui.single_instance import SingleInstance, server_name
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
@@ -109,7 +109,7 @@ def test_real_app_second_start_focuses_the_first_and_survives_a_crashed_one() ->
 WRITER = """
 import sys, time
 from pathlib import Path
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
 db, name, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 store = ChatStore(db)

@@ -1,4 +1,4 @@
-"""core.acceptance_health on synthetic turns and reports: the reference a report gives, the
+"""core.measure.acceptance_health on synthetic turns and reports: the reference a report gives, the
 live check (quiet at the measured acceptance, one warning after a collapse) and its causes."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core.acceptance_health import (
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
+from qwen_mtp_desktop.core.measure.acceptance_health import (
     MIN_TRIALS,
     AcceptanceReference,
     HealthMonitor,
@@ -20,9 +22,7 @@ from qwen_mtp_desktop.core.acceptance_health import (
     reference_from_report,
     save_reference,
 )
-from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
-from qwen_mtp_desktop.core.recommendations import model_fingerprint
+from qwen_mtp_desktop.core.measure.recommendations import model_fingerprint
 
 
 def _turn(accepted_share: float, steps: int = 20, depth: int = 1) -> GenerationStats:
@@ -87,7 +87,7 @@ def test_four_rejected_steps_are_enough_one_lucky_draft_is_not() -> None:
 
 
 def test_wilson_bound() -> None:
-    from qwen_mtp_desktop.core.acceptance_health import wilson_upper
+    from qwen_mtp_desktop.core.measure.acceptance_health import wilson_upper
 
     assert wilson_upper(0, 4) == pytest.approx(0.4035, abs=1e-3)
     assert wilson_upper(90, 100) > 0.9 > wilson_upper(80, 100)

@@ -1,4 +1,5 @@
-"""Auto MTP's policy (core.adaptive) on recorded and synthetic step timings: no Qt, no runtime."""
+"""Auto MTP's policy (core.auto.policy) on recorded and synthetic step timings: no Qt, no
+runtime."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.adaptive import (
+from qwen_mtp_desktop.core.auto.policy import (
     FIRST_PROBE_AFTER,
     AdaptivePolicy,
     TurnSample,
     draft_trials,
     expected_tokens,
 )
-from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
+from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 

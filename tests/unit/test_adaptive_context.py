@@ -1,5 +1,5 @@
-"""Step costs against the conversation's length (core.step_context) and Auto deciding with the
-coming turn's context (core.adaptive), on step costs shaped like benchmarks/context_steps.py's
+"""Step costs against the conversation's length (core.auto.step_context) and Auto deciding with the
+coming turn's context (core.auto.policy), on step costs shaped like benchmarks/context_steps.py's
 0.8B measurements."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, TurnContext, TurnSample
-from qwen_mtp_desktop.core.auto_words import auto_sentence
-from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.step_context import (
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, TurnContext, TurnSample
+from qwen_mtp_desktop.core.auto.step_context import (
     MIN_SPREAD_TOKENS,
     PRIOR_GROWTH,
     ContextGrowth,
     at_context,
     attention_units,
 )
+from qwen_mtp_desktop.core.chat.decoding_words import auto_sentence
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 
 mtp = DecodingMethod.mtp
 #: Seconds per step at an empty context (0.8B geometry, benchmarks/context_steps.py at 1k

@@ -1,4 +1,4 @@
-"""Auto choosing among plain decoding, MTP depths and prompt lookup (core.adaptive), on real
+"""Auto choosing among plain decoding, MTP depths and prompt lookup (core.auto.policy), on real
 demo-model turns recorded in every mode and on the full-size model's measured step costs."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnSample
-from qwen_mtp_desktop.core.auto_turns import auto_summary, policy_from_recommendation, turn_settings
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, Decision, TurnSample
+from qwen_mtp_desktop.core.auto.turns import auto_summary, policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings

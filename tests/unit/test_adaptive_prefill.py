@@ -1,5 +1,6 @@
-"""Auto (core.adaptive) judging turns with their prefill and pipeline loads (core.turn_costs),
-and running prompt lookup with the chat's own settings, on recorded demo-model turns and on
+"""Auto (core.auto.policy) judging turns with their prefill and pipeline loads
+(core.auto.turn_costs), and running prompt lookup with the chat's own settings, on recorded
+demo-model turns and on
 prefill costs measured with benchmarks/prefill_costs.py."""
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnContext, TurnSample
-from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
-from qwen_mtp_desktop.core.chat_turns import AutoDecoding, Turn, generation_settings
-from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, Decision, TurnContext, TurnSample
+from qwen_mtp_desktop.core.auto.turn_costs import LOAD_SHARE, PRIOR_RATIO, TurnCosts, path_of
+from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.chat.turns import AutoDecoding, Turn, generation_settings
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.core.turn_costs import LOAD_SHARE, PRIOR_RATIO, TurnCosts, path_of
 from tests.unit.test_adaptive_lookup import recorded
 
 #: Time to first token per prompt token, demo model (benchmarks/prefill_costs.py, 32-2048
@@ -138,7 +139,7 @@ def test_the_chats_lookup_settings_are_used_and_named() -> None:
     chat = ChatSettings(temperature=0.0, lookup_tokens=7, max_ngram_size=2)
     settings = generation_settings(chat)
     assert settings.replay_lookup == DecodingMethod.lookup(7, 2)
-    from qwen_mtp_desktop.core.chat_turns import plan_auto_turn
+    from qwen_mtp_desktop.core.chat.turns import plan_auto_turn
 
     turn = Turn(settings)
     for index in range(6):

@@ -1,5 +1,5 @@
 """Auto for sampled turns (issue 26 item 4): sampled turns are learnt and decided by their own
-temperature band's measurements (core.sampling_bands), never by greedy turns', and the reason
+temperature band's measurements (core.auto.sampling_bands), never by greedy turns', and the reason
 says so. Recorded-shape step sizes and times; no Qt, no runtime."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy, Decision, TurnContext, TurnSample
-from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation, turn_settings
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy, Decision, TurnContext, TurnSample
+from qwen_mtp_desktop.core.auto.sampling_bands import BAND_EDGES, SamplingBand, band_of
+from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.decoding.method import GREEDY, PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings
-from qwen_mtp_desktop.core.sampling_bands import BAND_EDGES, SamplingBand, band_of
 
 mtp = DecodingMethod.mtp
 QWEN = Sampling(temperature=0.7, top_p=0.8, top_k=20)

@@ -57,7 +57,7 @@ def test_openvino_sends_no_telemetry_from_the_app() -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             main(["doctor"])
         import openvino, openvino_genai
-        from qwen_mtp_desktop.core.privacy import telemetry_blocked
+        from qwen_mtp_desktop.core.system.privacy import telemetry_blocked
         print(telemetry_blocked(), [t.name for t in threading.enumerate()])
         """
     )

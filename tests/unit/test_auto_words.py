@@ -1,16 +1,20 @@
-"""Auto's choice in one plain sentence, and what decoded an answer (core.auto_words), on the
-decisions the real policy makes; the full-size figures the demo's MTP results are read with."""
+"""Auto's choice in one plain sentence, and what decoded an answer (core.chat.decoding_words), on
+the decisions the real policy makes; the full-size figures the demo's MTP results are read with."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from qwen_mtp_desktop.core.adaptive import AdaptivePolicy
-from qwen_mtp_desktop.core.auto_turns import policy_from_recommendation
-from qwen_mtp_desktop.core.auto_words import auto_sentence, ran_text
+from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy
+from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation
+from qwen_mtp_desktop.core.chat.decoding_words import auto_sentence, ran_text
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.fullsize_figures import FULL_SIZE, demo_mtp_note, full_size_details
+from qwen_mtp_desktop.core.measure.fullsize_figures import (
+    FULL_SIZE,
+    demo_mtp_note,
+    full_size_details,
+)
 from tests.unit.test_adaptive import converse, synthetic_turn
 
 mtp = DecodingMethod.mtp

@@ -1,4 +1,4 @@
-"""core.bench without a model: summaries, recommendation, projections, stored depth, CLI."""
+"""core.measure.bench without a model: summaries, recommendation, projections, stored depth, CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core import recommendations
-from qwen_mtp_desktop.core.bench import (
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.measure import recommendations
+from qwen_mtp_desktop.core.measure.bench import (
     BENCH_KEYS,
     MODE_KEYS,
     RECOMMENDATION_KEYS,
@@ -22,11 +24,9 @@ from qwen_mtp_desktop.core.bench import (
     recommend,
     summarise_modes,
 )
-from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.errors import ValidationError
-from qwen_mtp_desktop.core.measurement import installed_versions, run_record
-from qwen_mtp_desktop.core.recommendations import depth_recommendation, save_recommendation
-from qwen_mtp_desktop.core.report_markdown import report_markdown
+from qwen_mtp_desktop.core.measure.measurement import installed_versions, run_record
+from qwen_mtp_desktop.core.measure.recommendations import depth_recommendation, save_recommendation
+from qwen_mtp_desktop.core.measure.report_markdown import report_markdown
 from tests.unit.test_validate import fake_model, fake_stats
 
 mtp = DecodingMethod.mtp
@@ -301,7 +301,7 @@ def test_cli_reports_user_errors_in_one_line(
 
 
 def test_workload_winner_is_the_fastest_identical_method() -> None:
-    from qwen_mtp_desktop.core.bench import workload_winner
+    from qwen_mtp_desktop.core.measure.bench import workload_winner
 
     base = [100.0, 100.0, 100.0]
     lookup = DecodingMethod.lookup(4, 3)

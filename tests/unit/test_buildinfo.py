@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop import __version__
-from qwen_mtp_desktop.core import buildinfo
-from qwen_mtp_desktop.core.environment import package_version
+from qwen_mtp_desktop.core.system import buildinfo
+from qwen_mtp_desktop.core.system.environment import package_version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""A chat's MCP tools, Qt-free (core.chat_tools): tools offered as OpenAI functions with
+"""A chat's MCP tools, Qt-free (core.chat.tools): tools offered as OpenAI functions with
 unique names, a forced call's grammar that the parser reads back, the stored trace (hostile
 records read without raising) and the history a later turn reads."""
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat_tools import (
+from qwen_mtp_desktop.core.chat.store.records import StoredMessage
+from qwen_mtp_desktop.core.chat.tools import (
     ToolCatalog,
     ToolRound,
     TracedCall,
@@ -18,10 +19,9 @@ from qwen_mtp_desktop.core.chat_tools import (
     trace_from_record,
     trace_record,
 )
-from qwen_mtp_desktop.core.chat_turns import chat_history
-from qwen_mtp_desktop.core.chats.records import StoredMessage
-from qwen_mtp_desktop.core.mcp.client import ToolInfo
-from qwen_mtp_desktop.core.tool_calls import Calls, parse, render_calls
+from qwen_mtp_desktop.core.chat.turns import chat_history
+from qwen_mtp_desktop.core.tools.calls import Calls, parse, render_calls
+from qwen_mtp_desktop.core.tools.mcp.client import ToolInfo
 
 ADD = {
     "type": "object",
@@ -114,7 +114,7 @@ def test_any_stored_value_reads_without_raising(value: object) -> None:
 
 def test_a_fast_call_shows_its_time_in_milliseconds() -> None:
     """'done in 0.00 s' read as if nothing ran (issue 44, minor 7)."""
-    from qwen_mtp_desktop.core.chat_tools import TracedCall, call_summary
+    from qwen_mtp_desktop.core.chat.tools import TracedCall, call_summary
 
     call = TracedCall("c1", "ping", "tests", "ping", "{}", status="done")
     assert call_summary(call.with_result("done", "pong", 0.0004)).endswith("done in 0.4 ms")

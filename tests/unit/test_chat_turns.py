@@ -1,4 +1,4 @@
-"""core.chat_turns: one chat's decoding as the chat panel, `generate` and a server share it."""
+"""core.chat.turns: one chat's decoding as the chat panel, `generate` and a server share it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chat_turns import (
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import (
     DEFAULT_PLAIN_LOAD_S,
     AutoDecoding,
     Turn,
@@ -19,12 +21,10 @@ from qwen_mtp_desktop.core.chat_turns import (
     start_conversation,
     start_turn,
 )
-from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
-from qwen_mtp_desktop.core.chats.store import ChatStore
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.core.recommendations import save_recommendation
+from qwen_mtp_desktop.core.measure.recommendations import save_recommendation
 from tests.unit.test_bench import fake_bench, rows
 
 

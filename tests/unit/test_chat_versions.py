@@ -20,10 +20,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from qwen_mtp_desktop.core.chat_turns import answer_again, start_turn
-from qwen_mtp_desktop.core.chats.migrations import MIGRATIONS
-from qwen_mtp_desktop.core.chats.records import ChatStoreError, DeletedMessage
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.migrations import MIGRATIONS
+from qwen_mtp_desktop.core.chat.store.records import ChatStoreError, DeletedMessage
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import answer_again, start_turn
 
 
 def _answer(store: ChatStore, message_id: int, text: str, tokens: int) -> None:

@@ -14,21 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chats import migrations
-from qwen_mtp_desktop.core.chats import store as chats
-from qwen_mtp_desktop.core.chats.export_format import EXPORT_FORMAT
-from qwen_mtp_desktop.core.chats.migrations import SCHEMA_VERSION
-from qwen_mtp_desktop.core.chats.records import (
+from qwen_mtp_desktop.core.chat.store import migrations
+from qwen_mtp_desktop.core.chat.store import store as chats
+from qwen_mtp_desktop.core.chat.store.export_format import EXPORT_FORMAT
+from qwen_mtp_desktop.core.chat.store.migrations import SCHEMA_VERSION
+from qwen_mtp_desktop.core.chat.store.records import (
     ChatSettings,
     ChatStoreError,
     UnknownConversationError,
     UnknownMessageError,
 )
-from qwen_mtp_desktop.core.chats.store import DEFAULT_TITLE, MAX_TITLE_CHARS, ChatStore
+from qwen_mtp_desktop.core.chat.store.store import DEFAULT_TITLE, MAX_TITLE_CHARS, ChatStore
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.paths import app_paths
+from qwen_mtp_desktop.core.files.paths import app_paths
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def test_chat_settings_defaults_and_round_trip() -> None:
     assert defaults.to_dict() == {
         "device": "CPU",
         "mtp": True,
-        "num_assistant_tokens": "auto",  # Auto (core.adaptive) is the default
+        "num_assistant_tokens": "auto",  # Auto (core.auto.policy) is the default
         "thinking": False,
         "max_new_tokens": 512,
         "temperature": 0.7,
@@ -746,7 +746,7 @@ def test_unopenable_path_is_an_error_not_damage(tmp_path: Path) -> None:
 CHILD = """
 import sys, time
 from pathlib import Path
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
 store = ChatStore(Path(sys.argv[1]))
 conv = store.create_conversation("crash test")
@@ -922,7 +922,7 @@ def test_large_history_is_fast(db_path: Path) -> None:
 
 
 def test_stats_summary_shows_auto_and_reads_old_rows() -> None:
-    from qwen_mtp_desktop.core.chats.records import stats_summary
+    from qwen_mtp_desktop.core.chat.store.records import stats_summary
 
     old_row = {"mode": "mtp", "num_assistant_tokens": 2, "generated_tokens": 10}
     assert stats_summary(old_row) == "MTP n=2 · 10 tokens"
@@ -945,7 +945,7 @@ def test_export_carries_tool_calls_and_results(store: ChatStore) -> None:
     """An answer's rounds of tool calls (as the chat stores them) in both formats: JSON as the
     message's own `tool_calls`, Markdown as a folded block per call with its arguments and
     result, fenced so a result holding backticks cannot end the block."""
-    from qwen_mtp_desktop.core.chat_tools import ToolRound, TracedCall, trace_record
+    from qwen_mtp_desktop.core.chat.tools import ToolRound, TracedCall, trace_record
 
     conv = store.create_conversation("Tools", model_dir="/models/q")
     store.add_message(conv.id, "user", "What is in notes.md?")

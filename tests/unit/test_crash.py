@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from qwen_mtp_desktop.core.crash import CrashHandler, CrashReport
+from qwen_mtp_desktop.core.system.crash import CrashHandler, CrashReport
 from tests.hostile.isolation import run_isolated
 
 
@@ -73,7 +73,7 @@ def test_native_crash_is_reported_at_next_start(tmp_path: Path) -> None:
     code = f"""
         import faulthandler
         from pathlib import Path
-        from qwen_mtp_desktop.core.crash import CrashHandler
+        from qwen_mtp_desktop.core.system.crash import CrashHandler
         CrashHandler(Path({str(tmp_path)!r}), Path({str(tmp_path)!r}) / "app.log").install()
         faulthandler._sigsegv()
     """

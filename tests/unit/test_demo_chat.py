@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from qwen_mtp_desktop.core.chat_turns import (
+from qwen_mtp_desktop.core.chat.turns import (
     DEMO_EXAMPLES,
     GENERAL_EXAMPLES,
     example_prompts,
     single_turn,
 )
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.paths import resources_dir
+from qwen_mtp_desktop.core.files.paths import resources_dir
 
 
 def test_single_turn_keeps_the_system_prompt_and_the_latest_question() -> None:

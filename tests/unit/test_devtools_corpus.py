@@ -173,7 +173,7 @@ def test_tiny_model_module_imports_torch_lazily() -> None:
 
 def test_bundled_demo_model_is_what_the_builder_makes_today() -> None:
     """`make demo-model` must rebuild the committed demo: same builder version, seed and steps."""
-    from qwen_mtp_desktop.core.paths import demo_checkpoint_dir
+    from qwen_mtp_desktop.core.files.paths import demo_checkpoint_dir
     from qwen_mtp_desktop.devtools import tiny_model
 
     checkpoint = demo_checkpoint_dir()

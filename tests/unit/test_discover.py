@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.discover import (
+from qwen_mtp_desktop.core.models.catalog import (
     FORMATS,
     MAX_ENTRIES,
     Catalog,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core import environment
-from qwen_mtp_desktop.core.environment import (
+from qwen_mtp_desktop.core.system import environment
+from qwen_mtp_desktop.core.system.environment import (
     export_toolkit_status,
     family_verdict,
     release_family,
@@ -65,7 +65,7 @@ def test_doctor_on_this_machine() -> None:
 
 
 def test_missing_display_libraries_are_read_from_ldd() -> None:
-    from qwen_mtp_desktop.core.environment import display_libraries_note, missing_from_ldd
+    from qwen_mtp_desktop.core.system.environment import display_libraries_note, missing_from_ldd
 
     text = (
         "\tlinux-vdso.so.1 (0x00007ffd)\n"
@@ -87,7 +87,7 @@ def test_doctor_checks_the_real_xcb_plugin() -> None:
     """What doctor reports missing is exactly what the dynamic loader cannot load."""
     import ctypes
 
-    from qwen_mtp_desktop.core.environment import (
+    from qwen_mtp_desktop.core.system.environment import (
         XCB_LIBRARY_PACKAGES,
         doctor,
         missing_display_libraries,

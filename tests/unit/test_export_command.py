@@ -8,8 +8,8 @@ import pytest
 
 from qwen_mtp_desktop import cli
 from qwen_mtp_desktop.commands import export as export_command_module
-from qwen_mtp_desktop.core.export.command import export_command
-from qwen_mtp_desktop.core.export.options import ExportOptions, missing_components
+from qwen_mtp_desktop.core.models.export.command import export_command
+from qwen_mtp_desktop.core.models.export.options import ExportOptions, missing_components
 from tests.unit.test_export_preflight import make_checkpoint
 
 
@@ -18,7 +18,7 @@ def test_default_command_exports_the_vlm_task() -> None:
     assert command == [
         "py",
         "-m",
-        "qwen_mtp_desktop.core.export.optimum_cli",
+        "qwen_mtp_desktop.core.models.export.optimum_cli",
         "export",
         "openvino",
         "--model",

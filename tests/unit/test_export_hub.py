@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.export import hub
-from qwen_mtp_desktop.core.export.options import (
+from qwen_mtp_desktop.core.models.export import hub
+from qwen_mtp_desktop.core.models.export.options import (
     ExportOptions,
     ExportSource,
     default_destination,
@@ -70,7 +70,7 @@ def test_download_command() -> None:
     assert hub.download_command("org/name", "v1", python="py") == [
         "py",
         "-m",
-        "qwen_mtp_desktop.core.export.hub",
+        "qwen_mtp_desktop.core.models.export.hub",
         "download",
         "org/name",
         "--revision",

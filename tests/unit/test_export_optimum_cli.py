@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from qwen_mtp_desktop.core.export import optimum_cli
-from qwen_mtp_desktop.core.export.command import export_command
-from qwen_mtp_desktop.core.export.optimum_cli import (
+from qwen_mtp_desktop.core.models.export import optimum_cli
+from qwen_mtp_desktop.core.models.export.command import export_command
+from qwen_mtp_desktop.core.models.export.optimum_cli import (
     MARKER,
     MTP_ROPE_IGNORED_SCOPE,
     _hook_nncf_track,
@@ -22,7 +22,7 @@ from qwen_mtp_desktop.core.export.optimum_cli import (
     pipeline_configs,
     split_mtp_option,
 )
-from qwen_mtp_desktop.core.export.options import ExportOptions
+from qwen_mtp_desktop.core.models.export.options import ExportOptions
 
 XMLS = [
     "openvino_detokenizer.xml",

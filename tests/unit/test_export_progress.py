@@ -5,17 +5,18 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export.options import ExportOptions
-from qwen_mtp_desktop.core.export.progress import (
+from qwen_mtp_desktop.core.models.export.options import ExportOptions
+from qwen_mtp_desktop.core.models.export.progress import (
     ProgressEvent,
     ProgressParser,
     expected_compressions,
     read_markers,
     stage_plan,
 )
-from qwen_mtp_desktop.core.export.supervisor import _split_lines
+from qwen_mtp_desktop.core.models.export.supervisor import _split_lines
 
-# `python -m qwen_mtp_desktop.core.export.optimum_cli export openvino --task image-text-to-text
+# `python -m qwen_mtp_desktop.core.models.export.optimum_cli export openvino --task
+# image-text-to-text
 #  --weight-format int4 --group-size 16 --group-size-fallback ignore` on the dense fixture
 # (stdout and stderr merged, tqdm's \r frames split into lines, long lines cut).
 RECORDED_INT4 = """\
@@ -177,7 +178,7 @@ def test_parser_is_monotonic_on_shuffled_real_lines(lines: list[str]) -> None:
 
 
 def test_python_warnings_in_the_exporter_log_are_recognised() -> None:
-    from qwen_mtp_desktop.core.export.progress import python_warning_lines
+    from qwen_mtp_desktop.core.models.export.progress import python_warning_lines
 
     lines = [
         "Loading checkpoint shards: 100%",
@@ -199,7 +200,7 @@ def test_python_warning_flags_do_not_depend_on_batching(
     lines: list[str], data: st.DataObject
 ) -> None:
     """Lines arrive in batches: flagging batch by batch equals flagging them all at once."""
-    from qwen_mtp_desktop.core.export.progress import python_warning_lines
+    from qwen_mtp_desktop.core.models.export.progress import python_warning_lines
 
     cut = data.draw(st.integers(0, len(lines)))
     first = python_warning_lines(lines[:cut])

@@ -14,14 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from qwen_mtp_desktop.core.export.job import ExportJob, ExportRequest
-from qwen_mtp_desktop.core.export.options import ExportOptions, ExportSource
-from qwen_mtp_desktop.core.export.staging import (
+from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
+from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.models.export.staging import (
     cleanup_stale_exports,
     move_into_place,
     staging_registry_dir,
 )
-from qwen_mtp_desktop.core.export.supervisor import SupervisedProcess
+from qwen_mtp_desktop.core.models.export.supervisor import SupervisedProcess
 
 
 def _python(code: str) -> list[str]:
@@ -101,7 +101,8 @@ def test_sigint_is_enough_for_a_python_exporter() -> None:
             cancel.set()
 
     outcome = SupervisedProcess(
-        # Like core.export.optimum_cli, the child takes SIGINT even if started with it ignored.
+        # Like core.models.export.optimum_cli, the child takes SIGINT even if started with it
+        # ignored.
         _python(
             "import signal, time\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
@@ -298,7 +299,7 @@ def test_exporter_dies_with_a_hard_killed_app(tmp_path: Path) -> None:
     exporter = textwrap.dedent(
         f"""
         import os, time
-        from qwen_mtp_desktop.core.export.optimum_cli import die_with_parent
+        from qwen_mtp_desktop.core.models.export.optimum_cli import die_with_parent
         die_with_parent()
         open({str(pid_file)!r}, "w").write(str(os.getpid()))
         time.sleep(300)

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.export.manifest import write_manifest
-from qwen_mtp_desktop.core.export.options import ExportOptions
-from qwen_mtp_desktop.core.export.verify import (
+from qwen_mtp_desktop.core.models.export.manifest import write_manifest
+from qwen_mtp_desktop.core.models.export.options import ExportOptions
+from qwen_mtp_desktop.core.models.export.verify import (
     expected_mtp_format,
     generation_item,
     verify_precisions,
 )
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.manifest import read_manifest
 from tests.models import cached_checkpoint, cached_export
 
 

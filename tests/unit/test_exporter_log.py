@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.export.exporter_log import (
+from qwen_mtp_desktop.core.models.export.exporter_log import (
     KEPT_LOGS,
     ExportLog,
     continues_warning,

@@ -12,9 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.decoding.method import Sampling
-from qwen_mtp_desktop.core.generation_defaults import (
+from qwen_mtp_desktop.core.chat.generation_defaults import (
     FILE_NAME,
     LIMITS,
     MAX_BYTES,
@@ -22,6 +20,8 @@ from qwen_mtp_desktop.core.generation_defaults import (
     parse_generation_config,
     read_generation_defaults,
 )
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.decoding.method import Sampling
 
 #: Qwen3.5's own file (thinking defaults).
 QWEN = {
@@ -133,7 +133,7 @@ def test_a_damaged_file_is_ignored_with_a_note(tmp_path: Path, content: bytes, w
 
 def test_no_file_no_defaults_and_the_demo_model_is_greedy(tmp_path: Path) -> None:
     assert read_generation_defaults(tmp_path) == ModelSampling(None)
-    from qwen_mtp_desktop.core.paths import demo_model_dir
+    from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
     demo = read_generation_defaults(demo_model_dir())
     assert demo.sampling == Sampling() and demo.describe() == "model default (greedy)"

@@ -1,4 +1,4 @@
-"""core.ir: reading real OpenVINO IRs built here with the openvino API and with nncf."""
+"""core.models.ir: reading real OpenVINO IRs built here with the openvino API and with nncf."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openvino import opset13 as ops
 
-from qwen_mtp_desktop.core.ir import (
+from qwen_mtp_desktop.core.models.ir import (
     IrMissingError,
     IrParseError,
     IrUnreadableError,

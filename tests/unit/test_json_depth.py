@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core import safe_files
-from qwen_mtp_desktop.core.safe_files import SMALL_BRACKET_COUNT, json_nesting_depth
+from qwen_mtp_desktop.core.files import safe_files
+from qwen_mtp_desktop.core.files.safe_files import SMALL_BRACKET_COUNT, json_nesting_depth
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='ab[]{}\\"', max_size=8),
@@ -63,7 +63,7 @@ def test_reading_the_settings_at_start_imports_no_numpy(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from qwen_mtp_desktop.core.settings import SettingsStore\n"
+        "from qwen_mtp_desktop.core.settings.store import SettingsStore\n"
         f"store = SettingsStore(Path({str(path)!r}))\n"
         "assert store.settings.theme == 'dark', store.settings\n"
         "print('numpy' in sys.modules)\n"

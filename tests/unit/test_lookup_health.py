@@ -1,4 +1,4 @@
-"""Prompt lookup in the acceptance health check (core.acceptance_health): references per
+"""Prompt lookup in the acceptance health check (core.measure.acceptance_health): references per
 workload from validate and bench reports, requests read as workloads, and live lookup answers
 compared only with the reference of their own workload."""
 
@@ -13,7 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.acceptance_health import (
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, StepDrafts, build_stats
+from qwen_mtp_desktop.core.files.paths import resources_dir
+from qwen_mtp_desktop.core.measure.acceptance_health import (
     HealthMonitor,
     ModelState,
     load_lookup_references,
@@ -22,9 +25,6 @@ from qwen_mtp_desktop.core.acceptance_health import (
     save_reference,
     workload_kind,
 )
-from qwen_mtp_desktop.core.decoding.method import DecodingMethod
-from qwen_mtp_desktop.core.decoding.stats import GenerationStats, StepDrafts, build_stats
-from qwen_mtp_desktop.core.paths import resources_dir
 from tests.unit.test_acceptance_health import SAME, _reference, _turn
 
 WORKLOADS = ("code", "chat", "list", "summarise", "edit")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.markdown import Segment, StreamingSegmenter, split_segments
+from qwen_mtp_desktop.core.chat.markdown import Segment, StreamingSegmenter, split_segments
 
 SAMPLE = """# Title
 

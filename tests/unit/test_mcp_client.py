@@ -1,4 +1,4 @@
-"""The MCP client (core.mcp.client) against a real stdio MCP server (tests/mcp_server.py):
+"""The MCP client (core.tools.mcp.client) against a real stdio MCP server (tests/mcp_server.py):
 tools listed and called; a hanging tool times out, a crashing server is reported with its
 stderr and restarted, errors and huge output come back bounded; close() ends the servers."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.mcp.client import MAX_RESULT_CHARS, McpError, McpHub
-from qwen_mtp_desktop.core.mcp.config import McpServer
+from qwen_mtp_desktop.core.tools.mcp.client import MAX_RESULT_CHARS, McpError, McpHub
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 
 SERVER = McpServer(
     "tests", command=sys.executable, args=(str(Path(__file__).parents[1] / "mcp_server.py"),)
@@ -134,7 +134,7 @@ def test_streamable_http_server() -> None:
 def test_unusable_listed_tools_are_left_out() -> None:
     from types import SimpleNamespace
 
-    from qwen_mtp_desktop.core.mcp.client import _info
+    from qwen_mtp_desktop.core.tools.mcp.client import _info
 
     def tool(name: object, schema: object, description: object = "d") -> object:
         return SimpleNamespace(name=name, input_schema=schema, description=description)

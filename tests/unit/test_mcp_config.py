@@ -1,4 +1,4 @@
-"""MCP server configuration (core.mcp.config): typed servers, the `mcpServers` JSON other apps
+"""MCP server configuration (core.tools.mcp.config): typed servers, the `mcpServers` JSON other apps
 write, and the settings file's stored list; hostile input is a clear McpConfigError."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.mcp.config import (
+from qwen_mtp_desktop.core.settings.store import Settings, load_settings, save_settings
+from qwen_mtp_desktop.core.tools.mcp.config import (
     McpConfigError,
     McpServer,
     allowing_tool,
@@ -20,7 +21,6 @@ from qwen_mtp_desktop.core.mcp.config import (
     putting,
     servers_from_settings,
 )
-from qwen_mtp_desktop.core.settings import Settings, load_settings, save_settings
 
 CLAUDE_DESKTOP = {
     "mcpServers": {

@@ -1,4 +1,4 @@
-"""core.model_folders: inspect, diagnose, estimate memory, discover and verify model folders.
+"""core.models.folders: inspect, diagnose, estimate memory, discover and verify model folders.
 
 The folders are made of real IRs saved with the openvino API (see tests.unit.test_ir for the
 builders), laid out the way optimum-intel's image-text-to-text export lays them out.
@@ -19,17 +19,17 @@ import openvino as ov
 import pytest
 from openvino import opset13 as ops
 
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.discovery import discover_models
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
-from qwen_mtp_desktop.core.model_folders.memory import (
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.discovery import discover_models
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.models.folders.memory import (
     default_kv_precision,
     estimate_memory,
     geometry_from_config,
 )
-from qwen_mtp_desktop.core.model_folders.report import COMPONENTS, Geometry, ModelReport
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.models.folders.report import COMPONENTS, Geometry, ModelReport
 from tests.unit.test_ir import compressed_linear, mlp_model, save, stateful_model
 
 GIB = 1024**3

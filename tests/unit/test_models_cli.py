@@ -1,4 +1,4 @@
-"""`models list` / `models inspect` and the library glue under them (core.model_library).
+"""`models list` / `models inspect` and the library glue under them (core.models.library).
 
 Models here are the tiny IR folders of tests.unit.test_model_folders (real IRs, built in a second);
 the real exported fixtures are in tests/integration/test_models_cli.py.
@@ -16,13 +16,13 @@ import pytest
 
 import qwen_mtp_desktop.cli as cli
 from qwen_mtp_desktop.commands import models as models_command
-from qwen_mtp_desktop.core import model_library as ml
-from qwen_mtp_desktop.core.fileio import folder_bytes
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME, ExportManifest
-from qwen_mtp_desktop.core.model_folders.report import KvPrecision
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import Settings, SettingsStore
+from qwen_mtp_desktop.core.files.fileio import folder_bytes
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.models import library as ml
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, ExportManifest
+from qwen_mtp_desktop.core.models.folders.report import KvPrecision
+from qwen_mtp_desktop.core.settings.store import Settings, SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from tests.unit.test_model_folders import make_export
 
@@ -239,7 +239,7 @@ def test_list_empty_library(capsys: pytest.CaptureFixture[str]) -> None:
     assert "No models yet" in out
 
 
-# --- core.model_library --------------------------------------------------------------------
+# --- core.models.library --------------------------------------------------------------------
 
 
 def test_add_remove_hide_and_default(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine.model_files import check_model_dir
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 
 XML, BIN = "openvino_mtp_model.xml", "openvino_mtp_model.bin"
 #: What no message may show a user: internal tensor names, a tool to upgrade that is not

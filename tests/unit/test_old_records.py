@@ -13,29 +13,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.acceptance_health import (
+from qwen_mtp_desktop.core.chat.store.records import stats_summary
+from qwen_mtp_desktop.core.chat.store.stats import clean_stats, stats_method
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.measure.acceptance_health import (
     load_lookup_references,
     load_reference,
     reference_file,
     save_reference,
 )
-from qwen_mtp_desktop.core.chats.records import stats_summary
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.message_stats import clean_stats, stats_method
-from qwen_mtp_desktop.core.recommendations import (
+from qwen_mtp_desktop.core.measure.recommendations import (
     depth_recommendation,
     model_fingerprint,
     recommendations_file,
 )
-from qwen_mtp_desktop.core.report_markdown import report_markdown
-from qwen_mtp_desktop.core.reports import (
+from qwen_mtp_desktop.core.measure.report_markdown import report_markdown
+from qwen_mtp_desktop.core.measure.reports import (
     REPORT_SCHEMA_VERSION,
     list_reports,
     load_report,
     reports_dir,
 )
-from qwen_mtp_desktop.core.verdicts import method_verdict, row_method
+from qwen_mtp_desktop.core.measure.verdicts import method_verdict, row_method
 
 DATA = Path(__file__).parent / "data" / "main_records"
 MAIN_MODEL = "/work/main/resources/demo-model/openvino"

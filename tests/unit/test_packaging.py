@@ -169,7 +169,7 @@ def test_app_imports_without_the_excluded_modules() -> None:
     optional imports such as openvino's model converter may fail quietly)."""
     code = BLOCK_EXCLUDED + textwrap.dedent(
         """
-        from qwen_mtp_desktop.core.privacy import block_telemetry
+        from qwen_mtp_desktop.core.system.privacy import block_telemetry
         block_telemetry()
         import openvino, openvino_genai, openvino_tokenizers
         import qwen_mtp_desktop.app, qwen_mtp_desktop.cli
@@ -218,7 +218,7 @@ def test_model_source_commands_import_without_the_excluded_modules() -> None:
     assert {"httpx", "openvino.opset13", "openvino.op.util", "numpy", "psutil"} <= needed
     code = BLOCK_EXCLUDED + textwrap.dedent(
         """
-        from qwen_mtp_desktop.core.privacy import block_telemetry
+        from qwen_mtp_desktop.core.system.privacy import block_telemetry
         block_telemetry()
         for name in json.loads(sys.argv[2]):
             importlib.import_module(name)

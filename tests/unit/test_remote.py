@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keyring.backends import fail
 
-from qwen_mtp_desktop.core.chat_tools import read_calls
+from qwen_mtp_desktop.core.chat.tools import read_calls
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message, ToolCallRecord
 from qwen_mtp_desktop.core.remote.client import (
@@ -43,7 +43,7 @@ from qwen_mtp_desktop.core.remote.errors import RemoteError
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
 from qwen_mtp_desktop.core.remote.sse import iter_sse
-from qwen_mtp_desktop.core.tool_calls import Calls, Malformed, Text
+from qwen_mtp_desktop.core.tools.calls import Calls, Malformed, Text
 from qwen_mtp_desktop.ui.chat.message_widget import format_stats
 from tests.remote_server import canned_server
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.settings import (
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.settings.store import (
     SCHEMA_VERSION,
     THEMES,
     Settings,
@@ -18,7 +18,7 @@ from qwen_mtp_desktop.core.settings import (
     load_settings,
     save_settings,
 )
-from qwen_mtp_desktop.core.state_budget import (
+from qwen_mtp_desktop.core.system.state_budget import (
     AUTO_MAX_BYTES,
     AUTO_MIN_BYTES,
     MAX_SETTING_MB,
@@ -166,8 +166,8 @@ def test_theme_and_models_dir_are_kept_only_when_valid(
 def test_models_folder_change_moves_nothing_and_keeps_the_old_folder_listed(
     tmp_path: Path,
 ) -> None:
-    from qwen_mtp_desktop.core.data_folders import apply_models_folder, check_models_folder
-    from qwen_mtp_desktop.core.model_library import library_folders
+    from qwen_mtp_desktop.core.models.data_folders import apply_models_folder, check_models_folder
+    from qwen_mtp_desktop.core.models.library import library_folders
 
     paths = app_paths().ensure()
     old = paths.models_dir
@@ -199,7 +199,7 @@ REFUSED = ("data", "config", "cache", "logs", "home", "root", "file", "relative"
 
 @pytest.mark.parametrize("where", REFUSED)
 def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
-    from qwen_mtp_desktop.core.data_folders import FolderChoiceError, check_models_folder
+    from qwen_mtp_desktop.core.models.data_folders import FolderChoiceError, check_models_folder
 
     paths = app_paths().ensure()
     a_file = tmp_path / "notes.txt"
@@ -234,7 +234,7 @@ def test_models_folder_refusals_say_why(tmp_path: Path, where: str) -> None:
 def test_any_typed_folder_is_accepted_or_refused_and_nothing_is_created(
     tmp_path: Path, text: str
 ) -> None:
-    from qwen_mtp_desktop.core.data_folders import FolderChoiceError, check_models_folder
+    from qwen_mtp_desktop.core.models.data_folders import FolderChoiceError, check_models_folder
 
     paths = app_paths()
     before = sorted(p.name for p in tmp_path.iterdir())

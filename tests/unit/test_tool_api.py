@@ -1,5 +1,5 @@
 """Tool calling in the API, without a model: requests checked (server.tools), the forced-call
-grammar (core.tool_grammar) against the parser, and answers read whole or streamed
+grammar (core.tools.grammar) against the parser, and answers read whole or streamed
 (server.tool_output). The grammar runs in llguidance over the demo model's real vocabulary."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat_turns import single_turn
+from qwen_mtp_desktop.core.chat.turns import single_turn
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.paths import demo_model_dir
-from qwen_mtp_desktop.core.tool_calls import Calls, parse, render_calls
-from qwen_mtp_desktop.core.tool_grammar import tool_call_grammar
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.tools.calls import Calls, parse, render_calls
+from qwen_mtp_desktop.core.tools.grammar import tool_call_grammar
 from qwen_mtp_desktop.server.app import parse_request
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.planning import plan_messages, plan_settings

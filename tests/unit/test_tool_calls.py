@@ -1,4 +1,4 @@
-"""Qwen3.5 tool-call output read as OpenAI tool calls (core.tool_calls): generated calls
+"""Qwen3.5 tool-call output read as OpenAI tool calls (core.tools.calls): generated calls
 rendered as the model's chat template renders them are read back exactly; cut, damaged or
 random output is a typed `Malformed` (or plain text), never an exception."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.tool_calls import (
+from qwen_mtp_desktop.core.tools.calls import (
     ArgumentsPiece,
     CallOpened,
     CallReader,

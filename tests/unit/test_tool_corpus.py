@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from qwen_mtp_desktop.core.chat_tools import ToolCatalog
-from qwen_mtp_desktop.core.mcp.client import McpHub
-from qwen_mtp_desktop.core.mcp.config import McpServer
-from qwen_mtp_desktop.core.paths import demo_model_dir
+from qwen_mtp_desktop.core.chat.tools import ToolCatalog
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.tools.mcp.client import McpHub
+from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.devtools import corpus, tool_corpus
 
 TOOL_SERVER = McpServer(
@@ -128,7 +128,7 @@ def test_the_judge_passes_right_answers_and_names_wrong_ones() -> None:
     name, arguments = samples[index].call or ("", {})
     wrong = {key: (value + 1 if isinstance(value, int) else "Atlantis")
              for key, value in arguments.items()}  # fmt: skip
-    from qwen_mtp_desktop.core.tool_calls import render_calls
+    from qwen_mtp_desktop.core.tools.calls import render_calls
 
     texts = [s.completion for s in samples]
     texts[index] = render_calls([(name, wrong)]) + corpus.IM_END

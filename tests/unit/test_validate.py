@@ -1,4 +1,4 @@
-"""core.validate without a model: prompt sets, report schema, history, Markdown, helpers."""
+"""core.measure.validate without a model: prompt sets, report schema, history, Markdown, helpers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
 from qwen_mtp_desktop.core.errors import ValidationError
-from qwen_mtp_desktop.core.measurement import (
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.measure.measurement import (
     MODEL_KEYS,
     RUN_KEYS,
     VERSION_PACKAGES,
@@ -23,23 +24,22 @@ from qwen_mtp_desktop.core.measurement import (
     run_record,
     spread,
 )
-from qwen_mtp_desktop.core.paths import demo_model_dir
-from qwen_mtp_desktop.core.prompt_sets import (
+from qwen_mtp_desktop.core.measure.prompt_sets import (
     builtin_prompt_set_names,
     builtin_prompt_sets,
     default_prompt_set_name,
     load_prompt_set,
     read_prompt_set,
 )
-from qwen_mtp_desktop.core.report_markdown import export_report, report_markdown
-from qwen_mtp_desktop.core.reports import (
+from qwen_mtp_desktop.core.measure.report_markdown import export_report, report_markdown
+from qwen_mtp_desktop.core.measure.reports import (
     list_reports,
     load_report,
     model_key,
     reports_dir,
     save_report,
 )
-from qwen_mtp_desktop.core.validate import (
+from qwen_mtp_desktop.core.measure.validate import (
     DIVERGENCE_KEYS,
     RESULT_KEYS,
     VALIDATION_KEYS,
@@ -91,7 +91,7 @@ def fake_validation(
     created: str = "2026-11-30T01:00:00Z",
     report_id: str = "20261130-010000-validate-aaaaaa",
 ) -> dict[str, Any]:
-    from qwen_mtp_desktop.core.validate import _validation_summary
+    from qwen_mtp_desktop.core.measure.validate import _validation_summary
 
     base = run_record(fake_stats(PLAIN, (1, 1, 1, 1, 1)))
     mtp = run_record(fake_stats())

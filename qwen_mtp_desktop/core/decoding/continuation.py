@@ -25,7 +25,7 @@ The second graph is a clone of the same in-memory model, but the CPU plugin prep
 weights again on its first call: about as much memory again as the model's weights (+1.0 GB
 for the 0.8B INT4 model). So it is compiled on the first call that needs it (a user who never
 continues a long chat never pays for it), and only where the computer's memory has room for
-it (`core.state_budget.continuation_fits`, decided by the engine). The target's Gated
+it (`core.system.state_budget.continuation_fits`, decided by the engine). The target's Gated
 DeltaNet states go through the same double buffers as the stateful request's
 (`target.RecurrentBuffers.binding_for`): commit and rollback work unchanged. The MTP head has
 attention only.

@@ -9,7 +9,7 @@ transformers and triton at run time (gigabytes the chat runtime does not otherwi
 llguidance needs nothing.
 
 The vocabulary comes from the model's tokenizer.json, read with the same limits as every
-untrusted file (core.safe_files), and is built once per model. A constraint that cannot be
+untrusted file (core.files.safe_files), and is built once per model. A constraint that cannot be
 compiled (an invalid schema, regex or grammar, or one llguidance does not support) is a
 `ConstraintError` with llguidance's reason, never ignored.
 """
@@ -28,7 +28,11 @@ from qwen_mtp_desktop.core.decoding.method import (
     MethodError,
 )
 from qwen_mtp_desktop.core.decoding.text import TOKENIZER_JSON
-from qwen_mtp_desktop.core.safe_files import TOKENIZER_JSON_BYTES, UnsafeFileError, read_text_file
+from qwen_mtp_desktop.core.files.safe_files import (
+    TOKENIZER_JSON_BYTES,
+    UnsafeFileError,
+    read_text_file,
+)
 
 if TYPE_CHECKING:
     import numpy as np

@@ -131,7 +131,7 @@ def replay_lookup(
 ) -> LookupReplay:
     """Prompt lookup's steps over `answer_ids` (a greedy answer to `prompt_ids`): each step
     accepts the longest prefix of its candidates that the answer continues with, plus the
-    target's own token. Auto (core.adaptive) learns from it on every turn, whatever decoded it.
+    target's own token. Auto (core.auto.policy) learns from it on every turn, whatever decoded it.
     """
     index = NgramIndex(max_ngram_size)
     index.extend(prompt_ids)

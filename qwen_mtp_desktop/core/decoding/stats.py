@@ -51,7 +51,7 @@ class GenerationStats:
     chunk_sizes: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: When each chunk arrived, seconds since generate() was called (same length as
-    #: chunk_sizes): what Auto (core.adaptive) learns step costs from.
+    #: chunk_sizes): what Auto (core.auto.policy) learns step costs from.
     chunk_times: list[float] = field(default_factory=list)
     #: Index of the first chunk decoded without MTP when an MTP turn continued with plain
     #: decoding midway (Auto's within-turn fall back); None when it did not.

@@ -11,7 +11,7 @@ import codecs
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from qwen_mtp_desktop.core.safe_files import (
+from qwen_mtp_desktop.core.files.safe_files import (
     TOKENIZER_JSON_BYTES,
     FileKind,
     read_json_file,

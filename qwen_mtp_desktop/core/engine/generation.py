@@ -53,7 +53,7 @@ from qwen_mtp_desktop.core.engine.types import (
     StepChunk,
 )
 from qwen_mtp_desktop.core.errors import native_error_line
-from qwen_mtp_desktop.core.logs import log_conversation
+from qwen_mtp_desktop.core.system.logs import log_conversation
 
 if TYPE_CHECKING:
     import openvino_genai

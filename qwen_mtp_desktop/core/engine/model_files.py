@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qwen_mtp_desktop.core.engine.types import EngineError
-from qwen_mtp_desktop.core.safe_files import FileKind, model_folder_problem, read_json_file
+from qwen_mtp_desktop.core.files.safe_files import FileKind, model_folder_problem, read_json_file
 
 QWEN35_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")
 LANGUAGE_MODEL = "openvino_language_model"
@@ -194,7 +194,7 @@ def _bin_bytes_needed(xml_path: Path) -> int:
 
 def _refuse_special_files(model_dir: Path) -> None:
     """A FIFO or device in the folder would block the native loader forever, and its JSON
-    side files are parsed natively: both are checked first (issue 19, core.safe_files)."""
+    side files are parsed natively: both are checked first (issue 19, core.files.safe_files)."""
     problem = model_folder_problem(model_dir)
     if problem is not None:
         code, message = problem

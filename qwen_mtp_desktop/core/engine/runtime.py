@@ -31,7 +31,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.context_limit import check_fits
 from qwen_mtp_desktop.core.decoding.decoder import (
     LANGUAGE_MODEL,
     MTP_MODEL,
@@ -62,12 +61,13 @@ from qwen_mtp_desktop.core.engine.types import (
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.environment import family_verdict, package_version
 from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
-from qwen_mtp_desktop.core.logs import log_conversation
-from qwen_mtp_desktop.core.privacy import block_telemetry
-from qwen_mtp_desktop.core.prompt_guards import PromptGuards, check_text, proven_equal
-from qwen_mtp_desktop.core.state_budget import automatic_bytes, continuation_fits
+from qwen_mtp_desktop.core.prompt.context_limit import check_fits
+from qwen_mtp_desktop.core.prompt.guards import PromptGuards, check_text, proven_equal
+from qwen_mtp_desktop.core.system.environment import family_verdict, package_version
+from qwen_mtp_desktop.core.system.logs import log_conversation
+from qwen_mtp_desktop.core.system.privacy import block_telemetry
+from qwen_mtp_desktop.core.system.state_budget import automatic_bytes, continuation_fits
 
 if TYPE_CHECKING:
     import openvino_genai
@@ -718,7 +718,8 @@ def weight_file_bytes(model_dir: Path) -> int:
 
 
 def default_state_cache_bytes() -> int:
-    """The state cache's budget when the user set none (core.state_budget.automatic_bytes)."""
+    """The state cache's budget when the user set none
+    (core.system.state_budget.automatic_bytes)."""
     return automatic_bytes()
 
 
@@ -750,7 +751,7 @@ def _load_image(path: Path) -> Any:
 
 
 def _check_device(device: str) -> None:
-    from qwen_mtp_desktop.core.devices import available_devices, missing_device_error
+    from qwen_mtp_desktop.core.system.devices import available_devices, missing_device_error
 
     try:
         found = available_devices()

@@ -21,7 +21,7 @@ from qwen_mtp_desktop.core.decoding.method import (
 )
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.prompt_guards import text_problem
+from qwen_mtp_desktop.core.prompt.guards import text_problem
 
 
 class EngineError(UserFacingError):

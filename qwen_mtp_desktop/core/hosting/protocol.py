@@ -199,9 +199,9 @@ class StateCacheState:
 
 @dataclass(frozen=True)
 class Measure:
-    """Validate a drafting method against plain decoding (kind "validate", core.validate) or
-    benchmark every decoding path (kind "bench", core.bench) on `model_dir`. The host loads its
-    own plain and MTP engines for it and answers with `MeasureProgress` events, then
+    """Validate a drafting method against plain decoding (kind "validate", core.measure.validate) or
+    benchmark every decoding path (kind "bench", core.measure.bench) on `model_dir`. The host loads
+    its own plain and MTP engines for it and answers with `MeasureProgress` events, then
     `Measured` (the report, not saved: the window saves it) or `MeasureFailed`. `Cancel`
     with its id stops it at the run's next step (the window ends a host that takes longer)."""
 
@@ -240,7 +240,7 @@ class MeasureProgress:
 
 @dataclass(frozen=True)
 class Measured:
-    """A `Measure` ended with its report (core.validate's or core.bench's keys)."""
+    """A `Measure` ended with its report (core.measure.validate's or core.measure.bench's keys)."""
 
     request_id: int
     report: dict[str, Any]

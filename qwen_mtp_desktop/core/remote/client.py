@@ -16,7 +16,7 @@ Tools (a chat's MCP tools): `tools_json` goes out as OpenAI `tools` (a forced ca
 the server's streamed `tool_calls` deltas are joined by index (each call's name and id from its
 first delta, its arguments from every one), checked (a JSON object's text each, at most
 MAX_TOOL_CALLS) and handed over in the answer's stats as `remote["tool_calls"]`, which the
-chat's tool loop reads as it reads a local model's calls (core.chat_tools.read_calls).
+chat's tool loop reads as it reads a local model's calls (core.chat.tools.read_calls).
 
 Timing is the client's own: time to first token is from sending the request to the first text,
 tokens per second counts the tokens after the first (the server's `usage`) over the time
@@ -47,6 +47,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     StepChunk,
 )
+from qwen_mtp_desktop.core.files.safe_files import int_in_range, number_in_range, parse_json_text
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.remote.errors import (
     MAX_ERROR_BODY_BYTES,
@@ -64,7 +65,6 @@ from qwen_mtp_desktop.core.remote.sse import (
     iter_sse,
     read_limited,
 )
-from qwen_mtp_desktop.core.safe_files import int_in_range, number_in_range, parse_json_text
 
 log = logging.getLogger(__name__)
 

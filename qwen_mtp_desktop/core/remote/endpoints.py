@@ -17,9 +17,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.fileio import atomic_write_text
-from qwen_mtp_desktop.core.paths import app_paths
-from qwen_mtp_desktop.core.safe_files import FileKind, UnsafeFileError, read_json_file
+from qwen_mtp_desktop.core.files.fileio import atomic_write_text
+from qwen_mtp_desktop.core.files.paths import app_paths
+from qwen_mtp_desktop.core.files.safe_files import FileKind, UnsafeFileError, read_json_file
 
 SCHEMA_VERSION = 1
 FILE_NAME = "remote_endpoints.json"

@@ -11,8 +11,8 @@ import ssl
 import httpx
 
 from qwen_mtp_desktop.core.engine import EngineError
+from qwen_mtp_desktop.core.files.safe_files import parse_json_text
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-from qwen_mtp_desktop.core.safe_files import parse_json_text
 
 MAX_ERROR_CHARS = 300
 #: An error reply's body is read up to this much (its message is cut to MAX_ERROR_CHARS).

@@ -14,7 +14,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SERVICE = "qwen-mtp-desktop remote endpoint"
-#: The keychain service of the hub token (core.export.hub.hub_token).
+#: The keychain service of the hub token (core.models.export.hub.hub_token).
 HUB_SERVICE = "qwen-mtp-desktop hub token"
 MEMORY_ONLY = (
     "No system keychain was found, so the key is kept only until the app closes "

@@ -38,13 +38,13 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP_DRAFTS, DecodingMethod
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.hosting.protocol import MeasureProgress
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
-from qwen_mtp_desktop.core.paths import app_paths, demo_model_dir
-from qwen_mtp_desktop.core.reports import ReportEntry
+from qwen_mtp_desktop.core.measure.reports import ReportEntry
+from qwen_mtp_desktop.core.measure.validate import method_label
+from qwen_mtp_desktop.core.measure.verdicts import row_method
+from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.core.validate import method_label
-from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
@@ -69,7 +69,7 @@ __all__ = ["ALL_SETS", "OTHER_FILE", "STATUS_COLORS", "BenchDialogs", "BenchPane
 
 
 def _list_prompt_sets() -> list[tuple[str, str]]:
-    from qwen_mtp_desktop.core.prompt_sets import builtin_prompt_sets
+    from qwen_mtp_desktop.core.measure.prompt_sets import builtin_prompt_sets
 
     return [(s.name, s.title) for s in builtin_prompt_sets()]
 
@@ -667,7 +667,7 @@ class BenchPanel(QWidget):
         model = self.model_dir
         if model is None:
             return
-        from qwen_mtp_desktop.core.reports import list_reports
+        from qwen_mtp_desktop.core.measure.reports import list_reports
 
         self.io.submit(lambda: (model, list_reports(model)), self._on_history, self._on_io_error)
 
@@ -712,7 +712,7 @@ class BenchPanel(QWidget):
     def _on_history_selected(self, item: QListWidgetItem | None) -> None:
         if item is None:
             return
-        from qwen_mtp_desktop.core.reports import load_report
+        from qwen_mtp_desktop.core.measure.reports import load_report
 
         path = Path(item.data(_PATH_ROLE))
         self.io.submit(lambda: load_report(path), self._show_report, self._on_io_error)
@@ -744,7 +744,7 @@ class BenchPanel(QWidget):
         if chosen.suffix.lower() != f".{fmt_name}":
             chosen = chosen.with_name(chosen.name + f".{fmt_name}")
         if fmt_name == "png":
-            from qwen_mtp_desktop.core.safe_files import UnsafeFileError, check_output_target
+            from qwen_mtp_desktop.core.files.safe_files import UnsafeFileError, check_output_target
 
             try:
                 check_output_target(chosen)
@@ -756,7 +756,7 @@ class BenchPanel(QWidget):
             else:
                 self._set_status(f"Could not write {chosen}", "error")
             return
-        from qwen_mtp_desktop.core.report_markdown import export_report
+        from qwen_mtp_desktop.core.measure.report_markdown import export_report
 
         self.io.submit(
             lambda: export_report(report, chosen),

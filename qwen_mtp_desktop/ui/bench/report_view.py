@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN
-from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note
-from qwen_mtp_desktop.core.model_library import is_demo_model
-from qwen_mtp_desktop.core.reports import fmt
-from qwen_mtp_desktop.core.validate import method_label
-from qwen_mtp_desktop.core.verdicts import ALL_WORKLOADS, method_verdict, row_method
+from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note
+from qwen_mtp_desktop.core.measure.reports import fmt
+from qwen_mtp_desktop.core.measure.validate import method_label
+from qwen_mtp_desktop.core.measure.verdicts import ALL_WORKLOADS, method_verdict, row_method
+from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
@@ -146,7 +146,7 @@ def _workload_detail(report: dict[str, Any], overall: dict[str, Any]) -> str:
 
 def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     """(status, title, detail) for the banner; on the demo model, with why MTP loses there and
-    what it measured on a full-size model (core.fullsize_figures)."""
+    what it measured on a full-size model (core.measure.fullsize_figures)."""
     status, title, detail = _verdict(report)
     if is_demo_report(report):
         detail += f"\n\n{demo_mtp_note()}"

@@ -28,11 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
-from qwen_mtp_desktop.core.fullsize_figures import full_size_details
-from qwen_mtp_desktop.core.reports import fmt, fmt_spread
+from qwen_mtp_desktop.core.measure.fullsize_figures import full_size_details
+from qwen_mtp_desktop.core.measure.reports import fmt, fmt_spread
+from qwen_mtp_desktop.core.measure.validate import method_label
+from qwen_mtp_desktop.core.measure.verdicts import row_method
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
-from qwen_mtp_desktop.core.validate import method_label
-from qwen_mtp_desktop.core.verdicts import row_method
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS
 from qwen_mtp_desktop.ui.bench.report_view import (

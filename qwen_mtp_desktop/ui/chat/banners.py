@@ -8,14 +8,14 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from qwen_mtp_desktop.core.chat_turns import DEMO_SINGLE_TURN_NOTE
-from qwen_mtp_desktop.core.fullsize_figures import (
+from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.measure.fullsize_figures import (
     DEMO_TOO_SMALL,
     demo_banner_note,
     full_size_details,
 )
-from qwen_mtp_desktop.core.model_library import DEMO_MODEL_NOTE
-from qwen_mtp_desktop.core.settings import UI_DEMO_BANNER_HIDDEN
+from qwen_mtp_desktop.core.models.library import DEMO_MODEL_NOTE
+from qwen_mtp_desktop.core.settings.store import UI_DEMO_BANNER_HIDDEN
 
 #: How long "Message deleted · Undo" stays (the next action in the chat also ends it).
 UNDO_SECONDS = 12

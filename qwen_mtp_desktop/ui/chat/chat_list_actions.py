@@ -10,8 +10,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QStandardPaths
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 
-from qwen_mtp_desktop.core.chats.export_names import export_filename
-from qwen_mtp_desktop.core.chats.records import Conversation, DeletedConversation
+from qwen_mtp_desktop.core.chat.store.export_names import export_filename
+from qwen_mtp_desktop.core.chat.store.records import Conversation, DeletedConversation
 from qwen_mtp_desktop.ui.chat.banners import UndoBar
 from qwen_mtp_desktop.ui.chat.conversation import ConversationController
 

@@ -25,20 +25,20 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from qwen_mtp_desktop.core.acceptance_health import HealthMonitor, HealthWarning
-from qwen_mtp_desktop.core.chat_presets import ChatPreset
-from qwen_mtp_desktop.core.chats.records import (
+from qwen_mtp_desktop.core.chat.context_usage import conversation_usage
+from qwen_mtp_desktop.core.chat.store.records import (
     ChatSettings,
     Conversation,
     ConversationSummary,
     StoredMessage,
 )
-from qwen_mtp_desktop.core.chats.store import ChatStore
-from qwen_mtp_desktop.core.context_usage import conversation_usage
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.engine import GenerationSettings, LoadedModel
-from qwen_mtp_desktop.core.model_library import display_name, is_demo_model
+from qwen_mtp_desktop.core.measure.acceptance_health import HealthMonitor, HealthWarning
+from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-from qwen_mtp_desktop.core.settings import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
+from qwen_mtp_desktop.core.settings.presets import ChatPreset
+from qwen_mtp_desktop.core.settings.store import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
 from qwen_mtp_desktop.ui.chat import shortcuts as keys
 from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.chat_list_actions import ChatListActions
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
-#: ui_state keys (validated by core.settings): the Drafts toggle, a new chat's settings.
+#: ui_state keys (validated by core.settings.store): the Drafts toggle, a new chat's settings.
 DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
 
 

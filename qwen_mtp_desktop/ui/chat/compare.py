@@ -23,12 +23,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chat_turns import chat_history, single_turn
-from qwen_mtp_desktop.core.chats.records import StoredMessage
+from qwen_mtp_desktop.core.chat.store.records import StoredMessage
+from qwen_mtp_desktop.core.chat.turns import chat_history, single_turn
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
-from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note, full_size_details
+from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.units import count, keep_units
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip

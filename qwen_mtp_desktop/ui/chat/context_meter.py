@@ -1,5 +1,5 @@
 """The context meter by the message box: the conversation's tokens against the model's context
-length (core.context_usage), amber above 85 % and red when full, the tooltip saying what the
+length (core.chat.context_usage), amber above 85 % and red when full, the tooltip saying what the
 numbers are and what happens at the limit. It only shows numbers it is given: nothing here
 tokenizes or reads a file."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
-from qwen_mtp_desktop.core.context_usage import ContextUsage
+from qwen_mtp_desktop.core.chat.context_usage import ContextUsage
 from qwen_mtp_desktop.core.units import keep_units
 
 #: The bar's colour per level; the label keeps the theme's text colour except when it warns.

@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from qwen_mtp_desktop.core.chat_turns import answer_again, start_conversation, start_turn
-from qwen_mtp_desktop.core.chats.records import (
+from qwen_mtp_desktop.core.chat.store.records import (
     ChatSettings,
     Conversation,
     ConversationSummary,
@@ -23,7 +22,8 @@ from qwen_mtp_desktop.core.chats.records import (
     DeletedMessage,
     StoredMessage,
 )
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import answer_again, start_conversation, start_turn
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class ConversationController(QObject):
 
     def export(self, conversation_id: int, path: Path, markdown: bool) -> None:
         def write(store: ChatStore) -> None:
-            from qwen_mtp_desktop.core.fileio import write_user_file
+            from qwen_mtp_desktop.core.files.fileio import write_user_file
 
             text = (store.export_markdown if markdown else store.export_json)(conversation_id)
             write_user_file(path, text)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chats.records import ConversationSummary
+from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
 
 
 def _when(timestamp: float) -> str:

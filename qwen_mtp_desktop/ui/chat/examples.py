@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from qwen_mtp_desktop.core.chat_turns import example_prompts
+from qwen_mtp_desktop.core.chat.turns import example_prompts
 from qwen_mtp_desktop.ui.flow_layout import FlowLayout
 
 

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from qwen_mtp_desktop.core.model_library import display_name
+from qwen_mtp_desktop.core.models.library import display_name
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.remote_picker import append_remote_rows, picker_action
 from qwen_mtp_desktop.ui.chat.settings_panel import CHAT_OPTIONS

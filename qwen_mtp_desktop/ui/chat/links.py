@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 
 def open_answer_link(parent: QWidget, url: QUrl) -> None:
-    from qwen_mtp_desktop.core.link_display import link_target
+    from qwen_mtp_desktop.core.chat.link_display import link_target
 
     # The real target: punycode host, control and bidi characters shown as escapes.
     target = link_target(url.toString())

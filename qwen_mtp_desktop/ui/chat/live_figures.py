@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QLabel
 
-from qwen_mtp_desktop.core.chats.records import StoredMessage
+from qwen_mtp_desktop.core.chat.store.records import StoredMessage
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip

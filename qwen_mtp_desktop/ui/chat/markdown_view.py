@@ -20,7 +20,7 @@ from PySide6.QtGui import (
     QTextFormat,
 )
 
-from qwen_mtp_desktop.core.link_display import visible
+from qwen_mtp_desktop.core.chat.link_display import visible
 
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownNoHTML.value

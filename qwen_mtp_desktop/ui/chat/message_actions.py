@@ -13,7 +13,7 @@ from typing import Protocol
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 
-from qwen_mtp_desktop.core.chats.records import DeletedMessage, StoredMessage
+from qwen_mtp_desktop.core.chat.store.records import DeletedMessage, StoredMessage
 from qwen_mtp_desktop.ui.chat.banners import UndoBar
 from qwen_mtp_desktop.ui.chat.conversation import ConversationController
 from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
@@ -111,7 +111,7 @@ class MessageActions:
 
     def answer_again(self, user: MessageWidget, new_text: str | None = None) -> None:
         """Answer `user` again (after an edit, with its new text): what followed it becomes an
-        earlier version, one store call (core.chat_turns.answer_again)."""
+        earlier version, one store call (core.chat.turns.answer_again)."""
         if self._turns.running or user.message_id is None:
             return
         self._view.undo_bar.close()

@@ -29,15 +29,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chats.records import StoredMessage
-from qwen_mtp_desktop.core.engine import StepChunk
-from qwen_mtp_desktop.core.markdown import (
+from qwen_mtp_desktop.core.chat.markdown import (
     Segment,
     StreamingSegmenter,
     first_page,
     split_segments,
 )
-from qwen_mtp_desktop.core.message_stats import stats_method, stopped_before_first_token
+from qwen_mtp_desktop.core.chat.store.records import StoredMessage
+from qwen_mtp_desktop.core.chat.store.stats import stats_method, stopped_before_first_token
+from qwen_mtp_desktop.core.engine import StepChunk
 from qwen_mtp_desktop.core.units import NBSP, count, join_figures, keep_units
 from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP

@@ -1,5 +1,5 @@
 """The chat's model in the engine process: which model, device and mode to load, what loaded,
-Auto's decisions (core.chat_turns.AutoDecoding), what the header says about decoding, and the
+Auto's decisions (core.chat.turns.AutoDecoding), what the header says about decoding, and the
 live acceptance-health check. Lookups that read the data dir run on the store's runner thread.
 """
 
@@ -12,22 +12,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from qwen_mtp_desktop.core.acceptance_health import (
-    HealthMonitor,
-    HealthWarning,
-    current_state,
-    load_lookup_references,
-    load_reference,
-)
-from qwen_mtp_desktop.core.chat_turns import (
+from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling, read_generation_defaults
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.chat.turns import (
     AutoDecoding,
     PolicyKey,
     Turn,
     auto_applies,
     generation_settings,
 )
-from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.context_limit import context_length
 from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
@@ -37,10 +30,17 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     Message,
 )
-from qwen_mtp_desktop.core.fullsize_figures import demo_mtp_note
-from qwen_mtp_desktop.core.generation_defaults import ModelSampling, read_generation_defaults
-from qwen_mtp_desktop.core.model_library import is_demo_model
-from qwen_mtp_desktop.core.recommendations import DepthRecommendation
+from qwen_mtp_desktop.core.measure.acceptance_health import (
+    HealthMonitor,
+    HealthWarning,
+    current_state,
+    load_lookup_references,
+    load_reference,
+)
+from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note
+from qwen_mtp_desktop.core.measure.recommendations import DepthRecommendation
+from qwen_mtp_desktop.core.models.library import is_demo_model
+from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.workers.model_router import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
@@ -102,9 +102,9 @@ class ModelSession(QObject):
         self.ejected = False
         #: Why a model cannot use MTP (missing or damaged head), learnt from its loads.
         self._mtp_problems: dict[Path, str] = {}
-        #: The benchmark's verdicts and Auto's policies (core.chat_turns).
+        #: The benchmark's verdicts and Auto's policies (core.chat.turns).
         self.auto = AutoDecoding()
-        #: Live MTP acceptance against validate's / bench's (core.acceptance_health).
+        #: Live MTP acceptance against validate's / bench's (core.measure.acceptance_health).
         self.health: HealthMonitor | None = None
         self.health_warning: HealthWarning | None = None
         #: The budget for kept conversation states at the next load (LoadOptions'
@@ -341,6 +341,6 @@ class ModelSession(QObject):
 
 
 def _cache_dir() -> Path | None:
-    from qwen_mtp_desktop.core.paths import app_paths
+    from qwen_mtp_desktop.core.files.paths import app_paths
 
     return app_paths().compile_cache_dir

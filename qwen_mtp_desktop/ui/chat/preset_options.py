@@ -1,6 +1,6 @@
 """Chat options' "Presets" section: save this chat's system prompt and sampling settings under a
 name, apply a preset to the chat, rename or delete one, and choose the preset new chats start
-from (core.chat_presets; kept app-wide in the settings file by the main window).
+from (core.settings.presets; kept app-wide in the settings file by the main window).
 
 Signals:
     apply_requested(ChatPreset): the user wants the chat to take this preset's values.
@@ -26,14 +26,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chat_presets import (
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.settings.presets import (
     MAX_PRESETS,
     ChatPreset,
     PresetError,
     check_preset_name,
     find_preset,
 )
-from qwen_mtp_desktop.core.chats.records import ChatSettings
 
 NO_PRESETS = "No presets yet"
 

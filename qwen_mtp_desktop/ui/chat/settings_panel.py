@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chats.records import ChatSettings
+from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
-from qwen_mtp_desktop.core.generation_defaults import ModelSampling
-from qwen_mtp_desktop.core.model_library import display_name
+from qwen_mtp_desktop.core.models.library import display_name
 
 #: The chat's own settings, named apart from the app's Settings (File > Settings, Ctrl+,).
 CHAT_OPTIONS = "Chat options"
@@ -63,7 +63,8 @@ class ChatSettingsPanel(QFrame):
         #: The temperature the user chose (0: none yet), kept while prompt lookup forces
         #: greedy decoding.
         self._sampling_temperature = 0.0
-        #: The loaded model's sampling defaults (core.generation_defaults); None: not known yet.
+        #: The loaded model's sampling defaults (core.chat.generation_defaults); None: not known
+        #: yet.
         self._model: ModelSampling | None = None
         # The options scroll on a short window rather than squeezing a wrapped note.
         frame = QVBoxLayout(self)
@@ -303,7 +304,7 @@ class ChatSettingsPanel(QFrame):
         self.settings_shown.emit(self._settings)
 
     def apply_preset(self, values: Mapping[str, Any], system_prompt: str) -> None:
-        """A preset's values and system prompt (core.chat_presets), shown and kept as the
+        """A preset's values and system prompt (core.settings.presets), shown and kept as the
         user's own change; the model and decoding method stay."""
         self.set_settings(replace(self._settings, **values))
         self.set_system_prompt(system_prompt)

@@ -6,8 +6,8 @@ turn starts: offer the enabled servers' tools, and force a call when "Use a tool
 the controller does not finish it), `annotate` (the finished answer's stats record gets its tool
 calls) and `stop` (Stop while a tool waits or runs).
 
-A round: the answer's calls are read (core.chat_tools.read_calls: a local model's text parsed by
-core.tool_calls, a remote server's own `tool_calls`, which the remote client sends the chat's
+A round: the answer's calls are read (core.chat.tools.read_calls: a local model's text parsed by
+core.tools.calls, a remote server's own `tool_calls`, which the remote client sends the chat's
 tools to and reads back), shown in the answer (folded rows,
 ui.chat.tool_calls_view), each asked for (Allow once / Always allow this tool / Deny) unless its
 server always allows it, run one after another on the MCP client's thread (workers.mcp_tools,
@@ -28,7 +28,9 @@ from typing import Protocol
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QScrollArea
 
-from qwen_mtp_desktop.core.chat_tools import (
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.tools import (
     MAX_ROUNDS,
     CallStatus,
     ToolCatalog,
@@ -38,14 +40,12 @@ from qwen_mtp_desktop.core.chat_tools import (
     round_messages,
     trace_record,
 )
-from qwen_mtp_desktop.core.chat_turns import Turn
-from qwen_mtp_desktop.core.chats.records import ChatSettings
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import Turn
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.core.mcp.client import McpError, ToolInfo, ToolResult
-from qwen_mtp_desktop.core.mcp.config import DEFAULT_TIMEOUT_S, McpServer
-from qwen_mtp_desktop.core.tool_calls import Calls, Malformed, new_call_id
+from qwen_mtp_desktop.core.tools.calls import Calls, Malformed, new_call_id
+from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo, ToolResult
+from qwen_mtp_desktop.core.tools.mcp.config import DEFAULT_TIMEOUT_S, McpServer
 from qwen_mtp_desktop.ui.chat.conversation import ConversationController
 from qwen_mtp_desktop.ui.chat.header import ChatHeader
 from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures

@@ -19,13 +19,13 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from qwen_mtp_desktop.core.chat_turns import Turn, chat_history, single_turn
-from qwen_mtp_desktop.core.chats.records import ChatSettings, StoredMessage
-from qwen_mtp_desktop.core.chats.store import ChatStore
+from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.chat.turns import Turn, chat_history, single_turn
 from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, speculative_stats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
-from qwen_mtp_desktop.core.model_library import is_demo_model
+from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.core.units import count, join_figures
 from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, stopped_notice
@@ -215,7 +215,7 @@ class TurnController(QObject):
         shown: Callable[[list[StoredMessage]], None],
     ) -> None:
         """Answer a question again (after an edit, with its new text): what followed it
-        becomes an earlier version (core.chat_turns.answer_again); `shown` gets the new
+        becomes an earlier version (core.chat.turns.answer_again); `shown` gets the new
         shown branch before the answer starts."""
         if self.running:
             return

@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.discover import (
+from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.models.catalog import (
     FORMATS,
     Catalog,
     DeviceFit,
@@ -33,9 +34,8 @@ from qwen_mtp_desktop.core.discover import (
     fit_on_device,
     load_catalog,
 )
-from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.model_folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
-from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
+from qwen_mtp_desktop.core.models.folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
+from qwen_mtp_desktop.core.models.library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS

@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.export.hub import hub_source_words
-from qwen_mtp_desktop.core.model_library import VERDICT_LABELS
+from qwen_mtp_desktop.core.models.export.hub import hub_source_words
+from qwen_mtp_desktop.core.models.library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
@@ -237,7 +237,7 @@ class DownloadDialog(QDialog):
 
     @property
     def destination(self) -> Path:
-        from qwen_mtp_desktop.core.export.ir_download import library_folder_name
+        from qwen_mtp_desktop.core.models.export.ir_download import library_folder_name
 
         return self._models_dir / library_folder_name(self.repo_edit.text().strip())
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.export.options import (
+from qwen_mtp_desktop.core.models.export.options import (
     ExportOptions,
     GroupSizeFallback,
     MtpWeightFormat,

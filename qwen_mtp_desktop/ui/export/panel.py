@@ -31,27 +31,27 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.export.checkpoint import CheckpointInfo, inspect_checkpoint_folder
-from qwen_mtp_desktop.core.export.estimate import estimate_export
-from qwen_mtp_desktop.core.export.job import ExportOutcome, ExportRequest
-from qwen_mtp_desktop.core.export.options import (
+from qwen_mtp_desktop.core.models.export.checkpoint import CheckpointInfo, inspect_checkpoint_folder
+from qwen_mtp_desktop.core.models.export.estimate import estimate_export
+from qwen_mtp_desktop.core.models.export.job import ExportOutcome, ExportRequest
+from qwen_mtp_desktop.core.models.export.options import (
     ExportOptions,
     ExportSource,
     default_destination,
     parse_source,
 )
-from qwen_mtp_desktop.core.export.preflight import (
+from qwen_mtp_desktop.core.models.export.preflight import (
     PreflightReport,
     check_options,
     run_preflight,
 )
-from qwen_mtp_desktop.core.export.progress import (
+from qwen_mtp_desktop.core.models.export.progress import (
     ProgressEvent,
     pip_stage,
 )
-from qwen_mtp_desktop.core.export.staging import cleanup_stale_exports
-from qwen_mtp_desktop.core.export.supervisor import ProcessStats
-from qwen_mtp_desktop.core.export.toolkit import (
+from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
+from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
+from qwen_mtp_desktop.core.models.export.toolkit import (
     install_command,
     installed_versions,
     toolkit_missing,
@@ -419,7 +419,7 @@ class ExportPanel(QWidget):
 
     def prefill_from_model(self, model_dir: Path) -> None:
         """Re-export: start from the checkpoint an exported model was made from, if known."""
-        from qwen_mtp_desktop.core.model_folders.manifest import read_manifest
+        from qwen_mtp_desktop.core.models.folders.manifest import read_manifest
 
         try:
             manifest = read_manifest(model_dir)
@@ -767,14 +767,14 @@ class ExportPanel(QWidget):
 
 
 def _hub_cache() -> Path:
-    from qwen_mtp_desktop.core.export.hub import hub_cache_dir
+    from qwen_mtp_desktop.core.models.export.hub import hub_cache_dir
 
     return hub_cache_dir()
 
 
 def _inspect(source: ExportSource) -> CheckpointInfo:
     if source.kind == "hub":
-        from qwen_mtp_desktop.core.export.hub import inspect_hub_checkpoint
+        from qwen_mtp_desktop.core.models.export.hub import inspect_hub_checkpoint
 
         return inspect_hub_checkpoint(source.value, source.revision)
     return inspect_checkpoint_folder(Path(source.value))

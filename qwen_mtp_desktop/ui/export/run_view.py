@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.export.exporter_log import continues_warning, hidden_lines
-from qwen_mtp_desktop.core.export.job import ExportOutcome
-from qwen_mtp_desktop.core.export.progress import ProgressEvent
-from qwen_mtp_desktop.core.export.supervisor import ProcessStats
+from qwen_mtp_desktop.core.models.export.exporter_log import continues_warning, hidden_lines
+from qwen_mtp_desktop.core.models.export.job import ExportOutcome
+from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
+from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist, check_pixmap
 from qwen_mtp_desktop.ui.labels import text_label
@@ -163,7 +163,7 @@ class ExportRunView(QWidget):
         log_row.addStretch(1)
         # The exporter's Python warnings (tracer, deprecation…) and the libraries' noise (torch
         # probing for CUDA…) mean nothing to most users and bury the stages: hidden unless
-        # asked for; the log file keeps every line (core.export.exporter_log).
+        # asked for; the log file keeps every line (core.models.export.exporter_log).
         self.warnings_check = QCheckBox(HIDDEN_TEXT)
         self.warnings_check.setToolTip(
             "Python warnings and library messages that do not affect the export"

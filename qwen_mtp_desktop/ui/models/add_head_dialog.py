@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.export.hub import hub_source_words
+from qwen_mtp_desktop.core.models.export.hub import hub_source_words
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
@@ -185,6 +185,6 @@ class AddHeadDialog(QDialog):
 
 
 def _catalog_ids() -> list[str]:
-    from qwen_mtp_desktop.core.discover import load_catalog
+    from qwen_mtp_desktop.core.models.catalog import load_catalog
 
     return [model.hub_id for model in load_catalog().models]

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.model_folders.report import ComponentReport, Diagnostic
+from qwen_mtp_desktop.core.models.folders.report import ComponentReport, Diagnostic
 from qwen_mtp_desktop.core.units import keep_units
 from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS

@@ -29,10 +29,10 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
-from qwen_mtp_desktop.core.ir import format_shares
-from qwen_mtp_desktop.core.model_folders.manifest import MANIFEST_NAME
-from qwen_mtp_desktop.core.model_folders.report import Diagnostic, ModelReport
-from qwen_mtp_desktop.core.model_library import (
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME
+from qwen_mtp_desktop.core.models.folders.report import Diagnostic, ModelReport
+from qwen_mtp_desktop.core.models.ir import format_shares
+from qwen_mtp_desktop.core.models.library import (
     CONTEXT_CHOICES,
     VERDICT_LABELS,
     LibraryEntry,

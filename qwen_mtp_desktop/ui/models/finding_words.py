@@ -4,7 +4,7 @@ stays in the row's tooltip; a code missing here falls back to its severity's wor
 
 from __future__ import annotations
 
-from qwen_mtp_desktop.core.model_folders.report import Diagnostic
+from qwen_mtp_desktop.core.models.folders.report import Diagnostic
 
 #: Findings that report a check passed: shown with the green tick, not as a note.
 PASSED_CODES = frozenset({"CHECKSUMS_OK"})

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.model_folders.report import ModelReport
-from qwen_mtp_desktop.core.model_library import LibraryEntry, LibraryFolder
+from qwen_mtp_desktop.core.models.folders.report import ModelReport
+from qwen_mtp_desktop.core.models.library import LibraryEntry, LibraryFolder
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.model_row import (
     DETAIL_ROLE,

@@ -1,6 +1,6 @@
 """The "Deploy to OVMS…" dialog: asks where to write an OpenVINO Model Server repository for the
-selected model, writes it on a worker thread (`core.ovms_deploy`), and shows the result with the
-commands to run and, plainly, what was not run here.
+selected model, writes it on a worker thread (`core.models.export.ovms`), and shows the result with
+the commands to run and, plainly, what was not run here.
 
 Threads: the writing (hard links or copies of the model files) runs on the TaskRunner handed in;
 its progress comes back through a queued signal. The GUI thread only reads the form.
@@ -31,8 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
-from qwen_mtp_desktop.core.model_folders.report import ModelReport
-from qwen_mtp_desktop.core.ovms_deploy import (
+from qwen_mtp_desktop.core.models.export.ovms import (
     DEFAULT_ASSISTANT_TOKENS,
     DEVICES,
     MAX_ASSISTANT_TOKENS,
@@ -42,6 +41,7 @@ from qwen_mtp_desktop.core.ovms_deploy import (
     default_name,
     deploy_ovms,
 )
+from qwen_mtp_desktop.core.models.folders.report import ModelReport
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 NOT_RUN_HERE = (

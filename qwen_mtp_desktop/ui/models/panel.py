@@ -26,16 +26,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.fileio import folder_bytes
-from qwen_mtp_desktop.core.model_folders.checksums import verify_checksums
-from qwen_mtp_desktop.core.model_folders.inspection import inspect_model
-from qwen_mtp_desktop.core.model_folders.memory import (
+from qwen_mtp_desktop.core.files.fileio import folder_bytes
+from qwen_mtp_desktop.core.files.paths import AppPaths, app_paths
+from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+from qwen_mtp_desktop.core.models.folders.memory import (
     DEFAULT_CONTEXT_LENGTH,
     available_memory,
     default_kv_precision,
 )
-from qwen_mtp_desktop.core.model_folders.report import Diagnostic, KvPrecision, ModelReport
-from qwen_mtp_desktop.core.model_library import (
+from qwen_mtp_desktop.core.models.folders.report import Diagnostic, KvPrecision, ModelReport
+from qwen_mtp_desktop.core.models.library import (
     LibraryEntry,
     LibraryError,
     LibraryFolder,
@@ -54,9 +55,8 @@ from qwen_mtp_desktop.core.model_library import (
     watch_targets,
     worst_severity,
 )
-from qwen_mtp_desktop.core.model_library import add_folder as add_library_folder
-from qwen_mtp_desktop.core.paths import AppPaths, app_paths
-from qwen_mtp_desktop.core.settings import SettingsStore
+from qwen_mtp_desktop.core.models.library import add_folder as add_library_folder
+from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style
 from qwen_mtp_desktop.ui.models.details import ModelDetails

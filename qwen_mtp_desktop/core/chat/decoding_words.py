@@ -1,0 +1,81 @@
+"""What decoding did, in plain words: Auto's choice as one sentence a new user reads (the
+technical reason, `Decision.reason`, stays for tooltips and reports), and what ran for an
+answer, from its stored stats (the status bar)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qwen_mtp_desktop.core.auto.policy import Decision
+from qwen_mtp_desktop.core.chat.store.stats import stats_method
+from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+
+
+def auto_sentence(decision: Decision) -> str:
+    """E.g. "Plain decoding: MTP was slower on this model in the last turns". Read from the
+    decision's method and flags, and from the words `core.auto.policy` puts in its reasons."""
+    method, reason = decision.method, decision.reason
+    if "image turn" in reason:
+        return f"{_capital(method.label)}: predicted faster for this turn with an image"
+    if method.drafts_vary:
+        return "Prompt lookup: the answer can copy from the conversation, so copied drafts pay"
+    if method.is_plain:
+        if "benchmark found plain" in reason:
+            return "Plain decoding: the benchmark found MTP slower on this model"
+        if "one plain turn to compare" in reason:
+            return "Plain decoding for one turn, to compare its speed with MTP"
+        if "openvino-genai runs this model" in reason:
+            return "Plain decoding: this model's sampled answers cannot use MTP here"
+        if "first turn in this band" in reason:
+            return "Plain decoding: measuring it at this temperature first"
+        if "conversation's length" in reason:
+            return "Plain decoding: in a conversation this long, MTP's steps cost too much"
+        return "Plain decoding: MTP was slower on this model in the last turns"
+    label = method.label
+    if decision.probe:
+        return f"{label}: trying MTP again to see whether it pays now"
+    if "not benchmarked" in reason or reason.endswith("measuring"):
+        return f"{label}: measuring whether MTP pays on this model"
+    if "benchmark:" in reason:
+        return f"{label}: the benchmark found it fastest on this model"
+    if "trying this depth" in reason:
+        return f"{label}: trying this depth to see whether it is faster"
+    speedup = decision.predicted_speedup
+    if speedup is not None and speedup > 1.0:
+        return f"{label}: faster than plain decoding in the last turns"
+    return f"{label}: about as fast as plain decoding so far"
+
+
+def ran_text(stats: Mapping[str, Any]) -> str:
+    """What decoded an answer, from its stored stats: "MTP n=2, 85% of drafts accepted",
+    "prompt lookup K=4, n-gram 3, 40% of drafts accepted", "plain decoding", "MTP n=1, then
+    plain decoding after 8 tokens"; "" when the stats do not say (a server that reports no
+    method)."""
+    remote = stats.get("remote")
+    if isinstance(remote, Mapping) and not isinstance(remote.get("server_stats"), Mapping):
+        return ""
+    method: DecodingMethod | None = stats_method(stats)
+    if method is None:
+        return ""
+    text = method.label
+    if not method.is_plain:
+        drafted, accepted = stats.get("drafted_tokens"), stats.get("accepted_tokens")
+        if isinstance(drafted, int) and isinstance(accepted, int) and drafted > 0:
+            text += f", {accepted / drafted:.0%} of drafts accepted"
+        elif isinstance(stats.get("acceptance_rate"), float | int):
+            text += f", {stats['acceptance_rate']:.0%} of drafts accepted"
+        elif method.drafts_vary:
+            text += ", no match found"
+    auto = stats.get("auto")
+    switched = auto.get("switched_to_plain_after_tokens") if isinstance(auto, Mapping) else None
+    if isinstance(switched, int):
+        text += f", then plain decoding after {switched} tokens"
+    return text
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+__all__ = ["auto_sentence", "ran_text"]
