@@ -1,8 +1,9 @@
 """One POST request's way from body to answer, shared by the generating routes
 (server.chat_route, completions_route, responses_routes): the JSON check, the body read against
 its size limit and the memory budget, the route's planner (the request reduced to `Planned`,
-what the engine needs), then the turn run on its own thread (`turns.TurnJob`) and answered
-whole or streamed. A client that disconnects cancels its turn, waiting or running.
+what the engine needs, with its endpoint's `AnswerShape`), then the turn run on its own thread
+(`turns.TurnJob`) and answered whole or streamed in that shape. A client that disconnects cancels
+its turn, waiting or running. This module knows no endpoint: each route brings its shape.
 """
 
 from __future__ import annotations
@@ -10,28 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.server.chat_output import chat_body, chat_stream
-from qwen_mtp_desktop.server.completions import completion_body, completion_stream
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER
 from qwen_mtp_desktop.server.guard import too_large
 from qwen_mtp_desktop.server.request_budget import Reservation
 from qwen_mtp_desktop.server.request_log import set_tokens
-from qwen_mtp_desktop.server.responses_output import ResponsesPlan, new_id
-from qwen_mtp_desktop.server.sse import sse, stopping
+from qwen_mtp_desktop.server.sse import stopping
 from qwen_mtp_desktop.server.state import ServerState
-from qwen_mtp_desktop.server.tools import ToolPlan
 from qwen_mtp_desktop.server.turns import (
     Event,
     Failed,
@@ -44,28 +40,41 @@ from qwen_mtp_desktop.server.turns import (
 T = TypeVar("T")
 
 
+class AnswerShape(Protocol):
+    """How an endpoint answers (chat completions, completions, responses): its ids, its whole
+    body and its stream, from the turn's events."""
+
+    def new_id(self) -> str: ...
+
+    def body(
+        self, request_id: str, name: str, final: Finished, queue_wait_s: float
+    ) -> dict[str, Any]: ...
+
+    def stream(
+        self,
+        events: asyncio.Queue[Event],
+        request_id: str,
+        name: str,
+        queue_wait_s: float,
+        done: Callable[[], None],
+    ) -> AsyncIterator[bytes]: ...
+
+
 @dataclass(frozen=True)
 class Planned:
-    """A request as it waits for the engine: what the engine needs, and no more."""
+    """A request as it waits for the engine: what the engine needs, and how to answer."""
 
     name: str
     messages: list[Message]
     settings: GenerationSettings
     use_auto: bool
     stream: bool
-    include_usage: bool
     image_dir: Path | None
-    #: Said with the answer when the demo model read only the latest message.
+    shape: AnswerShape
+    #: Set when the demo model read only the latest message (a response header says so).
     notice: str | None = None
-    #: The request's tools, when the answer is read for tool calls (server.tools).
-    tools: ToolPlan | None = None
-    #: /v1/completions: the prompt as it is (no chat template), and the text echoed first.
+    #: /v1/completions: the prompt as it is (no chat template).
     raw_prompt: str | None = None
-    echo: str | None = None
-    #: Whether the answer reports its tokens' log-probabilities.
-    logprobs: bool = False
-    #: /v1/responses: how its answer is shaped and stored (server.responses_output).
-    responses: ResponsesPlan | None = None
 
 
 #: A route's planner: the request (its body read with `read_body`) reduced to `Planned`.
@@ -139,10 +148,7 @@ async def _run(
         except RuntimeError:  # the loop is gone: the server stopped
             job.cancel()
 
-    prefix = "chatcmpl" if planned.raw_prompt is None else "cmpl"
-    request_id = f"{prefix}-{uuid.uuid4().hex[:24]}"
-    if planned.responses is not None:
-        request_id = new_id("resp")
+    request_id = planned.shape.new_id()
     ahead = service.waiting + (1 if service.busy else 0)
     job = TurnJob(
         service,
@@ -195,53 +201,9 @@ async def _run(
         assert isinstance(final, Finished)
         if final.stats.finish_reason == "cancelled":  # the server is stopping
             raise stopping()
-        if planned.raw_prompt is not None:
-            body = completion_body(
-                request_id,
-                name,
-                final,
-                first.queue_wait_s,
-                echo=planned.echo,
-                logprobs=planned.logprobs,
-            )
-            return JSONResponse(body, headers=headers)
-        if planned.responses is not None:
-            body = planned.responses.body(request_id, name, final, first.queue_wait_s)
-            return JSONResponse(body, headers=headers)
-        completion = chat_body(
-            request_id, name, final, first.queue_wait_s, planned.tools, planned.logprobs
-        )
-        if planned.notice is not None:
-            completion["notice"] = planned.notice
-        return JSONResponse(completion, headers=headers)
-    stream = (
-        chat_stream(
-            events,
-            request_id,
-            name,
-            first.queue_wait_s,
-            done,
-            tools=planned.tools,
-            logprobs=planned.logprobs,
-            include_usage=planned.include_usage,
-            notice=planned.notice,
-        )
-        if planned.raw_prompt is None and planned.responses is None
-        else planned.responses.stream(
-            events, request_id, name, first.queue_wait_s, done, stopping=stopping, sse=sse
-        )
-        if planned.responses is not None
-        else completion_stream(
-            events,
-            request_id,
-            name,
-            first.queue_wait_s,
-            done,
-            echo=planned.echo,
-            logprobs=planned.logprobs,
-            include_usage=planned.include_usage,
-        )
-    )
+        body = planned.shape.body(request_id, name, final, first.queue_wait_s)
+        return JSONResponse(body, headers=headers)
+    stream = planned.shape.stream(events, request_id, name, first.queue_wait_s, done)
     headers |= {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 

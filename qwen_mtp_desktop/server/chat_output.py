@@ -1,12 +1,15 @@
 """The answer of `/v1/chat/completions` in OpenAI's shape, whole (`chat_body`) or streamed as
 Server-Sent Events (`chat_stream`): text, reasoning and tool calls as they are decoded
-(server.tool_output), then the finish, `usage`, `mtp`, `metrics`, `timings`."""
+(server.tool_output), then the finish, `usage`, `mtp`, `metrics`, `timings`. `ChatAnswer` is
+the endpoint's answer shape (server.answer.AnswerShape)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
@@ -136,3 +139,47 @@ def chat_stream(
             yield sse(usage_chunk)
 
     return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """How a chat completion is answered: what its body and stream need besides the events."""
+
+    #: The request's tools, when the answer is read for tool calls (server.tools).
+    tools: ToolPlan | None
+    #: Whether the answer reports its tokens' log-probabilities.
+    logprobs: bool
+    include_usage: bool
+    #: Said with the answer when the demo model read only the latest message.
+    notice: str | None
+
+    def new_id(self) -> str:
+        return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+    def body(
+        self, request_id: str, name: str, final: Finished, queue_wait_s: float
+    ) -> dict[str, Any]:
+        completion = chat_body(request_id, name, final, queue_wait_s, self.tools, self.logprobs)
+        if self.notice is not None:
+            completion["notice"] = self.notice
+        return completion
+
+    def stream(
+        self,
+        events: asyncio.Queue[Event],
+        request_id: str,
+        name: str,
+        queue_wait_s: float,
+        done: Callable[[], None],
+    ) -> AsyncIterator[bytes]:
+        return chat_stream(
+            events,
+            request_id,
+            name,
+            queue_wait_s,
+            done,
+            tools=self.tools,
+            logprobs=self.logprobs,
+            include_usage=self.include_usage,
+            notice=self.notice,
+        )

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.server.answer import Planned, answer, in_thread, read_body
+from qwen_mtp_desktop.server.chat_output import ChatAnswer
 from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import demo_single_turn
 from qwen_mtp_desktop.server.parsing import parse_request
@@ -91,15 +92,14 @@ async def plan_chat(
             shutil.rmtree(folder[0], ignore_errors=True)
         raise
     include_usage = body.stream_options is not None and body.stream_options.include_usage
+    shape = ChatAnswer(tools, settings.logprobs is not None, include_usage, notice)
     return Planned(
         name,
         messages,
         settings,
         use_auto,
         body.stream,
-        include_usage,
         folder[0] if folder else None,
+        shape,
         notice,
-        tools,
-        logprobs=settings.logprobs is not None,
     )

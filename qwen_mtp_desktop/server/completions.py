@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
@@ -152,3 +154,42 @@ def completion_stream(
             yield sse({**usage_chunk, **extras})
 
     return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)
+
+
+@dataclass(frozen=True)
+class CompletionAnswer:
+    """How a text completion is answered (server.answer.AnswerShape)."""
+
+    #: The prompt, sent back before the answer (`echo`), or None.
+    echo: str | None
+    logprobs: bool
+    include_usage: bool
+
+    def new_id(self) -> str:
+        return f"cmpl-{uuid.uuid4().hex[:24]}"
+
+    def body(
+        self, request_id: str, name: str, final: Finished, queue_wait_s: float
+    ) -> dict[str, Any]:
+        return completion_body(
+            request_id, name, final, queue_wait_s, echo=self.echo, logprobs=self.logprobs
+        )
+
+    def stream(
+        self,
+        events: asyncio.Queue[Event],
+        request_id: str,
+        name: str,
+        queue_wait_s: float,
+        done: Callable[[], None],
+    ) -> AsyncIterator[bytes]:
+        return completion_stream(
+            events,
+            request_id,
+            name,
+            queue_wait_s,
+            done,
+            echo=self.echo,
+            logprobs=self.logprobs,
+            include_usage=self.include_usage,
+        )

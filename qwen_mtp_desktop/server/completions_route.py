@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.server.answer import Planned, answer, read_body
-from qwen_mtp_desktop.server.completions import check_completion
+from qwen_mtp_desktop.server.completions import CompletionAnswer, check_completion
 from qwen_mtp_desktop.server.parsing import parse_body
 from qwen_mtp_desktop.server.planning import check_budget_fits, plan_settings
 from qwen_mtp_desktop.server.request_budget import Reservation, retained_bytes
@@ -47,15 +47,7 @@ async def plan_text(state: ServerState, request: Request, reservation: Reservati
     settings = replace(settings, raw_text=True)
     reservation.resize(retained_bytes([Message("user", prompt)], settings))
     include_usage = body.stream_options is not None and body.stream_options.include_usage
-    return Planned(
-        name,
-        [],
-        settings,
-        False,
-        body.stream,
-        include_usage,
-        None,
-        raw_prompt=prompt,
-        echo=prompt if body.echo else None,
-        logprobs=settings.logprobs is not None,
+    shape = CompletionAnswer(
+        prompt if body.echo else None, settings.logprobs is not None, include_usage
     )
+    return Planned(name, [], settings, False, body.stream, None, shape, raw_prompt=prompt)

@@ -34,6 +34,7 @@ from qwen_mtp_desktop.server.logprobs import chat_content
 from qwen_mtp_desktop.server.responses_schema import ResponsesRequest
 from qwen_mtp_desktop.server.responses_store import ResponseStore
 from qwen_mtp_desktop.server.speculative import speculative_fields
+from qwen_mtp_desktop.server.sse import sse, stopping
 from qwen_mtp_desktop.server.tool_output import ReadAnswer, ToolStream, error_fields, read_answer
 from qwen_mtp_desktop.server.tools import ToolPlan
 from qwen_mtp_desktop.server.turns import (
@@ -46,7 +47,7 @@ from qwen_mtp_desktop.server.turns import (
 )
 
 
-def new_id(prefix: str) -> str:
+def item_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
@@ -173,6 +174,9 @@ class ResponsesPlan:
             self.store.put(response_id, [*self.conversation, answer], response)
         return response
 
+    def new_id(self) -> str:
+        return item_id("resp")
+
     def body(
         self, response_id: str, name: str, final: Finished, queue_wait_s: float
     ) -> dict[str, Any]:
@@ -181,13 +185,13 @@ class ResponsesPlan:
         status = "incomplete" if final.stats.finish_reason == "length" else "completed"
         output: list[dict[str, Any]] = []
         if final.reasoning:
-            output.append(_reasoning(new_id("rs"), final.reasoning))
+            output.append(_reasoning(item_id("rs"), final.reasoning))
         read = read_answer(final.answer, self.tools) if self.tools is not None else None
         content = final.answer if read is None or not read.calls else (read.content or "")
         scores = final.logprobs if self.logprobs else None
         if content or read is None or not read.calls:
-            output.append(_message(new_id("msg"), content, status, scores))
-        output.extend(_call(new_id("fc"), call) for call in (read.calls if read else ()))
+            output.append(_message(item_id("msg"), content, status, scores))
+        output.extend(_call(item_id("fc"), call) for call in (read.calls if read else ()))
         return self.finished(response_id, name, created_at, final, queue_wait_s, output, read)
 
     async def stream(
@@ -197,9 +201,6 @@ class ResponsesPlan:
         name: str,
         queue_wait_s: float,
         done: Callable[[], None],
-        *,
-        stopping: Callable[[], ApiError],
-        sse: Callable[[dict[str, Any]], bytes],
     ) -> AsyncIterator[bytes]:
         """The streamed response (module docstring)."""
         writer = _Writer(self, response_id, name, sse)
@@ -288,7 +289,7 @@ class _Writer:
                 out += self._close_call("completed")
                 assert self.calls is not None
                 call = ToolCall(piece.name, "", self.calls.ids[piece.index])
-                item = {**_call(new_id("fc"), call), "status": "in_progress"}
+                item = {**_call(item_id("fc"), call), "status": "in_progress"}
                 self.call = {"item": item, "arguments": ""}
                 out.append(self._added(item))
             elif self.call is not None:
@@ -317,7 +318,7 @@ class _Writer:
     def _reason(self, text: str) -> list[bytes]:
         out: list[bytes] = []
         if self.reasoning is None:
-            item = _reasoning(new_id("rs"), "", "in_progress")
+            item = _reasoning(item_id("rs"), "", "in_progress")
             item["content"] = []
             self.reasoning = {"item": item, "text": ""}
             out.append(self._added(item))
@@ -345,7 +346,7 @@ class _Writer:
     def _say(self, text: str, scores: list[TokenLogprob]) -> list[bytes]:
         out = self._close_reasoning()
         if self.message is None:
-            item = _message(new_id("msg"), "", "in_progress", None)
+            item = _message(item_id("msg"), "", "in_progress", None)
             item["content"] = []
             self.message = {"item": item, "text": ""}
             out.append(self._added(item))

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from qwen_mtp_desktop.server.answer import Planned, answer, read_body
+from qwen_mtp_desktop.server.chat_output import ChatAnswer
 from qwen_mtp_desktop.server.chat_route import plan_chat
 from qwen_mtp_desktop.server.errors import NOT_FOUND, ApiError
 from qwen_mtp_desktop.server.parsing import parse_body
@@ -50,10 +51,10 @@ async def plan_responses(
     translate(body, state.stored, into)
     assert into.chat is not None
     planned = await plan_chat(state, into.chat, reservation)
-    shaped = ResponsesPlan.of(
-        body, planned.settings, into.conversation, state.stored, planned.tools
-    )
-    return replace(planned, responses=shaped)
+    chat = planned.shape
+    assert isinstance(chat, ChatAnswer)  # plan_chat's shape: its tools are the request's
+    shaped = ResponsesPlan.of(body, planned.settings, into.conversation, state.stored, chat.tools)
+    return replace(planned, shape=shaped)
 
 
 def add_stored_routes(app: FastAPI, store: ResponseStore) -> None:
