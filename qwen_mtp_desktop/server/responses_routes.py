@@ -30,30 +30,36 @@ from qwen_mtp_desktop.server.state import ServerState
 
 
 def add_responses_routes(app: FastAPI, state: ServerState) -> None:
+    stored = ResponseStore()  # this app's responses, for previous_response_id and GET
+
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
         into = Translation()  # its errors in the Responses API's words
         try:
-            planner = functools.partial(plan_responses, state, into=into)
+            planner = functools.partial(plan_responses, state, stored, into=into)
             return await answer(state, request, planner)
         except ApiError as exc:
             raise into.error(exc) from None
 
-    add_stored_routes(app, state.stored)
+    add_stored_routes(app, stored)
 
 
 async def plan_responses(
-    state: ServerState, request: Request, reservation: Reservation, into: Translation
+    state: ServerState,
+    stored: ResponseStore,
+    request: Request,
+    reservation: Reservation,
+    into: Translation,
 ) -> Planned:
     """A /v1/responses request as a chat request (server.responses_input)."""
     body = parse_body(await read_body(request, state.max_body_bytes, reservation), ResponsesRequest)
     state.served(body.model)
-    translate(body, state.stored, into)
+    translate(body, stored, into)
     assert into.chat is not None
     planned = await plan_chat(state, into.chat, reservation)
     chat = planned.shape
     assert isinstance(chat, ChatAnswer)  # plan_chat's shape: its tools are the request's
-    shaped = ResponsesPlan.of(body, planned.settings, into.conversation, state.stored, chat.tools)
+    shaped = ResponsesPlan.of(body, planned.settings, into.conversation, stored, chat.tools)
     return replace(planned, shape=shaped)
 
 

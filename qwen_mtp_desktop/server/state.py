@@ -1,5 +1,5 @@
 """What the API's routes share: the engine service, the served model's id, the turn defaults,
-the memory budget, the request counters (`Activity`), Auto's state and the stored responses.
+the memory budget, the request counters (`Activity`) and Auto's state.
 
 `create_app` (server.app) builds one `ServerState`; the route modules (server.model_routes,
 chat_route, completions_route, responses_routes) read it.
@@ -22,7 +22,6 @@ from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.server.errors import NOT_FOUND, SERVER_ERROR, ApiError
 from qwen_mtp_desktop.server.examples import model_id_for
 from qwen_mtp_desktop.server.request_budget import MemoryBudget
-from qwen_mtp_desktop.server.responses_store import ResponseStore
 from qwen_mtp_desktop.server.turns import AutoState, TurnDefaults, TurnJob
 
 
@@ -81,7 +80,6 @@ class ServerState:
     budget: MemoryBudget
     activity: Activity = field(default_factory=Activity)
     auto: AutoState = field(default_factory=AutoState)
-    stored: ResponseStore = field(default_factory=ResponseStore)
     created: int = field(default_factory=lambda: int(time.time()))
     # Read once per model folder (the files do not change while it is served).
     _limits: dict[Path, int | None] = field(default_factory=dict)
