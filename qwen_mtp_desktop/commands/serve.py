@@ -27,6 +27,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.files.paths import app_paths
     from qwen_mtp_desktop.core.hosting.client import HostedEngine
     from qwen_mtp_desktop.core.hosting.service import EngineService
+    from qwen_mtp_desktop.server.generation.turns import TurnDefaults
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
         bind_socket,
@@ -35,7 +36,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         run_server,
         url_of,
     )
-    from qwen_mtp_desktop.server.turns import TurnDefaults
 
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     config = ServerConfig(

@@ -307,7 +307,7 @@ class ApiControl:
             self._events.send(state)
 
     def _send_request(self, record: ApiRequest) -> None:
-        """An answered request, for the window's list (server.request_log)."""
+        """An answered request, for the window's list (server.http.request_log)."""
         with contextlib.suppress(OSError):
             self._events.send(record)
 

@@ -4,8 +4,12 @@
 - `start_server_thread(service, config) -> ServerHandle` (`.url`, `.stop()`), for a process that
   has its own main loop (the app's engine host); `run_server(service, config)` blocks until
   Ctrl+C, for `qwen-mtp-desktop serve` (runner.py);
-- request bodies (schema.py), OpenAI-style errors (errors.py), image parts (images.py), one
-  request's turn on its own thread and the `mtp` statistics object (turns.py);
+- one package per endpoint: chat/ (`/v1/chat/completions`), completions/ (`/v1/completions`),
+  responses/ (`/v1/responses`), each with its route and its answer's shape; model_routes.py for
+  `/health` and `/v1/models`;
+- generation/: what the generating endpoints share (request models, planning, the turn on its
+  thread, the POST flow, streaming); http/: the plumbing no endpoint knows (errors in OpenAI's
+  shape, the guard, connections, the memory budget, the request log);
 - the curl example the banner and the app show (examples.py: no web stack).
 
 It imports core only; core knows nothing of it.
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from qwen_mtp_desktop.server.app import create_app
     from qwen_mtp_desktop.server.examples import model_id_for
+    from qwen_mtp_desktop.server.generation.turns import TurnDefaults
     from qwen_mtp_desktop.server.runner import (
         ServerConfig,
         ServerConfigError,
@@ -28,7 +33,6 @@ if TYPE_CHECKING:
         run_server,
         start_server_thread,
     )
-    from qwen_mtp_desktop.server.turns import TurnDefaults
 
 #: Loaded on first use, so `server.examples` (the window's curl example) needs no web stack.
 _EXPORTS = {
@@ -41,7 +45,7 @@ _EXPORTS = {
     "is_loopback": "runner",
     "run_server": "runner",
     "start_server_thread": "runner",
-    "TurnDefaults": "turns",
+    "TurnDefaults": "generation.turns",
 }
 
 

@@ -1,27 +1,27 @@
 """The OpenAI-compatible HTTP API over an `EngineService` (FastAPI on Starlette).
 
-`create_app(service)` builds the ASGI app: its shared state (server.state.ServerState), its
-middleware and exception handlers, and its routes, whose handlers live in their own modules;
+`create_app(service)` builds the ASGI app: its shared state (server.generation.state.ServerState),
+its middleware and exception handlers, and its routes, whose handlers live in their own modules;
 `runner` serves it with uvicorn. The routes:
 
 - `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` (server.model_routes): the loaded
   model; liveness and the queue, without the API key (it tells nothing private);
-- `POST /v1/chat/completions` (server.chat_route): streaming (SSE) and not; the `mtp` object
+- `POST /v1/chat/completions` (server.chat.route): streaming (SSE) and not; the `mtp` object
   beside `usage`;
-- `POST /v1/completions` (server.completions_route) and `POST /v1/responses` (a chat request in
-  the Responses API's words), with `GET` / `DELETE /v1/responses/{id}` (server.responses_routes).
+- `POST /v1/completions` (server.completions.route) and `POST /v1/responses` (a chat request in
+  the Responses API's words), with `GET` / `DELETE /v1/responses/{id}` (server.responses.route).
 
 Requests take turns on the engine (`EngineService`'s fair queue); each turn runs on a thread of
-its own (`turns.TurnJob`, started by server.answer), so the event loop stays free to accept,
-refuse and stream. A client that disconnects cancels its turn, waiting or running.
+its own (`turns.TurnJob`, started by server.generation.answer), so the event loop stays free to
+accept, refuse and stream. A client that disconnects cancels its turn, waiting or running.
 
 Protection before a body is read: the API key (constant-time compare), a Host check while bound
 to loopback (a web page that rebinds a DNS name to 127.0.0.1 cannot reach the model; the
-header is parsed strictly, server.hosts), and the body size (Content-Length first, then
+header is parsed strictly, server.http.hosts), and the body size (Content-Length first, then
 counted while reading). A POST must say Content-Type application/json, which a web page cannot
 send cross-site without a CORS preflight that this server never grants. Slow or half-sent
-requests are timed out before they get here (server.connections); the memory requests hold
-while they arrive and wait is bounded (server.request_budget).
+requests are timed out before they get here (server.http.connections); the memory requests hold
+while they arrive and wait is bounded (server.http.request_budget).
 """
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ from starlette.responses import JSONResponse, Response
 
 from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.hosting.service import EngineService
-from qwen_mtp_desktop.server.answer import ClientLeftError
-from qwen_mtp_desktop.server.chat_route import add_chat_routes
-from qwen_mtp_desktop.server.completions_route import add_completion_routes
-from qwen_mtp_desktop.server.errors import NOT_FOUND, SERVER_ERROR, ApiError, error_body
-from qwen_mtp_desktop.server.guard import Guard
+from qwen_mtp_desktop.server.chat.route import add_chat_routes
+from qwen_mtp_desktop.server.completions.route import add_completion_routes
+from qwen_mtp_desktop.server.generation.answer import ClientLeftError
+from qwen_mtp_desktop.server.generation.parsing import parse_request, validation_message
+from qwen_mtp_desktop.server.generation.state import Activity, ServerState
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.errors import NOT_FOUND, SERVER_ERROR, ApiError, error_body
+from qwen_mtp_desktop.server.http.guard import Guard
+from qwen_mtp_desktop.server.http.request_budget import DEFAULT_BUDGET_BYTES, MemoryBudget
+from qwen_mtp_desktop.server.http.request_log import RequestLog
 from qwen_mtp_desktop.server.model_routes import add_model_routes
-from qwen_mtp_desktop.server.parsing import parse_request, validation_message
-from qwen_mtp_desktop.server.request_budget import DEFAULT_BUDGET_BYTES, MemoryBudget
-from qwen_mtp_desktop.server.request_log import RequestLog
-from qwen_mtp_desktop.server.responses_routes import add_responses_routes
-from qwen_mtp_desktop.server.state import Activity, ServerState
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.responses.route import add_responses_routes
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -115,7 +115,7 @@ def create_app(
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    """Every failure as an OpenAI-style error (server.errors), never a framework's page."""
+    """Every failure as an OpenAI-style error (server.http.errors), never a framework's page."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from qwen_mtp_desktop.server.state import ServerState, unknown_model
+from qwen_mtp_desktop.server.generation.state import ServerState, unknown_model
 
 
 def add_model_routes(app: FastAPI, state: ServerState) -> None:

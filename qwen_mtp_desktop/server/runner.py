@@ -5,7 +5,7 @@ The socket is bound here, before uvicorn starts, so a port that is taken fails a
 clear message, and port 0 (any free port) gives the real URL back. Binding to anything but
 loopback needs an API key: a server reachable from the network without one would hand the
 model (and the machine's CPU) to anyone on it. Connections are served by
-`server.connections`' guarded protocol: slow headers and bodies time out, and the number of
+`server.http.connections`' guarded protocol: slow headers and bodies time out, and the number of
 connections stays within what the file-descriptor limit allows.
 """
 
@@ -33,15 +33,15 @@ from qwen_mtp_desktop.server.app import (
     LOOPBACK_NAMES,
     create_app,
 )
-from qwen_mtp_desktop.server.connections import (
+from qwen_mtp_desktop.server.generation.state import Activity
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.connections import (
     BACKLOG,
     ConnectionLimits,
     connection_limit,
     guarded_protocol,
 )
-from qwen_mtp_desktop.server.request_budget import DEFAULT_BUDGET_BYTES
-from qwen_mtp_desktop.server.state import Activity
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.request_budget import DEFAULT_BUDGET_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class ServerConfig:
     #: Request bodies arriving and requests waiting for the engine hold at most this much.
     memory_budget_bytes: int = DEFAULT_BUDGET_BYTES
     #: Header and body timeouts; None: the defaults, with as many connections as the
-    #: file-descriptor limit allows (server.connections.connection_limit).
+    #: file-descriptor limit allows (server.http.connections.connection_limit).
     connection_limits: ConnectionLimits | None = None
     #: Called (on the server's thread) with a record of each answered request.
     on_request: Callable[[ApiRequest], None] | None = field(default=None, compare=False)

@@ -156,7 +156,7 @@ class ServerDialog(QDialog):
 
     def _build_request_log(self) -> QTableWidget:
         """The latest answered requests, newest on top: time, endpoint, status, tokens,
-        duration. No prompt or answer text (server.request_log says why)."""
+        duration. No prompt or answer text (server.http.request_log says why)."""
         table = QTableWidget(0, len(REQUEST_COLUMNS))
         table.setObjectName("requestLog")
         table.setHorizontalHeaderLabels(list(REQUEST_COLUMNS))

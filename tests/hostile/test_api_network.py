@@ -41,7 +41,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.server.hosts import host_name
+from qwen_mtp_desktop.server.http.hosts import host_name
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 
@@ -50,7 +50,7 @@ NOFILE = 256
 SLOW_EXAMPLES = 4
 MEMORY_EXAMPLES = 5
 HOST_EXAMPLES = 60
-#: The server's header timeout (server.connections.ConnectionLimits) and some slack.
+#: The server's header timeout (server.http.connections.ConnectionLimits) and some slack.
 HEADER_TIMEOUT_S = 10.0
 
 pytestmark = pytest.mark.slow

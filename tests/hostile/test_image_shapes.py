@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.server.app import parse_request
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.images import MAX_ASPECT_RATIO, MAX_IMAGE_PIXELS
-from qwen_mtp_desktop.server.planning import plan_messages
+from qwen_mtp_desktop.server.generation.images import MAX_ASPECT_RATIO, MAX_IMAGE_PIXELS
+from qwen_mtp_desktop.server.generation.planning import plan_messages
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 _SUFFIXES = {"PNG": "png", "JPEG": "jpeg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp"}
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.engine import LoadOptions
 from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server import ServerConfig, ServerHandle, TurnDefaults, start_server_thread
-from qwen_mtp_desktop.server.connections import ConnectionLimits
+from qwen_mtp_desktop.server.http.connections import ConnectionLimits
 
 pytestmark = pytest.mark.slow
 

@@ -342,7 +342,7 @@ def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path
     from qwen_mtp_desktop.core.decoding.method import DecodingMethod
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
     from qwen_mtp_desktop.server.app import parse_request
-    from qwen_mtp_desktop.server.tools import plan_tools
+    from qwen_mtp_desktop.server.generation.tools import plan_tools
 
     engine = Engine()
     engine.load(tool_model, LoadOptions(exact_numerics=True))

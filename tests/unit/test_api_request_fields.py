@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.server.app import parse_request
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.planning import check_format_fits, plan_settings
-from qwen_mtp_desktop.server.request_budget import retained_bytes
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.generation.planning import check_format_fits, plan_settings
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.request_budget import retained_bytes
 
 GOOD: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 SAMPLING_FIELDS = (

@@ -17,12 +17,12 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
 from qwen_mtp_desktop.server.app import parse_request
-from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import curl_example
-from qwen_mtp_desktop.server.hosts import host_name
-from qwen_mtp_desktop.server.images import decode_data_url
-from qwen_mtp_desktop.server.planning import plan_messages, plan_settings
-from qwen_mtp_desktop.server.turns import TurnDefaults, mtp_stats
+from qwen_mtp_desktop.server.generation.images import decode_data_url
+from qwen_mtp_desktop.server.generation.planning import plan_messages, plan_settings
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults, mtp_stats
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.hosts import host_name
 
 GOOD: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -375,7 +375,7 @@ def test_urls_of_a_wildcard_bind() -> None:
 def test_mtp_object_of_a_prompt_lookup_turn() -> None:
     """Auto may run prompt lookup: the response says so and counts its drafts."""
     from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
-    from qwen_mtp_desktop.server.turns import mtp_stats
+    from qwen_mtp_desktop.server.generation.turns import mtp_stats
 
     stats = build_stats(
         method=DecodingMethod.lookup(4), device="CPU", prompt_tokens=9,

@@ -23,19 +23,23 @@ from qwen_mtp_desktop.core.decoding.logprobs import (
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.sampling import PenaltyHistory, penalised_logits
 from qwen_mtp_desktop.core.decoding.stats import StepDrafts, build_stats
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.fields import HARMLESS, REFUSED
-from qwen_mtp_desktop.server.logprobs import chat_content, completion_logprobs, token_text
-from qwen_mtp_desktop.server.parsing import parse_body
-from qwen_mtp_desktop.server.planning import (
+from qwen_mtp_desktop.server.generation.logprobs import (
+    chat_content,
+    completion_logprobs,
+    token_text,
+)
+from qwen_mtp_desktop.server.generation.parsing import parse_body
+from qwen_mtp_desktop.server.generation.planning import (
     DEFAULT_TOP_K,
     DEFAULT_TOP_P,
     plan_settings,
     sampling_for,
 )
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest, CompletionRequest
-from qwen_mtp_desktop.server.speculative import llama_timings, vllm_metrics
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest, CompletionRequest
+from qwen_mtp_desktop.server.generation.speculative import llama_timings, vllm_metrics
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.fields import HARMLESS, REFUSED
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 json_values = st.recursive(

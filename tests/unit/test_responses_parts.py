@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.images import LOW_DETAIL_PIXELS, low_detail
-from qwen_mtp_desktop.server.responses_input import Translation, translate
-from qwen_mtp_desktop.server.responses_schema import ResponsesRequest
-from qwen_mtp_desktop.server.responses_store import ResponseStore
+from qwen_mtp_desktop.server.generation.images import LOW_DETAIL_PIXELS, low_detail
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.responses.input import Translation, translate
+from qwen_mtp_desktop.server.responses.schema import ResponsesRequest
+from qwen_mtp_desktop.server.responses.store import ResponseStore
 
 
 @given(st.lists(st.integers(min_value=0, max_value=3000), max_size=40))

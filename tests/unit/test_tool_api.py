@@ -1,6 +1,7 @@
-"""Tool calling in the API, without a model: requests checked (server.tools), the forced-call
-grammar (core.tools.grammar) against the parser, and answers read whole or streamed
-(server.tool_output). The grammar runs in llguidance over the demo model's real vocabulary."""
+"""Tool calling in the API, without a model: requests checked (server.generation.tools), the
+forced-call grammar (core.tools.grammar) against the parser, and answers read whole or streamed
+(server.generation.tool_output). The grammar runs in llguidance over the demo model's real
+vocabulary."""
 
 from __future__ import annotations
 
@@ -20,11 +21,15 @@ from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.core.tools.calls import Calls, parse, render_calls
 from qwen_mtp_desktop.core.tools.grammar import tool_call_grammar
 from qwen_mtp_desktop.server.app import parse_request
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.planning import plan_messages, plan_settings
-from qwen_mtp_desktop.server.tool_output import MALFORMED, ToolStream, read_for_completion
-from qwen_mtp_desktop.server.tools import plan_tools
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.generation.planning import plan_messages, plan_settings
+from qwen_mtp_desktop.server.generation.tool_output import (
+    MALFORMED,
+    ToolStream,
+    read_for_completion,
+)
+from qwen_mtp_desktop.server.generation.tools import plan_tools
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.errors import ApiError
 from tests.unit.test_tool_calls import content_text, tools_and_calls
 
 USER = {"role": "user", "content": "What is the weather in Paris?"}

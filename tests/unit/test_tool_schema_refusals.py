@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest
-from qwen_mtp_desktop.server.tools import plan_tools
+from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.generation.tools import plan_tools
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 
 def _request(parameters: dict[str, Any], choice: object = "required") -> ChatCompletionRequest:

@@ -130,7 +130,7 @@ class Unloaded:
 
 
 # One `Generate` request's answer: AnswerStarted, AnswerChunks..., then AnswerFinished or
-# AnswerFailed (the API server's own job events, server.turns, are another thing).
+# AnswerFailed (the API server's own job events, server.generation.turns, are another thing).
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ class ApiState:
 @dataclass(frozen=True)
 class ApiRequest:
     """One request the local API server answered: what the app's "Recent requests" list
-    shows. No prompt, answer, key or client address (see server.request_log)."""
+    shows. No prompt, answer, key or client address (see server.http.request_log)."""
 
     #: time.time() when it arrived.
     at: float

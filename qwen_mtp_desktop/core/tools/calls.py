@@ -1,7 +1,7 @@
 """Tool calls in Qwen3.5's format, read from a model's answer as OpenAI's `tool_calls`.
 
-Shared by the API server (server.tools, server.tool_output) and the chat window's MCP tools
-(core.chat.tools), so both read a model's calls the same way.
+Shared by the API server (server.generation.tools, server.generation.tool_output) and the chat
+window's MCP tools (core.chat.tools), so both read a model's calls the same way.
 
 Qwen3.5's chat template (Qwen3.5-0.8B's chat_template.jinja, as llama.cpp-style runtimes and
 vLLM's `qwen3_xml` parser read it) asks the model to answer a call as

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: Accepted and without effect here: labels, storage and routing hints of OpenAI's service.
 HARMLESS = frozenset(
@@ -44,7 +44,7 @@ REFUSED: dict[str, str] = {
     "separate requests instead",
     "suffix": "suffix (text after the insertion) is not supported: completions continue the "
     "prompt only",
-    # The Responses API's (server.responses_schema):
+    # The Responses API's (server.responses.schema):
     "background": "background responses are not supported: the answer comes in the request "
     "(or its stream)",
     "conversation": "conversations are not stored here; chain with previous_response_id, or "

@@ -14,12 +14,12 @@ import json
 
 from qwen_mtp_desktop.core.decoding.grammar import ConstraintError, grammar_text
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint, MethodError
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.schema import (
+from qwen_mtp_desktop.server.generation.schema import (
     JsonObjectFormat,
     JsonSchemaFormat,
     ResponseFormat,
 )
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 PARAM = "response_format"
 #: Longest grammar-engine message passed on (llguidance's are short; a schema may be quoted).

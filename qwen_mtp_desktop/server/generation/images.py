@@ -16,7 +16,7 @@ import re
 import warnings
 from pathlib import Path
 
-from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: Decoded bytes per image; the request body limit bounds the total.
 MAX_IMAGE_BYTES = 20 * 1024 * 1024

@@ -1,7 +1,7 @@
 """`POST /v1/chat/completions`: the request planned (`plan_chat`: the model, its context, the
 tools, the settings, the messages with their images, the memory it holds while it waits), then
-run and answered by server.answer, whole or streamed (server.chat_output). /v1/responses plans
-its translated request here too (server.responses_routes)."""
+run and answered by server.generation.answer, whole or streamed (server.chat.output). /v1/responses
+plans its translated request here too (server.responses.route)."""
 
 from __future__ import annotations
 
@@ -12,23 +12,23 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.server.answer import Planned, answer, in_thread, read_body
-from qwen_mtp_desktop.server.chat_output import ChatAnswer
-from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.chat.output import ChatAnswer
 from qwen_mtp_desktop.server.examples import demo_single_turn
-from qwen_mtp_desktop.server.parsing import parse_request
-from qwen_mtp_desktop.server.planning import (
+from qwen_mtp_desktop.server.generation.answer import Planned, answer, in_thread, read_body
+from qwen_mtp_desktop.server.generation.parsing import parse_request
+from qwen_mtp_desktop.server.generation.planning import (
     check_budget_fits,
     check_format_fits,
     has_images,
     plan_messages,
     plan_settings,
 )
-from qwen_mtp_desktop.server.request_budget import Reservation, check_text_fits, retained_bytes
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest
-from qwen_mtp_desktop.server.state import ServerState
-from qwen_mtp_desktop.server.tools import plan_tools
-from qwen_mtp_desktop.server.turns import image_folder
+from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.generation.state import ServerState
+from qwen_mtp_desktop.server.generation.tools import plan_tools
+from qwen_mtp_desktop.server.generation.turns import image_folder
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.request_budget import Reservation, check_text_fits, retained_bytes
 
 #: The file whose presence makes an export vision-capable (as the chat panel checks).
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"

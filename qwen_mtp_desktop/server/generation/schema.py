@@ -1,7 +1,7 @@
 """The request bodies the API accepts, as pydantic models (OpenAI's chat-completions and
 completions shapes).
 
-Every top-level field is honoured or refused: server.fields refuses unknown ones and the
+Every top-level field is honoured or refused: server.http.fields refuses unknown ones and the
 OpenAI fields this server cannot honour with a 400 naming them, and accepts by name the few
 that change nothing here (`user`, `metadata`, `store`, ...); planning refuses values it cannot
 honour (n > 1, a logit_bias that is not {"token id": -100 to 100}), so a client never gets an
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
-from qwen_mtp_desktop.server.logprobs import chat_logprob_count, completion_logprob_count
+from qwen_mtp_desktop.server.generation.logprobs import chat_logprob_count, completion_logprob_count
 
 #: Stop strings per request and characters per stop string (OpenAI allows 4; more is cheap).
 MAX_STOP_STRINGS = 16
@@ -69,7 +69,7 @@ class TextPart(Closed):
 class ImageUrl(Closed):
     url: Text
     #: "low" reads the image at most 512 pixels on its longer side (OpenAI's low detail);
-    #: "auto" and "high" at the model's own resolution (server.images).
+    #: "auto" and "high" at the model's own resolution (server.generation.images).
     detail: Literal["auto", "low", "high"] | None = None
 
 
@@ -92,7 +92,7 @@ MAX_CALL_ID_CHARS = 256
 
 class CalledFunction(Closed):
     name: Annotated[Text, Field(pattern=FUNCTION_NAME)]
-    #: A JSON object's text, as OpenAI sends it (checked in server.tools).
+    #: A JSON object's text, as OpenAI sends it (checked in server.generation.tools).
     arguments: Text
 
 
@@ -105,8 +105,9 @@ class MessageToolCall(Closed):
 
 
 class ChatMessage(Closed):
-    """A message; every key is honoured or refused (server.planning.check_message_fields):
-    `refusal` is the assistant's words, `name` only on a tool message (its function), and
+    """A message; every key is honoured or refused
+    (server.generation.planning.check_message_fields): `refusal` is the assistant's words, `name`
+    only on a tool message (its function), and
     `audio` / `function_call` are refused; `reasoning_content` is accepted and not rendered
     (README: the engine's messages carry no earlier reasoning, as Qwen3.5's template drops
     it before the latest user message)."""
@@ -127,7 +128,8 @@ class ChatMessage(Closed):
 class FunctionSpec(Closed):
     name: Annotated[Text, Field(pattern=FUNCTION_NAME)]
     description: Text | None = None
-    #: A JSON schema of an object (server.tools checks it and compiles it for tool_choice).
+    #: A JSON schema of an object (server.generation.tools checks it and compiles it for
+    #: tool_choice).
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
@@ -152,7 +154,7 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 class StreamOptions(Closed):
     include_usage: bool = False
     #: OpenAI's padding of stream events against length side channels: not sent here, so
-    #: only false (or absent) is accepted (server.planning).
+    #: only false (or absent) is accepted (server.generation.planning).
     include_obfuscation: bool | None = None
 
 

@@ -7,8 +7,8 @@ legacy integer `logprobs` (alternatives per token, 0 to 20), `echo` (the prompt 
 before the answer; not with logprobs, which this server computes for answer tokens only),
 stream and stream_options, and the chat's extensions (top_k, repetition_penalty, ignore_eos,
 num_assistant_tokens, logit_bias). Refused with a 400 naming them: n or best_of > 1, suffix
-(server.fields, server.planning). The response carries `usage`, `mtp`, `metrics` and `timings`
-as chat completions do.
+(server.http.fields, server.generation.planning). The response carries `usage`, `mtp`, `metrics` and
+`timings` as chat completions do.
 """
 
 from __future__ import annotations
@@ -22,13 +22,19 @@ from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.engine import Message, StepChunk
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.logprobs import completion_logprobs
-from qwen_mtp_desktop.server.request_budget import check_text_fits
-from qwen_mtp_desktop.server.schema import CompletionRequest
-from qwen_mtp_desktop.server.speculative import speculative_fields
-from qwen_mtp_desktop.server.sse import openai_stream, sse
-from qwen_mtp_desktop.server.turns import FINISH_REASONS, Event, Finished, mtp_stats, usage
+from qwen_mtp_desktop.server.generation.logprobs import completion_logprobs
+from qwen_mtp_desktop.server.generation.schema import CompletionRequest
+from qwen_mtp_desktop.server.generation.speculative import speculative_fields
+from qwen_mtp_desktop.server.generation.sse import openai_stream, sse
+from qwen_mtp_desktop.server.generation.turns import (
+    FINISH_REASONS,
+    Event,
+    Finished,
+    mtp_stats,
+    usage,
+)
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.request_budget import check_text_fits
 
 OBJECT = "text_completion"
 
@@ -110,7 +116,7 @@ def completion_stream(
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
     """The streamed response: one event per batch of steps ready, then the finish (the frame
-    is server.sse's)."""
+    is server.generation.sse's)."""
     created = int(time.time())
     offset = 0
 
@@ -158,7 +164,7 @@ def completion_stream(
 
 @dataclass(frozen=True)
 class CompletionAnswer:
-    """How a text completion is answered (server.answer.AnswerShape)."""
+    """How a text completion is answered (server.generation.answer.AnswerShape)."""
 
     #: The prompt, sent back before the answer (`echo`), or None.
     echo: str | None

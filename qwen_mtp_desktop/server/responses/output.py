@@ -2,16 +2,16 @@
 
 Output items, in order: a `reasoning` item (thinking on: its text as `reasoning_text`
 content), a `message` with one `output_text` part (left out when the answer is only tool
-calls), then one `function_call` item per call (server.tool_output reads them). `status` is
-`completed`, or `incomplete` with `incomplete_details.reason: "max_output_tokens"`. `usage`
+calls), then one `function_call` item per call (server.generation.tool_output reads them). `status`
+is `completed`, or `incomplete` with `incomplete_details.reason: "max_output_tokens"`. `usage`
 in the Responses shape; `mtp`, `metrics` and `timings` beside it, as on chat completions.
 
 Streamed, as OpenAI sends it: `response.created`, `response.in_progress`, per item
 `response.output_item.added` ... `response.output_item.done` (text: `content_part.added`,
 `output_text.delta`s, `output_text.done`, `content_part.done`; reasoning the same with
 `reasoning_text`; a call: its item added as soon as its name is read, then
-`function_call_arguments.delta`s as the model writes the arguments (server.tool_output: they
-join into the non-streamed arguments), `.done`), then
+`function_call_arguments.delta`s as the model writes the arguments (server.generation.tool_output:
+they join into the non-streamed arguments), `.done`), then
 `response.completed` (or `response.incomplete`), every event with its `sequence_number`; a
 failure is an `error` event then `response.failed`. No `[DONE]`: the Responses API has none.
 """
@@ -29,15 +29,17 @@ from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import GenerationSettings
 from qwen_mtp_desktop.core.tools.calls import CallOpened, CallPiece, ToolCall
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.logprobs import chat_content
-from qwen_mtp_desktop.server.responses_schema import ResponsesRequest
-from qwen_mtp_desktop.server.responses_store import ResponseStore
-from qwen_mtp_desktop.server.speculative import speculative_fields
-from qwen_mtp_desktop.server.sse import sse, stopping
-from qwen_mtp_desktop.server.tool_output import ReadAnswer, ToolStream, error_fields, read_answer
-from qwen_mtp_desktop.server.tools import ToolPlan
-from qwen_mtp_desktop.server.turns import (
+from qwen_mtp_desktop.server.generation.logprobs import chat_content
+from qwen_mtp_desktop.server.generation.speculative import speculative_fields
+from qwen_mtp_desktop.server.generation.sse import sse, stopping
+from qwen_mtp_desktop.server.generation.tool_output import (
+    ReadAnswer,
+    ToolStream,
+    error_fields,
+    read_answer,
+)
+from qwen_mtp_desktop.server.generation.tools import ToolPlan
+from qwen_mtp_desktop.server.generation.turns import (
     Chunks,
     Event,
     Failed,
@@ -45,6 +47,9 @@ from qwen_mtp_desktop.server.turns import (
     mtp_stats,
     stream_events,
 )
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.responses.schema import ResponsesRequest
+from qwen_mtp_desktop.server.responses.store import ResponseStore
 
 
 def item_id(prefix: str) -> str:

@@ -15,24 +15,24 @@ from typing import Any
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.text import TOKENIZER_JSON
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.images import decode_data_url, low_detail, write_image
-from qwen_mtp_desktop.server.schema import (
+from qwen_mtp_desktop.server.generation.images import decode_data_url, low_detail, write_image
+from qwen_mtp_desktop.server.generation.schema import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
     ImagePart,
     TextPart,
 )
-from qwen_mtp_desktop.server.structured import PARAM as FORMAT_PARAM
-from qwen_mtp_desktop.server.structured import constraint_for
-from qwen_mtp_desktop.server.tools import (
+from qwen_mtp_desktop.server.generation.structured import PARAM as FORMAT_PARAM
+from qwen_mtp_desktop.server.generation.structured import constraint_for
+from qwen_mtp_desktop.server.generation.tools import (
     ToolPlan,
     call_records,
     check_tools_fit,
     tool_messages_problem,
 )
-from qwen_mtp_desktop.server.turns import TurnDefaults
+from qwen_mtp_desktop.server.generation.turns import TurnDefaults
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: What a sampling request without top_p / top_k gets (README, "Local API server").
 DEFAULT_TOP_P = 0.9

@@ -2,7 +2,7 @@
 
 `openai_stream` runs the frame that `/v1/chat/completions` and `/v1/completions` streams share
 (an opening, each batch of steps, the finish; a stopping server or a failure as an error event);
-each endpoint says only how its chunks look (server.chat_output, server.completions).
+each endpoint says only how its chunks look (server.chat.output, server.completions.output).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from qwen_mtp_desktop.core.engine import StepChunk
-from qwen_mtp_desktop.server.errors import SERVER_ERROR, ApiError
-from qwen_mtp_desktop.server.turns import Chunks, Event, Failed, Finished, stream_events
+from qwen_mtp_desktop.server.generation.turns import Chunks, Event, Failed, Finished, stream_events
+from qwen_mtp_desktop.server.http.errors import SERVER_ERROR, ApiError
 
 DONE = b"data: [DONE]\n\n"
 

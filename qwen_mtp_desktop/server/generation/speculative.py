@@ -1,5 +1,5 @@
 """A response's speculative-decoding statistics in the two shapes other servers' clients read,
-from the same counters as the `mtp` object (server.turns.mtp_stats):
+from the same counters as the `mtp` object (server.generation.turns.mtp_stats):
 
 - vLLM's per-request `metrics.speculative_decoding` (vLLM PR 48915, `--per-request-spec-decode-
   metrics summary`): `mean_acceptance_length` (1 + accepted drafts per drafting step),

@@ -1,9 +1,10 @@
 """`POST /v1/responses`: a request in the Responses API's words, translated into a chat request
-(server.responses_input), planned as one (server.chat_route.plan_chat), run by server.answer and
-answered as a Response (server.responses_output); its errors in the Responses API's words.
+(server.responses.input), planned as one (server.chat.route.plan_chat), run by
+server.generation.answer and answered as a Response (server.responses.output); its errors in the
+Responses API's words.
 
 `GET /v1/responses/{id}` and `DELETE /v1/responses/{id}`: a stored response
-(server.responses_store) as it was answered, and forgetting it, as OpenAI's retrieve and
+(server.responses.store) as it was answered, and forgetting it, as OpenAI's retrieve and
 delete do. An id the store does not hold (never stored, `store: false`, let go as the store
 filled, or the server restarted) is a 404 `not_found_error`."""
 
@@ -16,17 +17,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from qwen_mtp_desktop.server.answer import Planned, answer, read_body
-from qwen_mtp_desktop.server.chat_output import ChatAnswer
-from qwen_mtp_desktop.server.chat_route import plan_chat
-from qwen_mtp_desktop.server.errors import NOT_FOUND, ApiError
-from qwen_mtp_desktop.server.parsing import parse_body
-from qwen_mtp_desktop.server.request_budget import Reservation
-from qwen_mtp_desktop.server.responses_input import Translation, translate
-from qwen_mtp_desktop.server.responses_output import ResponsesPlan
-from qwen_mtp_desktop.server.responses_schema import ResponsesRequest
-from qwen_mtp_desktop.server.responses_store import ResponseStore
-from qwen_mtp_desktop.server.state import ServerState
+from qwen_mtp_desktop.server.chat.output import ChatAnswer
+from qwen_mtp_desktop.server.chat.route import plan_chat
+from qwen_mtp_desktop.server.generation.answer import Planned, answer, read_body
+from qwen_mtp_desktop.server.generation.parsing import parse_body
+from qwen_mtp_desktop.server.generation.state import ServerState
+from qwen_mtp_desktop.server.http.errors import NOT_FOUND, ApiError
+from qwen_mtp_desktop.server.http.request_budget import Reservation
+from qwen_mtp_desktop.server.responses.input import Translation, translate
+from qwen_mtp_desktop.server.responses.output import ResponsesPlan
+from qwen_mtp_desktop.server.responses.schema import ResponsesRequest
+from qwen_mtp_desktop.server.responses.store import ResponseStore
 
 
 def add_responses_routes(app: FastAPI, state: ServerState) -> None:
@@ -51,7 +52,7 @@ async def plan_responses(
     reservation: Reservation,
     into: Translation,
 ) -> Planned:
-    """A /v1/responses request as a chat request (server.responses_input)."""
+    """A /v1/responses request as a chat request (server.responses.input)."""
     body = parse_body(await read_body(request, state.max_body_bytes, reservation), ResponsesRequest)
     state.served(body.model)
     translate(body, stored, into)

@@ -1,7 +1,7 @@
 """The answer of `/v1/chat/completions` in OpenAI's shape, whole (`chat_body`) or streamed as
 Server-Sent Events (`chat_stream`): text, reasoning and tool calls as they are decoded
-(server.tool_output), then the finish, `usage`, `mtp`, `metrics`, `timings`. `ChatAnswer` is
-the endpoint's answer shape (server.answer.AnswerShape)."""
+(server.generation.tool_output), then the finish, `usage`, `mtp`, `metrics`, `timings`. `ChatAnswer`
+is the endpoint's answer shape (server.generation.answer.AnswerShape)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,18 @@ from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.engine import StepChunk
-from qwen_mtp_desktop.server.logprobs import chat_logprobs
-from qwen_mtp_desktop.server.speculative import speculative_fields
-from qwen_mtp_desktop.server.sse import openai_stream, sse
-from qwen_mtp_desktop.server.tool_output import ToolStream, read_for_completion
-from qwen_mtp_desktop.server.tools import ToolPlan
-from qwen_mtp_desktop.server.turns import FINISH_REASONS, Event, Finished, mtp_stats, usage
+from qwen_mtp_desktop.server.generation.logprobs import chat_logprobs
+from qwen_mtp_desktop.server.generation.speculative import speculative_fields
+from qwen_mtp_desktop.server.generation.sse import openai_stream, sse
+from qwen_mtp_desktop.server.generation.tool_output import ToolStream, read_for_completion
+from qwen_mtp_desktop.server.generation.tools import ToolPlan
+from qwen_mtp_desktop.server.generation.turns import (
+    FINISH_REASONS,
+    Event,
+    Finished,
+    mtp_stats,
+    usage,
+)
 
 
 def chat_body(
@@ -35,7 +41,7 @@ def chat_body(
     message: dict[str, Any] = {"role": "assistant", "content": final.answer, "refusal": None}
     finish = FINISH_REASONS[stats.finish_reason]
     extra: dict[str, Any] = {}
-    if tools is not None:  # the answer read for tool calls (server.tool_output)
+    if tools is not None:  # the answer read for tool calls (server.generation.tool_output)
         fields, finish, extra = read_for_completion(final.answer, tools, finish)
         message |= fields
     if final.reasoning:
@@ -72,7 +78,7 @@ def chat_stream(
     include_usage: bool,
     notice: str | None,
 ) -> AsyncIterator[bytes]:
-    """The streamed chat completion (README, "Streaming"; the frame is server.sse's)."""
+    """The streamed chat completion (README, "Streaming"; the frame is server.generation.sse's)."""
     created_at = int(time.time())
     calls = ToolStream(tools) if tools is not None else None
 
@@ -120,7 +126,8 @@ def chat_stream(
         mtp = mtp_stats(stats, final.record, queue_wait_s=queue_wait_s)
         reason = FINISH_REASONS[stats.finish_reason]
         extra: dict[str, Any] = {}
-        if calls is not None:  # held-back text, the calls' last pieces (server.tool_output)
+        # Held-back text, the calls' last pieces (server.generation.tool_output).
+        if calls is not None:
             deltas, reason, extra = calls.finish(reason)
             for delta in deltas:
                 yield sse(chunk(delta))
@@ -145,7 +152,7 @@ def chat_stream(
 class ChatAnswer:
     """How a chat completion is answered: what its body and stream need besides the events."""
 
-    #: The request's tools, when the answer is read for tool calls (server.tools).
+    #: The request's tools, when the answer is read for tool calls (server.generation.tools).
     tools: ToolPlan | None
     #: Whether the answer reports its tokens' log-probabilities.
     logprobs: bool

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.server.errors import RATE_LIMIT, RETRY_AFTER_S, ApiError
+from qwen_mtp_desktop.server.http.errors import RATE_LIMIT, RETRY_AFTER_S, ApiError
 
 #: Bodies arriving and requests waiting together (a 32 MiB body is the largest single one).
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024

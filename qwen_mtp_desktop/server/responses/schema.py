@@ -1,8 +1,8 @@
 """The request body of `POST /v1/responses` (OpenAI's Responses API), as pydantic models.
 
 Every key is honoured or refused: the models are closed (an unknown key in an item, a tool or
-`text` is a 400 naming it), server.fields refuses top-level fields this server cannot honour,
-and server.responses_input turns the rest into a chat request. Item ids and statuses a client
+`text` is a 400 naming it), server.http.fields refuses top-level fields this server cannot honour,
+and server.responses.input turns the rest into a chat request. Item ids and statuses a client
 sends back (`input=previous.output`) are accepted: they label items, they change no answer.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
-from qwen_mtp_desktop.server.schema import (
+from qwen_mtp_desktop.server.generation.schema import (
     FUNCTION_NAME,
     MAX_CALL_ID_CHARS,
     MAX_MESSAGES,
@@ -206,6 +206,6 @@ class ResponsesRequest(GenerationRequest):
 
     @classmethod
     def field_names(cls) -> set[str]:
-        """The body's keys this model reads, for server.fields: the Responses API has its
+        """The body's keys this model reads, for server.http.fields: the Responses API has its
         own name for max_tokens (max_output_tokens) and no n."""
         return set(cls.model_fields) - {"max_tokens", "n"}

@@ -1,5 +1,5 @@
 """What every request passes before any route runs: the Host check while bound to loopback
-(server.hosts), the API key (constant-time compare) and the Content-Length limit."""
+(server.http.hosts), the API key (constant-time compare) and the Content-Length limit."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from qwen_mtp_desktop.server.errors import AUTHENTICATION, ApiError
-from qwen_mtp_desktop.server.hosts import host_name
+from qwen_mtp_desktop.server.http.errors import AUTHENTICATION, ApiError
+from qwen_mtp_desktop.server.http.hosts import host_name
 
 
 class Guard:

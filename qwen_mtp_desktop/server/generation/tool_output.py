@@ -38,7 +38,7 @@ from qwen_mtp_desktop.core.tools.calls import (
     new_call_id,
     parse,
 )
-from qwen_mtp_desktop.server.tools import ToolPlan
+from qwen_mtp_desktop.server.generation.tools import ToolPlan
 
 _log = logging.getLogger(__name__)
 

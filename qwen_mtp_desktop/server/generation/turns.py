@@ -7,7 +7,7 @@ from any thread. `TurnJob.cancel()` (the client went away, the server stops) tak
 once: a waiting job leaves the queue, a running generation stops at its next step.
 
 Also here, as a plain function: the speculative-decoding statistics a response carries
-(`mtp_stats`); what the engine is asked is server.planning.
+(`mtp_stats`); what the engine is asked is server.generation.planning.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from qwen_mtp_desktop.core.hosting.service import (
     WaitCancelledError,
     coalesced,
 )
-from qwen_mtp_desktop.server.errors import ApiError, from_engine_error
+from qwen_mtp_desktop.server.http.errors import ApiError, from_engine_error
 
 log = logging.getLogger(__name__)
 

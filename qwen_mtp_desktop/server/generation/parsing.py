@@ -1,6 +1,6 @@
 """A request body read as JSON and validated into a request model, or a 400 that says what is
 wrong: not UTF-8, too many values, nested too deeply, NaN, not an object, a field this server
-would not honour (server.fields), a value of the wrong type or out of range (pydantic)."""
+would not honour (server.http.fields), a value of the wrong type or out of range (pydantic)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from qwen_mtp_desktop.core.files.safe_files import json_value_count
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.fields import check_fields
-from qwen_mtp_desktop.server.request_budget import MAX_JSON_VALUES
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.fields import check_fields
+from qwen_mtp_desktop.server.http.request_budget import MAX_JSON_VALUES
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -21,8 +21,12 @@ from typing import Any, Literal
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint
 from qwen_mtp_desktop.core.engine import ToolCallRecord
 from qwen_mtp_desktop.core.tools.grammar import ToolGrammarError, json_parameters, tool_call_grammar
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest, ChatMessage, NamedToolChoice
+from qwen_mtp_desktop.server.generation.schema import (
+    ChatCompletionRequest,
+    ChatMessage,
+    NamedToolChoice,
+)
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: The tools as rendered in the prompt: far below this in practice (each one is a few hundred
 #: characters of JSON).

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import MAX_TOP_LOGPROBS, Candidate, TokenLogprob
-from qwen_mtp_desktop.server.errors import ApiError
+from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: A log-probability JSON can carry: -inf (a token the model gives no chance) becomes this,
 #: OpenAI's own floor.

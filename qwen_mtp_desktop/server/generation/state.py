@@ -19,10 +19,10 @@ from qwen_mtp_desktop.core.decoding.method import Sampling
 from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.core.prompt.context_limit import context_length
-from qwen_mtp_desktop.server.errors import NOT_FOUND, SERVER_ERROR, ApiError
 from qwen_mtp_desktop.server.examples import model_id_for
-from qwen_mtp_desktop.server.request_budget import MemoryBudget
-from qwen_mtp_desktop.server.turns import AutoState, TurnDefaults, TurnJob
+from qwen_mtp_desktop.server.generation.turns import AutoState, TurnDefaults, TurnJob
+from qwen_mtp_desktop.server.http.errors import NOT_FOUND, SERVER_ERROR, ApiError
+from qwen_mtp_desktop.server.http.request_budget import MemoryBudget
 
 
 @dataclass

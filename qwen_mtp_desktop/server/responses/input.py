@@ -1,9 +1,9 @@
 """A `/v1/responses` request as the chat request the rest of the server already honours
-(server.planning, server.tools, server.structured), and the chat's error names back in the
-Responses API's words.
+(server.generation.planning, server.generation.tools, server.generation.structured), and the chat's
+error names back in the Responses API's words.
 
 - `instructions` -> a system message first (not carried to the next turn, as OpenAI chains);
-- `previous_response_id` -> the stored conversation before this input (server.responses_store);
+- `previous_response_id` -> the stored conversation before this input (server.responses.store);
 - `input`: a string -> a user message; items: messages (`input_text`, `input_image`, and an
   earlier answer's `output_text` / `refusal`), `function_call` -> an assistant message's
   `tool_calls` (calls in a row, and the text just before them, are one assistant turn),
@@ -22,9 +22,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from qwen_mtp_desktop.server.errors import ApiError
-from qwen_mtp_desktop.server.parsing import validation_message
-from qwen_mtp_desktop.server.responses_schema import (
+from qwen_mtp_desktop.server.generation.parsing import validation_message
+from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.responses.schema import (
     LOGPROBS_INCLUDE,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -38,8 +39,7 @@ from qwen_mtp_desktop.server.responses_schema import (
     ResponsesRequest,
     TextFormatJsonSchema,
 )
-from qwen_mtp_desktop.server.responses_store import ResponseStore
-from qwen_mtp_desktop.server.schema import ChatCompletionRequest
+from qwen_mtp_desktop.server.responses.store import ResponseStore
 
 #: Request fields passed to the chat request as they are (the shared decoding fields).
 _SHARED = (

@@ -1,5 +1,6 @@
 """`POST /v1/completions`: the request reduced to its prompt text and settings (no chat
-template), then run and answered by server.answer (shapes in server.completions)."""
+template), then run and answered by server.generation.answer (shapes in
+server.completions.output)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.server.answer import Planned, answer, read_body
-from qwen_mtp_desktop.server.completions import CompletionAnswer, check_completion
-from qwen_mtp_desktop.server.parsing import parse_body
-from qwen_mtp_desktop.server.planning import check_budget_fits, plan_settings
-from qwen_mtp_desktop.server.request_budget import Reservation, retained_bytes
-from qwen_mtp_desktop.server.schema import CompletionRequest
-from qwen_mtp_desktop.server.state import ServerState
+from qwen_mtp_desktop.server.completions.output import CompletionAnswer, check_completion
+from qwen_mtp_desktop.server.generation.answer import Planned, answer, read_body
+from qwen_mtp_desktop.server.generation.parsing import parse_body
+from qwen_mtp_desktop.server.generation.planning import check_budget_fits, plan_settings
+from qwen_mtp_desktop.server.generation.schema import CompletionRequest
+from qwen_mtp_desktop.server.generation.state import ServerState
+from qwen_mtp_desktop.server.http.request_budget import Reservation, retained_bytes
 
 
 def add_completion_routes(app: FastAPI, state: ServerState) -> None:

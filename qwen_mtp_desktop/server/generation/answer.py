@@ -1,5 +1,5 @@
 """One POST request's way from body to answer, shared by the generating routes
-(server.chat_route, completions_route, responses_routes): the JSON check, the body read against
+(server.chat.route, completions_route, responses_routes): the JSON check, the body read against
 its size limit and the memory budget, the route's planner (the request reduced to `Planned`,
 what the engine needs, with its endpoint's `AnswerShape`), then the turn run on its own thread
 (`turns.TurnJob`) and answered whole or streamed in that shape. A client that disconnects cancels
@@ -21,14 +21,10 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from qwen_mtp_desktop.core.engine import GenerationSettings, Message
-from qwen_mtp_desktop.server.errors import ApiError
 from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER
-from qwen_mtp_desktop.server.guard import too_large
-from qwen_mtp_desktop.server.request_budget import Reservation
-from qwen_mtp_desktop.server.request_log import set_tokens
-from qwen_mtp_desktop.server.sse import stopping
-from qwen_mtp_desktop.server.state import ServerState
-from qwen_mtp_desktop.server.turns import (
+from qwen_mtp_desktop.server.generation.sse import stopping
+from qwen_mtp_desktop.server.generation.state import ServerState
+from qwen_mtp_desktop.server.generation.turns import (
     Event,
     Failed,
     Finished,
@@ -36,6 +32,10 @@ from qwen_mtp_desktop.server.turns import (
     Started,
     TurnJob,
 )
+from qwen_mtp_desktop.server.http.errors import ApiError
+from qwen_mtp_desktop.server.http.guard import too_large
+from qwen_mtp_desktop.server.http.request_budget import Reservation
+from qwen_mtp_desktop.server.http.request_log import set_tokens
 
 T = TypeVar("T")
 
