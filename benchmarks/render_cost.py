@@ -42,7 +42,7 @@ import psutil
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
 CHUNK = 64
 LAYOUT_EVERY = 32

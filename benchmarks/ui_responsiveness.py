@@ -222,7 +222,7 @@ def measure_window(
     args: argparse.Namespace, app: Any, window: Any, data_dir: Path
 ) -> dict[str, Any]:
     from qwen_mtp_desktop.core.chat.turns import Turn
-    from qwen_mtp_desktop.ui.chat.turn import Stream
+    from qwen_mtp_desktop.ui.chat.turns.controller import Stream
 
     results: dict[str, Any] = {}
     chat = window.chat

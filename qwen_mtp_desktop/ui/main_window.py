@@ -34,7 +34,7 @@ from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.settings.store import UI_WINDOW_GEOMETRY, SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import load_option
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, servers_from_settings
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.chat.theme import restyle_chat
 from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog

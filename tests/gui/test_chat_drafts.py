@@ -15,10 +15,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QTextDocument
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
-from qwen_mtp_desktop.ui.chat.markdown_view import markdown_document
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
-from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+from qwen_mtp_desktop.ui.chat.transcript.draft_marks import DraftMarks
+from qwen_mtp_desktop.ui.chat.transcript.markdown_view import markdown_document
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 from tests.gui.test_chat_panel import _open_window, _send
 
 pytestmark = pytest.mark.gui

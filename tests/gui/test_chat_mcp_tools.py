@@ -21,8 +21,8 @@ from qwen_mtp_desktop.core.chat.tools import trace_from_record
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer, servers_from_settings
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, window_idle
 

@@ -17,7 +17,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.units import NBSP, WORD_JOINER, keep_units
-from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 from qwen_mtp_desktop.ui.figures import LEGEND
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.plain_text import plain_tooltip

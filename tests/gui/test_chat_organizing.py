@@ -19,9 +19,9 @@ from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.conversation_list import last_used
-from qwen_mtp_desktop.ui.chat.preset_options import PresetOptions
+from qwen_mtp_desktop.ui.chat.conversations.list import last_used
+from qwen_mtp_desktop.ui.chat.options.presets import PresetOptions
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

@@ -16,7 +16,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import plain_figures
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

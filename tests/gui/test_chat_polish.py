@@ -25,11 +25,11 @@ from qwen_mtp_desktop.core.measure.fullsize_figures import (
 )
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.bench.report_view import verdict
-from qwen_mtp_desktop.ui.chat.composer import THUMB_SIZE
+from qwen_mtp_desktop.ui.chat.composer.composer import THUMB_SIZE
 from qwen_mtp_desktop.ui.chat.header import PICKER_MIN_WIDTH
-from qwen_mtp_desktop.ui.chat.markdown_view import QUOTE_BACKGROUND
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
-from qwen_mtp_desktop.ui.chat.transcript import MEASURE_CHARS
+from qwen_mtp_desktop.ui.chat.transcript.markdown_view import QUOTE_BACKGROUND
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.view import MEASURE_CHARS
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.layout_checks import layout_problems
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle

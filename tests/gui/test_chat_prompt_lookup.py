@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 def _choose(panel: object, method: str) -> None:
     """Pick a decoding method as a user would: MTP box, depth (0 = Auto), lookup box."""
-    from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
+    from qwen_mtp_desktop.ui.chat.options.panel import ChatSettingsPanel
 
     assert isinstance(panel, ChatSettingsPanel)
     panel.lookup_check.setChecked(method == "lookup")

@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
-from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui

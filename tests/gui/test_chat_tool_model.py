@@ -19,8 +19,8 @@ from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.devtools.tool_corpus import is_held_out, weather_report
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_mcp_tools import _finish, _stored_calls
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, window_idle

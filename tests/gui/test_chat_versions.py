@@ -33,9 +33,9 @@ from qwen_mtp_desktop.core.chat.store.export_names import export_filename
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.units import keep_units
-from qwen_mtp_desktop.ui.chat.chat_layout import _focusable
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.message_widget import (
+from qwen_mtp_desktop.ui.chat.layout import _focusable
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.transcript.message import (
     COMPACT_STATS_WIDTH,
     MessageWidget,
     format_stats,

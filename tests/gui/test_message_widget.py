@@ -7,8 +7,8 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.units import plain_figures
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, format_stats
-from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget, format_stats
+from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 
 pytestmark = pytest.mark.gui
 
@@ -58,7 +58,7 @@ def test_drafted_ranges_merge_and_tint(qtbot: QtBot) -> None:
 
 
 def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None:
-    from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+    from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 
     base = {
         "method": DecodingMethod.mtp(2).to_record(),

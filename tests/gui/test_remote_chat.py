@@ -19,9 +19,9 @@ from qwen_mtp_desktop.core.remote import client as remote_client
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, load_endpoints
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import plain_figures
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
-from qwen_mtp_desktop.ui.chat.remote_picker import ADD
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
+from qwen_mtp_desktop.ui.chat.remote.picker import ADD
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 

@@ -21,10 +21,10 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     save_endpoints,
 )
 from qwen_mtp_desktop.core.settings.store import SettingsStore
-from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
-from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
-from qwen_mtp_desktop.ui.chat.remote_picker import EDIT, MANAGE
-from qwen_mtp_desktop.ui.chat.remote_servers import EMPTY_TEXT, RemoteServersDialog
+from qwen_mtp_desktop.ui.chat.panel import ChatPanel
+from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
+from qwen_mtp_desktop.ui.chat.remote.picker import EDIT, MANAGE
+from qwen_mtp_desktop.ui.chat.remote.servers import EMPTY_TEXT, RemoteServersDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

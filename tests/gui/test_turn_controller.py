@@ -1,5 +1,6 @@
-"""The chat's turn object on its own (ui.chat.turn.TurnController): the real engine process on
-the demo model, a real SQLite store on its runner thread, real message widgets, no chat panel.
+"""The chat's turn object on its own (ui.chat.turns.controller.TurnController): the real engine
+process on the demo model, a real SQLite store on its runner thread, real message widgets, no chat
+panel.
 A turn starts, streams into its widget and the store, stops mid-answer keeping its text, fails
 (the engine process killed mid-answer) with its error in the widget and the store, and a
 question is answered again as a second version."""
@@ -20,10 +21,10 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
-from qwen_mtp_desktop.ui.chat.conversation import ConversationController
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
-from qwen_mtp_desktop.ui.chat.model_session import ModelSession
-from qwen_mtp_desktop.ui.chat.turn import TurnController
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+from qwen_mtp_desktop.ui.chat.turns.controller import TurnController
+from qwen_mtp_desktop.ui.chat.turns.model_session import ModelSession
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.model_router import ModelRouter, RemoteModels
 from qwen_mtp_desktop.workers.tasks import TaskRunner

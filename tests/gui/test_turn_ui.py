@@ -21,9 +21,9 @@ from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import MB
-from qwen_mtp_desktop.ui.chat.context_meter import ContextMeter
-from qwen_mtp_desktop.ui.chat.model_session import ModelFacts
-from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
+from qwen_mtp_desktop.ui.chat.composer.context_meter import ContextMeter
+from qwen_mtp_desktop.ui.chat.options.panel import ChatSettingsPanel
+from qwen_mtp_desktop.ui.chat.turns.model_session import ModelFacts
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.settings_dialog import CUSTOM, KEEP_NOTHING
 from tests.gui.layout_checks import layout_problems

@@ -29,8 +29,8 @@ from qwen_mtp_desktop.core.chat.tools import ToolRound, TracedCall
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer
-from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
-from qwen_mtp_desktop.ui.chat.tool_calls_view import ToolCallsView
+from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import ToolCallsView
+from qwen_mtp_desktop.ui.chat.turns.live_figures import LiveFigures
 from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
 from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.mcp_tools import McpTools

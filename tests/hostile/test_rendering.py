@@ -124,8 +124,8 @@ def resources_case(examples: int, fifo: str, picture: str) -> dict[str, Any]:
     it, and look for images in every document."""
     from PySide6.QtWidgets import QApplication, QTextBrowser
 
-    from qwen_mtp_desktop.ui.chat.markdown_view import image_positions
-    from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript.markdown_view import image_positions
+    from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
     app = QApplication.instance() or QApplication([])
     listener = _Listener()
@@ -184,8 +184,8 @@ def cost_case(examples: int) -> dict[str, Any]:
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, MessageWidget
-    from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+    from qwen_mtp_desktop.ui.chat.transcript.message import MAX_CODE_WIDGETS, MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 
     app = QApplication.instance() or QApplication([])
     per_code = len(CodeBlock("python", False).findChildren(QWidget)) + 1
@@ -377,7 +377,7 @@ _BLOCKS = [
 
 def _shown_text(widget: Any) -> str:
     """Every text the message shows, in order, whitespace normalised."""
-    from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+    from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 
     parts = []
     for index in range(widget._body.count()):
@@ -396,10 +396,10 @@ def streaming_case(examples: int) -> dict[str, Any]:
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication, QWidget
 
-    import qwen_mtp_desktop.ui.chat.message_widget as message_module
+    import qwen_mtp_desktop.ui.chat.transcript.message as message_module
     from qwen_mtp_desktop.core.chat.markdown import StreamingSegmenter
-    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, MessageWidget
-    from qwen_mtp_desktop.ui.chat.text_views import CodeBlock
+    from qwen_mtp_desktop.ui.chat.transcript.message import MAX_CODE_WIDGETS, MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript.text_views import CodeBlock
 
     app = QApplication.instance() or QApplication([])
     tried = most_widgets = 0
@@ -499,8 +499,12 @@ class TestStreamingManyBlocks:
 @pytest.mark.gui
 def test_screenshots_of_hostile_answers(qtbot: QtBot, screenshot_dir: Path) -> None:
     """What the user sees: image placeholders, code past the widget cap, and "Show more"."""
-    from qwen_mtp_desktop.ui.chat.message_widget import MAX_CODE_WIDGETS, PAGE_CHARS, MessageWidget
-    from qwen_mtp_desktop.ui.chat.transcript import Transcript
+    from qwen_mtp_desktop.ui.chat.transcript.message import (
+        MAX_CODE_WIDGETS,
+        PAGE_CHARS,
+        MessageWidget,
+    )
+    from qwen_mtp_desktop.ui.chat.transcript.view import Transcript
 
     transcript = Transcript()
     qtbot.addWidget(transcript)

@@ -241,8 +241,8 @@ class TestKeyWarnings:
         from qwen_mtp_desktop.core.files.paths import app_paths
         from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
         from qwen_mtp_desktop.core.settings.store import SettingsStore
-        from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
-        from qwen_mtp_desktop.ui.chat.remote_picker import ADD
+        from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
+        from qwen_mtp_desktop.ui.chat.remote.picker import ADD
         from qwen_mtp_desktop.ui.main_window import MainWindow
 
         paths = app_paths().ensure()

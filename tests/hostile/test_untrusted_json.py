@@ -133,7 +133,7 @@ def readers_case(examples: int, demo: str) -> dict[str, Any]:
     from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
     from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, read_manifest
     from qwen_mtp_desktop.core.settings.store import Settings, load_settings
-    from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+    from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 
     tried: dict[str, int] = {}
     work = Path(tempfile.mkdtemp(prefix="hostile-json-"))

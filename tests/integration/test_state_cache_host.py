@@ -14,7 +14,7 @@ import pytest
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.engine import GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
-from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 
 pytestmark = pytest.mark.slow
 

@@ -94,8 +94,8 @@ HOSTILE = """Here you go: <b>bold?</b> <script>alert(1)</script>
 
 @pytest.mark.gui
 def test_model_output_is_text_and_markdown_only(qtbot: QtBot, tmp_path: Path) -> None:
-    from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
-    from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock
+    from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+    from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 
     secret = tmp_path / "secret.png"
     secret.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
@@ -159,14 +159,16 @@ def test_model_output_is_text_and_markdown_only(qtbot: QtBot, tmp_path: Path) ->
 def test_links_open_only_after_confirmation_and_only_http(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, url: str, asked: bool, opened_if_yes: bool
 ) -> None:
-    from qwen_mtp_desktop.ui.chat import chat_panel, links
-    from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+    from qwen_mtp_desktop.ui.chat import panel as chat_panel
+    from qwen_mtp_desktop.ui.chat.transcript import links
+    from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
     questions: list[str] = []
     infos: list[str] = []
     opened: list[str] = []
     answers = [QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes]
-    # The dialogs and the browser call, where the chat's link handler (ui.chat.links) uses them.
+    # The dialogs and the browser call, where the chat's link handler (ui.chat.transcript.links)
+    # uses them.
     monkeypatch.setattr(
         links.QMessageBox,
         "question",
@@ -184,7 +186,7 @@ def test_links_open_only_after_confirmation_and_only_http(
     qtbot.addWidget(widget)
     # The chat panel's own handler, wired the way the chat panel wires every message widget.
     widget.link_requested.connect(lambda target: chat_panel.ChatPanel._open_link(host, target))
-    from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText
+    from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText
 
     (text_view,) = [v for v in widget.findChildren(AutoHeightText) if "link" in v.toPlainText()]
     for _ in range(2):  # first the user says No, then Yes

@@ -14,7 +14,7 @@ import pytest
 from qwen_mtp_desktop.core.chat.store.migrations import MIGRATIONS
 from qwen_mtp_desktop.core.chat.store.records import UnknownConversationError
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
-from qwen_mtp_desktop.ui.chat.conversation_list import last_used
+from qwen_mtp_desktop.ui.chat.conversations.list import last_used
 
 #: A chat database as version 2 of the schema wrote it (no pinned column).
 V2_ROWS = """

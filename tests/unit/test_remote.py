@@ -44,7 +44,7 @@ from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
 from qwen_mtp_desktop.core.remote.keys import MEMORY_ONLY, KeyStore
 from qwen_mtp_desktop.core.remote.sse import iter_sse
 from qwen_mtp_desktop.core.tools.calls import Calls, Malformed, Text
-from qwen_mtp_desktop.ui.chat.message_widget import format_stats
+from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 from tests.remote_server import canned_server
 
 SLOW = settings(

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.chat.store.records import stats_summary
 from qwen_mtp_desktop.core.chat.store.stats import clean_stats
-from qwen_mtp_desktop.ui.chat.message_widget import format_stats, reused_text
+from qwen_mtp_desktop.ui.chat.transcript.message import format_stats, reused_text
 
 OLD_ROW = {"mode": "mtp", "num_assistant_tokens": 1, "prompt_tokens": 40, "ttft_s": 0.2}
 

@@ -30,7 +30,7 @@ from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_size_details
 from qwen_mtp_desktop.core.units import count, keep_units
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 from qwen_mtp_desktop.ui.plain_text import plain_label
 

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.models.library import display_name
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-from qwen_mtp_desktop.ui.chat.remote_picker import append_remote_rows, picker_action
-from qwen_mtp_desktop.ui.chat.settings_panel import CHAT_OPTIONS
+from qwen_mtp_desktop.ui.chat.options.panel import CHAT_OPTIONS
+from qwen_mtp_desktop.ui.chat.remote.picker import append_remote_rows, picker_action
 from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import is_remote
@@ -38,7 +38,7 @@ class ChatHeader(QFrame):
     model_chosen(Path): the user picked another model in the picker (a folder, or a remote
         endpoint's reference).
     remote_action(str): the user picked "Add remote server…" or "Edit <name>…"
-        (ui.chat.remote_picker's ADD or EDIT).
+        (ui.chat.remote.picker's ADD or EDIT).
     """
 
     model_chosen = Signal(object)

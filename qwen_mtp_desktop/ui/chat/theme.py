@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
 if TYPE_CHECKING:
-    from qwen_mtp_desktop.ui.chat.chat_panel import ChatPanel
+    from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 
 
 def restyle_chat(panel: ChatPanel, dark: bool) -> None:

@@ -1,6 +1,6 @@
 """An answer's tool calls in the transcript: one folded row per call (tool, server, status,
 time), unfolded to its arguments and result; the call waiting for permission shows Allow once,
-Always allow this tool and Deny. The same view shows a live turn (ui.chat.tool_turns) and a
+Always allow this tool and Deny. The same view shows a live turn (ui.chat.turns.tool_turns) and a
 stored answer (its stats record's "tool_calls", read by core.chat.tools)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chat.tools import ToolRound, TracedCall, call_summary, trace_from_record
-from qwen_mtp_desktop.ui.chat.text_views import FoldedText
+from qwen_mtp_desktop.ui.chat.transcript.text_views import FoldedText
 from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
 
 #: Characters of a result shown unfolded (the model got up to core.tools.mcp.client's bound).

@@ -1,6 +1,6 @@
 """The chat panel's layout: its widgets and where they sit, the two side columns (chats,
 settings) sharing the width with the conversation, and the Tab order. What the widgets do is
-`ChatPanel`'s (ui.chat.chat_panel), which builds on this class."""
+`ChatPanel`'s (ui.chat.panel), which builds on this class."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.ui.chat.banners import DemoBanner, HealthBanner, UndoBar
-from qwen_mtp_desktop.ui.chat.composer import Composer
-from qwen_mtp_desktop.ui.chat.conversation_list import ConversationList
-from qwen_mtp_desktop.ui.chat.examples import ExamplePrompts
+from qwen_mtp_desktop.ui.chat.composer.composer import Composer
+from qwen_mtp_desktop.ui.chat.composer.examples import ExamplePrompts
+from qwen_mtp_desktop.ui.chat.conversations.list import ConversationList
 from qwen_mtp_desktop.ui.chat.header import ChatHeader
-from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
-from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
-from qwen_mtp_desktop.ui.chat.transcript import Transcript
+from qwen_mtp_desktop.ui.chat.options.panel import ChatSettingsPanel
+from qwen_mtp_desktop.ui.chat.transcript.view import Transcript
+from qwen_mtp_desktop.ui.chat.turns.live_figures import LiveFigures
 
 #: The conversation keeps at least this width; below it a side column closes.
 MIN_CONVERSATION_WIDTH = 560

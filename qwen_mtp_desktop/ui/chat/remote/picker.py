@@ -1,6 +1,6 @@
 """The chat header's model picker, remote part: one row per remote endpoint beside the local
 models, then "Add remote server…", while a remote model is chosen "Edit <name>…", and
-"Remote servers…" (ui.chat.remote_servers) once there are any.
+"Remote servers…" (ui.chat.remote.servers) once there are any.
 
 Rows keep their model reference (a folder path, or core.remote.endpoints.remote_ref) in
 Qt.UserRole like the local rows; action rows keep an ACTION value there instead.
@@ -16,7 +16,7 @@ from PySide6.QtGui import QPalette, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QWidget
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
-from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog
+from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 

@@ -40,26 +40,26 @@ from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.settings.store import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
 from qwen_mtp_desktop.ui.chat import shortcuts as keys
-from qwen_mtp_desktop.ui.chat.chat_layout import ChatLayout
-from qwen_mtp_desktop.ui.chat.chat_list_actions import ChatListActions
 from qwen_mtp_desktop.ui.chat.compare import (
     COMPARE_TIP,
     CompareDialog,
     compare_blocked,
     compare_history,
 )
-from qwen_mtp_desktop.ui.chat.conversation import ConversationController
-from qwen_mtp_desktop.ui.chat.examples import show_examples
-from qwen_mtp_desktop.ui.chat.links import open_answer_link
-from qwen_mtp_desktop.ui.chat.message_actions import MessageActions
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.composer.examples import show_examples
+from qwen_mtp_desktop.ui.chat.conversations.list_actions import ChatListActions
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
+from qwen_mtp_desktop.ui.chat.layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
-from qwen_mtp_desktop.ui.chat.model_session import ModelSession
-from qwen_mtp_desktop.ui.chat.preset_options import PresetOptions
-from qwen_mtp_desktop.ui.chat.remote_picker import MANAGE, open_remote_dialog
-from qwen_mtp_desktop.ui.chat.remote_servers import RemoteServersDialog
-from qwen_mtp_desktop.ui.chat.tool_turns import ToolTurns
-from qwen_mtp_desktop.ui.chat.turn import TurnController
+from qwen_mtp_desktop.ui.chat.options.presets import PresetOptions
+from qwen_mtp_desktop.ui.chat.remote.picker import MANAGE, open_remote_dialog
+from qwen_mtp_desktop.ui.chat.remote.servers import RemoteServersDialog
+from qwen_mtp_desktop.ui.chat.transcript.links import open_answer_link
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+from qwen_mtp_desktop.ui.chat.turns.controller import TurnController
+from qwen_mtp_desktop.ui.chat.turns.message_actions import MessageActions
+from qwen_mtp_desktop.ui.chat.turns.model_session import ModelSession
+from qwen_mtp_desktop.ui.chat.turns.tool_turns import ToolTurns
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.model_router import ModelRouter, RemoteModels, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -105,7 +105,7 @@ class ChatPanel(ChatLayout):
         presets: Sequence[ChatPreset] = (),
         default_preset: str | None = None,
     ) -> None:
-        super().__init__(parent)  # the widgets, laid out (ui.chat.chat_layout)
+        super().__init__(parent)  # the widgets, laid out (ui.chat.layout)
         #: The app settings' UI state (saved with them): what this panel remembers between runs.
         self._ui_state = ui_state if ui_state is not None else {}
         self.banner_wrap.remember_in(self._ui_state)
@@ -132,7 +132,7 @@ class ChatPanel(ChatLayout):
         # the connections below.
         self._chats = ConversationController(store_runner, database, self)
         self.missing = MissingModel(self, self._update_header)  # its model folder vanished
-        # A turn's life: start, stream, store writes, stop, its end (ui.chat.turn).
+        # A turn's life: start, stream, store writes, stop, its end (ui.chat.turns.controller).
         self.turns = TurnController(
             self._router,
             self._chats,
@@ -141,7 +141,7 @@ class ChatPanel(ChatLayout):
             self,
             explain=self.missing.explain,
         )
-        # MCP tools: the loop a turn runs when the model calls tools (ui.chat.tool_turns).
+        # MCP tools: the loop a turn runs when the model calls tools (ui.chat.turns.tool_turns).
         self.tool_turns = ToolTurns(self, self._chats, self._router, self.turns, self)
         self.turns.tools = self.tool_turns
         self.message_actions = MessageActions(self, self._chats, self.turns, log_file)
@@ -155,7 +155,7 @@ class ChatPanel(ChatLayout):
             deleted=self._on_deleted,
             restored=self._on_restored,
         )
-        # Presets: a system prompt with sampling settings, app-wide (ui.chat.preset_options).
+        # Presets: a system prompt with sampling settings, app-wide (ui.chat.options.presets).
         self.presets = PresetOptions(
             lambda: (
                 self.settings_panel.settings,
@@ -716,7 +716,7 @@ class ChatPanel(ChatLayout):
         self.open_conversation(conversation.id)
 
     # ------------------------------------------------------------------------ message actions
-    # (ui.chat.message_actions; these names are what the composer, shortcuts and tests call)
+    # (ui.chat.turns.message_actions; these names are what the composer, shortcuts and tests call)
 
     def _on_message_action(self, widget: MessageWidget, action: str) -> None:
         self.message_actions.on_action(widget, action)

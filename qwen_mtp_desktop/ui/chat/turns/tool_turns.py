@@ -1,7 +1,8 @@
 """MCP tools in the chat's turns: the loop an answer runs when the model calls tools.
 
-The chat's turn controller (ui.chat.turn, its `TurnTools`) calls four hooks: `plan` (before a
-turn starts: offer the enabled servers' tools, and force a call when "Use a tool" is chosen),
+The chat's turn controller (ui.chat.turns.controller, its `TurnTools`) calls four hooks: `plan`
+(before a turn starts: offer the enabled servers' tools, and force a call when "Use a tool" is
+chosen),
 `take_over` (an engine answer finished: if it calls tools, this module continues the turn and
 the controller does not finish it), `annotate` (the finished answer's stats record gets its tool
 calls) and `stop` (Stop while a tool waits or runs).
@@ -9,8 +10,9 @@ calls) and `stop` (Stop while a tool waits or runs).
 A round: the answer's calls are read (core.chat.tools.read_calls: a local model's text parsed by
 core.tools.calls, a remote server's own `tool_calls`, which the remote client sends the chat's
 tools to and reads back), shown in the answer (folded rows,
-ui.chat.tool_calls_view), each asked for (Allow once / Always allow this tool / Deny) unless its
-server always allows it, run one after another on the MCP client's thread (workers.mcp_tools,
+ui.chat.transcript.tool_calls_view), each asked for (Allow once / Always allow this tool / Deny)
+unless its server always allows it, run one after another on the MCP client's thread
+(workers.mcp_tools,
 with the app's time limit), then the engine answers again with the calls and their results
 appended; at most MAX_ROUNDS rounds. The text of a round before its calls stays in the answer;
 the call markup never shows and is never stored.
@@ -46,14 +48,14 @@ from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 from qwen_mtp_desktop.core.tools.calls import Calls, Malformed, new_call_id
 from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo, ToolResult
 from qwen_mtp_desktop.core.tools.mcp.config import DEFAULT_TIMEOUT_S, McpServer
-from qwen_mtp_desktop.ui.chat.conversation import ConversationController
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
 from qwen_mtp_desktop.ui.chat.header import ChatHeader
-from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
-from qwen_mtp_desktop.ui.chat.settings_panel import ChatSettingsPanel
-from qwen_mtp_desktop.ui.chat.tool_calls_view import view_of
-from qwen_mtp_desktop.ui.chat.tool_options import ToolOptions
-from qwen_mtp_desktop.ui.chat.transcript import Transcript
-from qwen_mtp_desktop.ui.chat.turn import Stream, TurnController
+from qwen_mtp_desktop.ui.chat.options.panel import ChatSettingsPanel
+from qwen_mtp_desktop.ui.chat.options.tools import ToolOptions
+from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import view_of
+from qwen_mtp_desktop.ui.chat.transcript.view import Transcript
+from qwen_mtp_desktop.ui.chat.turns.controller import Stream, TurnController
+from qwen_mtp_desktop.ui.chat.turns.live_figures import LiveFigures
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 from qwen_mtp_desktop.workers.model_router import ModelRouter, is_remote
 

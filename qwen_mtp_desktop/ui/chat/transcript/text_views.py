@@ -32,7 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.chat.markdown_view import MARKDOWN_FEATURES, append_code, append_markdown
+from qwen_mtp_desktop.ui.chat.transcript.markdown_view import (
+    MARKDOWN_FEATURES,
+    append_code,
+    append_markdown,
+)
 
 __all__ = ["MARKDOWN_FEATURES", "AutoHeightText", "CodeBlock"]
 

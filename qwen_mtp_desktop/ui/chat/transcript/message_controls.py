@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.chat.message_editor import SEND_KEYS, MessageEditor
+from qwen_mtp_desktop.ui.chat.composer.message_editor import SEND_KEYS, MessageEditor
 
 
 class VersionSwitcher(QWidget):

@@ -39,15 +39,15 @@ from qwen_mtp_desktop.core.chat.store.records import StoredMessage
 from qwen_mtp_desktop.core.chat.store.stats import stats_method, stopped_before_first_token
 from qwen_mtp_desktop.core.engine import StepChunk
 from qwen_mtp_desktop.core.units import NBSP, count, join_figures, keep_units
-from qwen_mtp_desktop.ui.chat.draft_marks import DraftMarks
-from qwen_mtp_desktop.ui.chat.markdown_view import PARAGRAPH_GAP
-from qwen_mtp_desktop.ui.chat.message_controls import (
+from qwen_mtp_desktop.ui.chat.transcript.draft_marks import DraftMarks
+from qwen_mtp_desktop.ui.chat.transcript.markdown_view import PARAGRAPH_GAP
+from qwen_mtp_desktop.ui.chat.transcript.message_controls import (
     AnswerProblem,
     InlineEditor,
     VersionSwitcher,
 )
-from qwen_mtp_desktop.ui.chat.text_views import AutoHeightText, CodeBlock, FoldedText
-from qwen_mtp_desktop.ui.chat.tool_calls_view import show_stored_calls
+from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock, FoldedText
+from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import show_stored_calls
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 
 #: Characters rendered at once (issue 19): any answer costs at most this much until the user

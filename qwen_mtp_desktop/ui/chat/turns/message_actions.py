@@ -15,11 +15,11 @@ from PySide6.QtGui import QDesktopServices
 
 from qwen_mtp_desktop.core.chat.store.records import DeletedMessage, StoredMessage
 from qwen_mtp_desktop.ui.chat.banners import UndoBar
-from qwen_mtp_desktop.ui.chat.conversation import ConversationController
-from qwen_mtp_desktop.ui.chat.live_figures import LiveFigures
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
-from qwen_mtp_desktop.ui.chat.transcript import Transcript
-from qwen_mtp_desktop.ui.chat.turn import TurnController
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.view import Transcript
+from qwen_mtp_desktop.ui.chat.turns.controller import TurnController
+from qwen_mtp_desktop.ui.chat.turns.live_figures import LiveFigures
 
 
 class ChatView(Protocol):

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 from qwen_mtp_desktop.core.chat.store.export_names import export_filename
 from qwen_mtp_desktop.core.chat.store.records import Conversation, DeletedConversation
 from qwen_mtp_desktop.ui.chat.banners import UndoBar
-from qwen_mtp_desktop.ui.chat.conversation import ConversationController
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
 
 
 def documents_folder() -> Path:

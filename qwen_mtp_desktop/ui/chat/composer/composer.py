@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.chat.context_meter import ContextMeter
-from qwen_mtp_desktop.ui.chat.message_editor import MessageEditor
+from qwen_mtp_desktop.ui.chat.composer.context_meter import ContextMeter
+from qwen_mtp_desktop.ui.chat.composer.message_editor import MessageEditor
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 

@@ -3,7 +3,7 @@ address, whether a key is kept) with Add, Edit and Remove. Remove asks first; a 
 used a removed server says so when it is opened (workers.model_router: REMOTE_GONE) and keeps
 its messages.
 
-Add and Edit open the remote server dialog (ui.chat.remote_dialog); saving and removing go
+Add and Edit open the remote server dialog (ui.chat.remote.dialog); saving and removing go
 through `RemoteModels` (written off the GUI thread), so the model picker follows at once.
 """
 
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
-from qwen_mtp_desktop.ui.chat.remote_dialog import RemoteServerDialog, ask_to_remove
+from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog, ask_to_remove
 from qwen_mtp_desktop.ui.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
 #: The readable measure: at most about this many characters per line of an answer; on a
 #: wider window the messages stand in a centred column.

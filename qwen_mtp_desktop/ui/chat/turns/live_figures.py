@@ -1,5 +1,6 @@
 """The figures line under the transcript: live tok/s, TTFT and MTP acceptance while an answer
-streams (ui.chat.turn.Stream makes them), the last answer's legend after, or a problem."""
+streams (ui.chat.turns.controller.Stream makes them), the last answer's legend after, or a
+problem."""
 
 from __future__ import annotations
 

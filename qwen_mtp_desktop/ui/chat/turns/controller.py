@@ -27,9 +27,9 @@ from qwen_mtp_desktop.core.decoding.stats import GenerationStats, speculative_st
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
 from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.core.units import count, join_figures
-from qwen_mtp_desktop.ui.chat.conversation import AnswerWrite, ConversationController
-from qwen_mtp_desktop.ui.chat.message_widget import MessageWidget, stopped_notice
-from qwen_mtp_desktop.ui.chat.model_session import ModelSession
+from qwen_mtp_desktop.ui.chat.conversations.open_chat import AnswerWrite, ConversationController
+from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget, stopped_notice
+from qwen_mtp_desktop.ui.chat.turns.model_session import ModelSession
 from qwen_mtp_desktop.workers.model_router import ModelRouter
 
 STORE_FLUSH_MS = 500
@@ -39,7 +39,7 @@ AnswerWidget = Callable[[StoredMessage], MessageWidget]
 
 
 class TurnTools(Protocol):
-    """A turn's tool loop (ui.chat.tool_turns offers it): offered tools before a turn starts,
+    """A turn's tool loop (ui.chat.turns.tool_turns offers it): offered tools before a turn starts,
     continuing a turn whose answer called tools, the calls kept in the answer's record, and
     Stop while a tool waits or runs."""
 
