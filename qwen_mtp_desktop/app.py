@@ -54,9 +54,9 @@ def run_gui(
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier, announce_previous_crash
+    from qwen_mtp_desktop.ui.dialogs.crash import CrashNotifier, announce_previous_crash
     from qwen_mtp_desktop.ui.main_window import MainWindow
-    from qwen_mtp_desktop.ui.style import app_icon
+    from qwen_mtp_desktop.ui.widgets.style import app_icon
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)

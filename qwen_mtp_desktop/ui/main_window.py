@@ -37,23 +37,23 @@ from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, ser
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.shortcuts import chat_shortcuts
 from qwen_mtp_desktop.ui.chat.theme import restyle_chat
-from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
+from qwen_mtp_desktop.ui.dialogs.api_server import ServerDialog, apply_saved
+from qwen_mtp_desktop.ui.dialogs.mcp_servers import McpServersDialog
 from qwen_mtp_desktop.ui.model_status import ModelStatus
-from qwen_mtp_desktop.ui.server_dialog import ServerDialog, apply_saved
-from qwen_mtp_desktop.ui.style import app_icon, apply_theme, is_dark, stylesheet
+from qwen_mtp_desktop.ui.widgets.style import app_icon, apply_theme, is_dark, stylesheet
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
     from qwen_mtp_desktop.core.models.export.ir_download import PendingDownload
-    from qwen_mtp_desktop.ui.about_dialog import AboutDialog
     from qwen_mtp_desktop.ui.bench import BenchPanel
+    from qwen_mtp_desktop.ui.dialogs.about import AboutDialog
+    from qwen_mtp_desktop.ui.dialogs.settings import SettingsDialog
     from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
     from qwen_mtp_desktop.ui.discover.download_dialog import DownloadDialog
     from qwen_mtp_desktop.ui.export.panel import ExportPanel
     from qwen_mtp_desktop.ui.models.add_head_dialog import AddHeadDialog
     from qwen_mtp_desktop.ui.models.panel import ModelsPanel
-    from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
 
 log = logging.getLogger(__name__)
 
@@ -408,7 +408,7 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> AboutDialog:
         """Help > About: version, git revision and runtime versions (modal)."""
-        from qwen_mtp_desktop.ui.about_dialog import AboutDialog
+        from qwen_mtp_desktop.ui.dialogs.about import AboutDialog
 
         dialog = AboutDialog(self, paths=self._paths)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -458,7 +458,7 @@ class MainWindow(QMainWindow):
 
     def show_settings(self) -> SettingsDialog:
         """File > Settings… (Ctrl+,), non-modal; one at a time."""
-        from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog
+        from qwen_mtp_desktop.ui.dialogs.settings import SettingsDialog
 
         if self._settings_dialog is None:
             dialog = SettingsDialog(

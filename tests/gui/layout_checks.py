@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.widgets.elided_label import ElidedLabel
 
 #: Pixels of slack for rounding in size hints.
 SLACK = 2

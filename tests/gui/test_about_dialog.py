@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.system.buildinfo import build_info
 from qwen_mtp_desktop.core.system.environment import package_version
-from qwen_mtp_desktop.ui.about_dialog import AboutDialog
+from qwen_mtp_desktop.ui.dialogs.about import AboutDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui

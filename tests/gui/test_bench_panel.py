@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
 from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
-from qwen_mtp_desktop.ui.style import stylesheet
+from qwen_mtp_desktop.ui.widgets.style import stylesheet
 from tests.integration.test_validate import small_set
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

@@ -267,7 +267,8 @@ def test_tools_are_per_chat_and_the_header_says_when_they_are_on(
     chat = window.chat
     marker = chat.header.tools_button
     qtbot.waitUntil(lambda: _marker_shown(chat, 1), timeout=LONG_WAIT)
-    assert "enables:\ntests\n" in marker.toolTip()  # plain text (ui.plain_text), names listed
+    # Plain text (ui.widgets.plain_text), names listed.
+    assert "enables:\ntests\n" in marker.toolTip()
     # A turn makes the chat a stored one (chat A), with its server enabled.
     view = _ask(qtbot, chat, "Count from 1 to 5.", "ping")
     qtbot.mouseClick(view.allow_once, Qt.MouseButton.LeftButton)

@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.units import NBSP, WORD_JOINER, keep_units
 from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 from qwen_mtp_desktop.ui.figures import LEGEND
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.ui.plain_text import plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]

@@ -256,7 +256,7 @@ def test_screenshots_light_and_dark(qtbot: QtBot, screenshot_dir: Path) -> None:
     ):
         dark.setColor(role, QColor(color))
     app.setPalette(dark)
-    from qwen_mtp_desktop.ui.style import stylesheet
+    from qwen_mtp_desktop.ui.widgets.style import stylesheet
 
     app.setStyleSheet(stylesheet(True))
     try:

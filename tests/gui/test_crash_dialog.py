@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.system.crash import CrashReport
-from qwen_mtp_desktop.ui.crash_dialog import CrashNotifier
+from qwen_mtp_desktop.ui.dialogs.crash import CrashNotifier
 
 pytestmark = pytest.mark.gui
 
@@ -42,7 +42,7 @@ def test_native_crash_of_the_previous_run_is_announced_in_the_window(qtbot: QtBo
     from qwen_mtp_desktop.core.files.paths import app_paths
     from qwen_mtp_desktop.core.settings.store import SettingsStore
     from qwen_mtp_desktop.core.system.crash import CrashHandler
-    from qwen_mtp_desktop.ui.crash_dialog import announce_previous_crash
+    from qwen_mtp_desktop.ui.dialogs.crash import announce_previous_crash
     from qwen_mtp_desktop.ui.main_window import MainWindow
 
     paths = app_paths().ensure()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.ui.elided_label import MIN_WIDTH, ElidedLabel
+from qwen_mtp_desktop.ui.widgets.elided_label import MIN_WIDTH, ElidedLabel
 
 LONG = "Auto · MTP n=1: not benchmarked on this device yet; measuring drafts and step costs"
 

@@ -24,7 +24,7 @@ from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 from qwen_mtp_desktop.ui.export import panel as panel_module
 from qwen_mtp_desktop.ui.export.panel import ExportPanel, PreflightEnvironment
 from qwen_mtp_desktop.ui.export.widgets import ExportDialogs
-from qwen_mtp_desktop.ui.style import stylesheet
+from qwen_mtp_desktop.ui.widgets.style import stylesheet
 from qwen_mtp_desktop.workers.export_job import InstallOutcome
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 from tests.models import cached_checkpoint

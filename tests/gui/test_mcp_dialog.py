@@ -1,5 +1,5 @@
-"""Tools > MCP servers (ui.mcp_dialog): add, edit, remove and import servers, bad input named
-in the dialog (never saved, never a traceback), a real server tested (its tools listed off the
+"""Tools > MCP servers (ui.dialogs.mcp_servers): add, edit, remove and import servers, bad input
+named in the dialog (never saved, never a traceback), a real server tested (its tools listed off the
 GUI thread), everything kept in the settings file."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, servers_from_settings
-from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
+from qwen_mtp_desktop.ui.dialogs.mcp_servers import McpServersDialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 
 pytestmark = [pytest.mark.gui]

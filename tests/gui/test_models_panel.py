@@ -28,7 +28,7 @@ from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, ModelDialogs
 from qwen_mtp_desktop.ui.models.finding_words import FINDING_HEADINGS
 from qwen_mtp_desktop.ui.models.model_row import DETAIL_ROLE, LOADED_ROLE, LOADED_TEXT
 from qwen_mtp_desktop.ui.models.panel import ModelsPanel
-from qwen_mtp_desktop.ui.style import stylesheet
+from qwen_mtp_desktop.ui.widgets.style import stylesheet
 from tests.unit.test_model_folders import make_export
 
 pytestmark = pytest.mark.gui

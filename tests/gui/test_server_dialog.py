@@ -15,8 +15,8 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
+from qwen_mtp_desktop.ui.dialogs.api_server import ServerDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.ui.server_dialog import ServerDialog
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
 

@@ -18,9 +18,9 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.models.library import selected_model
 from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.ui.dialogs.settings import SettingsDialog, SettingsDialogs
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.ui.settings_dialog import SettingsDialog, SettingsDialogs
-from qwen_mtp_desktop.ui.style import apply_theme
+from qwen_mtp_desktop.ui.widgets.style import apply_theme
 
 pytestmark = pytest.mark.gui
 

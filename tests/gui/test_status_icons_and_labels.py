@@ -1,4 +1,5 @@
-"""ui.status_icons and ui.labels: the one status icon and the one text label every panel uses."""
+"""ui.widgets.status_icons and ui.widgets.labels: the one status icon and the one text label every
+panel uses."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from PySide6.QtGui import QColor
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.ui.export.widgets import STATUS_COLORS, check_pixmap
-from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS
-from qwen_mtp_desktop.ui.status_icons import STATUS_LOOKS, status_color, status_icon, status_pixmap
+from qwen_mtp_desktop.ui.widgets.labels import text_label
+from qwen_mtp_desktop.ui.widgets.status_icons import (
+    STATUS_LOOKS,
+    status_color,
+    status_icon,
+    status_pixmap,
+)
 
 
 def _edge_color(status: str, size: int) -> QColor:

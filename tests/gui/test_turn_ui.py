@@ -24,8 +24,8 @@ from qwen_mtp_desktop.core.system.state_budget import MB
 from qwen_mtp_desktop.ui.chat.composer.context_meter import ContextMeter
 from qwen_mtp_desktop.ui.chat.options.panel import ChatSettingsPanel
 from qwen_mtp_desktop.ui.chat.turns.model_session import ModelFacts
+from qwen_mtp_desktop.ui.dialogs.settings import CUSTOM, KEEP_NOTHING
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from qwen_mtp_desktop.ui.settings_dialog import CUSTOM, KEEP_NOTHING
 from tests.gui.layout_checks import layout_problems
 from tests.gui.test_chat_panel import LONG_WAIT, _send, window_idle
 

@@ -31,8 +31,8 @@ from qwen_mtp_desktop.core.tools.mcp.client import McpError, ToolInfo
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.chat.turns.live_figures import LiveFigures
-from qwen_mtp_desktop.ui.mcp_dialog import McpServersDialog
-from qwen_mtp_desktop.ui.plain_text import plain_tooltip
+from qwen_mtp_desktop.ui.dialogs.mcp_servers import McpServersDialog
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 
 pytestmark = [pytest.mark.gui]

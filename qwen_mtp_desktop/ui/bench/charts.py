@@ -16,7 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from qwen_mtp_desktop.ui.style import ACCENT
+from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
 PLAIN_COLOR = "#8a93a6"
 BEST_COLOR = "#2e9d57"

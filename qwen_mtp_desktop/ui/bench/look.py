@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 
-from qwen_mtp_desktop.ui.style import ACCENT
+from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
 STATUS_COLORS = {"ok": "#2e9d57", "warning": "#d08400", "error": "#d93025", "info": "#3c78d8"}
 

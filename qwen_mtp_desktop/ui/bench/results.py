@@ -43,7 +43,7 @@ from qwen_mtp_desktop.ui.bench.report_view import (
     workload_data,
 )
 from qwen_mtp_desktop.ui.figures import COLUMN_HELP
-from qwen_mtp_desktop.ui.flow_layout import FlowLayout, ResponsiveRow
+from qwen_mtp_desktop.ui.widgets.flow_layout import FlowLayout, ResponsiveRow
 
 #: Below this width the two charts go one above the other, so their titles stay whole.
 CHARTS_SIDE_BY_SIDE_MIN = 760

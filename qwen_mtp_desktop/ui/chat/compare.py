@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_s
 from qwen_mtp_desktop.core.units import count, keep_units
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
-from qwen_mtp_desktop.ui.plain_text import plain_label
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.workers.engine_process import EngineProcess

@@ -25,8 +25,8 @@ from qwen_mtp_desktop.core.models.library import display_name
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.options.panel import CHAT_OPTIONS
 from qwen_mtp_desktop.ui.chat.remote.picker import append_remote_rows, picker_action
-from qwen_mtp_desktop.ui.elided_label import ElidedLabel
-from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
+from qwen_mtp_desktop.ui.widgets.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
 #: The model picker is never narrower than this, however narrow the header.

@@ -37,8 +37,8 @@ from qwen_mtp_desktop.core.models.catalog import (
 from qwen_mtp_desktop.core.models.folders.memory import DEFAULT_CONTEXT_LENGTH, available_memory
 from qwen_mtp_desktop.core.models.library import VERDICT_LABELS
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_COLORS, VERDICT_STATUS
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from qwen_mtp_desktop.core.models.export.preflight import PreflightReport
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 
 #: Checks of the chosen format's settings.
 OPTION_CHECKS = frozenset({"group_size"})

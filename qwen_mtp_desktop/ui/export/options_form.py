@@ -36,7 +36,7 @@ from qwen_mtp_desktop.ui.export.widgets import (
     MTP_TRADE_OFF,
     WEIGHT_FORMAT_TEXT,
 )
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 
 GROUP_SIZES = (("128", 128), ("64", 64), ("32", 32), ("16", 16), ("per channel", -1))
 MTP_LABELS: tuple[tuple[MtpWeightFormat, str], ...] = (

@@ -66,7 +66,7 @@ from qwen_mtp_desktop.ui.export.widgets import (
     ExportDialogs,
     panel_style,
 )
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 from qwen_mtp_desktop.workers.export_job import (
     ExportQueue,
     InstallOutcome,

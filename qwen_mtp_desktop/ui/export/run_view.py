@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist, check_pixmap
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 
 LOG_LINE_CAP = 2000
 HIDDEN_TEXT = "Show hidden messages"

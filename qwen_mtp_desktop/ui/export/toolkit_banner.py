@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.ui.export.widgets import check_pixmap
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 
 
 class ToolkitBanner(QFrame):

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.ui.status_icons import status_color, status_pixmap
-from qwen_mtp_desktop.ui.style import ACCENT
+from qwen_mtp_desktop.ui.widgets.status_icons import status_color, status_pixmap
+from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
 STATUS_COLORS = {status: status_color(status) for status in ("pass", "warn", "fail", "pending")}
 

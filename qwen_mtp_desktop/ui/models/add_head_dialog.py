@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.models.export.hub import hub_source_words
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.labels import text_label
+from qwen_mtp_desktop.ui.widgets.labels import text_label
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.model_fetch import FetchOutcome, ModelFetch
 from qwen_mtp_desktop.workers.tasks import TaskRunner

@@ -11,10 +11,10 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from qwen_mtp_desktop.ui.models.ovms_dialog import choose_parent as _choose_ovms_parent
-from qwen_mtp_desktop.ui.status_icons import status_color
-from qwen_mtp_desktop.ui.style import ACCENT
+from qwen_mtp_desktop.ui.widgets.status_icons import status_color
+from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
-#: The Models panel's status words and their colours (ui.status_icons draws their icons).
+#: The Models panel's status words and their colours (ui.widgets.status_icons draws their icons).
 SEVERITY_COLORS = {
     status: status_color(status) for status in ("error", "warning", "info", "ok", "pending")
 }

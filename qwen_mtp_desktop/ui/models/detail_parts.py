@@ -18,10 +18,10 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.models.folders.report import ComponentReport, Diagnostic
 from qwen_mtp_desktop.core.units import keep_units
-from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import SEVERITY_WORDS
 from qwen_mtp_desktop.ui.models.finding_words import PASSED_CODES, finding_heading
-from qwen_mtp_desktop.ui.status_icons import status_pixmap
+from qwen_mtp_desktop.ui.widgets.labels import text_label
+from qwen_mtp_desktop.ui.widgets.status_icons import status_pixmap
 
 SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
 FORM_LABEL_WIDTH = 190

@@ -40,8 +40,6 @@ from qwen_mtp_desktop.core.models.library import (
     parts_text,
 )
 from qwen_mtp_desktop.core.units import format_bytes, keep_units
-from qwen_mtp_desktop.ui.flow_layout import FlowLayout
-from qwen_mtp_desktop.ui.labels import text_label
 from qwen_mtp_desktop.ui.models.common import VERDICT_STATUS
 from qwen_mtp_desktop.ui.models.detail_parts import (
     SELECTABLE,
@@ -53,7 +51,9 @@ from qwen_mtp_desktop.ui.models.detail_parts import (
     repolish,
     version_order,
 )
-from qwen_mtp_desktop.ui.status_icons import status_pixmap
+from qwen_mtp_desktop.ui.widgets.flow_layout import FlowLayout
+from qwen_mtp_desktop.ui.widgets.labels import text_label
+from qwen_mtp_desktop.ui.widgets.status_icons import status_pixmap
 
 
 #: What the "Use" column's words mean.

@@ -30,7 +30,7 @@ from qwen_mtp_desktop.ui.models.model_row import (
     ModelList,
     ModelRowDelegate,
 )
-from qwen_mtp_desktop.ui.status_icons import status_icon
+from qwen_mtp_desktop.ui.widgets.status_icons import status_icon
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 

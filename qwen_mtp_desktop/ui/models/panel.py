@@ -63,7 +63,7 @@ from qwen_mtp_desktop.ui.models.details import ModelDetails
 from qwen_mtp_desktop.ui.models.finding_words import PASSED_CODES
 from qwen_mtp_desktop.ui.models.library_view import PATH_ROLE, LibraryView
 from qwen_mtp_desktop.ui.models.ovms_dialog import OvmsDeployDialog
-from qwen_mtp_desktop.ui.style import is_dark
+from qwen_mtp_desktop.ui.widgets.style import is_dark
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 log = logging.getLogger(__name__)

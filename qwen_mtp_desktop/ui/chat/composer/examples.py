@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.core.chat.turns import example_prompts
-from qwen_mtp_desktop.ui.flow_layout import FlowLayout
+from qwen_mtp_desktop.ui.widgets.flow_layout import FlowLayout
 
 
 class ExamplePrompts(QWidget):

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer
-from qwen_mtp_desktop.ui.plain_text import plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 
 LET_MODEL_DECIDE = "Let the model decide"
 

@@ -37,7 +37,7 @@ from qwen_mtp_desktop.core.remote.endpoints import (
     new_id,
     normalize_base_url,
 )
-from qwen_mtp_desktop.ui.plain_text import plain_label
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 INTRO = (

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QWidget
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
-from qwen_mtp_desktop.ui.plain_text import plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 ADD = "action:add-remote"

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog, ask_to_remove
-from qwen_mtp_desktop.ui.plain_text import plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 from qwen_mtp_desktop.workers.remote_models import RemoteModels
 
 EMPTY_TEXT = (

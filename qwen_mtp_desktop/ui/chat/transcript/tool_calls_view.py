@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.chat.tools import ToolRound, TracedCall, call_summary, trace_from_record
 from qwen_mtp_desktop.ui.chat.transcript.text_views import FoldedText
-from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 
 #: Characters of a result shown unfolded (the model got up to core.tools.mcp.client's bound).
 SHOWN_RESULT = 4000

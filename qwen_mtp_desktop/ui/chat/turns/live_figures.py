@@ -9,9 +9,9 @@ from PySide6.QtWidgets import QLabel
 
 from qwen_mtp_desktop.core.chat.store.records import StoredMessage
 from qwen_mtp_desktop.core.units import keep_units
-from qwen_mtp_desktop.ui.elided_label import ElidedLabel
 from qwen_mtp_desktop.ui.figures import LEGEND, stats_tooltip
-from qwen_mtp_desktop.ui.plain_text import plain_label
+from qwen_mtp_desktop.ui.widgets.elided_label import ElidedLabel
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label
 
 
 class LiveFigures(QObject):

@@ -3,7 +3,7 @@ start, conversation memory (the budget for kept conversation states), the local 
 and the data folders.
 
 Each change is saved when it is made (no Apply button to forget). The theme applies at once.
-The local API server keeps its own dialog (ui/server_dialog.py); this one links to it. Checking
+The local API server keeps its own dialog (ui/dialogs/api_server.py); this one links to it. Checking
 a new models folder looks at the file system, so it runs on the I/O thread.
 """
 
@@ -44,8 +44,8 @@ from qwen_mtp_desktop.core.models.data_folders import (
 from qwen_mtp_desktop.core.models.library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.settings.store import THEMES, SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
-from qwen_mtp_desktop.ui.labels import text_label
-from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
+from qwen_mtp_desktop.ui.widgets.labels import text_label
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 

@@ -62,7 +62,7 @@ class AboutDialog(QDialog):
         self.setWindowTitle(f"About {APP_NAME}")
         self.setObjectName("aboutDialog")
 
-        from qwen_mtp_desktop.ui.style import app_icon
+        from qwen_mtp_desktop.ui.widgets.style import app_icon
 
         head = QHBoxLayout()
         icon = QLabel()

@@ -8,7 +8,7 @@ shows one, and each save changes only the entry it edits, on the latest list (fo
 with the permissions stored now, not those it was shown).
 
 What a server says (its tool names, its errors and stderr) and what was pasted is shown as
-plain text (ui.plain_text): a tool named `<img src=...>` must not render as an image."""
+plain text (ui.widgets.plain_text): a tool named `<img src=...>` must not render as an image."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from qwen_mtp_desktop.core.tools.mcp.config import (
     putting,
     servers_from_settings,
 )
-from qwen_mtp_desktop.ui.plain_text import plain_label, plain_tooltip
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
 

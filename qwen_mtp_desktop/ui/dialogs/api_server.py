@@ -37,7 +37,7 @@ from qwen_mtp_desktop.core.engine import EngineError
 from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.server.examples import curl_example, model_id_for
-from qwen_mtp_desktop.ui.plain_text import plain_label
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_label
 from qwen_mtp_desktop.workers.engine_process import API_REQUESTS_KEPT, EngineProcess
 
 LOOPBACK = "127.0.0.1"
