@@ -56,7 +56,7 @@ def run(
     produced = 0
     started = time.perf_counter()
     first = None
-    for step in decoder.generate(ids, method=method, max_new_tokens=tokens, stop_ids=frozenset()):
+    for step in decoder.decode(ids, method=method, max_new_tokens=tokens, stop_ids=frozenset()):
         if first is None:
             first = time.perf_counter()
         produced += len(step.tokens)

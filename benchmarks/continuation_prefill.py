@@ -52,7 +52,7 @@ def attention_flop_per_pair(model: Path) -> float:
 
 
 def first_token(decoder: AppDecoder, ids: list[int]) -> None:
-    for _ in decoder.generate(ids, method=PLAIN, max_new_tokens=1, stop_ids=frozenset()):
+    for _ in decoder.decode(ids, method=PLAIN, max_new_tokens=1, stop_ids=frozenset()):
         pass
 
 

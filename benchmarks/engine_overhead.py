@@ -124,7 +124,7 @@ def process_runner(model_dir: Path, mtp: bool, tokens: int) -> Any:
             done.quit()
 
         process.finished.connect(finished)
-        process.generate(PROMPT, settings)
+        process.start_generation(PROMPT, settings)
         done.exec()
         process.finished.disconnect(finished)
         return result[0]

@@ -67,7 +67,7 @@ class Paths:
         if name == "direct":
             yield from self.direct.greedy(self.ids, tokens)
             return
-        for step in self.decoder.generate(
+        for step in self.decoder.decode(
             self.ids, method=PLAIN, max_new_tokens=tokens, stop_ids=frozenset(), ignore_eos=True
         ):
             yield step.tokens[0]

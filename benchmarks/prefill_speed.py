@@ -46,7 +46,7 @@ def app_runner(model: Path, precision: str, chunk: int) -> Callable[[list[int]],
     def run(ids: list[int]) -> float:
         decoder.drop_states()
         started = time.perf_counter()
-        for _ in decoder.generate(ids, method=PLAIN, max_new_tokens=1, stop_ids=frozenset()):
+        for _ in decoder.decode(ids, method=PLAIN, max_new_tokens=1, stop_ids=frozenset()):
             pass
         return time.perf_counter() - started
 

@@ -55,7 +55,7 @@ def decoder_round(
 ) -> None:
     method = PLAIN if depth == 0 else DecodingMethod.mtp(depth)
     decoder.drop_states()
-    steps = decoder.generate(
+    steps = decoder.decode(
         prompt, method=method, max_new_tokens=tokens, stop_ids=set(), ignore_eos=True
     )
     next(steps)  # the prefill and the first token: not a decoding step

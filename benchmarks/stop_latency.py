@@ -41,7 +41,7 @@ def token_ids(seed: int, count: int) -> list[int]:
 
 def first_token(decoder: AppDecoder, ids: list[int], cancel_at: float | None = None) -> list[int]:
     """The turn's tokens (at most one); cancelled at the `perf_counter()` time `cancel_at`."""
-    steps = decoder.generate(
+    steps = decoder.decode(
         ids,
         method=PLAIN,
         max_new_tokens=1,

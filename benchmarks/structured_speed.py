@@ -76,7 +76,7 @@ def decode(
     tokens: list[int] = []
     drafted = accepted = forced = 0
     first_at = 0.0
-    for step in decoder.generate(ids, method=method, max_new_tokens=budget, stop_ids=stops):
+    for step in decoder.decode(ids, method=method, max_new_tokens=budget, stop_ids=stops):
         if not tokens:
             first_at = time.perf_counter()
         tokens.extend(step.tokens)

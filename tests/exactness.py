@@ -97,7 +97,7 @@ def sample_counts(
         seeded = method.with_sampling(Sampling(**{**settings.to_record(), "seed": seed}))
         # Two more tokens than are checked, so depth 3 drafts whole chains from step two on.
         steps = list(
-            decoder.generate(prompt, method=seeded, max_new_tokens=tokens + 2, stop_ids=set())
+            decoder.decode(prompt, method=seeded, max_new_tokens=tokens + 2, stop_ids=set())
         )
         answer = [t for step in steps for t in step.tokens]
         run.counts[tuple(answer[:tokens])] += 1

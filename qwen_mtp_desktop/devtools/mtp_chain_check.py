@@ -151,7 +151,7 @@ class DecoderUnderTest:
         self.decoder.draft_log = log
         try:
             steps = list(
-                self.decoder.generate(
+                self.decoder.decode(
                     ids,
                     method=DecodingMethod.mtp(depth),
                     max_new_tokens=max_new_tokens,

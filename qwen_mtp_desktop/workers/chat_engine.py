@@ -9,7 +9,7 @@ with `Protocol`'s, so neither names it as a base: mypy checks each against it wh
 Signals (`SignalInstance`s, as Qt gives them on an instance):
     loading(Path), loaded(LoadedModel), load_failed(EngineError): a model's load.
     chunks(int, list[StepChunk]), finished(int, GenerationStats), failed(int, EngineError):
-        a request's answer, by the id `generate()` returned.
+        a request's answer, by the id `start_generation()` returned.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class ChatEngine(Protocol):
         """Free the loaded model's memory."""
         ...
 
-    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
+    def start_generation(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         """Start an answer; its events carry the returned request id."""
         ...
 

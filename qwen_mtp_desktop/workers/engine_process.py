@@ -153,12 +153,12 @@ class EngineProcess(QObject):
     def unload(self) -> None:
         self._supervisor.unload()
 
-    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
+    def start_generation(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         request_id = self._ids.next()
         if self._supervisor.pid is None:
             self.failed.emit(request_id, self._supervisor.not_running_error())
             return request_id
-        self._supervisor.generate(Generate(request_id, tuple(messages), settings, self._coalesce_s))
+        self._supervisor.submit(Generate(request_id, tuple(messages), settings, self._coalesce_s))
         return request_id
 
     def serve_api(self, host: str, port: int, api_key: str | None) -> None:

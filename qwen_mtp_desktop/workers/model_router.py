@@ -238,10 +238,10 @@ class ModelRouter(QObject):
         if self._endpoint is None:
             self.engine_process.unload()
 
-    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
+    def start_generation(self, messages: Sequence[Message], settings: GenerationSettings) -> int:
         endpoint = self._endpoint
         if endpoint is None:
-            return self.engine_process.generate(messages, settings)
+            return self.engine_process.start_generation(messages, settings)
         request_id = -self._ids.next()
         job = _Job(request_id, endpoint, messages, settings)
         self._jobs[request_id] = job

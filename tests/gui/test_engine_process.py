@@ -41,7 +41,7 @@ def test_generation_streams_through_signals(qtbot: QtBot, engine: EngineProcess)
     received: list[object] = []
     engine.chunks.connect(lambda rid, chunks: received.extend(chunks))
     with qtbot.waitSignal(engine.finished, timeout=120_000) as blocker:
-        request = engine.generate(COUNTING, GenerationSettings(max_new_tokens=100))
+        request = engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=100))
     finished_id, stats = blocker.args
     assert finished_id == request
     assert isinstance(stats, GenerationStats)
@@ -54,7 +54,7 @@ def test_cancel_through_the_process(qtbot: QtBot, engine: EngineProcess) -> None
     _load(qtbot, engine, demo_model_dir())
     engine.started.connect(lambda rid: engine.cancel(rid))
     with qtbot.waitSignal(engine.finished, timeout=120_000) as blocker:
-        engine.generate(COUNTING, GenerationSettings(max_new_tokens=500))
+        engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=500))
     stats = blocker.args[1]
     assert stats.finish_reason == "cancelled"
     assert stats.generated_tokens < 500
@@ -66,7 +66,7 @@ def test_errors_arrive_as_signals(qtbot: QtBot, engine: EngineProcess, tmp_path:
     error = blocker.args[0]
     assert isinstance(error, EngineError) and error.code == "MODEL_NOT_FOUND"
     with qtbot.waitSignal(engine.failed, timeout=60_000) as blocker:
-        engine.generate(COUNTING, GenerationSettings())
+        engine.start_generation(COUNTING, GenerationSettings())
     assert blocker.args[1].code == "NOT_LOADED"
 
 
@@ -74,8 +74,8 @@ def test_requests_are_serialized(qtbot: QtBot, engine: EngineProcess) -> None:
     _load(qtbot, engine, demo_model_dir())
     order: list[int] = []
     engine.finished.connect(lambda rid, stats: order.append(rid))
-    first = engine.generate(COUNTING, GenerationSettings(max_new_tokens=20))
-    second = engine.generate(COUNTING, GenerationSettings(max_new_tokens=20))
+    first = engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=20))
+    second = engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=20))
     qtbot.waitUntil(lambda: len(order) == 2, timeout=120_000)
     assert order == [first, second]
 
@@ -88,7 +88,7 @@ def _stream_then_kill(qtbot: QtBot, engine: EngineProcess, sig: int) -> tuple[st
     pid = engine.pid
     assert pid is not None
     with qtbot.waitSignal(engine.failed, timeout=120_000) as blocker:
-        engine.generate(COUNTING, GenerationSettings(max_new_tokens=2000, ignore_eos=True))
+        engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=2000, ignore_eos=True))
         qtbot.waitUntil(lambda: len("".join(received).split()) >= 3, timeout=60_000)
         os.kill(pid, sig)
     engine.chunks.disconnect()
@@ -115,7 +115,7 @@ def test_engine_death_fails_the_request_and_reloads(
     assert engine.loaded_model is not None
     assert engine.loaded_model.model_dir == loaded.model_dir
     with qtbot.waitSignal(engine.finished, timeout=120_000) as blocker:
-        engine.generate(COUNTING, GenerationSettings(max_new_tokens=10))
+        engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=10))
     assert blocker.args[1].generated_tokens == 10
 
 
@@ -133,7 +133,7 @@ def test_an_engine_that_keeps_dying_is_not_restarted_in_a_loop(qtbot: QtBot) -> 
     qtbot.wait(500)
     assert len(stopped) == MAX_DEATHS_IN_A_ROW  # no loop
     with qtbot.waitSignal(engine.failed, timeout=10_000) as failed:
-        engine.generate(COUNTING, GenerationSettings(max_new_tokens=5))
+        engine.start_generation(COUNTING, GenerationSettings(max_new_tokens=5))
     assert failed.args[1].code == "ENGINE_STOPPED"
     # Loading tries again (three more times), and says so once more.
     with qtbot.waitSignal(engine.load_failed, timeout=60_000) as blocker:

@@ -270,7 +270,7 @@ def test_stop_while_the_question_waits_for_the_engine_ends_it_as_stopped(harness
     from qwen_mtp_desktop.core.engine import GenerationSettings, Message
 
     engine = harness.engine_process
-    busy = engine.generate(
+    busy = engine.start_generation(
         [Message("user", long_question(3))], GenerationSettings(max_new_tokens=4)
     )
     harness.send("Count from 1 to 5.")

@@ -46,7 +46,7 @@ def answer(
     method: DecodingMethod,
     stable_prefix: int | None = None,
 ) -> list[int]:
-    steps = decoder.generate(
+    steps = decoder.decode(
         ids, method=method, max_new_tokens=24, stop_ids=set(), stable_prefix=stable_prefix
     )
     return [t for step in steps for t in step.tokens]
@@ -103,7 +103,7 @@ def test_a_chat_coming_back_continues_on_the_graph_from_its_kept_copy(
     answer(explicit, words(21, 90), method)  # another chat: the first one is put aside
     follow_up = first + words(22, 60)
     copies, other = explicit.target.kv.copies, explicit.target.kv.live
-    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    steps = explicit.decode(follow_up, method=method, max_new_tokens=24, stop_ids=set())
     tokens = list(next(steps).tokens)  # the prefill ran
     resumed = explicit.last_prefill
     assert resumed is not None and resumed.source == "aside" and resumed.reused > 100
@@ -130,7 +130,7 @@ def test_a_chat_coming_back_before_its_last_answer_hides_the_answer_without_a_co
     answer(explicit, words(31, 90), method)  # another chat: the first one is put aside
     follow_up = prompt + words(32, 60)
     copies, other = explicit.target.kv.copies, explicit.target.kv.live
-    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    steps = explicit.decode(follow_up, method=method, max_new_tokens=24, stop_ids=set())
     tokens = list(next(steps).tokens)
     resumed = explicit.last_prefill
     assert resumed is not None and resumed.source == "aside" and resumed.reused == len(prompt)
@@ -158,7 +158,7 @@ def test_an_edit_far_back_reads_the_conversation_out_once(
     old += answer(explicit, old, method)
     edited = first + words(42, 60)  # the second message, edited
     reads = explicit.target.kv.reads
-    steps = explicit.generate(edited, method=method, max_new_tokens=24, stop_ids=set())
+    steps = explicit.decode(edited, method=method, max_new_tokens=24, stop_ids=set())
     tokens = list(next(steps).tokens)  # the prefill ran
     resumed = explicit.last_prefill
     assert resumed is not None and resumed.source == "live" and resumed.reused >= len(first)
@@ -166,7 +166,7 @@ def test_an_edit_far_back_reads_the_conversation_out_once(
     tokens += [t for step in steps for t in step.tokens]
     assert tokens == answer(cold, edited, method)
     assert explicit.cache.aside  # the old version
-    back = explicit.generate(old, method=method, max_new_tokens=24, stop_ids=set())
+    back = explicit.decode(old, method=method, max_new_tokens=24, stop_ids=set())
     tokens = list(next(back).tokens)
     # All of it but the last answer's last token (never processed: it ended the answer).
     assert explicit.last_prefill is not None and explicit.last_prefill.reused == len(old) - 1
@@ -203,7 +203,7 @@ def test_a_follow_up_leaves_the_hidden_entries_out_of_its_call_once_they_are_man
         monkeypatch.setattr(kv_slots, "CALL_COMPACT_MIN_HIDDEN", 8)
     follow_up = prompt + first + words(51, 60)
     reads = kv.reads
-    steps = explicit.generate(follow_up, method=method, max_new_tokens=24, stop_ids=set())
+    steps = explicit.decode(follow_up, method=method, max_new_tokens=24, stop_ids=set())
     tokens = list(next(steps).tokens)  # the prefill ran
     assert explicit.last_prefill is not None and explicit.last_prefill.reused >= len(prompt)
     assert kv.reads - reads == 1

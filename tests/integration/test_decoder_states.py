@@ -51,7 +51,7 @@ def setup(demo_model: Path) -> Iterator[tuple[AppDecoder, AppDecoder, list[list[
 def answer(
     decoder: AppDecoder, ids: list[int], method: DecodingMethod, stops: set[int]
 ) -> list[int]:
-    steps = decoder.generate(ids, method=method, max_new_tokens=24, stop_ids=stops)
+    steps = decoder.decode(ids, method=method, max_new_tokens=24, stop_ids=stops)
     return [t for step in steps for t in step.tokens]
 
 
@@ -190,7 +190,7 @@ def test_an_answer_the_next_prompt_renders_otherwise_is_not_kept_as_an_old_branc
 def test_cancel_mid_answer_leaves_a_state_the_next_turn_can_use(setup) -> None:  # type: ignore[no-untyped-def]
     decoder, cold, prompts, stops = setup
     ids = prompts[1]
-    steps = decoder.generate(ids, method=DecodingMethod.mtp(3), max_new_tokens=24, stop_ids=stops)
+    steps = decoder.decode(ids, method=DecodingMethod.mtp(3), max_new_tokens=24, stop_ids=stops)
     partial = [t for _, step in zip(range(2), steps, strict=False) for t in step.tokens]
     steps.close()  # the consumer stopped between steps
     follow = ids + partial
@@ -210,7 +210,7 @@ def stopped_turn(decoder: AppDecoder, ids: list[int], stops: set[int], after_s: 
     stopped part-way yields none; a cancel seen only between steps (the prefill ran through)
     yields the first token."""
     began = time.perf_counter()
-    steps = decoder.generate(
+    steps = decoder.decode(
         ids,
         method=DecodingMethod.plain(),
         max_new_tokens=24,
@@ -274,7 +274,7 @@ def test_stop_while_the_mtp_head_catches_up_ends_the_turn_after_its_first_token(
         looks += 1
         return looks > 1  # the step loop goes on once; the head's catch-up is then cancelled
 
-    steps = decoder.generate(
+    steps = decoder.decode(
         ids, method=DecodingMethod.mtp(2), max_new_tokens=24, stop_ids=stops, cancelled=cancelled
     )
     tokens = [t for step in steps for t in step.tokens]

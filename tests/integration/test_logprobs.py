@@ -40,7 +40,7 @@ def run(
     tokens: list[int] = []
     scores: list[TokenLogprob] = []
     accepted = 0
-    for step in decoder.generate(
+    for step in decoder.decode(
         prompt, method=method, max_new_tokens=TOKENS, stop_ids=set(), logprobs=top
     ):
         assert len(step.logprobs) == len(step.tokens)
@@ -143,7 +143,7 @@ def test_logprobs_off_costs_nothing_and_reports_nothing(
 ) -> None:
     app, prompt = decoder
     steps = list(
-        app.generate(prompt, method=DecodingMethod.mtp(2), max_new_tokens=8, stop_ids=set())
+        app.decode(prompt, method=DecodingMethod.mtp(2), max_new_tokens=8, stop_ids=set())
     )
     assert all(step.logprobs == () for step in steps)
 

@@ -61,7 +61,7 @@ def engines(model: Path) -> Iterator[tuple[Engine, Engine]]:
     plain, fast = Engine(), Engine()
     plain.load(model, LoadOptions(mtp=False, exact_numerics=True))
     loaded = fast.load(model, LoadOptions(mtp=True, exact_numerics=True))
-    assert loaded.decoder == "fast" and loaded.mtp, loaded.decoder_note
+    assert loaded.decoder == "app" and loaded.mtp, loaded.decoder_note
     yield plain, fast
     plain.unload()
     fast.unload()
@@ -89,7 +89,7 @@ def test_output_equals_plain_decoding(
         [Message("user", prompt)], GenerationSettings(budget, method=DecodingMethod.mtp(depth))
     )
     stats = generation.run_to_end()
-    assert stats.decoder == "fast" and stats.method == DecodingMethod.mtp(depth)
+    assert stats.decoder == "app" and stats.method == DecodingMethod.mtp(depth)
     assert list(generation.token_ids) == reference
     assert stats.generated_tokens <= budget
     # Every decode step proposed min(depth, tokens left - 1) drafts: none is larger.
@@ -126,7 +126,7 @@ def test_rollback_after_a_rejection_at_every_draft_position(
                 prompt_ids = [int(i) for i in tokenizer.encode(prompt).input_ids.data[0]]
                 reference = _ids(plain, text, GenerationSettings(60))
                 steps = list(
-                    decoder.generate(
+                    decoder.decode(
                         prompt_ids,
                         method=DecodingMethod.mtp(4),
                         max_new_tokens=60,

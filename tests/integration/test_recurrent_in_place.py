@@ -58,7 +58,7 @@ def test_plain_decoding_never_rebinds_and_mtp_still_rolls_back(demo_model: Path)
     recurrent = decoder.target.recurrent
 
     def answer(method: DecodingMethod) -> list[int]:
-        steps = decoder.generate(prompt, method=method, max_new_tokens=30, stop_ids=set())
+        steps = decoder.decode(prompt, method=method, max_new_tokens=30, stop_ids=set())
         return [t for step in steps for t in step.tokens]
 
     plain = answer(DecodingMethod.plain())

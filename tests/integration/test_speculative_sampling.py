@@ -94,7 +94,7 @@ def test_seeds_reproduce_and_fresh_seeds_differ(decoder: tuple[AppDecoder, list[
     model, prompt = decoder
     method = DecodingMethod.mtp(2, Sampling(temperature=1.5, top_k=20, seed=7))
     runs = [
-        [t for step in model.generate(prompt, method=method, max_new_tokens=12, stop_ids=set())
+        [t for step in model.decode(prompt, method=method, max_new_tokens=12, stop_ids=set())
          for t in step.tokens]
         for _ in range(2)
     ]  # fmt: skip
@@ -103,7 +103,7 @@ def test_seeds_reproduce_and_fresh_seeds_differ(decoder: tuple[AppDecoder, list[
     unseeded = method.with_sampling(Sampling(temperature=1.5, top_k=20))
     answers, seeds = set(), set()
     for _ in range(6):
-        tokens = model.generate(prompt, method=unseeded, max_new_tokens=12, stop_ids=set())
+        tokens = model.decode(prompt, method=unseeded, max_new_tokens=12, stop_ids=set())
         answers.add(tuple(itertools.chain.from_iterable(s.tokens for s in tokens)))
         assert model.last_prefill is not None and model.last_prefill.seed is not None
         seeds.add(model.last_prefill.seed)

@@ -409,7 +409,7 @@ class AppDecoder:
 
     # --- decoding ------------------------------------------------------------------------------
 
-    def generate(
+    def decode(
         self,
         prompt_ids: Sequence[int],
         *,

@@ -22,8 +22,9 @@ from qwen_mtp_desktop.core.engine.model_files import (
 )
 from qwen_mtp_desktop.core.engine.types import (
     AnswerStream,
-    Decoding,
+    DecoderName,
     EngineError,
+    EngineInterface,
     GenerationSettings,
     LoadedModel,
     LoadOptions,
@@ -70,9 +71,10 @@ __all__ = [
     "QWEN35_MODEL_TYPES",
     "TOKENIZER",
     "AnswerStream",
-    "Decoding",
+    "DecoderName",
     "Engine",
     "EngineError",
+    "EngineInterface",
     "Generation",
     "GenerationSettings",
     "LoadOptions",

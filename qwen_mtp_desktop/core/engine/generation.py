@@ -46,7 +46,7 @@ from qwen_mtp_desktop.core.decoding.text import (
 )
 from qwen_mtp_desktop.core.engine.types import (
     AnswerStream,
-    Decoding,
+    DecoderName,
     EngineError,
     GenerationSettings,
     LoadedModel,
@@ -113,9 +113,9 @@ class TurnResources:
     think_start: int | None
     think_end: int | None
     stop_ids: frozenset[int]
-    #: The openvino-genai pipeline that runs the turn; None runs it on `fast_decoder`.
+    #: The openvino-genai pipeline that runs the turn; None runs it on `app_decoder`.
     pipeline: Any
-    fast_decoder: AppDecoder | None
+    app_decoder: AppDecoder | None
     #: The prompt's token ids (the app's decoder decodes from them).
     prompt_ids: list[int] | None
     #: How many leading prompt tokens the next turn's prompt repeats (the state kept there
@@ -208,7 +208,7 @@ class Generation(AnswerStream):
             method = DecodingMethod.plain(method.sampling)  # no MTP head loaded
         #: The method that runs (and the stats report).
         self._method = method
-        self._decoding: Decoding = "fast" if config is None else "genai"
+        self._decoding: DecoderName = "app" if config is None else "genai"
         self._device = context.loaded.device
         self._decoder = _StepDecoder(context, settings.thinking, settings.raw_text)
         self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
@@ -402,7 +402,7 @@ class Generation(AnswerStream):
         tokens that may begin one are held back, and the ones that form it are dropped, as
         openvino-genai does."""
         context = self._context
-        loaded, decoder, tokenizer = context.loaded, context.fast_decoder, context.tokenizer
+        loaded, decoder, tokenizer = context.loaded, context.app_decoder, context.tokenizer
         assert decoder is not None and tokenizer is not None
         settings = self._settings
         method = self._method
@@ -448,7 +448,7 @@ class Generation(AnswerStream):
             lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
             settings.stop_strings,
         )
-        steps = decoder.generate(
+        steps = decoder.decode(
             prompt_ids,
             method=method,
             max_new_tokens=settings.max_new_tokens,

@@ -9,7 +9,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from qwen_mtp_desktop.core.decoding.graphs import DEFAULT_DRAFT_VOCAB
 from qwen_mtp_desktop.core.decoding.logprobs import MAX_TOP_LOGPROBS, TokenLogprob
@@ -19,6 +19,7 @@ from qwen_mtp_desktop.core.decoding.method import (
     DecodingMethod,
     MethodError,
 )
+from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.prompt.guards import text_problem
@@ -124,22 +125,22 @@ class LoadOptions:
     #: f32 inference without dynamic quantization, for output-equality checks.
     exact_numerics: bool = False
     #: Decode text turns with the app's own decoder (core.decoding.decoder) when the model allows.
-    fast_decoder: bool = True
+    app_decoder: bool = True
     #: Rows of the fast decoder's draft vocabulary (core.decoding.graphs.DEFAULT_DRAFT_VOCAB).
     draft_vocab: int = DEFAULT_DRAFT_VOCAB
     #: What decodes plain text turns when the app's decoder is loaded: the app's decoder
-    #: ("fast": one decoder for every text turn, so a conversation's kept state carries
+    #: ("app": one decoder for every text turn, so a conversation's kept state carries
     #: across Auto's switches between plain and MTP, with no second model in memory) or
     #: openvino-genai's stateful SDPA pipeline ("genai", opened on the first plain turn; the
     #: benchmark's "fastest plain path" comparison uses it).
-    plain_decoder: Decoding = "fast"
+    plain_decoder: DecoderName = "app"
     #: Bytes of conversation states the app's decoder keeps between turns
     #: (core.decoding.state_cache); None: the default for this computer's memory
     #: (core.engine.runtime.default_state_cache_bytes); 0 keeps nothing.
     state_cache_bytes: int | None = None
 
 
-Decoding = Literal["fast", "genai"]
+DecoderName = Literal["app", "genai"]
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class LoadedModel:
     load_s: float
     warnings: tuple[str, ...] = ()
     #: What decodes text turns: the app's own decoder or openvino-genai's pipeline.
-    decoder: Decoding = "genai"
+    decoder: DecoderName = "genai"
     #: Why the fast decoder is not used (empty when it is, or when it was not asked for).
     decoder_note: str = ""
 
@@ -261,3 +262,31 @@ class AnswerStream(Iterator[StepChunk]):
         self.token_ids.extend(chunk.token_ids)
         self.logprobs.extend(chunk.logprobs)
         return chunk
+
+
+class EngineInterface(Protocol):
+    """What every front end may call on an engine, wherever it runs: `core.engine.Engine` in
+    this process, or `core.hosting.client.HostedEngine` with the engine in a host process. Both
+    satisfy it (checked by mypy in core.hosting.service); code that takes either names this."""
+
+    @property
+    def loaded(self) -> LoadedModel | None: ...
+
+    @property
+    def plain_ready(self) -> bool: ...
+
+    def load(self, model_dir: Path, options: LoadOptions | None = None) -> LoadedModel: ...
+
+    def unload(self) -> None: ...
+
+    def require_loaded(self) -> LoadedModel: ...
+
+    def generate(
+        self, messages: Sequence[Message], settings: GenerationSettings | None = None
+    ) -> AnswerStream: ...
+
+    def generate_raw(
+        self, prompt: str, settings: GenerationSettings | None = None
+    ) -> AnswerStream: ...
+
+    def state_cache_report(self) -> CacheReport | None: ...

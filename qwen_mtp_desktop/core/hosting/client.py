@@ -161,12 +161,14 @@ class HostedEngine:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return loaded
 
-    def generate(self, messages: Sequence[Message], settings: GenerationSettings) -> HostedAnswer:
-        return self._generate(messages, settings, None)
+    def generate(
+        self, messages: Sequence[Message], settings: GenerationSettings | None = None
+    ) -> HostedAnswer:
+        return self._generate(messages, settings or GenerationSettings(), None)
 
-    def generate_raw(self, prompt: str, settings: GenerationSettings) -> HostedAnswer:
+    def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> HostedAnswer:
         """An answer to an already rendered prompt (no chat template), as Engine's."""
-        return self._generate((), settings, prompt)
+        return self._generate((), settings or GenerationSettings(), prompt)
 
     def _generate(
         self, messages: Sequence[Message], settings: GenerationSettings, raw_prompt: str | None
@@ -176,7 +178,7 @@ class HostedEngine:
             if self._supervisor.pid is None:
                 raise self._supervisor.not_running_error()
             self._generations[generation.request_id] = generation
-            self._supervisor.generate(
+            self._supervisor.submit(
                 Generate(
                     generation.request_id,
                     tuple(messages),

@@ -18,19 +18,22 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from qwen_mtp_desktop.core.engine import (
     AnswerStream,
     Engine,
     EngineError,
+    EngineInterface,
     GenerationSettings,
     Message,
     StepChunk,
 )
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
 
-#: The engine in this process, or one in an engine host process (`serve`).
-AnyEngine = Engine | HostedEngine
+if TYPE_CHECKING:  # both engines satisfy the interface front ends use (checked by mypy)
+    _IN_PROCESS: EngineInterface = Engine()
+    _HOSTED: EngineInterface = HostedEngine()
 
 #: Requests that may wait for the engine beside the running one.
 DEFAULT_MAX_WAITING = 16
@@ -50,9 +53,9 @@ class EngineService:
     """Owns an `Engine` and hands it out one request at a time, in arrival order."""
 
     def __init__(
-        self, engine: AnyEngine | None = None, *, max_waiting: int = DEFAULT_MAX_WAITING
+        self, engine: EngineInterface | None = None, *, max_waiting: int = DEFAULT_MAX_WAITING
     ) -> None:
-        self.engine: AnyEngine = engine or Engine()
+        self.engine: EngineInterface = engine or Engine()
         self.max_waiting = max_waiting
         self._lock = threading.Condition()
         self._busy = False
@@ -70,7 +73,7 @@ class EngineService:
             return self._busy
 
     @contextmanager
-    def exclusive(self, cancelled: Callable[[], bool] | None = None) -> Iterator[AnyEngine]:
+    def exclusive(self, cancelled: Callable[[], bool] | None = None) -> Iterator[EngineInterface]:
         """The engine, for as long as the block runs (load, unload, a CLI's own loop)."""
         self._acquire(cancelled)
         try:

@@ -113,7 +113,7 @@ class EngineSupervisor:
     def send(self, request: object) -> None:
         self.host.send(request)
 
-    def generate(self, request: Generate) -> None:
+    def submit(self, request: Generate) -> None:
         """Send a turn, and keep it until it produces text (to send it again after a crash)."""
         self.in_flight.add(request.request_id)
         self._unanswered[request.request_id] = request
@@ -212,7 +212,7 @@ class EngineSupervisor:
                 if retry:
                     text = text[:-1] + "; the answer is being asked for again."
                 for request in retry:
-                    self.generate(request)
+                    self.submit(request)
             else:
                 text = f"The inference engine stopped ({how}); restarted."
         else:

@@ -205,7 +205,7 @@ class CompareDialog(QDialog):
         self._side = side
         side.status.setText("Writing…")
         side.answer.begin_stream()
-        self._request = self._engine_process.generate(self._history, settings)
+        self._request = self._engine_process.start_generation(self._history, settings)
 
     def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
         if request_id == self._request and self._side is not None:

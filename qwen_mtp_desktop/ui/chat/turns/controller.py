@@ -246,7 +246,7 @@ class TurnController(QObject):
             turn = self.tools.plan(turn, history)
         # The request answered: the acceptance health check reads its workload kind.
         self._request_text = next((m.content for m in reversed(history) if m.role == "user"), "")
-        request_id = self._router.generate(history, turn.settings)
+        request_id = self._router.start_generation(history, turn.settings)
         widget = self._answer_widget(answer)
         stream = Stream(request_id, widget, turn)
         stream.message_id = widget.message_id = answer.id

@@ -428,6 +428,6 @@ class ToolTurns(QObject):
         assert stream is not None
         history = run.history + round_messages(run.rounds)
         run.offset = len(stream.widget.content)
-        request_id = self._router.generate(history, run.settings)
+        request_id = self._router.start_generation(history, run.settings)
         stream.request_id = request_id
         self._panel.figures.show_waiting()
