@@ -11,7 +11,7 @@ script counts, for every path a chat turn can take:
 - `genai-plain`: openvino-genai's plain SDPA `VLMPipeline` (the Engine loaded without MTP and
   without the app's decoder);
 - `genai-mtp`: openvino-genai's MTP `VLMPipeline` (continuous batching, the MTP head as draft
-  model; the Engine with `fast_decoder=False`);
+  model; the Engine with `app_decoder=False`);
 - `lookup`: openvino-genai's prompt-lookup pipeline (the Engine without MTP and without the
   app's decoder, a lookup turn; with it, lookup turns run on the app's decoder);
 - `vision`: a turn with an image (the Engine loaded for MTP; the image turn opens
@@ -91,13 +91,13 @@ def run_child(path: str, model: Path, cycles: int, first: int, image: Path, inje
 
     block_telemetry()
     cache = image.parent / "ov-cache"  # a compiled-model cache, as the app's chat loads
-    # Every path but `decoder` keeps the app's decoder out (fast_decoder=False), so the turn
+    # Every path but `decoder` keeps the app's decoder out (app_decoder=False), so the turn
     # runs on the openvino-genai pipeline it names; `vision` loads both, as the chat does.
-    genai_only = LoadOptions(mtp=False, fast_decoder=False, plain_decoder="genai", cache_dir=cache)
+    genai_only = LoadOptions(mtp=False, app_decoder=False, plain_decoder="genai", cache_dir=cache)
     options = {
         "decoder": LoadOptions(cache_dir=cache),
         "genai-plain": genai_only,
-        "genai-mtp": LoadOptions(fast_decoder=False, cache_dir=cache),
+        "genai-mtp": LoadOptions(app_decoder=False, cache_dir=cache),
         "lookup": genai_only,
         "vision": LoadOptions(cache_dir=cache),
     }[path]

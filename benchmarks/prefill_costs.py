@@ -60,7 +60,7 @@ class Measured:
     first_use: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: The model's own load time (Engine.load), what Auto scales pipeline loads from.
     model_load_s: float = 0.0
-    #: path -> what decoded it ("fast": the app's decoder, "genai": openvino-genai)
+    #: path -> what decoded it ("app": the app's decoder, "genai": openvino-genai)
     decoder: dict[str, str] = field(default_factory=dict)
 
 

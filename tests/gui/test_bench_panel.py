@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.measure.reports import REPORT_SCHEMA_VERSION
 from qwen_mtp_desktop.ui.bench import BenchDialogs, BenchPanel
 from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
 from qwen_mtp_desktop.ui.widgets.style import stylesheet
@@ -213,7 +214,7 @@ def test_reports_written_by_main_show_in_the_history(
         with qtbot.waitSignal(panel.report_shown, timeout=10_000) as blocker:
             panel.history_list.setCurrentRow(row)
         report = blocker.args[0]
-        assert report["schema_version"] == 2  # read into the current shape
+        assert report["schema_version"] == REPORT_SCHEMA_VERSION  # read into the current shape
         assert panel.table.rowCount() > 0 and panel.throughput_chart.bars
         title = panel.banner_title.text()
         shown[report["id"]] = (title, panel.history_list.item(row).text())

@@ -37,7 +37,7 @@ def _mode(kind: str, depth: int | None, speedup: float | None, identical: bool) 
     spread = None if speedup is None else {"median": speedup, "min": speedup, "max": speedup}
     return {
         "method": method.to_record(),
-        "decoder": "genai" if kind != "mtp" else "fast",
+        "decoder": "genai" if kind != "mtp" else "app",
         "label": label,
         "identical": identical,
         "speedup": spread,

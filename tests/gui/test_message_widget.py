@@ -68,7 +68,7 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
         "ttft_s": 0.12,
         "generated_tokens": 30,
     }
-    fast = format_stats({**base, "decoder": "fast"})
+    fast = format_stats({**base, "decoder": "app"})
     # Figures are joined with no-break spaces where a line must not break (units.join_figures).
     assert plain_figures(fast).startswith(
         "MTP n=2  ·  75% drafts accepted (1.50/step)  ·  41.2 tok/s"
@@ -79,11 +79,11 @@ def test_stats_line_names_openvino_genai_only_when_it_decoded_the_turn() -> None
     )
     # Records from before the fast decoder have no "decoder" and read as before.
     assert format_stats(base) == fast
-    assert format_stats({"method": PLAIN.to_record(), "decoder": "fast"}) == "plain decoding"
+    assert format_stats({"method": PLAIN.to_record(), "decoder": "app"}) == "plain decoding"
     # Rows from before DecodingMethod ("mode", "baseline" for plain) read the same.
     old = {k: v for k, v in base.items() if k != "method"}
     assert format_stats({**old, "mode": "mtp", "num_assistant_tokens": 2}) == format_stats(base)
-    assert format_stats({"mode": "baseline", "decoder": "fast"}) == "plain decoding"
+    assert format_stats({"mode": "baseline", "decoder": "app"}) == "plain decoding"
     lookup = {"method": DecodingMethod.lookup(3, 2).to_record(), "drafted_tokens": 8}
     assert plain_figures(format_stats({**lookup, "accepted_tokens": 2})) == (
         "prompt lookup K=3, n-gram 2  ·  8 drafts, 25% accepted"

@@ -30,7 +30,7 @@ def broken_head(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 def _engine(model: Path, *, fast: bool = True) -> Engine:
     engine = Engine()
-    engine.load(model, LoadOptions(mtp=True, exact_numerics=True, fast_decoder=fast))
+    engine.load(model, LoadOptions(mtp=True, exact_numerics=True, app_decoder=fast))
     return engine
 
 
@@ -48,10 +48,10 @@ def broken_engine(broken_head: Path) -> Iterator[Engine]:
     engine.unload()
 
 
-@pytest.fixture(scope="module", params=["fast", "genai"])
+@pytest.fixture(scope="module", params=["app", "genai"])
 def broken_engines(broken_head: Path, request: pytest.FixtureRequest) -> Iterator[Engine]:
     """The broken-head model on each decoder: the app's own and openvino-genai's."""
-    engine = _engine(broken_head, fast=request.param == "fast")
+    engine = _engine(broken_head, fast=request.param == "app")
     assert engine.loaded is not None and engine.loaded.decoder == request.param
     yield engine
     engine.unload()
@@ -144,15 +144,15 @@ def test_plain_decoding_beside_mtp(demo_model: Path) -> None:
     """Plain turns run on openvino-genai's SDPA pipeline (the fastest plain path), opened on
     first use, whichever decoder runs MTP; or, asked for, on the app's decoder at depth 0
     with nothing more to load."""
-    for fast, plain_decoder in ((True, "genai"), (False, "genai"), (True, "fast")):
+    for fast, plain_decoder in ((True, "genai"), (False, "genai"), (True, "app")):
         engine = Engine()
         engine.load(
             demo_model,
             LoadOptions(
-                mtp=True, exact_numerics=True, fast_decoder=fast, plain_decoder=plain_decoder
+                mtp=True, exact_numerics=True, app_decoder=fast, plain_decoder=plain_decoder
             ),
         )
-        on_fast = fast and plain_decoder == "fast"
+        on_fast = fast and plain_decoder == "app"
         try:
             assert engine.plain_ready == on_fast and engine.plain_load_s is None
             generation = engine.generate(
@@ -160,7 +160,7 @@ def test_plain_decoding_beside_mtp(demo_model: Path) -> None:
             )
             stats = generation.run_to_end()
             assert stats.method == PLAIN and stats.drafted_tokens == 0
-            assert stats.decoder == ("fast" if on_fast else "genai")
+            assert stats.decoder == ("app" if on_fast else "genai")
             assert engine.plain_ready and (engine.plain_load_s is None) == on_fast
             assert engine.load_plain() == 0.0
             assert engine.loaded is not None and engine.loaded.mtp

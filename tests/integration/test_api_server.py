@@ -156,7 +156,7 @@ def test_chat_answers_with_usage_and_mtp_statistics(client: openai.OpenAI) -> No
             "seed": None,
         },
     }
-    assert mtp["decoder"] == "fast" and mtp["decoding"] == "fixed"
+    assert mtp["decoder"] == "app" and mtp["decoding"] == "fixed"
     # One target token per step plus the accepted drafts: the statistics add up.
     assert mtp["steps"] + mtp["accepted_tokens"] == usage.completion_tokens
     assert 0 < mtp["accepted_tokens"] <= mtp["drafted_tokens"]

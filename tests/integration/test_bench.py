@@ -50,7 +50,7 @@ def test_bench_cli_interleaves_modes_and_stores_a_recommendation(
     # The other plain path was not the fastest by median decode speed (the baseline's rule).
     speed = report["comparison"][0]["decode_tokens_per_s"]["median"]
     assert speed <= report["modes"][0]["decode_tokens_per_s"]["median"]
-    assert [m["decoder"] for m in report["modes"][1:]] == ["fast", "fast", "fast"]
+    assert [m["decoder"] for m in report["modes"][1:]] == ["app", "app", "app"]
     assert [row_method(m) for m in report["modes"]] == [
         PLAIN, DecodingMethod.mtp(1), DecodingMethod.mtp(2), DecodingMethod.lookup(4, 3)
     ]  # fmt: skip

@@ -221,7 +221,7 @@ def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> N
         again = engine.generate(story, GenerationSettings(max_new_tokens=16, method=seeded))
         again.run_to_end()
         assert first.token_ids == again.token_ids, method
-        assert stats.method.sampling.seed == 11 and stats.decoder == "fast"
+        assert stats.method.sampling.seed == 11 and stats.decoder == "app"
         assert stats.method.kind == method.kind
         unseeded = method.with_sampling(Sampling(temperature=1.2, top_k=40))
         seeds, answers = set(), set()
@@ -237,7 +237,7 @@ def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> N
 
 def test_sampling_with_mtp_is_refused_where_only_openvino_genai_runs(demo_model: Path) -> None:
     engine = Engine()
-    engine.load(demo_model, LoadOptions(fast_decoder=False))
+    engine.load(demo_model, LoadOptions(app_decoder=False))
     sampled = Sampling(temperature=0.8)
     with pytest.raises(EngineError) as info:
         engine.generate(COUNTING, GenerationSettings(method=DecodingMethod.mtp(1, sampled)))

@@ -115,7 +115,7 @@ def test_output_equals_plain_decoding(
     method = DecodingMethod.lookup(k, n)
     ids, stats = _run(lookup, prompt, GenerationSettings(budget, method=method))
     assert ids == reference
-    assert stats.method == method and stats.decoder == "fast"
+    assert stats.method == method and stats.decoder == "app"
     assert stats.generated_tokens <= budget
     assert all(size <= k + 1 for size in stats.chunk_sizes)
     _check_drafts(lookup, prompt, ids, stats, k, n, budget)

@@ -149,7 +149,7 @@ def test_regenerate_without_a_seed_samples_anew_and_a_seed_reproduces(
 
 def test_the_same_through_openvino_genais_plain_pipeline(demo_model: Path) -> None:
     genai = Engine()
-    genai.load(demo_model, LoadOptions(fast_decoder=False, mtp=False, exact_numerics=True))
+    genai.load(demo_model, LoadOptions(app_decoder=False, mtp=False, exact_numerics=True))
     try:
         assert genai.loaded is not None and genai.loaded.decoder == "genai"
         _answers(genai, DecodingMethod.plain())
@@ -191,7 +191,7 @@ def test_auto_samples_plain_on_a_model_only_openvino_genai_runs(demo_model: Path
     there samples plain (not refused), and Auto, having seen where text turns run, decides
     the next ones plain and says why."""
     genai = Engine()
-    genai.load(demo_model, LoadOptions(fast_decoder=False))
+    genai.load(demo_model, LoadOptions(app_decoder=False))
     try:
         auto = AutoDecoding()
         auto.remember(demo_model, "CPU", None)

@@ -176,7 +176,7 @@ def test_sampling_without_a_seed_varies_and_a_seed_reproduces(client: openai.Ope
     for _ in range(6):
         response = ask(client, OPEN_PROMPT, max_tokens=24, temperature=1.5)
         mtp = mtp_of(response)
-        assert mtp["mode"] == "mtp" and mtp["decoder"] == "fast"  # MTP kept on
+        assert mtp["mode"] == "mtp" and mtp["decoder"] == "app"  # MTP kept on
         # Acceptance reported for sampled answers as for greedy ones.
         assert mtp["drafted_tokens"] > 0 and 0 <= mtp["accepted_tokens"] <= mtp["drafted_tokens"]
         assert 0 <= mtp["acceptance_rate"] <= 1 and len(mtp["acceptance_by_position"]) == 1
@@ -247,7 +247,7 @@ def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI, chat_mo
             jsonschema.validate(json.loads(text), SCHEMA)
             mtp = mtp_of(response)
             assert mtp["method"]["constraint"] == {"kind": "json_schema", "name": "card"}
-            assert mtp["decoder"] == "fast"
+            assert mtp["decoder"] == "app"
             if depth is None:  # the server without MTP
                 assert mtp["mode"] == "plain" and mtp["drafted_tokens"] == 0
             else:

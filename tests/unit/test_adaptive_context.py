@@ -56,7 +56,7 @@ def turn(
         tuple(sizes),
         tuple(times),
         max_new_tokens=512,
-        decoder="fast",
+        decoder="app",
         prompt_tokens=context_tokens,
         prompt_chars=round(context_tokens * CHARS_PER_TOKEN),
     )

@@ -38,7 +38,7 @@ CHARS_PER_TOKEN = 3.0
 def with_prefill(sample: TurnSample, decision: Decision, prompt_tokens: int) -> TurnSample:
     """The recorded turn as if its prompt had `prompt_tokens` tokens: its first step comes
     after the measured prefill for the path it ran on, the rest as recorded."""
-    decoder = "fast" if decision.method.uses_mtp_head else "genai"
+    decoder = "app" if decision.method.uses_mtp_head else "genai"
     path = path_of(decision.method, decoder)
     prefill = PREFILL_S_PER_TOKEN[path] * prompt_tokens
     start = sample.step_times_s[0]
@@ -175,7 +175,7 @@ def test_turn_record_keeps_the_context_and_teaches_prefill() -> None:
     stats = build_stats(
         method=DecodingMethod.mtp(1), device="CPU", prompt_tokens=300,
         chunk_sizes=[1, 2, 2, 1], chunk_times=[0.03, 0.032, 0.034, 0.036], total_s=0.04,
-        reasoning_tokens=0, answer_tokens=6, finish_reason="eos", decoder="fast",
+        reasoning_tokens=0, answer_tokens=6, finish_reason="eos", decoder="app",
     )  # fmt: skip
     turn = Turn(GenerationSettings(), policy, Decision(DecodingMethod.mtp(1), "x"), context)
     turn.finish(stats, None)

@@ -200,5 +200,5 @@ def test_sampled_turns_decode_plain_where_openvino_genai_runs_the_text_turns() -
     assert sampled.reason.endswith("openvino-genai runs this model; its MTP decodes greedily")
     assert "openvino-genai" not in decide(policy).reason  # greedy: by its measurements
     on_app = AdaptivePolicy()
-    on_app.observe(replace(turn(mtp(1), 0.8), decoder="fast", prompt_tokens=20))
+    on_app.observe(replace(turn(mtp(1), 0.8), decoder="app", prompt_tokens=20))
     assert decide(on_app, QWEN).method.uses_mtp_head

@@ -322,7 +322,7 @@ def test_mtp_object_from_stats() -> None:
         reasoning_tokens=0,
         answer_tokens=7,
         finish_reason="eos",
-        decoder="fast",
+        decoder="app",
     )
     mtp = mtp_stats(stats, {"decoding": "fixed"}, queue_wait_s=0.05)
     assert mtp["mode"] == "mtp" and mtp["draft_tokens_per_step"] == 2

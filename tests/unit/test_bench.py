@@ -36,7 +36,7 @@ PLAIN_KEY = (PLAIN, "genai")
 def rows(
     depth: int | DecodingMethod | None, speeds: list[float], *, base: list[float],
     identical: bool = True, prompt_set: str = "demo", sizes: tuple[int, ...] = (1, 2, 2, 1, 2),
-    decoder: str = "fast",
+    decoder: str = "app",
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Run rows as run_benchmark records them, one per round: plain decoding (None) on
     openvino-genai, MTP at a depth or another method on `decoder`."""
@@ -62,13 +62,13 @@ def rows(
 
 
 def keys(*depths: int) -> list[tuple[DecodingMethod, str]]:
-    return [PLAIN_KEY, *[(mtp(d), "fast") for d in depths]]
+    return [PLAIN_KEY, *[(mtp(d), "app") for d in depths]]
 
 
 def fake_bench(path: Path, all_rows: list[dict[str, Any]], depths: list[int]) -> dict[str, Any]:
     modes = summarise_modes(all_rows, keys(*depths), PLAIN_KEY)
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "kind": "bench",
         "id": "20261130-020000-bench-cccccc",
         "created": "2026-11-30T02:00:00Z",
@@ -310,7 +310,7 @@ def test_workload_winner_is_the_fastest_identical_method() -> None:
         *rows(1, [120.0, 125.0, 118.0], base=base),
         *rows(lookup, [160.0, 150.0, 170.0], base=base, decoder="genai"),
     ]
-    method_keys = [PLAIN_KEY, (mtp(1), "fast"), (lookup, "genai")]
+    method_keys = [PLAIN_KEY, (mtp(1), "app"), (lookup, "genai")]
     modes = summarise_modes(data, method_keys, PLAIN_KEY)
     assert [m["method"] for m in modes] == [m.to_record() for m in (PLAIN, mtp(1), lookup)]
     assert modes[2]["label"] == "prompt lookup K=4, n-gram 3"

@@ -69,7 +69,7 @@ def test_finish_reports_problems_and_exit_code(capsys: pytest.CaptureFixture[str
 # --- fullsize.py ---------------------------------------------------------------------------
 
 
-def mode(depth: int | None, speed: float, decoder: str = "fast") -> dict[str, Any]:
+def mode(depth: int | None, speed: float, decoder: str = "app") -> dict[str, Any]:
     label = "plain · openvino-genai" if depth is None else f"MTP n={depth}"
     if decoder == "genai" and depth is not None:
         label += " · openvino-genai"

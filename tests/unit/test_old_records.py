@@ -74,6 +74,28 @@ def _rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.parametrize("name", ["bench_exact_compare.json", "validate_mtp.json"])
+def test_a_schema_2_report_names_the_apps_decoder_app(
+    tmp_path: Path, app_home: Path, name: str
+) -> None:
+    """Schema 2 called the app's decoder "fast"; it loads as "app", everything else as it was."""
+    model = _model(tmp_path)
+    current = load_report(_saved_report(name, model))
+    text = json.dumps(current)
+    assert '"fast"' not in text
+    older = json.loads(
+        text.replace('"decoder": "app"', '"decoder": "fast"')
+        .replace('"mtp_decoder": "app"', '"mtp_decoder": "fast"')
+        .replace('"plain": "app"', '"plain": "fast"')
+        .replace('"mtp": "app"', '"mtp": "fast"')
+    )
+    older["schema_version"] = 2
+    assert older != current
+    path = reports_dir(model) / f"{current['id']}.json"
+    path.write_text(json.dumps(older))
+    assert load_report(path) == current
+
+
 def test_a_bench_report_of_main_loads_in_the_current_shape(tmp_path: Path, app_home: Path) -> None:
     model = _model(tmp_path)
     report = load_report(_saved_report("bench_two_sets.json", model))
@@ -84,11 +106,11 @@ def test_a_bench_report_of_main_loads_in_the_current_shape(tmp_path: Path, app_h
     lookup = DecodingMethod.lookup(4, 3)  # "depth" 4, the report's max_ngram_size 3
     assert [(row_method(m), m["decoder"]) for m in report["modes"]] == [
         (PLAIN, "genai"),
-        (mtp(1), "fast"),
-        (mtp(2), "fast"),
+        (mtp(1), "app"),
+        (mtp(2), "app"),
         (lookup, "genai"),  # its decoder was "lookup": it runs on openvino-genai's pipeline
     ]
-    assert [(row_method(m), m["decoder"]) for m in report["comparison"]] == [(PLAIN, "fast")]
+    assert [(row_method(m), m["decoder"]) for m in report["comparison"]] == [(PLAIN, "app")]
     assert report["settings"]["lookup"] == lookup.to_record()
     assert "lookup_tokens" not in report["settings"]
     # Main recommended "baseline" (depth None): plain decoding, in the one word.

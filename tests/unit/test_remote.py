@@ -432,13 +432,13 @@ def test_server_stats_drop_values_out_of_range() -> None:
         "drafted_tokens": -1,
         "steps": True,
         "acceptance_by_position": [0.5, "x"],
-        "decoder": "fast",
+        "decoder": "app",
     }
     assert server_stats(raw) == {
         "mode": "mtp",
         "method": DecodingMethod.mtp(2).to_record(),
         "draft_tokens_per_step": 2,
-        "decoder": "fast",
+        "decoder": "app",
     }
     assert server_stats({"mode": "warp"}) is None
     # A method this app cannot run is no method: no figures rather than wrong ones.

@@ -120,7 +120,7 @@ def fake_validation(
         "timing": {"baseline": base, "mtp": mtp, "speedup": 1.2} if identical else None,
     }
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "kind": "validate",
         "id": report_id,
         "created": created,

@@ -58,7 +58,7 @@ LOAD_SHARE = 0.3
 
 def path_of(method: DecodingMethod, decoder: str, images: int = 0) -> str:
     """The path a turn ran on, from the method that ran and its decoder."""
-    path = text_path(method, fast=decoder == "fast")
+    path = text_path(method, fast=decoder == "app")
     return f"{path}+image" if images else path
 
 

@@ -56,7 +56,7 @@ class GenerationStats:
     #: Index of the first chunk decoded without MTP when an MTP turn continued with plain
     #: decoding midway (Auto's within-turn fall back); None when it did not.
     switched_to_plain_at: int | None = None
-    #: What decoded the turn: "fast" (the app's own decoder, core.decoding.decoder) or "genai"
+    #: What decoded the turn: "app" (the app's own decoder, core.decoding.decoder) or "genai"
     #: (openvino-genai's pipeline); empty in records from before the fast decoder.
     decoder: str = ""
     #: What prompt lookup would have done on this greedy text answer, whatever decoded it

@@ -54,7 +54,7 @@ from qwen_mtp_desktop.core.engine.template_history import (
     template_tools,
 )
 from qwen_mtp_desktop.core.engine.types import (
-    Decoding,
+    DecoderName,
     EngineError,
     GenerationSettings,
     LoadedModel,
@@ -119,7 +119,7 @@ class Engine:
         self.loaded: LoadedModel | None = None
         #: The app's own decoder for text turns (None: openvino-genai decodes everything).
         self._fast: AppDecoder | None = None
-        #: Plain turns on the fast decoder too (LoadOptions.plain_decoder == "fast").
+        #: Plain turns on the fast decoder too (LoadOptions.plain_decoder == "app").
         self._plain_on_fast = False
         #: openvino-genai's MTP pipeline (None until a turn needs it when `_fast` is loaded).
         self._pipeline: Any = None
@@ -158,10 +158,10 @@ class Engine:
             log.warning("%s: no MTP head, loading for plain decoding", model_dir)
         _check_device(options.device)
         self._open_args = (model_dir, options.device, dict(properties))
-        self._plain_on_fast = options.plain_decoder == "fast"
+        self._plain_on_fast = options.plain_decoder == "app"
         started = time.perf_counter()
         note = ""
-        if options.fast_decoder:
+        if options.app_decoder:
             self._tokenizer = self._open_tokenizer(model_dir, options.device)
             self._stop_ids = self._model_stop_ids(model_dir)
             budget = options.state_cache_bytes
@@ -209,7 +209,7 @@ class Engine:
         self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
         if self._fast is not None and use_mtp and not self._fast.has_mtp:
             use_mtp = False  # the decoder found no MTP IR it could load
-        decoder: Decoding = "fast" if self._fast is not None else "genai"
+        decoder: DecoderName = "app" if self._fast is not None else "genai"
         self.loaded = LoadedModel(
             model_dir,
             options.device,

@@ -126,9 +126,9 @@ def parse_depths(text: str) -> tuple[int, ...]:
     return tuple(depths)
 
 
-#: A measured decoding path: (greedy method, decoder: "fast" or "genai").
+#: A measured decoding path: (greedy method, decoder: "app" or "genai").
 ModeKey = tuple[DecodingMethod, str]
-DECODER_NAMES = {"fast": "app decoder", "genai": "openvino-genai"}
+DECODER_NAMES = {"app": "app decoder", "genai": "openvino-genai"}
 
 
 def mode_label(method: DecodingMethod, decoder: str | None = None) -> str:
@@ -138,7 +138,7 @@ def mode_label(method: DecodingMethod, decoder: str | None = None) -> str:
     if method.drafts_vary:
         return method.label
     base = method.short_label
-    if decoder is None or (not method.is_plain and decoder == "fast"):
+    if decoder is None or (not method.is_plain and decoder == "app"):
         return base
     return f"{base} · {DECODER_NAMES.get(decoder, decoder)}"
 
@@ -244,21 +244,21 @@ def run_benchmark(
             device=device,
             cache_dir=cache_dir,
             exact_numerics=exact_numerics,
-            plain_decoder="fast",  # the "plain · app decoder" row; genai's plain has its engine
+            plain_decoder="app",  # the "plain · app decoder" row; genai's plain has its engine
         )
         try:
             engines["plain"], engines["mtp"] = load_engine_pair(model_dir, options)
             chat_decoder = engines["mtp"].require_loaded().decoder
             modes: list[ModeKey] = [(PLAIN, "genai")]
-            if chat_decoder == "fast":
-                modes.append((PLAIN, "fast"))
+            if chat_decoder == "app":
+                modes.append((PLAIN, "app"))
             mtp_modes = [(DecodingMethod.mtp(depth), chat_decoder) for depth in depths]
             modes += mtp_modes
             if lookup is not None:
                 modes.append((lookup, chat_decoder))
-            if compare_genai_mtp and chat_decoder == "fast":
+            if compare_genai_mtp and chat_decoder == "app":
                 engines["genai-mtp"] = Engine()
-                engines["genai-mtp"].load(model_dir, replace(options, fast_decoder=False))
+                engines["genai-mtp"].load(model_dir, replace(options, app_decoder=False))
                 modes += [(DecodingMethod.mtp(depth), "genai") for depth in depths]
         except BaseException:
             for engine in engines.values():
@@ -273,7 +273,7 @@ def run_benchmark(
             # The MTP engine decodes on the app's decoder (plain and prompt lookup too), the
             # plain engine on openvino-genai's plain pipeline.
             if not method.uses_mtp_head:
-                engine = engines["mtp"] if decoder == "fast" else engines["plain"]
+                engine = engines["mtp"] if decoder == "app" else engines["plain"]
             else:
                 engine = engines["mtp"] if decoder == chat_decoder else engines["genai-mtp"]
             settings = GenerationSettings(max_new_tokens=new_tokens, method=method)

@@ -197,7 +197,7 @@ def generate_ids(
 
 def plain_reference_options(options: LoadOptions) -> LoadOptions:
     """`options` for openvino-genai's plain pipeline alone (no app decoder, no MTP head)."""
-    return replace(options, mtp=False, fast_decoder=False, plain_decoder="genai")
+    return replace(options, mtp=False, app_decoder=False, plain_decoder="genai")
 
 
 def load_engine_pair(

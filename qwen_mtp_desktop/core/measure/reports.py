@@ -5,8 +5,8 @@ Reports are plain JSON dicts with a stable key set (`validate.VALIDATION_KEYS` /
 `bench.BENCH_KEYS`); `report_markdown.report_markdown()` renders any saved report. Every row
 that measured a method names it as a `DecodingMethod` record under "method" (`row_method`
 reads it). Reports from before that (schema 1: "mode" "baseline" | "mtp" | "lookup" with a
-"depth") are read by `load_report`, which turns them into the current shape: the one place
-that knows the old one.
+"depth") and from before the app's decoder was named "app" (schema 2: "fast") are read by
+`load_report`, which turns them into the current shape: the one place that knows the old ones.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from qwen_mtp_desktop.core.measure.verdicts import method_verdict, row_method
 log = logging.getLogger(__name__)
 
 
-#: 2: methods as DecodingMethod records. 1 (read, upgraded): "mode" and "depth".
-REPORT_SCHEMA_VERSION = 2
+#: 3: the app's decoder is named "app". 2 (read, upgraded): it was "fast"; methods as
+#: DecodingMethod records. 1 (read, upgraded): "mode" and "depth".
+REPORT_SCHEMA_VERSION = 3
 
 
 ReportKind = Literal["validate", "bench"]
@@ -106,7 +107,7 @@ def load_report(path: Path) -> dict[str, Any]:
         raise ValidationError(
             f"{Path(path).name} is not a validation or benchmark report.", code="BAD_REPORT"
         )
-    if raw.get("schema_version") not in (1, REPORT_SCHEMA_VERSION):
+    if raw.get("schema_version") not in (1, 2, REPORT_SCHEMA_VERSION):
         raise ValidationError(
             f"{Path(path).name} was written by another version of the app "
             f"(schema {raw.get('schema_version')}).",
@@ -114,6 +115,8 @@ def load_report(path: Path) -> dict[str, Any]:
         )
     try:
         report = _upgraded(raw) if raw["schema_version"] == 1 else raw
+        if raw["schema_version"] < REPORT_SCHEMA_VERSION:
+            report = _decoder_renamed(report)
         for row in _method_rows(report):
             row_method(row)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -156,6 +159,29 @@ def _old_method(mode: object, drafts: object, ngram: object) -> dict[str, Any]:
     if method is None:
         raise ValueError(f"not a decoding method: mode {mode!r}, depth {drafts!r}")
     return method.to_record()
+
+
+def _decoder_renamed(report: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 report with the app's decoder under its current name ("fast" was "app")."""
+    report = copy.deepcopy(report)
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in ("decoder", "mtp_decoder") and item == "fast":
+                    value[key] = "app"
+                elif key == "decoders" and isinstance(item, dict):
+                    value[key] = {k: "app" if v == "fast" else v for k, v in item.items()}
+                else:
+                    renamed(item)
+        elif isinstance(value, list):
+            for item in value:
+                renamed(item)
+        return value
+
+    renamed(report)
+    report["schema_version"] = REPORT_SCHEMA_VERSION
+    return report
 
 
 def _upgraded(report: dict[str, Any]) -> dict[str, Any]:

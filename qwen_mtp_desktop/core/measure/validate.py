@@ -348,7 +348,7 @@ def run_validation(
             "method": method.to_record(),
             "greedy": True,
             "load_properties": dict(EXACT_NUMERICS),
-            # What decoded each side: "fast" (the app's decoder) or "genai" (openvino-genai).
+            # What decoded each side: "app" (the app's decoder) or "genai" (openvino-genai).
             "decoders": decoders,
         },
         "results": results,
@@ -387,7 +387,7 @@ def _decoder_lines(decoders: dict[str, str] | None, label: str) -> list[str]:
     """Which decoder ran each side (reports from before the app's own decoder have none)."""
     if not decoders:
         return []
-    names = {"fast": "the app's MTP decoder", "genai": "openvino-genai"}
+    names = {"app": "the app's MTP decoder", "genai": "openvino-genai"}
     return [
         f"Plain decoding: {names.get(decoders['plain'], decoders['plain'])}; "
         f"{label}: {names.get(decoders['mtp'], decoders['mtp'])}.",

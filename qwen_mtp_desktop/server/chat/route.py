@@ -59,7 +59,7 @@ async def plan_chat(
         body,
         state.defaults,
         mtp_loaded=loaded is not None and loaded.mtp,
-        app_decoder=loaded is not None and loaded.decoder == "fast",
+        app_decoder=loaded is not None and loaded.decoder == "app",
         tools=tools,
         model_sampling=state.model_sampling(model_dir),
     )

@@ -42,7 +42,7 @@ async def plan_text(state: ServerState, request: Request, reservation: Reservati
         body,
         state.defaults,
         mtp_loaded=loaded is not None and loaded.mtp,
-        app_decoder=loaded is not None and loaded.decoder == "fast",
+        app_decoder=loaded is not None and loaded.decoder == "app",
         model_sampling=state.model_sampling(model_dir),
     )
     settings = replace(settings, raw_text=True)
