@@ -31,7 +31,7 @@ follow-up and regenerate answers equal the cold answer token for token, and prin
 bound: TTFT <= 1.5 x the new tokens' prefill + 0.3 s, and the speed-up over the cold re-prefill.
 It also counts the process's page faults before each first token: a call larger than any
 before it makes the CPU plugin allocate its buffers afresh, which on a VM whose host takes
-freed memory back costs up to tens of microseconds a page (benchmarks/README.md, Multi-turn).
+freed memory back costs up to tens of microseconds a page (benchmarks/results/multi-turn.md).
 
     .venv/bin/python benchmarks/multi_turn.py MODEL_DIR [--turns 10] [--words 200] [--rounds 3]
         [--answer-tokens 64] [--exact]

@@ -2,7 +2,7 @@
 
 The fixtures for real models come from the integration suite. Every test that measures
 something records it with `figures.record`, which keeps the figures of the last run in
-`.cache/reliability/figures.json` (the README's "Reliability" section quotes them).
+`.cache/reliability/figures.json` (benchmarks/results/reliability.md keeps a run of them).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from qwen_mtp_desktop.core.measure.fullsize_figures import (
 from tests.unit.test_adaptive import converse, synthetic_turn
 
 mtp = DecodingMethod.mtp
-README = Path(__file__).parents[2] / "benchmarks" / "README.md"
+RESULTS = Path(__file__).parents[2] / "benchmarks" / "results" / "fullsize.md"
 
 
 def _plain_words(sentence: str) -> None:
@@ -101,13 +101,13 @@ def test_ran_text_says_what_decoded_an_answer() -> None:
     assert ran_text({}) == ""
 
 
-def test_full_size_figures_are_the_benchmark_readme_s() -> None:
-    """The one data place quotes benchmarks/README.md's table: each figure is there."""
+def test_full_size_figures_are_the_benchmark_results() -> None:
+    """The one data place quotes benchmarks/results/fullsize.md's table: each figure is there."""
     date = FULL_SIZE.source.rsplit(", ", 1)[-1]
     assert "benchmarks/fullsize.py" in FULL_SIZE.source
-    readme = README.read_text(encoding="utf-8")
-    # The section of that date, from its heading to the next one; its first table is the run.
-    section = readme.split(f"({date})\n", 1)[1].split("\n### ", 1)[0]
+    results = RESULTS.read_text(encoding="utf-8")
+    # The first section of that date, from its heading to the next one; its first table is the run.
+    section = results.split(f"({date})\n", 1)[1].split("\n## ", 1)[0]
     lines = section.splitlines()
     row = next(line for line in lines if line.startswith("| agree (100 %)"))
     assert all(f"{v:.2f}x" in row for v in FULL_SIZE.all_accepted)

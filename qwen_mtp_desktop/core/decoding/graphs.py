@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 #: Draft vocabulary size: the draft projection should cost little next to a target step.
-#: 32,768 rows of INT8 cost about a tenth of the 248k-row projection (benchmarks/README).
+#: 32,768 rows of INT8 cost about a tenth of the 248k-row projection
+#: (benchmarks/results/fullsize.md).
 #: Here, not in decoder.py, so LoadOptions (core.engine.types) can name it without loading
 #: the decoding loop and numpy into the window's process.
 DEFAULT_DRAFT_VOCAB = 32_768

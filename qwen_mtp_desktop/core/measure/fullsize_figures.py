@@ -3,7 +3,7 @@ where the demo model's own MTP results would mislead (Compare, Validate, the Ben
 the demo banner). The demo model's whole answer takes milliseconds, so MTP's fixed cost per step
 always loses there; these figures say what it does on a model of real size.
 
-Copied from benchmarks/README.md ("Results: a quiet machine (2026-12-03)", depths 1-3 of that
+Copied from benchmarks/results/fullsize.md ("A quiet machine (2026-12-03)", depths 1-3 of that
 `benchmarks/fullsize.py` run): change them there and here together.
 """
 
