@@ -100,7 +100,7 @@ def test_doctor_checks_the_real_xcb_plugin() -> None:
     for name in missing:
         with pytest.raises(OSError):
             ctypes.CDLL(name)
-    # Every library the plugin needs is one the README and the note can name a package for.
+    # Every library the plugin needs is one docs/user-guide.md and the note can name a package for.
     assert set(missing) <= set(XCB_LIBRARY_PACKAGES)
     report = doctor()
     assert report.missing_display_libraries == missing

@@ -18,7 +18,7 @@ close); plain decoding is chosen when it is predicted faster; after a fall back 
 again after `FIRST_PROBE_AFTER` plain turns, twice as long after each failed probe, so a
 conversation that turns predictable (code, lists) wins again. A probe costs little: the engine
 asks `WithinTurnCheck` after every MTP step and continues the turn with plain decoding once the
-drafts clearly lose (see Engine for how, and the README for what that switch costs).
+drafts clearly lose (see Engine for how, and docs/decoding-and-auto.md for what that switch costs).
 
 Prompt lookup (core.decoding.prompt_lookup) is the third option. Its drafts are n-grams of the
 conversation, so how well it would do on an answer is known exactly after the fact, whatever

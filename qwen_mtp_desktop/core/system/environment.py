@@ -107,7 +107,8 @@ def available_devices() -> tuple[list[Device], str | None]:
 
 
 #: Shared libraries Qt's xcb platform plugin (the Linux desktop window) loads, and the Debian/
-#: Ubuntu package of each: what `doctor` names when one is missing (README: Linux libraries).
+#: Ubuntu package of each: what `doctor` names when one is missing (docs/user-guide.md: Linux
+#: libraries).
 XCB_LIBRARY_PACKAGES = {
     "libxcb-cursor.so.0": "libxcb-cursor0",
     "libxcb-icccm.so.4": "libxcb-icccm4",

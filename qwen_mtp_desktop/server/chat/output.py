@@ -78,7 +78,8 @@ def chat_stream(
     include_usage: bool,
     notice: str | None,
 ) -> AsyncIterator[bytes]:
-    """The streamed chat completion (README, "Streaming"; the frame is server.generation.sse's)."""
+    """The streamed chat completion (docs/api-server.md, "Streaming"; the frame is
+    server.generation.sse's)."""
     created_at = int(time.time())
     calls = ToolStream(tools) if tools is not None else None
 

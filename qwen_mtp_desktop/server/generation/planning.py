@@ -34,7 +34,7 @@ from qwen_mtp_desktop.server.generation.tools import (
 from qwen_mtp_desktop.server.generation.turns import TurnDefaults
 from qwen_mtp_desktop.server.http.errors import ApiError
 
-#: What a sampling request without top_p / top_k gets (README, "Local API server").
+#: What a sampling request without top_p / top_k gets (docs/api-server.md, "Chat completions").
 DEFAULT_TOP_P = 0.9
 DEFAULT_TOP_K = 20
 

@@ -109,8 +109,8 @@ class ChatMessage(Closed):
     (server.generation.planning.check_message_fields): `refusal` is the assistant's words, `name`
     only on a tool message (its function), and
     `audio` / `function_call` are refused; `reasoning_content` is accepted and not rendered
-    (README: the engine's messages carry no earlier reasoning, as Qwen3.5's template drops
-    it before the latest user message)."""
+    (docs/api-server.md: the engine's messages carry no earlier reasoning, as Qwen3.5's
+    template drops it before the latest user message)."""
 
     #: "developer" is OpenAI's newer name for the system role; "tool" carries a tool's result.
     role: Literal["system", "developer", "user", "assistant", "tool"]

@@ -83,9 +83,9 @@ def usage(stats: GenerationStats) -> dict[str, Any]:
 def mtp_stats(
     stats: GenerationStats, record: dict[str, Any], *, queue_wait_s: float
 ) -> dict[str, Any]:
-    """The `mtp` extension object of a response (README, "Local API server"): its "mode" is
-    the method's kind ("plain", "mtp" or "lookup": Auto may choose prompt lookup), "method"
-    the whole method (`DecodingMethod.to_record`)."""
+    """The `mtp` extension object of a response (docs/api-server.md, "Speculative-decoding
+    statistics"): its "mode" is the method's kind ("plain", "mtp" or "lookup": Auto may choose
+    prompt lookup), "method" the whole method (`DecodingMethod.to_record`)."""
     method = stats.method
     switched = stats.switched_to_plain_at
     result: dict[str, Any] = {

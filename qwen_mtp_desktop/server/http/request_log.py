@@ -2,8 +2,9 @@
 
 A record says when, which endpoint, the status, the answer's tokens (chat completions) and how
 long the response took to its last byte: no prompt, answer, key or client address, so it can
-be shown and kept without exposing what was asked (README: prompts reach no log unless debug
-logging is on, and this list is not one of the places they go).
+be shown and kept without exposing what was asked (docs/user-guide.md, "Where things are
+kept": prompts reach no log unless debug logging is on, and this list is not one of the places
+they go).
 """
 
 from __future__ import annotations

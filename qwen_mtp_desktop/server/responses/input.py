@@ -7,7 +7,7 @@ error names back in the Responses API's words.
 - `input`: a string -> a user message; items: messages (`input_text`, `input_image`, and an
   earlier answer's `output_text` / `refusal`), `function_call` -> an assistant message's
   `tool_calls` (calls in a row, and the text just before them, are one assistant turn),
-  `function_call_output` -> a `tool` message, `reasoning` -> dropped (README);
+  `function_call_output` -> a `tool` message, `reasoning` -> dropped (docs/api-server.md);
 - `tools` (flat function tools) / `tool_choice` / `parallel_tool_calls` -> the chat's;
 - `text.format` -> `response_format`; `max_output_tokens` -> `max_completion_tokens`;
   `include: ["message.output_text.logprobs"]` + `top_logprobs` -> `logprobs`.

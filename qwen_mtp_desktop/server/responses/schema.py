@@ -99,7 +99,7 @@ class ReasoningText(Closed):
 
 class ReasoningItem(Closed):
     """Earlier reasoning sent back: accepted and not rendered (Qwen3.5's template drops the
-    reasoning of earlier turns; README)."""
+    reasoning of earlier turns; docs/api-server.md)."""
 
     type: Literal["reasoning"]
     id: Text | None = None

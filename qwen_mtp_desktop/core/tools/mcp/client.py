@@ -3,8 +3,9 @@ an asyncio event loop of its own in a daemon thread, so nothing here ever blocks
 
 Each call returns a `concurrent.futures.Future` at once; the GUI relays its result as a signal
 (workers.mcp_tools). Why a loop of our own rather than qasync's: the app's qasync loop only
-awaits the window's close (see README), and a stdio server that floods or hangs must not touch
-the GUI thread's loop at all; the SDK is asyncio-only, and one dedicated loop serves every server.
+awaits the window's close (docs/architecture.md), and a stdio server that floods or hangs must
+not touch the GUI thread's loop at all; the SDK is asyncio-only, and one dedicated loop serves
+every server.
 
 One connection per server, opened on first use and kept: its transport and session are entered
 and left in one task (`_Connection.run`), as anyio's cancel scopes require. A call is bounded by
