@@ -50,13 +50,13 @@ class FakeDialogs:
 
     def dialogs(self) -> ModelDialogs:
         return ModelDialogs(
-            choose_folder=lambda _parent: self.folder,
+            choose_folder=lambda _parent, _title, _start: self.folder,
             confirm=self._confirm,
             inform=lambda _parent, title, text: self.messages.append((title, text)),
             open_url=self._open,
         )
 
-    def _confirm(self, _parent: QWidget, _title: str, text: str) -> bool:
+    def _confirm(self, _parent: QWidget, _title: str, text: str, _action: str) -> bool:
         self.confirmations.append(text)
         return self.answer
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from PySide6.QtCore import QFileSystemWatcher, QObject, Qt, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -26,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.engine import EngineError
+from qwen_mtp_desktop.ui.widgets.asking import choose_folder
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
 log = logging.getLogger(__name__)
@@ -35,11 +35,6 @@ _NO_MODEL_CODES = ("NOT_LOADED", "MODEL_NOT_FOUND")
 
 #: Asks the user for a folder (replaced in tests): (parent, title, start folder) -> folder.
 ChooseFolder = Callable[[QWidget, str, Path], Path | None]
-
-
-def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
-    chosen = QFileDialog.getExistingDirectory(parent, title, str(start))
-    return Path(chosen) if chosen else None
 
 
 def gone_message(model_dir: Path) -> tuple[str, str]:
@@ -103,7 +98,7 @@ class MissingModel(QObject):
         self,
         parent: QWidget,
         refresh: Callable[[], None] | None = None,
-        choose_folder: ChooseFolder = _choose_folder,
+        choose_folder: ChooseFolder = choose_folder,
     ) -> None:
         """`refresh` is called when the folder is found gone (the chat's header says so)."""
         super().__init__(parent)

@@ -17,14 +17,12 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
-    QFileDialog,
     QFormLayout,
     QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QPushButton,
     QScrollArea,
     QSizePolicy,
@@ -44,6 +42,7 @@ from qwen_mtp_desktop.core.models.data_folders import (
 from qwen_mtp_desktop.core.models.library import DEMO_MODEL_NAME, display_name
 from qwen_mtp_desktop.core.settings.store import THEMES, SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import MAX_SETTING_MB, describe_automatic, setting_mb
+from qwen_mtp_desktop.ui.widgets.asking import choose_folder, confirm
 from qwen_mtp_desktop.ui.widgets.labels import text_label
 from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
@@ -60,25 +59,12 @@ MEMORY_NOTE = (
 )
 
 
-def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
-    chosen = QFileDialog.getExistingDirectory(parent, title, str(start))
-    return Path(chosen) if chosen else None
-
-
-def _confirm(parent: QWidget, title: str, text: str, action: str) -> bool:
-    box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=parent)
-    go = box.addButton(action, QMessageBox.ButtonRole.AcceptRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.exec()
-    return box.clickedButton() is go
-
-
 @dataclass
 class SettingsDialogs:
     """What the dialog asks the user; tests replace these."""
 
-    choose_folder: Callable[[QWidget, str, Path], Path | None] = _choose_folder
-    confirm: Callable[[QWidget, str, str, str], bool] = _confirm
+    choose_folder: Callable[[QWidget, str, Path], Path | None] = choose_folder
+    confirm: Callable[[QWidget, str, str, str], bool] = confirm
 
 
 class SettingsDialog(QDialog):

@@ -9,16 +9,15 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
-    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
+from qwen_mtp_desktop.ui.widgets.asking import choose_folder, confirm
 from qwen_mtp_desktop.ui.widgets.status_icons import status_color, status_pixmap
 from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
@@ -146,31 +145,14 @@ class Checklist(QWidget):
             self.rows.append(row)
 
 
-def _choose_folder(parent: QWidget, title: str, start: Path) -> Path | None:
-    chosen = QFileDialog.getExistingDirectory(parent, title, str(start))
-    return Path(chosen) if chosen else None
-
-
-def _confirm(parent: QWidget, title: str, text: str, action: str, keep: str) -> bool:
-    """Two buttons that say what each does ("Stop export" / "Keep exporting"), never a
-    "Cancel" that could mean either; the safe one is the default."""
-    box = QMessageBox(QMessageBox.Icon.Warning, title, text, parent=parent)
-    accept = box.addButton(action, QMessageBox.ButtonRole.DestructiveRole)
-    safe = box.addButton(keep, QMessageBox.ButtonRole.RejectRole)
-    box.setDefaultButton(safe)
-    box.setEscapeButton(safe)
-    box.exec()
-    return box.clickedButton() is accept
-
-
 @dataclass
 class ExportDialogs:
     """Everything the wizard asks the user; tests replace these."""
 
     #: (parent, title, start folder) -> chosen folder or None.
-    choose_folder: Callable[[QWidget, str, Path], Path | None] = _choose_folder
+    choose_folder: Callable[[QWidget, str, Path], Path | None] = choose_folder
     #: (parent, title, text, action button, the other button) -> True to go ahead.
-    confirm: Callable[[QWidget, str, str, str, str], bool] = _confirm
+    confirm: Callable[[QWidget, str, str, str, str], bool] = confirm
 
 
 def panel_style() -> str:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from qwen_mtp_desktop.ui.models.ovms_dialog import choose_parent as _choose_ovms_parent
+from qwen_mtp_desktop.ui.widgets.asking import choose_folder, confirm
 from qwen_mtp_desktop.ui.widgets.status_icons import status_color
 from qwen_mtp_desktop.ui.widgets.style import ACCENT
 
@@ -20,20 +21,6 @@ SEVERITY_COLORS = {
 }
 SEVERITY_WORDS = {"error": "Error", "warning": "Warning", "info": "Note"}
 VERDICT_STATUS = {"fits": "ok", "tight": "warning", "does_not_fit": "error", "unknown": "pending"}
-
-
-def _choose_folder(parent: QWidget) -> Path | None:
-    chosen = QFileDialog.getExistingDirectory(parent, "Add a folder of models", str(Path.home()))
-    return Path(chosen) if chosen else None
-
-
-def _confirm(parent: QWidget, title: str, text: str) -> bool:
-    box = QMessageBox(QMessageBox.Icon.Warning, title, text, parent=parent)
-    delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-    box.exec()
-    return box.clickedButton() is delete
 
 
 def _inform(parent: QWidget, title: str, text: str) -> None:
@@ -48,9 +35,10 @@ def _open_url(url: QUrl) -> bool:
 class ModelDialogs:
     """Everything the panel asks the user or the desktop; tests replace these."""
 
-    choose_folder: Callable[[QWidget], Path | None] = _choose_folder
-    #: (parent, title, text) -> True to go ahead with a destructive action.
-    confirm: Callable[[QWidget, str, str], bool] = _confirm
+    #: (parent, title, start folder) -> chosen folder or None.
+    choose_folder: Callable[[QWidget, str, Path], Path | None] = choose_folder
+    #: (parent, title, text, action button) -> True to go ahead with a destructive action.
+    confirm: Callable[[QWidget, str, str, str], bool] = confirm
     #: (parent, title, text): an action was refused or failed.
     inform: Callable[[QWidget, str, str], None] = _inform
     #: Opens a folder in the file manager.

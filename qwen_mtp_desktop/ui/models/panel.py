@@ -701,7 +701,7 @@ class ModelsPanel(QWidget):
         self._show_selected()
 
     def _on_add_folder_clicked(self) -> None:
-        chosen = self.dialogs.choose_folder(self)
+        chosen = self.dialogs.choose_folder(self, "Add a folder of models", Path.home())
         if chosen is not None:
             self.add_folder(chosen)
 
@@ -744,7 +744,7 @@ class ModelsPanel(QWidget):
             f"Delete the folder “{entry.path.name}” and everything in it "
             f"({format_bytes(size)})?\n\n{entry.path}\n\nThis cannot be undone."
         )
-        if not self.dialogs.confirm(self, "Delete model from disk", text):
+        if not self.dialogs.confirm(self, "Delete model from disk", text, "Delete"):
             return
         paths = self._paths
         self._set_status(f"Deleting {entry.name}…")
