@@ -467,7 +467,7 @@ def test_every_finding_code_has_words() -> None:
     """Each code the inspector, the checksum check and the loader can report has a heading in
     finding_words (the one place): a new code without one would show a bare severity word."""
     package = Path(qwen_mtp_desktop.__file__).parent
-    sources = [*(package / "core" / "model_folders").rglob("*.py")]
+    sources = [*(package / "core" / "models" / "folders").rglob("*.py")]
     sources += [*(package / "ui" / "models").rglob("*.py")]
     # A finding's code: the first argument of Diagnostic(...), or a `code = "A" if ... else "B"`.
     found = re.compile(r'Diagnostic\(\s*"([A-Z0-9_]+)"|\bcode = ("[A-Z0-9_]+".*)')
