@@ -1,7 +1,7 @@
-"""The answer of `/v1/chat/completions` in OpenAI's shape, whole (`chat_body`) or streamed as
-Server-Sent Events (`chat_stream`): text, reasoning and tool calls as they are decoded
-(server.generation.tool_output), then the finish, `usage`, `mtp`, `metrics`, `timings`. `ChatAnswer`
-is the endpoint's answer shape (server.generation.answer.AnswerShape)."""
+"""The answer of `/v1/chat/completions` in OpenAI's shape (`ChatAnswer`, the endpoint's
+server.generation.answer.AnswerShape), whole (`body`) or streamed as Server-Sent Events
+(`stream`): text, reasoning and tool calls as they are decoded (server.generation.tool_output),
+then the finish, `usage`, `mtp`, `metrics`, `timings`."""
 
 from __future__ import annotations
 
@@ -28,127 +28,6 @@ from qwen_mtp_desktop.server.generation.turns import (
 )
 
 
-def chat_body(
-    request_id: str,
-    name: str,
-    final: Finished,
-    queue_wait_s: float,
-    tools: ToolPlan | None,
-    logprobs: bool,
-) -> dict[str, Any]:
-    """The non-streamed chat completion."""
-    stats = final.stats
-    message: dict[str, Any] = {"role": "assistant", "content": final.answer, "refusal": None}
-    finish = FINISH_REASONS[stats.finish_reason]
-    extra: dict[str, Any] = {}
-    if tools is not None:  # the answer read for tool calls (server.generation.tool_output)
-        fields, finish, extra = read_for_completion(final.answer, tools, finish)
-        message |= fields
-    if final.reasoning:
-        message["reasoning_content"] = final.reasoning
-    return {
-        "id": request_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": name,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": chat_logprobs(final.logprobs if logprobs else None),
-                "finish_reason": finish,
-            }
-        ],
-        "usage": usage(stats),
-        "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
-        **speculative_fields(stats),
-        **extra,
-    }
-
-
-def chat_stream(
-    events: asyncio.Queue[Event],
-    request_id: str,
-    name: str,
-    queue_wait_s: float,
-    done: Callable[[], None],
-    *,
-    tools: ToolPlan | None,
-    logprobs: bool,
-    include_usage: bool,
-    notice: str | None,
-) -> AsyncIterator[bytes]:
-    """The streamed chat completion (docs/api-server.md, "Streaming"; the frame is
-    server.generation.sse's)."""
-    created_at = int(time.time())
-    calls = ToolStream(tools) if tools is not None else None
-
-    def chunk(
-        delta: dict[str, Any],
-        finish: str | None = None,
-        scores: list[TokenLogprob] | None = None,
-    ) -> dict[str, Any]:
-        choice = {"index": 0, "delta": delta, "logprobs": chat_logprobs(scores)}
-        data: dict[str, Any] = {
-            "id": request_id,
-            "object": "chat.completion.chunk",
-            "created": created_at,
-            "model": name,
-            "choices": [{**choice, "finish_reason": finish}],
-        }
-        if include_usage:
-            data["usage"] = None
-        return data
-
-    def opening() -> Iterator[bytes]:
-        yield sse(chunk({"role": "assistant", "content": "", "refusal": None}))
-
-    def steps(batch: list[StepChunk]) -> Iterator[bytes]:
-        delta: dict[str, Any] = {}
-        reasoning = "".join(c.reasoning for c in batch)
-        answer = "".join(c.answer for c in batch)
-        if reasoning:
-            delta["reasoning_content"] = reasoning
-        call_deltas: list[dict[str, Any]] = []
-        if answer and calls is not None:
-            answer, pieces = calls.feed(answer)  # from "<tool_call>" on, the calls' pieces
-            call_deltas = calls.call_deltas(pieces)
-        if answer:
-            delta["content"] = answer
-        scores = [s for c in batch for s in c.logprobs] if logprobs else None
-        if delta or scores:
-            yield sse(chunk(delta, scores=scores))
-            scores = None
-        for index, call_delta in enumerate(call_deltas):
-            yield sse(chunk(call_delta, scores=scores if index == 0 else None))
-
-    def finish(final: Finished) -> Iterator[bytes]:
-        stats = final.stats
-        mtp = mtp_stats(stats, final.record, queue_wait_s=queue_wait_s)
-        reason = FINISH_REASONS[stats.finish_reason]
-        extra: dict[str, Any] = {}
-        # Held-back text, the calls' last pieces (server.generation.tool_output).
-        if calls is not None:
-            deltas, reason, extra = calls.finish(reason)
-            for delta in deltas:
-                yield sse(chunk(delta))
-        last = chunk({}, reason) | extra
-        last["mtp"] = mtp
-        last |= speculative_fields(stats)
-        if notice is not None:
-            last["notice"] = notice
-        yield sse(last)
-        if include_usage:
-            usage_chunk = chunk({})
-            usage_chunk["choices"] = []
-            usage_chunk["usage"] = usage(stats)
-            usage_chunk["mtp"] = mtp
-            usage_chunk |= speculative_fields(stats)
-            yield sse(usage_chunk)
-
-    return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)
-
-
 @dataclass(frozen=True)
 class ChatAnswer:
     """How a chat completion is answered: what its body and stream need besides the events."""
@@ -165,9 +44,41 @@ class ChatAnswer:
         return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
     def body(
-        self, request_id: str, name: str, final: Finished, queue_wait_s: float
+        self,
+        request_id: str,
+        name: str,
+        final: Finished,
+        queue_wait_s: float,
     ) -> dict[str, Any]:
-        completion = chat_body(request_id, name, final, queue_wait_s, self.tools, self.logprobs)
+        """The non-streamed chat completion."""
+        tools, logprobs = self.tools, self.logprobs
+        stats = final.stats
+        message: dict[str, Any] = {"role": "assistant", "content": final.answer, "refusal": None}
+        finish = FINISH_REASONS[stats.finish_reason]
+        extra: dict[str, Any] = {}
+        if tools is not None:  # the answer read for tool calls (server.generation.tool_output)
+            fields, finish, extra = read_for_completion(final.answer, tools, finish)
+            message |= fields
+        if final.reasoning:
+            message["reasoning_content"] = final.reasoning
+        completion: dict[str, Any] = {
+            "id": request_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": chat_logprobs(final.logprobs if logprobs else None),
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": usage(stats),
+            "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
+            **speculative_fields(stats),
+            **extra,
+        }
         if self.notice is not None:
             completion["notice"] = self.notice
         return completion
@@ -180,14 +91,78 @@ class ChatAnswer:
         queue_wait_s: float,
         done: Callable[[], None],
     ) -> AsyncIterator[bytes]:
-        return chat_stream(
-            events,
-            request_id,
-            name,
-            queue_wait_s,
-            done,
-            tools=self.tools,
-            logprobs=self.logprobs,
-            include_usage=self.include_usage,
-            notice=self.notice,
+        """The streamed chat completion (docs/api-server.md, "Streaming"; the frame is
+        server.generation.sse's)."""
+        tools, logprobs, include_usage, notice = (
+            self.tools,
+            self.logprobs,
+            self.include_usage,
+            self.notice,
         )
+        created_at = int(time.time())
+        calls = ToolStream(tools) if tools is not None else None
+
+        def chunk(
+            delta: dict[str, Any],
+            finish: str | None = None,
+            scores: list[TokenLogprob] | None = None,
+        ) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "logprobs": chat_logprobs(scores)}
+            data: dict[str, Any] = {
+                "id": request_id,
+                "object": "chat.completion.chunk",
+                "created": created_at,
+                "model": name,
+                "choices": [{**choice, "finish_reason": finish}],
+            }
+            if include_usage:
+                data["usage"] = None
+            return data
+
+        def opening() -> Iterator[bytes]:
+            yield sse(chunk({"role": "assistant", "content": "", "refusal": None}))
+
+        def steps(batch: list[StepChunk]) -> Iterator[bytes]:
+            delta: dict[str, Any] = {}
+            reasoning = "".join(c.reasoning for c in batch)
+            answer = "".join(c.answer for c in batch)
+            if reasoning:
+                delta["reasoning_content"] = reasoning
+            call_deltas: list[dict[str, Any]] = []
+            if answer and calls is not None:
+                answer, pieces = calls.feed(answer)  # from "<tool_call>" on, the calls' pieces
+                call_deltas = calls.call_deltas(pieces)
+            if answer:
+                delta["content"] = answer
+            scores = [s for c in batch for s in c.logprobs] if logprobs else None
+            if delta or scores:
+                yield sse(chunk(delta, scores=scores))
+                scores = None
+            for index, call_delta in enumerate(call_deltas):
+                yield sse(chunk(call_delta, scores=scores if index == 0 else None))
+
+        def finish(final: Finished) -> Iterator[bytes]:
+            stats = final.stats
+            mtp = mtp_stats(stats, final.record, queue_wait_s=queue_wait_s)
+            reason = FINISH_REASONS[stats.finish_reason]
+            extra: dict[str, Any] = {}
+            # Held-back text, the calls' last pieces (server.generation.tool_output).
+            if calls is not None:
+                deltas, reason, extra = calls.finish(reason)
+                for delta in deltas:
+                    yield sse(chunk(delta))
+            last = chunk({}, reason) | extra
+            last["mtp"] = mtp
+            last |= speculative_fields(stats)
+            if notice is not None:
+                last["notice"] = notice
+            yield sse(last)
+            if include_usage:
+                usage_chunk = chunk({})
+                usage_chunk["choices"] = []
+                usage_chunk["usage"] = usage(stats)
+                usage_chunk["mtp"] = mtp
+                usage_chunk |= speculative_fields(stats)
+                yield sse(usage_chunk)
+
+        return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)

@@ -68,98 +68,10 @@ def _choice(text: str, finish: str | None, logprobs: dict[str, Any] | None) -> d
     return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
 
 
-def completion_body(
-    request_id: str,
-    name: str,
-    final: Finished,
-    queue_wait_s: float,
-    *,
-    echo: str | None,
-    logprobs: bool,
-) -> dict[str, Any]:
-    """The non-streamed response."""
-    stats = final.stats
-    text = final.reasoning + final.answer
-    return {
-        "id": request_id,
-        "object": OBJECT,
-        "created": int(time.time()),
-        "model": name,
-        "choices": [
-            _choice(
-                (echo or "") + text,
-                FINISH_REASONS[stats.finish_reason],
-                completion_logprobs(final.logprobs) if logprobs else None,
-            )
-        ],
-        "usage": _usage(stats),
-        "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
-        **speculative_fields(stats),
-    }
-
-
 def _usage(stats: Any) -> dict[str, Any]:
     result = usage(stats)
     del result["completion_tokens_details"]  # no reasoning split in raw text
     return result
-
-
-def completion_stream(
-    events: asyncio.Queue[Event],
-    request_id: str,
-    name: str,
-    queue_wait_s: float,
-    done: Callable[[], None],
-    *,
-    echo: str | None,
-    logprobs: bool,
-    include_usage: bool,
-) -> AsyncIterator[bytes]:
-    """The streamed response: one event per batch of steps ready, then the finish (the frame
-    is server.generation.sse's)."""
-    created = int(time.time())
-    offset = 0
-
-    def chunk(text: str, finish: str | None, scores: list[TokenLogprob] | None) -> dict[str, Any]:
-        nonlocal offset
-        shaped = completion_logprobs(scores, offset) if scores is not None else None
-        offset += len(text)
-        data: dict[str, Any] = {
-            "id": request_id,
-            "object": OBJECT,
-            "created": created,
-            "model": name,
-            "choices": [_choice(text, finish, shaped)],
-        }
-        if include_usage:
-            data["usage"] = None
-        return data
-
-    def opening() -> Iterator[bytes]:
-        if echo:
-            yield sse(chunk(echo, None, None))
-
-    def steps(batch: list[StepChunk]) -> Iterator[bytes]:
-        text = _text(batch)
-        scores = [s for c in batch for s in c.logprobs]
-        if text or scores:
-            yield sse(chunk(text, None, scores if logprobs else None))
-
-    def finish(final: Finished) -> Iterator[bytes]:
-        stats = final.stats
-        extras = {
-            "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
-            **speculative_fields(stats),
-        }
-        last = chunk("", FINISH_REASONS[stats.finish_reason], None)
-        yield sse({**last, **extras})
-        if include_usage:
-            usage_chunk = chunk("", None, None)
-            usage_chunk["choices"] = []
-            usage_chunk["usage"] = _usage(stats)
-            yield sse({**usage_chunk, **extras})
-
-    return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)
 
 
 @dataclass(frozen=True)
@@ -175,11 +87,32 @@ class CompletionAnswer:
         return f"cmpl-{uuid.uuid4().hex[:24]}"
 
     def body(
-        self, request_id: str, name: str, final: Finished, queue_wait_s: float
+        self,
+        request_id: str,
+        name: str,
+        final: Finished,
+        queue_wait_s: float,
     ) -> dict[str, Any]:
-        return completion_body(
-            request_id, name, final, queue_wait_s, echo=self.echo, logprobs=self.logprobs
-        )
+        """The non-streamed response."""
+        echo, logprobs = self.echo, self.logprobs
+        stats = final.stats
+        text = final.reasoning + final.answer
+        return {
+            "id": request_id,
+            "object": OBJECT,
+            "created": int(time.time()),
+            "model": name,
+            "choices": [
+                _choice(
+                    (echo or "") + text,
+                    FINISH_REASONS[stats.finish_reason],
+                    completion_logprobs(final.logprobs) if logprobs else None,
+                )
+            ],
+            "usage": _usage(stats),
+            "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
+            **speculative_fields(stats),
+        }
 
     def stream(
         self,
@@ -189,13 +122,51 @@ class CompletionAnswer:
         queue_wait_s: float,
         done: Callable[[], None],
     ) -> AsyncIterator[bytes]:
-        return completion_stream(
-            events,
-            request_id,
-            name,
-            queue_wait_s,
-            done,
-            echo=self.echo,
-            logprobs=self.logprobs,
-            include_usage=self.include_usage,
-        )
+        """The streamed response: one event per batch of steps ready, then the finish (the frame
+        is server.generation.sse's)."""
+        echo, logprobs, include_usage = self.echo, self.logprobs, self.include_usage
+        created = int(time.time())
+        offset = 0
+
+        def chunk(
+            text: str, finish: str | None, scores: list[TokenLogprob] | None
+        ) -> dict[str, Any]:
+            nonlocal offset
+            shaped = completion_logprobs(scores, offset) if scores is not None else None
+            offset += len(text)
+            data: dict[str, Any] = {
+                "id": request_id,
+                "object": OBJECT,
+                "created": created,
+                "model": name,
+                "choices": [_choice(text, finish, shaped)],
+            }
+            if include_usage:
+                data["usage"] = None
+            return data
+
+        def opening() -> Iterator[bytes]:
+            if echo:
+                yield sse(chunk(echo, None, None))
+
+        def steps(batch: list[StepChunk]) -> Iterator[bytes]:
+            text = _text(batch)
+            scores = [s for c in batch for s in c.logprobs]
+            if text or scores:
+                yield sse(chunk(text, None, scores if logprobs else None))
+
+        def finish(final: Finished) -> Iterator[bytes]:
+            stats = final.stats
+            extras = {
+                "mtp": mtp_stats(stats, final.record, queue_wait_s=queue_wait_s),
+                **speculative_fields(stats),
+            }
+            last = chunk("", FINISH_REASONS[stats.finish_reason], None)
+            yield sse({**last, **extras})
+            if include_usage:
+                usage_chunk = chunk("", None, None)
+                usage_chunk["choices"] = []
+                usage_chunk["usage"] = _usage(stats)
+                yield sse({**usage_chunk, **extras})
+
+        return openai_stream(events, done, opening=opening(), steps=steps, finish=finish)
