@@ -37,12 +37,12 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from _args import at_least  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
-from qwen_mtp_desktop.core.models.export.ir_download import (  # noqa: E402
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME  # noqa: E402
+from qwen_mtp_desktop.core.models.ready.download import (  # noqa: E402
     ALLOW_PATTERNS,
     PART,
     staging_dir,
 )
-from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME  # noqa: E402
 from qwen_mtp_desktop.devtools.hub_server import HubServer  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Adding the MTP head to an export that lacks it (`models add-mtp`, core.models.export.mtp_graft):
+"""Adding the MTP head to an export that lacks it (`models add-mtp`, core.models.ready.mtp_graft):
 what the graft costs when the checkpoint is on a hub (HTTP range reads through HubSource, from a hub
 stand-in on loopback: qwen_mtp_desktop.devtools.hub_server), and whether the grafted head is
 the head optimum-intel exports from the same checkpoint.
@@ -55,8 +55,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from _args import at_least, whole_numbers  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
-from qwen_mtp_desktop.core.models.export.mtp_graft import MTP_STEM  # noqa: E402
-from qwen_mtp_desktop.core.models.export.tensor_source import (  # noqa: E402
+from qwen_mtp_desktop.core.models.ready.mtp_graft import MTP_STEM  # noqa: E402
+from qwen_mtp_desktop.core.models.ready.tensor_source import (  # noqa: E402
     INDEX_NAME,
     FolderSource,
     locate,
@@ -320,7 +320,7 @@ def run(
     tokens: int,
     check: SmokeCheck,
 ) -> None:
-    from qwen_mtp_desktop.core.models.export.mtp_graft import graft
+    from qwen_mtp_desktop.core.models.ready.mtp_graft import graft
 
     repo = work / "hub" / REPO_ID
     if smoke:

@@ -119,10 +119,10 @@ MODEL_SOURCE_MODULES = (
     "openvino.opset13",
     "openvino.op.util",
     "qwen_mtp_desktop.commands.model_sources",
-    "qwen_mtp_desktop.core.models.export.hub_client",
-    "qwen_mtp_desktop.core.models.export.ir_download",
-    "qwen_mtp_desktop.core.models.export.tensor_source",
-    "qwen_mtp_desktop.core.models.export.mtp_graft",
+    "qwen_mtp_desktop.core.models.ready.hub_client",
+    "qwen_mtp_desktop.core.models.ready.download",
+    "qwen_mtp_desktop.core.models.ready.tensor_source",
+    "qwen_mtp_desktop.core.models.ready.mtp_graft",
     "qwen_mtp_desktop.core.models.export.child",
 )
 

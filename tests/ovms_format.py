@@ -1,5 +1,5 @@
 """OpenVINO Model Server's documented file formats, written down for the tests of
-`qwen_mtp_desktop.core.models.export.ovms` (no OVMS schema or MediaPipe proto package is installable
+`qwen_mtp_desktop.core.models.ovms` (no OVMS schema or MediaPipe proto package is installable
 here, so the generated files are checked against these tables instead).
 
 Sources (openvinotoolkit/model_server, commit 7e4df0c7a, 2026-08-21):

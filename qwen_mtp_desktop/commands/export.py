@@ -33,7 +33,6 @@ def _group_size(text: str) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
     from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
     from qwen_mtp_desktop.core.models.export.options import (
         ExportError,
@@ -41,8 +40,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         default_destination,
         parse_source,
     )
-    from qwen_mtp_desktop.core.models.export.preflight import first_failure
-    from qwen_mtp_desktop.core.models.export.preflight import run_preflight as preflight
+    from qwen_mtp_desktop.core.models.export.preflight.checkpoint import inspect_checkpoint_folder
+    from qwen_mtp_desktop.core.models.export.preflight.checks import first_failure
+    from qwen_mtp_desktop.core.models.export.preflight.checks import run_preflight as preflight
     from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
     from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
     from qwen_mtp_desktop.core.units import format_bytes

@@ -62,9 +62,9 @@ def run_generation_check(model_dir: Path, timeout: float = 600.0) -> dict[str, A
 def _cmd_add_mtp(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.models.export.hub import hub_token
-    from qwen_mtp_desktop.core.models.export.mtp_graft import graft
-    from qwen_mtp_desktop.core.models.export.tensor_source import source_for
     from qwen_mtp_desktop.core.models.export.verify import generation_item
+    from qwen_mtp_desktop.core.models.ready.mtp_graft import graft
+    from qwen_mtp_desktop.core.models.ready.tensor_source import source_for
     from qwen_mtp_desktop.core.units import format_bytes
 
     folder: Path = args.model_dir
@@ -136,7 +136,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.files.paths import app_paths
     from qwen_mtp_desktop.core.models.export.hub import hub_endpoint, hub_token
-    from qwen_mtp_desktop.core.models.export.ir_download import download_model, library_folder_name
+    from qwen_mtp_desktop.core.models.ready.download import download_model, library_folder_name
     from qwen_mtp_desktop.core.units import format_bytes
 
     destination: Path = args.to or app_paths().models_dir / library_folder_name(args.repo_id)
@@ -204,7 +204,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
 
 
 def register(actions: Any) -> None:
-    from qwen_mtp_desktop.core.models.export.mtp_graft import WEIGHT_FORMATS
+    from qwen_mtp_desktop.core.models.ready.mtp_graft import WEIGHT_FORMATS
 
     download = actions.add_parser(
         "download", help="download a ready OpenVINO model from the hub into the library"

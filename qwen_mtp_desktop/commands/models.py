@@ -8,7 +8,7 @@ loading it; `--verify` also checks the files against the SHA-256 sums in the exp
 
 `models deploy-ovms MODEL_DIR OUT [--num-assistant-tokens K] [--device D] [--name NAME] [--json]`
 writes an OVMS model repository (graph.pbtxt, config.json, README.md with the docker run line,
-kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.models.export.ovms`. Exit status 0
+kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.models.ovms`. Exit status 0
 when written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json`
 prints
 `OvmsDeployment.to_json_dict()` (schema_version 1).
@@ -369,7 +369,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_deploy_ovms(args: argparse.Namespace) -> int:
-    from qwen_mtp_desktop.core.models.export.ovms import OvmsDeployError, OvmsOptions, deploy_ovms
+    from qwen_mtp_desktop.core.models.ovms import OvmsDeployError, OvmsOptions, deploy_ovms
     from qwen_mtp_desktop.core.units import format_bytes
 
     _utf8_safe(sys.stdout)
@@ -463,7 +463,7 @@ def register(commands: Any) -> None:
     )
     inspect.set_defaults(func=_cmd_inspect)
 
-    from qwen_mtp_desktop.core.models.export.ovms import (
+    from qwen_mtp_desktop.core.models.ovms import (
         DEFAULT_ASSISTANT_TOKENS,
         DEVICES,
         MAX_ASSISTANT_TOKENS,

@@ -45,7 +45,7 @@ from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
 if TYPE_CHECKING:  # built after the first paint, or when opened: imported then
-    from qwen_mtp_desktop.core.models.export.ir_download import PendingDownload
+    from qwen_mtp_desktop.core.models.ready.download import PendingDownload
     from qwen_mtp_desktop.ui.bench import BenchPanel
     from qwen_mtp_desktop.ui.dialogs.about import AboutDialog
     from qwen_mtp_desktop.ui.dialogs.settings import SettingsDialog
@@ -511,7 +511,7 @@ class MainWindow(QMainWindow):
         return dialog
 
     def _look_for_interrupted_downloads(self) -> None:
-        from qwen_mtp_desktop.core.models.export.ir_download import pending_downloads
+        from qwen_mtp_desktop.core.models.ready.download import pending_downloads
 
         models_dir = self._paths.models_dir
         self.io_runner.submit(lambda: pending_downloads(models_dir), self._offer_resume)

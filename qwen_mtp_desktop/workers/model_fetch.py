@@ -1,6 +1,6 @@
 """Getting a real model in the window: check a hub repo, download it, add its MTP head.
 
-One QThread runs one fetch at a time. The download (core.models.export.ir_download) is network and
+One QThread runs one fetch at a time. The download (core.models.ready.download) is network and
 file I/O only, so it runs on that thread; pausing sets a flag it reads between chunks and keeps
 the partial files for a resume (now or at the next start). Adding the MTP head builds an
 OpenVINO graph and then runs the MTP == plain check, so it runs as the app's own command
@@ -41,13 +41,13 @@ class RepoCheck:
     """What the download dialog shows before a download: the repo's layout and this
     computer's side of it (all read on the worker thread)."""
 
-    layout: Any  # core.models.export.ir_download.RepoLayout
+    layout: Any  # core.models.ready.download.RepoLayout
     destination: Path
     destination_exists: bool
     #: Where the hub token came from ("HF_TOKEN", "keychain", "token file") or None.
     token_source: str | None
     #: An interrupted download of this repo into `destination`, if one is on disk.
-    pending: Any  # core.models.export.ir_download.PendingDownload | None
+    pending: Any  # core.models.ready.download.PendingDownload | None
     free_bytes: int | None
     available_memory: int | None
     #: One chat's memory for this model (core.models.folders.report.MemoryEstimate), or None.
@@ -69,7 +69,7 @@ def _free_bytes(folder: Path) -> int | None:
 @dataclass(frozen=True)
 class FetchOutcome:
     model_dir: Path
-    layout: Any  # core.models.export.ir_download.RepoLayout
+    layout: Any  # core.models.ready.download.RepoLayout
     resumed_bytes: int
     #: `models add-mtp --json`'s answer when a head was to be added ({"error": ...} when it
     #: could not be), else None.
@@ -96,12 +96,12 @@ class _Fetcher(QObject):
     @Slot(int, str, object)
     def describe(self, rid: int, repo_id: str, destination: Path) -> None:
         from qwen_mtp_desktop.core.models.export.hub import hub_token, hub_token_source
-        from qwen_mtp_desktop.core.models.export.ir_download import (
+        from qwen_mtp_desktop.core.models.folders.memory import available_memory
+        from qwen_mtp_desktop.core.models.ready.download import (
             describe_repo,
             memory_estimate,
             pending_downloads,
         )
-        from qwen_mtp_desktop.core.models.folders.memory import available_memory
 
         try:
             layout = describe_repo(repo_id, None, hub_token())
@@ -143,7 +143,7 @@ class _Fetcher(QObject):
 
     def _fetch(self, rid: int, request: FetchRequest) -> None:
         from qwen_mtp_desktop.core.models.export.hub import hub_token
-        from qwen_mtp_desktop.core.models.export.ir_download import (
+        from qwen_mtp_desktop.core.models.ready.download import (
             DownloadCancelledError,
             download_model,
         )
@@ -192,7 +192,7 @@ class _Fetcher(QObject):
 
     @Slot(int, object)
     def discard(self, rid: int, destination: Path) -> None:
-        from qwen_mtp_desktop.core.models.export.ir_download import discard_download
+        from qwen_mtp_desktop.core.models.ready.download import discard_download
 
         discard_download(destination)
         self.stage.emit(rid, "discarded")

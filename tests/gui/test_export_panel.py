@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.models.export.job import ExportOutcome
-from qwen_mtp_desktop.core.models.export.toolkit import installed_versions
+from qwen_mtp_desktop.core.models.export.preflight.toolkit import installed_versions
 from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION
 from qwen_mtp_desktop.ui.export import panel as panel_module
 from qwen_mtp_desktop.ui.export.panel import ExportPanel, PreflightEnvironment

@@ -109,7 +109,7 @@ class TestExportNeverDeletesUserData:
     @given(layout=destination_layout())
     def test_force_replaces_only_a_previous_export(self, layout: dict[str, Any]) -> None:
         from qwen_mtp_desktop.core.models.export.options import ExportError
-        from qwen_mtp_desktop.core.models.export.preflight import check_destination
+        from qwen_mtp_desktop.core.models.export.preflight.checks import check_destination
         from qwen_mtp_desktop.core.models.export.staging import move_into_place
 
         _counts["export"] += 1

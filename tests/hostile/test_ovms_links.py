@@ -112,7 +112,7 @@ def _make_link(model: Path, name: str, target: str, decoy: Path, scratch: Path) 
 
 def links_case(examples: int, demo: str, decoy: str) -> dict[str, Any]:
     """Runs in the child: each example links into a fresh copy's state and deploys."""
-    from qwen_mtp_desktop.core.models.export.ovms import OvmsDeployError, deploy_ovms
+    from qwen_mtp_desktop.core.models.ovms import OvmsDeployError, deploy_ovms
 
     work = Path(tempfile.mkdtemp(prefix="hostile-ovms-"))
     scratch = work / "scratch"
@@ -218,7 +218,7 @@ class TestOvmsDeployLinks:
     ) -> None:
         """A snapshot of the HF cache links every file to ../../blobs/<hash>: that stays inside
         the cache's repository, so it deploys (with the content, not the links)."""
-        from qwen_mtp_desktop.core.models.export.ovms import deploy_ovms
+        from qwen_mtp_desktop.core.models.ovms import deploy_ovms
 
         repo = tmp_path / "hub" / "models--OpenVINO--demo"
         snapshot_dir = repo / "snapshots" / "0123abcd"
@@ -238,7 +238,7 @@ class TestOvmsDeployLinks:
     def test_the_error_names_the_link_and_its_target(
         self, demo_copy: Path, decoy: Path, tmp_path: Path, relative: bool
     ) -> None:
-        from qwen_mtp_desktop.core.models.export.ovms import OvmsDeployError, deploy_ovms
+        from qwen_mtp_desktop.core.models.ovms import OvmsDeployError, deploy_ovms
 
         secret = decoy / "notes.md"
         (demo_copy / "notes.md").symlink_to(

@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
 from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportOutcome, ExportRequest
 from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
-from qwen_mtp_desktop.core.models.export.preflight import run_preflight
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import inspect_checkpoint_folder
+from qwen_mtp_desktop.core.models.export.preflight.checks import run_preflight
 from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports, staging_registry_dir
 from tests.models import cached_checkpoint

@@ -235,7 +235,7 @@ def test_a_hostile_file_list_writes_nothing_outside_the_model(
     hub: HubServer, app_home: Path, tmp_path: Path
 ) -> None:
     """Names a hub answer may carry ('..', absolute paths) are never fetched or written."""
-    from qwen_mtp_desktop.core.models.export.hub_client import safe_repo_path
+    from qwen_mtp_desktop.core.models.ready.hub_client import safe_repo_path
 
     for name in ("../x.json", "/etc/passwd", "a/../../b.json", "C:\\x.json", "a//b.json", ""):
         assert not safe_repo_path(name), name
@@ -279,7 +279,7 @@ def test_a_disk_that_fills_up_mid_download(hub: HubServer, app_home: Path) -> No
 
 def test_the_weight_format_a_repo_records(hub: HubServer) -> None:
     """optimum-intel's openvino_config.json says the weight format; it wins over the name."""
-    from qwen_mtp_desktop.core.models.export.ir_download import describe_repo
+    from qwen_mtp_desktop.core.models.ready.download import describe_repo
 
     folder = hub.root / HEADLESS
     (folder / "openvino_config.json").write_text(

@@ -1,4 +1,4 @@
-"""Adding the MTP head without the export toolkit (core.models.export.mtp_graft): the grafted head
+"""Adding the MTP head without the export toolkit (core.models.ready.mtp_graft): the grafted head
 against optimum-intel's export of the same checkpoint, through the real OpenVINO runtime and
 the app's decoder; sharded and BF16 checkpoints; and checkpoints and folders that lie."""
 
@@ -15,14 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.files.paths import demo_checkpoint_dir
-from qwen_mtp_desktop.core.models.export.mtp_graft import (
+from qwen_mtp_desktop.core.models.ready.mtp_graft import (
     GRAFT_RECORD,
     MTP_STEM,
     GraftError,
     graft,
     stale_grafts,
 )
-from qwen_mtp_desktop.core.models.export.tensor_source import FolderSource, SourceError
+from qwen_mtp_desktop.core.models.ready.tensor_source import FolderSource, SourceError
 from tests.checkpoint_files import (
     checkpoint_bytes,
     head_bytes,

@@ -1,4 +1,4 @@
-"""`models deploy-ovms` / `core.models.export.ovms` on real exports: the bundled demo model and the
+"""`models deploy-ovms` / `core.models.ovms` on real exports: the bundled demo model and the
 tiny Qwen3.5-MoE export. The repository must be complete and consistent with the model, load with
 the
 openvino-genai calls OVMS's source makes, appear atomically, and never touch the user's files.
@@ -24,13 +24,13 @@ import openvino_genai as ov_genai
 import pytest
 
 import qwen_mtp_desktop.cli as cli
-from qwen_mtp_desktop.core.models.export.ovms import (
+from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
+from qwen_mtp_desktop.core.models.ovms import (
     STAGING_MARK,
     OvmsDeployError,
     OvmsOptions,
     deploy_ovms,
 )
-from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 from tests.ovms_format import check_config, check_graph
 
 pytestmark = pytest.mark.slow
@@ -202,7 +202,7 @@ def test_output_filled_while_writing_is_not_replaced(demo_model: Path, tmp_path:
 KILLER = """
 import os, signal, sys
 from pathlib import Path
-from qwen_mtp_desktop.core.models.export.ovms import deploy_ovms
+from qwen_mtp_desktop.core.models.ovms import deploy_ovms
 
 def progress(done, total):
     if done * 2 >= total:

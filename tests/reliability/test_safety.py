@@ -31,14 +31,14 @@ from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.models.export import hub
-from qwen_mtp_desktop.core.models.export.checkpoint import inspect_checkpoint_folder
 from qwen_mtp_desktop.core.models.export.command import export_command
 from qwen_mtp_desktop.core.models.export.options import (
     ExportOptions,
     default_destination,
     parse_source,
 )
-from qwen_mtp_desktop.core.models.export.preflight import run_preflight
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import inspect_checkpoint_folder
+from qwen_mtp_desktop.core.models.export.preflight.checks import run_preflight
 from qwen_mtp_desktop.core.settings.store import Settings, save_settings
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures

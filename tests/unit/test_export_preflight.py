@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.models.export.checkpoint import (
+from qwen_mtp_desktop.core.models.export.options import ExportOptions
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
     CheckpointError,
     checkpoint_tensors,
     inspect_checkpoint_folder,
     read_safetensors_header,
 )
-from qwen_mtp_desktop.core.models.export.estimate import estimate_export
-from qwen_mtp_desktop.core.models.export.options import ExportOptions
-from qwen_mtp_desktop.core.models.export.preflight import PreflightReport, run_preflight
-from qwen_mtp_desktop.core.models.export.toolkit import (
+from qwen_mtp_desktop.core.models.export.preflight.checks import PreflightReport, run_preflight
+from qwen_mtp_desktop.core.models.export.preflight.estimate import estimate_export
+from qwen_mtp_desktop.core.models.export.preflight.toolkit import (
     check_toolkit,
     install_command,
     toolkit_missing,

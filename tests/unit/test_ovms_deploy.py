@@ -1,4 +1,4 @@
-"""The OVMS files `core.models.export.ovms` generates, checked field by field against OVMS's
+"""The OVMS files `core.models.ovms` generates, checked field by field against OVMS's
 documented format (tests/ovms_format.py names the sources), and every user-controlled string (folder
 names,
 model names, output paths) through generated inputs: it comes out intact or is refused."""
@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.models.export.ovms import (
+from qwen_mtp_desktop.core.models.ovms import (
     DEVICES,
     OvmsDeployError,
     check_name,

@@ -5,10 +5,10 @@ other file the app did not write: size, nesting and numbers bounded, every field
 entry that fails a check is left out (and named in `Catalog.problems`), never half-used.
 
 Per entry and weight format the app estimates, with the same code the export preflight and the
-Models panel use: the exported model's size (`core.models.export.estimate`), the memory one chat
-needs on this device (`core.models.folders.memory`: weights + KV cache + linear-attention state
-at the default context), and the RAM the export itself peaks at. From these it recommends a
-precision for this device, or says that none fits.
+Models panel use: the exported model's size (`core.models.export.preflight.estimate`), the memory
+one chat needs on this device (`core.models.folders.memory`: weights + KV cache +
+linear-attention state at the default context), and the RAM the export itself peaks at. From
+these it recommends a precision for this device, or says that none fits.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from qwen_mtp_desktop.core.files.safe_files import (
     int_in_range,
     read_json_object,
 )
-from qwen_mtp_desktop.core.models.export.checkpoint import CheckpointInfo, TensorSummary
-from qwen_mtp_desktop.core.models.export.estimate import estimate_export
 from qwen_mtp_desktop.core.models.export.options import ExportOptions, WeightFormat
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import CheckpointInfo, TensorSummary
+from qwen_mtp_desktop.core.models.export.preflight.estimate import estimate_export
 from qwen_mtp_desktop.core.models.folders.memory import (
     DEFAULT_CONTEXT_LENGTH,
     default_kv_precision,

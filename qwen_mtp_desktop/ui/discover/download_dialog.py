@@ -237,7 +237,7 @@ class DownloadDialog(QDialog):
 
     @property
     def destination(self) -> Path:
-        from qwen_mtp_desktop.core.models.export.ir_download import library_folder_name
+        from qwen_mtp_desktop.core.models.ready.download import library_folder_name
 
         return self._models_dir / library_folder_name(self.repo_edit.text().strip())
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.models.export.preflight import PreflightReport
+from qwen_mtp_desktop.core.models.export.preflight.checks import PreflightReport
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist
 from qwen_mtp_desktop.ui.widgets.labels import text_label

@@ -31,8 +31,6 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.models.export.checkpoint import CheckpointInfo, inspect_checkpoint_folder
-from qwen_mtp_desktop.core.models.export.estimate import estimate_export
 from qwen_mtp_desktop.core.models.export.job import ExportOutcome, ExportRequest
 from qwen_mtp_desktop.core.models.export.options import (
     ExportOptions,
@@ -40,10 +38,20 @@ from qwen_mtp_desktop.core.models.export.options import (
     default_destination,
     parse_source,
 )
-from qwen_mtp_desktop.core.models.export.preflight import (
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
+    CheckpointInfo,
+    inspect_checkpoint_folder,
+)
+from qwen_mtp_desktop.core.models.export.preflight.checks import (
     PreflightReport,
     check_options,
     run_preflight,
+)
+from qwen_mtp_desktop.core.models.export.preflight.estimate import estimate_export
+from qwen_mtp_desktop.core.models.export.preflight.toolkit import (
+    install_command,
+    installed_versions,
+    toolkit_missing,
 )
 from qwen_mtp_desktop.core.models.export.progress import (
     ProgressEvent,
@@ -51,11 +59,6 @@ from qwen_mtp_desktop.core.models.export.progress import (
 )
 from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
-from qwen_mtp_desktop.core.models.export.toolkit import (
-    install_command,
-    installed_versions,
-    toolkit_missing,
-)
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.check_page import CheckPage, only_option_failures
 from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm

@@ -1,5 +1,5 @@
 """The "Deploy to OVMS…" dialog: asks where to write an OpenVINO Model Server repository for the
-selected model, writes it on a worker thread (`core.models.export.ovms`), and shows the result with
+selected model, writes it on a worker thread (`core.models.ovms`), and shows the result with
 the commands to run and, plainly, what was not run here.
 
 Threads: the writing (hard links or copies of the model files) runs on the TaskRunner handed in;
@@ -31,7 +31,8 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
-from qwen_mtp_desktop.core.models.export.ovms import (
+from qwen_mtp_desktop.core.models.folders.report import ModelReport
+from qwen_mtp_desktop.core.models.ovms import (
     DEFAULT_ASSISTANT_TOKENS,
     DEVICES,
     MAX_ASSISTANT_TOKENS,
@@ -41,7 +42,6 @@ from qwen_mtp_desktop.core.models.export.ovms import (
     default_name,
     deploy_ovms,
 )
-from qwen_mtp_desktop.core.models.folders.report import ModelReport
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
 NOT_RUN_HERE = (

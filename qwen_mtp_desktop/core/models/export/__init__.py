@@ -14,6 +14,8 @@ every component read from the IR, and MTP greedy output == plain greedy output i
 
 Modules: options (what and where), command (subprocess command lines), progress (parsing
 the exporter output), supervisor (`SupervisedProcess`), staging, verify, manifest, job,
-child (the generation check's subprocess), optimum_cli (the exporter's subprocess), preflight
-(checks before an export), hub (Hugging Face hub checkpoints and their download).
+child (the generation check's subprocess), optimum_cli (the exporter's subprocess), guard (what
+an export may replace), preflight/ (checks before an export), hub (Hugging Face hub checkpoints
+and their download). Ready OpenVINO models (downloads, the MTP head graft) are core.models.ready,
+and OpenVINO Model Server repositories core.models.ovms: neither needs the export toolkit.
 """

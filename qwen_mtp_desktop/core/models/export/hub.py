@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.models.export.checklist import CheckItem
-from qwen_mtp_desktop.core.models.export.checkpoint import (
+from qwen_mtp_desktop.core.models.export.preflight.checklist import CheckItem
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
     CheckpointInfo,
     inspect_checkpoint_folder,
     summarize_headers,

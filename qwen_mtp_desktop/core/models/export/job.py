@@ -421,7 +421,7 @@ class ExportJob:
         return durations
 
     def _check_destination(self, destination: Path) -> None:
-        from qwen_mtp_desktop.core.models.export.preflight import check_destination
+        from qwen_mtp_desktop.core.models.export.preflight.checks import check_destination
 
         source = self.request.source
         item = check_destination(

@@ -3,7 +3,7 @@
 Ready OpenVINO exports on the hub usually drop the MTP head. The head is small (one full-
 attention decoder layer, an `fc` projection and norms; it shares the trunk's embeddings and
 lm_head) and sits in the source checkpoint as its `mtp.*` tensors. This module reads just
-those (core.models.export.tensor_source: the index, a header per shard, the head's byte ranges),
+those (core.models.ready.tensor_source: the index, a header per shard, the head's byte ranges),
 checks that they fit the trunk, and builds `openvino_mtp_model.xml/.bin` with OpenVINO's own
 graph API in the layout optimum-intel exports and both the app's decoder and openvino-genai
 load: inputs `hidden_states`, `inputs_embeds`, `attention_mask`, `position_ids`, `beam_idx`;
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.models.export.tensor_source import (
+from qwen_mtp_desktop.core.models.ready.tensor_source import (
     TensorSource,
     locate,
     read_tensors,

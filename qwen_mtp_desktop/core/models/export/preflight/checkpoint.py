@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.models.export.checklist import CheckItem
+from qwen_mtp_desktop.core.models.export.preflight.checklist import CheckItem
 
 _HEADER_LIMIT = 100 * 1024 * 1024  # a real header is KBs to a few MB; refuse absurd lengths
 

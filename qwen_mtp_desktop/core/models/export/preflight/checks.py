@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.models.export.checklist import CheckItem
-from qwen_mtp_desktop.core.models.export.checkpoint import (
+from qwen_mtp_desktop.core.models.export.preflight.checklist import CheckItem
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
     CheckpointInfo,
     check_model_type,
     check_mtp_layers,
     check_mtp_tensors,
     text_config_value,
 )
-from qwen_mtp_desktop.core.models.export.estimate import (
+from qwen_mtp_desktop.core.models.export.preflight.estimate import (
     ExportEstimate,
     check_disk,
     check_memory,
@@ -34,7 +34,7 @@ from qwen_mtp_desktop.core.models.export.estimate import (
     existing_ancestor,
     free_disk_bytes,
 )
-from qwen_mtp_desktop.core.models.export.toolkit import check_toolkit, installed_versions
+from qwen_mtp_desktop.core.models.export.preflight.toolkit import check_toolkit, installed_versions
 
 if TYPE_CHECKING:
     from qwen_mtp_desktop.core.models.export.options import ExportOptions

@@ -4,8 +4,8 @@ of it, over HTTP (httpx), with the retries and messages a desktop app needs.
 Why not huggingface_hub here: its 1.x downloads write to a per-process temporary file that is
 deleted when a download fails (its PR #4228), so a download cut by a lost network, a crash or
 a killed app starts again from byte 0, and it does not check content against the SHA-256 the
-hub lists. The app's downloader (core.models.export.ir_download) keeps its own partial files and
-checks every file; the range reader (core.models.export.tensor_source) reads single tensors. Both
+hub lists. The app's downloader (core.models.ready.download) keeps its own partial files and
+checks every file; the range reader (core.models.ready.tensor_source) reads single tensors. Both
 speak the hub's public HTTP API, so `HF_ENDPOINT` mirrors work as they do for other tools.
 
 Answers are hostile until checked: JSON bounded in size and nesting, commits and sizes

@@ -136,7 +136,7 @@ def plain_name(name: str) -> bool:
 
 
 class HubSource:
-    """A hub repository at one commit, read with HTTP range requests (core.models.export.hub_client:
+    """A hub repository at one commit, read with HTTP range requests (core.models.ready.hub_client:
     `HF_ENDPOINT` honoured, 429 and 5xx retried). The revision is resolved to a commit once,
     so every range comes from the same files even if the branch moves meanwhile; a short body
     is an error, never silently accepted."""
@@ -150,7 +150,7 @@ class HubSource:
         token: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        from qwen_mtp_desktop.core.models.export.hub_client import HubClient, HubError
+        from qwen_mtp_desktop.core.models.ready.hub_client import HubClient, HubError
 
         try:
             self._client = HubClient(endpoint, token, sleep=sleep)
@@ -175,7 +175,7 @@ class HubSource:
     def _get(self, name: str, start: int, end: int) -> Any:
         import httpx
 
-        from qwen_mtp_desktop.core.models.export.hub_client import HubError
+        from qwen_mtp_desktop.core.models.ready.hub_client import HubError
 
         if not plain_name(name):
             raise SourceError(
@@ -440,7 +440,7 @@ def source_for(
     path = Path(spec).expanduser()
     if path.is_dir():
         return FolderSource(path)
-    from qwen_mtp_desktop.core.models.export.hub_client import valid_repo_id
+    from qwen_mtp_desktop.core.models.ready.hub_client import valid_repo_id
 
     if not valid_repo_id(spec):
         raise SourceError(

@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from qwen_mtp_desktop.core.models.export.checklist import CheckItem
+from qwen_mtp_desktop.core.models.export.preflight.checklist import CheckItem
 from qwen_mtp_desktop.core.system.environment import (
     EXPORT_PACKAGES,
     RUNTIME_PACKAGES,

@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qwen_mtp_desktop.core.models.export.checklist import CheckItem
-from qwen_mtp_desktop.core.models.export.checkpoint import CheckpointInfo, text_config_value
+from qwen_mtp_desktop.core.models.export.preflight.checklist import CheckItem
+from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
+    CheckpointInfo,
+    text_config_value,
+)
 from qwen_mtp_desktop.core.units import format_bytes
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ next one. Each file is checked against the hub's SHA-256 (or git blob id) before
 done, and the folder is renamed into place only when all are: nothing half-downloaded ever
 looks like a model. The copy records where it came from in the export manifest.
 
-The app's own client does this (core.models.export.hub_client), not huggingface_hub, whose 1.x
+The app's own client does this (core.models.ready.hub_client), not huggingface_hub, whose 1.x
 downloads delete a partial file when they fail. The revision is resolved to a commit once, so
 every file comes from the same snapshot even if the branch moves during the download; a resume
 of another commit's download starts afresh.
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError
-from qwen_mtp_desktop.core.models.export.hub_client import HubClient, HubError, RepoFile
 from qwen_mtp_desktop.core.models.export.manifest import sha256_file
+from qwen_mtp_desktop.core.models.ready.hub_client import HubClient, HubError, RepoFile
 
 #: The IR parts of a Qwen3.5 export: part -> file stem.
 IR_PARTS: dict[str, str] = {
