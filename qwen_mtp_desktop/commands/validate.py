@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.commands import (
     EXIT_FAILED,
@@ -24,6 +24,9 @@ from qwen_mtp_desktop.commands import (
 )
 from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
 
+if TYPE_CHECKING:  # the measurement code is imported when a command runs
+    from qwen_mtp_desktop.core.measure.records import Report
+
 
 class ProgressPrinter:
     """One stderr line per step of a long run ("[3/12] count-up: MTP decoding (n=1)")."""
@@ -37,7 +40,7 @@ class ProgressPrinter:
             self._last = progress.message
 
 
-def save_and_export(report: dict[str, Any], args: argparse.Namespace) -> list[Path]:
+def save_and_export(report: Report, args: argparse.Namespace) -> list[Path]:
     """Keep the report in the model's history (unless --no-save) and write --export files."""
     from qwen_mtp_desktop.core.errors import UserFacingError
     from qwen_mtp_desktop.core.measure.acceptance_health import save_reference

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError, as_user_error
 from qwen_mtp_desktop.core.hosting.protocol import (
@@ -22,6 +22,9 @@ from qwen_mtp_desktop.core.hosting.protocol import (
     MeasureFailed,
     MeasureProgress,
 )
+
+if TYPE_CHECKING:  # the measurement code is imported when a run needs it
+    from qwen_mtp_desktop.core.measure.records import Report
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +50,7 @@ def run_measure(request: Measure, send: Callable[[object], None], cancel: thread
     send(Measured(rid, report))
 
 
-def _measure(
-    request: Measure, progress: Callable[[Any], None], cancel: threading.Event
-) -> dict[str, Any]:
+def _measure(request: Measure, progress: Callable[[Any], None], cancel: threading.Event) -> Report:
     # Imported here: a host that only chats never loads the measurement code.
     from qwen_mtp_desktop.core.errors import ValidationError
     from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set

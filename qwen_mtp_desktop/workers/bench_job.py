@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -41,6 +41,9 @@ from qwen_mtp_desktop.core.hosting.protocol import (
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.workers.foundation import RequestIds
 from qwen_mtp_desktop.workers.tasks import TaskRunner
+
+if TYPE_CHECKING:  # the measurement code is imported when a report is saved
+    from qwen_mtp_desktop.core.measure.records import Report
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ _NOUNS = {"validate": "validation", "bench": "benchmark"}
 @dataclass(frozen=True)
 class JobResult:
     kind: str
-    report: dict[str, Any]
+    report: Report
     #: Where the report was saved in the model's history.
     path: Path
 
@@ -86,15 +89,17 @@ def stopped_error(kind: RunKind, exited: Exited, peak_rss: int | None) -> UserFa
     )
 
 
-def _save(kind: RunKind, report: dict[str, Any]) -> JobResult:
-    """On the I/O runner: the report into the model's history; a benchmark's recommendation
-    (where Auto starts); the acceptance references the chat's health check compares with."""
+def _save(kind: RunKind, raw: Mapping[str, object]) -> JobResult:
+    """On the I/O runner: the report (`raw`, as the run's process sent it) into the model's
+    history; a benchmark's recommendation (where Auto starts); the acceptance references the
+    chat's health check compares with."""
     from qwen_mtp_desktop.core.measure.acceptance_health import save_reference
     from qwen_mtp_desktop.core.measure.recommendations import save_recommendation
-    from qwen_mtp_desktop.core.measure.reports import save_report
+    from qwen_mtp_desktop.core.measure.reports import checked_report, save_report
 
+    report = checked_report(raw, f"The {_NOUNS[kind]}'s report")
     path = save_report(report)
-    if kind == "bench":
+    if report["kind"] == "bench":
         save_recommendation(report)
     save_reference(report)
     return JobResult(kind, report, path)

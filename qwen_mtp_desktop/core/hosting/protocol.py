@@ -21,9 +21,10 @@ from __future__ import annotations
 import pickle
 import struct
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
@@ -240,10 +241,11 @@ class MeasureProgress:
 
 @dataclass(frozen=True)
 class Measured:
-    """A `Measure` ended with its report (core.measure.validate's or core.measure.bench's keys)."""
+    """A `Measure` ended with its report (a core.measure.records.Report; this layer cannot name
+    it, so the window reads it with core.measure.reports.checked_report)."""
 
     request_id: int
-    report: dict[str, Any]
+    report: Mapping[str, object]
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from qwen_mtp_desktop.core.files.fileio import atomic_write_text
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
 from qwen_mtp_desktop.core.measure.recommendations import model_fingerprint
+from qwen_mtp_desktop.core.measure.records import Report
 from qwen_mtp_desktop.core.measure.verdicts import row_method
 
 log = logging.getLogger(__name__)
@@ -135,10 +136,10 @@ class HealthWarning:
         )
 
 
-def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
+def reference_from_report(report: Report) -> AcceptanceReference | None:
     """The reference a finished report gives: a validation whose output was identical, or a
     benchmark's shallowest MTP depth (reports of prompt lookup give none)."""
-    if report.get("kind") == "validate":
+    if report["kind"] == "validate":
         summary = report["summary"]
         positions = summary.get("acceptance_by_position") or []
         method = row_method(report["settings"])
@@ -147,8 +148,8 @@ def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
         if not positions:
             return None
         first = positions[0]
-        sets = (report["prompt_set"]["name"],)
-    elif report.get("kind") == "bench":
+        sets: tuple[str, ...] = (report["prompt_set"]["name"],)
+    elif report["kind"] == "bench":
         modes = [
             (row_method(m), m)
             for m in report.get("modes", [])
@@ -177,18 +178,18 @@ def reference_from_report(report: dict[str, Any]) -> AcceptanceReference | None:
     )
 
 
-def lookup_references_from_report(report: dict[str, Any]) -> list[AcceptanceReference]:
+def lookup_references_from_report(report: Report) -> list[AcceptanceReference]:
     """Prompt lookup references a finished report gives, one per workload (prompt set): a
     lookup validation whose output was identical, or each prompt set's lookup mode in a
     benchmark (identical output, drafts measured)."""
     found: list[tuple[str, float, DecodingMethod]] = []
-    if report.get("kind") == "validate":
+    if report["kind"] == "validate":
         summary = report["summary"]
         rate = summary.get("acceptance_rate")
         method = row_method(report["settings"])
         if method.kind == "lookup" and summary.get("all_identical") and rate is not None:
             found.append((report["prompt_set"]["name"], float(rate), method))
-    elif report.get("kind") == "bench":
+    elif report["kind"] == "bench":
         for entry in report.get("per_set", []):
             for mode in entry.get("modes", []):
                 rate = mode.get("acceptance_rate")
@@ -241,7 +242,7 @@ def _read_entries() -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-def save_reference(report: dict[str, Any]) -> AcceptanceReference | None:
+def save_reference(report: Report) -> AcceptanceReference | None:
     """Keep the report's acceptances as this model and device's references: MTP's, and prompt
     lookup's per workload. Returns the MTP one (None: the report has none)."""
     reference = reference_from_report(report)

@@ -32,9 +32,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP, PLAIN, DecodingMethod, MethodError
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import (
     EXACT_NUMERICS,
     Engine,
@@ -56,6 +56,15 @@ from qwen_mtp_desktop.core.measure.measurement import (
     spread,
 )
 from qwen_mtp_desktop.core.measure.prompt_sets import PromptSet, prompt_caption
+from qwen_mtp_desktop.core.measure.records import (
+    AcceptanceSummary,
+    BenchReport,
+    BenchRun,
+    ModeSummary,
+    Recommendation,
+    RoundRun,
+    SetEntry,
+)
 from qwen_mtp_desktop.core.measure.reports import (
     fmt,
     fmt_spread,
@@ -205,7 +214,7 @@ def run_benchmark(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     lookup: DecodingMethod | None = DEFAULT_LOOKUP,
-) -> dict[str, Any]:
+) -> BenchReport:
     """Benchmark every plain path, MTP at each depth and `lookup` (prompt lookup's drafts per
     step and n-gram size; None: not measured); returns the report (keys: BENCH_KEYS).
 
@@ -233,8 +242,8 @@ def run_benchmark(
     def tokens_for(pset: PromptSet) -> int:
         return max_new_tokens or pset.max_new_tokens
 
-    run_rows: list[dict[str, Any]] = []
-    groups: list[dict[ModeKey, tuple[list[int], dict[str, Any]]]] = []
+    run_rows: list[BenchRun] = []
+    groups: list[dict[ModeKey, tuple[list[int], RoundRun]]] = []
     engines: dict[str, Engine] = {}
     with RssSampler() as sampler:
         tracker = Tracker(1, progress, cancel)
@@ -268,7 +277,7 @@ def run_benchmark(
         tracker.done()
         tracker = Tracker(len(modes) * (warmup + runs * len(cases)), progress, cancel)
 
-        def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], Any]:
+        def run(key: ModeKey, prompt: str, new_tokens: int) -> tuple[list[int], GenerationStats]:
             method, decoder = key
             # The MTP engine decodes on the app's decoder (plain and prompt lookup too), the
             # plain engine on openvino-genai's plain pipeline.
@@ -294,7 +303,7 @@ def run_benchmark(
             counter = 0
             for round_index in range(runs):
                 for number, (pset, case) in enumerate(cases):
-                    group: dict[ModeKey, tuple[list[int], dict[str, Any]]] = {}
+                    group: dict[ModeKey, tuple[list[int], RoundRun]] = {}
                     # Rotate which mode goes first, so no mode always runs on a cold cache.
                     order = _rotated(modes, counter)
                     counter += 1
@@ -305,15 +314,15 @@ def run_benchmark(
                         )
                         sampler.window()
                         ids, stats = run(key, rendered[(pset.name, case.id)], tokens_for(pset))
-                        row = run_record(stats)
-                        row.update(
-                            decoder=key[1],
-                            round=round_index,
-                            order=position,
-                            prompt_set=pset.name,
-                            prompt_id=case.id,
-                            peak_rss_bytes=sampler.window(),
-                        )
+                        row: RoundRun = {
+                            **run_record(stats),
+                            "decoder": key[1],
+                            "round": round_index,
+                            "order": position,
+                            "prompt_set": pset.name,
+                            "prompt_id": case.id,
+                            "peak_rss_bytes": sampler.window(),
+                        }
                         group[key] = (ids, row)
                         tracker.done()
                     groups.append(group)
@@ -325,19 +334,23 @@ def run_benchmark(
     for group in groups:
         base_ids, base_row = group[baseline_key]
         for key, (ids, row) in group.items():
-            row["identical"] = ids == base_ids
-            row["speedup"] = (
-                None
-                if key == baseline_key or not base_row["decode_tokens_per_s"]
-                else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
+            run_rows.append(
+                {
+                    **row,
+                    "identical": ids == base_ids,
+                    "speedup": (
+                        None
+                        if key == baseline_key or not base_row["decode_tokens_per_s"]
+                        else row["decode_tokens_per_s"] / base_row["decode_tokens_per_s"]
+                    ),
+                }
             )
-            run_rows.append(row)
     main_modes = [baseline_key, *mtp_modes]
     if lookup is not None:
         main_modes.append((lookup, chat_decoder))
     others = [key for key in modes if key not in main_modes]
     mode_summaries = summarise_modes(run_rows, main_modes, baseline_key)
-    report = {
+    report: BenchReport = {
         **report_header(
             "bench",
             created=created,
@@ -380,14 +393,14 @@ def run_benchmark(
 
 
 def _set_entry(
-    name: str, rows: Sequence[dict[str, Any]], modes: Sequence[ModeKey], baseline: ModeKey
-) -> dict[str, Any]:
+    name: str, rows: Sequence[BenchRun], modes: Sequence[ModeKey], baseline: ModeKey
+) -> SetEntry:
     """One workload (prompt set): its modes and the method that won it."""
     summaries = summarise_modes([r for r in rows if r["prompt_set"] == name], modes, baseline)
     return {"prompt_set": name, "modes": summaries, "winner": workload_winner(summaries)}
 
 
-def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], dict[str, Any]]]]) -> ModeKey:
+def fastest_plain(groups: Sequence[dict[ModeKey, tuple[list[int], RoundRun]]]) -> ModeKey:
     """The plain path with the highest median decode speed over all rounds."""
     speeds: dict[ModeKey, list[float]] = {}
     for group in groups:
@@ -421,14 +434,14 @@ def break_even_acceptance(step_ratio: float, depth: int) -> float | None:
 
 
 def summarise_modes(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[BenchRun],
     modes: Sequence[ModeKey],
     baseline: ModeKey,
-) -> list[dict[str, Any]]:
+) -> list[ModeSummary]:
     """One summary per mode key (method, decoder); `baseline` is the plain path the speed-ups
     and projections are relative to."""
 
-    def rows_of(key: ModeKey) -> list[dict[str, Any]]:
+    def rows_of(key: ModeKey) -> list[BenchRun]:
         method, decoder = key
         return [
             r
@@ -436,7 +449,7 @@ def summarise_modes(
             if row_method(r).drafting == method and r.get("decoder", decoder) == decoder
         ]
 
-    out: list[dict[str, Any]] = []
+    out: list[ModeSummary] = []
     base_steps = [r["step_ms"] for r in rows_of(baseline) if r["step_ms"] is not None]
     base_step = statistics.median(base_steps) if base_steps else None
     for key in modes:
@@ -444,7 +457,25 @@ def summarise_modes(
         mine = rows_of(key)
         steps = [r["step_ms"] for r in mine if r["step_ms"] is not None]
         step_ms = statistics.median(steps) if steps else None
-        summary: dict[str, Any] = {
+        if method.is_plain:
+            acceptance: AcceptanceSummary = {
+                "acceptance_rate": None,
+                "mean_accepted_per_step": None,
+                "acceptance_by_position": [],
+            }
+        else:
+            acceptance = acceptance_summary(mine)
+        projected: dict[str, float] | None = None
+        even: float | None = None
+        # Drafts per step that vary (prompt lookup): no per-depth projection.
+        if not method.is_plain and step_ms and base_step and not method.drafts_vary:
+            depth = method.drafts
+            projected = {
+                f"{p:.2f}": expected_tokens_per_step(p, depth) * base_step / step_ms
+                for p in PROJECTION_ACCEPTANCE
+            }
+            even = break_even_acceptance(step_ms / base_step, depth)
+        summary: ModeSummary = {
             "method": method.to_record(),
             "decoder": decoder,
             "label": mode_label(method, decoder),
@@ -455,37 +486,28 @@ def summarise_modes(
             "identical": all(r["identical"] for r in mine) and bool(mine),
             "step_ms": step_ms,
             "peak_rss_bytes": max((r["peak_rss_bytes"] for r in mine), default=None),
-            "projected_speedup": None,
-            "break_even_acceptance": None,
+            "projected_speedup": projected,
+            "break_even_acceptance": even,
+            **acceptance,
         }
-        if method.is_plain:
-            summary.update(
-                acceptance_rate=None, mean_accepted_per_step=None, acceptance_by_position=[]
-            )
-        else:
-            summary.update(acceptance_summary(mine))
-            # Drafts per step that vary (prompt lookup): no per-depth projection.
-            depth = method.drafts
-            if step_ms and base_step and not method.drafts_vary:
-                summary["projected_speedup"] = {
-                    f"{p:.2f}": expected_tokens_per_step(p, depth) * base_step / step_ms
-                    for p in PROJECTION_ACCEPTANCE
-                }
-                summary["break_even_acceptance"] = break_even_acceptance(step_ms / base_step, depth)
         out.append(summary)
     return out
 
 
-def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def recommend(modes: Sequence[ModeSummary]) -> Recommendation:
     """The fastest MTP depth whose output stayed identical, or plain decoding when MTP does
     not pay: where Auto starts (its "method")."""
     mtp_modes = [m for m in modes if row_method(m).uses_mtp_head]
     diverged = [row_method(m).drafts for m in mtp_modes if not m["identical"]]
-    candidates = [m for m in mtp_modes if m["identical"] and m["speedup"] is not None]
-    plain = {"method": PLAIN.to_record(), "label": PLAIN.short_label}
+    candidates = [
+        (measured["median"], m)
+        for m in mtp_modes
+        if m["identical"] and (measured := m["speedup"]) is not None
+    ]
     if not candidates:
         return {
-            **plain,
+            "method": PLAIN.to_record(),
+            "label": PLAIN.short_label,
             "speedup": None,
             "acceptance_rate": None,
             "mtp_slower": False,
@@ -493,12 +515,12 @@ def recommend(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "reason": "No draft depth kept the output identical to plain decoding, so use plain "
             "decoding; run `validate` to see where and why the outputs differ.",
         }
-    best = max(candidates, key=lambda m: m["speedup"]["median"])
+    speedup, best = max(candidates, key=lambda pair: pair[0])
     method = row_method(best).drafting
-    speedup = best["speedup"]["median"]
     if speedup <= 1.0:
         return {
-            **plain,
+            "method": PLAIN.to_record(),
+            "label": PLAIN.short_label,
             "speedup": speedup,
             "acceptance_rate": best["acceptance_rate"],
             "mtp_slower": True,
@@ -538,7 +560,7 @@ def _pct(value: float | None) -> str:
 # --- Markdown ------------------------------------------------------------------------------
 
 
-def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
+def _mode_rows(modes: Sequence[ModeSummary]) -> Iterator[str]:
     yield (
         "| Method | Decode tok/s | TTFT ms | Speed-up | Acceptance | Accepted/step | "
         "By position | Identical | Peak RSS |"
@@ -558,7 +580,7 @@ def _mode_rows(modes: Sequence[dict[str, Any]]) -> Iterator[str]:
         )
 
 
-def bench_markdown(report: dict[str, Any]) -> str:
+def bench_markdown(report: BenchReport) -> str:
     rec = report["recommendation"]
     settings = report["settings"]
     recommended = row_method(rec)

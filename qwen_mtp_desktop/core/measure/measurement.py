@@ -14,15 +14,22 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from qwen_mtp_desktop import __version__
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions
 from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
+from qwen_mtp_desktop.core.measure.records import (
+    AcceptanceSummary,
+    KindT,
+    MachineInfo,
+    ModelInfo,
+    ReportHeader,
+    RunRecord,
+    Spread,
+)
 from qwen_mtp_desktop.core.measure.reports import (
     REPORT_SCHEMA_VERSION,
-    ReportKind,
     model_key,
     new_report_id,
 )
@@ -93,7 +100,7 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def describe_model(model_dir: Path) -> dict[str, Any]:
+def describe_model(model_dir: Path) -> ModelInfo:
     """Where the model came from and how it is compressed (no weights are read)."""
     report = inspect_model(model_dir, measure_memory=False)
     precisions = {c.key: c.precision for c in report.components if c.present}
@@ -115,7 +122,7 @@ def installed_versions() -> dict[str, str | None]:
     return {name: package_version(name) for name in VERSION_PACKAGES}
 
 
-def describe_machine(device: str) -> dict[str, Any]:
+def describe_machine(device: str) -> MachineInfo:
     import psutil
 
     device_name: str | None = None
@@ -134,7 +141,7 @@ def describe_machine(device: str) -> dict[str, Any]:
     }
 
 
-def run_record(stats: GenerationStats) -> dict[str, Any]:
+def run_record(stats: GenerationStats) -> RunRecord:
     """One generation's measurements (TTFT is kept apart from decode speed) and the method
     that ran it (`DecodingMethod.to_record`)."""
     decode_steps = max(stats.steps - 1, 0)
@@ -159,7 +166,7 @@ def run_record(stats: GenerationStats) -> dict[str, Any]:
     }
 
 
-def spread(values: Sequence[float]) -> dict[str, float] | None:
+def spread(values: Sequence[float]) -> Spread | None:
     """Median with min and max (what the charts' whiskers show); None for no values."""
     clean = [v for v in values if v is not None and math.isfinite(v)]
     if not clean:
@@ -257,7 +264,7 @@ class Tracker:
             self._progress(Progress(self.count, self.total, self._message))
 
 
-def acceptance_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def acceptance_summary(runs: Sequence[RunRecord]) -> AcceptanceSummary:
     """Acceptance over several MTP runs of one depth, weighted by their decode steps."""
     steps = sum(max(r["steps"] - 1, 0) for r in runs)
     drafted = sum(r["drafted_tokens"] for r in runs)
@@ -299,14 +306,14 @@ REPORT_HEADER_KEYS = frozenset(
 
 
 def report_header(
-    kind: ReportKind,
+    kind: KindT,
     *,
     created: str,
     duration_s: float,
-    model: dict[str, Any],
+    model: ModelInfo,
     device: str,
     numerics: str,
-) -> dict[str, Any]:
+) -> ReportHeader[KindT]:
     """What every report starts with: its id and kind, when and how long, the app and runtime
     versions, the model and the machine (keys: REPORT_HEADER_KEYS)."""
     return {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qwen_mtp_desktop.core.engine import (
     Message,
@@ -15,6 +14,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.files.paths import resources_dir
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.measure.records import PromptSetRecord
 from qwen_mtp_desktop.core.models.library import is_demo_model
 
 PROMPT_SET_SCHEMA_VERSION = 1
@@ -53,7 +53,7 @@ class PromptSet:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     path: Path | None = None
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> PromptSetRecord:
         return {
             "name": self.name,
             "title": self.title,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import (
@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.files.fileio import atomic_write_text
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.measure.records import BenchReport, MethodRecord, ModeSummary, Winner
 from qwen_mtp_desktop.core.measure.verdicts import row_method
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class DepthRecommendation:
     report_id: str
     #: Prompt set (workload) -> the method that won it: {"method", "label", "speedup", ...}
     #: (see `workload_winner`); empty for entries from before prompt lookup.
-    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workloads: dict[str, Winner] = field(default_factory=dict)
     #: Measured per-draft acceptance, {"mtp": {"1": 0.9, ...}, "lookup": 0.4}: what the
     #: chat's acceptance health check (core.measure.acceptance_health) compares live turns with.
     acceptance: dict[str, Any] = field(default_factory=dict)
@@ -94,11 +95,29 @@ def _read_store() -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
+class StoredRecommendation(TypedDict):
+    """An entry of the store as `save_recommendation` writes it (entries written before
+    `DecodingMethod` say "depth" instead of "method" and "label"; `_as_recommendation` reads
+    those too)."""
+
+    model_path: str
+    device: str
+    method: MethodRecord
+    label: str
+    speedup: float | None
+    acceptance_rate: float | None
+    created: str
+    report_id: str
+    fingerprint: list[list[Any]]
+    workloads: dict[str, Winner]
+    acceptance: dict[str, float]
+
+
+def save_recommendation(report: BenchReport) -> DepthRecommendation:
     """Store a benchmark's recommendation for its model folder and device."""
     rec = report["recommendation"]
     model_path = report["model"]["path"]
-    entry = {
+    entry: StoredRecommendation = {
         "model_path": model_path,
         "device": report["device"].upper(),
         "method": rec["method"],
@@ -121,7 +140,7 @@ def save_recommendation(report: dict[str, Any]) -> DepthRecommendation:
     return _as_recommendation(entry)
 
 
-def measured_acceptance(modes: Sequence[dict[str, Any]]) -> dict[str, float]:
+def measured_acceptance(modes: Sequence[ModeSummary]) -> dict[str, float]:
     """Acceptance by method (its label: "MTP n=1", "prompt lookup K=4, n-gram 3") from a
     report's modes."""
     found = {}
@@ -132,7 +151,7 @@ def measured_acceptance(modes: Sequence[dict[str, Any]]) -> dict[str, float]:
     return found
 
 
-def _as_recommendation(entry: dict[str, Any]) -> DepthRecommendation:
+def _as_recommendation(entry: Mapping[str, Any]) -> DepthRecommendation:
     """An entry as stored (KeyError or ValueError when it is damaged)."""
     workloads = entry.get("workloads")
     acceptance = entry.get("acceptance")

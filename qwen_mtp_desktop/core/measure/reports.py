@@ -2,11 +2,12 @@
 folders may be read-only, like the bundled demo), and the Markdown pieces both kinds share.
 
 Reports are plain JSON dicts with a stable key set (`validate.VALIDATION_KEYS` /
-`bench.BENCH_KEYS`); `report_markdown.report_markdown()` renders any saved report. Every row
-that measured a method names it as a `DecodingMethod` record under "method" (`row_method`
-reads it). Reports from before that (schema 1: "mode" "baseline" | "mtp" | "lookup" with a
-"depth") and from before the app's decoder was named "app" (schema 2: "fast") are read by
-`load_report`, which turns them into the current shape: the one place that knows the old ones.
+`bench.BENCH_KEYS`), typed as `records.Report`; `report_markdown.report_markdown()` renders any
+saved report. Every row that measured a method names it as a `DecodingMethod` record under
+"method" (`row_method` reads it). Reports from before that (schema 1: "mode" "baseline" | "mtp" |
+"lookup" with a "depth") and from before the app's decoder was named "app" (schema 2: "fast")
+are read by `load_report` (`checked_report`), which turns them into the current shape: the one
+place that knows the old ones.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, cast
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.errors import ValidationError
 from qwen_mtp_desktop.core.files.fileio import atomic_write_text
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
+from qwen_mtp_desktop.core.measure.records import Report, ReportKind, Spread
 from qwen_mtp_desktop.core.measure.verdicts import method_verdict, row_method
 
 log = logging.getLogger(__name__)
@@ -36,9 +38,6 @@ log = logging.getLogger(__name__)
 #: 3: the app's decoder is named "app". 2 (read, upgraded): it was "fast"; methods as
 #: DecodingMethod records. 1 (read, upgraded): "mode" and "depth".
 REPORT_SCHEMA_VERSION = 3
-
-
-ReportKind = Literal["validate", "bench"]
 
 
 #: The components whose precision decides speed (the rest stay in the JSON report only).
@@ -75,7 +74,7 @@ def reports_dir(model_dir: Path) -> Path:
     return reports_root() / model_key(model_dir)
 
 
-def save_report(report: dict[str, Any]) -> Path:
+def save_report(report: Report) -> Path:
     """Write the report into its model's history; returns the file."""
     folder = reports_dir(Path(report["model"]["path"]))
     path = folder / f"{report['id']}.json"
@@ -94,7 +93,7 @@ class ReportEntry:
     ok: bool
 
 
-def load_report(path: Path) -> dict[str, Any]:
+def load_report(path: Path) -> Report:
     try:
         raw = read_json_file(Path(path), kind=FileKind(f"The report {Path(path).name}", ""))
     except (OSError, ValueError) as exc:
@@ -103,13 +102,19 @@ def load_report(path: Path) -> dict[str, Any]:
             "Delete it from the reports folder; new runs are not affected.",
             code="BAD_REPORT",
         ) from exc
+    return checked_report(raw, Path(path).name)
+
+
+def checked_report(raw: object, name: str) -> Report:
+    """`raw` (a report as read from its file, or as the engine host sent it) as a report of the
+    current schema; ValidationError BAD_REPORT, naming `name`, when it is none. The one place
+    where an untyped dict becomes a `Report`: its kind and schema are checked, an older schema
+    is upgraded, and every row that names a method is read (`row_method`)."""
     if not isinstance(raw, dict) or raw.get("kind") not in ("validate", "bench"):
-        raise ValidationError(
-            f"{Path(path).name} is not a validation or benchmark report.", code="BAD_REPORT"
-        )
+        raise ValidationError(f"{name} is not a validation or benchmark report.", code="BAD_REPORT")
     if raw.get("schema_version") not in (1, 2, REPORT_SCHEMA_VERSION):
         raise ValidationError(
-            f"{Path(path).name} was written by another version of the app "
+            f"{name} was written by another version of the app "
             f"(schema {raw.get('schema_version')}).",
             code="BAD_REPORT",
         )
@@ -121,11 +126,12 @@ def load_report(path: Path) -> dict[str, Any]:
             row_method(row)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValidationError(
-            f"{Path(path).name} is damaged: {exc!r} where a measured method was expected.",
+            f"{name} is damaged: {exc!r} where a measured method was expected.",
             "Delete it from the reports folder; new runs are not affected.",
             code="BAD_REPORT",
         ) from exc
-    return report
+    # Checked above, and upgraded to the current shape: what records.Report describes.
+    return cast(Report, report)
 
 
 def _method_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -215,7 +221,7 @@ def _upgraded(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def headline(report: dict[str, Any]) -> tuple[str, bool]:
+def headline(report: Report) -> tuple[str, bool]:
     if report["kind"] == "validate":
         summary = report["summary"]
         ok = bool(summary["all_identical"])
@@ -260,14 +266,14 @@ def fmt(value: float | None, pattern: str = "{:.1f}") -> str:
     return "–" if value is None else pattern.format(value)
 
 
-def fmt_spread(value: dict[str, float] | None, pattern: str = "{:.1f}", scale: float = 1) -> str:
+def fmt_spread(value: Spread | None, pattern: str = "{:.1f}", scale: float = 1) -> str:
     if value is None:
         return "–"
     med, low, high = (value[k] * scale for k in ("median", "min", "max"))
     return f"{pattern.format(med)} ({pattern.format(low)}–{pattern.format(high)})"
 
 
-def header_lines(report: dict[str, Any]) -> Iterator[str]:
+def header_lines(report: Report) -> Iterator[str]:
     model = report["model"]
     source = model["source_model_id"] or "unknown"
     revision = model["source_revision"] or "not recorded"
@@ -291,12 +297,12 @@ def header_lines(report: dict[str, Any]) -> Iterator[str]:
     yield f"| Date | {report['created']} · app {report['app_version']} |"
 
 
-def report_prompt_sets(report: dict[str, Any]) -> str:
-    sets = report.get("prompt_sets") or [report.get("prompt_set")]
-    return ", ".join(s["name"] for s in sets if s)
+def report_prompt_sets(report: Report) -> str:
+    sets = report["prompt_sets"] if report["kind"] == "bench" else [report["prompt_set"]]
+    return ", ".join(s["name"] for s in sets)
 
 
-def version_lines(report: dict[str, Any]) -> Iterator[str]:
+def version_lines(report: Report) -> Iterator[str]:
     yield "## Versions"
     yield ""
     yield "| Package | Installed | Exported with |"
@@ -310,6 +316,7 @@ __all__ = [
     "REPORT_SCHEMA_VERSION",
     "ReportEntry",
     "ReportKind",
+    "checked_report",
     "fmt",
     "fmt_spread",
     "header_lines",

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMethod, MethodError
 from qwen_mtp_desktop.core.engine import (
@@ -47,6 +47,15 @@ from qwen_mtp_desktop.core.measure.measurement import (
     spread,
 )
 from qwen_mtp_desktop.core.measure.prompt_sets import PromptSet, prompt_caption
+from qwen_mtp_desktop.core.measure.records import (
+    Decoders,
+    Divergence,
+    DivergenceVerdict,
+    ValidationReport,
+    ValidationResult,
+    ValidationSettings,
+    ValidationSummary,
+)
 from qwen_mtp_desktop.core.measure.reports import (
     fmt,
     header_lines,
@@ -63,8 +72,6 @@ log = logging.getLogger(__name__)
 #: near-tie rather than a fault: f32 kernels that batch 1 vs k + 1 tokens differ by ~1e-4.
 NEAR_TIE_MARGIN = 0.05
 TEXT_EMBEDDINGS = "openvino_text_embeddings_model"
-
-DivergenceVerdict = Literal["near_tie", "fault", "unknown"]
 
 #: Top-level keys of a validation report (a test pins them; bump the schema to change them).
 VALIDATION_KEYS = REPORT_HEADER_KEYS | frozenset(
@@ -191,7 +198,7 @@ def describe_divergence(
     baseline_ids: Sequence[int],
     mtp_ids: Sequence[int],
     position: int,
-) -> dict[str, Any]:
+) -> Divergence:
     base_tok = baseline_ids[position] if position < len(baseline_ids) else None
     mtp_tok = mtp_ids[position] if position < len(mtp_ids) else None
     margin: float | None = None
@@ -234,7 +241,7 @@ def run_validation(
     margins: bool = True,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> ValidationReport:
     """Validate a drafting `method` (MTP at a depth, prompt lookup) against plain greedy
     decoding on every prompt of `prompt_set`, both greedy. The drafting side keeps the report
     key "mtp" (the schema predates prompt lookup); `settings.method` says which method it was.
@@ -269,9 +276,12 @@ def run_validation(
     else:
         tracker.start(f"Loading {display_name(model_dir)} twice (plain and MTP, exact numerics)…")
     baseline, mtp = load_engine_pair(model_dir, options, mtp_head=method.uses_mtp_head)
-    decoders = {"plain": baseline.require_loaded().decoder, "mtp": mtp.require_loaded().decoder}
+    decoders: Decoders = {
+        "plain": baseline.require_loaded().decoder,
+        "mtp": mtp.require_loaded().decoder,
+    }
     tracker.done()
-    results: list[dict[str, Any]] = []
+    results: list[ValidationResult] = []
     try:
         tokens = ModelTokenizer(model_dir)
         probe = LogitProbe(model_dir, device) if margins else None
@@ -360,7 +370,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _validation_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _validation_summary(results: Sequence[ValidationResult]) -> ValidationSummary:
     identical = sum(1 for r in results if r["identical"])
     timed = [r["timing"] for r in results if r["timing"] is not None]
     return {
@@ -383,7 +393,7 @@ def _validation_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # --- Markdown ------------------------------------------------------------------------------
 
 
-def _decoder_lines(decoders: dict[str, str] | None, label: str) -> list[str]:
+def _decoder_lines(decoders: Decoders | None, label: str) -> list[str]:
     """Which decoder ran each side (reports from before the app's own decoder have none)."""
     if not decoders:
         return []
@@ -395,7 +405,7 @@ def _decoder_lines(decoders: dict[str, str] | None, label: str) -> list[str]:
     ]
 
 
-def validation_markdown(report: dict[str, Any]) -> str:
+def validation_markdown(report: ValidationReport) -> str:
     summary = report["summary"]
     settings = report["settings"]
     ok = summary["all_identical"]
@@ -456,7 +466,7 @@ def validation_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def method_label(settings: dict[str, Any]) -> str:
+def method_label(settings: ValidationSettings) -> str:
     """ "MTP" or "Prompt lookup": what drafted in a validation."""
     name = row_method(settings).name
     return name[:1].upper() + name[1:]

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.measure.records import BenchReport, MethodVerdict, ModeSummary, Winner
 
 
 def row_method(row: Mapping[str, Any]) -> DecodingMethod:
@@ -21,29 +22,30 @@ def row_method(row: Mapping[str, Any]) -> DecodingMethod:
     return method
 
 
-def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def workload_winner(modes: Sequence[ModeSummary]) -> Winner:
     """The fastest method on one workload among those whose output stayed identical to plain
     decoding: MTP at some depth, prompt lookup, or plain when neither beats it."""
     drafting = [
-        m
+        (measured["median"], m)
         for m in modes
-        if not row_method(m).is_plain and m["identical"] and m["speedup"] is not None
+        if not row_method(m).is_plain and m["identical"] and (measured := m["speedup"]) is not None
     ]
-    best = max(drafting, key=lambda m: m["speedup"]["median"], default=None)
-    if best is None or best["speedup"]["median"] <= 1.0:
+    best = max(drafting, key=lambda pair: pair[0], default=None)
+    if best is None or best[0] <= 1.0:
         return {
             "method": PLAIN.to_record(),
             "label": PLAIN.short_label,
             "speedup": None,
             "acceptance_rate": None,
-            "runner_up": best["label"] if best is not None else None,
-            "runner_up_speedup": best["speedup"]["median"] if best is not None else None,
+            "runner_up": best[1]["label"] if best is not None else None,
+            "runner_up_speedup": best[0] if best is not None else None,
         }
+    median, mode = best
     return {
-        "method": best["method"],
-        "label": best["label"],
-        "speedup": best["speedup"]["median"],
-        "acceptance_rate": best["acceptance_rate"],
+        "method": mode["method"],
+        "label": mode["label"],
+        "speedup": median,
+        "acceptance_rate": mode["acceptance_rate"],
         "runner_up": None,
         "runner_up_speedup": None,
     }
@@ -53,7 +55,7 @@ def workload_winner(modes: Sequence[dict[str, Any]]) -> dict[str, Any]:
 ALL_WORKLOADS = "all workloads"
 
 
-def method_verdict(report: dict[str, Any]) -> dict[str, Any]:
+def method_verdict(report: BenchReport) -> MethodVerdict:
     """The one recommendation of a benchmark report that the Benchmark panel's banner and its
     per-workload chart both show: the overall winner (`workload_winner` over every prompt, so
     prompt lookup counts as well as MTP) and each workload's stored winner. The report's

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QImage, QResizeEvent
@@ -40,6 +39,7 @@ from qwen_mtp_desktop.core.decoding.method import DEFAULT_LOOKUP_DRAFTS, Decodin
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.hosting.protocol import MeasureProgress
+from qwen_mtp_desktop.core.measure.records import Report
 from qwen_mtp_desktop.core.measure.reports import ReportEntry
 from qwen_mtp_desktop.core.measure.validate import method_label
 from qwen_mtp_desktop.core.measure.verdicts import row_method
@@ -110,7 +110,7 @@ class BenchPanel(QWidget):
         # The app hands its threads in (workers.threads); a panel on its own makes its own.
         self.io = io or TaskRunner("bench-io", self)
         self.job = job or BenchJob(self, io=self.io)
-        self.report: dict[str, Any] | None = None
+        self.report: Report | None = None
         self.history: list[ReportEntry] = []
         self._set_touched = False
         self._model_touched = False
@@ -567,7 +567,7 @@ class BenchPanel(QWidget):
 
     def _on_finished(self, result: JobResult) -> None:
         report = result.report
-        if result.kind == "bench":
+        if report["kind"] == "bench":
             rec = report["recommendation"]
             self.recommendation_changed.emit(
                 Path(report["model"]["path"]), report["device"], row_method(rec)
@@ -719,7 +719,7 @@ class BenchPanel(QWidget):
 
     # --- showing a report ---
 
-    def _show_report(self, report: dict[str, Any] | None) -> None:
+    def _show_report(self, report: Report | None) -> None:
         self.report = report
         self.results.show_report(report)
         if report is not None:

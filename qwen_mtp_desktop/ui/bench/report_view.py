@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note
+from qwen_mtp_desktop.core.measure.records import (
+    BenchReport,
+    ModeSummary,
+    Report,
+    Winner,
+)
 from qwen_mtp_desktop.core.measure.reports import fmt
 from qwen_mtp_desktop.core.measure.validate import method_label
 from qwen_mtp_desktop.core.measure.verdicts import ALL_WORKLOADS, method_verdict, row_method
@@ -15,9 +20,7 @@ from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.ui.bench.charts import Bar, Series, Workload
 
 
-def chart_data(
-    report: dict[str, Any], prompt_set: str | None = None
-) -> tuple[list[Bar], list[Series]]:
+def chart_data(report: Report, prompt_set: str | None = None) -> tuple[list[Bar], list[Series]]:
     """Throughput bars and acceptance series for a report (one prompt set, or all)."""
     if report["kind"] == "validate":
         timed = [r["timing"] for r in report["results"] if r["timing"] is not None]
@@ -87,26 +90,30 @@ def chart_data(
     return bars, series
 
 
-def _methods(modes: list[dict[str, Any]]) -> tuple[tuple[str, float, str], ...]:
+def _methods(modes: list[ModeSummary]) -> tuple[tuple[str, float, str], ...]:
     """Plain (1.0), the fastest identical MTP depth and prompt lookup, as chart bars, named
     by their short labels (the winner is named the same way)."""
     methods: list[tuple[str, float, str]] = [(PLAIN.short_label, 1.0, "plain")]
-    measured = [(row_method(m), m) for m in modes if m["speedup"] and m["identical"]]
-    mtp = [(method, m) for method, m in measured if method.uses_mtp_head]
-    best = max(mtp, key=lambda pair: pair[1]["speedup"]["median"], default=None)
+    measured = [
+        (row_method(m), speedup["median"])
+        for m in modes
+        if (speedup := m["speedup"]) and m["identical"]
+    ]
+    mtp = [(method, median) for method, median in measured if method.uses_mtp_head]
+    best = max(mtp, key=lambda pair: pair[1], default=None)
     if best is not None:
-        methods.append((best[0].short_label, best[1]["speedup"]["median"], "mtp"))
-    for method, mode in measured:
+        methods.append((best[0].short_label, best[1], "mtp"))
+    for method, median in measured:
         if method.kind == "lookup":
-            methods.append((method.short_label, mode["speedup"]["median"], "lookup"))
+            methods.append((method.short_label, median, "lookup"))
     return tuple(methods)
 
 
-def _short(winner: dict[str, Any]) -> str:
+def _short(winner: Winner) -> str:
     return row_method(winner).short_label
 
 
-def workload_data(report: dict[str, Any]) -> list[Workload]:
+def workload_data(report: Report) -> list[Workload]:
     """Each workload's methods for the comparison chart with its winner, and with several
     workloads a first group for all of them with the overall winner: both from
     `method_verdict`, which the banner names too (bench reports with prompt lookup)."""
@@ -127,11 +134,11 @@ def workload_data(report: dict[str, Any]) -> list[Workload]:
     return out
 
 
-def _speed(winner: dict[str, Any]) -> str:
+def _speed(winner: Winner) -> str:
     return f" ({winner['speedup']:.2f}x)" if winner.get("speedup") else ""
 
 
-def _workload_detail(report: dict[str, Any], overall: dict[str, Any]) -> str:
+def _workload_detail(report: BenchReport, overall: Winner) -> str:
     """Which method wins which workload, when they differ from the overall winner."""
     verdict = method_verdict(report)
     others = [(name, w) for name, w in verdict["workloads"] if w["label"] != overall["label"]]
@@ -144,7 +151,7 @@ def _workload_detail(report: dict[str, Any], overall: dict[str, Any]) -> str:
     )
 
 
-def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
+def verdict(report: Report) -> tuple[str, str, str]:
     """(status, title, detail) for the banner; on the demo model, with why MTP loses there and
     what it measured on a full-size model (core.measure.fullsize_figures)."""
     status, title, detail = _verdict(report)
@@ -153,13 +160,13 @@ def verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     return status, title, detail
 
 
-def is_demo_report(report: dict[str, Any]) -> bool:
+def is_demo_report(report: Report) -> bool:
     model = report.get("model")
     path = model.get("path") if isinstance(model, dict) else None
     return isinstance(path, str) and is_demo_model(Path(path))
 
 
-def _verdict(report: dict[str, Any]) -> tuple[str, str, str]:
+def _verdict(report: Report) -> tuple[str, str, str]:
     if report["kind"] == "validate":
         summary = report["summary"]
         name = method_label(report["settings"])
@@ -175,8 +182,12 @@ def _verdict(report: dict[str, Any]) -> tuple[str, str, str]:
             if speedup:
                 detail += f" Speed: {speedup['median']:.2f}x plain decoding."
             return "ok", f"Validation passed: {name} output is identical", detail
-        first = next(r for r in report["results"] if not r["identical"])
-        div = first["divergence"]
+        # A prompt whose output differs has its divergence.
+        first, div = next(
+            (r, found)
+            for r in report["results"]
+            if not r["identical"] and (found := r["divergence"]) is not None
+        )
         margin = div["baseline_margin"]
         kind = {
             "near_tie": "a numerical near-tie, not a fault",
@@ -195,7 +206,7 @@ def _verdict(report: dict[str, Any]) -> tuple[str, str, str]:
     return _bench_verdict(report)
 
 
-def _bench_verdict(report: dict[str, Any]) -> tuple[str, str, str]:
+def _bench_verdict(report: BenchReport) -> tuple[str, str, str]:
     """The overall winner of `method_verdict` (the chart's "all workloads" winner), with the
     MTP recommendation's reason and the workloads that another method wins."""
     rec = report["recommendation"]

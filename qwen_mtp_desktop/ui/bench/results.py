@@ -9,8 +9,6 @@ Signals:
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import (
@@ -29,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.measure.fullsize_figures import full_size_details
+from qwen_mtp_desktop.core.measure.records import ModeSummary, Report, ValidationReport
 from qwen_mtp_desktop.core.measure.reports import fmt, fmt_spread
 from qwen_mtp_desktop.core.measure.validate import method_label
 from qwen_mtp_desktop.core.measure.verdicts import row_method
@@ -56,7 +55,7 @@ class BenchResults(QScrollArea):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.report: dict[str, Any] | None = None
+        self.report: Report | None = None
         content = QWidget()
         layout = QVBoxLayout(content)
         layout.setContentsMargins(12, 6, 4, 4)
@@ -134,7 +133,7 @@ class BenchResults(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setWidget(content)
 
-    def show_report(self, report: dict[str, Any] | None) -> None:
+    def show_report(self, report: Report | None) -> None:
         """Show `report` (None: the empty state with what to do first)."""
         self.report = report
         has = report is not None
@@ -170,7 +169,7 @@ class BenchResults(QScrollArea):
         self.banner_detail.setText(keep_units(detail))
         self.banner_detail.setToolTip(full_size_details() if is_demo_report(report) else "")
         self._repolish(self.banner)
-        sets = [e["prompt_set"] for e in report.get("per_set", [])]
+        sets = [e["prompt_set"] for e in report["per_set"]] if report["kind"] == "bench" else []
         self.view_set_combo.blockSignals(True)
         self.view_set_combo.clear()
         if len(sets) > 1:
@@ -253,7 +252,7 @@ class BenchResults(QScrollArea):
         height += sum(self.table.rowHeight(r) for r in range(len(rows)))
         self.table.setFixedHeight(height)
 
-    def _fill_bench_table(self, modes: list[dict[str, Any]], best: DecodingMethod) -> None:
+    def _fill_bench_table(self, modes: list[ModeSummary], best: DecodingMethod) -> None:
         """One row per mode; the recommended MTP depth in bold."""
         rows = []
         bold = -1
@@ -293,7 +292,7 @@ class BenchResults(QScrollArea):
             bold,
         )
 
-    def _fill_validation_table(self, report: dict[str, Any]) -> None:
+    def _fill_validation_table(self, report: ValidationReport) -> None:
         rows = []
         for result in report["results"]:
             timing = result["timing"]
@@ -322,7 +321,7 @@ class BenchResults(QScrollArea):
             rows,
         )
 
-    def _meta_text(self, report: dict[str, Any]) -> str:
+    def _meta_text(self, report: Report) -> str:
         model = report["model"]
         versions = report["versions"]
         runtime = ", ".join(
