@@ -2,14 +2,13 @@
 
 The app's own benchmark (`core.measure.bench.run_benchmark`, the code behind `qwen-mtp-desktop
 bench` and the Benchmark page) runs every prompt of the workload prompt sets (code, chat, list,
-summarise,
-edit) in every mode: plain decoding (both plain paths; the faster is the baseline), MTP at each
-depth on the chat's decoder, and prompt lookup, in an order that rotates from prompt to prompt
-and round to round, so this machine's drift hits every mode alike. Ratios are medians of
+summarise, edit) in every mode: plain decoding (both plain paths; the faster is the baseline), MTP
+at each depth on the chat's decoder, and prompt lookup, in an order that rotates from prompt to
+prompt and round to round, so this machine's drift hits every mode alike. Ratios are medians of
 per-run ratios to the baseline run of the same prompt in the same round; "lookup / MTP" is the
-median of lookup's per-run speed-up over the best MTP depth's, same prompt, same round.
-Decode speed excludes the time to first token; the TTFT columns show what each path's prefill
-costs on these prompts (core.auto.turn_costs prices it for Auto).
+median of lookup's per-run speed-up over the best MTP depth's, same prompt, same round. Decode speed
+excludes the time to first token; the TTFT columns show what each path's prefill costs on these
+prompts (core.auto.turn_costs prices it for Auto).
 
     .venv/bin/python benchmarks/methods_per_workload.py /work/fullsize/qwen3.5-0.8b-bigram-int4
     .venv/bin/python benchmarks/methods_per_workload.py MODEL --prompts-per-set 4 --rounds 3

@@ -8,9 +8,8 @@ loading it; `--verify` also checks the files against the SHA-256 sums in the exp
 
 `models deploy-ovms MODEL_DIR OUT [--num-assistant-tokens K] [--device D] [--name NAME] [--json]`
 writes an OVMS model repository (graph.pbtxt, config.json, README.md with the docker run line,
-kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.models.ovms`. Exit status 0
-when written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json`
-prints
+kserve.yaml) for the export at OUT; see `qwen_mtp_desktop.core.models.ovms`. Exit status 0 when
+written, 1 when the model or OUT is refused (nothing written), 2 on usage errors. `--json` prints
 `OvmsDeployment.to_json_dict()` (schema_version 1).
 
 Exit status of `inspect`: 0 when the model is usable (no diagnostic of severity "error"), 1 when

@@ -1,8 +1,7 @@
 """What validation (core.measure.validate) and benchmarking (core.measure.bench) share to measure:
 the plain and MTP engine pair, one generation run to its end and its record, the spread of several
-runs, the
-acceptance over runs, progress with cancellation, and the model, machine and runtime versions
-that every report records."""
+runs, the acceptance over runs, progress with cancellation, and the model, machine and runtime
+versions that every report records."""
 
 from __future__ import annotations
 

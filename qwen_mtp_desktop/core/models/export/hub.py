@@ -9,8 +9,7 @@ huggingface_hub, which ships with the export toolkit.
 
 The download runs in a subprocess (`python -m qwen_mtp_desktop.core.models.export.hub download
 REPO`), like the exporter, so it is cancelled by signals and leaves the app's memory alone. It
-prints
-`[qmtp] {"event": "download", "done": ..., "total": ...}` lines and, at the end, the snapshot
+prints `[qmtp] {"event": "download", "done": ..., "total": ...}` lines and, at the end, the snapshot
 folder. Interrupted downloads resume: huggingface_hub keeps `.incomplete` blobs.
 """
 
