@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal, SignalInstance, Slot
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
@@ -285,33 +285,29 @@ class ModelFetch(QObject):
         self._store_token.connect(self._worker.store_token)
         self._thread.start()
 
-    def describe(self, repo_id: str, destination: Path) -> int:
+    def _send(self, signal: SignalInstance, *args: object) -> int:
+        """Hand a request to the worker's thread under a new request id, and return the id."""
         rid = self._ids.next()
-        self._describe.emit(rid, repo_id, destination)
+        signal.emit(rid, *args)
         return rid
+
+    def describe(self, repo_id: str, destination: Path) -> int:
+        return self._send(self._describe, repo_id, destination)
 
     def fetch(self, request: FetchRequest) -> int:
-        rid = self._ids.next()
-        self._fetch.emit(rid, request)
-        return rid
+        return self._send(self._fetch, request)
 
     def add_head(self, model_dir: Path, source: str) -> int:
-        rid = self._ids.next()
-        self._add_head.emit(rid, model_dir, source)
-        return rid
+        return self._send(self._add_head, model_dir, source)
 
     def discard(self, destination: Path) -> int:
         """Delete an interrupted download's files (after it stopped)."""
-        rid = self._ids.next()
-        self._discard.emit(rid, destination)
-        return rid
+        return self._send(self._discard, destination)
 
     def store_token(self, token: str | None) -> int:
         """Keep the hub token in the system keychain ("" or None: forget it); the keychain
         may be slow or ask to be unlocked, so not on the GUI thread."""
-        rid = self._ids.next()
-        self._store_token.emit(rid, token)
-        return rid
+        return self._send(self._store_token, token)
 
     def stop(self, rid: int | None = None) -> None:
         """Pause download `rid` (its files stay) or stop adding its head; a request still

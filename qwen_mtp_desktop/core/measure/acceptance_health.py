@@ -362,14 +362,7 @@ def likely_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
     """What changed since the reference, most specific first, and the content caveat."""
     if reference.compares_workloads:
         return _lookup_causes(reference, now)
-    causes = []
-    if reference.fingerprint and now.fingerprint != reference.fingerprint:
-        causes.append(f"the model files changed since the {reference.source} (a re-export?)")
-    if reference.genai_version and now.genai_version != reference.genai_version:
-        causes.append(
-            f"openvino-genai changed from {reference.genai_version} to "
-            f"{now.genai_version or 'an unknown version'}"
-        )
+    causes = _changed_since(reference, now)
     precision = now.mtp_precision or ""
     if precision and precision != reference.mtp_precision:
         causes.append(
@@ -382,8 +375,8 @@ def likely_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
     return causes
 
 
-def _lookup_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
-    """Prompt lookup has no head to quantize: what changed, then the content caveat."""
+def _changed_since(reference: AcceptanceReference, now: ModelState) -> list[str]:
+    """What changed under the model since its reference: its files, then openvino-genai."""
     causes = []
     if reference.fingerprint and now.fingerprint != reference.fingerprint:
         causes.append(f"the model files changed since the {reference.source} (a re-export?)")
@@ -392,6 +385,12 @@ def _lookup_causes(reference: AcceptanceReference, now: ModelState) -> list[str]
             f"openvino-genai changed from {reference.genai_version} to "
             f"{now.genai_version or 'an unknown version'}"
         )
+    return causes
+
+
+def _lookup_causes(reference: AcceptanceReference, now: ModelState) -> list[str]:
+    """Prompt lookup has no head to quantize: what changed, then the content caveat."""
+    causes = _changed_since(reference, now)
     causes.append(
         f"these {reference.workload} requests copy less from the conversation than the "
         f"{reference.workload} prompts it was measured on"

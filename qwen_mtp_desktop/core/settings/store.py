@@ -152,27 +152,28 @@ def _zero_one(value: object) -> str | None:
     return value if value in ("0", "1") else None
 
 
-def _json_object_text(value: object) -> str | None:
-    """JSON text of an object, bounded in size, depth and numbers (parse_json_text)."""
+def _bounded_json(value: object) -> object:
+    """`value` parsed when it is JSON text within the size, depth and number bounds
+    (parse_json_text); None (read as absent) otherwise."""
     if not isinstance(value, str) or len(value) > _MAX_UI_VALUE:
         return None
     try:
-        parsed = parse_json_text(value)
+        return parse_json_text(value)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(parsed, dict) else None
+
+
+def _json_object_text(value: object) -> str | None:
+    """JSON text of an object, bounded."""
+    return value if isinstance(value, str) and isinstance(_bounded_json(value), dict) else None
 
 
 def _json_text_list(value: object) -> str | None:
     """JSON text of a list of strings (paths), bounded."""
-    if not isinstance(value, str) or len(value) > _MAX_UI_VALUE:
+    parsed = _bounded_json(value)
+    if not isinstance(value, str) or not isinstance(parsed, list) or len(parsed) > _MAX_ITEMS:
         return None
-    try:
-        parsed = parse_json_text(value)
-    except (ValueError, RecursionError):
-        return None
-    ok = isinstance(parsed, list) and len(parsed) <= _MAX_ITEMS
-    return value if ok and all(_text(item) is not None for item in parsed) else None
+    return value if all(_text(item) is not None for item in parsed) else None
 
 
 def _unknown_ui_value(value: object) -> str | None:

@@ -188,21 +188,25 @@ class ExportPanel(QWidget):
 
     # --- page construction ----------------------------------------------------------------
 
-    def _scroll(self, content: QWidget) -> QScrollArea:
-        area = QScrollArea()
-        area.setWidgetResizable(True)
-        area.setFrameShape(QFrame.Shape.NoFrame)
-        area.setWidget(content)
-        return area
-
-    def _build_source_page(self) -> QWidget:
+    def _scrolling_page(self, spacing: int) -> tuple[QWidget, QVBoxLayout, QVBoxLayout]:
+        """A wizard page whose content scrolls above a fixed button row: the page, its outer
+        layout (the scroll area is in it; the buttons go below) and the content's layout."""
         page = QWidget()
         outer = QVBoxLayout(page)
         outer.setContentsMargins(0, 0, 0, 0)
         content = QWidget()
         layout = QVBoxLayout(content)
         layout.setContentsMargins(0, 4, 8, 4)
-        layout.setSpacing(10)
+        layout.setSpacing(spacing)
+        area = QScrollArea()
+        area.setWidgetResizable(True)
+        area.setFrameShape(QFrame.Shape.NoFrame)
+        area.setWidget(content)
+        outer.addWidget(area, 1)
+        return page, outer, layout
+
+    def _build_source_page(self) -> QWidget:
+        page, outer, layout = self._scrolling_page(10)
         layout.addWidget(text_label("Choose a checkpoint", "pageTitle"))
         self.prefill_note = text_label("", "hint")
         self.prefill_note.hide()
@@ -279,7 +283,6 @@ class ExportPanel(QWidget):
         self.source_error.hide()
         layout.addWidget(self.source_error)
         layout.addStretch(1)
-        outer.addWidget(self._scroll(content), 1)
         self.check_button = QPushButton("Check checkpoint")
         self.check_button.setObjectName("primaryAction")
         self.check_button.clicked.connect(self.run_check)
@@ -299,13 +302,7 @@ class ExportPanel(QWidget):
         return page
 
     def _build_options_page(self) -> QWidget:
-        page = QWidget()
-        outer = QVBoxLayout(page)
-        outer.setContentsMargins(0, 0, 0, 0)
-        content = QWidget()
-        layout = QVBoxLayout(content)
-        layout.setContentsMargins(0, 4, 8, 4)
-        layout.setSpacing(8)
+        page, outer, layout = self._scrolling_page(8)
         self.options_form = ExportOptionsForm()
         form = self.options_form
         # The names the wizard (and its tests) have always used for these widgets.
@@ -342,7 +339,6 @@ class ExportPanel(QWidget):
         self.options_estimate = text_label("", None)
         layout.addWidget(self.options_estimate)
         layout.addStretch(1)
-        outer.addWidget(self._scroll(content), 1)
         back = QPushButton("Back")
         back.clicked.connect(lambda: self.show_page(1))
         self.export_button = QPushButton("Export")
