@@ -125,3 +125,21 @@ def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtB
     qtbot.addWidget(one)
     assert "1 token " in plain_figures(one.stats_label.text()) + " "
     assert "1 tokens" not in plain_figures(one.stats_label.text())
+
+
+@pytest.mark.parametrize("step", [1, 5, 0])
+def test_single_line_breaks_show_as_line_breaks(qtbot: QtBot, step: int) -> None:
+    """Issue 44, minor 5: "Line one\\nLine two" is two lines, streamed or shown whole; code
+    blocks and lists are unchanged."""
+    answer = "Line one\nLine two\nLine three\nLine four\n\n- a\n- b\n\n```\nx\ny\n```\nend"
+    widget = MessageWidget("assistant", dark=False, content=answer if not step else "")
+    qtbot.addWidget(widget)
+    if step:
+        widget.begin_stream()
+        for start in range(0, len(answer), step):
+            widget.append(answer[start : start + step])
+        widget.end_stream()
+    kinds = _kinds(widget)
+    assert kinds[0].startswith("text:Line one\nLine two\nLine three\nLine four\n"), kinds
+    assert "\\" not in kinds[0]
+    assert "code::x\ny" in kinds

@@ -10,6 +10,8 @@ placeholder, and only then is the result copied into the view's document.
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtGui import (
     QColor,
     QTextBlockFormat,
@@ -87,11 +89,50 @@ def style_quotes(document: QTextDocument) -> None:
         block = block.next()
 
 
+_FENCES = ("```", "~~~")
+#: A line that starts a block of its own (a list item, heading, table row, fence, rule or
+#: setext underline): the line before it keeps its ending, or a literal backslash would show.
+_BLOCK_START = re.compile(r"\s*(?:[-*+]\s|\d{1,9}[.)]\s|#|\||```|~~~|[-=_*]{2,}\s*$)")
+
+
+def hard_line_breaks(text: str) -> str:
+    """`text` with each single line break inside a paragraph made a hard one (a trailing
+    backslash), so "Line one\nLine two" shows as two lines, as the model wrote it; Markdown
+    would join them. Lines inside a code fence, table rows, blank lines and the lines before
+    them are left alone. One pass over the lines: linear in the text's length."""
+    lines = text.split("\n")
+    fence = ""
+    for index, line in enumerate(lines[:-1]):
+        stripped = line.strip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = ""
+            continue
+        opener = next((mark for mark in _FENCES if stripped.startswith(mark)), "")
+        if opener:
+            fence = opener
+            continue
+        following = lines[index + 1].strip()
+        if (
+            not stripped
+            or not following
+            or _BLOCK_START.match(following)
+            or (following.startswith(">") and not stripped.startswith(">"))
+            or stripped.startswith("|")
+            or stripped.endswith("\\")
+            or line.startswith(("    ", "\t"))
+            or stripped.startswith("#")
+        ):
+            continue
+        lines[index] = line.rstrip() + "\\"
+    return "\n".join(lines)
+
+
 def markdown_document(text: str) -> QTextDocument:
     """`text` parsed into a detached document whose images are all text placeholders, and
-    whose quote blocks are styled."""
+    whose quote blocks are styled; a single line break stays a line break."""
     document = QTextDocument()
-    document.setMarkdown(text, MARKDOWN_FEATURES)
+    document.setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
     style_quotes(document)
     for position, source in reversed(image_positions(document)):
         cursor = QTextCursor(document)
