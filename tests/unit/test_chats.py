@@ -1001,3 +1001,20 @@ def test_export_survives_crafted_tool_calls(store: ChatStore) -> None:
     assert markdown.count("<details><summary>Tool: t (s) · done</summary>") == 1
     (call,) = json.loads(store.export_json(conv.id))["messages"][0]["tool_calls"][0]["calls"]
     assert call["arguments"] == deep[: len(call["arguments"])] and call["result"] == "r"
+
+
+def test_preview_text_is_plain_words() -> None:
+    """Issue 44, minor 6: the chat list shows words, not Markdown marks."""
+    from qwen_mtp_desktop.core.chat.markdown import plain_text
+
+    def shown(text: str) -> str:
+        return " ".join(plain_text(text).split())
+
+    assert shown("# Sorting in Python\n\nUse **sorted()** and `list.sort()`.") == (
+        "Sorting in Python Use sorted() and list.sort()."
+    )
+    assert shown("- a\n- b\n> quoted\n1. one") == "a b quoted one"
+    assert shown("| a | b |\n|---|---|\n| 1 | 2 |") == "a b 1 2"
+    assert shown("See [the docs](http://x) ![pic](y)") == "See the docs pic"
+    assert shown("```python\nprint(1)\n```") == "print(1)"
+    assert shown("2 * 3 * 4 and snake_case_name") == "2 * 3 * 4 and snake_case_name"

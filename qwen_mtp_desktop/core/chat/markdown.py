@@ -144,3 +144,26 @@ def first_page(segments: list[Segment], limit: int) -> tuple[list[Segment], list
             return page, [rest, *segments[index + 1 :]]
         return page, segments[index:]
     return page, []
+
+
+_LINE_MARKERS = re.compile(
+    r"(?m)^[ \t]{0,3}(?:#{1,6}[ \t]+|>[ \t]?|[-*+][ \t]+|\d{1,9}[.)][ \t]+)+"
+)
+_FENCE_LINES = re.compile(r"(?m)^[ \t]{0,3}(?:`{3,}|~{3,}).*$")
+_RULE_LINES = re.compile(r"(?m)^[ \t]{0,3}(?:[-*_=][ \t]*){3,}$|^[ \t|:-]*-{3,}[ \t|:-]*$")
+_IMAGES_LINKS = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+_EMPHASIS = re.compile(r"(\*{1,3}|_{2,3}|~~|`+)(?=\S)(.+?)(?<=\S)\1")
+_TABLE_BARS = re.compile(r"(?m)^\||\|$|(?<=\s)\|(?=\s)")
+
+
+def plain_text(markdown: str) -> str:
+    """`markdown` as the words a reader sees, for a one-line preview: headings' #, quote and
+    list markers, fences, rules, emphasis and code marks and table bars removed, a link or
+    image reduced to its text. Each pattern is one linear pass; whitespace is left for the
+    caller to collapse."""
+    text = _FENCE_LINES.sub("", markdown)
+    text = _RULE_LINES.sub("", text)
+    text = _LINE_MARKERS.sub("", text)
+    text = _IMAGES_LINKS.sub(r"\1", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return _TABLE_BARS.sub(" ", text)

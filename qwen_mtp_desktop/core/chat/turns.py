@@ -31,6 +31,7 @@ from qwen_mtp_desktop.core.auto.policy import (
 )
 from qwen_mtp_desktop.core.auto.turns import auto_summary, policy_from_recommendation, turn_settings
 from qwen_mtp_desktop.core.chat.decoding_words import auto_sentence
+from qwen_mtp_desktop.core.chat.markdown import plain_text
 from qwen_mtp_desktop.core.chat.store.records import ChatSettings, Conversation, StoredMessage
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.chat.tools import round_messages, trace_from_record
@@ -136,9 +137,9 @@ def start_conversation(
     system_prompt: str,
     settings: ChatSettings,
 ) -> tuple[Conversation, StoredMessage, StoredMessage]:
-    """A new conversation titled after its first message, with that message and the answer
-    to stream into (the first send of a new chat)."""
-    title = " ".join(text.split())[:60]
+    """A new conversation titled after its first message's words (Markdown marks removed),
+    with that message and the answer to stream into (the first send of a new chat)."""
+    title = " ".join(plain_text(text).split())[:60] or " ".join(text.split())[:60]
     conversation = store.create_conversation(
         title, model_dir=model_dir, system_prompt=system_prompt, settings=settings
     )

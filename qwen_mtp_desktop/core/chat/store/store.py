@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from qwen_mtp_desktop.core.chat.markdown import plain_text
 from qwen_mtp_desktop.core.chat.store import rows, versions
 from qwen_mtp_desktop.core.chat.store.database import open_database, rebuild_search_index
 from qwen_mtp_desktop.core.chat.store.export_format import chat_json, chat_markdown
@@ -432,7 +433,11 @@ class ChatStore:
                 found = conn.execute(*self._list_sql(terms, limit)).fetchall()
         summaries = []
         for row in found:
-            preview = " ".join(rows.text(row["preview"]).split())
+            # The last message's words, Markdown marks removed ("# Sorting" reads "Sorting");
+            # while the first answer streams (no text yet), the question before it.
+            preview = " ".join(plain_text(rows.text(row["preview"])).split())
+            if not preview and row["preview_status"] == "streaming":
+                preview = " ".join(plain_text(rows.text(row["preview_before"])).split())
             if not preview and row["preview_status"] == "error":
                 # An answer that failed before any text: say so, not "No messages".
                 preview = "Failed: " + " ".join(rows.text(row["preview_error"]).split())
@@ -460,6 +465,10 @@ class ChatStore:
                     AS message_count,
                 substr(last.content, 1, {PREVIEW_CHARS * 4}) AS preview,
                 last.role AS preview_role, last.status AS preview_status,
+                substr((SELECT content FROM messages WHERE conversation_id = c.id AND shown = 1
+                        AND position < last.position AND content != ''
+                        ORDER BY position DESC LIMIT 1), 1, {PREVIEW_CHARS * 4})
+                    AS preview_before,
                 substr(last.error, 1, {PREVIEW_CHARS * 4}) AS preview_error,
                 last.content = '' AND instr(last.stats_json, '{STOPPED_STATS}') > 0
                     AS preview_stopped
