@@ -37,6 +37,24 @@ def count(number: int, noun: str) -> str:
     return f"{number:,} {noun if number == 1 else noun + 's'}"
 
 
+def duration(seconds: float, places: int = 1) -> str:
+    """A time as people read it: "0.4 ms", "42 ms" below a tenth of a second (where "0.0 s"
+    would say nothing), else seconds with `places` decimals ("1.3 s")."""
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 0.1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.{places}f} s"
+
+
+def ttft_text(seconds: float) -> str:
+    """A time to first token, in milliseconds as the figures line shows it: "41 ms",
+    "1,204 ms", and one decimal below 10 ms ("0.6 ms", not "0 ms", when the whole prompt
+    was reused)."""
+    milliseconds = seconds * 1000
+    return f"{milliseconds:.1f} ms" if milliseconds < 10 else f"{milliseconds:,.0f} ms"
+
+
 def keep_units(text: str) -> str:
     """`text` with a no-break space between each number and its unit, so a wrapped label never
     shows "41.2" at the end of one line and "tok/s" at the start of the next (nor "tok/" and
@@ -65,8 +83,10 @@ __all__ = [
     "NBSP",
     "WORD_JOINER",
     "count",
+    "duration",
     "format_bytes",
     "join_figures",
     "keep_units",
     "plain_figures",
+    "ttft_text",
 ]

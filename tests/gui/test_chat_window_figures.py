@@ -3,14 +3,17 @@ the chat list's preview (minor 6), ..."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
+from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
@@ -53,3 +56,29 @@ def test_the_chat_list_previews_plain_words_and_the_question_while_the_answer_st
     qtbot.waitUntil(lambda: "1 2 3" in chat.conversations.list.item(0).text(), timeout=LONG_WAIT)
     assert "#" not in chat.conversations.list.item(0).text()
     _shots(window, screenshot_dir, "chat-list-preview")
+
+
+def test_the_figures_say_something(qtbot: QtBot, window: MainWindow, screenshot_dir: Path) -> None:
+    """Minor 7: the method named once, no "(1.00/step)" at depth 1, no "0.0 s", and Compare's
+    TTFT a real figure on both sides."""
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 5.")
+    answer = chat.transcript.messages[-1]
+    shown = plain_figures(answer.stats_label.text())
+    assert "MTP n=1" in shown and shown.count("MTP n=1") == 1, shown
+    assert "/step" not in shown and "drafts accepted" in shown, shown
+    assert " 0.0 s" not in shown and not re.search(r"\b0 ms", shown), shown
+    assert re.search(r"(\d+ ms|\d\.\d s)$", shown), shown
+    _shots(window, screenshot_dir, "chat-figures-once")
+    qtbot.mouseClick(chat.compare_button, Qt.MouseButton.LeftButton)
+    dialog = chat.compare_dialog
+    assert dialog is not None
+    qtbot.waitUntil(lambda: not dialog.running, timeout=LONG_WAIT)
+    for side in (dialog.plain, dialog.mtp):
+        assert side.stats is not None and side.stats.ttft_s > 0, side.stats
+        text = plain_figures(side.status.text())
+        assert "TTFT 0 ms" not in text and "/step" not in text, text
+    assert "/step" not in dialog.summary.text()
+    assert dialog.grab().save(str(screenshot_dir / "chat-compare-figures.png"))
+    dialog.reject()
+    qtbot.waitUntil(lambda: chat.compare_dialog is None, timeout=10_000)

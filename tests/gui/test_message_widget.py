@@ -115,7 +115,7 @@ def test_an_answer_stopped_before_its_first_token_shows_no_time_to_it(qtbot: QtB
         "assistant", dark=False, content="One, two", stats={**stopped, "generated_tokens": 3}
     )
     qtbot.addWidget(partial)
-    assert "TTFT 0 ms" in plain_figures(partial.stats_label.text())
+    assert "TTFT 0.0 ms" in plain_figures(partial.stats_label.text())
     assert partial.error_label.text() == "Stopped. The answer so far is kept."
     mtp = {**stopped, "method": DecodingMethod.mtp(2).to_record(), "acceptance_rate": 0.0}
     assert plain_figures(format_stats(mtp)).startswith("MTP n=2  ·  0 tokens")  # no drafts made

@@ -52,3 +52,14 @@ def test_a_count_names_its_noun_in_the_right_number() -> None:
         "2 tokens",
         "1,024 tokens",
     ]
+
+
+def test_short_times_read_in_milliseconds() -> None:
+    """Issue 44, minor 7: no "0.0 s" and no "TTFT 0 ms" for times that were measured."""
+    from qwen_mtp_desktop.core.units import duration, ttft_text
+
+    assert duration(0.0004) == "0.4 ms" and duration(0.042) == "42 ms"
+    assert duration(0.1) == "0.1 s" and duration(12.345) == "12.3 s"
+    assert duration(0.21, places=2) == "0.21 s"
+    assert ttft_text(0.0006) == "0.6 ms" and ttft_text(0.041) == "41 ms"
+    assert ttft_text(1.2044) == "1,204 ms"

@@ -29,7 +29,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message, StepChunk
 from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note, full_size_details
-from qwen_mtp_desktop.core.units import count, keep_units
+from qwen_mtp_desktop.core.units import count, keep_units, ttft_text
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 from qwen_mtp_desktop.ui.figures import stats_tooltip
 from qwen_mtp_desktop.ui.widgets.plain_text import plain_label
@@ -76,6 +76,12 @@ COMPARE_TIP = (
 )
 
 
+def _per_step(stats: GenerationStats) -> str:
+    """ " (1.62/step)" where it informs: at depth 1 a step keeps at most one guess, so the
+    accepted share already says it."""
+    return f" ({stats.mean_accepted_per_step:.2f}/step)" if stats.method.drafts > 1 else ""
+
+
 def compare_summary(plain: GenerationStats, mtp: GenerationStats, same_text: bool) -> str:
     """One line: how much faster MTP was, how many drafts were kept, and whether the text
     is the same."""
@@ -86,9 +92,7 @@ def compare_summary(plain: GenerationStats, mtp: GenerationStats, same_text: boo
             f"MTP wrote {ratio:.2f}x as fast as plain decoding "
             f"({mtp.decode_tokens_per_s:.1f} vs {plain.decode_tokens_per_s:.1f} tok/s)"
         )
-    parts.append(
-        f"{mtp.acceptance_rate:.0%} drafts accepted ({mtp.mean_accepted_per_step:.2f}/step)"
-    )
+    parts.append(f"{mtp.acceptance_rate:.0%} drafts accepted{_per_step(mtp)}")
     parts.append(
         "the same answer, as it should be"
         if same_text
@@ -218,14 +222,12 @@ class CompareDialog(QDialog):
         side.answer.end_stream()
         side.stats = stats
         figures = (
-            f"{stats.decode_tokens_per_s:.1f} tok/s  ·  TTFT {stats.ttft_s * 1000:.0f} ms  ·  "
+            f"{stats.decode_tokens_per_s:.1f} tok/s  ·  TTFT {ttft_text(stats.ttft_s)}  ·  "
             f"{count(stats.generated_tokens, 'token')}"
         )
         if not stats.method.is_plain:
-            figures = (
-                f"{stats.acceptance_rate:.0%} drafts accepted "
-                f"({stats.mean_accepted_per_step:.2f}/step)  ·  " + figures
-            )
+            accepted = f"{stats.acceptance_rate:.0%} drafts accepted{_per_step(stats)}"
+            figures = f"{accepted}  ·  {figures}"
         side.status.setText(keep_units(figures))
         side.status.setToolTip(stats_tooltip(figures))
         if side is self.plain:

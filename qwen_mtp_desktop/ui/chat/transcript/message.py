@@ -38,7 +38,7 @@ from qwen_mtp_desktop.core.chat.markdown import (
 from qwen_mtp_desktop.core.chat.store.records import StoredMessage
 from qwen_mtp_desktop.core.chat.store.stats import stats_method, stopped_before_first_token
 from qwen_mtp_desktop.core.engine import StepChunk
-from qwen_mtp_desktop.core.units import NBSP, count, join_figures, keep_units
+from qwen_mtp_desktop.core.units import NBSP, count, duration, join_figures, keep_units, ttft_text
 from qwen_mtp_desktop.ui.chat.transcript.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.transcript.markdown_view import PARAGRAPH_GAP
 from qwen_mtp_desktop.ui.chat.transcript.message_controls import (
@@ -92,21 +92,24 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         if remote.get("tokens_reported") is False:
             stats = {k: v for k, v in stats.items() if k != "generated_tokens"}
     auto = stats.get("auto")
+    named = ""  # what Auto's sentence already says, so the method is not named twice
     if isinstance(auto, dict) and isinstance(auto.get("summary"), str):
         # Older rows have no "auto" entry and read as before; rows with Auto's plain sentence
         # show it (its technical summary is in the tooltip, `auto_details`).
         sentence = auto.get("sentence")
-        parts.append(f"Auto · {sentence if isinstance(sentence, str) else auto['summary']}")
+        named = sentence if isinstance(sentence, str) else auto["summary"]
+        parts.append(f"Auto · {named}")
         switched = auto.get("switched_to_plain_after_tokens")
         if isinstance(switched, int):
             parts.append(f"switched to plain after {count(switched, 'token')}")
     decoded = stats.get("generated_tokens") != 0  # else stopped while the prompt was read
+    label = "" if method is None or named.startswith(method.label) else method.label
     if method is None:
         pass
     elif not decoded:
-        parts.append(method.label)  # no drafts were made: no figures about them
+        parts.append(label)  # no drafts were made: no figures about them
     elif method.drafts_vary:
-        parts.append(method.label)
+        parts.append(label)
         drafted, accepted = stats.get("drafted_tokens"), stats.get("accepted_tokens")
         if isinstance(drafted, int) and isinstance(accepted, int):
             # Prompt lookup proposes nothing where no n-gram matches: say how many it did.
@@ -115,14 +118,15 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     elif not method.is_plain:
         # Turns the app's own decoder does not take (images) run on openvino-genai's MTP.
         via = " via openvino-genai" if stats.get("decoder") == "genai" else ""
-        parts.append(f"{method.label}{via}")
+        parts.append(f"{method.label}{via}" if via or label else "")
         share = stats.get("acceptance_rate")
         if share is not None:
-            parts.append(
-                f"{share:.0%} drafts accepted ({stats.get('mean_accepted_per_step', 0):.2f}/step)"
-            )
+            # At depth 1 a step keeps at most one guess, so per step repeats the share.
+            per_step = stats.get("mean_accepted_per_step", 0)
+            tail = f" ({per_step:.2f}/step)" if method.drafts > 1 else ""
+            parts.append(f"{share:.0%} drafts accepted{tail}")
     else:
-        parts.append(method.label)
+        parts.append(label)
     tps = stats.get("decode_tokens_per_s")
     if tps:
         parts.append(f"{tps:.1f} tok/s")
@@ -131,14 +135,14 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         parts.append(reused)
     ttft = stats.get("ttft_s")
     if ttft is not None and decoded:
-        parts.append(f"TTFT {ttft * 1000:.0f} ms")
+        parts.append(f"TTFT {ttft_text(ttft)}")
     tokens = stats.get("generated_tokens")
     if tokens is not None:
         parts.append(count(tokens, "token"))
     total = stats.get("total_s")
     if total:
-        parts.append(f"{total:.1f} s")
-    return join_figures(parts)
+        parts.append(duration(total))
+    return join_figures([part for part in parts if part])
 
 
 def stopped_notice(stats: dict[str, Any]) -> str:

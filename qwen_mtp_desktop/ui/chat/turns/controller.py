@@ -26,7 +26,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, speculative_stats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
 from qwen_mtp_desktop.core.models.library import is_demo_model
-from qwen_mtp_desktop.core.units import count, join_figures
+from qwen_mtp_desktop.core.units import count, join_figures, ttft_text
 from qwen_mtp_desktop.ui.chat.conversations.open_chat import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget, stopped_notice
 from qwen_mtp_desktop.ui.chat.turns.model_session import ModelSession
@@ -96,7 +96,7 @@ class Stream:
         tokens = sum(self.sizes)
         parts = [count(tokens, "token")]
         if self.first_t is not None:
-            parts.append(f"TTFT {self.first_t * 1000:.0f} ms")
+            parts.append(f"TTFT {ttft_text(self.first_t)}")
             span = self.last_t - self.first_t
             if span > 0 and len(self.sizes) > 1:
                 parts.insert(0, f"{(tokens - self.sizes[0]) / span:.1f} tok/s")
@@ -115,9 +115,9 @@ class Stream:
             steps = len(self.sizes) - 1
             parts.append(method.label)
             if drafted:
-                parts.append(
-                    f"{accepted / drafted:.0%} drafts accepted ({accepted / steps:.2f}/step)"
-                )
+                # At depth 1 a step keeps at most one guess: per step would repeat the share.
+                per_step = f" ({accepted / steps:.2f}/step)" if method.drafts > 1 else ""
+                parts.append(f"{accepted / drafted:.0%} drafts accepted{per_step}")
         else:
             parts.append(method.label)
         return "Generating  ·  " + join_figures(parts)
