@@ -220,6 +220,7 @@ class MainWindow(QMainWindow):
         router.loaded.connect(self.model_label.loaded)
         router.load_failed.connect(lambda _error: self.model_label.failed())
         self.chat.answered.connect(self.model_label.answered)
+        self.chat.last_answer.connect(self.model_label.chat_shown)
         self.engine_process.loaded.connect(self._on_engine_loaded)
         self.engine_process.load_failed.connect(self._on_load_failed)
         self.engine_process.unloaded.connect(self._on_engine_unloaded)

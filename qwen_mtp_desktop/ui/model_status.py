@@ -27,7 +27,7 @@ class ModelStatus(QLabel):
         super().__init__(parent)
         self._names = names
         self._loaded: LoadedModel | None = None
-        self._last: str | None = None  # what decoded the last answer on this model
+        self._last: str | None = None  # what decoded the shown chat's last answer
         self._gone: Path | None = None  # the chat's model folder, while it is gone
 
     def _name(self, model_dir: Path) -> str:
@@ -44,11 +44,19 @@ class ModelStatus(QLabel):
         self.setText(f"Loading {self._name(Path(model_dir))}…")
 
     def loaded(self, loaded: LoadedModel) -> None:
+        # "last answer" is the shown chat's (`chat_shown`, `answered`), whatever loads.
         self._gone = None
-        if self._loaded is None or self._loaded.model_dir != loaded.model_dir:
-            self._last = None  # another model's last answer is not this one's
         self._loaded = loaded
         self._show()
+
+    def chat_shown(self, record: Mapping[str, Any] | None) -> None:
+        """A chat was shown (opened, switched to, a new one, at start): its last answer's
+        stats record, or None when it has none yet ("no answer yet")."""
+        if record is None:
+            self._last = None
+            self._show()
+        else:
+            self.answered(record)
 
     def answered(self, record: Mapping[str, Any]) -> None:
         """A finished answer's stats record: say what decoded it."""
@@ -60,7 +68,7 @@ class ModelStatus(QLabel):
         self._show()
 
     def failed(self) -> None:
-        self._loaded, self._last = None, None
+        self._loaded = None
         if self._gone is not None:
             self.folder_gone(self._gone)  # why it failed, and what to do
             return
@@ -68,7 +76,7 @@ class ModelStatus(QLabel):
         self.setText("No model loaded")
 
     def unloaded(self) -> None:
-        self._loaded, self._last = None, None
+        self._loaded = None
         if self._gone is not None:
             self.folder_gone(self._gone)
             return

@@ -82,3 +82,31 @@ def test_the_figures_say_something(qtbot: QtBot, window: MainWindow, screenshot_
     assert dialog.grab().save(str(screenshot_dir / "chat-compare-figures.png"))
     dialog.reject()
     qtbot.waitUntil(lambda: chat.compare_dialog is None, timeout=10_000)
+
+
+def test_the_status_bar_says_the_shown_chats_last_answer(
+    qtbot: QtBot, screenshot_dir: Path
+) -> None:
+    """Minor 4: "last answer" is the shown chat's, on a new chat, a switch and a restart."""
+    window = _open_window(qtbot)
+    chat = window.chat
+    _send(qtbot, chat, "Count from 1 to 5.")
+    label = window.model_label
+    assert "last answer: MTP n=1" in label.text(), label.text()
+    answered = chat.conversation
+    assert answered is not None
+    chat.new_chat()
+    qtbot.waitUntil(lambda: "no answer yet" in label.text(), timeout=10_000)
+    assert "last answer" not in label.text()
+    _shots(window, screenshot_dir, "status-new-chat")
+    chat.open_conversation(answered.id)
+    qtbot.waitUntil(lambda: "last answer: MTP n=1" in label.text(), timeout=10_000)
+    window.close()
+    # A restart opens the chat used last, with its last answer in the status bar.
+    window = _open_window(qtbot)
+    qtbot.waitUntil(lambda: window.chat.conversation is not None, timeout=LONG_WAIT)
+    assert window.chat.conversation is not None
+    assert window.chat.conversation.id == answered.id
+    qtbot.waitUntil(lambda: "last answer: MTP n=1" in window.model_label.text(), timeout=10_000)
+    _shots(window, screenshot_dir, "status-after-restart")
+    window.close()

@@ -80,6 +80,8 @@ class ChatPanel(ChatLayout):
         chat's) validated on a model, on a workload's prompt set (health banner).
     busy_changed(bool): a generation started or ended.
     answered(dict): an answer finished; its stats record (what decoded it).
+    last_answer(object): a chat (or a version of it) was shown: its last answer's stats
+        record, or None for a chat with no answer yet.
     presets_changed(list, object): the chat presets (list[ChatPreset]) or the one new chats
         start from (a name or None) changed: the app's settings keep them.
     """
@@ -89,6 +91,7 @@ class ChatPanel(ChatLayout):
     validate_lookup_requested = Signal(object, str, object)
     busy_changed = Signal(bool)
     answered = Signal(object)
+    last_answer = Signal(object)
     presets_changed = Signal(list, object)
 
     def __init__(
@@ -222,6 +225,7 @@ class ChatPanel(ChatLayout):
         self.turns.started.connect(self._on_turn_started)
         self.turns.figures.connect(self.figures.show_figures)
         self.turns.answered.connect(self.answered)
+        self.figures.last_answer.connect(self.last_answer)
         self.turns.ended.connect(self._on_turn_ended)
         self.turns.stored.connect(self._on_turn_stored)
         self.turns.problem.connect(self.show_problem)

@@ -4,7 +4,7 @@ problem."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QLabel
 
 from qwen_mtp_desktop.core.chat.store.records import StoredMessage
@@ -18,7 +18,14 @@ class LiveFigures(QObject):
     """The figures line while an answer streams (live tok/s, TTFT, acceptance) or a problem,
     and the legend explaining the figures under the answers, one line (it is elided; the whole
     text is its tooltip). A finished answer's figures are on its own stats line only, never
-    repeated here. Two labels the panel places: the line beside Compare, the legend under it."""
+    repeated here. Two labels the panel places: the line beside Compare, the legend under it.
+
+    Signals:
+        last_answer(object): a chat or branch was shown: its last answer's stats record (a
+            dict), or None when it has no answer (the status bar's "last answer").
+    """
+
+    last_answer = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -57,6 +64,8 @@ class LiveFigures(QObject):
         """A chat or branch shown: the legend while one of its answers shows figures."""
         self._set("")
         self.legend.setVisible(any(m.role == "assistant" and m.stats for m in messages))
+        answers = [m for m in messages if m.role == "assistant"]
+        self.last_answer.emit(answers[-1].stats if answers and answers[-1].stats else None)
 
     def clear(self) -> None:
         self._set("")
