@@ -12,8 +12,9 @@ and left in one task (`_Connection.run`), as anyio's cancel scopes require. A ca
 `timeout_s`; a timed-out or crashed server is closed (its process ended) and reconnected on the
 next call, and its error says what happened, with the end of its stderr for a crash (a tool's
 JSON-RPC error is what the server answered: its connection is kept). Results are bounded to
-`MAX_RESULT_CHARS` before they reach the model; what is read from a stdio server at all is
-bounded by core.tools.mcp.stdio (a tool list of 100,000 entries is refused at 4 MB, never parsed).
+`MAX_RESULT_CHARS` before they reach the model; what is read from a server at all is bounded
+by core.tools.mcp.stdio and core.tools.mcp.http (a tool list of 100,000 entries is refused at
+4 MB, never parsed; an answer past 34 MB is refused as it arrives).
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from typing import IO, Any, TypeVar
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.tools.mcp.config import DEFAULT_TIMEOUT_S, McpServer
-from qwen_mtp_desktop.core.tools.mcp.stdio import MAX_LISTED_TOOLS, bounded_stdio_client
+from qwen_mtp_desktop.core.tools.mcp.stdio import (
+    MAX_LISTED_TOOLS,
+    REFUSED_CODE,
+    REFUSED_ENDING,
+    bounded_stdio_client,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +147,16 @@ class _Connection:
         server = self.server
         if server.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
-            client = create_mcp_http_client(headers=dict(server.headers))
+            from qwen_mtp_desktop.core.tools.mcp.http import SDK_EVENT_BYTES, bounded_http_client
+
+            # Bounded reading (core.tools.mcp.http): the SDK reads only what its transport let by.
+            client = bounded_http_client(dict(server.headers))
             await stack.enter_async_context(client)
             return await stack.enter_async_context(
-                streamable_http_client(server.url, http_client=client)
+                streamable_http_client(
+                    server.url, http_client=client, max_sse_event_size=SDK_EVENT_BYTES
+                )
             )
         from mcp.client.stdio import StdioServerParameters
 
@@ -217,6 +227,18 @@ def _answered_error(exc: BaseException) -> str | None:
         return None
     said = " ".join(str(exc.message).split())[:300] or "no message"
     return f"{said} (JSON-RPC error {exc.code})"
+
+
+def _refused(exc: BaseException) -> str | None:
+    """Why this client read no further than a bound, when `exc` is its refusal of an answer."""
+    from mcp.shared.exceptions import MCPError
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if not isinstance(exc, MCPError) or exc.code != REFUSED_CODE:
+        return None
+    message = " ".join(str(exc.message).split())[:300]
+    return message if message.endswith(REFUSED_ENDING) else None
 
 
 @contextlib.contextmanager
@@ -349,6 +371,15 @@ class McpHub:
             if isinstance(exc, asyncio.CancelledError):
                 await self._drop(server.name)
                 raise
+            refused = _refused(exc)
+            if refused is not None:  # read no further (core.tools.mcp.stdio and .http)
+                raise McpError(
+                    f"The tool {name!r} of MCP server {server.name!r} failed: {refused}, so "
+                    "it was not read.",
+                    "Ask the tool for less (a smaller file, range or page of results), or "
+                    "check the server.",
+                    code="MCP_CALL",
+                ) from None
             answered = _answered_error(exc)
             if answered is not None:  # the server is fine and said why: it keeps running
                 raise McpError(

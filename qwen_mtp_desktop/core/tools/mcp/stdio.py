@@ -33,7 +33,9 @@ MAX_LISTED_TOOLS = 128
 #: The bytes kept of a line's start and end to find the id of a message that is too long.
 _EDGE_BYTES = 4096
 #: JSON-RPC's "internal error" code, for an answer this client refused to read.
-_TOO_LARGE_CODE = -32603
+REFUSED_CODE = -32603
+#: How the message of such an error ends (`refusal`).
+REFUSED_ENDING = " this app reads"
 _ID_AT_START = re.compile(
     rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"[^"\\]*")'
 )
@@ -133,9 +135,8 @@ class MessageReader:
             "jsonrpc": "2.0",
             "id": request_id,
             "error": {
-                "code": _TOO_LARGE_CODE,
-                "message": f"{what} is {size / 1e6:,.1f} MB, more than the {limit / 1e6:,.0f} MB "
-                "this app reads",
+                "code": REFUSED_CODE,
+                "message": refusal(what, limit, size),
             },
         }
         return [self._validated(error)]
@@ -185,6 +186,14 @@ class MessageReader:
             return exc
         self._settle_message(message)
         return _session_message(message)
+
+
+def refusal(what: str, limit: int, size: int | None = None) -> str:
+    """Why a message was not read: "its answer is 40.2 MB, more than the 34 MB this app
+    reads" (`size` None: reading stopped at the bound, so the whole size is unknown)."""
+    if size is None:
+        return f"{what} is more than the {limit / 1e6:,.0f} MB{REFUSED_ENDING}"
+    return f"{what} is {size / 1e6:,.1f} MB, more than the {limit / 1e6:,.0f} MB{REFUSED_ENDING}"
 
 
 def _id_in(pattern: re.Pattern[bytes], data: bytes) -> object:
