@@ -24,7 +24,7 @@ from qwen_mtp_desktop.core.models.export.job import (
     explain_failure,
 )
 from qwen_mtp_desktop.core.models.export.options import ExportError
-from qwen_mtp_desktop.core.models.export.supervisor import (
+from qwen_mtp_desktop.core.models.export.process_group import (
     ProcessOutcome,
     ProcessStats,
     SupervisedProcess,

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from qwen_mtp_desktop.core.chat.store.export_names import export_filename
+from qwen_mtp_desktop.core.chat.store.chat_file_names import export_filename
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.units import keep_units

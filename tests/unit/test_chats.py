@@ -16,7 +16,7 @@ import pytest
 
 from qwen_mtp_desktop.core.chat.store import migrations
 from qwen_mtp_desktop.core.chat.store import store as chats
-from qwen_mtp_desktop.core.chat.store.export_format import EXPORT_FORMAT
+from qwen_mtp_desktop.core.chat.store.chat_file import EXPORT_FORMAT
 from qwen_mtp_desktop.core.chat.store.migrations import SCHEMA_VERSION
 from qwen_mtp_desktop.core.chat.store.records import (
     ChatSettings,

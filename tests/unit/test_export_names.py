@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.chat.store.export_names import MAX_NAME_BYTES, export_filename
+from qwen_mtp_desktop.core.chat.store.chat_file_names import MAX_NAME_BYTES, export_filename
 
 WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]) *(\..*)?$", re.I)
 

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.models.export.options import ExportOptions
+from qwen_mtp_desktop.core.models.export.process_group import _split_lines
 from qwen_mtp_desktop.core.models.export.progress import (
     ProgressEvent,
     ProgressParser,
@@ -13,7 +14,6 @@ from qwen_mtp_desktop.core.models.export.progress import (
     read_markers,
     stage_plan,
 )
-from qwen_mtp_desktop.core.models.export.supervisor import _split_lines
 
 # `python -m qwen_mtp_desktop.core.models.export.optimum_cli export openvino --task
 # image-text-to-text

@@ -16,12 +16,12 @@ import pytest
 
 from qwen_mtp_desktop.core.models.export.job import ExportJob, ExportRequest
 from qwen_mtp_desktop.core.models.export.options import ExportOptions, ExportSource
+from qwen_mtp_desktop.core.models.export.process_group import SupervisedProcess
 from qwen_mtp_desktop.core.models.export.staging import (
     cleanup_stale_exports,
     move_into_place,
     staging_registry_dir,
 )
-from qwen_mtp_desktop.core.models.export.supervisor import SupervisedProcess
 
 
 def _python(code: str) -> list[str]:

@@ -53,12 +53,12 @@ from qwen_mtp_desktop.core.models.export.preflight.toolkit import (
     installed_versions,
     toolkit_missing,
 )
+from qwen_mtp_desktop.core.models.export.process_group import ProcessStats
 from qwen_mtp_desktop.core.models.export.progress import (
     ProgressEvent,
     pip_stage,
 )
 from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
-from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.check_page import CheckPage, only_option_failures
 from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm

@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 
 from qwen_mtp_desktop.core.models.export.exporter_log import continues_warning, hidden_lines
 from qwen_mtp_desktop.core.models.export.job import ExportOutcome
+from qwen_mtp_desktop.core.models.export.process_group import ProcessStats
 from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
-from qwen_mtp_desktop.core.models.export.supervisor import ProcessStats
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.export.widgets import Checklist, check_pixmap
 from qwen_mtp_desktop.ui.widgets.labels import text_label

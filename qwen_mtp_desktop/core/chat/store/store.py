@@ -36,8 +36,8 @@ from typing import Any, cast
 
 from qwen_mtp_desktop.core.chat.markdown import plain_text
 from qwen_mtp_desktop.core.chat.store import rows, versions
+from qwen_mtp_desktop.core.chat.store.chat_file import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chat.store.database import open_database, rebuild_search_index
-from qwen_mtp_desktop.core.chat.store.export_format import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chat.store.records import (
     ROLES,
     STATUSES,
@@ -749,12 +749,12 @@ class ChatStore:
     # -------------------------------------------------------------------------------- export
 
     def export_json(self, conversation_id: int) -> str:
-        """The conversation as JSON (core.chat.store.export_format)."""
+        """The conversation as JSON (core.chat.store.chat_file)."""
         with self._read():  # holding the lock: no thread writes between the two reads
             return chat_json(self.get_conversation(conversation_id), self.messages(conversation_id))
 
     def export_markdown(self, conversation_id: int) -> str:
-        """The conversation as Markdown (core.chat.store.export_format)."""
+        """The conversation as Markdown (core.chat.store.chat_file)."""
         with self._read():
             return chat_markdown(
                 self.get_conversation(conversation_id), self.messages(conversation_id)

@@ -26,6 +26,12 @@ from qwen_mtp_desktop.core.models.export.options import (
     ExportSource,
     parse_source,
 )
+from qwen_mtp_desktop.core.models.export.process_group import (
+    LOG_TAIL_LINES,
+    ProcessOutcome,
+    ProcessStats,
+    SupervisedProcess,
+)
 from qwen_mtp_desktop.core.models.export.progress import (
     _TQDM_RE,
     ProgressEvent,
@@ -35,12 +41,6 @@ from qwen_mtp_desktop.core.models.export.progress import (
     stage_plan,
 )
 from qwen_mtp_desktop.core.models.export.staging import Staging, move_into_place
-from qwen_mtp_desktop.core.models.export.supervisor import (
-    LOG_TAIL_LINES,
-    ProcessOutcome,
-    ProcessStats,
-    SupervisedProcess,
-)
 from qwen_mtp_desktop.core.models.export.verify import (
     Verification,
     generation_item,

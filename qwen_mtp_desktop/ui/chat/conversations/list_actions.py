@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QStandardPaths
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 
-from qwen_mtp_desktop.core.chat.store.export_names import export_filename
+from qwen_mtp_desktop.core.chat.store.chat_file_names import export_filename
 from qwen_mtp_desktop.core.chat.store.records import Conversation, DeletedConversation
 from qwen_mtp_desktop.ui.chat.banners import UndoBar
 from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
