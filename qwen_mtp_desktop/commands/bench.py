@@ -24,12 +24,12 @@ from qwen_mtp_desktop.core.measure.verdicts import method_verdict
 
 
 def _depths(text: str) -> tuple[int, ...]:
-    from qwen_mtp_desktop.core.errors import ValidationError
+    from qwen_mtp_desktop.core.errors import MeasurementError
     from qwen_mtp_desktop.core.measure.bench import parse_depths
 
     try:
         return parse_depths(text)
-    except ValidationError as exc:
+    except MeasurementError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

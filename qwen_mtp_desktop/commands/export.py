@@ -59,7 +59,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         if args.group_size_fallback is not None:
             changes["group_size_fallback"] = args.group_size_fallback
         options = ExportOptions.recommended(args.weight_format, **changes)
-        options.validate()
+        options.check()
     except ExportError as exc:
         raise CommandError(str(exc)) from exc
     out = (args.out or default_destination(source, options)).expanduser().absolute()

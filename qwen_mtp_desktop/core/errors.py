@@ -24,7 +24,7 @@ class UserFacingError(Exception):
         return f"{self.message} {self.fix}".strip() if self.fix else self.message
 
 
-class ValidationError(UserFacingError):
+class MeasurementError(UserFacingError):
     """Validation or benchmarking cannot run (bad prompt set, no MTP head, bad settings...)."""
 
     code = "VALIDATION_FAILED"

@@ -52,11 +52,11 @@ def run_measure(request: Measure, send: Callable[[object], None], cancel: thread
 
 def _measure(request: Measure, progress: Callable[[Any], None], cancel: threading.Event) -> Report:
     # Imported here: a host that only chats never loads the measurement code.
-    from qwen_mtp_desktop.core.errors import ValidationError
+    from qwen_mtp_desktop.core.errors import MeasurementError
     from qwen_mtp_desktop.core.measure.prompt_sets import load_prompt_set
 
     if not request.prompt_sets:
-        raise ValidationError("Choose at least one prompt set.", code="BAD_SETTINGS")
+        raise MeasurementError("Choose at least one prompt set.", code="BAD_SETTINGS")
     if request.kind == "validate":
         from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP
         from qwen_mtp_desktop.core.measure.validate import run_validation

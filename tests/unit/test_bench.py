@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.measure import recommendations
 from qwen_mtp_desktop.core.measure.bench import (
     BENCH_KEYS,
@@ -107,7 +107,7 @@ def test_parse_depths() -> None:
     assert parse_depths("1,2,3,4") == (1, 2, 3, 4)
     assert parse_depths(" 3, 1,3 ") == (1, 3)
     for bad in ("", "0,1", "a", "1,,x", "9"):
-        with pytest.raises(ValidationError):
+        with pytest.raises(MeasurementError):
             parse_depths(bad)
 
 

@@ -161,14 +161,14 @@ def test_main_validations_give_acceptance_references(tmp_path: Path, app_home: P
 
 
 def test_a_damaged_row_in_an_old_report_is_a_bad_report(tmp_path: Path, app_home: Path) -> None:
-    from qwen_mtp_desktop.core.errors import ValidationError
+    from qwen_mtp_desktop.core.errors import MeasurementError
 
     model = _model(tmp_path)
     path = _saved_report("bench_two_sets.json", model)
     report = json.loads(path.read_text())
     report["modes"][2]["mode"] = "warp"
     path.write_text(json.dumps(report))
-    with pytest.raises(ValidationError, match="damaged") as caught:
+    with pytest.raises(MeasurementError, match="damaged") as caught:
         load_report(path)
     assert caught.value.code == "BAD_REPORT"
     assert list_reports(model) == []  # skipped, not a crash

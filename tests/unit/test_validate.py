@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP, PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats, build_stats
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.core.measure.measurement import (
     MODEL_KEYS,
@@ -205,16 +205,16 @@ def test_prompt_set_file_forms(tmp_path: Path) -> None:
 def test_bad_prompt_sets_are_user_errors(tmp_path: Path, content: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(MeasurementError) as info:
         load_prompt_set(path)
     assert info.value.code == "BAD_PROMPT_SET" and info.value.fix
 
 
 def test_unknown_builtin_set_names_the_choices() -> None:
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(MeasurementError) as info:
         load_prompt_set("poetry")
     assert "demo" in info.value.fix
-    with pytest.raises(ValidationError):
+    with pytest.raises(MeasurementError):
         load_prompt_set(Path("/nonexistent/set.json"))
 
 
@@ -334,10 +334,10 @@ def test_history_is_kept_under_the_data_dir(tmp_path: Path, app_home: Path) -> N
 def test_load_report_rejects_other_files(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"kind": "something"}))
-    with pytest.raises(ValidationError):
+    with pytest.raises(MeasurementError):
         load_report(path)
     path.write_text(json.dumps({"kind": "validate", "schema_version": 99}))
-    with pytest.raises(ValidationError, match="schema 99"):
+    with pytest.raises(MeasurementError, match="schema 99"):
         load_report(path)
 
 

@@ -431,7 +431,7 @@ class Engine:
         self, messages: Sequence[Message], settings: GenerationSettings | None = None
     ) -> Generation:
         settings = settings or GenerationSettings()
-        settings.validate()
+        settings.check()
         self._require_loaded()
         prompt = self.render_prompt(
             messages, thinking=settings.thinking, tools_json=settings.tools_json
@@ -447,7 +447,7 @@ class Engine:
     def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
         """Generate from an already rendered prompt (validation and benchmarks use this)."""
         settings = settings or GenerationSettings()
-        settings.validate()
+        settings.check()
         self._require_loaded()
         prompt_ids = self._check_context(prompt)
         return self._start(prompt, settings, [], prompt_ids=prompt_ids)

@@ -88,7 +88,8 @@ class GenerationSettings:
     #: lines trimmed from the answer's start.
     raw_text: bool = False
 
-    def validate(self) -> None:
+    def check(self) -> None:
+        """EngineError for settings no turn can run with."""
         if self.max_new_tokens < 1:
             raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:

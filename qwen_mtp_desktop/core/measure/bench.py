@@ -42,7 +42,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     check_model_dir,
 )
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.measure.measurement import (
     REPORT_HEADER_KEYS,
     ProgressCallback,
@@ -121,13 +121,13 @@ RECOMMENDATION_KEYS = frozenset(
 
 
 def parse_depths(text: str) -> tuple[int, ...]:
-    """'1,2,3' -> (1, 2, 3); ValidationError for anything else."""
+    """'1,2,3' -> (1, 2, 3); MeasurementError for anything else."""
     try:
         depths = sorted({int(part) for part in text.replace(" ", "").split(",") if part})
     except ValueError:
         depths = []
     if not depths or depths[0] < 1 or depths[-1] > MAX_DEPTH:
-        raise ValidationError(
+        raise MeasurementError(
             f"{text!r} is not a list of draft depths.",
             f"Give whole numbers from 1 to {MAX_DEPTH}, separated by commas, e.g. 1,2,3.",
             code="BAD_SETTINGS",
@@ -224,13 +224,13 @@ def run_benchmark(
     """
     depths = tuple(sorted(set(depths)))
     if not depths or min(depths) < 1 or max(depths) > MAX_DEPTH:
-        raise ValidationError(
+        raise MeasurementError(
             f"Draft depths must be between 1 and {MAX_DEPTH}.", code="BAD_SETTINGS"
         )
     if runs < 1 or warmup < 0:
-        raise ValidationError("Runs must be at least 1 (warm-up at least 0).", code="BAD_SETTINGS")
+        raise MeasurementError("Runs must be at least 1 (warm-up at least 0).", code="BAD_SETTINGS")
     if not prompt_sets:
-        raise ValidationError("Choose at least one prompt set.", code="BAD_SETTINGS")
+        raise MeasurementError("Choose at least one prompt set.", code="BAD_SETTINGS")
     if lookup is not None:
         lookup = _greedy_lookup(lookup)
     model_dir = Path(model_dir).expanduser()
@@ -547,9 +547,9 @@ def _greedy_lookup(lookup: DecodingMethod) -> DecodingMethod:
     try:
         lookup.check()
     except MethodError as exc:
-        raise ValidationError(str(exc), code="BAD_SETTINGS") from exc
+        raise MeasurementError(str(exc), code="BAD_SETTINGS") from exc
     if lookup.kind != "lookup":
-        raise ValidationError(f"{lookup} is not prompt lookup.", code="BAD_SETTINGS")
+        raise MeasurementError(f"{lookup} is not prompt lookup.", code="BAD_SETTINGS")
     return lookup.drafting
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from qwen_mtp_desktop import __version__
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions
-from qwen_mtp_desktop.core.errors import RunCancelledError, ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError, RunCancelledError
 from qwen_mtp_desktop.core.measure.records import (
     AcceptanceSummary,
     KindT,
@@ -212,7 +212,7 @@ def load_engine_pair(
     """(plain reference, drafting) engines on the same model and options. The plain engine is
     openvino-genai's plain pipeline alone: the independent reference for exactness and the
     "plain · openvino-genai" row; the other holds the app's decoder, with the MTP head when
-    `mtp_head` (ValidationError NO_MTP when the model has none) or without it (prompt lookup)."""
+    `mtp_head` (MeasurementError NO_MTP when the model has none) or without it (prompt lookup)."""
     baseline, drafting = Engine(), Engine()
     try:
         baseline.load(model_dir, plain_reference_options(options))
@@ -224,7 +224,7 @@ def load_engine_pair(
     if mtp_head and not loaded.mtp:
         baseline.unload()
         drafting.unload()
-        raise ValidationError(
+        raise MeasurementError(
             f"{display_name(model_dir)} has no MTP head, so there is nothing to validate.",
             "Re-export the checkpoint with optimum-intel 2.2 or newer (task image-text-to-text).",
             code="NO_MTP",

@@ -11,7 +11,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
     Role,
 )
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.files.paths import resources_dir
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
 from qwen_mtp_desktop.core.measure.records import PromptSetRecord
@@ -66,8 +66,8 @@ def prompts_dir() -> Path:
     return resources_dir() / "prompts"
 
 
-def _bad_set(path: Path, why: str) -> ValidationError:
-    return ValidationError(
+def _bad_set(path: Path, why: str) -> MeasurementError:
+    return MeasurementError(
         f"The prompt set {path.name} is not usable: {why}.",
         'Each prompt needs an "id" and a "user" text (or "messages"); see resources/prompts/.',
         code="BAD_PROMPT_SET",
@@ -115,7 +115,7 @@ def read_prompt_set(path: Path) -> PromptSet:
     try:
         raw = read_json_file(path, kind=FileKind(f"The prompt set {path.name}", ""))
     except FileNotFoundError as exc:
-        raise ValidationError(
+        raise MeasurementError(
             f"The prompt set {path} does not exist.",
             f"Use a built-in set ({', '.join(builtin_prompt_set_names())}) or a JSON file.",
             code="BAD_PROMPT_SET",
@@ -154,7 +154,7 @@ def load_prompt_set(spec: str | Path) -> PromptSet:
     if isinstance(spec, str) and "/" not in text and not text.endswith(".json"):
         path = prompts_dir() / f"{text}.json"
         if not path.is_file():
-            raise ValidationError(
+            raise MeasurementError(
                 f"There is no built-in prompt set called {text!r}.",
                 f"Choose one of: {', '.join(builtin_prompt_set_names()) or 'none installed'}; "
                 "or give the path of a JSON file.",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_NGRAM, PLAIN, DecodingMethod
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.files.fileio import atomic_write_text
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.files.safe_files import FileKind, read_json_file
@@ -97,7 +97,7 @@ def load_report(path: Path) -> Report:
     try:
         raw = read_json_file(Path(path), kind=FileKind(f"The report {Path(path).name}", ""))
     except (OSError, ValueError) as exc:
-        raise ValidationError(
+        raise MeasurementError(
             f"The report {Path(path).name} cannot be read ({exc}).",
             "Delete it from the reports folder; new runs are not affected.",
             code="BAD_REPORT",
@@ -107,13 +107,13 @@ def load_report(path: Path) -> Report:
 
 def checked_report(raw: object, name: str) -> Report:
     """`raw` (a report as read from its file, or as the engine host sent it) as a report of the
-    current schema; ValidationError BAD_REPORT, naming `name`, when it is none. The one place
+    current schema; MeasurementError BAD_REPORT, naming `name`, when it is none. The one place
     where an untyped dict becomes a `Report`: its kind and schema are checked, an older schema
     is upgraded, and every row that names a method is read (`row_method`)."""
     if not isinstance(raw, dict) or raw.get("kind") not in ("validate", "bench"):
-        raise ValidationError(f"{name} is not a validation or benchmark report.", code="BAD_REPORT")
+        raise MeasurementError(f"{name} is not a validation or benchmark report.", code="BAD_REPORT")
     if raw.get("schema_version") not in (1, 2, REPORT_SCHEMA_VERSION):
-        raise ValidationError(
+        raise MeasurementError(
             f"{name} was written by another version of the app "
             f"(schema {raw.get('schema_version')}).",
             code="BAD_REPORT",
@@ -125,7 +125,7 @@ def checked_report(raw: object, name: str) -> Report:
         for row in _method_rows(report):
             row_method(row)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ValidationError(
+        raise MeasurementError(
             f"{name} is damaged: {exc!r} where a measured method was expected.",
             "Delete it from the reports folder; new runs are not affected.",
             code="BAD_REPORT",
@@ -250,7 +250,7 @@ def list_reports(model_dir: Path) -> list[ReportEntry]:
         try:
             data = load_report(path)
             text, ok = headline(data)
-        except (ValidationError, KeyError, TypeError):
+        except (MeasurementError, KeyError, TypeError):
             log.warning("skipping unreadable report %s", path)
             continue
         entries.append(ReportEntry(path, data["kind"], data["created"], data["device"], text, ok))

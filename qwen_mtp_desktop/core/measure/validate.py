@@ -33,7 +33,7 @@ from qwen_mtp_desktop.core.engine import (
     LoadOptions,
     check_model_dir,
 )
-from qwen_mtp_desktop.core.errors import ValidationError
+from qwen_mtp_desktop.core.errors import MeasurementError
 from qwen_mtp_desktop.core.measure.measurement import (
     REPORT_HEADER_KEYS,
     ProgressCallback,
@@ -246,16 +246,16 @@ def run_validation(
     decoding on every prompt of `prompt_set`, both greedy. The drafting side keeps the report
     key "mtp" (the schema predates prompt lookup); `settings.method` says which method it was.
 
-    Returns the report dict (keys: VALIDATION_KEYS). Raises EngineError / ValidationError when
+    Returns the report dict (keys: VALIDATION_KEYS). Raises EngineError / MeasurementError when
     the model cannot run, RunCancelledError when `cancel` is set.
     """
     method = method.drafting
     try:
         method.check()
     except MethodError as exc:
-        raise ValidationError(str(exc), code="BAD_SETTINGS") from exc
+        raise MeasurementError(str(exc), code="BAD_SETTINGS") from exc
     if method.is_plain:
-        raise ValidationError(
+        raise MeasurementError(
             "Validation compares a drafting method (MTP or prompt lookup) with plain decoding.",
             code="BAD_SETTINGS",
         )

@@ -257,7 +257,7 @@ def plan_settings(
         logprobs=logprobs,
     )
     try:
-        settings.validate()
+        settings.check()
     except EngineError as exc:
         raise ApiError(400, str(exc), code="invalid_value") from exc
     # Auto decides sampled requests too, by their temperature band's own measurements.

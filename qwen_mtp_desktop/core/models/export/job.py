@@ -311,7 +311,7 @@ class ExportJob:
         revision = request.source.revision
         verification: Verification | None = None
         try:
-            request.options.validate()
+            request.options.check()
             destination = request.destination.expanduser().absolute()
             self._check_destination(destination)
             staging = Staging.create(destination)

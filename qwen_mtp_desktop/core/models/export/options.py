@@ -75,7 +75,8 @@ class ExportOptions:
             options = replace(options, group_size_fallback="ignore")
         return options
 
-    def validate(self) -> None:
+    def check(self) -> None:
+        """ExportError for options no export can run with."""
         if self.weight_format not in (None, "fp32", "fp16", "int8", "int4"):
             raise ExportError(f"Unknown weight format {self.weight_format!r}.", code="BAD_OPTIONS")
         if self.mtp_weight_format not in MTP_WEIGHT_FORMATS:
