@@ -111,7 +111,9 @@ def checked_report(raw: object, name: str) -> Report:
     where an untyped dict becomes a `Report`: its kind and schema are checked, an older schema
     is upgraded, and every row that names a method is read (`row_method`)."""
     if not isinstance(raw, dict) or raw.get("kind") not in ("validate", "bench"):
-        raise MeasurementError(f"{name} is not a validation or benchmark report.", code="BAD_REPORT")
+        raise MeasurementError(
+            f"{name} is not a validation or benchmark report.", code="BAD_REPORT"
+        )
     if raw.get("schema_version") not in (1, 2, REPORT_SCHEMA_VERSION):
         raise MeasurementError(
             f"{name} was written by another version of the app "
