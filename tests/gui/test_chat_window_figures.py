@@ -13,9 +13,11 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
+from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
+from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
 
 pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
@@ -30,7 +32,8 @@ def window(qtbot: QtBot) -> Iterator[MainWindow]:
 def _shots(window: MainWindow, screenshot_dir: Path, name: str) -> None:
     for width, height in ((1024, 700), (1600, 1000)):
         window.resize(width, height)
-        QApplication.processEvents()
+        for _ in range(3):  # a resize's layout requests post more of their own
+            QApplication.processEvents()
         assert window.grab().save(str(screenshot_dir / f"{name}-{width}x{height}.png"))
 
 
@@ -110,3 +113,37 @@ def test_the_status_bar_says_the_shown_chats_last_answer(
     qtbot.waitUntil(lambda: "last answer: MTP n=1" in window.model_label.text(), timeout=10_000)
     _shots(window, screenshot_dir, "status-after-restart")
     window.close()
+
+
+def test_the_context_meter_counts_the_message_box_and_agrees_with_the_overflow_error(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    """Minor 3: a paste shows in the meter before sending (an estimate, said so), and after a
+    send that does not fit, the meter shows the engine's count, the one the error gives."""
+    chat = window.chat
+    meter = chat.composer.meter
+    limit = context_length(demo_model_dir())
+    assert limit is not None
+    qtbot.waitUntil(lambda: meter.isVisible(), timeout=10_000)
+    empty = meter.usage
+    assert empty is not None and empty.typed == 0
+    paste = "one two three four five six seven eight nine ten " * (limit // 6)
+    chat.composer.set_text(paste)
+    typed = meter.usage
+    assert typed is not None and typed.typed > limit // 2, typed
+    shown = plain_figures(meter.label.text())
+    assert shown.startswith("Context full: about "), shown
+    assert "message being typed" in meter.toolTip()
+    _shots(window, screenshot_dir, "context-meter-typed")
+    assert meter.label.width() >= meter.label.sizeHint().width()  # the whole figure shows
+    qtbot.keyClick(chat.composer.editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == 2, timeout=LONG_WAIT)
+    qtbot.waitUntil(lambda: not chat.generating and window_idle(chat), timeout=LONG_WAIT)
+    error = chat.transcript.messages[-1].error_label.text()
+    found = re.search(r"The conversation is ([\d,]+) tokens long", error)
+    assert found, error
+    qtbot.waitUntil(lambda: meter.usage is not None and not meter.usage.estimated, timeout=10_000)
+    assert meter.usage is not None and meter.usage.typed == 0
+    shown = plain_figures(meter.label.text())
+    assert shown == f"Context full: {found.group(1)} / {limit:,} tokens", (shown, error)
+    _shots(window, screenshot_dir, "context-meter-overflow")

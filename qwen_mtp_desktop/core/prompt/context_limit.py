@@ -7,6 +7,7 @@ at the top level or in `text_config`); a folder without one has no check.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from qwen_mtp_desktop.core.errors import UserFacingError
@@ -27,6 +28,17 @@ def context_length(model_dir: Path) -> int | None:
         if value is not None:
             return value
     return None
+
+
+#: How `check_fits` words the count, read back by `overflow_tokens`.
+_TOO_LONG = re.compile(r"^The conversation is ([\d,]{1,12}) tokens long;")
+
+
+def overflow_tokens(message: str) -> int | None:
+    """The prompt tokens a `check_fits` error counted (so the context meter can show the
+    engine's count, not an estimate), or None for any other message."""
+    found = _TOO_LONG.match(message)
+    return int(found.group(1).replace(",", "")) if found else None
 
 
 def check_fits(prompt_tokens: int, limit: int | None, *, code: str = "CONTEXT_TOO_LONG") -> None:

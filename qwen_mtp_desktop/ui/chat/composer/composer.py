@@ -160,6 +160,11 @@ class Composer(QFrame):
         layout.addLayout(row)
         # How full the model's context is (the chat panel feeds it the engine's numbers).
         self.meter = ContextMeter()
+        # The message being typed counts too (its length only: nothing is tokenized here).
+        document = self.editor.document()
+        document.contentsChanged.connect(
+            lambda: self.meter.set_typed(document.characterCount() - 1)
+        )
         meter_row = QHBoxLayout()
         meter_row.setContentsMargins(0, 0, 0, 0)
         meter_row.addStretch(1)

@@ -1,7 +1,8 @@
 """The context meter by the message box: the conversation's tokens against the model's context
 length (core.chat.context_usage), amber above 85 % and red when full, the tooltip saying what the
-numbers are and what happens at the limit. It only shows numbers it is given: nothing here
-tokenizes or reads a file."""
+numbers are and what happens at the limit. It only shows numbers it is given, plus an estimate
+for the message being typed from its length in characters (`set_typed`): nothing here tokenizes
+or reads a file, so a 50,000-word paste costs nothing more."""
 
 from __future__ import annotations
 
@@ -32,13 +33,27 @@ class ContextMeter(QWidget):
         layout.addWidget(self.label, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addWidget(self.bar, 0, Qt.AlignmentFlag.AlignVCenter)
         self.usage: ContextUsage | None = None
+        self._conversation: ContextUsage | None = None
+        self._typed_chars = 0
         self.level = ""
         self.show_usage(None)
 
     def show_usage(self, usage: ContextUsage | None) -> None:
-        """The conversation's usage (None: nothing to show, e.g. no model chosen yet)."""
+        """The conversation's usage (None: nothing to show, e.g. no model chosen yet); the
+        message being typed is added to it."""
+        self._conversation = usage
+        self._show(usage.with_typed(self._typed_chars) if usage is not None else None)
+
+    def set_typed(self, characters: int) -> None:
+        """The message box holds `characters` (its estimate is added to the conversation's)."""
+        if characters == self._typed_chars:
+            return
+        self._typed_chars = characters
+        self.show_usage(self._conversation)
+
+    def _show(self, usage: ContextUsage | None) -> None:
         self.usage = usage
-        if usage is None or (usage.tokens == 0 and usage.limit is None):
+        if usage is None or (usage.total == 0 and usage.limit is None):
             self.setVisible(False)
             return
         self.setVisible(True)
