@@ -27,11 +27,15 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.files.paths import AppPaths
 from qwen_mtp_desktop.core.models.library import (
+    LibraryError,
+    adopt_model,
     picker_text,
+    same_path,
     selected_model,
+    set_default_model,
 )
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
-from qwen_mtp_desktop.core.settings.store import UI_WINDOW_GEOMETRY, SettingsStore
+from qwen_mtp_desktop.core.settings.store import UI_WINDOW_GEOMETRY, Settings, SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import load_option
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer, allowing_tool, servers_from_settings
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
@@ -310,6 +314,7 @@ class MainWindow(QMainWindow):
         self.chat.validate_lookup_requested.connect(self._validate_lookup)
         # The chat's model folder vanished: Models drops it now, not after its debounce.
         self.chat.missing.vanished.connect(self._on_chat_model_gone)
+        self.chat.missing.relocated.connect(self._on_chat_model_located)
         return self.chat
 
     def build_panels(self) -> None:
@@ -562,6 +567,29 @@ class MainWindow(QMainWindow):
 
     def _on_chat_model_gone(self, model_dir: Path) -> None:
         self.model_label.folder_gone(model_dir)
+        if self._models is not None:
+            self._models.rescan()
+
+    def _on_chat_model_located(self, gone: Path, located: Path) -> None:
+        """The chat's vanished model folder was located: the library lists it (added as a
+        folder when no library folder reaches it) and, if the gone one opened at start, the
+        located one does from now on. Written with the settings store's merge-on-write."""
+        was_default = self._store.settings.default_model is not None and same_path(
+            Path(self._store.settings.default_model), gone
+        )
+
+        def change(settings: Settings) -> None:
+            adopt_model(settings, located, self._paths)
+            if was_default:
+                set_default_model(settings, located)
+
+        try:
+            self._store.update(change)
+        except (OSError, LibraryError) as exc:
+            log.warning("Could not add the located model folder to the library: %s", exc)
+            self.statusBar().showMessage(f"The located folder was not added to Models: {exc}")
+        if same_path(self.model_dir, gone):
+            self.model_dir = located
         if self._models is not None:
             self._models.rescan()
 

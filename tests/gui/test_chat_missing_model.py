@@ -22,6 +22,7 @@ pytestmark = pytest.mark.gui
 WAIT = 60_000
 
 
+@pytest.mark.subprocess
 def test_a_renamed_model_folder_is_named_and_can_be_located(
     qtbot: QtBot, caplog: pytest.LogCaptureFixture, screenshot_dir: Path
 ) -> None:
@@ -154,3 +155,58 @@ def test_deleted_restored_and_missing_at_start(
     missing.follow(remote_ref("abc123"))  # a remote model: no folder
     assert missing.gone is None and missing.followed is None
     assert sum("is gone" in r.getMessage() for r in caplog.records) == 2
+
+
+@pytest.mark.subprocess
+def test_a_located_folder_joins_the_library_and_new_chats_open_it(
+    qtbot: QtBot, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    """Issue 44, minor 2: after Locate folder, Ctrl+N opens the located model (not the gone
+    path, which unloaded the working model), and the located folder is in the library."""
+    paths = app_paths().ensure()
+    model = tmp_path / "models" / "My model"
+    elsewhere = tmp_path / "elsewhere" / "My model"
+    shutil.copytree(demo_model_dir(), model)
+    store = SettingsStore(paths.settings_file)
+    store.update(lambda settings: setattr(settings, "default_model", str(model)))
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    window.resize(1024, 700)
+    window.show()
+    chat = window.chat
+    qtbot.waitUntil(
+        lambda: chat.store_ready and chat.model.loaded is not None
+        and chat.model.loaded.model_dir == model,
+        timeout=WAIT,
+    )  # fmt: skip
+    chat.send("Count from 1 to 3.")
+    qtbot.waitUntil(lambda: not chat.generating and chat.conversation is not None, timeout=WAIT)
+    chat.missing.choose_folder = lambda _parent, _title, _start: elsewhere
+    elsewhere.parent.mkdir()
+    model.rename(elsewhere)
+    qtbot.waitUntil(lambda: chat.missing.banner.isVisible(), timeout=WAIT)
+    qtbot.mouseClick(chat.missing.banner.locate_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(
+        lambda: chat.model.loaded is not None and chat.model.loaded.model_dir == elsewhere,
+        timeout=WAIT,
+    )
+    # The library and the start model follow the folder (read back from the file).
+    saved = SettingsStore(paths.settings_file).settings
+    assert str(elsewhere) in saved.model_folders
+    assert saved.default_model is not None and Path(saved.default_model) == elsewhere
+    # Ctrl+N: a new chat on the located model, which stays loaded.
+    unloads: list[object] = []
+    window.engine_process.unloaded.connect(lambda *args: unloads.append(args))
+    chat.new_chat()
+    assert chat.current_model_dir() == elsewhere
+    qtbot.wait(500)
+    assert unloads == []
+    assert chat.model.loaded is not None and chat.model.loaded.model_dir == elsewhere
+    assert not chat.missing.banner.isVisible()
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.wait(100)
+        assert window.grab().save(
+            str(screenshot_dir / f"chat-located-new-chat-{width}x{height}.png")
+        )
+    window.shutdown()

@@ -87,11 +87,14 @@ class MissingModel(QObject):
     Signals:
         vanished(Path): the followed model folder is gone.
         located(Path): the user chose a folder to use instead (the chat switches to it).
+        relocated(Path, Path): the same, with the gone folder first (the library and the
+            settings follow the model to its new place).
         choose_requested(): the user wants to pick another model.
     """
 
     vanished = Signal(object)
     located = Signal(object)
+    relocated = Signal(object, object)
     choose_requested = Signal()
 
     def __init__(
@@ -161,8 +164,11 @@ class MissingModel(QObject):
 
     def locate(self) -> None:
         start = self.gone or self.followed or Path.home()
+        gone = self.gone or self.followed
         chosen = self.choose_folder(self._parent, "Locate the model folder", start.parent)
         if chosen is not None:
+            if gone is not None:
+                self.relocated.emit(gone, chosen)
             self.located.emit(chosen)
 
     def _stop(self) -> None:

@@ -192,6 +192,7 @@ class ChatPanel(ChatLayout):
         self.banner_wrap.export_requested.connect(self.export_requested)
         self.health_wrap.revalidate_requested.connect(self._on_revalidate)
         self.missing.attach(self.health_wrap, self._on_model_changed, self.model_picker.showPopup)
+        self.missing.relocated.connect(self._on_model_relocated)
         self.transcript.earlier_requested.connect(self._show_earlier)
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
@@ -674,6 +675,12 @@ class ChatPanel(ChatLayout):
             self._update_header()
             if not self.generating:
                 self._ensure_model()
+
+    def _on_model_relocated(self, gone: Path, located: Path) -> None:
+        """The gone folder was located: new chats open the model at its new place too (not
+        the vanished path, which would fail and unload the model that works)."""
+        if self._default_model == gone or not self._default_model.is_dir():
+            self._default_model = located
 
     def _on_model_saved(self, conversation: Conversation) -> None:
         self._on_conversation_updated(conversation)
