@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.core.prompt.context_limit import context_length
+from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
@@ -147,3 +149,39 @@ def test_the_context_meter_counts_the_message_box_and_agrees_with_the_overflow_e
     shown = plain_figures(meter.label.text())
     assert shown == f"Context full: {found.group(1)} / {limit:,} tokens", (shown, error)
     _shots(window, screenshot_dir, "context-meter-overflow")
+
+
+def test_a_new_chat_samples_from_the_default_preset_or_the_models_defaults(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    """Minor 1: a temperature and seed chosen in one chat do not follow into new chats; a new
+    chat starts from the default preset if one is set, else the model's defaults, and Chat
+    options says which."""
+    chat, panel = window.chat, window.chat.settings_panel
+    chat.settings_toggle.setChecked(True)
+    assert panel.sampling_source.text() == "New chat: the model's defaults"
+    panel.model_default_check.setChecked(False)
+    panel.temperature_spin.setValue(1.5)
+    panel.seed_spin.setValue(42)
+    assert panel.sampling_source.text() == "Chosen in this chat"
+    _send(qtbot, chat, "Count from 1 to 3.")
+    chosen = chat.conversation
+    assert chosen is not None and chosen.settings.seed == 42
+    chat.new_chat()
+    fresh = panel.settings
+    assert fresh.model_sampling and fresh.seed is None and panel.seed_spin.value() == -1
+    assert panel.temperature_spin.value() != pytest.approx(1.5)
+    assert panel.sampling_source.text() == "New chat: the model's defaults"
+    assert "default preset" in panel.sampling_source.toolTip()
+    _shots(window, screenshot_dir, "chat-options-new-chat-sampling")
+    # The chat that chose them keeps them, and says so.
+    chat.open_conversation(chosen.id)
+    qtbot.waitUntil(lambda: panel.settings.seed == 42, timeout=10_000)
+    assert panel.temperature_spin.value() == pytest.approx(1.5)
+    assert panel.sampling_source.text() == "Kept with this chat"
+    # With a default preset, new chats start from it.
+    preset = ChatPreset.of_chat("Warm", replace(fresh, model_sampling=False, temperature=0.9), "")
+    chat.presets.set_presets([preset], "Warm")
+    chat.new_chat()
+    assert panel.temperature_spin.value() == pytest.approx(0.9) and panel.settings.seed is None
+    assert panel.sampling_source.text() == "New chat: the default preset “Warm”"

@@ -72,6 +72,19 @@ VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
 
 
+def _sampling_key(settings: ChatSettings) -> tuple[object, ...]:
+    """The values that decide how an answer is sampled."""
+    return (
+        settings.model_sampling,
+        settings.temperature,
+        settings.top_p,
+        settings.top_k,
+        settings.repetition_penalty,
+        settings.presence_penalty,
+        settings.seed,
+    )
+
+
 class ChatPanel(ChatLayout):
     """Signals:
     export_requested(): the user wants the export wizard (from the demo banner).
@@ -119,6 +132,7 @@ class ChatPanel(ChatLayout):
         self.remote_dialog: QWidget | None = None
         self.remote_servers_dialog: RemoteServersDialog | None = None
         self._default_model = default_model
+        self._sampling_key: tuple[object, ...] = ()  # the sampling values last explained
         self.dark = dark  # ui.chat.theme.restyle_chat follows a theme change
         self.conversations.set_dark(dark)
         self._show_drafts = False
@@ -199,9 +213,7 @@ class ChatPanel(ChatLayout):
         self.composer.edit_last_requested.connect(self.edit_last_message)
         self.examples.chosen.connect(self.send)
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
-        self.presets.apply_requested.connect(
-            lambda preset: self.settings_panel.apply_preset(preset.values, preset.system_prompt)
-        )
+        self.presets.apply_requested.connect(self._apply_preset)
         self.presets.changed.connect(self.presets_changed)
         self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
@@ -414,6 +426,7 @@ class ChatPanel(ChatLayout):
         self.conversations.set_current(None)
         self.settings_panel.set_settings(self._default_settings())
         self.settings_panel.set_system_prompt(self._new_chat_prompt())
+        self._say_sampling(self._new_chat_sampling_source())
         self._update_header()
         self._ensure_model()
         self.composer.editor.setFocus()
@@ -477,6 +490,7 @@ class ChatPanel(ChatLayout):
             box.open()
         self.settings_panel.set_settings(self._default_settings())
         self.settings_panel.set_system_prompt(self._new_chat_prompt())
+        self._say_sampling(self._new_chat_sampling_source())
         self._refresh_list(open_newest=True)
         self._ensure_model()
 
@@ -509,6 +523,7 @@ class ChatPanel(ChatLayout):
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)
         self.settings_panel.set_system_prompt(conversation.system_prompt)
+        self._say_sampling("Kept with this chat")
         self._update_header()
         self._ensure_model()
         self._update_tab_order()
@@ -555,8 +570,10 @@ class ChatPanel(ChatLayout):
         return self._default_model
 
     def _default_settings(self) -> ChatSettings:
-        """A new chat's settings: the ones last chosen (else greedy decoding with MTP), with
-        the values of the preset new chats start from, when one is chosen."""
+        """A new chat's settings: the device and decoding method last chosen (else MTP), and
+        sampling from the preset new chats start from when one is chosen, else the model's
+        own defaults (issue 44: a temperature and seed chosen in one chat, or left by a
+        deleted preset, stuck to every new chat unseen)."""
         chosen = ChatSettings(temperature=0.0)
         raw = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
         if raw:
@@ -566,11 +583,26 @@ class ChatPanel(ChatLayout):
                 saved = None
             if isinstance(saved, dict):
                 chosen = ChatSettings.from_dict(saved)
+        chosen = chosen.model_defaults()
         preset = self.presets.default_preset()
         chosen = replace(chosen, **preset.values) if preset is not None else chosen
         # MCP servers are enabled per chat: a new chat starts with none (issue 44: they came
         # along unseen, ~1,000 tokens of tool definitions in every prompt).
         return replace(chosen, mcp_servers=())
+
+    def _apply_preset(self, preset: ChatPreset) -> None:
+        self.settings_panel.apply_preset(preset.values, preset.system_prompt)
+        self._say_sampling(f"From the preset “{preset.name}”")
+
+    def _say_sampling(self, text: str) -> None:
+        self._sampling_key = _sampling_key(self.settings_panel.settings)
+        self.settings_panel.set_sampling_source(text)
+
+    def _new_chat_sampling_source(self) -> str:
+        preset = self.presets.default_preset()
+        if preset is not None:
+            return f"New chat: the default preset “{preset.name}”"
+        return "New chat: the model's defaults"
 
     def _new_chat_prompt(self) -> str:
         """A new chat's system prompt: the default preset's, else none."""
@@ -656,6 +688,8 @@ class ChatPanel(ChatLayout):
     # ------------------------------------------------------------------------ chat settings
 
     def _on_settings_changed(self, settings: ChatSettings) -> None:
+        if _sampling_key(settings) != self._sampling_key:
+            self._say_sampling("Chosen in this chat")
         remembered = replace(settings, mcp_servers=())  # per chat, never a new chat's
         self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(remembered.to_dict())
         self._update_header()

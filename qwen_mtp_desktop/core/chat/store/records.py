@@ -153,6 +153,23 @@ class ChatSettings:
             seed=self.seed,
         )
 
+    def model_defaults(self) -> ChatSettings:
+        """These settings with sampling as a new chat starts it when no default preset says
+        otherwise: following the model's own defaults (core.chat.generation_defaults), greedy
+        where the model names none, no seed. The device and the decoding method stay: they
+        are how this computer runs the model, not how an answer is sampled."""
+        fresh = ChatSettings(temperature=0.0)
+        return replace(
+            self,
+            model_sampling=True,
+            temperature=fresh.temperature,
+            top_p=fresh.top_p,
+            top_k=fresh.top_k,
+            repetition_penalty=fresh.repetition_penalty,
+            presence_penalty=fresh.presence_penalty,
+            seed=None,
+        )
+
     def following(self, model: Sampling | None) -> ChatSettings:
         """These settings with the model's sampling defaults filled in, while the chat
         follows them (`model_sampling`) and the model names some (`model` not None)."""

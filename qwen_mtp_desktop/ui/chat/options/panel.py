@@ -151,6 +151,16 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens_spin.setRange(1, 32768)
         self.max_tokens_spin.setSingleStep(64)
         self.max_tokens_spin.valueChanged.connect(self._emit)
+        # Where this chat's sampling values came from (the default preset, the model's
+        # defaults, a preset applied, or the user's own choice), so none sticks unseen.
+        self.sampling_source = QLabel()
+        self.sampling_source.setObjectName("muted")
+        self.sampling_source.setWordWrap(True)
+        self.sampling_source.setToolTip(
+            "Where this chat's sampling values came from. A new chat starts from the default "
+            "preset when one is set (Presets › New chats start with this preset), else from "
+            "the model's own defaults; values chosen in a chat stay with that chat."
+        )
         self.model_default_check = QCheckBox("Model's defaults")
         self.model_default_check.setToolTip(
             "Sample as the model's makers advise in its generation_config.json. Turn off to "
@@ -187,6 +197,7 @@ class ChatSettingsPanel(QFrame):
         self._form = form
         form.addRow("", self.thinking_check)
         form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("Sampling", self.sampling_source)
         form.addRow("", self.model_default_check)
         form.addRow("", self.model_default_label)
         form.addRow("Temperature", self.temperature_spin)
@@ -310,6 +321,10 @@ class ChatSettingsPanel(QFrame):
         self.set_system_prompt(system_prompt)
         self.settings_changed.emit(self._settings)
         self.system_prompt_changed.emit(system_prompt)
+
+    def set_sampling_source(self, text: str) -> None:
+        """Say where the chat's sampling values came from."""
+        self.sampling_source.setText(text)
 
     def change(self, settings: ChatSettings) -> None:
         """A change made outside the form (the chat's MCP servers): kept and announced."""
