@@ -19,6 +19,14 @@ once: wall and CPU seconds (CPU is what counts on a busy machine), the ratio str
 once (target: a small constant, not growing with the answer), memory growth, and the cost
 per chunk in the first and last tenth.
 
+Then the same 10,000 paragraphs streamed into the chat (issue 45, item 10): the real main
+window with the demo model loaded, the answer fed as the engine process sends it (StepChunks
+of `--small-chunk` characters, a token each, 16 to a batch) through the chat's turn
+controller, so everything the window does per batch runs (the message, the live figures, the
+transcript); CPU seconds per batch in the first and last tenth (flat: the last may not cost
+much more than the first) and in total. The live figures' draft counts once summed every
+step of the answer per batch, so the cost per batch grew with the answer.
+
 `--smoke` runs 100 kB answers (the test suite runs it and checks the same targets).
 Runs offscreen; each shape in a fresh message widget.
 """
@@ -206,12 +214,84 @@ def measure_streamed(
     }
 
 
+CHAT_BATCH = 16
+
+
+def measure_chat(app: QApplication, text: str, chunk: int) -> dict[str, float | int | str]:
+    """`text` streamed into the real chat window as the engine process sends an answer."""
+    import tempfile
+
+    from PySide6.QtCore import QEvent as Event
+
+    with tempfile.TemporaryDirectory(prefix="qmd-render-chat-") as home:
+        os.environ["QWEN_MTP_DESKTOP_HOME"] = home
+        from qwen_mtp_desktop.core.chat.turns import Turn
+        from qwen_mtp_desktop.core.engine import StepChunk
+        from qwen_mtp_desktop.core.files.paths import app_paths
+        from qwen_mtp_desktop.core.settings.store import SettingsStore
+        from qwen_mtp_desktop.ui.chat.turns.controller import Stream
+        from qwen_mtp_desktop.ui.main_window import MainWindow
+
+        paths = app_paths().ensure()
+        window = MainWindow(paths, SettingsStore(paths.settings_file))
+        window.resize(1280, 800)
+        window.show()
+        try:
+            chat = window.chat
+            deadline = time.monotonic() + 300
+            while not (chat.store_ready and chat._loaded is not None):  # the demo model
+                if time.monotonic() > deadline:
+                    raise SystemExit("render_cost.py: the demo model did not load in 300 s")
+                app.processEvents()
+                time.sleep(0.005)
+            widget = chat._add_widget("assistant")
+            widget.begin_stream()
+            # What TurnController.start does without the engine: this turn's settings.
+            chat.turns._stream = Stream(1, widget, Turn(chat._engine_settings()))
+            pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)]
+            batches = [
+                [
+                    StepChunk((n,), "", piece, 0.01 * n, 0)
+                    for n, piece in enumerate(pieces[at : at + CHAT_BATCH], at)
+                ]
+                for at in range(0, len(pieces), CHAT_BATCH)
+            ]
+            costs: list[float] = []
+            wall, cpu = time.perf_counter(), time.process_time()
+            for batch in batches:
+                began = time.process_time()
+                chat.turns._on_chunks(1, batch)
+                app.processEvents()
+                app.sendPostedEvents(None, Event.Type.DeferredDelete)  # the event loop's job
+                costs.append(time.process_time() - began)
+            stream_wall, stream_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            shown = widget.content
+            chat.turns._stream = None
+            widget.end_stream()
+        finally:
+            window.close()  # its worker threads and the engine host
+            app.sendPostedEvents(None, Event.Type.DeferredDelete)
+    assert shown == text, "the chat did not show the answer it was sent"
+    tenth = max(1, len(costs) // 10)
+    return {
+        "shape": "paragraphs in the chat",
+        "chars": len(text),
+        "chunk": chunk,
+        "batch": CHAT_BATCH,
+        "stream_s": round(stream_wall, 3),
+        "stream_cpu_s": round(stream_cpu, 3),
+        "batch_first_ms": round(sum(costs[:tenth]) / tenth * 1000, 3),
+        "batch_last_ms": round(sum(costs[-tenth:]) / tenth * 1000, 3),
+    }
+
+
 def run(size: int, small_chunk: int) -> list[dict[str, float | int | str]]:
     app = QApplication.instance() or QApplication([])
     assert isinstance(app, QApplication)
     results = [measure(app, name, text) for name, text in shapes(size).items()]
     many = {k: v for k, v in shapes(size).items() if k in ("paragraphs", "code_fences")}
     results += [measure_streamed(app, f"{k} streamed", v, small_chunk) for k, v in many.items()]
+    results.append(measure_chat(app, many["paragraphs"], small_chunk))
     return results
 
 
@@ -231,7 +311,8 @@ def main() -> int:
         print(json.dumps(results, indent=2))
         return 0
     finished = [r for r in results if "chunk" not in r]
-    streamed = [r for r in results if "chunk" in r]
+    streamed = [r for r in results if "chunk" in r and "batch" not in r]
+    in_chat = [r for r in results if "batch" in r]
     header = (
         f"{'shape':16} {'chars':>9} {'render s':>9} {'widgets':>8} {'stream s':>9} "
         f"{'chunk first ms':>15} {'chunk last ms':>14} {'end s':>7} {'rss MB':>7}"
@@ -249,6 +330,12 @@ def main() -> int:
             f"(CPU {r['stream_cpu_s']:.2f} s) against {r['once_s']:.2f} s set at once "
             f"(CPU {r['once_cpu_s']:.2f} s): {r['ratio_cpu']:.1f}x; memory +{r['rss_mb']:.0f} MB; "
             f"per chunk {r['chunk_first_ms']:.3f} ms first tenth, {r['chunk_last_ms']:.3f} ms last"
+        )
+    for r in in_chat:
+        print(
+            f"{r['shape']}, {r['chunk']}-character chunks {r['batch']} to a batch: "
+            f"{r['stream_s']:.2f} s (CPU {r['stream_cpu_s']:.2f} s); per batch "
+            f"{r['batch_first_ms']:.2f} ms CPU first tenth, {r['batch_last_ms']:.2f} ms last"
         )
     return 0
 

@@ -138,11 +138,45 @@ def drafting_steps(
             count = drafts[i].proposed
             accepted_per_step.append(min(drafts[i].accepted, count, size))
         else:
-            count = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
-            accepted_per_step.append(min(max(size - 1, 0), count))
+            count, accepted = _unreported_step(n, max_new_tokens, generated, size)
+            accepted_per_step.append(accepted)
         proposed_per_step.append(count)
         generated += size
     return proposed_per_step, accepted_per_step
+
+
+def _unreported_step(
+    n: int, max_new_tokens: int | None, generated: int, size: int
+) -> tuple[int, int]:
+    """(drafts proposed, drafts accepted) of a decode step of `size` tokens at depth `n` whose
+    drafts are not reported, after `generated` tokens (see `speculative_stats`)."""
+    count = n if max_new_tokens is None else max(min(n, max_new_tokens - generated - 1), 0)
+    return count, min(max(size - 1, 0), count)
+
+
+class DraftTally:
+    """`speculative_stats`' drafted and accepted counts for steps whose drafts are not reported
+    (the chat's live figures), kept as the steps arrive: each step is counted once, so the
+    live count over a long answer costs per batch, not per answer so far (issue 45, item 10)."""
+
+    def __init__(self, method: DecodingMethod, max_new_tokens: int | None = None) -> None:
+        self.method, self.max_new_tokens = method, max_new_tokens
+        self.steps = 0  # chunk sizes taken; the first is the prefill's, which drafts nothing
+        self.generated = 0
+        self.drafted = self.accepted = 0
+
+    def add(self, sizes: Sequence[int]) -> None:
+        method = self.method
+        counts = not method.is_plain and method.drafts > 0 and not method.drafts_vary
+        for size in sizes:
+            if self.steps and counts:
+                count, accepted = _unreported_step(
+                    method.drafts, self.max_new_tokens, self.generated, size
+                )
+                self.drafted += count
+                self.accepted += accepted
+            self.generated += size
+            self.steps += 1
 
 
 def build_stats(

@@ -22,8 +22,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.chat.turns import Turn, chat_history, single_turn
-from qwen_mtp_desktop.core.decoding.method import PLAIN
-from qwen_mtp_desktop.core.decoding.stats import GenerationStats, speculative_stats
+from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import DraftTally, GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
 from qwen_mtp_desktop.core.models.library import is_demo_model
 from qwen_mtp_desktop.core.units import count, join_figures, ttft_text
@@ -65,6 +65,9 @@ class Stream:
         self.pending_answer: list[str] = []
         self.pending_reasoning: list[str] = []
         self.sizes: list[int] = []
+        self.tokens = 0  # sum(sizes), kept as chunks arrive
+        #: The live figures' draft counts: per batch, not per answer so far (issue 45, item 10).
+        self._tally: DraftTally | None = None
         self.first_t: float | None = None
         self.last_t = 0.0
         self.started = time.monotonic()
@@ -75,6 +78,7 @@ class Stream:
         for chunk in chunks:
             if chunk.token_ids:
                 self.sizes.append(len(chunk.token_ids))
+                self.tokens += len(chunk.token_ids)
                 if self.first_t is None:
                     self.first_t = chunk.elapsed_s
                 self.last_t = chunk.elapsed_s
@@ -93,7 +97,7 @@ class Stream:
 
     def live_text(self, loaded: LoadedModel | None) -> str:
         """ "Generating · 41.2 tok/s · 37 tokens · TTFT 80 ms · MTP n=2 · 71% drafts accepted"."""
-        tokens = sum(self.sizes)
+        tokens = self.tokens
         parts = [count(tokens, "token")]
         if self.first_t is not None:
             parts.append(f"TTFT {ttft_text(self.first_t)}")
@@ -110,8 +114,7 @@ class Stream:
             # (core.decoding.prompt_lookup); accepted ones show.
             parts.append(f"{method.label}: {tokens - len(self.sizes)} drafts accepted")
         elif not method.is_plain:
-            budget = self.settings.max_new_tokens
-            drafted, accepted, _ = speculative_stats(self.sizes, method, budget)
+            drafted, accepted = self._drafts(method)
             steps = len(self.sizes) - 1
             parts.append(method.label)
             if drafted:
@@ -121,6 +124,14 @@ class Stream:
         else:
             parts.append(method.label)
         return "Generating  ·  " + join_figures(parts)
+
+    def _drafts(self, method: DecodingMethod) -> tuple[int, int]:
+        """(drafted, accepted) so far, as speculative_stats counts them, for the new steps only."""
+        tally = self._tally
+        if tally is None or tally.method != method:
+            tally = self._tally = DraftTally(method, self.settings.max_new_tokens)
+        tally.add(self.sizes[tally.steps :])
+        return tally.drafted, tally.accepted
 
 
 class TurnController(QObject):
