@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from qwen_mtp_desktop.core.chat.context_usage import estimate_chars
 from qwen_mtp_desktop.core.engine import (
     EngineError,
     GenerationSettings,
@@ -33,6 +34,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.errors import as_user_error
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.core.remote.keys import KeyStore
+from qwen_mtp_desktop.core.units import ttft_text
 from qwen_mtp_desktop.workers.chat_engine import ChatEngine
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
@@ -152,6 +154,21 @@ class _Live:
         self.last_s = 0.0
         self.events = 0
         self.chars = 0
+        #: Characters in the first batch (its time is the TTFT, not writing time).
+        self.first_chars = 0
+
+    def figures(self) -> list[str]:
+        """ "TTFT 120 ms · about 350 tokens · about 41.2 tok/s": a server streams text, not
+        token ids, so tokens are estimated from the characters (core.chat.context_usage) and
+        the speed is this stream's own timing (the exact figures come with the answer)."""
+        if self.first_s is None:
+            return []
+        parts = [f"TTFT {ttft_text(self.first_s)}", f"about {estimate_chars(self.chars):,} tokens"]
+        span = self.last_s - self.first_s
+        if span > 0 and self.chars > self.first_chars:
+            rate = estimate_chars(self.chars - self.first_chars) / span
+            parts.insert(0, f"about {rate:.1f} tok/s")
+        return parts
 
 
 class ModelRouter(QObject):
@@ -263,11 +280,7 @@ class ModelRouter(QObject):
         live = self._live.get(request_id)
         if live is None:
             return None
-        parts = [f"from {live.endpoint.name}"]
-        if live.first_s is not None:
-            parts.append(f"TTFT {live.first_s * 1000:.0f} ms")
-            parts.append(f"{live.chars} characters")
-        return "  ·  ".join(parts)
+        return "  ·  ".join([f"from {live.endpoint.name}", *live.figures()])
 
     def names(self) -> dict[Path, str]:
         """The picker's names of the remote models ("remote:…" references)."""
@@ -311,6 +324,7 @@ class ModelRouter(QObject):
             if live is not None:
                 if live.first_s is None and chunks:
                     live.first_s = chunks[0].elapsed_s
+                    live.first_chars = len(chunks[0].answer) + len(chunks[0].reasoning)
                 live.events += len(chunks)
                 live.chars += sum(len(c.answer) + len(c.reasoning) for c in chunks)
                 live.last_s = chunks[-1].elapsed_s if chunks else live.last_s

@@ -3,6 +3,7 @@ the real window offscreen, the real chat store."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from qwen_mtp_desktop.ui.chat.remote.picker import ADD
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 PROMPT = "Count from 1 to 12."
@@ -227,6 +228,29 @@ def test_wrong_key_and_server_killed_mid_answer(
     with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
         stored = store.messages(conversation.id)[-1]
     assert stored.content == answer.content and stored.status != "complete"
+
+
+def test_a_remote_answer_shows_a_live_speed_while_it_streams(
+    qtbot: QtBot, window: MainWindow, demo_model: Path, screenshot_dir: Path
+) -> None:
+    """Issue 44, minor 7 (LM Studio item 5): the live line of a remote answer shows tokens per
+    second from the stream's own timing, estimated from the text and said to be, not a count
+    of characters."""
+    chat = window.chat
+    chat.settings_panel.max_tokens_spin.setValue(400)
+    live: list[str] = []
+    chat._router.chunks.connect(lambda _rid, _chunks: live.append(chat.live_stats.text()))
+    with serving(demo_model) as (process, url):
+        _add_remote(qtbot, chat, url, KEY)
+        with throttled(process, duty=0.2):
+            _send(qtbot, chat, "Count from 1 to 120.")
+    shown = [plain_figures(text) for text in live if text]
+    assert shown, "no live line while the answer streamed"
+    assert all("characters" not in text for text in shown), shown
+    assert any(" tok/s" in text and "about " in text for text in shown), shown
+    assert any(re.search(r"about [\d.]+ tok/s", text) for text in shown), shown
+    answer = chat.transcript.messages[-1]
+    assert "tok/s" in plain_figures(answer.stats_label.text())
 
 
 def test_unreachable_server_times_out_without_freezing_the_window(
