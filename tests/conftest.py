@@ -128,3 +128,29 @@ def no_leaked_qthreads() -> Iterator[None]:
 def screenshot_dir() -> Path:
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     return SCREENSHOT_DIR
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what its fixtures cost (tests/costs.py)."""
+    from tests import costs
+
+    costs.mark(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from tests import costs
+
+    costs.start(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    """A fast-tier test that paid a cost it is not marked with fails (tests/costs.py)."""
+    from tests import costs
+
+    report: pytest.TestReport = yield
+    costs.judge(item, call, report)
+    return report

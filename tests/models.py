@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import CACHE_ROOT
+from tests.costs import note
 
 #: The tool model: a tiny Qwen3.5 + MTP trained to call `add` and `get_weather` (the tools of
 #: `tests/mcp_server.py --tools add,get_weather`), exported; committed, rebuilt by
@@ -32,6 +33,7 @@ def _locked(name: str) -> Iterator[None]:
 def cached_checkpoint(*, moe: bool, train_steps: int = 0, seed: int = 0) -> Path:
     from qwen_mtp_desktop.devtools.tiny_model import BUILDER_VERSION, build_checkpoint
 
+    note("export", f"cached_checkpoint(moe={moe})")  # a torch build on a fresh clone
     name = f"ckpt-v{BUILDER_VERSION}-{'moe' if moe else 'dense'}-t{train_steps}-s{seed}"
     target = CACHE_ROOT / name
     with _locked(name):
@@ -45,6 +47,7 @@ def cached_export(checkpoint: Path, weight_format: str | None) -> Path:
     from qwen_mtp_desktop.core.models.export.job import run_export
     from qwen_mtp_desktop.core.models.export.options import ExportOptions, missing_components
 
+    note("export", f"cached_export({checkpoint.name}, {weight_format})")
     fmt = weight_format or "default"
     name = f"{checkpoint.name}-ov-{fmt}"
     target = CACHE_ROOT / name

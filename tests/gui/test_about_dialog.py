@@ -35,6 +35,7 @@ def test_version_option_prints_version_revision_and_runtime(
         assert f"{name} {package_version(name)}" in out
 
 
+@pytest.mark.subprocess
 def test_about_dialog_from_the_main_window(qtbot: QtBot, screenshot_dir: Path) -> None:
     paths = app_paths().ensure()
     window = MainWindow(paths, SettingsStore(paths.settings_file))

@@ -21,7 +21,7 @@ from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 from tests.gui.test_chat_prompt_lookup import _choose
 from tests.integration.test_validate import small_set
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.model]
 
 MTP_FILES = ("openvino_mtp_model.xml", "openvino_mtp_model.bin")
 

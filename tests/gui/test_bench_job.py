@@ -34,7 +34,7 @@ from qwen_mtp_desktop.workers.bench_job import (
 )
 from tests.integration.test_validate import small_set
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = pytest.mark.gui
 
 RUN_TIMEOUT_MS = 180_000
 #: Cancel to `cancelled`: the grace before the kill, plus the kill and the reader noticing it.
@@ -77,6 +77,7 @@ def _watch(job: BenchJob) -> dict[str, list[object]]:
     return seen
 
 
+@pytest.mark.subprocess
 def test_validation_and_benchmark_run_in_a_process_of_their_own(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
 ) -> None:
@@ -118,6 +119,7 @@ def test_validation_and_benchmark_run_in_a_process_of_their_own(
     assert len(list_reports(model)) == 2
 
 
+@pytest.mark.subprocess
 def test_cancel_mid_run_ends_within_a_second_and_saves_nothing(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
 ) -> None:
@@ -147,6 +149,7 @@ def test_cancel_mid_run_ends_within_a_second_and_saves_nothing(
     assert len(seen["progress"]) == count and failures == []
 
 
+@pytest.mark.subprocess
 def test_cancel_while_the_model_loads_kills_the_run(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
 ) -> None:
@@ -168,6 +171,7 @@ def test_cancel_while_the_model_loads_kills_the_run(
     assert list_reports(model) == []
 
 
+@pytest.mark.subprocess
 def test_quitting_mid_run_ends_the_runs_process_soon(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
 ) -> None:
@@ -186,6 +190,7 @@ def _a_round(step: MeasureProgress) -> bool:
     return "Round" in step.message
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("how", ["kill", "segv"])
 def test_the_runs_process_dying_is_a_clear_error_and_the_next_run_works(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path, how: str
@@ -224,6 +229,7 @@ def test_the_runs_process_dying_is_a_clear_error_and_the_next_run_works(
     assert finished.args[0].report["summary"]["all_identical"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("case", "code", "words"),
     [
@@ -254,6 +260,7 @@ def test_bad_input_reaches_the_panel_as_the_runs_own_error(
     assert not job.running and list_reports(model) == []
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("command", "words"),
     [
@@ -276,6 +283,7 @@ def test_a_run_whose_process_cannot_run_fails_clearly(
     assert job.shutdown(10_000)
 
 
+@pytest.mark.subprocess
 @settings(
     max_examples=10,
     deadline=None,
@@ -320,6 +328,7 @@ def test_cancel_at_any_moment_ends_cleanly(
         assert job.shutdown(30_000)
 
 
+@pytest.mark.subprocess
 def test_cancel_after_the_report_arrived_keeps_it(
     qtbot: QtBot, job: BenchJob, model: Path, tmp_path: Path
 ) -> None:

@@ -85,6 +85,7 @@ def test_a_chart_reserves_room_for_its_whole_title(
         assert chart.title_height(width) > chart.title_height(4000)  # it wraps, not cut
 
 
+@pytest.mark.subprocess
 def test_in_the_window_it_measures_the_model_the_chat_opened(
     qtbot: QtBot, app_home: Path, tmp_path: Path
 ) -> None:

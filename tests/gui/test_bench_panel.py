@@ -19,7 +19,7 @@ from qwen_mtp_desktop.ui.bench.panel import OTHER_FILE
 from qwen_mtp_desktop.ui.widgets.style import stylesheet
 from tests.integration.test_validate import small_set
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 RUN_TIMEOUT_MS = 180_000
 

@@ -236,6 +236,7 @@ def test_marking_cost_is_linear_in_the_answer_length(qtbot: QtBot) -> None:
     assert ratio < 8, f"4x the text cost {ratio:.1f}x"
 
 
+@pytest.mark.subprocess
 def test_demo_model_answer_streams_with_drafts_on(qtbot: QtBot, screenshot_dir: Path) -> None:
     window = _open_window(qtbot)
     chat = window.chat

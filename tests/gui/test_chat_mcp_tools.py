@@ -26,7 +26,7 @@ from qwen_mtp_desktop.ui.chat.transcript.tool_calls_view import ToolCallsView
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, window_idle
 
-pytestmark = [pytest.mark.gui]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 SERVER = McpServer(
     "tests", command=sys.executable, args=(str(Path(__file__).parents[1] / "mcp_server.py"),)
@@ -86,7 +86,6 @@ def _stored_calls(chat: ChatPanel) -> list[dict[str, object]]:
     return [c.__dict__ for r in trace_from_record(stats.get("tool_calls")) for c in r.calls]
 
 
-@pytest.mark.slow
 def test_forced_call_consent_result_and_answer(
     qtbot: QtBot, screenshot_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,7 +179,6 @@ def test_forced_call_consent_result_and_answer(
         window.grab().save(str(screenshot_dir / f"mcp-chat-options-{width}x{height}.png"))
 
 
-@pytest.mark.slow
 def test_timeout_crash_deny_and_stop(qtbot: QtBot) -> None:
     window = _window(qtbot)
     chat = window.chat
@@ -215,7 +213,6 @@ def test_timeout_crash_deny_and_stop(qtbot: QtBot) -> None:
     assert "Stopped" in chat.transcript.messages[-1].problem.label.text()
 
 
-@pytest.mark.slow
 def test_a_remote_model_calls_the_chats_mcp_tools(qtbot: QtBot, screenshot_dir: Path) -> None:
     """A chat on a remote server (a real `serve` of the demo model) gets the chat's MCP tools
     as OpenAI `tools` (a forced call as a named `tool_choice`), the server's streamed
@@ -256,7 +253,6 @@ def _marker_shown(chat: ChatPanel, count: int) -> bool:
     return marker.isVisible() and marker.text() == f"Tools: {count}"
 
 
-@pytest.mark.slow
 def test_tools_are_per_chat_and_the_header_says_when_they_are_on(
     qtbot: QtBot, screenshot_dir: Path
 ) -> None:
@@ -311,7 +307,6 @@ def test_tools_are_per_chat_and_the_header_says_when_they_are_on(
     assert chat.conversation is not None and chat.conversation.settings.mcp_servers == ("tests",)
 
 
-@pytest.mark.slow
 def test_always_allow_while_the_servers_dialog_is_open(qtbot: QtBot, screenshot_dir: Path) -> None:
     """Issue 44: the MCP servers dialog, opened before the chat allowed a tool, showed "none"
     and saving a server from it wrote its old copy back over the permission. Now it shows the

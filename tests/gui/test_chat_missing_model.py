@@ -22,6 +22,7 @@ pytestmark = pytest.mark.gui
 WAIT = 60_000
 
 
+@pytest.mark.subprocess
 def test_a_renamed_model_folder_is_named_and_can_be_located(
     qtbot: QtBot, caplog: pytest.LogCaptureFixture, screenshot_dir: Path
 ) -> None:
@@ -156,6 +157,7 @@ def test_deleted_restored_and_missing_at_start(
     assert sum("is gone" in r.getMessage() for r in caplog.records) == 2
 
 
+@pytest.mark.subprocess
 def test_a_located_folder_joins_the_library_and_new_chats_open_it(
     qtbot: QtBot, tmp_path: Path, screenshot_dir: Path
 ) -> None:

@@ -23,7 +23,7 @@ from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
@@ -41,6 +41,7 @@ def _shots(window: MainWindow, screenshot_dir: Path, name: str) -> None:
         assert window.grab().save(str(screenshot_dir / f"{name}-{width}x{height}.png"))
 
 
+@pytest.mark.subprocess
 def test_figures_are_live_explained_shown_once_and_never_stale(
     qtbot: QtBot, window: MainWindow, screenshot_dir: Path
 ) -> None:
@@ -123,6 +124,7 @@ def damaged_head(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.subprocess
 def test_settings_follow_what_the_model_can_do(
     qtbot: QtBot, window: MainWindow, damaged_head: Path, screenshot_dir: Path
 ) -> None:
@@ -177,6 +179,7 @@ def test_settings_follow_what_the_model_can_do(
     assert panel.settings.temperature == 0.8 and not panel.settings.mtp
 
 
+@pytest.mark.subprocess
 def test_drafts_toggle_and_new_chat_settings_are_remembered(qtbot: QtBot) -> None:
     window = _open_window(qtbot)
     chat = window.chat
@@ -194,6 +197,7 @@ def test_drafts_toggle_and_new_chat_settings_are_remembered(qtbot: QtBot) -> Non
     again.close()
 
 
+@pytest.mark.subprocess
 def test_example_chips_and_a_demo_chat_that_stays_correct(qtbot: QtBot, window: MainWindow) -> None:
     chat = window.chat
     chat.new_chat()
@@ -224,6 +228,7 @@ def test_example_chips_and_a_demo_chat_that_stays_correct(qtbot: QtBot, window: 
     assert chat.examples.isVisible() and not chat.demo_turn_note.isVisible()
 
 
+@pytest.mark.subprocess
 def test_model_picker_in_the_chat_header(
     qtbot: QtBot, window: MainWindow, damaged_head: Path, screenshot_dir: Path
 ) -> None:
@@ -275,6 +280,7 @@ def test_model_picker_in_the_chat_header(
     assert picker.isEnabled()
 
 
+@pytest.mark.subprocess
 def test_compare_shows_mtp_at_work_beside_plain_decoding(
     qtbot: QtBot, window: MainWindow, screenshot_dir: Path
 ) -> None:

@@ -24,7 +24,7 @@ from qwen_mtp_desktop.ui.chat.options.presets import PresetOptions
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 PRECISE = {

@@ -19,7 +19,7 @@ from qwen_mtp_desktop.core.units import plain_figures
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 

@@ -34,7 +34,7 @@ from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.layout_checks import layout_problems
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
@@ -51,6 +51,7 @@ def _closed_port() -> int:
     return port
 
 
+@pytest.mark.subprocess
 def test_an_error_answer_is_an_error_with_retry_and_the_log_one_click_away(
     qtbot: QtBot, window: MainWindow, screenshot_dir: Path
 ) -> None:
@@ -118,6 +119,7 @@ def test_an_error_answer_is_an_error_with_retry_and_the_log_one_click_away(
     assert retried.versions.label.text() == "2/2"  # the failed answer is kept as version 1
 
 
+@pytest.mark.subprocess
 def test_demo_banner_says_why_mtp_loses_and_can_be_hidden_for_good(qtbot: QtBot) -> None:
     window = _open_window(qtbot)
     chat = window.chat
@@ -139,6 +141,7 @@ def test_demo_banner_says_why_mtp_loses_and_can_be_hidden_for_good(qtbot: QtBot)
     again.close()
 
 
+@pytest.mark.subprocess
 def test_chat_options_are_named_apart_and_closing_them_brings_the_list_back(
     qtbot: QtBot, window: MainWindow
 ) -> None:
@@ -166,6 +169,7 @@ def test_chat_options_are_named_apart_and_closing_them_brings_the_list_back(
     assert not chat.conversations.isVisibleTo(chat)
 
 
+@pytest.mark.subprocess
 def test_header_fits_at_1024_and_the_picker_shows_long_names_at_1600(
     qtbot: QtBot, window: MainWindow, tmp_path: Path, screenshot_dir: Path
 ) -> None:
@@ -204,6 +208,7 @@ def test_header_fits_at_1024_and_the_picker_shows_long_names_at_1600(
     assert window.grab().save(str(screenshot_dir / "chat-header-1024x700.png"))
 
 
+@pytest.mark.subprocess
 def test_answers_keep_a_readable_measure_and_quotes_look_like_quotes(
     qtbot: QtBot, window: MainWindow
 ) -> None:
@@ -240,6 +245,7 @@ def test_answers_keep_a_readable_measure_and_quotes_look_like_quotes(
     assert quoted_text.lightness() > 100 and plain_text.style().name == "NoBrush"
 
 
+@pytest.mark.subprocess
 def test_attached_image_shows_a_thumbnail_and_a_pipe_is_never_opened(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
@@ -263,6 +269,7 @@ def test_attached_image_shows_a_thumbnail_and_a_pipe_is_never_opened(
     assert not composer.attachment_row.isVisibleTo(composer)
 
 
+@pytest.mark.subprocess
 def test_after_an_example_chip_the_message_box_has_focus(qtbot: QtBot, window: MainWindow) -> None:
     chat = window.chat
     chat.new_chat()

@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 
 def _choose(panel: object, method: str) -> None:

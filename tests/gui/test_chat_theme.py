@@ -17,7 +17,7 @@ from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 ANSWER = """## A heading
 

@@ -26,7 +26,7 @@ from tests.gui.test_chat_mcp_tools import _finish, _stored_calls
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, window_idle
 from tests.models import TOOL_MODEL
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 SERVER = McpServer(
     "tests",

@@ -44,7 +44,7 @@ from qwen_mtp_desktop.ui.main_window import MainWindow, shortcuts
 from qwen_mtp_desktop.ui.widgets.style import stylesheet
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ def test_first_crash_is_shown_once_with_log_path(qtbot: QtBot, tmp_path: Path) -
     box.close()
 
 
+@pytest.mark.subprocess
 def test_native_crash_of_the_previous_run_is_announced_in_the_window(qtbot: QtBot) -> None:
     """A real segfault in one run; the next start says so in the window, not only the log."""
     import subprocess

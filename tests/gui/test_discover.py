@@ -130,6 +130,7 @@ def _window(qtbot: QtBot, width: int = 1280, height: int = 800) -> MainWindow:
     return window
 
 
+@pytest.mark.subprocess
 def test_found_from_models_and_from_an_empty_chat_then_opens_the_wizard_prefilled(
     qtbot: QtBot,
 ) -> None:
@@ -170,6 +171,7 @@ def test_found_from_models_and_from_an_empty_chat_then_opens_the_wizard_prefille
     assert not panel.options_button.isEnabled()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_screenshot(qtbot: QtBot, screenshot_dir: Path, width: int, height: int) -> None:
     window = _window(qtbot, width, height)
@@ -203,6 +205,7 @@ def _cut_cells(dialog: DiscoverDialog) -> list[tuple[int, str]]:
     return cut
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_the_dialog_resizes_and_the_name_column_takes_the_room(
     qtbot: QtBot, screenshot_dir: Path, width: int, height: int

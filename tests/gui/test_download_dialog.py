@@ -25,7 +25,7 @@ from tests.checkpoint_files import sharded_checkpoint
 from tests.gui.layout_checks import layout_problems
 from tests.hub_repos import hub_env
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = pytest.mark.gui
 
 HEADLESS = "test-org/Qwen3.5-demo-int8-ov"
 WITH_HEAD = "test-org/demo-with-head-ov"
@@ -77,6 +77,7 @@ def _shot(dialog: DownloadDialog, directory: Path, name: str) -> None:
     assert dialog.grab().save(str(directory / name))
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_from_discover_to_a_chat_with_the_mtp_head(
     qtbot: QtBot,
@@ -127,6 +128,7 @@ def test_from_discover_to_a_chat_with_the_mtp_head(
     qtbot.waitUntil(lambda: window.models.select(model), timeout=30_000)
 
 
+@pytest.mark.subprocess
 def test_pause_resume_and_cancel(
     qtbot: QtBot, hub: HubServer, screenshot_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -181,6 +183,7 @@ def test_pause_resume_and_cancel(
     assert not (app_paths().models_dir / "demo-with-head-ov").exists()
 
 
+@pytest.mark.subprocess
 def test_a_gated_model_opens_with_a_token(
     qtbot: QtBot, hub: HubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +214,7 @@ def test_a_gated_model_opens_with_a_token(
     store_hub_token(None)
 
 
+@pytest.mark.subprocess
 def test_what_cannot_be_downloaded(qtbot: QtBot, hub: HubServer) -> None:
     window = _window(qtbot, 1024, 700)
     dialog = window.show_download(NOT_A_MODEL)
@@ -224,6 +228,7 @@ def test_what_cannot_be_downloaded(qtbot: QtBot, hub: HubServer) -> None:
     assert not dialog.download_button.isEnabled()
 
 
+@pytest.mark.subprocess
 def test_add_the_head_from_the_models_panel(
     qtbot: QtBot, hub: HubServer, no_toolkit: None, screenshot_dir: Path
 ) -> None:

@@ -16,7 +16,7 @@ from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Loaded
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
 from qwen_mtp_desktop.workers.engine_process import MAX_DEATHS_IN_A_ROW, EngineProcess
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 COUNTING = [Message("user", "Count from 1 to 40.")]
 

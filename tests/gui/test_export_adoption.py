@@ -35,6 +35,7 @@ def _export_copy(target: Path) -> Path:
     return target
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("where", ["outside", "managed"])
 def test_finished_export_is_listed_and_selected(qtbot: QtBot, tmp_path: Path, where: str) -> None:
     window = _window(qtbot)

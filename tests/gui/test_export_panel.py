@@ -143,6 +143,7 @@ def test_source_page_offers_the_toolkit_install(
     shoot(panel, screenshot_dir, "1_source_toolkit_missing")
 
 
+@pytest.mark.subprocess
 def test_toolkit_install_shows_pip_progress(
     qtbot: QtBot,
     runner: TaskRunner,
@@ -188,6 +189,7 @@ def test_bad_source_fails_preflight_with_fixes(
     shoot(panel, screenshot_dir, "2_check_failed")
 
 
+@pytest.mark.export
 def test_good_source_passes_and_options_explain_the_choices(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
 ) -> None:
@@ -222,6 +224,7 @@ def test_good_source_passes_and_options_explain_the_choices(
     shoot(panel, screenshot_dir, "3_options")
 
 
+@pytest.mark.export
 def test_existing_destination_asks_before_replacing(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs
 ) -> None:
@@ -238,6 +241,7 @@ def test_existing_destination_asks_before_replacing(
     assert (taken / "old").read_text() == "keep me"
 
 
+@pytest.mark.subprocess
 def test_confirm_quit_while_busy(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs
 ) -> None:
@@ -262,7 +266,7 @@ def _wait_outcome(qtbot: QtBot, panel: ExportPanel, timeout_s: float = 600) -> E
     return panel.last_outcome
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_wizard_exports_dense_int8_end_to_end(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
@@ -322,7 +326,7 @@ def test_wizard_exports_dense_int8_end_to_end(
     shoot(panel, screenshot_dir, "5_done")
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_wizard_cancel_then_export_again(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
@@ -361,6 +365,7 @@ def test_wizard_cancel_then_export_again(
     assert (destination / "openvino_mtp_model.xml").is_file()
 
 
+@pytest.mark.subprocess
 def test_queue_runs_jobs_one_at_a_time(qtbot: QtBot) -> None:
     from qwen_mtp_desktop.workers.export_job import ExportQueue, InstallRequest
 
@@ -490,7 +495,7 @@ def test_the_log_hides_torch_and_cuda_noise_until_asked(qtbot: QtBot) -> None:
     view.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_real_export_start_shows_what_is_happening(
     qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path

@@ -27,7 +27,7 @@ from qwen_mtp_desktop.core.tools.mcp.config import import_servers
 from qwen_mtp_desktop.ui.main_window import PANELS, MainWindow
 from tests.gui.layout_checks import layout_problems
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 SIZES = ((1024, 700), (1600, 1000))
 #: The conversation column must keep at least this much of the window with Settings open.

@@ -40,6 +40,7 @@ def _saved(tmp_path: Path) -> list[McpServer]:
     return servers_from_settings(SettingsStore(tmp_path / "settings.json").settings.mcp_servers)
 
 
+@pytest.mark.subprocess
 def test_add_edit_remove_and_bad_input(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> None:
     dialog = _dialog(qtbot, tmp_path, tools)
     assert dialog.server_list.count() == 0

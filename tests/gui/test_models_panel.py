@@ -549,7 +549,7 @@ def test_watcher_picks_up_a_copied_model(
 # --- damaged real exports and screenshots --------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_damaged_exports_never_crash_the_panel(
     make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path, screenshot_dir: Path, app_style: None
@@ -583,7 +583,7 @@ def _severity(report: Any, code: str) -> str:
     return str(next(d.severity for d in report.diagnostics if d.code == code))
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_screenshots_of_real_exports(
     make_panel: PanelFactory,

@@ -18,6 +18,7 @@ import pytest
 pytestmark = [
     pytest.mark.gui,
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+    pytest.mark.subprocess,
 ]
 
 

@@ -26,7 +26,7 @@ from qwen_mtp_desktop.ui.chat.remote.picker import ADD
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 PROMPT = "Count from 1 to 12."

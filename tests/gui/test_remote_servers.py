@@ -27,7 +27,7 @@ from qwen_mtp_desktop.ui.chat.remote.picker import EDIT, MANAGE
 from qwen_mtp_desktop.ui.chat.remote.servers import EMPTY_TEXT, RemoteServersDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 GPU = RemoteEndpoint("a1b2c3", "GPU server", "http://192.168.1.20:8000/v1", "Qwen3.5-9B", False)

@@ -18,7 +18,7 @@ from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
 from qwen_mtp_desktop.ui.dialogs.api_server import ServerDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG_WAIT = 180_000
 

@@ -22,7 +22,7 @@ from qwen_mtp_desktop.ui.dialogs.settings import SettingsDialog, SettingsDialogs
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from qwen_mtp_desktop.ui.widgets.style import apply_theme
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 SIZES = ((1024, 700), (1600, 1000))
 

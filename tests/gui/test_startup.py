@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 #: Measured here: 0.7-1.0 s (up to 1.5 s with 4 busy processes on the 2 cores); before issue 18,
 #: 1.9-3.2 s. The best of RUNS launches must beat the bound: one slow launch on a loaded

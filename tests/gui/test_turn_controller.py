@@ -29,7 +29,7 @@ from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.model_router import ModelRouter, RemoteModels
 from qwen_mtp_desktop.workers.tasks import TaskRunner
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 WAIT = 120_000
 #: Greedy, plain decoding: the same answer every time (so a second version can be compared).

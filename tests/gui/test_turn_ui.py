@@ -54,7 +54,7 @@ def _report(qtbot: QtBot, window: MainWindow) -> CacheReport | None:
     return got[0]
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("width", "height"), [(1024, 700), (1600, 1000)])
 def test_reuse_meter_memory_and_model_defaults(
     qtbot: QtBot, screenshot_dir: Path, width: int, height: int
@@ -196,6 +196,7 @@ def test_the_chat_follows_the_models_sampling_defaults_until_changed(qtbot: QtBo
     assert chosen.method == "auto" and chosen.sampling.temperature == 0.3
 
 
+@pytest.mark.subprocess
 def test_a_chat_sends_the_models_defaults_to_the_engine(qtbot: QtBot) -> None:
     paths = app_paths().ensure()
     window = MainWindow(paths, SettingsStore(paths.settings_file))

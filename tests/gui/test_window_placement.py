@@ -21,7 +21,7 @@ from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 SMALL = {"name": "small", "x": 0, "y": 0, "width": 1024, "height": 700}
 LARGE = {"name": "large", "x": 0, "y": 0, "width": 2560, "height": 1440}

@@ -15,7 +15,7 @@ import pytest
 
 from tests.models import cached_checkpoint
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.export]
+pytestmark = [pytest.mark.gui, pytest.mark.export]
 
 
 def test_openvino_is_never_imported_in_the_windows_process(app_home: Path) -> None:

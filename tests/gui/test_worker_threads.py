@@ -24,6 +24,7 @@ APP_THREADS = {
 }
 
 
+@pytest.mark.subprocess
 def test_the_apps_threads_are_made_once_and_all_stop(qtbot: QtBot) -> None:
     before = set(map(id, running_threads()))
     threads = BackgroundThreads()

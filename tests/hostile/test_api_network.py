@@ -53,8 +53,6 @@ HOST_EXAMPLES = 60
 #: The server's header timeout (server.http.connections.ConnectionLimits) and some slack.
 HEADER_TIMEOUT_S = 10.0
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass
 class Served:
@@ -256,6 +254,7 @@ def guarded(demo_model: Path) -> Iterator[Served]:
         yield served
 
 
+@pytest.mark.subprocess
 class TestSlowClients:
     @settings(
         max_examples=SLOW_EXAMPLES,
@@ -492,6 +491,7 @@ def engine_paused(served: Served) -> Iterator[Callable[[], None]]:
             sock.close()
 
 
+@pytest.mark.subprocess
 class TestRequestMemory:
     @settings(
         max_examples=MEMORY_EXAMPLES,
@@ -627,6 +627,7 @@ class TestHostHeader:
             assert re.fullmatch(r"[a-z0-9.-]+", name)
         assert rest == "" or (re.fullmatch(r":[0-9]{1,5}", rest) and int(rest[1:]) <= 65535)
 
+    @pytest.mark.subprocess
     @settings(
         max_examples=HOST_EXAMPLES,
         deadline=None,
@@ -641,6 +642,7 @@ class TestHostHeader:
         if not expected and status == 403:
             assert json.loads(body)["error"]["code"] == "invalid_host"
 
+    @pytest.mark.subprocess
     def test_record(self) -> None:
         figures.record(
             "hostile",

@@ -250,8 +250,8 @@ def _exercise(store: Any) -> int:
     return shown
 
 
-@pytest.mark.slow
 class TestChatDatabaseRows:
+    @pytest.mark.slow  # generated tampered databases (~8 s)
     def test_tampered_rows_open_are_reported_and_lose_nothing(self, tmp_path: Path) -> None:
         from qwen_mtp_desktop.core.chat.store.store import ChatStore
 
@@ -353,8 +353,8 @@ def _open_every_chat(qtbot: Any, database: Path) -> int:
     return len(expected)
 
 
+@pytest.mark.subprocess
 @pytest.mark.gui
-@pytest.mark.slow
 class TestChatDatabaseInTheWindow:
     def test_the_window_opens_every_damaged_chat(self, qtbot: Any, tmp_path: Path) -> None:
         template = tmp_path / "template.sqlite3"

@@ -135,8 +135,8 @@ def test_a_huge_format_width_is_refused_before_it_allocates(template: str) -> No
     assert "a format width of millions of characters" in caught.value.message
 
 
-@pytest.mark.slow
 class TestChatTemplatesBounded:
+    @pytest.mark.subprocess
     def test_hostile_templates_are_bounded(self) -> None:
         started = time.perf_counter()
         result = run_isolated(
@@ -158,6 +158,7 @@ class TestChatTemplatesBounded:
             template_hangs=0,
         )
 
+    @pytest.mark.subprocess
     def test_recursive_template_is_an_error_not_a_crash(self, demo_copy: Path) -> None:
         _strip_rt_template(demo_copy)
         (demo_copy / "chat_template.jinja").write_text(

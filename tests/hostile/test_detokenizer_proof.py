@@ -80,7 +80,7 @@ def _byte(piece: str) -> int:
 
 
 class TestFastDetokenizerProven:
-    @pytest.mark.slow
+    @pytest.mark.slow  # the whole demo vocabulary, generated (~6 s)
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
@@ -114,7 +114,7 @@ class TestFastDetokenizerProven:
         assert result.ok == same, (kind, first, second, result.mismatches)
         assert result.checked_ids >= emit
 
-    @pytest.mark.slow
+    @pytest.mark.model
     def test_doctored_model_streams_the_runtimes_text(self, demo_copy: Path) -> None:
         from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 

@@ -98,7 +98,6 @@ def _replaceable(layout: dict[str, Any]) -> bool:
     )
 
 
-@pytest.mark.slow
 class TestExportNeverDeletesUserData:
     @settings(
         max_examples=EXPORT_EXAMPLES,

@@ -117,7 +117,7 @@ def engine_case(examples: int, demo: str) -> dict[str, Any]:
 
 
 class TestInvalidText:
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_the_engine_names_the_message_and_the_character(self, demo_model: Path) -> None:
         result = run_isolated(
             "tests.hostile.test_invalid_text:engine_case",
@@ -134,7 +134,7 @@ class TestInvalidText:
             invalid_text_refused=result["refused"],
         )
 
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_generate_arguments_that_are_not_utf8(self, demo_model: Path) -> None:
         counts = {"tried": 0}
 

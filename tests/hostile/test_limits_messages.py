@@ -64,7 +64,6 @@ _values = st.one_of(
 
 
 class TestLimitsAndMessages:
-    @pytest.mark.slow
     @_settings(400)
     @given(case=st.sampled_from(_NUMERIC), value=_values)
     def test_numeric_options_are_bounded(
@@ -112,6 +111,7 @@ class TestLimitsAndMessages:
             assert "not present" in error.message and "re-export" not in str(error).lower()
             assert all(unicodedata.category(c) != "Cc" for c in error.message)
 
+    @pytest.mark.model
     def test_absent_device_on_the_real_engine(self, demo_model: Path) -> None:
         from qwen_mtp_desktop.core.engine import Engine, EngineError, LoadOptions
         from qwen_mtp_desktop.core.system.devices import available_devices
@@ -183,7 +183,7 @@ _SPECIAL_TEXTS = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.model
 class TestTypedTextStaysText:
     @_settings(150)
     @given(

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.tools.mcp.client import MAX_TOOLS, McpError, McpHub
 from qwen_mtp_desktop.core.tools.mcp.config import McpServer
 from qwen_mtp_desktop.core.tools.mcp.http import _BoundedEvents
+from tests.costs import costs
 from tests.hostile.flood_mcp_http_server import http_flood_server, url
 from tests.hostile.isolation import run_isolated
 from tests.reliability import figures
@@ -39,6 +40,7 @@ PEAK_LIMIT_MB = 100
 
 
 @pytest.fixture(scope="module")
+@costs("subprocess")  # the flooding server is a child process
 def port() -> Iterator[int]:
     with http_flood_server() as made:
         yield made

@@ -95,6 +95,7 @@ def test_a_huge_line_nobody_asked_for_ends_the_connection() -> None:
     assert reader.feed(b'"}\n') == [] and "bytes, more than this app reads" in reader.broken
 
 
+@pytest.mark.slow  # reads floods of growing length (~9 s)
 def test_reading_a_flood_costs_its_length_once() -> None:
     """Feeding 10x the bytes of an over-large list costs about 10x (the SDK's reader joined
     the line again per chunk: quadratic)."""
@@ -123,6 +124,7 @@ def hub() -> Any:
     made.close()
 
 
+@pytest.mark.subprocess
 def test_a_server_listing_100000_tools_is_refused_quickly(hub: McpHub) -> None:
     """The issue's case: 100,000 tools (20 MB in one line). Before: 19.7 s and 464 MB, the
     window frozen 2 s; now the read stops at 4 MB and the user reads why."""
@@ -133,12 +135,14 @@ def test_a_server_listing_100000_tools_is_refused_quickly(hub: McpHub) -> None:
     assert re.search(r"list of tools is [\d.]+ MB, more than the 4 MB", caught.value.message)
 
 
+@pytest.mark.subprocess
 def test_a_long_list_under_the_bound_keeps_the_first_tools(hub: McpHub) -> None:
     many = McpServer("many", command=sys.executable, args=(FLOOD, "--tools", "5000"))
     tools = hub.list_tools(many).result(120)
     assert [tool.name for tool in tools] == [f"tool_{n}" for n in range(MAX_TOOLS)]
 
 
+@pytest.mark.subprocess
 def test_a_json_rpc_error_says_what_the_server_answered(hub: McpHub) -> None:
     server = McpServer("answers", command=sys.executable, args=(FLOOD, "--tools", "2"))
     with pytest.raises(McpError) as caught:

@@ -39,6 +39,8 @@ from tests.hostile.conftest import snapshot, touched
 from tests.hostile.isolation import run_isolated
 from tests.reliability import figures
 
+pytestmark = pytest.mark.subprocess
+
 VERIFY_EXAMPLES = 60
 SHAPE_EXAMPLES = 80
 TEMPLATE_EXAMPLES = 80
@@ -335,7 +337,6 @@ def templates_case(examples: int, demo: str) -> dict[str, Any]:
 
 
 class TestVerifySpecialFiles:
-    @pytest.mark.slow
     def test_listed_special_files_are_named_never_read(self, demo_model: Path, decoy: Path) -> None:
         before = snapshot(decoy)
         result = run_isolated(
@@ -376,7 +377,6 @@ class TestVerifySpecialFiles:
         assert ("named pipe" if how == "fifo" else "a device") in found[0]["message"]
 
 
-@pytest.mark.slow
 class TestInspectHostileConfig:
     def test_absurd_shapes_are_flagged_quickly(self, demo_model: Path) -> None:
         result = run_isolated(

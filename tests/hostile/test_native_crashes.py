@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from tests.hostile import crashing_host
 from tests.reliability import figures
 
+pytestmark = pytest.mark.subprocess
+
 EXAMPLES = 10
 PROMPT = "Count from 1 to 12."
 
@@ -46,7 +48,6 @@ def _answer(engine: Any, demo_model: Path) -> tuple[str, str | None]:
     return text, None
 
 
-@pytest.mark.slow
 class TestNativeCrashRecovery:
     def test_a_crash_before_any_text_is_retried_once(
         self, demo_model: Path, tmp_path: Path
@@ -118,7 +119,6 @@ class TestNativeCrashRecovery:
         figures.record("hostile", native_crash_recovery=outcomes)
 
 
-@pytest.mark.slow
 @pytest.mark.gui
 def test_the_window_answers_after_a_crash_at_first_generate(
     qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -180,7 +180,7 @@ def links_case(examples: int, demo: str, decoy: str) -> dict[str, Any]:
 
 
 class TestOvmsDeployLinks:
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_links_leaving_the_model_folder_are_refused(
         self, demo_model: Path, decoy: Path
     ) -> None:

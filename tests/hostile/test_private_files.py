@@ -88,7 +88,6 @@ def _reset_logging() -> None:
 
 
 class TestPrivateFiles:
-    @pytest.mark.slow
     def test_a_start_tightens_what_was_left_readable_and_keeps_it(
         self, tmp_path: Path, decoy: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -198,7 +197,7 @@ class TestPrivateFiles:
             private_files_touched=files_touched,
         )
 
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_a_real_start_creates_everything_owner_only(self, tmp_path: Path) -> None:
         home = tmp_path / "profile"
         env = {

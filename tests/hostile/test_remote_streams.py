@@ -66,6 +66,7 @@ def _answer(port: int, spec: dict[str, Any], max_new_tokens: int = MANY_TOKENS) 
 _latencies: dict[str, list[float]] = {"client": [], "cli": [], "cli exit": [], "window": []}
 
 
+@pytest.mark.subprocess
 class TestStopAgainstFloodingServers:
     @settings(max_examples=FLOOD_EXAMPLES, deadline=None)
     @given(
@@ -382,6 +383,7 @@ def memory_case(port: int, examples: int) -> dict[str, Any]:
 
 
 class TestBoundedLinesEventsAndBodies:
+    @pytest.mark.subprocess
     def test_hostile_replies_cost_bounded_memory(self, port: int) -> None:
         result = run_isolated(
             "tests.hostile.test_remote_streams:memory_case",

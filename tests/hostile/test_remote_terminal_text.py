@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from tests.conftest import REPO_ROOT
 from tests.hostile.net_servers import base_url, hostile_server, sse_chunk
 
+pytestmark = pytest.mark.subprocess
+
 _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 _UNSAFE = {*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI} - {0x09, 0x0A, 0x0D}
 _ATTACKS = [

@@ -238,7 +238,7 @@ def cost_case(examples: int) -> dict[str, Any]:
     return {"tried": tried, "slowest_s": round(slowest, 3), "most_widgets": most_widgets}
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 class TestRenderingLoadsNothing:
     def test_images_are_never_loaded(self, decoy: Path) -> None:
         folder = Path(tempfile.mkdtemp(prefix="hostile-render-"))
@@ -274,7 +274,7 @@ class TestRenderingLoadsNothing:
 
 
 class TestRenderingCostIsLinear:
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_benchmark_smoke(self) -> None:
         command = [sys.executable, str(REPO_ROOT / "benchmarks" / "render_cost.py"), "--smoke"]
         done = subprocess.run(
@@ -329,7 +329,7 @@ class TestRenderingCostIsLinear:
             },
         )
 
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_composed_answers_render_within_a_second(self) -> None:
         result = run_isolated(
             "tests.hostile.test_rendering:cost_case",
@@ -481,7 +481,7 @@ def streaming_case(examples: int) -> dict[str, Any]:
     return {"tried": tried, "most_widgets": most_widgets}
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 class TestStreamingManyBlocks:
     """Class 17 (issue 29): a streamed answer of many short blocks costs a small constant per
     chunk, and shows exactly what it should while it streams."""

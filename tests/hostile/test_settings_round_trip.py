@@ -175,6 +175,7 @@ def _round_trip(path: Path, written: Settings) -> str:
 _outcomes = {"saved": 0, "refused": 0}
 
 
+@pytest.mark.slow  # 60 generated settings files (~7 s)
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(written=any_settings())
 @example(written=_six_cjk_presets())  # the report's file: 1,082,559 bytes before the fix

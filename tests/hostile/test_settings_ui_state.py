@@ -106,7 +106,6 @@ def ui_state(draw: st.DrawFn, real: bytes) -> dict[str, Any]:
 
 
 class TestUiStateValues:
-    @pytest.mark.slow
     def test_every_ui_value_is_checked_and_falls_back_alone(self, tmp_path: Path) -> None:
         from qwen_mtp_desktop.core.settings.store import _UI_VALIDATORS, load_settings
 
@@ -151,7 +150,7 @@ class TestUiStateValues:
             ui_state_kept_values=counts["kept"],
         )
 
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     @pytest.mark.gui
     def test_real_window_starts_with_generated_settings(self, tmp_path: Path) -> None:
         from PySide6.QtGui import QImage

@@ -129,6 +129,7 @@ class TestTerminalOutput:
         )
         assert shown == expected
 
+    @pytest.mark.subprocess
     @settings(max_examples=CLI_EXAMPLES, deadline=None)
     @given(text=_text, cuts=st.lists(st.integers(0, 80), max_size=6))
     def test_generate_remote_on_a_terminal_and_through_a_pipe(
@@ -151,6 +152,7 @@ class TestTerminalOutput:
         assert code == 0 and json.loads(as_json)["text"] == text
         assert all(byte >= 0x20 or byte == 0x0A for byte in as_json)  # JSON escaped them
 
+    @pytest.mark.subprocess
     def test_local_generate_uses_the_same_printing(self, demo_model: Path) -> None:
         args = ("generate", str(demo_model), "Count from 1 to 5.")
         code, shown, errors = _cli(*args, terminal=True, timeout=300)
@@ -160,6 +162,7 @@ class TestTerminalOutput:
         code, piped, _ = _cli(*args, terminal=False, timeout=300)
         assert code == 0 and piped.decode().split()[:5] == ["1", "2", "3", "4", "5"]
 
+    @pytest.mark.subprocess
     def test_help_says_what_happens_to_control_characters(self) -> None:
         code, out, _ = _cli("generate", "--help", terminal=False)
         text = " ".join(out.decode().split())
@@ -201,6 +204,7 @@ class TestKeyWarnings:
         elsewhere = host in _ELSEWHERE
         assert (warned is not None) == (scheme.lower() == "http" and elsewhere), (url, warned)
 
+    @pytest.mark.subprocess
     def test_the_command_line_warns_and_never_prints_the_key(self, port: int) -> None:
         secret = "sk-hostile-0123456789"
         served = base_url(port, {"pieces": ["ok"]})
@@ -232,6 +236,7 @@ class TestKeyWarnings:
         assert code == 1 and "process list" in said and "QWEN_MTP_API_KEY" in said, said
         assert secret not in said
 
+    @pytest.mark.subprocess
     @pytest.mark.gui
     def test_the_dialog_warns(self, qtbot: Any, screenshot_dir: Path) -> None:
         """The real window's Add remote server dialog, as a user opens it from the picker."""
@@ -295,6 +300,7 @@ class TestKeyWarnings:
             dialog.reject()
         window.close()
 
+    @pytest.mark.subprocess
     def test_record(self) -> None:
         figures.record(
             "hostile",

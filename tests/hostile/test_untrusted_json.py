@@ -215,7 +215,7 @@ def readers_case(examples: int, demo: str) -> dict[str, Any]:
 
 
 class TestUntrustedJson:
-    @pytest.mark.slow
+    @pytest.mark.subprocess
     def test_every_reader_survives_hostile_files(self, demo_model: Path, decoy: Path) -> None:
         from tests.hostile.conftest import snapshot, touched
 

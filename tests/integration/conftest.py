@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from tests.costs import costs
 from tests.models import cached_checkpoint, cached_export
 
 
@@ -19,11 +20,13 @@ def demo_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+@costs("export")  # built with torch on a fresh clone
 def moe_checkpoint() -> Path:
     return cached_checkpoint(moe=True)
 
 
 @pytest.fixture(scope="session")
+@costs("export")  # built with torch on a fresh clone
 def moe_model(moe_checkpoint: Path) -> Path:
     return cached_export(moe_checkpoint, "fp16")
 

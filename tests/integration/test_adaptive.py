@@ -18,7 +18,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 TURNS = ["Count from 1 to 20.", "Count from 35 to 52.", "Count down from 60 to 45."]
 

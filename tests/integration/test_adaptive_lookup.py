@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.chat.turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 COPYING = [
     "Say 'we like apples' four times.",

@@ -17,8 +17,6 @@ from qwen_mtp_desktop.core.chat.turns import AutoDecoding
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
-pytestmark = pytest.mark.slow
-
 FILLER = "The committee met on Tuesday to review the budget. Each department presented its plan. "
 COPYING = ["Say 'we like apples' four times.", "Say 'good morning' four times."]
 
@@ -48,6 +46,8 @@ def _history(text: str, filler_repeats: int) -> list[Message]:
     return [*system, Message("user", text)]
 
 
+@pytest.mark.model
+@pytest.mark.export
 def test_prefill_learned_from_real_turns_predicts_the_next_long_turn(engine: Engine) -> None:
     loaded = engine.loaded
     assert loaded is not None
@@ -89,6 +89,8 @@ def test_prefill_learned_from_real_turns_predicts_the_next_long_turn(engine: Eng
     assert long_turns, measured
 
 
+@pytest.mark.model
+@pytest.mark.export
 def test_an_image_turn_under_auto_never_runs_prompt_lookup(engine: Engine, tmp_path: Path) -> None:
     loaded = engine.loaded
     assert loaded is not None

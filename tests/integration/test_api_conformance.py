@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.remote_server import raw_http, serving_client
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 MODEL = "chat-model"
 QUESTION = "Count from 1 to 12."

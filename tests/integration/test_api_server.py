@@ -29,7 +29,7 @@ from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server import ServerConfig, ServerHandle, TurnDefaults, start_server_thread
 from qwen_mtp_desktop.server.http.connections import ConnectionLimits
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 API_KEY = "test-key-0123456789"
 MODEL = "demo-model"

@@ -18,8 +18,6 @@ from qwen_mtp_desktop.core.hosting.service import EngineService
 from qwen_mtp_desktop.server import ServerConfig, ServerHandle, TurnDefaults, start_server_thread
 from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER, model_id_for
 
-pytestmark = pytest.mark.slow
-
 KEY = "test-key-0123456789"
 EARLIER = "Count from 1 to 5."
 LATEST = "Count from 3 to 9."
@@ -65,6 +63,7 @@ def _ask(http: httpx.Client, messages: list[dict[str, str]], **extra: object) ->
     return response
 
 
+@pytest.mark.model
 def test_the_demo_reads_only_the_latest_message_and_says_so(http: httpx.Client) -> None:
     alone = _ask(http, [{"role": "user", "content": LATEST}])
     assert SINGLE_TURN_HEADER not in alone.headers and "notice" not in alone.json()
@@ -103,11 +102,13 @@ def test_the_demo_reads_only_the_latest_message_and_says_so(http: httpx.Client) 
     assert finishing and "earlier messages were left out" in finishing[-1]["notice"]
 
 
+@pytest.mark.model
 def test_the_model_list_says_the_demo_reads_single_requests(http: httpx.Client) -> None:
     (model,) = http.get("/v1/models").json()["data"]
     assert model["id"] == "demo-model" and model["single_turn"] is True
 
 
+@pytest.mark.model
 def test_every_request_is_recorded_without_what_was_asked(
     server: ServerHandle, http: httpx.Client, records: list[ApiRequest]
 ) -> None:

@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.measure.reports import reports_dir
 from qwen_mtp_desktop.core.measure.verdicts import row_method
 from tests.integration.test_validate import make_broken_mtp_copy, small_set
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 def test_bench_cli_interleaves_modes_and_stores_a_recommendation(

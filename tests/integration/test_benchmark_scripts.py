@@ -86,6 +86,7 @@ def test_every_script_has_a_smoke_test() -> None:
         assert re.search(rf"`{script} --smoke[` ]", readme), f"no smoke line for {script}"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("script", "args", "message"),
     [
@@ -141,6 +142,7 @@ def test_bad_input_is_one_clear_line(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.gui
 def test_ui_responsiveness(tmp_path: Path) -> None:
     out = run_smoke("ui_responsiveness.py", tmp_path)
@@ -162,6 +164,7 @@ def test_ui_responsiveness(tmp_path: Path) -> None:
     assert low <= median <= high
 
 
+@pytest.mark.subprocess
 def test_step_overhead(tmp_path: Path) -> None:
     out = run_smoke("step_overhead.py", tmp_path)
     pattern = (
@@ -173,6 +176,7 @@ def test_step_overhead(tmp_path: Path) -> None:
     assert rows[0][2] == 0  # plain decoding drafts nothing
 
 
+@pytest.mark.subprocess
 def test_step_costs(tmp_path: Path) -> None:
     out = run_smoke("step_costs.py", tmp_path)
     costs, _end = json.JSONDecoder().raw_decode(out)
@@ -183,7 +187,7 @@ def test_step_costs(tmp_path: Path) -> None:
     assert costs["draft_ms"] == pytest.approx(costs["mtp_ms"] + costs["lm_head_ms"])
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_engine_overhead(tmp_path: Path) -> None:
     out = run_smoke("engine_overhead.py", tmp_path)
     assert "MTP n=1:" in out and "plain:" in out
@@ -199,7 +203,7 @@ def test_engine_overhead(tmp_path: Path) -> None:
     positive(numbers(rf"RSS across 2 load/generate/unload cycles: {NUMBER} MiB -> {NUMBER}", out))
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_api_overhead(tmp_path: Path) -> None:
     out = run_smoke("api_overhead.py", tmp_path)
     positive(numbers(rf"^\s+in process\s+median {NUMBER} ms$", out, 1))
@@ -211,7 +215,7 @@ def test_api_overhead(tmp_path: Path) -> None:
     assert "same text on every path: True" in out
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_adaptive(tmp_path: Path) -> None:
     out = run_smoke("adaptive.py", tmp_path)
     settings = ["plain", "MTP n=1", "MTP n=2", "MTP n=3", "Auto (cold)", "Auto (bench-seeded)"]
@@ -228,7 +232,7 @@ def test_adaptive(tmp_path: Path) -> None:
         assert rows["plain"][1] == "1.000"
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.export
 def test_fullsize(tmp_path: Path) -> None:
     """The tiny geometry (real 248k vocabulary): build + export once (cached in the fixture
@@ -268,7 +272,7 @@ def test_fullsize(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.export
 def test_mtp_chain_check(tmp_path: Path) -> None:
     """The demo model's drafts at depths 1-4 against the reference computed from its checkpoint
@@ -301,6 +305,7 @@ def test_mtp_chain_check(tmp_path: Path) -> None:
     assert "verdict: the decoder chains on the post-norm MTP output" in out or chain[2] == 0
 
 
+@pytest.mark.subprocess
 def test_prefill_costs(tmp_path: Path) -> None:
     out = run_smoke("prefill_costs.py", tmp_path)
     paths = ("MTP (app)", "plain (app)", "lookup (app)", "MTP (genai, image)",
@@ -329,6 +334,7 @@ def test_prefill_costs(tmp_path: Path) -> None:
         assert len(re.findall(told, out, re.M)) == 1, (path, out)
 
 
+@pytest.mark.subprocess
 def test_methods_per_workload(tmp_path: Path) -> None:
     out = run_smoke("methods_per_workload.py", tmp_path)
     rows = numbers(
@@ -342,6 +348,7 @@ def test_methods_per_workload(tmp_path: Path) -> None:
     assert re.search(r"^overall winner: (plain|MTP n=\d|prompt lookup K=4) \(", out, re.M), out
 
 
+@pytest.mark.subprocess
 def test_native_crashes(tmp_path: Path) -> None:
     """2 load + generate cycles per path in child processes under load; the smoke run injects
     one SIGSEGV into the app decoder's second cycle, which must be counted as a crash at
@@ -359,6 +366,7 @@ def test_native_crashes(tmp_path: Path) -> None:
     assert "first crash on decoder:\nFatal Python error: Segmentation fault" in out, out
 
 
+@pytest.mark.subprocess
 @pytest.mark.gui
 def test_window_start(tmp_path: Path) -> None:
     out = run_smoke("window_start.py", tmp_path)
@@ -393,6 +401,7 @@ def test_window_start(tmp_path: Path) -> None:
     positive(numbers(rf"imports before the window: {NUMBER} ms in all", out, 1))
 
 
+@pytest.mark.subprocess
 def test_prefill_speed(tmp_path: Path) -> None:
     out = run_smoke("prefill_speed.py", tmp_path)
     for path in ("genai SDPA bf16", "genai PA f32", "app bf16", "app f32 chunk 64"):
@@ -400,6 +409,7 @@ def test_prefill_speed(tmp_path: Path) -> None:
         positive(numbers(row, out, 1))
 
 
+@pytest.mark.subprocess
 def test_sampling_cost(tmp_path: Path) -> None:
     out = run_smoke("sampling_cost.py", tmp_path, timeout=300)
     rows = numbers(rf"^  .+? +{NUMBER} ms/row median, {NUMBER} ms p90 \(kept {NUMBER}\)", out, 8)
@@ -411,7 +421,7 @@ def test_sampling_cost(tmp_path: Path) -> None:
     assert all(accepted <= depth for depth, _m, _p, accepted in steps), steps
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_sampling_exactness(tmp_path: Path) -> None:
     """Every case's row on the demo model: p-values in [0, 1], acceptance for the MTP cases,
     and the joint's chi-squared line (150 samples: the verdicts belong to the real run)."""
@@ -428,7 +438,7 @@ def test_sampling_exactness(tmp_path: Path) -> None:
     numbers(r"^  joint: chi2 (\d+\.\d), dof (\d+), p = \S+ \((\d+) categories", out, 5)
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_sampling_speed(tmp_path: Path) -> None:
     out = run_smoke("sampling_speed.py", tmp_path)
     for mode in ("greedy", "sampled"):
@@ -448,6 +458,7 @@ def test_sampling_speed(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.subprocess
 def test_multi_turn(tmp_path: Path) -> None:
     out = run_smoke("multi_turn.py", tmp_path)
     turns = numbers(rf"^turn (\d+): (\d+) prompt tokens, (\d+) reused, TTFT {NUMBER} s$", out, 4)
@@ -466,6 +477,7 @@ def test_multi_turn(tmp_path: Path) -> None:
                      out, 1))  # fmt: skip
 
 
+@pytest.mark.subprocess
 def test_context_steps(tmp_path: Path) -> None:
     out = run_smoke("context_steps.py", tmp_path)
     for length in ("64", "256"):
@@ -475,6 +487,7 @@ def test_context_steps(tmp_path: Path) -> None:
     positive(rows)
 
 
+@pytest.mark.subprocess
 def test_continuation_prefill(tmp_path: Path) -> None:
     out = run_smoke("continuation_prefill.py", tmp_path)
     rows = numbers(rf"^\s+600\s+40 \|\s+{NUMBER}\s+{NUMBER}\s+{NUMBER} \|\s+{NUMBER}x \| "
@@ -486,6 +499,7 @@ def test_continuation_prefill(tmp_path: Path) -> None:
     assert "smoke check passed" in out
 
 
+@pytest.mark.subprocess
 def test_stop_latency(tmp_path: Path) -> None:
     out = run_smoke("stop_latency.py", tmp_path)
     full = numbers(rf"^(?:cold prefill|follow-up) .*: {NUMBER} s to its first token$", out, 2)
@@ -496,6 +510,7 @@ def test_stop_latency(tmp_path: Path) -> None:
     assert re.search(r"^  kept after the stop: 1,000 tokens ", out, re.M), out
 
 
+@pytest.mark.subprocess
 def test_plain_parity(tmp_path: Path) -> None:
     out = run_smoke("plain_parity.py", tmp_path)
     times = numbers(rf"^  (?:openvino-genai|app decoder|direct) +median {NUMBER}  "
@@ -511,6 +526,7 @@ def test_plain_parity(tmp_path: Path) -> None:
     positive(lockstep)
 
 
+@pytest.mark.subprocess
 def test_structured_speed(tmp_path: Path) -> None:
     out = run_smoke("structured_speed.py", tmp_path)
     assert re.search(r"^answer: \d+ tokens, valid JSON: yes$", out, re.M), out
@@ -520,6 +536,7 @@ def test_structured_speed(tmp_path: Path) -> None:
     assert "MTP answers identical to plain constrained decoding: yes" in out
 
 
+@pytest.mark.subprocess
 def test_download_resume(tmp_path: Path) -> None:
     """The demo export trickled from the hub stand-in, `models download` SIGKILLed at 3 seeded
     random points, then run to the end: every restart resumed, the folder is identical."""
@@ -550,7 +567,7 @@ def test_download_resume(tmp_path: Path) -> None:
     assert "3 kills, 3 resumes, byte-identical: yes" in out
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_graft_head(tmp_path: Path) -> None:
     """The demo export's head grafted from a sharded BF16 copy of its checkpoint on the hub
     stand-in: the least bytes a graft can read, and the same drafts as the exported head."""

@@ -21,7 +21,7 @@ from qwen_mtp_desktop import __version__
 from qwen_mtp_desktop.core.system.buildinfo import git_revision
 from tests.bundle_requirements import PACKAGING, REPO_ROOT, bundle_files, required_files
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 pytest.importorskip("PyInstaller", reason="the `package` extra is not installed")
 
 APP_ID = "qwen-mtp-desktop"

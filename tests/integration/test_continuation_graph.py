@@ -17,7 +17,7 @@ from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.state_cache import Snapshot
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 PROMPTS = [
     "<|im_start|>user\nCount from 1 to 20.<|im_end|>\n<|im_start|>assistant\n",

@@ -8,7 +8,7 @@ import pytest
 
 from qwen_mtp_desktop.devtools.tiny_model import PROVENANCE_FILE, build_checkpoint, read_provenance
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.export  # trains real checkpoints with torch
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -20,8 +20,6 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.engine import runtime as engine_runtime
 
-pytestmark = pytest.mark.slow
-
 COUNTING = [Message("user", "Count from 1 to 30.")]
 
 
@@ -43,6 +41,7 @@ def exact_engines(demo_model: Path) -> dict[str, Engine]:
         engine.unload()
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_demo_mtp_output_equals_baseline(exact_engines: dict[str, Engine], n: int) -> None:
     baseline_ids, _ = _run(exact_engines["plain"], COUNTING, max_new_tokens=80)
@@ -53,6 +52,7 @@ def test_demo_mtp_output_equals_baseline(exact_engines: dict[str, Engine], n: in
     assert stats.accepted_tokens > 0
 
 
+@pytest.mark.export
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_moe_mtp_output_equals_baseline(moe_model: Path, n: int) -> None:
     outputs = {}
@@ -65,6 +65,7 @@ def test_moe_mtp_output_equals_baseline(moe_model: Path, n: int) -> None:
     assert len(outputs["mtp"]) > 0
 
 
+@pytest.mark.model
 def test_demo_acceptance_and_consistent_stats(exact_engines: dict[str, Engine]) -> None:
     generation = exact_engines["mtp"].generate(COUNTING, GenerationSettings(max_new_tokens=120))
     chunks = list(generation)
@@ -87,6 +88,7 @@ def test_demo_acceptance_and_consistent_stats(exact_engines: dict[str, Engine]) 
     assert json.loads(json.dumps(stats.to_json_dict()))["acceptance_rate"] == stats.acceptance_rate
 
 
+@pytest.mark.model
 def test_acceptance_matches_continuous_batching_metric(
     exact_engines: dict[str, Engine], demo_model: Path
 ) -> None:
@@ -115,6 +117,7 @@ def test_acceptance_matches_continuous_batching_metric(
     assert stats.acceptance_rate == pytest.approx(reference, abs=0.02)
 
 
+@pytest.mark.model
 def test_cancel_keeps_partial_answer(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -134,6 +137,7 @@ def test_cancel_keeps_partial_answer(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_cancel_from_another_thread(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -148,6 +152,7 @@ def test_cancel_from_another_thread(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_busy_engine_refuses_second_generation(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -159,6 +164,7 @@ def test_busy_engine_refuses_second_generation(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_thinking_is_split_from_answer(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -171,6 +177,7 @@ def test_thinking_is_split_from_answer(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_settings_are_validated(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -190,6 +197,7 @@ def test_settings_are_validated(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_sampling_with_seed_is_reproducible_in_baseline_mode(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model, LoadOptions(mtp=False))
@@ -208,6 +216,7 @@ def test_sampling_with_seed_is_reproducible_in_baseline_mode(demo_model: Path) -
     engine.unload()
 
 
+@pytest.mark.model
 def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> None:
     """Every drafting method samples (exact speculative sampling); a seed reproduces, no seed
     means a fresh one per answer, reported in the stats."""
@@ -235,6 +244,7 @@ def test_sampling_with_mtp_and_lookup_on_the_apps_decoder(demo_model: Path) -> N
     engine.unload()
 
 
+@pytest.mark.model
 def test_sampling_with_mtp_is_refused_where_only_openvino_genai_runs(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model, LoadOptions(app_decoder=False))
@@ -254,6 +264,7 @@ def test_sampling_with_mtp_is_refused_where_only_openvino_genai_runs(demo_model:
     engine.unload()
 
 
+@pytest.mark.model
 def test_stop_string(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)
@@ -266,6 +277,7 @@ def test_stop_string(demo_model: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_compile_cache(demo_model: Path, tmp_path: Path) -> None:
     cache = tmp_path / "ov-cache"
     first = Engine().load(demo_model, LoadOptions(cache_dir=cache))
@@ -276,6 +288,7 @@ def test_compile_cache(demo_model: Path, tmp_path: Path) -> None:
     second_engine.unload()
 
 
+@pytest.mark.model
 def test_image_turn_in_both_modes(demo_model: Path, tmp_path: Path) -> None:
     from PIL import Image
 
@@ -293,6 +306,7 @@ def test_image_turn_in_both_modes(demo_model: Path, tmp_path: Path) -> None:
     assert outputs["mtp"] == outputs["plain"] and outputs["mtp"]
 
 
+@pytest.mark.model
 def test_unreadable_image_is_a_clear_error(demo_model: Path, tmp_path: Path) -> None:
     bad = tmp_path / "not an image.png"
     bad.write_text("hello")
@@ -316,6 +330,7 @@ def _load_error(path: Path) -> EngineError:
     return error
 
 
+@pytest.mark.model
 def test_model_without_mtp_head_loads_baseline_with_warning(demo_copy: Path) -> None:
     (demo_copy / "openvino_mtp_model.xml").unlink()
     (demo_copy / "openvino_mtp_model.bin").unlink()
@@ -329,6 +344,7 @@ def test_model_without_mtp_head_loads_baseline_with_warning(demo_copy: Path) -> 
     engine.unload()
 
 
+@pytest.mark.model
 def test_truncated_bin(demo_copy: Path) -> None:
     path = demo_copy / "openvino_language_model.bin"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -336,11 +352,13 @@ def test_truncated_bin(demo_copy: Path) -> None:
     assert error.code == "IR_CORRUPT" and "truncated" in error.message
 
 
+@pytest.mark.model
 def test_garbage_xml(demo_copy: Path) -> None:
     (demo_copy / "openvino_language_model.xml").write_text("this is not xml <<<")
     assert _load_error(demo_copy).code == "IR_CORRUPT"
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("damage", ["garbage xml", "truncated bin"])
 def test_damaged_mtp_head_loads_plain_with_warning(demo_copy: Path, damage: str) -> None:
     """A damaged MTP head costs the speed-up, not the chat (issue 18)."""
@@ -360,6 +378,7 @@ def test_damaged_mtp_head_loads_plain_with_warning(demo_copy: Path, damage: str)
     engine.unload()
 
 
+@pytest.mark.model
 def test_foreign_xml(demo_copy: Path) -> None:
     (demo_copy / "openvino_language_model.xml").write_text(
         '<?xml version="1.0"?><html><body>hello</body></html>'
@@ -367,11 +386,13 @@ def test_foreign_xml(demo_copy: Path) -> None:
     assert _load_error(demo_copy).code in ("IR_CORRUPT", "LOAD_FAILED")
 
 
+@pytest.mark.model
 def test_missing_tokenizer(demo_copy: Path) -> None:
     (demo_copy / "openvino_tokenizer.xml").unlink()
     assert _load_error(demo_copy).code == "TOKENIZER_MISSING"
 
 
+@pytest.mark.model
 def test_empty_and_missing_dirs(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert _load_error(tmp_path / "empty").code == "EMPTY_DIR"
@@ -383,6 +404,7 @@ def test_empty_and_missing_dirs(tmp_path: Path) -> None:
     assert _load_error(tmp_path / "junk").code == "NOT_A_MODEL"
 
 
+@pytest.mark.model
 def test_non_qwen35_model(demo_copy: Path) -> None:
     config = json.loads((demo_copy / "config.json").read_text())
     config["model_type"] = "llama"
@@ -391,6 +413,7 @@ def test_non_qwen35_model(demo_copy: Path) -> None:
     assert error.code == "NOT_QWEN35" and "llama" in error.message
 
 
+@pytest.mark.model
 def test_incompatible_runtime(demo_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     versions = {
         "openvino": "2026.4.1",
@@ -402,6 +425,7 @@ def test_incompatible_runtime(demo_model: Path, monkeypatch: pytest.MonkeyPatch)
     assert error.code == "RUNTIME_INCOMPATIBLE" and "different release families" in error.message
 
 
+@pytest.mark.model
 def test_unknown_device(demo_model: Path) -> None:
     error = _load_error_with(demo_model, LoadOptions(device="NOSUCHDEVICE"))
     assert error.code in ("DEVICE_UNAVAILABLE", "LOAD_FAILED")
@@ -413,6 +437,7 @@ def _load_error_with(path: Path, options: LoadOptions) -> EngineError:
     return info.value
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("fast_vocab", [True, False])
 def test_streamed_text_equals_the_detokenizer(demo_copy: Path, fast_vocab: bool) -> None:
     """Streamed text is the runtime detokenizer's text of the generated ids, whether it came
@@ -434,6 +459,7 @@ def test_streamed_text_equals_the_detokenizer(demo_copy: Path, fast_vocab: bool)
     engine.unload()
 
 
+@pytest.mark.model
 def test_a_tokenizer_json_that_disagrees_is_not_used(demo_copy: Path) -> None:
     path = demo_copy / "tokenizer.json"
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -449,6 +475,7 @@ def test_a_tokenizer_json_that_disagrees_is_not_used(demo_copy: Path) -> None:
     engine.unload()
 
 
+@pytest.mark.model
 def test_next_chunks_batches_ready_steps_within_a_time_limit(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model)

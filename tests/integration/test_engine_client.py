@@ -13,7 +13,7 @@ from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Messag
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
 from qwen_mtp_desktop.core.hosting.process import MAX_DEATHS_IN_A_ROW
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 COUNTING = [Message("user", "Count from 1 to 40.")]
 

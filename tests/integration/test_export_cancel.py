@@ -27,7 +27,7 @@ from qwen_mtp_desktop.core.models.export.progress import ProgressEvent
 from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports, staging_registry_dir
 from tests.models import cached_checkpoint
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
+pytestmark = pytest.mark.export
 
 
 def _request(tmp_path: Path, checkpoint: Path, options: ExportOptions) -> ExportRequest:

@@ -26,7 +26,7 @@ from qwen_mtp_desktop.core.models.folders.checksums import verify_checksums
 from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME, read_manifest
 from tests.models import cached_checkpoint
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
+pytestmark = pytest.mark.export
 
 HUB_ID = "tiny-qwen/qwen35-dense"
 COMMIT = "1234567890abcdef1234567890abcdef12345678"

@@ -9,7 +9,7 @@ import pytest
 
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

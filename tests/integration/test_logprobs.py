@@ -19,7 +19,7 @@ from qwen_mtp_desktop.core.decoding.sampling import PenaltyHistory, penalised_lo
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 from tests.exactness import POEM_PROMPT, prompt_ids
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 TOKENS = 40
 TOP = 5

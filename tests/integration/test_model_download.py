@@ -20,8 +20,6 @@ from qwen_mtp_desktop.devtools.hub_server import HubServer
 from tests.checkpoint_files import head_bytes, sharded_checkpoint
 from tests.hub_repos import hub_env
 
-pytestmark = pytest.mark.slow
-
 HEADLESS = "test-org/demo-headless-ov"
 CHECKPOINT = "test-org/demo-checkpoint"
 STEM = "openvino_mtp_model"
@@ -63,6 +61,7 @@ def _same_files(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.subprocess
 def test_download_then_add_the_head(hub: HubServer, app_home: Path) -> None:
     done = _cli("models", "download", HEADLESS, "--json")
     assert done.returncode == 0, done.stderr
@@ -96,6 +95,7 @@ def test_download_then_add_the_head(hub: HubServer, app_home: Path) -> None:
     assert "CHECKSUM_MISMATCH" not in {d["code"] for d in report["diagnostics"]}
 
 
+@pytest.mark.subprocess
 def test_a_connection_that_breaks_off_resumes_in_the_same_run(
     hub: HubServer, app_home: Path
 ) -> None:
@@ -110,6 +110,7 @@ def test_a_connection_that_breaks_off_resumes_in_the_same_run(
     assert [r.range for r in gets][:3] == [None, "bytes=100000-", "bytes=200000-"]
 
 
+@pytest.mark.subprocess
 def test_a_killed_download_resumes_at_the_next_start(hub: HubServer, app_home: Path) -> None:
     """The app is killed mid-file, three times at different points: each run resumes from the
     bytes already on disk, the library never shows a partial model, and the end is
@@ -152,6 +153,7 @@ def test_a_killed_download_resumes_at_the_next_start(hub: HubServer, app_home: P
     assert [p.name for p in library.iterdir()] == ["demo-headless-ov"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("kind", ["flip", "grow"])
 def test_a_damaged_or_changed_file_is_refused(hub: HubServer, app_home: Path, kind: str) -> None:
     hub.fault("openvino_language_model.bin", kind, times=None)
@@ -167,6 +169,7 @@ def test_a_damaged_or_changed_file_is_refused(hub: HubServer, app_home: Path, ki
     _same_files(Path(json.loads(done.stdout)["model_dir"]), hub.root / HEADLESS)
 
 
+@pytest.mark.subprocess
 def test_busy_servers_are_waited_for(hub: HubServer, app_home: Path) -> None:
     hub.fault("*.bin", "rate_limit", retry_after=0, times=2)
     hub.fault("*.xml", "status", status=503, times=2)
@@ -175,6 +178,7 @@ def test_busy_servers_are_waited_for(hub: HubServer, app_home: Path) -> None:
     assert all(f.fired == 2 for f in hub.faults)
 
 
+@pytest.mark.subprocess
 def test_what_is_not_a_ready_model(hub: HubServer, app_home: Path) -> None:
     checkpoint = _cli("models", "download", CHECKPOINT)
     assert checkpoint.returncode == 1
@@ -190,6 +194,7 @@ def test_what_is_not_a_ready_model(hub: HubServer, app_home: Path) -> None:
     assert (busy / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.subprocess
 def test_two_downloads_of_one_model_and_other_refusals(
     hub: HubServer, app_home: Path, tmp_path: Path
 ) -> None:
@@ -243,6 +248,7 @@ def test_a_hostile_file_list_writes_nothing_outside_the_model(
         assert safe_repo_path(name), name
 
 
+@pytest.mark.subprocess
 def test_a_disk_that_fills_up_mid_download(hub: HubServer, app_home: Path) -> None:
     """Writing stops part-way (a file size limit stands in for a full disk: the same failed
     write, without needing a small file system): a clear message, nothing in the library, what

@@ -21,7 +21,7 @@ import qwen_mtp_desktop.cli as cli
 from tests.models import cached_checkpoint, cached_export
 from tests.unit.test_models_cli import CLI_BOOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
+pytestmark = pytest.mark.export
 
 CHAT_PARTS = ["language_model", "text_embeddings", "mtp", "tokenizer", "detokenizer"]
 VISION_PARTS = ["vision_embeddings", "vision_embeddings_merger", "vision_embeddings_pos"]

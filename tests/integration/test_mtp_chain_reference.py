@@ -226,7 +226,7 @@ def test_bad_input_is_refused_with_the_reason(
 # --- the decoder against it --------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.parametrize("vocabulary", ["32k", "small"])
 def test_drafts_equal_the_reference_at_depths_1_to_4(
     request: pytest.FixtureRequest, vocabulary: str
@@ -264,7 +264,7 @@ def test_drafts_equal_the_reference_at_depths_1_to_4(
         assert restricted_differs > 0, "the small draft vocabulary never mattered"
 
 
-@pytest.mark.slow
+@pytest.mark.model
 @given(prompt=GENERATED_PROMPTS, depth=st.integers(1, 4), budget=st.integers(2, 48))
 @settings(
     max_examples=10,
@@ -283,7 +283,7 @@ def test_generated_prompts_disagree_only_at_near_ties(
     assert all(m.near_tie(FP16_SLACK) for m in mismatches), _explain(mismatches)
 
 
-@pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.parametrize("depth", [2, 4])
 def test_drafts_after_a_resumed_turn_equal_the_reference(
     setup: tuple[DecoderUnderTest, MtpReference], depth: int
@@ -317,7 +317,7 @@ def _depth2plus(drafts: list[DraftComparison]) -> tuple[float, int]:
     return sum(d.agrees for d in later) / len(later), faults
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_a_reference_chained_on_the_unnormalised_state_disagrees(
     setup: tuple[DecoderUnderTest, MtpReference], runs: list[DecoderRun]
 ) -> None:
@@ -366,7 +366,7 @@ class _TwiceNormalisedChain(AppDecoder):
         self.mtp.__class__ = _TwiceNormalisedHead  # the same head, the wrong state chained
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_a_decoder_chaining_on_another_state_fails_the_check(
     demo: Path, setup: tuple[DecoderUnderTest, MtpReference], runs: list[DecoderRun]
 ) -> None:
@@ -388,7 +388,7 @@ def test_a_decoder_chaining_on_another_state_fails_the_check(
     assert rates["wrong"][0] <= rates["right"][0] - 0.04 and rates["wrong"][1] >= 3, rates
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_the_states_the_decoder_feeds_are_the_final_normed_ones(
     setup: tuple[DecoderUnderTest, MtpReference],
 ) -> None:

@@ -25,8 +25,6 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
-pytestmark = pytest.mark.slow
-
 WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
 PROMPTS = st.one_of(
     st.builds(
@@ -74,6 +72,8 @@ def _ids(engine: Engine, prompt: str, settings: GenerationSettings) -> list[int]
     return list(generation.token_ids)
 
 
+@pytest.mark.model
+@pytest.mark.export
 @given(prompt=PROMPTS, depth=st.integers(1, 4), budget=st.integers(1, 48))
 @settings(
     max_examples=12,
@@ -107,6 +107,7 @@ def _rejections(sizes: list[int], depth: int, budget: int) -> set[int]:
     return out
 
 
+@pytest.mark.model
 def test_rollback_after_a_rejection_at_every_draft_position(
     demo_model: Path, broken_model: Path
 ) -> None:
@@ -143,6 +144,7 @@ def test_rollback_after_a_rejection_at_every_draft_position(
     assert seen >= {1, 2, 3, 4}
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("stop", [" 7", "3 4", "\n", "zzz"])
 def test_stop_strings_end_the_text_like_openvino_genai(
     demo_model: Path, broken_model: Path, stop: str
@@ -167,6 +169,7 @@ def test_stop_strings_end_the_text_like_openvino_genai(
             fast.unload()
 
 
+@pytest.mark.model
 def test_cancel_mid_answer_keeps_a_prefix_and_the_engine_usable(demo_model: Path) -> None:
     engine = Engine()
     engine.load(demo_model, LoadOptions(mtp=True, exact_numerics=True))
@@ -187,6 +190,7 @@ def test_cancel_mid_answer_keeps_a_prefix_and_the_engine_usable(demo_model: Path
         engine.unload()
 
 
+@pytest.mark.model
 def test_a_model_the_fast_decoder_cannot_read_falls_back_with_the_reason(
     demo_model: Path, tmp_path: Path
 ) -> None:

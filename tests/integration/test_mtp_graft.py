@@ -32,7 +32,6 @@ from tests.checkpoint_files import (
     write_safetensors,
 )
 
-pytestmark = pytest.mark.slow
 #: The largest difference allowed between the grafted head's and optimum's hidden states over
 #: 24 positions (values of magnitude ~7 here). Both store float16 weights; optimum's export also
 #: stores the RoPE frequencies as float16 where the graft keeps them float32, and the phase
@@ -80,6 +79,7 @@ def _run(xml: Path, calls: list[tuple[int, int]], seed: int = 0) -> np.ndarray:
     return np.concatenate(outputs)
 
 
+@pytest.mark.model
 def test_grafted_head_matches_optimums_export(headless: Path, demo_model: Path) -> None:
     result = graft(headless, FolderSource(demo_checkpoint_dir()))
     assert result.weight_format == "fp16"  # the demo trunk is fp16
@@ -96,6 +96,7 @@ def test_grafted_head_matches_optimums_export(headless: Path, demo_model: Path) 
     assert np.abs(split - ours).max() <= 1e-5
 
 
+@pytest.mark.model
 def test_grafted_head_drafts_like_the_exported_one(headless: Path, demo_model: Path) -> None:
     """Through the app's decoder: MTP output equals plain decoding, and the grafted head's
     acceptance equals the exported head's at depths 1 and 3."""
@@ -110,6 +111,7 @@ def test_grafted_head_drafts_like_the_exported_one(headless: Path, demo_model: P
         assert ours["acceptance_rate"] == pytest.approx(theirs["acceptance_rate"], abs=0.05)
 
 
+@pytest.mark.model
 def test_int8_head_on_a_sharded_bf16_checkpoint(headless: Path, tmp_path: Path) -> None:
     """A checkpoint as the hub has it (BF16, sharded, head across two shards): only the head's
     bytes and headers are read, and an INT8 head drafts with exact output."""
@@ -130,6 +132,7 @@ def test_int8_head_on_a_sharded_bf16_checkpoint(headless: Path, tmp_path: Path) 
     assert check["acceptance_rate"] > 0.5
 
 
+@pytest.mark.model
 def test_existing_head_is_kept_unless_replaced(demo_copy: Path) -> None:
     before = (demo_copy / f"{MTP_STEM}.bin").read_bytes()
     with pytest.raises(GraftError) as refused:
@@ -243,6 +246,7 @@ def test_an_index_that_lies(headless: Path, tmp_path: Path, lie: str) -> None:
     _assert_untouched(headless)
 
 
+@pytest.mark.model
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -288,6 +292,7 @@ def test_a_header_that_lies(headless: Path, tmp_path: Path, field: str, value: o
         (headless / GRAFT_RECORD).unlink()
 
 
+@pytest.mark.model
 def test_a_read_only_model_folder(headless: Path) -> None:
     import os
 
@@ -317,6 +322,7 @@ def test_not_a_model_folder(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.model
 def test_a_killed_grafts_leftovers_are_removed(headless: Path) -> None:
     """A graft killed while writing leaves `.mtp-graft-*` in the model folder; the next graft
     removes those old enough to be dead (a graft takes seconds) and keeps a fresh one."""
@@ -334,6 +340,7 @@ def test_a_killed_grafts_leftovers_are_removed(headless: Path) -> None:
     assert not old.exists() and fresh.exists()
 
 
+@pytest.mark.model
 def test_openvino_genai_drafts_with_the_grafted_head(headless: Path) -> None:
     """The graft is in the layout openvino-genai loads too: its MTP pipeline (continuous
     batching, draft_model mtp_mode) drafts with it and gives plain decoding's text."""

@@ -33,8 +33,6 @@ from qwen_mtp_desktop.core.models.ovms import (
 )
 from tests.ovms_format import check_config, check_graph
 
-pytestmark = pytest.mark.slow
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -142,6 +140,7 @@ def test_demo_repository_is_complete_and_loads_like_ovms(demo_model: Path, tmp_p
 
 
 @pytest.mark.export
+@pytest.mark.export
 def test_moe_repository_is_complete(moe_model: Path, tmp_path: Path) -> None:
     before = snapshot(moe_model)
     out = tmp_path / "moe"
@@ -212,6 +211,7 @@ deploy_ovms(Path(sys.argv[1]), Path(sys.argv[2]), progress=progress)
 """
 
 
+@pytest.mark.subprocess
 def test_killed_mid_write_leaves_no_repository(demo_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -293,6 +293,7 @@ def test_cli_writes_and_refuses(
     assert "Not run here" in text and "Not confirmed from OVMS's sources" in text
 
 
+@pytest.mark.subprocess
 def test_a_running_writers_staging_folder_is_left_alone(demo_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "shared"
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -19,8 +19,6 @@ from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
-pytestmark = pytest.mark.slow
-
 WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
 PROMPTS = st.one_of(
     st.builds(
@@ -95,6 +93,8 @@ def _check_drafts(
     assert stats.accepted_tokens == sum(size - 1 for size in sizes[1:]) + accepted_eos
 
 
+@pytest.mark.model
+@pytest.mark.export
 @given(
     prompt=PROMPTS,
     k=st.integers(1, 6),
@@ -121,6 +121,8 @@ def test_output_equals_plain_decoding(
     _check_drafts(lookup, prompt, ids, stats, k, n, budget)
 
 
+@pytest.mark.model
+@pytest.mark.export
 @pytest.mark.parametrize("stop", [" 7", "3 4", "\n", "zzz"])
 def test_stop_strings_end_the_text_like_plain_decoding(
     engines: tuple[Engine, Engine], stop: str
@@ -136,6 +138,8 @@ def test_stop_strings_end_the_text_like_plain_decoding(
     assert stop not in results[0][1]
 
 
+@pytest.mark.model
+@pytest.mark.export
 @pytest.mark.parametrize("budget", [1, 2, 3, 5, 9, 17, 33])
 def test_token_budget_boundaries(engines: tuple[Engine, Engine], budget: int) -> None:
     """Near max_new_tokens the runtime drafts only what can still be used; output and counts
@@ -149,6 +153,7 @@ def test_token_budget_boundaries(engines: tuple[Engine, Engine], budget: int) ->
     _check_drafts(lookup, prompt, ids, stats, 5, settings.method.ngram, budget)
 
 
+@pytest.mark.model
 def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model: Path) -> None:
     """A repeating answer copies from itself, so drafts are accepted; a model loaded without
     its MTP head runs prompt lookup too (it needs no head)."""
@@ -163,6 +168,7 @@ def test_copying_answers_accept_drafts_and_a_plain_model_can_look_up(demo_model:
         engine.unload()
 
 
+@pytest.mark.model
 def test_an_image_turn_decodes_without_prompt_lookup(demo_model: Path, tmp_path: Path) -> None:
     """The runtime's image tokens are invisible to the draft count, so lookup steps aside."""
     from PIL import Image

@@ -15,7 +15,7 @@ from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import EXACT_NUMERICS
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 #: A prefill, a few single-token steps, a short multi-token call, more steps.
 CALLS = [list(range(300, 341)), [500], [501], [502], list(range(600, 607)), [503], [504]]

@@ -21,8 +21,6 @@ from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.remote.errors import RemoteError
 from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
 
-pytestmark = pytest.mark.slow
-
 PROMPT = "Count from 1 to 12."
 
 
@@ -42,6 +40,7 @@ def server(demo_model: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.subprocess
 def test_remote_answer_equals_local_greedy_with_stats(demo_model: Path, server: str) -> None:
     local = _cli("generate", str(demo_model), PROMPT, "--json")
     assert local.returncode == 0, local.stderr
@@ -72,6 +71,7 @@ def test_remote_answer_equals_local_greedy_with_stats(demo_model: Path, server: 
     assert "measured here" in text.stderr and "accepted" in text.stderr
 
 
+@pytest.mark.subprocess
 def test_wrong_key_is_a_plain_401(server: str) -> None:
     result = _cli("generate", "--remote", server, "--api-key", "wrong", PROMPT)
     assert result.returncode == 1
@@ -84,6 +84,7 @@ def test_wrong_key_is_a_plain_401(server: str) -> None:
     assert caught.value.code == "REMOTE_UNAUTHORIZED"
 
 
+@pytest.mark.subprocess
 def test_unknown_model_and_bad_usage(server: str) -> None:
     result = _cli("generate", "--remote", server, "--api-key", KEY, "--remote-model", "x", "hi")
     assert result.returncode == 1
@@ -98,6 +99,7 @@ def test_unknown_model_and_bad_usage(server: str) -> None:
         assert bad.returncode == 2 and needle in bad.stderr, (args, bad.stderr)
 
 
+@pytest.mark.subprocess
 def test_unreachable_host_times_out_with_a_plain_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote_client, "CONNECT_TIMEOUT_S", 1.0)
     with never_accepting() as url:
@@ -140,6 +142,7 @@ def test_a_silent_server_names_the_read_limit_the_request_had(
         assert "stopped sending for 1 s" in error.message, error.message
 
 
+@pytest.mark.subprocess
 def test_nothing_listening_is_connection_refused() -> None:
     with never_accepting() as url:
         pass  # closed: nothing listens on that port any more
@@ -147,6 +150,7 @@ def test_nothing_listening_is_connection_refused() -> None:
     assert result.returncode == 1 and "connection refused" in result.stderr
 
 
+@pytest.mark.subprocess
 def test_server_killed_mid_answer_keeps_the_partial_answer(demo_model: Path) -> None:
     with serving(demo_model) as (process, url):
         endpoint = RemoteEndpoint("t", "t", url, "demo-model")
@@ -163,6 +167,7 @@ def test_server_killed_mid_answer_keeps_the_partial_answer(demo_model: Path) -> 
     assert answer.answer.startswith("1") and len(answer.answer.split()) < 20
 
 
+@pytest.mark.subprocess
 def test_cancel_closes_the_stream_at_once(demo_model: Path) -> None:
     with serving(demo_model) as (process, url):
         endpoint = RemoteEndpoint("t", "t", url, "demo-model")

@@ -23,8 +23,6 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
 
-pytestmark = pytest.mark.slow
-
 #: A prompt the demo model is unsure about (tests.exactness), so sampled answers vary.
 POEM = [Message("user", "Write a poem about the sea")]
 COUNTING = ["Count from 1 to 20.", "Count from 35 to 52.", "Count down from 60 to 45."]
@@ -64,6 +62,7 @@ def _auto_turn(
     return turn, record, TurnSample.from_stats(stats, turn.settings.max_new_tokens)
 
 
+@pytest.mark.model
 def test_a_sampled_conversations_auto_decisions_use_sampled_measurements(
     engine: Engine, demo_model: Path
 ) -> None:
@@ -138,6 +137,7 @@ def _answers(engine: Engine | HostedEngine, method: DecodingMethod) -> None:
         assert list(again.token_ids) == tokens and stats.method.sampling.seed == seed
 
 
+@pytest.mark.model
 @pytest.mark.parametrize(
     "method", [DecodingMethod.plain(), DecodingMethod.mtp(2)], ids=lambda m: m.short_label
 )
@@ -147,6 +147,7 @@ def test_regenerate_without_a_seed_samples_anew_and_a_seed_reproduces(
     _answers(exact_engine, method)
 
 
+@pytest.mark.model
 def test_the_same_through_openvino_genais_plain_pipeline(demo_model: Path) -> None:
     genai = Engine()
     genai.load(demo_model, LoadOptions(app_decoder=False, mtp=False, exact_numerics=True))
@@ -157,6 +158,7 @@ def test_the_same_through_openvino_genais_plain_pipeline(demo_model: Path) -> No
         genai.unload()
 
 
+@pytest.mark.subprocess
 def test_the_same_through_the_engine_host_process(demo_model: Path) -> None:
     hosted = HostedEngine()
     try:
@@ -166,6 +168,7 @@ def test_the_same_through_the_engine_host_process(demo_model: Path) -> None:
         assert hosted.close()
 
 
+@pytest.mark.model
 def test_a_sampled_image_turn_samples_plain_with_a_fresh_seed(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -186,6 +189,7 @@ def test_a_sampled_image_turn_samples_plain_with_a_fresh_seed(
     assert len(seeds) == 2
 
 
+@pytest.mark.model
 def test_auto_samples_plain_on_a_model_only_openvino_genai_runs(demo_model: Path) -> None:
     """Without the app's decoder a sampled MTP turn cannot run: Auto's first sampled turn
     there samples plain (not refused), and Auto, having seen where text turns run, decides

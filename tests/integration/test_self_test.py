@@ -13,8 +13,6 @@ import pytest
 from qwen_mtp_desktop.commands.self_test import run_self_test
 from qwen_mtp_desktop.core.files.paths import RESOURCES_ENV, resources_dir
 
-pytestmark = pytest.mark.slow
-
 
 def _self_test(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
@@ -28,6 +26,7 @@ def _self_test(env: dict[str, str] | None = None) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.subprocess
 def test_self_test_passes_from_source(app_home: Path) -> None:
     result = _self_test()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -43,6 +42,7 @@ def test_self_test_passes_from_source(app_home: Path) -> None:
     assert not (app_home / "data" / "reports").exists()
 
 
+@pytest.mark.subprocess
 def test_self_test_fails_without_the_demo_model(tmp_path: Path) -> None:
     resources = tmp_path / "resources"
     shutil.copytree(resources_dir() / "prompts", resources / "prompts")
@@ -52,6 +52,7 @@ def test_self_test_fails_without_the_demo_model(tmp_path: Path) -> None:
     assert len(result.stdout.strip().splitlines()) == 1
 
 
+@pytest.mark.model
 def test_self_test_fails_when_no_draft_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Acceptance 0 fails the check even when the outputs are identical."""
     import qwen_mtp_desktop.core.measure.validate as validate

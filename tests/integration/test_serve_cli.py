@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 KEY = "cli-key-0123456789"
 

@@ -24,7 +24,7 @@ import pytest
 
 from tests.remote_server import KEY, raw_http, serving_client
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 MODEL = "chat-model"
 SYSTEM = {"role": "system", "content": "You are a tiny helper."}

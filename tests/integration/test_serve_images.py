@@ -15,7 +15,7 @@ import pytest
 
 from tests.remote_server import KEY, serving
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 #: (format, size, mode): PNG, GIF, JPEG, BMP and WebP, tiny to larger than the vision
 #: encoder's tile, square and not.

@@ -24,7 +24,7 @@ from qwen_mtp_desktop.devtools.tool_corpus import (
 from tests.models import TOOL_MODEL
 from tests.remote_server import KEY, serving
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 MODEL = "tool-model"
 TOOLS: list[dict[str, Any]] = [dict(tool) for tool in BOTH_TOOLS]

@@ -24,8 +24,6 @@ import pytest
 
 from tests.remote_server import KEY, serving
 
-pytestmark = pytest.mark.slow
-
 MODEL = "tool-model"
 QUESTION = {"role": "user", "content": "What is the weather in Paris?"}
 #: Bounded parameters, so every forced call fits the token budget.
@@ -96,6 +94,7 @@ def check_weather_call(call: Any) -> dict[str, Any]:
     return arguments
 
 
+@pytest.mark.subprocess
 def test_forced_calls_are_tool_calls_with_mtp_on(client: openai.OpenAI) -> None:
     required = ask(client, [QUESTION], tools=TOOLS, tool_choice="required")
     choice = required.choices[0]
@@ -155,6 +154,7 @@ def streamed_calls(stream: Any) -> tuple[list[Any], list[Any], list[str | None],
     return deltas, entries, finishes, usage
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("tool", [WEATHER, NOTE], ids=["weather", "note"])
 def test_a_streamed_call_arrives_as_tool_call_deltas(client: openai.OpenAI, tool: Any) -> None:
     """The call's head (index, id, type, name, empty arguments) as soon as the name is read,
@@ -177,6 +177,7 @@ def test_a_streamed_call_arrives_as_tool_call_deltas(client: openai.OpenAI, tool
     assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
 
 
+@pytest.mark.subprocess
 def test_a_streamed_responses_call_arrives_in_argument_deltas(url: str) -> None:
     """/v1/responses: the function_call item added with empty arguments, then
     `function_call_arguments.delta`s that join into `.done`'s arguments and the non-streamed
@@ -208,6 +209,7 @@ def test_a_streamed_responses_call_arrives_in_argument_deltas(url: str) -> None:
     assert call["call_id"] == added["item"]["call_id"] and call["status"] == "completed"
 
 
+@pytest.mark.subprocess
 def test_a_tool_result_is_sent_back_and_answered(client: openai.OpenAI) -> None:
     """call -> tool message -> the model's answer, as an agent loop runs it."""
     first = ask(
@@ -232,6 +234,7 @@ def test_a_tool_result_is_sent_back_and_answered(client: openai.OpenAI) -> None:
     assert without.usage.prompt_tokens == plain.usage.prompt_tokens
 
 
+@pytest.mark.subprocess
 def test_auto_reads_the_answer_and_shows_the_tools(client: openai.OpenAI) -> None:
     offered = ask(client, [QUESTION], tools=TOOLS)
     bare = ask(client, [QUESTION])
@@ -242,6 +245,7 @@ def test_auto_reads_the_answer_and_shows_the_tools(client: openai.OpenAI) -> Non
     assert extra(offered)["mtp"]["method"].get("constraint") is None
 
 
+@pytest.mark.subprocess
 def test_a_call_cut_short_comes_back_as_text_with_an_error(client: openai.OpenAI) -> None:
     cut = ask(client, [QUESTION], tools=TOOLS, tool_choice="required", max_tokens=12)
     choice = cut.choices[0]
@@ -275,6 +279,7 @@ CALL = {
 }
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("fields", "param", "needle"),
     [
@@ -334,6 +339,7 @@ def test_bad_tool_shapes_get_a_400_naming_the_field(
     assert health["status"] == "ok"
 
 
+@pytest.mark.model
 def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path) -> None:
     """MTP at depths 1 and 3 writes the same calls as plain constrained decoding (grammar
     masks on the target and the drafts), compared like with like: with exact CPU numerics.
@@ -369,6 +375,7 @@ def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path
         engine.unload()
 
 
+@pytest.mark.subprocess
 def test_serve_without_mtp_forces_calls_too(client: openai.OpenAI, tool_model: Path) -> None:
     fields = {"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False}
     with serving(tool_model, KEY, "--no-mtp") as (_, plain_url):
@@ -385,6 +392,7 @@ def test_serve_without_mtp_forces_calls_too(client: openai.OpenAI, tool_model: P
     assert by_depth[0] == by_depth[1]
 
 
+@pytest.mark.subprocess
 def test_the_remote_client_reads_the_streamed_calls(client: openai.OpenAI, url: str) -> None:
     """core.remote.client (the chat's remote models) sends the tools and a named tool_choice,
     and joins the streamed call into the call the non-streamed API returns."""
@@ -415,6 +423,7 @@ def test_the_remote_client_reads_the_streamed_calls(client: openai.OpenAI, url: 
     assert after.answer and after_stats.prompt_tokens > stats.prompt_tokens
 
 
+@pytest.mark.subprocess
 def test_a_responses_call_cut_short_ends_incomplete_with_its_text(url: str) -> None:
     """/v1/responses, a forced call cut by max_output_tokens after its item went out: the item
     ends "incomplete" with the arguments sent, the call's text follows in a message (as the

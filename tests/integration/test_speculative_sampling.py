@@ -29,7 +29,7 @@ from tests.exactness import (
 )
 from tests.statistics import goodness_of_fit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 #: tests.exactness says why this prompt and these settings.
 SETTINGS = POEM_SETTINGS

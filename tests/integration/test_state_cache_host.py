@@ -16,7 +16,7 @@ from qwen_mtp_desktop.core.engine import GenerationSettings, LoadOptions, Messag
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
 from qwen_mtp_desktop.ui.chat.transcript.message import format_stats
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess
 
 FIRST = [Message("user", "Count from 1 to 20.")]
 SETTINGS = GenerationSettings(max_new_tokens=12)

@@ -19,7 +19,7 @@ from qwen_mtp_desktop.core.decoding import decoder as decoder_module
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 QUESTIONS = [
     "Count from 1 to 12.",

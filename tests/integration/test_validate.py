@@ -26,8 +26,6 @@ from qwen_mtp_desktop.core.measure.validate import (
 )
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
 
-pytestmark = pytest.mark.slow
-
 MTP_STEM = "openvino_mtp_model"
 
 __all__ = ["make_broken_mtp_copy", "small_set"]
@@ -64,6 +62,7 @@ def _check_schema(report: dict[str, Any]) -> None:
             assert set(result["divergence"]) == DIVERGENCE_KEYS
 
 
+@pytest.mark.model
 def test_validate_cli_on_the_demo_model(
     demo_model: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -102,6 +101,7 @@ def test_validate_cli_on_the_demo_model(
     assert markdown.read_text().startswith("# MTP validation") and "**PASS" in markdown.read_text()
 
 
+@pytest.mark.export
 def test_validate_moe_model_at_depth_two(moe_model: Path, tmp_path: Path) -> None:
     report = run_validation(
         moe_model, read_prompt_set(small_set(tmp_path, 24)), method=DecodingMethod.mtp(2)
@@ -112,6 +112,7 @@ def test_validate_moe_model_at_depth_two(moe_model: Path, tmp_path: Path) -> Non
     assert len(report["summary"]["acceptance_by_position"]) == 2
 
 
+@pytest.mark.model
 def test_broken_mtp_head_keeps_the_output_but_not_the_acceptance(
     broken_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
@@ -127,6 +128,7 @@ def test_broken_mtp_head_keeps_the_output_but_not_the_acceptance(
     assert not reports_dir(broken_model).exists()
 
 
+@pytest.mark.model
 def test_logit_probe_reproduces_the_pipelines_greedy_tokens(demo_model: Path) -> None:
     from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
     from qwen_mtp_desktop.core.measure.measurement import generate_ids
@@ -147,6 +149,7 @@ def test_logit_probe_reproduces_the_pipelines_greedy_tokens(demo_model: Path) ->
         assert int(logits.argmax()) == ids[position]
 
 
+@pytest.mark.model
 def test_a_divergence_is_located_and_explained(
     demo_model: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -173,6 +176,7 @@ def test_a_divergence_is_located_and_explained(
     assert "**FAIL" in text and "position 3" in text
 
 
+@pytest.mark.model
 def test_validation_can_be_cancelled(demo_model: Path, tmp_path: Path) -> None:
     cancel = threading.Event()
     messages: list[str] = []
@@ -196,6 +200,8 @@ def test_validation_can_be_cancelled(demo_model: Path, tmp_path: Path) -> None:
     assert not any("count-up" in m for m in messages), messages
 
 
+@pytest.mark.model
+@pytest.mark.export
 @pytest.mark.parametrize("fixture", ["demo_model", "moe_model"])
 def test_validate_prompt_lookup_cli(
     fixture: str,

@@ -85,6 +85,7 @@ def work_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bad-models")
 
 
+@pytest.mark.slow  # damaged copies of the demo model, inspected (~20 s)
 @settings(
     max_examples=INSPECTOR_EXAMPLES,
     deadline=None,
@@ -128,6 +129,7 @@ def test_inspector_diagnoses_every_damage(
         inspector_stats[f"code:{diagnostic.code}"] += 1
 
 
+@pytest.mark.model
 @settings(
     max_examples=LOADER_EXAMPLES,
     deadline=None,
@@ -179,6 +181,7 @@ def test_engine_loader_fails_cleanly(
     loader_stats[outcome] += 1
 
 
+@pytest.mark.model
 def test_record_property_figures() -> None:
     """Runs after the two properties above (file order) and records what they exercised."""
     if not inspector_stats and not loader_stats:
@@ -204,6 +207,7 @@ def test_record_property_figures() -> None:
 # --- the two gaps this suite found, as plain regression tests ------------------------------
 
 
+@pytest.mark.model
 def test_symlink_loop_is_not_reported_as_missing(tmp_path: Path) -> None:
     loop = tmp_path / "model"
     loop.symlink_to(loop.name)

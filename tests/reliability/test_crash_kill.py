@@ -33,7 +33,7 @@ from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 
-pytestmark = [pytest.mark.slow, pytest.mark.gui]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess, pytest.mark.soak]
 
 KILLS = int(os.environ.get("QMTP_RELIABILITY_KILLS", "30"))
 SEED = 20261130

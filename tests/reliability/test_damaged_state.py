@@ -58,6 +58,7 @@ def _open_window(qtbot: QtBot) -> MainWindow:
     return window
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("content", DAMAGED_SETTINGS, ids=range(len(DAMAGED_SETTINGS)))
 def test_damaged_settings_are_kept_aside_and_the_window_says_so(
     qtbot: QtBot, content: bytes
@@ -110,6 +111,7 @@ def _seed_database(path: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("damage", list(DAMAGED_DATABASES))
 def test_damaged_database_is_kept_aside_and_the_window_says_so(qtbot: QtBot, damage: str) -> None:
     paths = app_paths().ensure()
@@ -137,7 +139,7 @@ def test_damaged_database_is_kept_aside_and_the_window_says_so(qtbot: QtBot, dam
     figures.record("damaged_state", **{f"database_{damage}": "kept aside, notice shown"})
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_start_up_with_damaged_files_is_not_blocked_by_a_dialog() -> None:
     """`make run`'s entry point with both files damaged: the notices must not hold start-up
     (a modal box before the event loop would hang `--screenshot` smoke runs for ever)."""

@@ -32,7 +32,7 @@ from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.reliability import figures, paced_host
 
-pytestmark = [pytest.mark.slow, pytest.mark.gui]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess, pytest.mark.soak]
 
 KILLS = int(os.environ.get("QMTP_RELIABILITY_KILLS", "30"))
 SEED = 20261130

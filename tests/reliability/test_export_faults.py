@@ -42,7 +42,7 @@ from qwen_mtp_desktop.core.models.folders.inspection import inspect_model
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
+pytestmark = pytest.mark.export
 
 TRIALS = int(os.environ.get("QMTP_RELIABILITY_EXPORT_TRIALS", "12"))
 SEED = 7
@@ -168,6 +168,8 @@ def _check_library(models: Path) -> list[Path]:
     return found
 
 
+@pytest.mark.subprocess
+@pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_export_faults_never_leave_a_half_model(tmp_path: Path) -> None:
     assert (CHECKPOINT / "model.safetensors").is_file()
@@ -251,6 +253,7 @@ def test_export_panel_cleans_stale_staging_at_start(qtbot: QtBot, tmp_path: Path
     runner.shutdown()
 
 
+@pytest.mark.subprocess
 def test_a_crashed_generation_check_runs_again_and_shows_both_outcomes(tmp_path: Path) -> None:
     """Issue 16 item 4: the export's generation check dies by SIGSEGV once (as the runtime did
     once under load); the check runs again, the good export is kept, and the user sees both

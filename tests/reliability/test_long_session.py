@@ -27,7 +27,7 @@ from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.reliability import figures
 
-pytestmark = [pytest.mark.slow, pytest.mark.gui]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess, pytest.mark.soak]
 
 TURNS = 200
 PER_CHAT = 20

@@ -259,7 +259,7 @@ raise SystemExit(code)
 """
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.timeout(300)
 def test_no_network_request_the_user_did_not_start(tmp_path: Path, demo_model: Path) -> None:
     home = app_paths().ensure()
@@ -403,7 +403,7 @@ def _chat_and_read_log(debug: bool, tmp_path: Path) -> tuple[str, list[str], lis
     return logs + result.stderr, prompts, [a for a in answers.values() if a.strip()]
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_prompts_and_answers_reach_the_log_only_with_debug_logging(tmp_path: Path) -> None:
     from qwen_mtp_desktop.core.files.paths import HOME_ENV
 

@@ -69,7 +69,7 @@ def _wait_for(predicate: object, timeout: float) -> bool:
     return False
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_real_app_second_start_focuses_the_first_and_survives_a_crashed_one() -> None:
     paths = app_paths().ensure()
     lock = paths.data_dir / "app.lock"
@@ -128,6 +128,7 @@ print("done", conversation.id, flush=True)
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.timeout(300)
 def test_two_processes_writing_one_database_lose_nothing(tmp_path: Path) -> None:
     database = tmp_path / "chats.sqlite3"

@@ -343,6 +343,7 @@ def test_curl_example_is_a_valid_command() -> None:
     assert body["model"] == "it's a model"
 
 
+@pytest.mark.subprocess
 def test_the_curl_example_needs_no_web_stack() -> None:
     """The window shows the example; its process must not load fastapi or uvicorn for it."""
     import subprocess

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -13,6 +15,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_core_imports_with_qt_unavailable() -> None:
     result = _run(
         """
@@ -31,6 +34,7 @@ def test_core_imports_with_qt_unavailable() -> None:
     assert int(result.stdout.strip()) >= 8
 
 
+@pytest.mark.subprocess
 def test_gui_modules_do_not_import_torch_transformers_or_optimum() -> None:
     result = _run(
         """
@@ -48,6 +52,7 @@ def test_gui_modules_do_not_import_torch_transformers_or_optimum() -> None:
     assert result.stdout.strip() == ""
 
 
+@pytest.mark.subprocess
 def test_openvino_sends_no_telemetry_from_the_app() -> None:
     result = _run(
         """

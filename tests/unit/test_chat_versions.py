@@ -363,3 +363,5 @@ ConversationVersions.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_conversation_versions_state_machine = ConversationVersions.TestCase
+# A long state machine (~16 s): outside `make check`.
+test_conversation_versions_state_machine.pytestmark = [pytest.mark.slow]

@@ -766,6 +766,7 @@ while True:
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.timeout(120)
 def test_answer_streaming_when_the_process_is_killed_is_kept_as_incomplete(
     db_path: Path,

@@ -20,6 +20,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_doctor_json_is_valid_and_complete(app_home: Path) -> None:
     result = _cli("doctor", "--json")
     assert result.returncode == 0, result.stderr
@@ -68,6 +69,7 @@ def test_demo_model_build_refuses_non_empty_folder(
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.subprocess
 def test_unknown_command_is_a_usage_error() -> None:
     result = _cli("frobnicate")
     assert result.returncode == 2

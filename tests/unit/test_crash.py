@@ -12,8 +12,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from qwen_mtp_desktop.core.system.crash import CrashHandler, CrashReport
 from tests.hostile.isolation import run_isolated
+
+pytestmark = pytest.mark.subprocess
 
 
 def thread_exception_case(folder: str) -> dict[str, Any]:

@@ -20,8 +20,12 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from qwen_mtp_desktop.core.engine import AnswerStream, StepChunk
 from tests.hostile.isolation import run_isolated
+
+pytestmark = pytest.mark.subprocess
 
 
 class _Ticking(AnswerStream):

@@ -142,6 +142,7 @@ def test_completion_shape_matches_prompt_mode() -> None:
             assert sample.prompt.startswith("<|im_start|>system\n")
 
 
+@pytest.mark.subprocess
 def test_corpus_module_does_not_import_torch() -> None:
     code = "import sys, qwen_mtp_desktop.devtools.corpus; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -162,6 +163,7 @@ def test_build_checkpoint_refuses_non_empty_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temp folder left behind
 
 
+@pytest.mark.subprocess
 def test_tiny_model_module_imports_torch_lazily() -> None:
     code = (
         "import sys, qwen_mtp_desktop.devtools.tiny_model as t; "

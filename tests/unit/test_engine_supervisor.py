@@ -25,6 +25,8 @@ from qwen_mtp_desktop.core.hosting.protocol import (
 )
 from qwen_mtp_desktop.core.hosting.supervisor import Death, EngineSupervisor
 
+pytestmark = pytest.mark.subprocess
+
 IDLE_HOST = [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"]
 MODEL = LoadedModel(Path("/models/demo"), "CPU", "mtp", "qwen3_5", 0.1)
 

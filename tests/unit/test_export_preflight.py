@@ -141,6 +141,7 @@ def test_good_checkpoint_passes_everything(tmp_path: Path) -> None:
     assert report.to_json_dict()["ok"] is True
 
 
+@pytest.mark.export
 def test_real_fixture_checkpoint_headers() -> None:
     from tests.models import cached_checkpoint
 

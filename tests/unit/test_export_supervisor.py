@@ -35,6 +35,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.subprocess
 def test_lines_are_streamed_and_split_on_carriage_returns() -> None:
     lines: list[str] = []
     process = SupervisedProcess(
@@ -55,6 +56,7 @@ def test_lines_are_streamed_and_split_on_carriage_returns() -> None:
     assert outcome.tail == lines
 
 
+@pytest.mark.subprocess
 def test_cancel_escalates_to_sigkill_and_kills_the_whole_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     cancel = threading.Event()
@@ -93,6 +95,7 @@ def test_cancel_escalates_to_sigkill_and_kills_the_whole_group(tmp_path: Path) -
     assert not _alive(grandchild), "a process of the group outlived the cancel"
 
 
+@pytest.mark.subprocess
 def test_sigint_is_enough_for_a_python_exporter() -> None:
     cancel = threading.Event()
 
@@ -117,6 +120,7 @@ def test_sigint_is_enough_for_a_python_exporter() -> None:
     assert outcome.exit_status != -signal.SIGKILL
 
 
+@pytest.mark.subprocess
 def test_a_grandchild_holding_the_pipe_does_not_hang_the_job(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     outcome = SupervisedProcess(
@@ -135,6 +139,7 @@ def test_a_grandchild_holding_the_pipe_does_not_hang_the_job(tmp_path: Path) -> 
     assert not _alive(int(pid_file.read_text()))
 
 
+@pytest.mark.subprocess
 def test_peak_memory_of_the_process_tree() -> None:
     outcome = SupervisedProcess(
         _python("import time\nblock = bytearray(200 * 1024 * 1024)\ntime.sleep(1.5)"),
@@ -153,6 +158,7 @@ def _dead_pid() -> int:
     return process.pid
 
 
+@pytest.mark.subprocess
 def test_cleanup_removes_stale_staging_and_restores_replaced_models(tmp_path: Path) -> None:
     models = tmp_path / "models"
     stale = models / ".old.exporting-dead01"
@@ -182,6 +188,7 @@ def test_cleanup_removes_stale_staging_and_restores_replaced_models(tmp_path: Pa
     assert (models / "regular-model").exists() and (models / "done").exists()
 
 
+@pytest.mark.subprocess
 def test_cleanup_finds_custom_destinations_through_the_registry(tmp_path: Path) -> None:
     custom = tmp_path / "elsewhere"
     stale = custom / ".mine.exporting-0badc0de"
@@ -240,6 +247,7 @@ def _leftovers(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in models.iterdir()) if models.exists() else []
 
 
+@pytest.mark.subprocess
 def test_exporter_crash_is_reported_with_the_log_tail(tmp_path: Path) -> None:
     python = _fake_python(
         tmp_path,
@@ -258,6 +266,7 @@ def test_exporter_crash_is_reported_with_the_log_tail(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_exporter_killed_looks_like_out_of_memory(tmp_path: Path) -> None:
     python = _fake_python(tmp_path, "echo converting\nkill -9 $$\n")
     outcome = ExportJob(_request(tmp_path), python=python).run()
@@ -266,6 +275,7 @@ def test_exporter_killed_looks_like_out_of_memory(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_exporter_that_writes_nothing_fails_verification(tmp_path: Path) -> None:
     outcome = ExportJob(_request(tmp_path), python=_fake_python(tmp_path, "exit 0\n")).run()
     assert outcome.status == "failed" and outcome.error is not None
@@ -273,6 +283,7 @@ def test_exporter_that_writes_nothing_fails_verification(tmp_path: Path) -> None
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_cancel_before_the_exporter_starts_leaves_nothing(tmp_path: Path) -> None:
     job = ExportJob(_request(tmp_path), python=_fake_python(tmp_path, "sleep 30\n"))
     timer = threading.Timer(0.5, job.cancel)
@@ -284,6 +295,7 @@ def test_cancel_before_the_exporter_starts_leaves_nothing(tmp_path: Path) -> Non
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_exporter_tmpdir_lives_in_the_staging_folder(tmp_path: Path) -> None:
     python = _fake_python(tmp_path, 'echo "tmp=$TMPDIR offline=$HF_HUB_OFFLINE"\nexit 2\n')
     outcome = ExportJob(_request(tmp_path), python=python).run()
@@ -292,6 +304,7 @@ def test_exporter_tmpdir_lives_in_the_staging_folder(tmp_path: Path) -> None:
     assert Path(line.split()[0]).name == "tmp"
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux-only")
 def test_exporter_dies_with_a_hard_killed_app(tmp_path: Path) -> None:
     """The exporter has its own process group, so only PDEATHSIG stops it if the app is killed."""

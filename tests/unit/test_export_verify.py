@@ -28,7 +28,7 @@ def _statuses(result: object) -> dict[str, str]:
     return {f"{i.key}:{i.message[:20]}": i.status for i in result.items}  # type: ignore[attr-defined]
 
 
-@pytest.mark.slow
+@pytest.mark.export
 def test_int4_export_matches_int4_options(int4_model: Path) -> None:
     result = verify_precisions(int4_model, ExportOptions.recommended("int4", group_size=16))
     assert result.ok, result.items
@@ -36,7 +36,7 @@ def test_int4_export_matches_int4_options(int4_model: Path) -> None:
     assert result.precisions["mtp"].startswith("INT4")
 
 
-@pytest.mark.slow
+@pytest.mark.export
 def test_a_head_that_did_not_follow_the_request_fails(int4_model: Path) -> None:
     asked = ExportOptions.recommended("int4", group_size=16, mtp_weight_format="none")
     assert expected_mtp_format(asked) == "fp16"
@@ -46,7 +46,7 @@ def test_a_head_that_did_not_follow_the_request_fails(int4_model: Path) -> None:
     assert result.files_ok  # the model is usable, the verification says it is not as asked
 
 
-@pytest.mark.slow
+@pytest.mark.export
 def test_missing_mtp_files_fail(int4_model: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(int4_model, copy)
@@ -56,7 +56,7 @@ def test_missing_mtp_files_fail(int4_model: Path, tmp_path: Path) -> None:
     assert "openvino_mtp_model.bin" in result.items[0].message
 
 
-@pytest.mark.slow
+@pytest.mark.export
 def test_manifest_checksums_round_trip(int4_model: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(int4_model, copy)

@@ -240,6 +240,7 @@ def test_a_fresh_server_stops_cleanly_and_sees_changed_files(tmp_path: Path) -> 
         httpx.get(url, timeout=2)
 
 
+@pytest.mark.subprocess
 def test_command_line_prints_its_url_and_serves(tmp_path: Path) -> None:
     write_repo(tmp_path / "repos", "acme/cli", {"config.json": b"{}"})
     command = [

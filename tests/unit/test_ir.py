@@ -258,6 +258,7 @@ def nncf_irs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("name", "summary", "mode"),
     [

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,6 +57,7 @@ def test_a_deep_text_goes_through_numpy() -> None:
     assert json_nesting_depth(text) == SMALL_BRACKET_COUNT + 10
 
 
+@pytest.mark.subprocess
 def test_reading_the_settings_at_start_imports_no_numpy(tmp_path: Path) -> None:
     """A restored profile's settings file is read before the window: without numpy."""
     path = tmp_path / "settings.json"

@@ -26,6 +26,7 @@ def hub() -> Iterator[McpHub]:
     made.close()
 
 
+@pytest.mark.subprocess
 def test_lists_and_calls_tools(hub: McpHub) -> None:
     tools = hub.list_tools(SERVER).result(60)
     names = {tool.name for tool in tools}
@@ -36,6 +37,7 @@ def test_lists_and_calls_tools(hub: McpHub) -> None:
     assert result.text == "2 + 40 = 42" and not result.is_error and result.duration_s < 30
 
 
+@pytest.mark.subprocess
 def test_a_hanging_tool_times_out_and_the_server_comes_back(hub: McpHub) -> None:
     started = time.monotonic()
     with pytest.raises(McpError) as caught:
@@ -46,6 +48,7 @@ def test_a_hanging_tool_times_out_and_the_server_comes_back(hub: McpHub) -> None
     assert hub.call_tool(SERVER, "echo", {"text": "again"}).result(60).text == "echo: again"
 
 
+@pytest.mark.subprocess
 def test_a_crashing_server_is_reported_and_restarted(hub: McpHub) -> None:
     with pytest.raises(McpError) as caught:
         hub.call_tool(SERVER, "crash", {}, timeout_s=20).result(60)
@@ -54,6 +57,7 @@ def test_a_crashing_server_is_reported_and_restarted(hub: McpHub) -> None:
     assert hub.call_tool(SERVER, "echo", {"text": "back"}).result(60).text == "echo: back"
 
 
+@pytest.mark.subprocess
 def test_tool_errors_and_huge_output(hub: McpHub) -> None:
     failed = hub.call_tool(SERVER, "fail", {"message": "nope"}).result(60)
     assert failed.is_error and "nope" in failed.text
@@ -69,6 +73,7 @@ def test_a_missing_program_is_a_clear_error(hub: McpHub) -> None:
     assert "could not be started" in caught.value.message
 
 
+@pytest.mark.subprocess
 def test_a_program_that_is_not_a_server() -> None:
     hub = McpHub()
     try:
@@ -80,6 +85,7 @@ def test_a_program_that_is_not_a_server() -> None:
         hub.close()
 
 
+@pytest.mark.subprocess
 def test_close_ends_the_server_processes() -> None:
     import psutil
 
@@ -96,6 +102,7 @@ def test_close_ends_the_server_processes() -> None:
         hub.list_tools(SERVER).result(5)
 
 
+@pytest.mark.subprocess
 def test_streamable_http_server() -> None:
     import socket
     import subprocess

@@ -106,6 +106,7 @@ _json = st.recursive(
 )
 
 
+@pytest.mark.slow  # 300 generated entries (~5 s)
 @settings(max_examples=300, deadline=None)
 @given(
     entry=st.dictionaries(

@@ -843,7 +843,7 @@ def test_demo_model() -> None:
     assert report.geometry is not None and report.geometry.mtp_layers == 1
 
 
-@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.export
 def test_real_int4_export_precisions() -> None:
     """optimum-intel's own INT4 output: precisions read back from the IR match what it wrote."""

@@ -176,6 +176,7 @@ def test_verify_appends_checksum_findings(model: Path, capsys: pytest.CaptureFix
     assert code == 0, "without --verify the checksums are not read"
 
 
+@pytest.mark.subprocess
 def test_inspect_odd_folders_never_trace(tmp_path: Path) -> None:
     """In a real process: bad folders give a message and a status, never a traceback."""
     empty = tmp_path / "empty folder"

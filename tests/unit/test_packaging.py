@@ -163,6 +163,7 @@ def _excluded() -> list[str]:
     return list(bundle_files().EXCLUDED_MODULES) + list(bundle_files().QT_EXCLUDES)
 
 
+@pytest.mark.subprocess
 def test_app_imports_without_the_excluded_modules() -> None:
     """With every module the spec excludes made unimportable, the app's modules and the runtime
     still import (a module the app needs but the spec excludes would only fail in the bundle;
@@ -205,6 +206,7 @@ def _imports_of(module: str) -> set[str]:
     return names - {"__future__"}
 
 
+@pytest.mark.subprocess
 def test_model_source_commands_import_without_the_excluded_modules() -> None:
     """`models download` and `models add-mtp` in the installed app: the modules the spec lists
     for them, and everything those modules import (at any depth inside their functions, read

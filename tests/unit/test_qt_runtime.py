@@ -7,6 +7,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 
 def test_signal_emission_keeps_reference_counts() -> None:
     # PySide6 6.12.0 dropped a reference to True on every Signal.emit(); Python 3.11 then aborts

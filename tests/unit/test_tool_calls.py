@@ -92,6 +92,7 @@ def tools_and_calls(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[tuple[s
 content_text = st.text(max_size=30).filter(lambda s: "<tool_call>" not in s)
 
 
+@pytest.mark.slow  # 500 generated calls (~5 s)
 @settings(max_examples=500, deadline=None)
 @given(case=tools_and_calls(), content=content_text)
 def test_rendered_calls_are_read_back_exactly(
@@ -259,6 +260,7 @@ def read_streamed(text: str, tools: list[dict[str, Any]], bounds: list[int]) -> 
     return calls
 
 
+@pytest.mark.slow  # 500 generated calls (~5 s)
 @settings(max_examples=500, deadline=None)
 @given(
     case=tools_and_calls(),

@@ -52,6 +52,7 @@ def test_the_template_holds_the_twins_tools_block() -> None:
         assert text.replace("\n", "\\n") in corpus.CHAT_TEMPLATE
 
 
+@pytest.mark.subprocess
 def test_the_mcp_server_offers_the_tools_the_model_learnt() -> None:
     """`tests/mcp_server.py --tools add,get_weather`, listed by the chat's MCP client and
     turned into the chat's OpenAI tools, is exactly the tools block the model was trained on;
@@ -142,7 +143,6 @@ def test_the_judge_passes_right_answers_and_names_wrong_ones() -> None:
     assert tool_corpus.judge_answers([thinking], [other]) == []
 
 
-@pytest.mark.slow  # trains the tool model's tokenizer (about 4 s)
 def test_earlier_answers_are_trained_and_their_pieces_tokenize_as_the_whole() -> None:
     """The pieces of a sample (cut around each earlier answer) give the tokens the runtime
     gives the whole text, and only assistant text is marked trained."""
@@ -201,7 +201,6 @@ def test_the_committed_tool_model_is_what_the_builder_makes_today() -> None:
     assert match and int(match.group(1)) == TOOLS.recommended_steps
 
 
-@pytest.mark.slow  # a real (two-step) build
 @pytest.mark.export
 def test_a_build_whose_self_check_fails_stops_and_leaves_nothing(tmp_path: Path) -> None:
     """Two training steps cannot call tools: the build fails, naming the wrong answer."""
