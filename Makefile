@@ -1,4 +1,5 @@
-# Two commands for everything: `make run` and `make test` (see README.md).
+# Two commands for everything: `make run` and `make test` (see README.md). `make check` is the
+# fast tier for the edit-test loop: lint and the tests that load no model and start no process.
 # Both create .venv when missing and reinstall only when pyproject.toml changed (hash stamps).
 
 PYTHON ?= python3
@@ -9,8 +10,11 @@ RUN_STAMP := $(VENV)/.stamp-run-$(HASH)
 TEST_STAMP := $(VENV)/.stamp-test-$(HASH)
 PACKAGE_STAMP := $(VENV)/.stamp-package-$(HASH)
 PYTEST_ARGS ?=
+# The tests `make check` runs: none that loads a model, starts a child process, needs the export
+# toolkit, soaks or is slow (the markers in tests/costs.py, which keeps them honest).
+FAST_TIER := not model and not subprocess and not export and not soak and not slow
 
-.PHONY: run test lint typecheck pytest demo-model tool-model package clean
+.PHONY: run test check lint typecheck pytest demo-model tool-model package clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,9 +47,14 @@ typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
 pytest: $(TEST_STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
+# Everything (CI runs this): lint, types, the whole suite, and the 25 slowest tests at the end.
 test: lint typecheck pytest
+
+# The fast tier, under 3 minutes: ruff, the import contracts and the cheap tests.
+check: lint
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
 # Rebuild the bundled demo model (trained checkpoint + its OpenVINO export) from scratch.
 demo-model: $(TEST_STAMP)
