@@ -28,6 +28,7 @@ class ModelStatus(QLabel):
         self._names = names
         self._loaded: LoadedModel | None = None
         self._last: str | None = None  # what decoded the shown chat's last answer
+        self._last_dir: Path | None = None  # the model that wrote it (None: not recorded)
         self._gone: Path | None = None  # the chat's model folder, while it is gone
 
     def _name(self, model_dir: Path) -> str:
@@ -53,7 +54,7 @@ class ModelStatus(QLabel):
         """A chat was shown (opened, switched to, a new one, at start): its last answer's
         stats record, or None when it has none yet ("no answer yet")."""
         if record is None:
-            self._last = None
+            self._last, self._last_dir = None, None
             self._show()
         else:
             self.answered(record)
@@ -65,6 +66,8 @@ class ModelStatus(QLabel):
             ran = "stopped before its first token"  # nothing decoded: no method to name
         remote = isinstance(record.get("remote"), Mapping)
         self._last = ran or ("the server did not say how it decoded" if remote else "")
+        written_by = record.get("model_dir")
+        self._last_dir = Path(written_by) if isinstance(written_by, str) and written_by else None
         self._show()
 
     def failed(self) -> None:
@@ -100,8 +103,11 @@ class ModelStatus(QLabel):
         parts = [f"Model: {self._name(loaded.model_dir)}"]
         if not remote:
             parts.append(loaded.device)
-        if self._last:
-            parts.append(f"last answer: {self._last}")
+        # The chat's last answer, while the model that wrote it is the one loaded (after a
+        # switch to another model, it says nothing about this one).
+        last = self._last if self._last_dir in (None, loaded.model_dir) else None
+        if last:
+            parts.append(f"last answer: {last}")
         elif not remote:
             parts.append("MTP head loaded, no answer yet" if loaded.mtp else "plain decoding")
         if not remote:
@@ -111,6 +117,6 @@ class ModelStatus(QLabel):
             "What decoded the chat's last answer: plain decoding, MTP with n guesses per step "
             "or prompt lookup, and the share of guesses the model kept. Auto chooses turn by "
             "turn; each answer's own line says the same."
-            if loaded.mtp or self._last
+            if loaded.mtp or last
             else "Plain decoding: this model runs without MTP guesses."
         )

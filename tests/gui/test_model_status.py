@@ -68,3 +68,21 @@ def test_an_answer_stopped_before_its_first_token_names_no_method(qtbot: QtBot) 
     assert "last answer: stopped before its first token" in status.text()
     status.answered({**stopped, "generated_tokens": 12, "acceptance_rate": 0.5})
     assert "last answer: MTP n=3" in status.text()
+
+
+def test_last_answer_is_the_shown_chats_while_its_model_is_loaded(qtbot: QtBot) -> None:
+    """Issue 44, minor 4: the shown chat's last answer, kept across loads, and not claimed
+    for another model the chat switched to."""
+    status = _status(qtbot)
+    record = {"method": {"kind": "mtp", "drafts": 2}, "generated_tokens": 9}
+    status.chat_shown({**record, "model_dir": str(OTHER), "acceptance_rate": 0.5})
+    status.loaded(_loaded(OTHER))
+    assert "last answer: MTP n=2" in status.text()
+    status.unloaded()
+    status.loaded(_loaded(OTHER))
+    assert "last answer: MTP n=2" in status.text()  # an eject does not forget the chat's
+    status.loaded(_loaded(GONE))
+    assert "last answer" not in status.text() and "no answer yet" in status.text()
+    status.chat_shown(None)
+    status.loaded(_loaded(OTHER))
+    assert "no answer yet" in status.text()
