@@ -152,6 +152,7 @@ class TestUiStateValues:
 
     @pytest.mark.subprocess
     @pytest.mark.gui
+    @pytest.mark.timeout(300)  # starts the real app once per generated settings file (~80 s here)
     def test_real_window_starts_with_generated_settings(self, tmp_path: Path) -> None:
         from PySide6.QtGui import QImage
 

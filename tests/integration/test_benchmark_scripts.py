@@ -234,6 +234,7 @@ def test_adaptive(tmp_path: Path) -> None:
 
 @pytest.mark.subprocess
 @pytest.mark.export
+@pytest.mark.timeout(600)  # a fresh clone builds and exports the 248k-vocabulary model (~3 min)
 def test_fullsize(tmp_path: Path) -> None:
     """The tiny geometry (real 248k vocabulary): build + export once (cached in the fixture
     cache, a few minutes), then the benchmark and every part of the printed table."""

@@ -21,7 +21,8 @@ from qwen_mtp_desktop import __version__
 from qwen_mtp_desktop.core.system.buildinfo import git_revision
 from tests.bundle_requirements import PACKAGING, REPO_ROOT, bundle_files, required_files
 
-pytestmark = pytest.mark.subprocess
+# Whichever test runs first builds the PyInstaller bundle in its setup (~70 s here).
+pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(600)]
 pytest.importorskip("PyInstaller", reason="the `package` extra is not installed")
 
 APP_ID = "qwen-mtp-desktop"

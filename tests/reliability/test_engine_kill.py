@@ -34,7 +34,9 @@ from tests.reliability import figures, paced_host
 
 pytestmark = [pytest.mark.gui, pytest.mark.subprocess, pytest.mark.soak]
 
-KILLS = int(os.environ.get("QMTP_RELIABILITY_KILLS", "30"))
+#: 12 kills in `make test` (the assertions need half of them mid-answer); QMTP_RELIABILITY_KILLS=30
+#: is the long soak the reliability figures were taken with.
+KILLS = int(os.environ.get("QMTP_RELIABILITY_KILLS", "12"))
 SEED = 20261130
 STEP_DELAY_S = 0.1
 MAX_DELAY_S = 0.8
@@ -64,7 +66,7 @@ def _snapshot(store: ChatStore) -> dict[int, tuple[Any, ...]]:
     return rows
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(60 + 10 * KILLS)  # an engine restart and model reload per round, ~2.5 s here
 def test_engine_killed_mid_answer_never_takes_the_window_down(
     qtbot: QtBot, window: MainWindow
 ) -> None:

@@ -44,7 +44,9 @@ from tests.reliability import figures
 
 pytestmark = pytest.mark.export
 
-TRIALS = int(os.environ.get("QMTP_RELIABILITY_EXPORT_TRIALS", "12"))
+#: 6 faulted exports in `make test` (each mode twice); QMTP_RELIABILITY_EXPORT_TRIALS=12 is the long
+#: soak the reliability figures were taken with.
+TRIALS = int(os.environ.get("QMTP_RELIABILITY_EXPORT_TRIALS", "6"))
 SEED = 7
 MODES = ("cancel", "kill-app", "kill-exporter")
 CHECKPOINT = resources_dir() / "demo-model" / "checkpoint"
@@ -170,7 +172,7 @@ def _check_library(models: Path) -> list[Path]:
 
 @pytest.mark.subprocess
 @pytest.mark.soak
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(90 + 40 * TRIALS)  # a clean real export, then TRIALS faulted ones (~13 s each)
 def test_export_faults_never_leave_a_half_model(tmp_path: Path) -> None:
     assert (CHECKPOINT / "model.safetensors").is_file()
     models = app_paths().ensure().models_dir
@@ -229,7 +231,7 @@ def test_export_faults_never_leave_a_half_model(tmp_path: Path) -> None:
         seconds=round(time.monotonic() - started, 1),
         trials_detail=results,
     )
-    assert len(faulted) >= 10, "too few faults landed before the export finished"
+    assert len(faulted) >= TRIALS * 5 // 6, "too few faults landed before the export finished"
 
 
 @pytest.mark.gui

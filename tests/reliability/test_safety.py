@@ -260,7 +260,6 @@ raise SystemExit(code)
 
 
 @pytest.mark.subprocess
-@pytest.mark.timeout(300)
 def test_no_network_request_the_user_did_not_start(tmp_path: Path, demo_model: Path) -> None:
     home = app_paths().ensure()
     env = {

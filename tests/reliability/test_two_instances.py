@@ -129,7 +129,6 @@ print("done", conversation.id, flush=True)
 
 
 @pytest.mark.subprocess
-@pytest.mark.timeout(300)
 def test_two_processes_writing_one_database_lose_nothing(tmp_path: Path) -> None:
     database = tmp_path / "chats.sqlite3"
     ChatStore(database).close()
