@@ -14,10 +14,12 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
-from qwen_mtp_desktop.core.files.paths import demo_model_dir
+from qwen_mtp_desktop.core.chat.store.store import ChatStore
+from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
 from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.units import plain_figures
+from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
 
@@ -185,3 +187,30 @@ def test_a_new_chat_samples_from_the_default_preset_or_the_models_defaults(
     chat.new_chat()
     assert panel.temperature_spin.value() == pytest.approx(0.9) and panel.settings.seed is None
     assert panel.sampling_source.text() == "New chat: the default preset “Warm”"
+
+
+def test_a_stored_answer_keeps_its_line_breaks_and_previews_plain_words(
+    qtbot: QtBot, screenshot_dir: Path
+) -> None:
+    """Minors 5 and 6 in the real window: a stored answer's single line breaks show as line
+    breaks in the transcript, its code block as before, and the chat list shows its words."""
+    answer = (
+        "# Sorting in Python\n\nLine one\nLine two\nLine three\nLine four\n\n"
+        "```python\nsorted(items)\nitems.sort()\n```\nUse **sorted()** for a new list."
+    )
+    with ChatStore(app_paths().ensure().data_dir / "chats.sqlite3") as store:
+        chat_id = store.create_conversation("Sorting", model_dir=str(demo_model_dir())).id
+        store.add_message(chat_id, "user", "How do I sort a list?")
+        store.add_message(chat_id, "assistant", answer)
+    window = _open_window(qtbot)
+    chat = window.chat
+    qtbot.waitUntil(lambda: len(chat.transcript.messages) == 2, timeout=LONG_WAIT)
+    shown = chat.transcript.messages[-1]
+    texts = [shown._body.itemAt(i).widget() for i in range(shown._body.count())]
+    prose = "\n".join(w.toPlainText() for w in texts if isinstance(w, AutoHeightText))
+    assert "Line one\nLine two\nLine three\nLine four" in prose, prose
+    assert any(isinstance(w, CodeBlock) and w.code == "sorted(items)\nitems.sort()" for w in texts)
+    row = chat.conversations.list.item(0).text()
+    assert "Sorting in Python Line one" in row and "#" not in row, row
+    _shots(window, screenshot_dir, "chat-line-breaks")
+    window.close()
