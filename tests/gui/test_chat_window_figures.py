@@ -23,7 +23,7 @@ from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeB
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.subprocess]  # the engine host runs each turn
 
 
 @pytest.fixture
