@@ -256,6 +256,7 @@ def guarded(demo_model: Path) -> Iterator[Served]:
 
 @pytest.mark.subprocess
 class TestSlowClients:
+    @pytest.mark.timeout(300)  # 150+ slow connections per example held open (57 s in the baseline)
     @settings(
         max_examples=SLOW_EXAMPLES,
         deadline=None,

@@ -49,6 +49,7 @@ def _answer(engine: Any, demo_model: Path) -> tuple[str, str | None]:
 
 
 class TestNativeCrashRecovery:
+    @pytest.mark.timeout(300)  # engine hosts started, crashed and restarted, 42 s in the baseline
     def test_a_crash_before_any_text_is_retried_once(
         self, demo_model: Path, tmp_path: Path
     ) -> None:
