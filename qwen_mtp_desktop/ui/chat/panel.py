@@ -26,6 +26,12 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from qwen_mtp_desktop.core.chat.context_usage import conversation_usage
+from qwen_mtp_desktop.core.chat.new_chat import (
+    new_chat_sampling_source,
+    new_chat_settings,
+    new_chat_system_prompt,
+    sampling_key,
+)
 from qwen_mtp_desktop.core.chat.store.records import (
     ChatSettings,
     Conversation,
@@ -70,19 +76,6 @@ MESSAGES_PER_PAGE = 12
 VISION_ENCODER = "openvino_vision_embeddings_model.xml"
 #: ui_state keys (validated by core.settings.store): the Drafts toggle, a new chat's settings.
 DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
-
-
-def _sampling_key(settings: ChatSettings) -> tuple[object, ...]:
-    """The values that decide how an answer is sampled."""
-    return (
-        settings.model_sampling,
-        settings.temperature,
-        settings.top_p,
-        settings.top_k,
-        settings.repetition_penalty,
-        settings.presence_penalty,
-        settings.seed,
-    )
 
 
 class ChatPanel(ChatLayout):
@@ -424,9 +417,7 @@ class ChatPanel(ChatLayout):
         self.transcript.clear()
         self.figures.show_last([])  # none: the previous chat's figures are not this one's
         self.conversations.set_current(None)
-        self.settings_panel.set_settings(self._default_settings())
-        self.settings_panel.set_system_prompt(self._new_chat_prompt())
-        self._say_sampling(self._new_chat_sampling_source())
+        self._start_new_chat_options()
         self._update_header()
         self._ensure_model()
         self.composer.editor.setFocus()
@@ -488,9 +479,7 @@ class ChatPanel(ChatLayout):
             )
             box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()
-        self.settings_panel.set_settings(self._default_settings())
-        self.settings_panel.set_system_prompt(self._new_chat_prompt())
-        self._say_sampling(self._new_chat_sampling_source())
+        self._start_new_chat_options()
         self._refresh_list(open_newest=True)
         self._ensure_model()
 
@@ -569,45 +558,22 @@ class ChatPanel(ChatLayout):
             return Path(conversation.model_dir)
         return self._default_model
 
-    def _default_settings(self) -> ChatSettings:
-        """A new chat's settings: the device and decoding method last chosen (else MTP), and
-        sampling from the preset new chats start from when one is chosen, else the model's
-        own defaults (issue 44: a temperature and seed chosen in one chat, or left by a
-        deleted preset, stuck to every new chat unseen)."""
-        chosen = ChatSettings(temperature=0.0)
-        raw = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
-        if raw:
-            try:
-                saved = json.loads(raw)
-            except ValueError:
-                saved = None
-            if isinstance(saved, dict):
-                chosen = ChatSettings.from_dict(saved)
-        chosen = chosen.model_defaults()
-        preset = self.presets.default_preset()
-        chosen = replace(chosen, **preset.values) if preset is not None else chosen
-        # MCP servers are enabled per chat: a new chat starts with none (issue 44: they came
-        # along unseen, ~1,000 tokens of tool definitions in every prompt).
-        return replace(chosen, mcp_servers=())
-
     def _apply_preset(self, preset: ChatPreset) -> None:
         self.settings_panel.apply_preset(preset.values, preset.system_prompt)
         self._say_sampling(f"From the preset “{preset.name}”")
 
     def _say_sampling(self, text: str) -> None:
-        self._sampling_key = _sampling_key(self.settings_panel.settings)
+        self._sampling_key = sampling_key(self.settings_panel.settings)
         self.settings_panel.set_sampling_source(text)
 
-    def _new_chat_sampling_source(self) -> str:
+    def _start_new_chat_options(self) -> None:
+        """The options a new chat starts with (core.chat.new_chat), said where they came from."""
         preset = self.presets.default_preset()
-        if preset is not None:
-            return f"New chat: the default preset “{preset.name}”"
-        return "New chat: the model's defaults"
-
-    def _new_chat_prompt(self) -> str:
-        """A new chat's system prompt: the default preset's, else none."""
-        preset = self.presets.default_preset()
-        return preset.system_prompt if preset is not None else ""
+        self.settings_panel.set_settings(
+            new_chat_settings(self._ui_state.get(NEW_CHAT_SETTINGS_KEY), preset)
+        )
+        self.settings_panel.set_system_prompt(new_chat_system_prompt(preset))
+        self._say_sampling(new_chat_sampling_source(preset))
 
     def _answer_widget(self, answer: StoredMessage) -> MessageWidget:
         """A turn's answer, streaming into a new widget at the transcript's end (the turn
@@ -688,7 +654,7 @@ class ChatPanel(ChatLayout):
     # ------------------------------------------------------------------------ chat settings
 
     def _on_settings_changed(self, settings: ChatSettings) -> None:
-        if _sampling_key(settings) != self._sampling_key:
+        if sampling_key(settings) != self._sampling_key:
             self._say_sampling("Chosen in this chat")
         remembered = replace(settings, mcp_servers=())  # per chat, never a new chat's
         self._ui_state[NEW_CHAT_SETTINGS_KEY] = json.dumps(remembered.to_dict())
