@@ -142,9 +142,7 @@ def test_logprobs_off_costs_nothing_and_reports_nothing(
     decoder: tuple[AppDecoder, list[int]],
 ) -> None:
     app, prompt = decoder
-    steps = list(
-        app.decode(prompt, method=DecodingMethod.mtp(2), max_new_tokens=8, stop_ids=set())
-    )
+    steps = list(app.decode(prompt, method=DecodingMethod.mtp(2), max_new_tokens=8, stop_ids=set()))
     assert all(step.logprobs == () for step in steps)
 
 
