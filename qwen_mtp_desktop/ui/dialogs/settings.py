@@ -55,7 +55,9 @@ MEMORY_NOTE = (
     "The engine keeps each chat's processed conversation between turns, so a follow-up "
     "question, Regenerate or switching back to a chat reads only its new tokens and starts "
     "at once. Least recently used chats are dropped first. A change applies the next time a "
-    "model loads (Eject, or pick another model)."
+    "model loads (Eject, or pick another model). The budget is for kept chats only: reading a "
+    "long prompt needs working memory of its own, which grows with the prompt and is not "
+    "counted here."
 )
 
 
