@@ -313,7 +313,7 @@ def test_prefill_costs(tmp_path: Path) -> None:
              "plain (genai, image)")  # fmt: skip
     for path in paths:
         escaped = re.escape(path)
-        row = rf"^\| {escaped} \[(?:fast|genai)\] \| (-?\d+\.\d) \| (-?\d+\.\d) \| "
+        row = rf"^\| {escaped} \[(?:app|genai)\] \| (-?\d+\.\d) \| (-?\d+\.\d) \| "
         row += rf"{NUMBER} ms / {NUMBER} ms \| {NUMBER} \|$"
         found = [m.groups() for m in re.finditer(row, out, re.M)]
         assert len(found) == 1, (path, out)
