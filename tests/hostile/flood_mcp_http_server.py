@@ -17,35 +17,28 @@ The spec's keys (all optional):
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import gzip
 import json
 import socket
 import socketserver
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-BLOCK = 64 * 1024
+from tests.hostile.net_servers import BLOCK, decode_spec, encode_spec, serve, server_process
+
 MB = 1024 * 1024
 
 
 def url(port: int, spec: dict[str, Any]) -> str:
-    encoded = base64.urlsafe_b64encode(json.dumps(spec).encode()).decode().rstrip("=")
-    return f"http://127.0.0.1:{port}/b/{encoded}/mcp"
+    return f"http://127.0.0.1:{port}/b/{encode_spec(spec)}/mcp"
 
 
 def _spec(path: str) -> dict[str, Any]:
     segments = path.split("/")
     if len(segments) < 3 or segments[1] != "b":
         return {}
-    text = segments[2] + "=" * (-len(segments[2]) % 4)
-    spec: dict[str, Any] = json.loads(base64.urlsafe_b64decode(text))
-    return spec
+    return decode_spec(segments[2])
 
 
 def _tool(number: int) -> dict[str, object]:
@@ -186,39 +179,13 @@ class _Handler(socketserver.BaseRequestHandler):
             sent += len(block)
 
 
-class _Server(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-
 def serve_forever() -> None:
-    with _Server(("127.0.0.1", 0), _Handler) as server:
-        print(f"PORT {server.server_address[1]}", flush=True)
-        server.serve_forever()
+    serve(_Handler)
 
 
-@contextlib.contextmanager
-def http_flood_server() -> Iterator[int]:
+def http_flood_server() -> contextlib.AbstractContextManager[int]:
     """The server in a child process until the block ends; yields its port."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from tests.hostile.flood_mcp_http_server import serve_forever; serve_forever()",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("PORT "), f"the flood server did not start: {line!r}"
-        yield int(line.split()[1])
-    finally:
-        process.kill()
-        process.wait(10)
+    return server_process("tests.hostile.flood_mcp_http_server")
 
 
 if __name__ == "__main__":

@@ -148,27 +148,28 @@ class _Handler(socketserver.BaseRequestHandler):
                 pass
 
 
-class _Server(socketserver.ThreadingTCPServer):
+class ThreadingServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
 
-def serve_forever() -> None:
-    with _Server(("127.0.0.1", 0), _Handler) as server:
+def serve(handler: type[socketserver.BaseRequestHandler]) -> None:
+    """Serve `handler` on a free loopback port, printed first as "PORT n" for the parent."""
+    with ThreadingServer(("127.0.0.1", 0), handler) as server:
         print(f"PORT {server.server_address[1]}", flush=True)
         server.serve_forever()
 
 
+def serve_forever() -> None:
+    serve(_Handler)
+
+
 @contextlib.contextmanager
-def hostile_server() -> Iterator[int]:
-    """The server in a child process until the block ends; yields its port."""
+def server_process(module: str) -> Iterator[int]:
+    """`module`'s `serve_forever()` in a child process until the block ends; yields its port."""
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from tests.hostile.net_servers import serve_forever; serve_forever()",
-        ],
+        [sys.executable, "-c", f"from {module} import serve_forever; serve_forever()"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[2],
@@ -176,11 +177,16 @@ def hostile_server() -> Iterator[int]:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert line.startswith("PORT "), f"the hostile server did not start: {line!r}"
+        assert line.startswith("PORT "), f"the server of {module} did not start: {line!r}"
         yield int(line.split()[1])
     finally:
         process.kill()
         process.wait(10)
+
+
+def hostile_server() -> contextlib.AbstractContextManager[int]:
+    """The server in a child process until the block ends; yields its port."""
+    return server_process("tests.hostile.net_servers")
 
 
 if __name__ == "__main__":
