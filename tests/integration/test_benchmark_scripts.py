@@ -103,6 +103,7 @@ def test_every_script_has_a_smoke_test() -> None:
         ("methods_per_workload.py", ["--depths", ""], "give at least one number"),
         ("mtp_chain_check.py", ["--depths", "0,1"], "must be from 1 to 8"),
         ("multi_turn.py", ["--turns", "1"], "must be at least 2"),
+        ("shared_preamble.py", ["--preamble-words", "10"], "must be at least 50"),
         ("prefill_costs.py", ["--lengths", "32;256"], "give whole numbers"),
         ("prefill_speed.py", ["--chunks", "-1"], "must be at least 0"),
         ("sampling_speed.py", ["--max-new-tokens", "1"], "must be at least 2"),
@@ -457,6 +458,17 @@ def test_sampling_speed(tmp_path: Path) -> None:
     assert re.search(
         r"^best sampled depth: MTP n=\d, .* ratio \d+\.\d\d \((meets|misses)", out, re.M
     )
+
+
+@pytest.mark.subprocess
+def test_shared_preamble(tmp_path: Path) -> None:
+    out = run_smoke("shared_preamble.py", tmp_path)
+    rounds = numbers(rf"^round (\d+): new task TTFT {NUMBER} s \((\d+) of (\d+) reused\)", out, 2)
+    assert [int(r[0]) for r in rounds] == [1, 2]
+    assert all(0 < reused < prompt for _n, _t, reused, prompt in rounds)
+    bound = rf"^bound: 1\.5 x {NUMBER} s \(the new tokens' own prefill\) \+ 0\.3 s = {NUMBER} s"
+    positive(numbers(bound, out, 1))
+    assert "every new task answered as the cold engine: True" in out
 
 
 @pytest.mark.subprocess

@@ -125,6 +125,60 @@ def test_follow_ups_report_cached_tokens_and_answer_as_a_cold_server(
         assert response.choices[0].message.content == answers[turn], turn
 
 
+#: An agent's preamble: a long system prompt and tool definitions (about 2,350 demo-model tokens),
+#: resent at the start of every new task.
+PREAMBLE = "You are a careful agent. " + " ".join(
+    f"Rule {n}: check the facts, then answer in plain words." for n in range(40)
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"lookup_{name}",
+            "description": f"Look up a {name} by its exact title.",
+            "parameters": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["title"],
+            },
+        },
+    }
+    for name in ("book", "film", "song")
+]
+
+
+def test_a_new_task_resumes_after_the_preamble_it_shares_with_an_earlier_one(
+    client: openai.OpenAI, chat_model: Path
+) -> None:
+    """Two new conversations, then a Responses request, each opening with the same system
+    prompt and tools: the later ones prefill only their own question (`cached_tokens` covers
+    the preamble) and answer what a server that never saw the preamble answers."""
+    answers, new_tokens, requests = [], [], []
+    for question in QUESTIONS:
+        messages = [{"role": "system", "content": PREAMBLE}, {"role": "user", "content": question}]
+        response = ask(client, messages, tools=TOOLS, max_tokens=24)
+        requests.append(messages)
+        answers.append(response.choices[0].message.content)
+        new_tokens.append(response.usage.prompt_tokens - cached(response.usage))
+        assert response.usage.prompt_tokens > 600, response.usage  # the preamble is long
+    # The first task read everything; the others only their question and its headers.
+    assert new_tokens[0] > 600 and all(n < 48 for n in new_tokens[1:]), new_tokens
+    responses_turn = client.responses.create(
+        model=MODEL,
+        instructions=PREAMBLE,
+        tools=[{"type": "function", **tool["function"]} for tool in TOOLS],  # type: ignore[misc]
+        input=QUESTIONS[1],
+        max_output_tokens=24,
+    )
+    usage = responses_turn.usage
+    assert usage is not None
+    assert usage.input_tokens - usage.input_tokens_details.cached_tokens < 48, usage
+    with serving_client(chat_model) as cold:
+        for messages, answer in zip(requests, answers, strict=True):
+            response = ask(cold, messages, tools=TOOLS, max_tokens=24)
+            assert response.choices[0].message.content == answer, messages[-1]
+
+
 def essay(seed: int, words: int) -> str:
     """Filler text: about three demo-model tokens per word."""
     return " ".join(f"word{(i * seed) % 89}" for i in range(words))

@@ -1,8 +1,8 @@
 """Conversation state kept between turns (issue 24), through the real engine and chat template:
-random conversations with continue, regenerate, edit, delete, switching chats and back, and a
-budget small enough to evict; every answer equals the answer after a cold prefill (an engine
-that keeps nothing), token for token, with exact numerics; and the turns that should reuse
-their conversation's state do."""
+random conversations with continue, regenerate, edit, delete, switching chats and back, new
+chats that open with the same system prompt (issue 41), and a budget small enough to evict;
+every answer equals the answer after a cold prefill (an engine that keeps nothing), token for
+token, with exact numerics; and the turns that should reuse their conversation's state do."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen_mtp_desktop.core.decoding import continuation
+from qwen_mtp_desktop.core.decoding import continuation, state_cache
 from qwen_mtp_desktop.core.decoding import decoder as decoder_module
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
@@ -28,6 +28,8 @@ QUESTIONS = [
     'Say "we like apples" two times.',
     "Count from 7 to 15.",
 ]
+#: The system prompt every chat here opens with (a new chat may resume after it).
+SYSTEM = Message("system", "You answer briefly. " * 12)
 METHODS = [
     DecodingMethod.plain(),
     DecodingMethod.mtp(1),
@@ -71,7 +73,7 @@ def engines(demo_model: Path) -> Iterator[dict[str, Engine]]:
 
 @dataclass
 class Chat:
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=lambda: [SYSTEM])
 
 
 def answer(engine: Engine, messages: list[Message], method: DecodingMethod, thinking: bool):  # type: ignore[no-untyped-def]
@@ -82,7 +84,9 @@ def answer(engine: Engine, messages: list[Message], method: DecodingMethod, thin
     return list(turn.token_ids), turn.answer, stats
 
 
-ACTIONS = st.sampled_from(["continue", "continue", "regenerate", "edit", "delete", "switch"])
+ACTIONS = st.sampled_from(
+    ["continue", "continue", "regenerate", "edit", "delete", "switch", "new chat"]
+)
 
 
 @given(
@@ -102,21 +106,29 @@ def test_answers_with_kept_state_equal_cold_answers(
     engines: dict[str, Engine], steps: list[tuple[str, int, int]], thinking: bool
 ) -> None:
     # Keep every dropped tail of 8 tokens or more as an old branch (1,024 otherwise, far
-    # beyond the demo's answers), so regenerates and edits put their old versions aside.
+    # beyond the demo's answers), so regenerates and edits put their old versions aside; and
+    # keep states at message starts 16 tokens apart (256 otherwise), so prefills stop there.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(decoder_module, "MIN_TAIL_WORTH_SAVING", 8)
+        patch.setattr(state_cache, "MIN_TOKENS_BETWEEN_RESUME_POINTS", 16)
         converse(engines, steps, thinking)
 
 
 def converse(engines: dict[str, Engine], steps: list[tuple[str, int, int]], thinking: bool) -> None:
-    """Play `steps` on two chats, every engine answering every turn; compare with "cold"."""
+    """Play `steps` on chats that share a system prompt, every engine answering every turn;
+    compare with "cold"."""
     chats = [Chat(), Chat()]
     current = 0
     for action, pick, method_index in steps:
         chat = chats[current]
         method = METHODS[method_index]
         if action == "switch":
-            current = 1 - current
+            current = (current + 1 + pick) % len(chats)
+            chat = chats[current]
+            action = "continue"
+        elif action == "new chat":
+            chats.append(Chat())
+            current = len(chats) - 1
             chat = chats[current]
             action = "continue"
         users = [i for i, m in enumerate(chat.messages) if m.role == "user"]
@@ -168,3 +180,18 @@ def test_a_follow_up_reuses_the_conversation(engines: dict[str, Engine], name: s
     assert back.ttft_s < max(first.ttft_s, 0.05) * 3
     # The twin engine's follow-ups ran on its continuation graphs; the other's never did.
     assert (len(TWIN_CALLS) > twin_calls) == (name == "twin")
+
+
+def test_a_new_chat_resumes_after_the_system_prompt_it_shares(engines: dict[str, Engine]) -> None:
+    """A new chat that opens with the system prompt of an earlier one prefills only its own
+    question: the state was kept where the system prompt ends (issue 41, item 3)."""
+    engine = engines["keeps"]
+    system = Message("system", "Answer briefly, count carefully and check twice. " * 24)
+    method = DecodingMethod.mtp(2)
+    _, _, first = answer(engine, [system, Message("user", QUESTIONS[3])], method, False)
+    assert first.prompt_tokens > 300  # past the threshold for keeping a state there
+    for question in (QUESTIONS[4], QUESTIONS[0]):
+        _, _, new_chat = answer(engine, [system, Message("user", question)], method, False)
+        assert new_chat.prompt_tokens - new_chat.reused_tokens < 40, new_chat
+    _, _, other = answer(engine, [Message("user", QUESTIONS[4])], method, False)
+    assert other.reused_tokens < 8  # no system prompt: nothing of it is shared

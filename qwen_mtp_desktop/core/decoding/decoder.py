@@ -53,6 +53,7 @@ from qwen_mtp_desktop.core.decoding.state_cache import (
     SequenceState,
     Snapshot,
     StateCache,
+    resume_points,
 )
 from qwen_mtp_desktop.core.decoding.target import StepTiming, Target, TargetOutput
 from qwen_mtp_desktop.core.errors import native_error_line
@@ -309,11 +310,11 @@ class AppDecoder:
         return Snapshot(self._processed, self.target.recurrent.copy_out(), logits)
 
     def _resume(
-        self, prompt: npt.NDArray[np.int64], stable_prefix: int | None = None
+        self, prompt: npt.NDArray[np.int64], points: Sequence[int] = ()
     ) -> tuple[int, Snapshot | None, str]:
         """Bring the state to the longest kept prefix of `prompt`: (tokens reused, the
-        snapshot resumed from, where it came from). `stable_prefix` as for `generate` (where
-        the prefill's first call ends)."""
+        snapshot resumed from, where it came from). `points`: where the prefill stops to keep
+        a snapshot (state_cache.resume_points), which bounds its first call."""
         live = self.cache.live
         if live is not None and self._processed > 0:
             live = self._live_state()
@@ -338,7 +339,7 @@ class AppDecoder:
                 log.warning("state cache: a snapshot does not fit (%s); discarded", exc)
                 self._drop_live()
                 return 0, None, "cold"
-            first_call = self._first_prefill_call(len(prompt), position, stable_prefix)
+            first_call = self._first_prefill_call(len(prompt), position, points)
             continuation = self.target.continuation
             if (
                 aside is not None
@@ -390,10 +391,10 @@ class AppDecoder:
         self.cache.touch(live)
         return position, snapshot, "aside"
 
-    def _first_prefill_call(self, total: int, position: int, stable_prefix: int | None) -> int:
+    def _first_prefill_call(self, total: int, position: int, points: Sequence[int]) -> int:
         """How many tokens the first prefill call after `position` processes (`_generate`
-        splits the prefill at the stable prefix, `_prefill` into `prefill_chunk` calls)."""
-        end = _prefill_split(stable_prefix, position, total) or total
+        stops at each resume point, `_prefill` splits into `prefill_chunk` calls)."""
+        end = min((p for p in points if p > position), default=total)
         return min(end - position, self.prefill_chunk or end - position)
 
     def _compact_caches(self) -> None:
@@ -420,6 +421,7 @@ class AppDecoder:
         ignore_eos: bool = False,
         keep_drafting: Callable[[], bool] | None = None,
         stable_prefix: int | None = None,
+        message_starts: Sequence[int] = (),
         logprobs: int | None = None,
     ) -> Generator[DecodedStep, None, None]:
         """Yield each decoding step until a stop id (included), max_new_tokens or
@@ -430,7 +432,10 @@ class AppDecoder:
         `stable_prefix`: how many leading prompt tokens the next turn's prompt will repeat
         (the chat template re-renders this turn's answer without the generation prompt's
         thinking block): the recurrent state is kept at that point too, so the next turn
-        resumes there. After the first step, `last_prefill` says how much was reused.
+        resumes there. `message_starts`: where the prompt's messages begin; the state is kept
+        at some (state_cache.resume_points), so a new conversation that opens with the same
+        messages (a system prompt, a tools block) resumes after them. After the first step,
+        `last_prefill` says how much was reused.
         `logprobs`: report each token's log-probability with that many alternatives
         (core.decoding.logprobs); None reports none and costs nothing."""
         if not prompt_ids:
@@ -458,7 +463,9 @@ class AppDecoder:
                 frozenset() if ignore_eos else frozenset(stop_ids),
                 cancelled,
                 keep_drafting,
-                stable_prefix,
+                resume_points(
+                    len(prompt_ids), stable_prefix=stable_prefix, message_starts=message_starts
+                ),
                 logprobs,
             )
         except GeneratorExit:
@@ -483,7 +490,7 @@ class AppDecoder:
         stops: frozenset[int],
         cancelled: Callable[[], bool],
         keep_drafting: Callable[[], bool] | None,
-        stable_prefix: int | None,
+        points: tuple[int, ...],
         top_logprobs: int | None,
     ) -> Generator[DecodedStep, None, None]:
         import numpy as np
@@ -501,7 +508,7 @@ class AppDecoder:
         began = time.perf_counter()
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         total = len(prompt)
-        reused, snapshot, source = self._resume(prompt, stable_prefix)
+        reused, snapshot, source = self._resume(prompt, points)
         self._compact_caches()
         target = self.target
         grammar = None
@@ -510,13 +517,14 @@ class AppDecoder:
         chooser = chooser_for(
             method.sampling, self.vocab_size, prompt_ids, self._draft_ids, grammar
         )
-        split = _prefill_split(stable_prefix, reused, total)
-        if split is not None:
-            # Prefill up to the point the next prompt keeps, and keep the state there. Each
-            # part takes the path its own length pays for (core.decoding.continuation): the
-            # few tokens that open the answer stay on the stateful request, where a call on
-            # the continuation graph would copy the whole kept cache out and back for them.
-            self._prefill(prompt[reused:split].tolist(), cancelled)
+        for point in points:
+            if not reused < point < total:
+                continue
+            # Prefill up to a point a later prompt may part at, and keep the state there.
+            # Each part takes the path its own length pays for (core.decoding.continuation):
+            # the few tokens that open the answer stay on the stateful request, where a call
+            # on the continuation graph would copy the whole kept cache out and back for them.
+            self._prefill(prompt[self._processed : point].tolist(), cancelled)
             self._live_state().add_snapshot(self._snapshot())
         if self._processed < total:
             out = self._prefill(prompt[self._processed :].tolist(), cancelled)
@@ -688,14 +696,6 @@ class AppDecoder:
 
     def cache_report(self) -> Any:
         return self.cache.report()
-
-
-def _prefill_split(stable_prefix: int | None, start: int, total: int) -> int | None:
-    """Where a prefill from `start` to `total` is split to keep the state at the stable
-    prefix (`generate`), or None when the prefix is not inside it."""
-    if stable_prefix is not None and start < stable_prefix < total:
-        return stable_prefix
-    return None
 
 
 def _old_branch_may_return(live: SequenceState, common: int, prompt_tokens: int) -> bool:

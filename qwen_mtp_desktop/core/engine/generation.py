@@ -121,6 +121,9 @@ class TurnResources:
     #: How many leading prompt tokens the next turn's prompt repeats (the state kept there
     #: lets that turn resume), when known.
     stable_prefix: int | None
+    #: Where the prompt's messages begin (its message-start token's positions): the decoder
+    #: keeps the state at some, so a new conversation with the same opening resumes there.
+    message_starts: tuple[int, ...]
     #: For a within-turn switch to plain decoding: the plain pipeline (opened on first use)
     #: and its generation config for these settings.
     open_plain: Callable[[GenerationSettings], tuple[Any, openvino_genai.GenerationConfig]]
@@ -457,6 +460,7 @@ class Generation(AnswerStream):
             ignore_eos=settings.ignore_eos,
             keep_drafting=keep_drafting if within_turn is not None else None,
             stable_prefix=context.stable_prefix,
+            message_starts=context.message_starts,
             logprobs=settings.logprobs,
         )
         for step in steps:

@@ -136,6 +136,7 @@ class Engine:
         self._guards: PromptGuards | None = None
         self._think_start: int | None = None
         self._think_end: int | None = None
+        self._message_start: int | None = None
         self._active: Generation | None = None
         self._lock = threading.Lock()
 
@@ -205,6 +206,7 @@ class Engine:
         load_s = time.perf_counter() - started
         self._think_start = self._single_token_id("<think>")
         self._think_end = self._single_token_id("</think>")
+        self._message_start = self._single_token_id("<|im_start|>")
         self._vocab = self._fast_vocab(model_dir, options.cache_dir)
         self._guards = PromptGuards.for_model(model_dir, self._tokenizer)  # issue 19
         if self._fast is not None and use_mtp and not self._fast.has_mtp:
@@ -499,6 +501,10 @@ class Engine:
             stable_prefix = common_prefix_length(
                 prompt_ids, [int(i) for i in encode_ids(self._tokenizer, next_prompt)]
             )
+        message_starts: tuple[int, ...] = ()
+        if fast and prompt_ids is not None and self._message_start is not None:
+            start = self._message_start
+            message_starts = tuple(i for i, token in enumerate(prompt_ids) if token == start)
         with self._lock:
             if self._active is not None:
                 raise EngineError("A generation is already running.", "Stop it first.", code="BUSY")
@@ -516,6 +522,7 @@ class Engine:
                 self._fast if fast else None,
                 prompt_ids if fast else None,
                 stable_prefix,
+                message_starts,
                 self._open_plain,
                 self._generation_finished,
             )
