@@ -1,10 +1,11 @@
 """New tasks that open with the same preamble: what a new conversation or API request waits for
 its first token when an earlier one had the same system prompt and tools (issue 41, item 3).
 
-An agent resends its preamble (a long system prompt and the tool definitions, ~3,000 tokens on
-Qwen3.5's tokenizer by default) at the start of every new task; a person starts new chats with
-the same system prompt. The engine keeps the state where such a preamble ends
-(core.decoding.state_cache.resume_points), so a new task prefills only its own question.
+An agent resends its preamble (a long system prompt and the tool definitions; by default 350
+words of rules, ~1,100 tokens on Qwen3.5's tokenizer, and six tools, ~2,000) at the start of
+every new task; a person starts new chats with the same system prompt. The engine keeps the
+state where such a preamble ends (core.decoding.state_cache.resume_points), so a new task
+prefills only its own question.
 
 Through the Engine as the chat and `serve` run it (chat template with the tools block, MTP,
 greedy). The first task is cold. Then, in rounds that each bring a new question of the same
@@ -21,8 +22,8 @@ the time to first token, then the medians, the issue's bound (TTFT <= 1.5 x the 
 own prefill + 0.3 s; reused >= 95 % of the preamble), and checks that every new task answered
 what the cold engine answered, token for token.
 
-    .venv/bin/python benchmarks/shared_preamble.py MODEL_DIR [--preamble-words 1800]
-        [--rounds 3] [--answer-tokens 24]
+    .venv/bin/python benchmarks/shared_preamble.py MODEL_DIR [--preamble-words 350]
+        [--tools 6] [--rounds 3] [--answer-tokens 24]
     .venv/bin/python benchmarks/shared_preamble.py --smoke   # demo model, short; checks
 """
 
@@ -74,8 +75,8 @@ def system_prompt(words: int) -> str:
     return "\n".join(out)
 
 
-def tools_json() -> str:
-    """Twelve tool definitions as an agent framework sends them (OpenAI function format)."""
+def tools_json(count: int) -> str:
+    """`count` tool definitions as an agent framework sends them (OpenAI function format)."""
     tools = [
         {
             "type": "function",
@@ -95,7 +96,7 @@ def tools_json() -> str:
                 },
             },
         }
-        for name in TOOL_NAMES
+        for name in TOOL_NAMES[:count]
     ]
     return json.dumps(tools)
 
@@ -140,7 +141,7 @@ class Result:
 
 
 def measure(
-    model: Path, preamble_words: int, rounds: int, answer_tokens: int, exact: bool
+    model: Path, preamble_words: int, tools: int, rounds: int, answer_tokens: int, exact: bool
 ) -> Result:
     options = LoadOptions(mtp=True, exact_numerics=exact)
     warm, cold_engine = Engine(), Engine()
@@ -148,7 +149,7 @@ def measure(
     cold_engine.load(model, options)
     system = Message("system", system_prompt(preamble_words))
     settings = GenerationSettings(
-        max_new_tokens=answer_tokens, method=DEFAULT_MTP, tools_json=tools_json()
+        max_new_tokens=answer_tokens, method=DEFAULT_MTP, tools_json=tools_json(tools)
     )
     alone_settings = GenerationSettings(max_new_tokens=answer_tokens, method=DEFAULT_MTP)
 
@@ -246,7 +247,8 @@ def check_smoke(result: Result, numbers: dict[str, float]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, nargs="?", help="exported model folder")
-    parser.add_argument("--preamble-words", type=at_least(50), default=1800)
+    parser.add_argument("--preamble-words", type=at_least(50), default=350)
+    parser.add_argument("--tools", type=at_least(0), default=6, help="tool definitions (0-12)")
     parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--answer-tokens", type=at_least(1), default=24)
     parser.add_argument("--exact", action="store_true", help="exact numerics (f32, f32 cache)")
@@ -255,13 +257,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.model = args.model or DEMO
         args.preamble_words, args.rounds, args.answer_tokens = 120, 2, 8
+        args.tools = 12
         args.exact = True  # the tiny model's near-tie logits: compare like with like
     if args.model is None:
         parser.error("give an exported model folder (or --smoke for the demo model)")
+    if args.tools > len(TOOL_NAMES):
+        parser.error(f"--tools: at most {len(TOOL_NAMES)}")
     if not (args.model / "openvino_language_model.xml").is_file():
         print(f"error: {args.model} is not an exported model folder", file=sys.stderr)
         return 2
-    result = measure(args.model, args.preamble_words, args.rounds, args.answer_tokens, args.exact)
+    result = measure(
+        args.model, args.preamble_words, args.tools, args.rounds, args.answer_tokens, args.exact
+    )
     numbers = summarise(result)
     return check_smoke(result, numbers) if args.smoke else 0
 
