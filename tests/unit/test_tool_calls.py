@@ -225,6 +225,25 @@ def test_a_call_in_qwen_format() -> None:
         ),
         ("<tool_call>{'name': 'get_weather'}</tool_call>", "expected '<tool_call>' and a new"),
         ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis", "is not closed"),
+        # Cut off after a closed value (issue 43): the parameter open is not 'city'.
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "<parameter=da",
+            "stops in the tag of a parameter after 'city' (<parameter=da)",
+        ),
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n",
+            "the call to 'get_weather' stops after parameter 'city', cut off",
+        ),
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</func",
+            "stops after parameter 'city'",
+        ),
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "<parameter=days>\n3\n</param",
+            "parameter 'days' of 'get_weather' is not closed",
+        ),
     ],
 )
 def test_malformed_calls_say_why(text: str, reason: str) -> None:

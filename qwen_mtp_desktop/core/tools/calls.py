@@ -177,7 +177,7 @@ def _read_call(
         value_at = parameter.end()
         end = _value_end(text, value_at)
         if end < 0:
-            return f"parameter {key!r} of {name!r} is not closed with '</parameter>'"
+            return _cut_reason(text, value_at, key, name)
         value = _typed(text[value_at:end], types.get(key))
         if isinstance(value, _Unreadable):
             return f"parameter {key!r} of {name!r} {value.problem}"
@@ -185,6 +185,26 @@ def _read_call(
         at = end + len(_VALUE_END)
     at += len(_FUNCTION_END)
     return ToolCall(name, json.dumps(arguments, ensure_ascii=False)), at
+
+
+def _cut_reason(text: str, at: int, key: str, name: str) -> str:
+    """Why the value of `key` starting at `at` has no end: it is not closed, or it is and the
+    text stops after it (a call cut off by max_tokens), in the next parameter's tag (named
+    when its name was written) or before the function's end."""
+    search = at
+    while (close := text.find(_VALUE_END, search)) >= 0:
+        if _ends_here(text, close) == "maybe":
+            after = close + len(_VALUE_END)
+            tag = text[after:]
+            if tag.startswith(_PARAMETER_HEAD) and len(tag) > len(_PARAMETER_HEAD):
+                shown = tag[len(_PARAMETER_HEAD) :].removesuffix(">")
+                return (
+                    f"the call to {name!r} stops in the tag of a parameter after {key!r} "
+                    f"(<parameter={shown[:40]}), cut off"
+                )
+            return f"the call to {name!r} stops after parameter {key!r}, cut off"
+        search = close + 1
+    return f"parameter {key!r} of {name!r} is not closed with '</parameter>'"
 
 
 def _value_end(text: str, at: int) -> int:
