@@ -103,7 +103,7 @@ def test_auto_tries_prompt_lookup_where_answers_copy(engine: Engine) -> None:
     auto, decisions, replayed_per_step = _conversation(engine, COPYING, 1)
     labels = [d.summary() for d in decisions]
     lookups = [d for d in decisions if d.method.kind == "lookup"]
-    assert lookups and "answers copy the conversation" in lookups[0].reason, labels
+    assert lookups and "the last answers repeat earlier text" in lookups[0].reason, labels
     assert replayed_per_step > 2.0
     policy = auto.existing_policy((1, engine.loaded.model_dir, "CPU"))  # type: ignore[union-attr]
     assert policy is not None and policy.lookup_step_cost() is not None

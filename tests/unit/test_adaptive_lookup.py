@@ -90,7 +90,7 @@ def test_recorded_copying_conversation_goes_to_prompt_lookup() -> None:
     decisions = converse(policy, 8, lambda d, t: recorded("copy", d, t))
     assert not is_lookup(decisions[0])  # nothing replayed yet
     assert all(d.method == LOOKUP for d in decisions[2:]), [d.summary() for d in decisions]
-    assert "answers copy the conversation" in decisions[-1].reason
+    assert "the last answers repeat earlier text" in decisions[-1].reason
     # What it learned is what the recording says: about 2.5 tokens per lookup step.
     per_step = policy.lookup_tokens_per_step()
     assert per_step is not None and 2.2 < per_step < 2.8

@@ -10,12 +10,15 @@ from qwen_mtp_desktop.core.auto.policy import AdaptivePolicy
 from qwen_mtp_desktop.core.auto.turns import policy_from_recommendation
 from qwen_mtp_desktop.core.chat.decoding_words import auto_sentence, ran_text
 from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats, StepDrafts, build_stats
 from qwen_mtp_desktop.core.measure.fullsize_figures import (
     FULL_SIZE,
     demo_mtp_note,
     full_size_details,
 )
 from tests.unit.test_adaptive import converse, synthetic_turn
+from tests.unit.test_adaptive_lookup import converse as converse_decisions
+from tests.unit.test_adaptive_lookup import recorded
 
 mtp = DecodingMethod.mtp
 RESULTS = Path(__file__).parents[2] / "benchmarks" / "results" / "fullsize.md"
@@ -72,6 +75,49 @@ def test_benchmark_starts_say_so() -> None:
     assert auto_sentence(seeded) == "MTP n=2: the benchmark found it fastest on this model"
     cold = policy_from_recommendation(None).decide()
     assert auto_sentence(cold) == "MTP n=1: measuring whether MTP pays on this model"
+
+
+def _lookup_turn(drafted: int, accepted: int) -> GenerationStats:
+    """A finished prompt-lookup answer of 12 tokens with these drafts."""
+    stats = build_stats(
+        method=DecodingMethod.lookup(), device="CPU", prompt_tokens=10,
+        chunk_sizes=[1, 5, 1, 5], chunk_times=[0.1, 0.11, 0.12, 0.13], total_s=0.13,
+        reasoning_tokens=0, answer_tokens=12, finish_reason="eos",
+        drafts=[StepDrafts(0, 0), StepDrafts(4, 4), StepDrafts(0, 0), StepDrafts(4, 4)],
+    )  # fmt: skip
+    stats.drafted_tokens, stats.accepted_tokens = drafted, accepted
+    return stats
+
+
+def test_prompt_lookup_says_what_auto_measured_and_what_the_answer_found() -> None:
+    """Auto's prompt lookup sentence speaks of what it measured (the last answers replayed,
+    repeating earlier text), never of "the conversation" (the demo model is sent only the last
+    message), says a first turn is a trial, and once the turn ran says when its answer
+    repeated little, so it does not stand beside a low acceptance as if copying paid."""
+    policy = policy_from_recommendation(None, max_depth=2)
+    decisions = converse_decisions(policy, 8, lambda d, t: recorded("copy", d, t))
+    first = next(d for d in decisions if d.method.kind == "lookup")
+    assert first.probe and "(trying it)" in first.reason
+    assert "the last answers repeat earlier text" in first.reason
+    trial = auto_sentence(first)
+    assert trial == "Prompt lookup: trying it, as the last answers repeated earlier text"
+    later = decisions[-1]
+    assert later.method.kind == "lookup" and not later.probe
+    assert (later.predicted_speedup or 0) > 1.0
+    assert auto_sentence(later) == (
+        "Prompt lookup: faster than plain decoding, as the last answers repeated earlier text"
+    )
+    # The turn's own result: 9 % of drafts accepted reads "little of this answer did"; most
+    # accepted adds nothing; an MTP turn's stats never touch a lookup sentence.
+    low, high = _lookup_turn(drafted=44, accepted=4), _lookup_turn(drafted=8, accepted=8)
+    assert auto_sentence(first, low) == trial + "; little of this answer did"
+    assert auto_sentence(first, _lookup_turn(drafted=0, accepted=0)).endswith("this answer did")
+    assert auto_sentence(first, high) == trial
+    for decision in decisions:
+        for ran in (None, low, high):
+            sentence = auto_sentence(decision, ran)
+            _plain_words(sentence)
+            assert "conversation" not in sentence and "copy" not in sentence
 
 
 def test_ran_text_says_what_decoded_an_answer() -> None:

@@ -130,6 +130,7 @@ class Decision:
     reason: str
     #: Predicted speed relative to plain decoding (None when nothing is known yet).
     predicted_speedup: float | None = None
+    #: A turn run to measure an option: MTP again after plain turns, prompt lookup untimed.
     probe: bool = False
 
     @property
@@ -620,9 +621,10 @@ class AdaptivePolicy:
             )
         return Decision(
             lookup,
-            f"answers copy the conversation ({per_step:.1f} tokens per step, "
+            f"the last answers repeat earlier text ({per_step:.1f} tokens per step replayed, "
             f"{self.lookup_settings_text()}){ratio}, beats {base.label}{note}{extra}",
             predicted_speedup=speedup,
+            probe=not measured,
         )
 
     def _image_turn(self, base: Decision, context: TurnContext) -> Decision:

@@ -10,16 +10,23 @@ from typing import Any
 from qwen_mtp_desktop.core.auto.policy import Decision
 from qwen_mtp_desktop.core.chat.store.stats import stats_method
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
+from qwen_mtp_desktop.core.decoding.stats import GenerationStats
+
+#: A prompt-lookup answer with fewer of its drafts accepted than this repeated little earlier
+#: text: its sentence says so beside the share the stats line shows.
+LOW_LOOKUP_ACCEPTANCE = 0.5
 
 
-def auto_sentence(decision: Decision) -> str:
+def auto_sentence(decision: Decision, ran: GenerationStats | None = None) -> str:
     """E.g. "Plain decoding: MTP was slower on this model in the last turns". Read from the
-    decision's method and flags, and from the words `core.auto.policy` puts in its reasons."""
+    decision's method and flags, and from the words `core.auto.policy` puts in its reasons;
+    `ran`, the turn's stats once it ended, adds what the turn itself found where it belies
+    the reason (a prompt-lookup answer that repeated little)."""
     method, reason = decision.method, decision.reason
     if "image turn" in reason:
         return f"{_capital(method.label)}: predicted faster for this turn with an image"
     if method.drafts_vary:
-        return "Prompt lookup: the answer can copy from the conversation, so copied drafts pay"
+        return _lookup_sentence(decision, ran)
     if method.is_plain:
         if "benchmark found plain" in reason:
             return "Plain decoding: the benchmark found MTP slower on this model"
@@ -74,8 +81,27 @@ def ran_text(stats: Mapping[str, Any]) -> str:
     return text
 
 
+def _lookup_sentence(decision: Decision, ran: GenerationStats | None) -> str:
+    """Prompt lookup's choice in words true to what Auto measured: prompt lookup replayed over
+    the last answers (what of each repeated text the model had read or already written), not
+    the conversation, which a model may not even be sent (the demo reads the last message)."""
+    if decision.probe:
+        text = "Prompt lookup: trying it, as the last answers repeated earlier text"
+    elif decision.predicted_speedup is not None and decision.predicted_speedup > 1.0:
+        text = (
+            "Prompt lookup: faster than plain decoding, as the last answers repeated earlier text"
+        )
+    else:
+        text = "Prompt lookup: about as fast as plain decoding on the last answers"
+    if ran is None or not ran.method.drafts_vary or ran.generated_tokens <= 1:
+        return text
+    if ran.accepted_tokens < LOW_LOOKUP_ACCEPTANCE * max(ran.drafted_tokens, 1):
+        text += "; little of this answer did"
+    return text
+
+
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-__all__ = ["auto_sentence", "ran_text"]
+__all__ = ["LOW_LOOKUP_ACCEPTANCE", "auto_sentence", "ran_text"]

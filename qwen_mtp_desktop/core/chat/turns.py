@@ -227,7 +227,7 @@ class Turn:
             self.policy.observe(sample)
             record["decoding"] = "auto"
             record["auto"] = auto_summary(self.decision, stats)
-            record["auto"]["sentence"] = auto_sentence(self.decision)  # what the chat shows
+            record["auto"]["sentence"] = auto_sentence(self.decision, stats)  # as shown
         else:
             record["decoding"] = "fixed"
         return record
