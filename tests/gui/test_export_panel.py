@@ -197,20 +197,21 @@ def test_good_source_passes_and_options_explain_the_choices(
     check(panel, qtbot, cached_checkpoint(moe=False))
     assert keys(panel, "fail") == []
     assert panel.options_button.isEnabled()
-    # The fixture's hidden size (64) fits no INT4 group of 128: the report knows, but the
-    # Check page (before a format is chosen) does not show it; the Options page does, and
-    # only while INT4 is chosen.
+    # The fixture's hidden size (64) fits no INT4 group of 128: the first check (with the
+    # form's default before the checkpoint was read) knows, but the Check page (before a
+    # format is chosen) does not show it. The Options page then starts at 64, which fits.
     assert "group_size" in keys(panel, "warn")
     titles = [row.title_label.text() for row in panel.checklist.rows]
     assert "INT4 group size" not in titles, titles
     shoot(panel, screenshot_dir, "2_check_passed")
     panel.show_page(2)
+    assert panel.group_combo.currentData() == 64 and panel.current_options().group_size == 64
+    assert not panel.options_problems.isVisibleTo(panel)
+    # A size that does not fit, picked by the user, is warned about (while INT4 is chosen).
+    _pick_group(panel, 128)
     assert panel.options_problems.isVisibleTo(panel) and "group size" in (
         panel.options_problems.text()
     )
-    panel.group_combo.setCurrentIndex(panel.group_combo.findData(16))
-    assert not panel.options_problems.isVisibleTo(panel)
-    panel.group_combo.setCurrentIndex(panel.group_combo.findData(128))
     panel.format_radios["fp16"].setChecked(True)
     assert not panel.options_problems.isVisibleTo(panel)
     panel.format_radios["int8"].setChecked(True)
@@ -222,6 +223,66 @@ def test_good_source_passes_and_options_explain_the_choices(
     assert panel.dest_edit.text().endswith(f"ckpt-v{BUILDER_VERSION}-dense-t0-s0-int8-mtp-int4")
     assert "Estimated model size" in panel.options_estimate.text()
     shoot(panel, screenshot_dir, "3_options")
+
+
+def _pick_group(panel: ExportPanel, size: int) -> None:
+    """Pick an INT4 group size as a user does (the combo's activated signal)."""
+    combo = panel.group_combo
+    combo.setCurrentIndex(combo.findData(size))
+    combo.activated.emit(combo.currentIndex())
+
+
+@pytest.mark.export
+def test_export_asks_before_going_ahead_with_a_setting_the_page_warns_about(
+    qtbot: QtBot, runner: TaskRunner, tmp_path: Path, dialogs: Dialogs, screenshot_dir: Path
+) -> None:
+    """Issue 44, minor 9: the demo-sized checkpoint (hidden size 64) starts at the group size
+    that fits it, a user's pick stays through another check, and Export with a size the page
+    warns about asks first: "Change the options" returns to them with nothing queued, "Export
+    anyway" queues the options as checked."""
+    panel = make_panel(qtbot, runner, tmp_path, dialogs)
+    check(panel, qtbot, cached_checkpoint(moe=False))
+    panel.show_page(2)
+    assert panel.group_combo.currentData() == 64 and not panel.options_problems.isVisibleTo(panel)
+    _pick_group(panel, 128)
+    warning = panel.options_problems.text()
+    assert "The hidden size 64 is not a multiple of the group size 128" in warning
+    assert "64 fits this checkpoint" in warning
+    for width, height in ((1024, 700), (1600, 1000)):
+        panel.resize(width, height)
+        QApplication.processEvents()
+        assert panel.grab().save(str(screenshot_dir / f"export_group_warn-{width}x{height}.png"))
+    panel.resize(*SIZE)
+    panel.recheck_button.click()  # Check again keeps the user's pick
+    qtbot.waitUntil(lambda: panel.check_busy.isHidden(), timeout=30_000)
+    assert panel.group_combo.currentData() == 128
+    panel.show_page(2)
+
+    submitted: list[Any] = []
+    panel.jobs.submit = lambda request: submitted.append(request) or 1  # type: ignore[method-assign]
+    dialogs.answers = [False]
+    panel.export_button.click()
+    qtbot.waitUntil(lambda: len(dialogs.asked) == 1, timeout=30_000)
+    assert dialogs.asked == ["Export with this warning?"]
+    assert dialogs.buttons == [("Export anyway", "Change the options")]
+    QApplication.processEvents()
+    assert submitted == [] and panel.pages.currentIndex() == 2
+    assert panel.options_problems.isVisibleTo(panel)
+
+    dialogs.answers = [True]
+    panel.export_button.click()
+    qtbot.waitUntil(lambda: len(submitted) == 1, timeout=30_000)
+    # 128 is the exporter's default: the options leave it to it.
+    assert len(dialogs.asked) == 2 and submitted[0].options.group_size is None
+    assert panel.pages.currentIndex() == 3
+
+    # A size that fits exports without a question.
+    panel.show_page(2)
+    _pick_group(panel, 32)
+    assert not panel.options_problems.isVisibleTo(panel)
+    panel.export_button.click()
+    qtbot.waitUntil(lambda: len(submitted) == 2, timeout=30_000)
+    assert len(dialogs.asked) == 2 and submitted[1].options.group_size == 32
 
 
 @pytest.mark.export

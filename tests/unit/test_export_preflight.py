@@ -19,7 +19,11 @@ from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
     inspect_checkpoint_folder,
     read_safetensors_header,
 )
-from qwen_mtp_desktop.core.models.export.preflight.checks import PreflightReport, run_preflight
+from qwen_mtp_desktop.core.models.export.preflight.checks import (
+    PreflightReport,
+    fitting_group_size,
+    run_preflight,
+)
 from qwen_mtp_desktop.core.models.export.preflight.estimate import estimate_export
 from qwen_mtp_desktop.core.models.export.preflight.toolkit import (
     check_toolkit,
@@ -345,6 +349,37 @@ def test_group_size_not_dividing_hidden_size_warns(tmp_path: Path) -> None:
     options = ExportOptions.recommended("int4", group_size=48)
     report = preflight(make_checkpoint(tmp_path / "ckpt"), tmp_path, options)
     assert report.ok and status(report, "group_size") == "warn"
+
+
+def test_the_fitting_group_size_divides_every_layer_input_and_silences_the_warning(
+    tmp_path: Path,
+) -> None:
+    """The default a checkpoint gets is the largest offered group size dividing each of its
+    linear layers' input sizes, so the default never triggers the check's own warning; a
+    larger one warns and names the size it misses and the size that fits."""
+    assert fitting_group_size(None) is None and fitting_group_size({"model_type": "x"}) is None
+    assert fitting_group_size(qwen_config()) == 64  # the demo's hidden size
+    assert fitting_group_size(qwen_config(hidden_size=1024, intermediate_size=3584)) == 128
+    # Qwen3.5-0.8B's sizes: attention output 8 x 256, linear attention 16 x 128.
+    full = qwen_config(
+        hidden_size=1024, intermediate_size=3584, num_attention_heads=8, head_dim=256,
+        linear_num_value_heads=16, linear_value_head_dim=128,
+    )  # fmt: skip
+    assert fitting_group_size(full) == 128
+    assert fitting_group_size(qwen_config(hidden_size=64, intermediate_size=96)) == 32
+    assert fitting_group_size(qwen_config(hidden_size=72)) == -1  # per channel only
+    odd = qwen_config(hidden_size=128, num_attention_heads=3, head_dim=16)
+    assert fitting_group_size(odd) == 16
+    for config, group in ((qwen_config(), 128), (odd, 32)):
+        folder = make_checkpoint(tmp_path / f"ckpt{group}", config)
+        fit = fitting_group_size(config)
+        warned = preflight(folder, tmp_path, ExportOptions.recommended("int4", group_size=group))
+        item = next(i for i in warned.items if i.key == "group_size")
+        assert item.status == "warn" and f"{fit} fits this checkpoint" in item.fix
+        size = "hidden size 64" if group == 128 else "attention output size 48"
+        assert f"The {size} is not a multiple of the group size {group}" in item.message
+        fitted = preflight(folder, tmp_path, ExportOptions.recommended("int4", group_size=fit))
+        assert fitted.item("group_size") is None
 
 
 def test_trust_remote_code_warns(tmp_path: Path) -> None:

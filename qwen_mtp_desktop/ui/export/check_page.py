@@ -32,6 +32,16 @@ def only_option_failures(report: PreflightReport) -> bool:
     return all(item.key in OPTION_FIXABLE for item in report.failures)
 
 
+def option_warnings(report: PreflightReport) -> str:
+    """The warnings about the chosen settings (the Options page shows them) as the text that
+    asks before exporting with them; "" when there are none."""
+    return "\n\n".join(
+        f"{item.message} {item.fix}".strip()
+        for item in report.items
+        if item.key in OPTION_CHECKS and item.status == "warn"
+    )
+
+
 class CheckPage(QWidget):
     """Widgets only; the panel runs the checks and connects the buttons."""
 

@@ -94,6 +94,9 @@ class ExportOptionsForm(QWidget):
         self.group_combo = QComboBox()
         for text, size in GROUP_SIZES:
             self.group_combo.addItem(text, size)
+        # A size the user picked stays; until then it follows the checkpoint (fit_group_size).
+        self._group_picked = False
+        self.group_combo.activated.connect(lambda _i: setattr(self, "_group_picked", True))
         self.sym_check = QCheckBox("Symmetric (no zero points; slightly smaller, less exact)")
         self.ratio_spin = QDoubleSpinBox()
         self.ratio_spin.setRange(0.1, 1.0)
@@ -150,6 +153,14 @@ class ExportOptionsForm(QWidget):
             return False
         radio.setChecked(True)
         return True
+
+    def fit_group_size(self, size: int | None) -> None:
+        """Default the INT4 group size to `size`, the largest that fits the checkpoint's layers
+        (core.models.export.preflight.checks.fitting_group_size), unless the user picked one;
+        None (sizes unknown): optimum-intel's 128."""
+        index = self.group_combo.findData(size if size is not None else GROUP_SIZES[0][1])
+        if not self._group_picked and index >= 0:
+            self.group_combo.setCurrentIndex(index)
 
     def options(self, *, trust_remote_code: bool) -> ExportOptions:
         fmt = self.weight_format()

@@ -45,6 +45,7 @@ from qwen_mtp_desktop.core.models.export.preflight.checkpoint import (
 from qwen_mtp_desktop.core.models.export.preflight.checks import (
     PreflightReport,
     check_options,
+    fitting_group_size,
     run_preflight,
 )
 from qwen_mtp_desktop.core.models.export.preflight.estimate import estimate_export
@@ -60,7 +61,11 @@ from qwen_mtp_desktop.core.models.export.progress import (
 )
 from qwen_mtp_desktop.core.models.export.staging import cleanup_stale_exports
 from qwen_mtp_desktop.core.units import format_bytes
-from qwen_mtp_desktop.ui.export.check_page import CheckPage, only_option_failures
+from qwen_mtp_desktop.ui.export.check_page import (
+    CheckPage,
+    only_option_failures,
+    option_warnings,
+)
 from qwen_mtp_desktop.ui.export.options_form import ExportOptionsForm
 from qwen_mtp_desktop.ui.export.run_view import LOG_LINE_CAP, ExportRunView  # noqa: F401 (the cap, as before)
 from qwen_mtp_desktop.ui.export.toolkit_banner import ToolkitBanner
@@ -546,6 +551,8 @@ class ExportPanel(QWidget):
     def _show_report(self, report: PreflightReport, *, with_options: bool = False) -> None:
         self.report = report
         self._checkpoint = report.checkpoint if report.checkpoint.config is not None else None
+        if not with_options:  # the check before exporting judges the options as they are
+            self.options_form.fit_group_size(fitting_group_size(report.checkpoint.config))
         self.export_button.setEnabled(True)
         self.check_page.show_report(
             report,
@@ -622,7 +629,17 @@ class ExportPanel(QWidget):
             ):
                 return
             overwrite = True
-        self.run_check(overwrite=overwrite, then=lambda: self._queue(destination, overwrite))
+        self.run_check(overwrite=overwrite, then=lambda: self._confirmed(destination, overwrite))
+
+    def _confirmed(self, destination: Path, overwrite: bool) -> None:
+        """Queue the export once the user accepted what the Options page warns of."""
+        warnings = option_warnings(self.report) if self.report is not None else ""
+        if warnings and not self._dialogs.confirm(
+            self, "Export with this warning?", warnings, "Export anyway", "Change the options"
+        ):
+            self.show_page(2)
+            return
+        self._queue(destination, overwrite)
 
     def _queue(self, destination: Path, overwrite: bool) -> None:
         assert self._source is not None

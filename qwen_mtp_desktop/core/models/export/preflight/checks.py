@@ -124,6 +124,43 @@ def check_destination(
     return CheckItem("destination", "pass", "Destination", f"{destination}.")
 
 
+#: The INT4 group sizes offered, largest first: 128 is optimum-intel's default, and a larger
+#: group makes a smaller model.
+INT4_GROUP_SIZES = (128, 64, 32, 16)
+#: The sizes a linear layer's input can have, as (what to call it, its config keys multiplied).
+_LAYER_INPUTS = (
+    ("hidden size", ("hidden_size",)),
+    ("intermediate size", ("intermediate_size",)),
+    ("MoE intermediate size", ("moe_intermediate_size",)),
+    ("shared-expert intermediate size", ("shared_expert_intermediate_size",)),
+    ("attention output size", ("num_attention_heads", "head_dim")),
+    ("linear-attention output size", ("linear_num_value_heads", "linear_value_head_dim")),
+)
+
+
+def layer_input_sizes(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The input sizes of the checkpoint's linear layers, which an INT4 group must divide (a
+    group is that many input channels sharing one scale), from the text config's keys."""
+    sizes = []
+    for name, keys in _LAYER_INPUTS:
+        values = [text_config_value(config, key) for key in keys]
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+            size = 1
+            for value in values:
+                size *= value
+            sizes.append((name, size))
+    return sizes
+
+
+def fitting_group_size(config: Mapping[str, Any] | None) -> int | None:
+    """The largest offered INT4 group size that divides every layer input of this checkpoint
+    (-1, per channel, when none does); None when the config says nothing of its sizes."""
+    sizes = [size for _name, size in layer_input_sizes(config)] if config is not None else []
+    if not sizes:
+        return None
+    return next((g for g in INT4_GROUP_SIZES if all(s % g == 0 for s in sizes)), -1)
+
+
 def check_options(config: Mapping[str, Any] | None, options: ExportOptions) -> list[CheckItem]:
     items: list[CheckItem] = []
     int4_parts = options.weight_format == "int4" or options.mtp_weight_format == "int4"
@@ -141,22 +178,25 @@ def check_options(config: Mapping[str, Any] | None, options: ExportOptions) -> l
             )
         )
     elif int4_parts and config is not None:
-        hidden = text_config_value(config, "hidden_size")
-        group = options.group_size or 128
-        if isinstance(hidden, int) and group > 0 and hidden % group:
+        group = options.group_size or INT4_GROUP_SIZES[0]
+        misfit = [(n, s) for n, s in layer_input_sizes(config) if group > 0 and s % group]
+        if misfit:
+            name, size = misfit[0]
             kept = (
                 "stay uncompressed"
                 if options.group_size_fallback == "ignore"
                 else "use a smaller group"
             )
+            fitting = fitting_group_size(config)
+            fits = "per channel" if fitting == -1 else f"{fitting}"
             items.append(
                 CheckItem(
                     "group_size",
                     "warn",
                     "INT4 group size",
-                    f"The hidden size {hidden} is not a multiple of the group size {group}: "
-                    f"many layers will {kept}.",
-                    "Choose a group size that divides the hidden size (e.g. 64, 32 or 16).",
+                    f"The {name} {size} is not a multiple of the group size {group}: "
+                    f"{'many layers' if name == 'hidden size' else 'those layers'} will {kept}.",
+                    f"Choose a group size that divides it: {fits} fits this checkpoint.",
                 )
             )
     if options.trust_remote_code:
