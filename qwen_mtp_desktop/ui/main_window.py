@@ -44,7 +44,13 @@ from qwen_mtp_desktop.ui.chat.theme import restyle_chat
 from qwen_mtp_desktop.ui.dialogs.api_server import ServerDialog, apply_saved
 from qwen_mtp_desktop.ui.dialogs.mcp_servers import McpServersDialog
 from qwen_mtp_desktop.ui.model_status import ModelStatus
-from qwen_mtp_desktop.ui.widgets.style import app_icon, apply_theme, is_dark, stylesheet
+from qwen_mtp_desktop.ui.widgets.style import (
+    app_icon,
+    apply_theme,
+    is_dark,
+    stylesheet,
+    use_indicator_style,
+)
 from qwen_mtp_desktop.ui.window_fit import fit_window, refit_if_outside
 from qwen_mtp_desktop.workers.threads import BackgroundThreads
 
@@ -103,8 +109,10 @@ class MainWindow(QMainWindow):
         self.store_runner = self.threads.store
         self.io_runner = self.threads.io
         app = QApplication.instance()
-        if isinstance(app, QApplication) and store.settings.theme != "system":
-            apply_theme(app, store.settings.theme)  # before anything reads the palette
+        if isinstance(app, QApplication):
+            use_indicator_style(app)  # check boxes that show on a dark palette too
+            if store.settings.theme != "system":
+                apply_theme(app, store.settings.theme)  # before anything reads the palette
         self.dark = isinstance(app, QApplication) and is_dark(app)
         #: The library's usable models (from the Models panel's scans), for Settings.
         self.model_paths: list[Path] = []

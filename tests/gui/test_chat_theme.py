@@ -8,12 +8,21 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QRect
 from PySide6.QtGui import QColor, QImage, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
+    QRadioButton,
+    QStyle,
+    QStyleOptionButton,
+    QWidget,
+)
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
+from qwen_mtp_desktop.ui.bench.charts import DEPTH_COLORS, DEPTH_COLORS_DARK, Series
 from qwen_mtp_desktop.ui.chat.transcript.text_views import AutoHeightText, CodeBlock
 from qwen_mtp_desktop.ui.main_window import MainWindow
 
@@ -136,3 +145,97 @@ def check_theme_changes(window: MainWindow, qtbot: QtBot, screenshot_dir: Path) 
     qtbot.wait(200)
     background, text_contrast = code_contrast(block)
     assert luminance(background) < 0.1 and text_contrast >= 4.5
+
+
+def _boundary_contrast(widget: QWidget, rect: QRect) -> float:
+    """How far the most contrasting colour painted in `rect` of `widget` (covering at least 6
+    pixels: antialiasing makes in-between shades) stands from the widget's background."""
+    image = widget.grab(rect).toImage()
+    background = widget.palette().color(QPalette.ColorRole.Window)
+    _, others = painted(image)
+    return max((contrast(background, c) for c, n in others if n >= 6), default=1.0)
+
+
+def _indicator(widget: QCheckBox | QRadioButton) -> QRect:
+    option = QStyleOptionButton()
+    widget.initStyleOption(option)
+    element = (
+        QStyle.SubElement.SE_CheckBoxIndicator
+        if isinstance(widget, QCheckBox)
+        else QStyle.SubElement.SE_RadioButtonIndicator
+    )
+    return widget.style().subElementRect(element, option, widget)
+
+
+def _fill(widget: QWidget) -> QColor:
+    """The colour most painted inside a widget, its border left out."""
+    rect = widget.rect().adjusted(4, 4, -4, -4)
+    background, _ = painted(widget.grab(rect).toImage())
+    return background
+
+
+def test_dark_theme_controls_show_their_state(qtbot: QtBot, screenshot_dir: Path) -> None:
+    """Issue 44, minor 10, in the real window: in the dark theme an unticked check box and an
+    unchosen radio button are outlined at 3:1 against the window, the header's Drafts toggle
+    on and off are drawn apart, and the acceptance chart's bars (every depth) stand at 3:1
+    against the chart's background; the light theme keeps all three."""
+    paths = app_paths().ensure()
+    window = MainWindow(paths, SettingsStore(paths.settings_file))
+    qtbot.addWidget(window)
+    try:
+        window.resize(1024, 700)
+        window.show()
+        qtbot.waitExposed(window)
+        chat = window.chat
+        chat.settings_toggle.setChecked(True)
+        for theme in ("dark", "light"):
+            window.apply_theme(theme)
+            qtbot.wait(100)
+            # Check boxes and radio buttons, unticked, in Chat options and the Export wizard.
+            thinking = chat.settings_panel.thinking_check
+            thinking.setChecked(False)
+            assert thinking.isVisible()
+            assert _boundary_contrast(thinking, _indicator(thinking)) >= 3.0, theme
+            window.show_panel("Export")
+            export = window.export_panel
+            export.show_page(2)
+            qtbot.wait(50)
+            radio = export.format_radios["int8"]
+            assert radio.isVisible() and not radio.isChecked()
+            assert _boundary_contrast(radio, _indicator(radio)) >= 3.0, theme
+            window.resize(1024, 700)
+            QApplication.processEvents()
+            assert window.grab().save(str(screenshot_dir / f"theme_{theme}_export-1024x700.png"))
+            window.show_panel("Chat")
+            # Drafts on and off: the button's fill differs clearly.
+            drafts = chat.drafts_toggle
+            drafts.setChecked(False)
+            QApplication.processEvents()
+            off = _fill(drafts)
+            drafts.setChecked(True)
+            QApplication.processEvents()
+            on = _fill(drafts)
+            assert contrast(on, off) >= 1.5, (theme, on.name(), off.name())
+            for width, height in ((1024, 700), (1600, 1000)):
+                window.resize(width, height)
+                QApplication.processEvents()
+                name = f"theme_{theme}_chat-{width}x{height}.png"
+                assert window.grab().save(str(screenshot_dir / name))
+            drafts.setChecked(False)
+            # The acceptance chart, depths 1 to 6: each bar's colour is painted, at 3:1.
+            window.show_panel("Benchmark")
+            chart = window.bench.acceptance_chart
+            chart.set_series([Series(f"n={d}", (0.9,) * d) for d in range(1, 7)])
+            chart.resize(900, 320)
+            image = chart.render_image(ratio=1.0)
+            background = chart.palette().base().color()
+            ramp = DEPTH_COLORS_DARK if theme == "dark" else DEPTH_COLORS
+            colours = {QColor(c).rgb() for c in ramp}
+            seen = {c.rgb(): n for c, n in painted(image)[1] if c.rgb() in colours}
+            assert set(seen) == colours, theme
+            worst = min(contrast(background, QColor.fromRgb(c)) for c in colours)
+            assert worst >= 3.0, (theme, worst)
+            assert image.save(str(screenshot_dir / f"theme_{theme}_acceptance.png"))
+            window.show_panel("Chat")
+    finally:
+        window.close()

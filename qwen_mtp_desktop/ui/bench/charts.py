@@ -22,8 +22,11 @@ PLAIN_COLOR = "#8a93a6"
 BEST_COLOR = "#2e9d57"
 DIVERGED_COLOR = "#d93025"
 LOOKUP_COLOR = "#e08a1e"
-#: One shade per draft depth (n = 1, 2, 3, ...), light to dark.
-DEPTH_COLORS = ("#9aa5ff", "#5b6cff", "#3346d3", "#1f2c8f", "#141c5c", "#0c1138")
+#: One shade per draft depth (n = 1, 2, 3, ...), from the accent towards more contrast with the
+#: background: darker on a light one, lighter on a dark one, each at least 3:1 against it (a
+#: dark ramp on a dark background left n = 3 and deeper navy on near-black).
+DEPTH_COLORS = ("#6f7dff", "#4656e6", "#3040b8", "#1f2c8f", "#141c5c", "#0c1138")
+DEPTH_COLORS_DARK = ("#5b6cff", "#7d8aff", "#9ea8ff", "#bcc3ff", "#d8dcff", "#eef0ff")
 
 
 @dataclass(frozen=True)
@@ -320,8 +323,10 @@ class AcceptanceChart(_Chart):
             x -= 12
 
     def _depth_color(self, series: Series, index: int) -> str:
+        dark = self.palette().base().color().lightness() < 128
+        colors = DEPTH_COLORS_DARK if dark else DEPTH_COLORS
         depth = len(series.values)
-        return DEPTH_COLORS[min(depth - 1, len(DEPTH_COLORS) - 1)] if depth else DEPTH_COLORS[index]
+        return colors[min(depth - 1, len(colors) - 1)] if depth else colors[index]
 
 
 @dataclass(frozen=True)

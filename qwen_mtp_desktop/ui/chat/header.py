@@ -110,6 +110,8 @@ class ChatHeader(QFrame):
         self._picker_key: tuple[object, ...] = ()
         #: The last local model chosen: listed beside the remote ones to switch back to.
         self._local_model: Path | None = None
+        for toggle in (self.chats_toggle, self.drafts_toggle, self.settings_toggle):
+            toggle.setObjectName("headerToggle")  # on and off drawn apart in both themes
         top = QHBoxLayout()
         top.addWidget(self.chats_toggle)
         top.addWidget(self.title_label, 1)
