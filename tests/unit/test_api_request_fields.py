@@ -14,6 +14,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from qwen_mtp_desktop.core.decoding.grammar import bounded_schema
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.server.app import parse_request
@@ -248,8 +249,10 @@ def test_response_format_is_enforced_or_refused(fmt: Any) -> None:
     else:  # never silently dropped
         assert constraint is not None and constraint.kind == kind
         assert result.method.uses_mtp_head
-    if kind == "json_schema":
-        assert json.loads(constraint.source) == fmt["json_schema"]["schema"]
+    if kind == "json_schema":  # closed and bounded where silent (issue 43, item 1)
+        strict = fmt["json_schema"].get("strict") is True
+        expected = bounded_schema(fmt["json_schema"]["schema"], strict=strict)
+        assert json.loads(constraint.source) == expected
 
 
 @pytest.mark.parametrize(

@@ -122,14 +122,37 @@ def test_a_ref_parameter_is_enforced_as_json() -> None:
         )
     )
     assert plan is not None and plan.constraint is not None
-    assert '%json {"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}' in (
-        plan.constraint.source
+    # The integer it points at is bounded, as a schema silent on bounds is (issue 43, item 1).
+    bounded = (
+        '{"n": {"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991}}'
     )
+    assert f'%json {{"$ref": "#/$defs/n", "$defs": {bounded}' in plan.constraint.source
+
+
+def test_a_text_parameter_with_a_broken_pattern_is_named() -> None:
+    refusal = _refusal({"type": "object", "properties": {"s": {"type": "string", "pattern": "(("}}})
+    assert refusal is not None
+    assert "parameter 's' of 'f': its pattern cannot be enforced (unclosed group)" in refusal
+
+
+def test_a_text_parameter_shorter_than_its_minimum_is_refused() -> None:
+    schema = {"type": "string", "minLength": 5, "maxLength": 1}
+    refusal = _refusal({"type": "object", "properties": {"s": schema}})
+    assert refusal is not None and "its minLength (5) is above its maxLength (1)" in refusal
+
+
+def test_an_unknown_format_is_not_enforced_rather_than_refused() -> None:
+    """pydantic writes "password" and "binary": any string, as OpenAI's own formats aside."""
+    for schema in (
+        {"type": "string", "format": "password"},
+        {"type": "array", "items": {"type": "string", "format": "binary"}},
+    ):
+        assert _refusal({"type": "object", "properties": {"s": schema}}) is None
 
 
 _BAD_SCHEMAS = [
     ({"type": "string", "pattern": "(("}, "regex parse error"),
-    ({"type": "string", "format": "bogus"}, "Unknown format: bogus"),
+    ({"type": "string", "pattern": "a{2,1}"}, "regex"),
 ]
 
 

@@ -49,11 +49,96 @@ JSON_LAYOUT: JsonCompileOptions = {
     "whitespace_flexible": False,
     "item_separator": ", ",
     "key_separator": ": ",
+    # `oneOf` is decoded as `anyOf` (a value that matches two branches is rare, and schemas
+    # from pydantic and zod write `oneOf` where `anyOf` is meant); llguidance refuses it else.
+    "coerce_one_of": True,
 }
+
+#: What `bounded_schema` adds where a schema is silent, so a value can never run away (a
+#: model unsure of a number writes digits until its token budget ends: `[-2222...`):
+#: integers within +-(2**53 - 1) (what JSON numbers keep exactly everywhere, I-JSON), other
+#: numbers within +-1e15 with at most 9 decimals (no exponent), strings at most 10,000
+#: characters.
+SILENT_INTEGER_BOUND = 2**53 - 1
+SILENT_NUMBER_BOUND = 1e15
+SILENT_NUMBER_STEP = 1e-9
+SILENT_STRING_CHARS = 10_000
+#: The string formats llguidance enforces; another `format` (pydantic's "password", "binary",
+#: ...) is dropped (any string), since llguidance refuses a schema naming it.
+KNOWN_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"}
+)
+#: Keywords whose value is one subschema / a list of them / a map of them.
+_ONE_SCHEMA = ("additionalProperties", "items", "not", "contains", "if", "then", "else")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+#: Deeper than this a schema is returned as it is (the grammar engine bounds it anyway).
+_MAX_SCHEMA_DEPTH = 64
 
 
 class ConstraintError(MethodError):
     """A constraint that cannot be enforced; the message says why."""
+
+
+def bounded_schema(schema: Any, *, strict: bool) -> Any:
+    """A copy of a JSON schema that closes objects and bounds values where it is silent, so
+    every value the grammar admits ends (docs/api-server.md, "Structured output"):
+
+    - an object schema without `additionalProperties` (or `patternProperties`,
+      `unevaluatedProperties`) is closed (`additionalProperties: false`) when `strict` (as
+      OpenAI's strict mode requires) or when it lists `properties` (the keys a client reads:
+      an invented key is only room for the model to ramble); without `strict`, an object
+      that lists no properties stays a free-form map. Members of an `allOf` with several
+      members are left open (closing each would forbid the others' keys).
+    - an integer without a bound gets +-SILENT_INTEGER_BOUND; a number without one gets
+      +-SILENT_NUMBER_BOUND, and at most 9 decimals unless it has `multipleOf`.
+    - a string without `maxLength` (or `enum`, `const`) gets SILENT_STRING_CHARS; a `format`
+      llguidance does not know is dropped.
+
+    Anything else is kept as it is, and every `$ref` still points where it did."""
+    return _bounded(schema, strict, in_all_of=False, depth=0)
+
+
+def _bounded(node: Any, strict: bool, *, in_all_of: bool, depth: int) -> Any:
+    if not isinstance(node, dict) or depth > _MAX_SCHEMA_DEPTH:
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _ONE_SCHEMA and isinstance(value, dict):
+            value = _bounded(value, strict, in_all_of=False, depth=depth + 1)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            several = key == "allOf" and len(value) > 1
+            value = [_bounded(v, strict, in_all_of=several, depth=depth + 1) for v in value]
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            value = {
+                k: _bounded(v, strict, in_all_of=False, depth=depth + 1) for k, v in value.items()
+            }
+        out[key] = value
+    kinds = out.get("type")
+    types = {kinds} if isinstance(kinds, str) else set(kinds) if isinstance(kinds, list) else set()
+    valued = "enum" in out or "const" in out
+    properties = out.get("properties")
+    is_object = "object" in types or (not types and isinstance(properties, dict))
+    open_keys = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+    silent = is_object and not in_all_of and not any(key in out for key in open_keys)
+    if silent and (strict or (isinstance(properties, dict) and properties)):
+        out["additionalProperties"] = False
+    if isinstance(out.get("format"), str) and out["format"] not in KNOWN_FORMATS:
+        del out["format"]
+    if valued:
+        return out
+    if "integer" in types or "number" in types:
+        bound = SILENT_INTEGER_BOUND if "number" not in types else SILENT_NUMBER_BOUND
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -bound
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = bound
+        if "number" in types and "multipleOf" not in out:
+            out["multipleOf"] = SILENT_NUMBER_STEP
+    if "string" in types and "maxLength" not in out:
+        least = out.get("minLength")
+        out["maxLength"] = max(SILENT_STRING_CHARS, least if isinstance(least, int) else 0)
+    return out
 
 
 def grammar_text(constraint: Constraint) -> str:

@@ -16,8 +16,10 @@ vLLM's `qwen3_xml` parser read it) asks the model to answer a call as
 
 optionally after some text, several calls one after another, and nothing after them. It
 renders earlier calls the same way, a string value as it is and any other value as JSON
-(`render_calls` writes exactly that). So a value's type comes from the tool's schema: a
-string parameter keeps the text as written; any other is read as JSON.
+(`render_calls` writes exactly that). So how a value is read comes from the tool's schema, by
+the rule the forced-call grammar writes it with (`core.tools.grammar.value_kind`): a parameter
+that only takes strings keeps the text as written (`null` is None when it may be null); any
+other is read as JSON (text that is not JSON stays text when the parameter may be a string).
 
 Where a value ends is decided while it is read: at the first "\\n</parameter>\\n" followed by
 the next parameter or the end of the function, never by searching ahead for </function> (a
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from qwen_mtp_desktop.core.files.safe_files import MAX_JSON_DEPTH, json_nesting_depth
+from qwen_mtp_desktop.core.tools.grammar import ValueKind, parameter_kinds
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
@@ -106,33 +109,12 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def parameter_types(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, set[str]]]:
-    """{function name: {parameter: its JSON-schema types}} from OpenAI `tools` (a parameter
-    without a stated type gets no entry: its value is read as JSON when it can be)."""
-    found: dict[str, dict[str, set[str]]] = {}
-    for tool in tools:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-            continue
-        parameters = function.get("parameters")
-        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
-        types: dict[str, set[str]] = {}
-        for name, schema in (properties or {}).items():
-            kind = schema.get("type") if isinstance(schema, Mapping) else None
-            if isinstance(kind, str):
-                types[name] = {kind}
-            elif isinstance(kind, list) and all(isinstance(k, str) for k in kind):
-                types[name] = set(kind)
-        found[function["name"]] = types
-    return found
-
-
 def parse(text: str, tools: Sequence[Mapping[str, Any]]) -> Parsed:
     """The model's answer as text, tool calls, or a malformed call (with the reason)."""
     start = text.find(CALL_OPEN)
     if start < 0:
         return Text(text)
-    offered = parameter_types(tools)
+    offered = parameter_kinds(tools)
     calls: list[ToolCall] = []
     at = start
     while True:
@@ -154,7 +136,7 @@ def parse(text: str, tools: Sequence[Mapping[str, Any]]) -> Parsed:
 
 
 def _read_call(
-    text: str, at: int, offered: Mapping[str, Mapping[str, set[str]]]
+    text: str, at: int, offered: Mapping[str, Mapping[str, ValueKind]]
 ) -> tuple[ToolCall, int] | str:
     """(the call, where it ends) read from `at` (just after "<tool_call>\\n"), or the
     reason it is not a call."""
@@ -270,21 +252,32 @@ class _Unreadable:
     problem: str
 
 
-def _typed(raw: str, types: set[str] | None) -> Any:
-    """A value as the template wrote it: text for a string parameter, JSON otherwise (a
-    parameter without a stated type: JSON when it reads as JSON, else the text). JSON nested
+#: How a parameter the tool does not declare is read: JSON, else text.
+_ANY = ValueKind("json")
+
+
+def _typed(raw: str, kind: ValueKind | None) -> Any:
+    """A value as the call wrote it (`kind`: how its parameter's values are written; module
+    docstring): text as it is, `null` as None when the parameter may be null, else JSON (text
+    that is not JSON stays text when the parameter may be a string or anything). JSON nested
     deeper than MAX_VALUE_DEPTH is unreadable whatever the type (json.loads would recurse)."""
-    if types is not None and "string" in types:
+    kind = kind or _ANY
+    if kind.kind == "text":
         return raw
+    if kind.kind == "nullable_text":
+        return None if raw == "null" else raw
     depth = json_nesting_depth(raw)
     if depth > MAX_VALUE_DEPTH:
         return _Unreadable(f"is nested {depth} levels deep (at most {MAX_VALUE_DEPTH})")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, RecursionError):
-        if types is None:
+        if kind.types is None:
             return raw
-        return _Unreadable("is not valid " + " or ".join(sorted(types)) + " JSON")
+        return _Unreadable("is not valid " + " or ".join(sorted(kind.types)) + " JSON")
+    if kind.kind == "quoted_text" and not isinstance(value, str):
+        return raw
+    return value
 
 
 def render_calls(calls: Sequence[tuple[str, Mapping[str, Any]]], content: str = "") -> str:
@@ -346,7 +339,7 @@ class CallReader:
     a tag's name or a value's possible end is never read again from its start."""
 
     def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
-        self._offered = parameter_types(tools)
+        self._offered = parameter_kinds(tools)
         self._text = ""  # the undecided text; positions below are in it
         self._pending: list[str] = []  # text fed while nothing could be decided
         self._wait = ""  # the characters that can decide something ("": any)
@@ -354,7 +347,7 @@ class CallReader:
         self._state: Literal["call", "function", "parameters", "value", "between", "stopped"]
         self._state = "call"
         self._index = -1  # of the open call
-        self._types: Mapping[str, set[str]] = {}  # its parameters' types
+        self._types: Mapping[str, ValueKind] = {}  # how its parameters' values are written
         self._keys: set[str] = set()  # its parameters so far
         self._key = ""  # the open value's parameter
         self._value_parts: list[str] = []  # the open non-string value's text before `_text`
@@ -463,8 +456,8 @@ class CallReader:
         self._head = (", " if self._keys else "") + json.dumps(key, ensure_ascii=False) + ": "
         self._keys.add(key)
         self._key = key
-        types = self._types.get(key)
-        self._string = types is not None and "string" in types
+        kind = self._types.get(key)
+        self._string = kind is not None and kind.kind == "text"
         self._at = self._scan = close + 2
         self._value_parts = []
         if self._string:

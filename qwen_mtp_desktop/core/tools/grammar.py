@@ -1,6 +1,7 @@
 """A Lark grammar (llguidance's dialect) that admits only well-formed tool calls in Qwen3.5's
-format, for `tool_choice: "required"` or a named function: the decoder masks every
-distribution with it, drafts included (MTP stays on, as for structured output).
+format, for `tool_choice: "required"` or a named function (or, with `response_format`, tool
+calls or JSON of the format's schema): the decoder masks every distribution with it, drafts
+included (MTP stays on, as for structured output).
 
 The grammar spells the call exactly as `core.tools.calls.render_calls` writes it (and as Qwen3.5's
 chat template renders earlier calls), so every answer it admits parses back
@@ -9,9 +10,20 @@ chat template renders earlier calls), so every answer it admits parses back
     <tool_call>\\n<function=NAME>\\n(<parameter=KEY>\\nVALUE\\n</parameter>\\n)*</function>\\n</tool_call>
 
 Parameters come in the schema's `properties` order, each required one present, optional ones
-optional. A string parameter's value is any text up to the first "\\n</parameter>\\n" (a lazy
-match, so the value never swallows its own end); any other is JSON matching the parameter's
-schema (llguidance's `%json`, written without free whitespace, as structured output is).
+optional. How a value is written follows its schema (`value_kind`, which the parser reads too,
+so both sides agree), through `$ref`s and `anyOf` / `oneOf` branches:
+
+- only strings (`type: "string"`, a string `enum` or `const`, branches of those): the text as
+  it is, as the template writes strings: one of the `enum` / `const` values, else text within
+  `minLength` / `maxLength` (enforced up to MAX_EXACT_TEXT characters) and matching `pattern`.
+  The text can never hold the call's markup (`<tool_call>`, `<function=`, `<parameter=` and
+  their closing tags), so a value never ends early or opens another parameter.
+- strings or null (`Optional[str]`): `null`, or such text other than "null".
+- anything else (objects, arrays, numbers, booleans, mixed types, a string with a `format`,
+  no type at all): JSON of the parameter's schema (llguidance's `%json`, written without free
+  whitespace, as structured output is), with the function's `$defs`; objects closed and values
+  bounded where the schema is silent (core.decoding.grammar.bounded_schema; the function's
+  `strict: true` closes every object, as OpenAI's strict mode does).
 """
 
 from __future__ import annotations
@@ -19,27 +31,55 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from qwen_mtp_desktop.core.decoding.grammar import JSON_LAYOUT
+from qwen_mtp_desktop.core.decoding.grammar import JSON_LAYOUT, bounded_schema
 
 #: A parameter name that can sit inside `<parameter=NAME>` and be read back.
 SAFE_PARAMETER = re.compile(r"^[^<>\n]{1,128}$")
 _CALL_OPEN = "<tool_call>\n<function="
 _CALL_CLOSE = "</function>\n</tool_call>"
 _VALUE_END = "\n</parameter>\n"
-#: A string's maxLength the grammar enforces (a larger bound is left to the token budget:
-#: a regex of millions of repetitions would be costly to compile).
-MAX_BOUNDED = 10_000
+#: The call's markup: no text value may hold any of these.
+MARKUP = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
+_NOT_MARKUP = (
+    r"~/(?s:.*(<tool_call>|<\/tool_call>|<function=|<\/function>|<parameter=|<\/parameter>).*)/"
+)
+_ANY_TEXT = r"/(?s:.*)/"
+#: The longest `maxLength` of a text value the grammar enforces: counting characters while
+#: keeping the markup out costs llguidance a state per character and markup prefix, and much
+#: above this its lexer gives up. A larger bound is left to the token budget.
+MAX_EXACT_TEXT = 256
 #: Where a schema keeps the definitions its "$ref"s point at.
 _DEFINITIONS = ("$defs", "definitions")
 #: Subschemas looked at for a value that can never end (far above a real tool's).
 _MAX_SCHEMA_NODES = 2_000
+#: How many "$ref"s and branches deep `value_kind` looks before it says "JSON".
+_MAX_BRANCH_DEPTH = 16
 _MISSING = object()
+#: The keywords a text value's rule reads; a string branch with others (`format`) is JSON.
+_TEXT_KEYS = {"minLength", "maxLength", "pattern", "enum", "const"}
+#: Keywords that say nothing about a value's shape.
+_NOTES = {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly"}
 
 
 class ToolGrammarError(ValueError):
     """A tool whose parameters cannot be written as a grammar; the message names the part."""
+
+
+@dataclass(frozen=True)
+class ValueKind:
+    """How a parameter's value is written in a call and read back (core.tools.calls):
+    "text" as it is; "nullable_text" as it is, or `null` for None; "quoted_text" a JSON
+    string (read as text when it is not one); "json" JSON (`types`: the JSON types it may
+    have, None when it may be a string or anything, so text that is not JSON is read as
+    text)."""
+
+    kind: Literal["text", "nullable_text", "quoted_text", "json"]
+    #: The string branches a text value matches one of.
+    strings: tuple[Mapping[str, Any], ...] = ()
+    types: frozenset[str] | None = None
 
 
 def _literal(text: str) -> str:
@@ -65,17 +105,124 @@ def _with_definitions(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dic
     return found
 
 
-def _writes_json(schema: Mapping[str, Any]) -> bool:
-    """Whether a parameter's value is JSON the grammar enforces (`%json`): a stated type
-    without "string", or no type but a "$ref" (what it points at says the type); otherwise
-    text up to the value's end, as the parser reads it back."""
+def value_kind(schema: Mapping[str, Any]) -> ValueKind:
+    """How a value of `schema` (a parameter's, its definitions included) is written: see the
+    module docstring."""
+    branches = _branches(schema, schema, frozenset(), 0)
+    if branches is None:
+        return _json_kind(schema)
+    strings: list[Mapping[str, Any]] = []
+    nullable = other = quoted = False
+    for branch in branches:
+        for piece, found in _pieces(branch):
+            if piece == "string":
+                quoted = quoted or not set(found) <= _TEXT_KEYS
+                strings.append(found)
+            elif piece == "null":
+                nullable = True
+            else:
+                other = True
+    if other or not strings:
+        return _json_kind(schema)
+    if quoted:
+        return ValueKind("json") if nullable else ValueKind("quoted_text")
+    return ValueKind("nullable_text" if nullable else "text", tuple(strings))
+
+
+def _json_kind(schema: Mapping[str, Any]) -> ValueKind:
     types = _types(schema)
-    return "$ref" in schema if types is None else bool(types) and "string" not in types
+    if types is None or "string" in types or set(schema) & {"$ref", "anyOf", "oneOf", "allOf"}:
+        return ValueKind("json")
+    return ValueKind("json", types=frozenset(types))
 
 
-def _json_schema(schema: Mapping[str, Any]) -> str:
-    """The schema for `%json`, with the layout structured output uses."""
-    return json.dumps({**schema, "x-guidance": dict(JSON_LAYOUT)}, ensure_ascii=False)
+def _branches(
+    schema: object, root: Mapping[str, Any], seen: frozenset[str], depth: int
+) -> list[Mapping[str, Any]] | None:
+    """The alternatives a value of `schema` matches one of, "$ref"s followed and `anyOf` /
+    `oneOf` flattened; None when that cannot be told simply (`allOf`, `not`, a cycle)."""
+    if not isinstance(schema, Mapping) or depth > _MAX_BRANCH_DEPTH:
+        return None
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        target = _pointer(root, ref)
+        if not isinstance(ref, str) or ref in seen or not isinstance(target, Mapping):
+            return None
+        if set(schema) - {"$ref", *_NOTES, *_DEFINITIONS}:
+            return None  # "$ref" beside other keywords: both apply
+        return _branches(target, root, seen | {ref}, depth + 1)
+    if set(schema) & {"allOf", "not", "if", "then", "else"}:
+        return None
+    alternatives = [schema[key] for key in ("anyOf", "oneOf") if key in schema]
+    if not alternatives:
+        return [schema]
+    if len(alternatives) > 1 or not isinstance(alternatives[0], list) or not alternatives[0]:
+        return None
+    if set(schema) & {"type", "enum", "const"}:
+        return None
+    found: list[Mapping[str, Any]] = []
+    for alternative in alternatives[0]:
+        more = _branches(alternative, root, seen, depth + 1)
+        if more is None:
+            return None
+        found += more
+    return found
+
+
+def _pieces(branch: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A branch split into ("string", its string keywords), ("null", {}) and ("other", ...)."""
+    types = _types(branch)
+    values: list[Any] | None = None
+    if "const" in branch:
+        values = [branch["const"]]
+    elif isinstance(branch.get("enum"), list):
+        values = list(branch["enum"])
+    if values is not None:
+        if types is not None:
+            values = [v for v in values if _of_types(v, types)]
+        pieces: list[tuple[str, Mapping[str, Any]]] = []
+        texts = [v for v in values if isinstance(v, str)]
+        if texts:
+            pieces.append(("string", {"enum": texts}))
+        if any(v is None for v in values):
+            pieces.append(("null", {}))
+        if len(texts) + sum(v is None for v in values) < len(values):
+            pieces.append(("other", branch))
+        return pieces
+    if types is None:
+        return [("other", branch)]
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for kind in sorted(types):
+        if kind == "string":
+            keywords = set(branch) - _NOTES - {"type"}
+            strings = {k: branch[k] for k in keywords if k in _TEXT_KEYS or k in ("format",)}
+            if keywords - _TEXT_KEYS - {"format"} - _STRING_IRRELEVANT:
+                strings["x-other"] = True  # keywords a text rule cannot read: JSON
+            found.append(("string", strings))
+        elif kind == "null":
+            found.append(("null", {}))
+        else:
+            found.append(("other", branch))
+    return found
+
+
+#: Keywords of other types, which say nothing about a string (`"type": ["string", "integer"]`
+#: has integer bounds, say).
+_STRING_IRRELEVANT = {
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+    "uniqueItems", "prefixItems", "patternProperties", "minProperties", "maxProperties",
+    *_DEFINITIONS,
+}  # fmt: skip
+
+
+def _of_types(value: object, types: set[str]) -> bool:
+    names = {
+        str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null",
+        dict: "object", list: "array",
+    }  # fmt: skip
+    kind = names.get(type(value))
+    return kind in types or (kind == "integer" and "number" in types)
 
 
 def _pointer(document: object, ref: object) -> object:
@@ -172,21 +319,95 @@ def _can_end(node: Mapping[str, Any], target: object, finite: set[int]) -> bool:
     return "array" in kinds and (not isinstance(least, int) or least <= 0 or ok(node.get("items")))
 
 
-def _string_rule(value: str, schema: Mapping[str, Any]) -> str:
-    """A string parameter's value: one of its `enum`, else text of at most `maxLength`
-    characters (any length without it), up to the first end of value (a lazy match: the
-    value never swallows its own end, so the parser reads back the same text)."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(item, str) for item in enum):
-        return (
-            f"{value}: ("
-            + " | ".join(_literal(item) for item in enum)
-            + f") {_literal(_VALUE_END)}"
-        )
-    limit = schema.get("maxLength")
-    if isinstance(limit, int) and not isinstance(limit, bool) and 0 <= limit <= MAX_BOUNDED:
-        return f"{value}[lazy]: /(?s:.{{0,{limit}}})\\n<\\/parameter>\\n/"
-    return f"{value}[lazy]: /(?s:.*)\\n<\\/parameter>\\n/"
+def _text_token(branch: Mapping[str, Any], where: str) -> str:
+    """A token expression (llguidance's Lark) of one string branch's text, the markup kept out."""
+    values = branch.get("enum")
+    if isinstance(values, list):
+        for value in values:
+            if any(tag in value for tag in MARKUP) or _VALUE_END in value:
+                raise ToolGrammarError(
+                    f"{where}: the value {value[:40]!r} holds the tool-call format's markup, "
+                    "which a value cannot be written with"
+                )
+        return "(" + " | ".join(_literal(v) if v else '""' for v in values) + ")"
+    parts = [_ANY_TEXT]
+    least = branch.get("minLength")
+    least = least if isinstance(least, int) and not isinstance(least, bool) and least > 0 else 0
+    most = branch.get("maxLength")
+    if isinstance(most, int) and not isinstance(most, bool) and most < least:
+        raise ToolGrammarError(f"{where}: its minLength ({least}) is above its maxLength ({most})")
+    if isinstance(most, int) and not isinstance(most, bool) and 0 <= most <= MAX_EXACT_TEXT:
+        parts.append(f"/(?s:.{{{least},{most}}})/")
+    elif 0 < least <= MAX_EXACT_TEXT:
+        parts.append(f"/(?s:.{{{least},}})/")
+    pattern = branch.get("pattern")
+    if isinstance(pattern, str):
+        parts.append(_checked(_pattern_regex(pattern), where))
+    parts.append(_NOT_MARKUP)
+    return "(" + " & ".join(parts) + ")"
+
+
+def _checked(regex: str, where: str) -> str:
+    """A `pattern`'s regex, once llguidance has compiled it (ToolGrammarError with its reason
+    when it cannot, naming the parameter rather than the grammar around it)."""
+    import llguidance
+
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_lark(f"start: T\nT: {regex}\n")
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    except (ValueError, RuntimeError) as exc:
+        is_error, messages = True, [str(exc)]
+    if is_error:
+        # llguidance's reason without the grammar it quotes: "... error: unclosed group".
+        words = [line for line in (messages[0] if messages else "").splitlines() if line]
+        found = [w.rsplit("error: ", 1)[-1].strip() for w in words if "error: " in w]
+        reason = found[-1] if found and found[-1] else "the grammar engine refused it"
+        raise ToolGrammarError(f"{where}: its pattern cannot be enforced ({reason[:200]})")
+    return regex
+
+
+#: A "/" not escaped by a backslash (a Lark regex ends at one).
+_BARE_SLASH = re.compile(r"(?<!\\)((?:\\\\)*)/")
+
+
+def _pattern_regex(pattern: str) -> str:
+    """A JSON schema `pattern` (found anywhere in the text unless anchored, as JSON Schema
+    reads it) as a Lark regex of the whole text."""
+    body, lead, trail = pattern, "(?s:.*)", "(?s:.*)"
+    if body.startswith("^"):
+        body, lead = body[1:], ""
+    if body.endswith("$") and not body.endswith("\\$"):
+        body, trail = body[:-1], ""
+    return "/" + lead + "(?:" + _BARE_SLASH.sub(r"\1\\/", body) + ")" + trail + "/"
+
+
+def _value_rules(
+    value: str, token: str, schema: dict[str, Any], strict: bool, where: str
+) -> list[str]:
+    """The rules of one parameter's value (rule `value`, text token `token`), then its end."""
+    kind = value_kind(schema)
+    end = _literal(_VALUE_END)
+    if kind.kind in ("text", "nullable_text"):
+        text = " | ".join(_text_token(branch, where) for branch in kind.strings)
+        if kind.kind == "nullable_text":
+            text = f'"null" | (({text}) & ~"null")'
+        # One token, the end included: the lexer is greedy, so a text token followed by the
+        # end as a token of its own would swallow the end's first new line.
+        return [f"{value}: {token}", f"{token}: ({text}) {end}"]
+    return [f"{value}: %json {_json_schema(schema, strict)} {end}"]
+
+
+def _json_schema(schema: Mapping[str, Any], strict: bool) -> str:
+    """The schema for `%json`: bounded where silent, with the layout structured output uses."""
+    bounded = bounded_schema(dict(schema), strict=strict)
+    return json.dumps({**bounded, "x-guidance": dict(JSON_LAYOUT)}, ensure_ascii=False)
+
+
+def parameter_schema(function: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A parameter's schema as its own document (the function's definitions with it)."""
+    parameters = function.get("parameters") or {}
+    schema = (parameters.get("properties") or {}).get(key)
+    return _with_definitions(schema if isinstance(schema, Mapping) else {}, parameters)
 
 
 def _function_rules(index: int, function: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -195,31 +416,24 @@ def _function_rules(index: int, function: Mapping[str, Any]) -> tuple[str, list[
     parameters = function.get("parameters") or {}
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or ())
+    strict = function.get("strict") is True
     call = f"call_{index}"
     rules: list[str] = []
     parts = [_literal(f"{_CALL_OPEN}{name}>\n")]
-    for number, (key, schema) in enumerate(properties.items()):
+    for number, key in enumerate(properties):
+        where = f"parameter {key!r} of {name!r}"
         if not SAFE_PARAMETER.match(key):
             raise ToolGrammarError(
-                f"parameter {key!r} of {name!r}: a name with '<', '>' or a new line (or longer "
-                "than 128 characters) cannot be written in the tool-call format"
+                f"{where}: a name with '<', '>' or a new line (or longer than 128 characters) "
+                "cannot be written in the tool-call format"
             )
-        schema = _with_definitions(schema if isinstance(schema, Mapping) else {}, parameters)
+        schema = parameter_schema(function, key)
         problem = _no_finite_value(schema) if "$ref" in json.dumps(schema) else None
         if problem is not None:
-            raise ToolGrammarError(f"parameter {key!r} of {name!r}: {problem}")
+            raise ToolGrammarError(f"{where}: {problem}")
         rule = f"p_{index}_{number}"
-        value = f"v_{index}_{number}"
-        types = _types(schema)
-        opening = _literal(f"<parameter={key}>\n")
-        rules.append(f"{rule}: {opening} {value}")
-        if types is not None and types <= {"string"}:
-            rules.append(_string_rule(value, schema))
-        elif not _writes_json(schema):
-            # Up to the first end of value: the parser reads it back as the same text.
-            rules.append(f"{value}[lazy]: /(?s:.*)\\n<\\/parameter>\\n/")
-        else:
-            rules.append(f"{value}: %json {_json_schema(schema)} {_literal(_VALUE_END)}")
+        rules.append(f"{rule}: {_literal(f'<parameter={key}>' + chr(10))} v_{index}_{number}")
+        rules += _value_rules(f"v_{index}_{number}", f"T_{index}_{number}", schema, strict, where)
         parts.append(rule if key in required else f"{rule}?")
     parts.append(_literal(_CALL_CLOSE))
     rules.insert(0, f"{call}: " + " ".join(parts))
@@ -227,11 +441,17 @@ def _function_rules(index: int, function: Mapping[str, Any]) -> tuple[str, list[
 
 
 def tool_call_grammar(
-    tools: Sequence[Mapping[str, Any]], *, only: str | None = None, parallel: bool = True
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    only: str | None = None,
+    parallel: bool = True,
+    answer: Mapping[str, Any] | None = None,
 ) -> str:
     """The Lark grammar of an answer that is tool calls: of the function `only` (exactly one
-    call), else of any offered function (one or more, one when not `parallel`).
-    ToolGrammarError when a tool's parameters cannot be written as one."""
+    call), else of any offered function (one or more, one when not `parallel`); with `answer`
+    (a JSON schema, as `bounded_schema` left it), tool calls or else JSON of that schema
+    (`response_format` with tools: either is an answer). ToolGrammarError when a tool's
+    parameters cannot be written as one."""
     calls: list[str] = []
     rules: list[str] = []
     for index, tool in enumerate(tools):
@@ -244,11 +464,18 @@ def tool_call_grammar(
     if not calls:
         raise ToolGrammarError("no offered function matches tool_choice")
     any_call = "any_call: " + " | ".join(calls)
-    if only is not None or not parallel:
-        start = "start: any_call"
+    several = only is None and parallel
+    calls_rule = 'any_call ("\\n" any_call)*' if several else "any_call"
+    if answer is None:
+        start = [f"start: {calls_rule}"]
     else:
-        start = 'start: any_call ("\\n" any_call)*'
-    return "\n".join([start, any_call, *rules]) + "\n"
+        layout = json.dumps({**answer, "x-guidance": dict(JSON_LAYOUT)}, ensure_ascii=False)
+        start = [
+            "start: tool_calls | answer_json",
+            f"tool_calls: {calls_rule}",
+            f"answer_json: %json {layout}",
+        ]
+    return "\n".join([*start, any_call, *rules]) + "\n"
 
 
 def json_parameters(
@@ -261,7 +488,27 @@ def json_parameters(
         if only is not None and function["name"] != only:
             continue
         parameters = function.get("parameters") or {}
-        for key, schema in (parameters.get("properties") or {}).items():
-            schema = _with_definitions(schema if isinstance(schema, Mapping) else {}, parameters)
-            if _writes_json(schema):
-                yield str(function["name"]), str(key), schema
+        strict = function.get("strict") is True
+        for key in parameters.get("properties") or {}:
+            schema = parameter_schema(function, key)
+            if value_kind(schema).kind in ("quoted_text", "json"):
+                yield str(function["name"]), str(key), bounded_schema(schema, strict=strict)
+
+
+def parameter_kinds(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, ValueKind]]:
+    """{function name: {parameter: how its value is written}} from OpenAI `tools` (what the
+    parser reads values with, so it reads what the grammar wrote)."""
+    found: dict[str, dict[str, ValueKind]] = {}
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        kinds: dict[str, ValueKind] = {}
+        for key, schema in (properties if isinstance(properties, Mapping) else {}).items():
+            if isinstance(schema, Mapping):
+                assert isinstance(parameters, Mapping)
+                kinds[str(key)] = value_kind(_with_definitions(schema, parameters))
+        found[function["name"]] = kinds
+    return found

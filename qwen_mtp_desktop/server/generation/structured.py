@@ -4,15 +4,17 @@
 with MTP kept on (core.decoding.grammar, llguidance: every distribution is masked, drafts
 included, so the answer equals plain constrained decoding). A schema is compiled here, in the
 server, before the request waits for the engine, so one llguidance cannot enforce is a 400
-naming llguidance's reason, never a failed or silently unconstrained answer. `strict` changes
-nothing: the schema is always enforced (`strict: false` asks for less).
+naming llguidance's reason, never a failed or silently unconstrained answer. The schema is
+always enforced, closed and bounded where it is silent (core.decoding.grammar.bounded_schema:
+an object that lists properties takes no others, numbers and strings have a length); `strict:
+true` closes every object, as OpenAI's strict mode does.
 """
 
 from __future__ import annotations
 
 import json
 
-from qwen_mtp_desktop.core.decoding.grammar import ConstraintError, grammar_text
+from qwen_mtp_desktop.core.decoding.grammar import ConstraintError, bounded_schema, grammar_text
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint, MethodError
 from qwen_mtp_desktop.server.generation.schema import (
     JsonObjectFormat,
@@ -44,6 +46,8 @@ def constraint_for(fmt: ResponseFormat | None) -> Constraint | None:
                 f"the schema is {len(source):,} characters of JSON; at most "
                 f"{MAX_CONSTRAINT_CHARS:,} are accepted"
             )
+        bounded = bounded_schema(spec.schema_, strict=spec.strict is True)
+        source = json.dumps(bounded, ensure_ascii=False)
         constraint = Constraint("json_schema", source, spec.name or "")
     check_constraint(constraint)
     return constraint
