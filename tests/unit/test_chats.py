@@ -79,6 +79,7 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         "mtp": True,
         "num_assistant_tokens": "auto",  # Auto (core.auto.policy) is the default
         "thinking": False,
+        "thinking_budget": None,  # no limit (issue 43, item 4)
         "max_new_tokens": 512,
         "temperature": 0.7,
         "top_p": 0.9,
@@ -98,6 +99,8 @@ def test_chat_settings_defaults_and_round_trip() -> None:
     assert ChatSettings.from_dict({"mcp_servers": [1, "x"]}).mcp_servers == ()
     lookup = ChatSettings(prompt_lookup=True, lookup_tokens=8, max_ngram_size=2)
     assert ChatSettings.from_dict(json.loads(json.dumps(lookup.to_dict()))) == lookup
+    budget = ChatSettings(thinking=True, thinking_budget=256)
+    assert ChatSettings.from_dict(json.loads(json.dumps(budget.to_dict()))) == budget
     assert ChatSettings.from_dict(custom.to_dict()) == custom
     assert ChatSettings.from_dict(json.loads(json.dumps(custom.to_dict()))) == custom
     # JSON turns 1.0 into 1; it still reads back as a float.
@@ -113,6 +116,9 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         ("num_assistant_tokens", "many"),
         ("prompt_lookup", 1),
         ("lookup_tokens", 0),
+        ("thinking_budget", 0),
+        ("thinking_budget", True),
+        ("thinking_budget", 2_000_000),
         ("lookup_tokens", 17),
         ("max_ngram_size", 9),
         ("max_new_tokens", 0),

@@ -63,6 +63,7 @@ def generation_settings(
         max_new_tokens=settings.max_new_tokens,
         method=method,
         thinking=settings.thinking,
+        thinking_budget=settings.thinking_budget,
         replay_lookup=settings.replay_lookup,
     )
 

@@ -16,6 +16,13 @@ policy predicts the saving exceeds the re-prefill.
 
 Prompt lookup drafts per step vary, so the stats replay the runtime's candidate search
 (core.decoding.prompt_lookup) to count them.
+
+A thinking budget (`GenerationSettings.thinking_budget`) ends the reasoning for the model: on the
+app's decoder the turn decodes the reasoning up to the limit (`thinking_limit`, which keeps room
+for the answer), then adds `</think>` itself and decodes the answer from there, as Qwen's own
+guidance for a thinking budget does. A constraint (a JSON schema, a forced tool call) holds from
+the answer's first token, so with thinking on the reasoning is decoded first without it. Both
+phases are exact decoding of their prompts: MTP's answer is plain decoding's.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from qwen_mtp_desktop.core.decoding.decoder import AppDecoder
+from qwen_mtp_desktop.core.decoding.decoder import AppDecoder, PrefillInfo
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.prompt_lookup import (
@@ -308,6 +315,10 @@ class Generation(AnswerStream):
                 ),
             )
         switch_prompt: list[str] = []
+        # The thinking budget (`thinking_limit`; not for prompt lookup's replayed steps).
+        think_end = context.think_end if context.think_end is not None else -1
+        limit = thinking_limit(self._settings) if think_end >= 0 and recorder is None else None
+        thought: list[bool] = []  # set once the thinking has ended
         sizes: list[int] = []
         times: list[float] = []
         all_ids: list[int] = []
@@ -345,11 +356,19 @@ class Generation(AnswerStream):
                         return stop
                     if not ids:
                         return running
+                over = False
+                if limit is not None and not thought:
+                    if think_end in ids:
+                        thought.append(True)  # the model ended its thinking itself
+                    elif len(all_ids) + len(ids) >= limit:
+                        ids, over = ids[: limit - len(all_ids)], True  # the budget is spent
+                        if not ids:
+                            return stop
                 sizes.append(len(ids))
                 times.append(elapsed)
                 all_ids.extend(ids)
                 out.put(_RawStep(ids, elapsed))
-                if cancel.is_set():
+                if cancel.is_set() or over:
                     return stop
                 if within_turn is not None and switch_to_plain():
                     return stop
@@ -358,10 +377,29 @@ class Generation(AnswerStream):
             def end(self) -> None:
                 pass
 
-        if images:
-            pipeline.generate(prompt, images=images, generation_config=config, streamer=Streamer())
-        else:
-            pipeline.generate(prompt, generation_config=config, streamer=Streamer())
+        def generate(text: str) -> None:
+            if images:
+                pipeline.generate(
+                    text, images=images, generation_config=config, streamer=Streamer()
+                )
+            else:
+                pipeline.generate(text, generation_config=config, streamer=Streamer())
+
+        generate(prompt)
+        if limit is not None and not thought and len(all_ids) >= limit and not cancel.is_set():
+            # The thinking budget is spent: end the thinking for the model and answer from
+            # there, in a generation of its own (a full re-prefill, images included).
+            forced = (*self._ids("\n"), think_end, *self._ids("\n\n"))
+            most = config.max_new_tokens
+            if most - len(all_ids) > len(forced):
+                thought.append(True)
+                sizes.append(len(forced))
+                times.append(clock() - started)
+                all_ids.extend(forced)
+                out.put(_RawStep(forced, clock() - started))
+                config.max_new_tokens = most - len(all_ids)
+                generate(prompt + tokenizer.decode(all_ids, skip_special_tokens=False))
+                config.max_new_tokens = most
         switched_at: int | None = None
         remaining = config.max_new_tokens - len(all_ids)
         ended_early = all_ids and all_ids[-1] in config_stop_ids(config)
@@ -403,7 +441,14 @@ class Generation(AnswerStream):
         """The turn on the app's own decoder (core.decoding.decoder), any method, greedy,
         sampled or constrained; same queue protocol as `_run`. Stop strings are applied here:
         tokens that may begin one are held back, and the ones that form it are dropped, as
-        openvino-genai does."""
+        openvino-genai does.
+
+        With thinking on and a thinking budget or a constraint, the turn runs in two phases
+        (the module docstring's "thinking budget"): the reasoning, unconstrained, until the
+        model closes it or the limit (`thinking_limit`); then, from the prompt, the reasoning
+        and the close (`</think>`, forced when the limit ended it), the answer under the
+        constraint. Each phase is exact decoding of its own prompt, so MTP gives plain
+        decoding's answer."""
         context = self._context
         loaded, decoder, tokenizer = context.loaded, context.app_decoder, context.tokenizer
         assert decoder is not None and tokenizer is not None
@@ -421,8 +466,9 @@ class Generation(AnswerStream):
         stopped = False
         held = StepDrafts(0, 0)  # drafts of steps whose tokens a stop string holds back
         # Log-probabilities of the tokens decoded and not yet emitted, in order (a stop
-        # string holds tokens back; an end-of-turn token is not text and has none).
-        scores: deque[TokenLogprob] = deque()
+        # string holds tokens back; an end-of-turn token is not text and has none; a token
+        # the engine forced, closing the thinking, has none either: None).
+        scores: deque[TokenLogprob | None] = deque()
 
         def keep_drafting() -> bool:
             if switched_at:
@@ -439,7 +485,9 @@ class Generation(AnswerStream):
             drafts.append(step)
             emitted.extend(ids)
             taken = tuple(scores.popleft() for _ in ids) if settings.logprobs is not None else ()
-            text_scores = tuple(s for s in taken if s.chosen.token_id not in context.stop_ids)
+            text_scores = tuple(
+                s for s in taken if s is not None and s.chosen.token_id not in context.stop_ids
+            )
             out.put(_RawStep(tuple(ids), elapsed, text_scores))
 
         prompt_ids: list[int] = (
@@ -451,33 +499,82 @@ class Generation(AnswerStream):
             lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
             settings.stop_strings,
         )
-        steps = decoder.decode(
-            prompt_ids,
-            method=method,
-            max_new_tokens=settings.max_new_tokens,
-            stop_ids=context.stop_ids,
-            cancelled=self._cancel.is_set,
-            ignore_eos=settings.ignore_eos,
-            keep_drafting=keep_drafting if within_turn is not None else None,
-            stable_prefix=context.stable_prefix,
-            message_starts=context.message_starts,
-            logprobs=settings.logprobs,
-        )
-        for step in steps:
-            scores.extend(step.logprobs)
-            ready, stopped = stops.push(step.tokens)
-            held = StepDrafts(held.proposed + step.drafted, held.accepted + step.accepted)
+        think_end = context.think_end if context.think_end is not None else -1
+        limit = thinking_limit(settings) if think_end >= 0 else None
+        decoded: list[int] = []  # every token of the answer so far, forced ones included
+        # The thinking phase decodes without the constraint and ends at `</think>`.
+        phase_method = method.with_constraint(None) if limit is not None else method
+        phase_stops = context.stop_ids | {think_end} if limit is not None else context.stop_ids
+        phase_budget = limit if limit is not None else settings.max_new_tokens
+        constrained = method.constraint is not None
+        turn: PrefillInfo | None = None
+        while True:
+            if phase_budget > 0:
+                steps = decoder.decode(
+                    prompt_ids + decoded,
+                    method=phase_method,
+                    max_new_tokens=phase_budget,
+                    stop_ids=phase_stops,
+                    cancelled=self._cancel.is_set,
+                    ignore_eos=settings.ignore_eos,
+                    keep_drafting=keep_drafting if within_turn is not None else None,
+                    stable_prefix=context.stable_prefix,
+                    message_starts=context.message_starts,
+                    logprobs=settings.logprobs,
+                )
+                for step in steps:
+                    tokens, logprobs = step.tokens, step.logprobs
+                    if limit is not None and constrained and tokens[-1] in context.stop_ids:
+                        # The turn ended while thinking, but a constrained answer must come:
+                        # the engine closes the thinking in the end's stead (below).
+                        tokens, logprobs = tokens[:-1], logprobs[:-1]
+                    decoded.extend(tokens)
+                    if settings.logprobs is not None:
+                        scores.extend(logprobs)
+                    ready, stopped = stops.push(tokens)
+                    held = StepDrafts(held.proposed + step.drafted, held.accepted + step.accepted)
+                    if ready:
+                        emit(ready, held)
+                        held = StepDrafts(0, 0)
+                    if stopped:
+                        steps.close()
+                        break
+                if turn is None:
+                    turn = decoder.last_prefill
+            if limit is None or stopped or self._cancel.is_set():
+                break
+            # The thinking phase ended: at `</think>`, at the limit, or at the end of text.
+            limit = None
+            if decoded and decoded[-1] in context.stop_ids:
+                break
+            if decoded and decoded[-1] == think_end:
+                # Closed by the model: the constraint holds from the answer's first token.
+                forced = self._ids("\n\n") if method.constraint is not None else []
+            else:
+                forced = [*self._ids("\n"), think_end, *self._ids("\n\n")]
+            room = settings.max_new_tokens - len(decoded)
+            if room <= len(forced):
+                break
+            decoded.extend(forced)
+            if settings.logprobs is not None:
+                scores.extend((None,) * len(forced))
+            ready, stopped = stops.push(forced)
             if ready:
                 emit(ready, held)
                 held = StepDrafts(0, 0)
             if stopped:
-                steps.close()
                 break
+            phase_method = method
+            if turn is not None and turn.seed is not None:
+                # The answer draws from the reasoning's seed: one seed reproduces the turn.
+                sampling = replace(method.sampling, seed=turn.seed)
+                phase_method = method.with_sampling(sampling)
+            phase_stops = context.stop_ids
+            phase_budget = room - len(forced)
         if not stopped and not self._cancel.is_set():
             rest = stops.flush()
             if rest:
                 emit(rest, held)
-        turn = decoder.last_prefill
         return _Ended(
             sizes,
             times,
@@ -491,9 +588,12 @@ class Generation(AnswerStream):
             switched_at[0] if switched_at else None,
             drafts,
             prompt_ids,
-            turn.reused if turn is not None else 0,
+            min(turn.reused, len(prompt_ids)) if turn is not None else 0,
             turn.seed if turn is not None else None,
         )
+
+    def _ids(self, text: str) -> list[int]:
+        return [int(i) for i in encode_ids(self._context.tokenizer, text)]
 
     def _work(self, body: Callable[[], _Ended]) -> None:
         """The worker thread: run the turn, hand its end (or its error) to the consumer."""
@@ -545,3 +645,23 @@ def encode_ids(tokenizer: Any, text: str) -> Sequence[int]:
 
 def config_stop_ids(config: openvino_genai.GenerationConfig) -> set[int]:
     return set(config.stop_token_ids) | {config.eos_token_id}
+
+
+#: The share of `max_new_tokens` a thinking limit keeps for the answer, and its most.
+ANSWER_ROOM_SHARE = 4
+MAX_ANSWER_ROOM = 1024
+
+
+def thinking_limit(settings: GenerationSettings) -> int | None:
+    """The reasoning tokens a turn may write before the engine closes its thinking block
+    (None: the model closes it, or never): with thinking on and a thinking budget, or a
+    constraint (which holds from the answer's first token, after the thinking). The limit
+    leaves the answer room: a quarter of `max_new_tokens`, at most 1,024 tokens."""
+    if not settings.thinking or settings.raw_text or settings.ignore_eos:
+        return None
+    budget = settings.thinking_budget
+    if budget is None and settings.method.constraint is None:
+        return None
+    total = settings.max_new_tokens
+    room = min(total // ANSWER_ROOM_SHARE, MAX_ANSWER_ROOM)
+    return min(total - room, budget if budget is not None else total)

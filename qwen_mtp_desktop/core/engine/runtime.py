@@ -357,11 +357,29 @@ class Engine:
         return frozenset(i for i in config_stop_ids(config) if i >= 0)
 
     def render_prompt(
-        self, messages: Sequence[Message], *, thinking: bool = False, tools_json: str = ""
+        self,
+        messages: Sequence[Message],
+        *,
+        thinking: bool = False,
+        tools_json: str = "",
+        continue_final: bool = False,
     ) -> str:
         """The conversation in the model's own chat template, ending with the assistant turn;
-        `tools_json`: the tools on offer (GenerationSettings.tools_json)."""
+        `tools_json`: the tools on offer (GenerationSettings.tools_json). `continue_final`: the
+        last message is an answer begun by the caller, continued (the generation prompt
+        without thinking, then its text, escaped like any typed text)."""
         self._require_loaded()
+        last = messages[-1] if messages else None
+        if continue_final and last is not None and last.role == "assistant":
+            if last.tool_calls or last.images:
+                raise EngineError("A continued answer is text only.", code="BAD_CONVERSATION")
+            head = self.render_prompt(messages[:-1], tools_json=tools_json)
+            try:
+                check_text(last.content, "The assistant message")
+            except UserFacingError as exc:
+                raise EngineError(exc.message, exc.fix, code=exc.code) from None
+            assert self._guards is not None
+            return head + self._guards.escape(last.content)
         if not ends_with_prompt(messages):
             raise EngineError(
                 "The conversation must end with a user message (or tool results).",
@@ -435,14 +453,19 @@ class Engine:
         settings = settings or GenerationSettings()
         settings.check()
         self._require_loaded()
+        if settings.continue_final:  # the answer goes on: no thinking, its text as it comes
+            settings = replace(settings, thinking=False, raw_text=True)
         prompt = self.render_prompt(
-            messages, thinking=settings.thinking, tools_json=settings.tools_json
+            messages,
+            thinking=settings.thinking,
+            tools_json=settings.tools_json,
+            continue_final=settings.continue_final,
         )
         prompt_ids = self._check_context(prompt)
         log_conversation("prompt", prompt)  # only with debug logging on
-        images = [_load_image(m.image) for m in messages if m.image is not None]
+        images = [_load_image(path) for m in messages for path in m.images]
         next_prompt = None
-        if self._fast is not None and not images:
+        if self._fast is not None and not images and not settings.continue_final:
             next_prompt = self._next_turn_prompt(messages, settings.thinking, settings.tools_json)
         return self._start(prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt)
 

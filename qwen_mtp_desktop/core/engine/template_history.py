@@ -53,8 +53,7 @@ def template_history(
     history: list[dict[str, Any]] = []
     for message in messages:
         content = escape(message.content)
-        if message.image is not None:
-            content = f"{IMAGE_PLACEHOLDER}{content}"
+        content = IMAGE_PLACEHOLDER * len(message.images) + content
         item: dict[str, Any] = {"role": message.role, "content": content}
         if message.tool_calls:
             item["tool_calls"] = [

@@ -57,6 +57,13 @@ class Message:
     tool_calls: tuple[ToolCallRecord, ...] = ()
     #: A tool message: the id of the call it answers.
     tool_call_id: str | None = None
+    #: More images after `image`, for a message that holds several (API clients); each is read
+    #: in order, all before the message's text.
+    more_images: tuple[Path, ...] = ()
+
+    @property
+    def images(self) -> tuple[Path, ...]:
+        return ((self.image,) if self.image is not None else ()) + self.more_images
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,11 @@ class GenerationSettings:
     method: DecodingMethod = DEFAULT_MTP
     stop_strings: tuple[str, ...] = ()
     thinking: bool = False
+    #: With thinking on, the most reasoning tokens before the engine closes the thinking block
+    #: itself (`</think>`) and the model answers (core.engine.generation, "thinking budget");
+    #: None: the model thinks as long as it likes. The answer keeps room either way
+    #: (`thinking_limit`).
+    thinking_budget: int | None = None
     #: Auto's within-turn test (see the module docstring); ignored for turns with images.
     within_turn: WithinTurnTest | None = None
     #: Decode exactly max_new_tokens, past end-of-text (benchmarks: equal-length runs).
@@ -87,11 +99,20 @@ class GenerationSettings:
     #: The text exactly as decoded (the API's /v1/completions): no reasoning split, no blank
     #: lines trimmed from the answer's start.
     raw_text: bool = False
+    #: Continue the conversation's last message, an assistant's answer begun by the caller
+    #: (the API's assistant prefill, `continue_final_message`), instead of starting a new one:
+    #: the model writes what follows its text, with thinking off.
+    continue_final: bool = False
 
     def check(self) -> None:
         """EngineError for settings no turn can run with."""
         if self.max_new_tokens < 1:
             raise EngineError("max new tokens must be at least 1.", code="BAD_SETTINGS")
+        if self.thinking_budget is not None and self.thinking_budget < 0:
+            raise EngineError(
+                f"A thinking budget is 0 tokens or more, not {self.thinking_budget}.",
+                code="BAD_SETTINGS",
+            )
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
             raise EngineError(
                 f"Log-probabilities come with 0 to {MAX_TOP_LOGPROBS} alternatives per token, "

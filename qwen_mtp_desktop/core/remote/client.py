@@ -291,7 +291,7 @@ def request_body(
 ) -> dict[str, Any]:
     """The chat completions request for `messages` with the chat's settings (greedy unless
     the settings sample; only standard fields, plus thinking when it is asked for)."""
-    if any(message.image is not None for message in messages):
+    if any(message.images for message in messages):
         raise RemoteError(
             "Images are not sent to remote servers.",
             "Remove the image, or chat with a local vision model.",

@@ -69,6 +69,9 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: The largest thinking budget a chat may set (tokens; far above any answer's length).
+MAX_THINKING_BUDGET = 1_000_000
+
 #: MCP servers one chat may enable (core.tools.mcp.config names them).
 MAX_CHAT_SERVERS = 64
 
@@ -79,6 +82,7 @@ _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "mtp": lambda v: isinstance(v, bool),
     "num_assistant_tokens": lambda v: v == "auto" or (_is_int(v) and 1 <= v <= MAX_MTP_DEPTH),
     "thinking": lambda v: isinstance(v, bool),
+    "thinking_budget": lambda v: v is None or (_is_int(v) and 1 <= v <= MAX_THINKING_BUDGET),
     "max_new_tokens": lambda v: _is_int(v) and v >= 1,
     "temperature": lambda v: _is_number(v) and 0 <= v <= 100,
     "top_p": lambda v: _is_number(v) and 0 < v <= 1,
@@ -114,6 +118,9 @@ class ChatSettings:
     #: benchmark's depth and adapts turn by turn, down to plain decoding.
     num_assistant_tokens: int | Literal["auto"] = "auto"
     thinking: bool = False
+    #: With thinking on, the most reasoning tokens before the engine ends the thinking and
+    #: the model answers (GenerationSettings.thinking_budget); None: no limit.
+    thinking_budget: int | None = None
     max_new_tokens: int = 512
     temperature: float = 0.7
     top_p: float = 0.9

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling
-from qwen_mtp_desktop.core.chat.store.records import ChatSettings
+from qwen_mtp_desktop.core.chat.store.records import MAX_THINKING_BUDGET, ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.models.library import display_name
 
@@ -147,6 +147,17 @@ class ChatSettingsPanel(QFrame):
         self.ngram_spin.valueChanged.connect(self._emit)
         self.thinking_check = QCheckBox("Thinking mode")
         self.thinking_check.toggled.connect(self._emit)
+        self.thinking_budget_spin = QSpinBox()
+        self.thinking_budget_spin.setRange(0, MAX_THINKING_BUDGET)
+        self.thinking_budget_spin.setSingleStep(256)
+        self.thinking_budget_spin.setSpecialValueText("no limit")
+        self.thinking_budget_spin.setSuffix(" tokens")
+        self.thinking_budget_spin.setToolTip(
+            "The most tokens the model may think for. When they are spent, the thinking is "
+            "ended for it and the model answers; a quarter of Max new tokens is always kept "
+            "for the answer."
+        )
+        self.thinking_budget_spin.valueChanged.connect(self._emit)
         self.max_tokens_spin = QSpinBox()
         self.max_tokens_spin.setRange(1, 32768)
         self.max_tokens_spin.setSingleStep(64)
@@ -196,6 +207,7 @@ class ChatSettingsPanel(QFrame):
         form.addRow("N-gram size", self.ngram_spin)
         self._form = form
         form.addRow("", self.thinking_check)
+        form.addRow("Thinking budget", self.thinking_budget_spin)
         form.addRow("Max new tokens", self.max_tokens_spin)
         form.addRow("Sampling", self.sampling_source)
         form.addRow("", self.model_default_check)
@@ -305,6 +317,7 @@ class ChatSettingsPanel(QFrame):
         self.lookup_spin.setValue(settings.lookup_tokens)
         self.ngram_spin.setValue(settings.max_ngram_size)
         self.thinking_check.setChecked(settings.thinking)
+        self.thinking_budget_spin.setValue(settings.thinking_budget or 0)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
         self.model_default_check.setChecked(settings.model_sampling)
         self._show_sampling(settings)
@@ -394,6 +407,7 @@ class ChatSettingsPanel(QFrame):
             if label is not None:
                 label.setVisible(shown)
         self.depth_spin.setEnabled(mtp)
+        self.thinking_budget_spin.setEnabled(self.thinking_check.isChecked())
         self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
         # Prompt lookup is kept greedy so its output equals plain decoding's; plain decoding
         # and MTP sample (MTP exactly: the answer is distributed as plain sampling's).
@@ -473,6 +487,7 @@ class ChatSettingsPanel(QFrame):
             lookup_tokens=self.lookup_spin.value(),
             max_ngram_size=self.ngram_spin.value(),
             thinking=self.thinking_check.isChecked(),
+            thinking_budget=self.thinking_budget_spin.value() or None,
             max_new_tokens=self.max_tokens_spin.value(),
             temperature=self.temperature_spin.value(),
             top_p=self.top_p_spin.value(),
