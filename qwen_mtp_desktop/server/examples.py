@@ -10,7 +10,7 @@ import json
 import shlex
 from pathlib import Path
 
-from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE, single_turn
+from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE, example_prompts, single_turn
 from qwen_mtp_desktop.core.engine import Message
 from qwen_mtp_desktop.core.models.library import is_demo_model
 
@@ -68,12 +68,18 @@ def model_id_for(model_dir: Path) -> str:
     return name or "model"
 
 
+def example_request(model_id: str) -> str:
+    """A message the model answers well: the demo model's first example (it only counts and
+    repeats), else an everyday task, as the chat's example chips offer (core.chat.turns)."""
+    return example_prompts(model_id == DEMO_MODEL_ID)[0]
+
+
 def curl_example(url: str, model_id: str, api_key: str | None) -> str:
-    """A request that works against the server at `url` (no trailing /v1), as a shell command.
-    `api_key` goes in double quotes, so "$VARIABLE" works as well as the key itself."""
-    body = json.dumps(
-        {"model": model_id, "messages": [{"role": "user", "content": "Count from 1 to 10."}]}
-    )
+    """A request that works against the server at `url` (no trailing /v1), as a shell command,
+    asking what this model answers well (`example_request`). `api_key` goes in double quotes,
+    so "$VARIABLE" works as well as the key itself."""
+    message = {"role": "user", "content": example_request(model_id)}
+    body = json.dumps({"model": model_id, "messages": [message]})
     lines = [f"curl {url}/v1/chat/completions", "-H 'Content-Type: application/json'"]
     if api_key:
         lines.append(f'-H "Authorization: Bearer {api_key}"')

@@ -12,6 +12,7 @@ from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -216,7 +217,13 @@ class MainWindow(QMainWindow):
         self.api_label = QLabel()
         self.api_label.setVisible(False)
         self.api_label.setToolTip("The local API server is running (Tools > Local API server)")
+        # Two parts, two labels: a line between them, as the model's own parts have "·".
+        self.api_separator = QFrame()
+        self.api_separator.setObjectName("statusSeparator")
+        self.api_separator.setFrameShape(QFrame.Shape.VLine)
+        self.api_separator.setVisible(False)
         self.statusBar().addPermanentWidget(self.api_label)
+        self.statusBar().addPermanentWidget(self.api_separator)
         self.statusBar().addPermanentWidget(self.model_label)
         self.engine_process.api_state.connect(self._on_api_state)
         apply_saved(self.engine_process, store)
@@ -608,6 +615,7 @@ class MainWindow(QMainWindow):
 
     def _on_api_state(self, url: str | None, error: object) -> None:
         self.api_label.setVisible(url is not None)
+        self.api_separator.setVisible(url is not None)
         if url is not None:
             self.api_label.setText(f"API: {url.replace('://0.0.0.0:', '://all interfaces:')}")
         elif error is not None:

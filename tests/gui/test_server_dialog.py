@@ -3,16 +3,20 @@ apps get answers from the chat's model, and the server comes back after the engi
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from pytestqt.qtbot import QtBot
 
+from qwen_mtp_desktop.core.chat.turns import DEMO_EXAMPLES
 from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore, load_settings
 from qwen_mtp_desktop.ui.dialogs.api_server import ServerDialog
@@ -161,3 +165,82 @@ def test_a_server_left_on_starts_with_the_app(qtbot: QtBot) -> None:
     answer = _ask(url, "Count from 1 to 10.", key="sesame-1234")
     assert answer.choices[0].message.content.split()[:2] == ["1", "2"]
     window.close()
+
+
+def _rows(dialog: ServerDialog, count: int) -> list[list[str]]:
+    log = dialog.request_log
+    return [[log.item(r, c).text() for c in range(log.columnCount())] for r in range(count)]
+
+
+def test_streamed_requests_count_their_tokens_and_the_example_fits_the_model(
+    qtbot: QtBot, window: MainWindow, screenshot_dir: Path
+) -> None:
+    """Issue 44, minor 13, through the window's engine host: streamed answers (chat
+    completions with and without usage, Responses) list their tokens as a whole answer does,
+    and a stream the client leaves part-way lists the tokens made until then, not "-"; the
+    example request is the demo model's own first example, and it answers it; the status bar
+    keeps the API address and the model apart."""
+    dialog = window.show_server_dialog()
+    port = _free_port()
+    _start(qtbot, dialog, port)
+    url = f"http://127.0.0.1:{port}"
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=120)
+    messages = [{"role": "user", "content": "Count from 1 to 12."}]
+    with_usage = list(
+        client.chat.completions.create(
+            model="demo-model", messages=messages, temperature=0, stream=True,
+            stream_options={"include_usage": True},
+        )
+    )  # fmt: skip
+    usage = next(c.usage for c in with_usage if c.usage is not None)
+    list(
+        client.chat.completions.create(
+            model="demo-model", messages=messages, temperature=0, stream=True
+        )
+    )
+    with client.responses.stream(model="demo-model", input="Count from 1 to 7.") as stream:
+        final = stream.get_final_response()
+    log = dialog.request_log
+    qtbot.waitUntil(lambda: log.rowCount() >= 3, timeout=10_000)
+    rows = _rows(dialog, 3)  # newest on top
+    assert [row[1] for row in rows] == [
+        "POST /v1/responses",
+        "POST /v1/chat/completions",
+        "POST /v1/chat/completions",
+    ]
+    assert final.usage is not None and rows[0][3] == str(final.usage.output_tokens)
+    # The same greedy answer, streamed with and without usage: the same count.
+    assert rows[1][3] == rows[2][3] == str(usage.completion_tokens) and usage.completion_tokens > 0
+
+    # A client that reads the first steps and leaves: the tokens made so far.
+    long = {"role": "user", "content": "Count from 1 to 40."}
+    with httpx.stream(
+        "POST", f"{url}/v1/chat/completions", timeout=120,
+        json={"model": "demo-model", "messages": [long], "stream": True, "max_tokens": 400},
+    ) as response:  # fmt: skip
+        for seen, _line in enumerate(response.iter_lines()):
+            if seen >= 3:
+                break
+    qtbot.waitUntil(lambda: log.rowCount() >= 4, timeout=10_000)
+    left = _rows(dialog, 1)[0]
+    assert left[1] == "POST /v1/chat/completions" and left[3].isdigit(), left
+    assert 0 < int(left[3]) < 120  # the whole count is ~120 tokens; it left long before
+
+    # The example asks what this model answers well: the demo's own first example.
+    example = dialog.example.toPlainText()
+    assert DEMO_EXAMPLES[0] in example and "Count from 1 to 10." not in example
+    body = json.loads(shlex.split(example.replace("\\\n", " "))[-1])
+    answer = client.chat.completions.create(**body, temperature=0)
+    assert answer.choices[0].message.content.split()[:3] == ["1", "2", "3"]
+
+    # The status bar: the API address, a line, then the model; no run-on text.
+    separator = window.api_separator
+    assert window.api_label.isVisible() and separator.isVisible()
+    assert window.api_label.geometry().right() < separator.geometry().left()
+    assert separator.geometry().right() < window.model_label.geometry().left()
+    for width, height in ((1024, 700), (1600, 1000)):
+        window.resize(width, height)
+        dialog.resize(640, 480) if width == 1024 else dialog.resize(1000, 640)
+        qtbot.wait(50)
+        assert window.grab().save(str(screenshot_dir / f"server_status-{width}x{height}.png"))
+        assert dialog.grab().save(str(screenshot_dir / f"server_log-{width}x{height}.png"))

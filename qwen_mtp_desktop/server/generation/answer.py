@@ -25,6 +25,7 @@ from qwen_mtp_desktop.server.examples import SINGLE_TURN_HEADER
 from qwen_mtp_desktop.server.generation.sse import stopping
 from qwen_mtp_desktop.server.generation.state import ServerState
 from qwen_mtp_desktop.server.generation.turns import (
+    Chunks,
     Event,
     Failed,
     Finished,
@@ -128,13 +129,20 @@ async def _run(
     activity = state.activity
     name = planned.name
     events: asyncio.Queue[Event] = asyncio.Queue()
+    scope_state = request.scope.setdefault("state", {})
+    produced = [0]
 
     def emit(event: Event) -> None:
-        # Counted here, on the job's thread: a client that went away reads no events.
-        if isinstance(event, Finished):
+        # Counted here, on the job's thread: a client that went away reads no events. The
+        # request log's tokens grow with each step, so a stream the client leaves before its
+        # end is logged with what it was sent; the finished answer's count replaces them.
+        if isinstance(event, Chunks):
+            produced[0] += sum(len(chunk.token_ids) for chunk in event.chunks)
+            set_tokens(scope_state, produced[0])
+        elif isinstance(event, Finished):
             stats = event.stats
             activity.finished(request_id, stats.finish_reason, stats.generated_tokens)
-            set_tokens(request.scope.setdefault("state", {}), stats.generated_tokens)
+            set_tokens(scope_state, stats.generated_tokens)
         elif isinstance(event, Gone):
             activity.finished(request_id, "cancelled", 0)
         elif isinstance(event, Failed):

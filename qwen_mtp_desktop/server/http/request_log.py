@@ -1,10 +1,11 @@
 """One record per answered HTTP request, for the app's "Recent requests" list (issue 28).
 
-A record says when, which endpoint, the status, the answer's tokens (chat completions) and how
-long the response took to its last byte: no prompt, answer, key or client address, so it can
-be shown and kept without exposing what was asked (docs/user-guide.md, "Where things are
-kept": prompts reach no log unless debug logging is on, and this list is not one of the places
-they go).
+A record says when, which endpoint, the status, the answer's tokens (of every generating
+endpoint, streamed or not; a stream the client left is logged with the tokens produced until
+then) and how long the response took to its last byte: no prompt, answer, key or client
+address, so it can be shown and kept without exposing what was asked (docs/user-guide.md,
+"Where things are kept": prompts reach no log unless debug logging is on, and this list is not
+one of the places they go).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from qwen_mtp_desktop.core.hosting.protocol import ApiRequest
 
 log = logging.getLogger(__name__)
 
-#: Set by a route in the request's scope state: the answer's completion tokens.
+#: Set by a route in the request's scope state: the answer's completion tokens so far.
 TOKENS_KEY = "completion_tokens"
 
 

@@ -141,6 +141,7 @@ def stylesheet(dark: bool) -> str:
         border: 2px solid {focus}; border-radius: 6px;
     }}
     QToolButton#headerToggle:focus {{ border: 2px solid {focus}; }}
+    QFrame#statusSeparator {{ color: {muted}; margin: 3px 4px; }}
     QPushButton#sendButton:focus {{ border: 2px solid {"#ffffff" if dark else "#1b2399"}; }}
     QPushButton#discoverLink {{
         color: {"#8f9bff" if dark else ACCENT}; border: none; background: transparent;
