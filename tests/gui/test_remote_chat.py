@@ -20,6 +20,7 @@ from qwen_mtp_desktop.core.remote import client as remote_client
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, load_endpoints
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import plain_figures
+from qwen_mtp_desktop.ui.chat.options.panel import REMOTE_DECODING_NOTE
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.chat.remote.picker import ADD
@@ -356,3 +357,48 @@ def test_screenshots_of_the_picker_and_the_add_dialog(
         dialog.reject()
         # The header keeps the title, picker and status within the window.
         assert chat.model_picker.geometry().right() <= chat.width()
+
+
+def test_chat_options_for_a_remote_model_offer_only_what_applies(
+    qtbot: QtBot, window: MainWindow, demo_model: Path, screenshot_dir: Path
+) -> None:
+    """Issue 44, minor 11: with a remote model, Device, the MTP head, Draft tokens, Prompt
+    lookup and Validate are disabled with one note saying why, "Model's defaults" is neither
+    ticked nor tickable beside "the values below apply", and the chat's own choices for them
+    are kept: back on the local model they are as they were."""
+    chat = window.chat
+    panel = chat.settings_panel
+    chat.settings_toggle.setChecked(True)
+    local = panel.settings
+    assert local.mtp and not local.prompt_lookup and local.model_sampling
+    applying = (panel.device_combo, panel.mtp_check, panel.depth_spin, panel.lookup_check)
+    assert all(w.isEnabled() for w in applying) and panel.validate_button.isEnabled()
+    assert panel.mtp_check.isChecked() and not panel.mtp_note.isVisible()
+    with serving(demo_model) as (_process, url):
+        _add_remote(qtbot, chat, url, KEY)
+        qtbot.waitUntil(lambda: not panel.device_combo.isEnabled(), timeout=10_000)
+        assert not any(w.isEnabled() for w in applying)
+        assert not panel.validate_button.isEnabled()
+        assert not panel.mtp_check.isChecked() and not panel.lookup_check.isChecked()
+        assert panel.mtp_note.isVisible() and panel.mtp_note.text() == REMOTE_DECODING_NOTE
+        note = panel.model_default_label.text()
+        assert note.endswith("the values below apply.")
+        check = panel.model_default_check
+        assert not check.isChecked() and not check.isEnabled()
+        assert panel.temperature_spin.isEnabled()  # the values below do apply
+        assert "remote server samples" in panel.sampling_hint.text()
+        for width, height in ((1024, 700), (1600, 1000)):
+            window.resize(width, height)
+            QApplication.processEvents()
+            assert window.grab().save(str(screenshot_dir / f"remote-options-{width}x{height}.png"))
+        # A change made here keeps the chat's choices for what a server decides.
+        panel.max_tokens_spin.setValue(300)
+        kept = panel.settings
+        assert kept.max_new_tokens == 300
+        assert (kept.mtp, kept.prompt_lookup, kept.device) == (True, False, local.device)
+        assert kept.model_sampling
+        _choose(qtbot, chat, demo_model)
+    qtbot.waitUntil(lambda: panel.device_combo.isEnabled(), timeout=10_000)
+    assert all(w.isEnabled() for w in applying) and panel.validate_button.isEnabled()
+    assert panel.mtp_check.isChecked() and not panel.mtp_note.isVisible()
+    assert panel.settings.mtp and panel.settings.max_new_tokens == 300

@@ -386,7 +386,9 @@ def test_unknown_model_and_malformed_json(
         ("/v1/responses", {"input": "x", "max_output_tokens": "5"}, "max_output_tokens"),
         ("/v1/responses", {"input": "x", "max_tokens": 5}, "max_tokens"),
         ("/v1/responses", {"input": "x", "background": True}, "background"),
-        ("/v1/responses", {"input": "x", "reasoning": {"effort": "high"}}, "reasoning"),
+        ("/v1/responses", {"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning"),
+        ("/v1/responses", {"input": "x", "include": ["reasoning.summary"]}, "include"),
+        ("/v1/responses", {"input": "x", "max_tool_calls": 0}, "max_tool_calls"),
         ("/v1/responses", {"input": "x", "tools": [{"type": "web_search"}]}, "tools[0]"),
         ("/v1/responses", {"input": [{"type": "computer_call_output"}]}, "input[0]"),
         (

@@ -429,7 +429,7 @@ def image(url: str) -> dict[str, Any]:
         ({**GOOD, "stop": 5}, 400, "invalid_value", "stop"),
         ({**GOOD, "stop": [""]}, 400, "invalid_value", "stop"),
         ({**GOOD, "top_p": 0}, 400, "invalid_value", "top_p"),
-        ({**GOOD, "n": 2}, 400, "unsupported_value", "n > 1"),
+        ({**GOOD, "n": 2}, 400, "unsupported_value", "n at most 1"),
         ({**GOOD, "presence_penalty": 2.5}, 400, "invalid_value", "presence_penalty"),
         ({**GOOD, "response_format": {"type": "json_schema",
                                       "json_schema": {"schema": {"type": "x"}}}},

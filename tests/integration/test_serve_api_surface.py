@@ -364,7 +364,7 @@ def test_completion_requests_that_cannot_be_honoured_are_400(
     ("fields", "param"),
     [
         ({"max_token": 5}, "max_token"),
-        ({"reasoning_effort": "low"}, "reasoning_effort"),
+        ({"reasoning_effort": "extreme"}, "reasoning_effort"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
         ({"functions": [{"name": "f"}]}, "functions"),

@@ -101,3 +101,54 @@ def test_the_server_cleans_up_its_image_folders(client: openai.OpenAI) -> None:
         max_tokens=4,
     )
     assert server_image_folders() <= before
+
+
+def test_several_images_in_one_message_are_all_read(client: openai.OpenAI) -> None:
+    """Issue 43, item 6: a message may hold more than one image; each one's vision tokens are
+    in the prompt (so each was read), in the chat completions and the Responses shapes."""
+    one = data_url("PNG", (32, 32), "RGB")
+    two = data_url("JPEG", (64, 48), "RGB")
+    counts = []
+    for urls in ([one], [one, two], [one, two, one]):
+        parts: list[dict[str, object]] = [
+            {"type": "image_url", "image_url": {"url": url}} for url in urls
+        ]
+        parts.append({"type": "text", "text": "Count from 1 to 3."})
+        response = client.chat.completions.create(
+            model=served(client),
+            messages=[{"role": "user", "content": parts}],  # type: ignore[list-item]
+            max_tokens=4,
+        )
+        assert response.usage is not None and response.usage.completion_tokens > 0
+        counts.append(response.usage.prompt_tokens)
+    assert counts[0] < counts[1] < counts[2], counts
+    # Both images cost more than either alone: the second was not dropped or merged.
+    alone = client.chat.completions.create(
+        model=served(client),
+        messages=[  # type: ignore[list-item]
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": two}},
+                    {"type": "text", "text": "Count from 1 to 3."},
+                ],
+            }
+        ],
+        max_tokens=4,
+    )
+    assert alone.usage is not None and counts[1] > alone.usage.prompt_tokens > 10
+    items = client.responses.create(
+        model=served(client),
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_image", "image_url": one, "detail": "auto"},
+                    {"type": "input_image", "image_url": two, "detail": "low"},
+                    {"type": "input_text", "text": "Count from 1 to 3."},
+                ],
+            }
+        ],
+        max_output_tokens=4,
+    )
+    assert items.usage is not None and items.usage.input_tokens > counts[0]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.stats import build_stats
+from qwen_mtp_desktop.core.engine.generation import thinking_limit
 from qwen_mtp_desktop.server import ServerConfig, ServerConfigError, check_config, is_loopback
 from qwen_mtp_desktop.server.app import parse_request
 from qwen_mtp_desktop.server.examples import curl_example
@@ -181,14 +182,17 @@ def test_settings_map_response_format_to_a_constraint() -> None:
         parsed(response_format={"type": "text"}), TurnDefaults(), mtp_loaded=True
     )
     assert text.method.constraint is None
-    # Thinking would be constrained too: refused, whether asked for or the server's default.
+    # With thinking on (asked for or the server's default) the engine thinks first, then
+    # writes the constrained answer, with room kept for it (issue 43, item 4).
     for fields, defaults in (
         ({"chat_template_kwargs": {"enable_thinking": True}}, TurnDefaults()),
         ({}, TurnDefaults(thinking=True)),
     ):
-        with pytest.raises(ApiError) as caught:
-            plan_settings(parsed(response_format=fmt, **fields), defaults, mtp_loaded=True)
-        assert caught.value.param == "response_format" and "thinking" in caught.value.message
+        thinks, _ = plan_settings(
+            parsed(response_format=fmt, max_tokens=400, **fields), defaults, mtp_loaded=True
+        )
+        assert thinks.thinking and thinks.method.constraint is not None
+        assert thinking_limit(thinks) == 300
     off, _ = plan_settings(
         parsed(response_format=fmt, chat_template_kwargs={"enable_thinking": False}),
         TurnDefaults(thinking=True),
@@ -200,7 +204,7 @@ def test_settings_map_response_format_to_a_constraint() -> None:
 @pytest.mark.parametrize(
     ("fields", "needle"),
     [
-        ({"n": 2}, "n > 1"),
+        ({"n": 2}, "n at most 1"),
         ({"top_logprobs": 2}, "top_logprobs needs logprobs"),
         ({"logprobs": False, "top_logprobs": 0}, "top_logprobs needs logprobs"),
         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs must be 0 to 20"),
@@ -239,11 +243,11 @@ def test_settings_refuse_what_cannot_be_honoured(fields: dict[str, Any], needle:
     assert caught.value.status == 400 and needle in caught.value.message
 
 
-def _png(size: tuple[int, int] = (4, 4), mode: str = "RGB") -> bytes:
+def _png(size: tuple[int, int] = (4, 4), mode: str = "RGB", fmt: str = "PNG") -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.new(mode, size).save(buffer, "PNG")
+    Image.new(mode, size).save(buffer, fmt)
     return buffer.getvalue()
 
 
@@ -274,11 +278,34 @@ def test_images_only_as_data_urls(tmp_path: Path) -> None:
     with_image = parsed(messages=[{"role": "user", "content": [message]}])
     with pytest.raises(ApiError, match="no vision encoder"):
         plan_messages(with_image, vision=False, image_dir=folder)
-    two = parsed(messages=[{"role": "user", "content": [message, message]}])
-    with pytest.raises(ApiError, match="one image per message"):
-        plan_messages(two, vision=True, image_dir=folder)
+    gif = base64.b64encode(_png((3, 2), "RGB", "GIF")).decode()
+    second = {"type": "image_url", "image_url": {"url": f"data:image/gif;base64,{gif}"}}
+    two = parsed(
+        messages=[{"role": "user", "content": [message, {"type": "text", "text": "?"}, second]}]
+    )
+    [both] = plan_messages(two, vision=True, image_dir=folder)
+    # Several images in one message: each kept, in order (issue 43, item 6).
+    assert len(both.images) == 2 and both.images[0] == both.image
+    assert [path.suffix for path in both.images] == [".png", ".gif"]
+    assert both.images[0].read_bytes() == data and both.content == "?"
     [engine_message] = plan_messages(with_image, vision=True, image_dir=folder)
     assert engine_message.image is not None and engine_message.image.read_bytes() == data
+    assert engine_message.more_images == ()
+
+
+def test_an_unreadable_image_names_every_accepted_format() -> None:
+    import base64
+
+    bad = "data:image/png;base64," + base64.b64encode(b"\x89PNG not really").decode()
+    with pytest.raises(ApiError) as caught:
+        decode_data_url(bad, "p")
+    for name in ("PNG", "JPEG", "WebP", "GIF", "BMP"):
+        assert name in caught.value.message, caught.value.message
+    tiff = _png((2, 2), "RGB", "TIFF")
+    tiff_url = "data:image/tiff;base64," + base64.b64encode(tiff).decode()
+    with pytest.raises(ApiError) as caught:
+        decode_data_url(tiff_url, "p")
+    assert "TIFF" in caught.value.message and "GIF or BMP" in caught.value.message
 
 
 def test_developer_role_is_system_and_parts_join() -> None:

@@ -132,15 +132,6 @@ def test_tool_choice_variants_plan_as_documented() -> None:
         ),
         (
             {
-                "tools": [WEATHER],
-                "tool_choice": "required",
-                "chat_template_kwargs": {"enable_thinking": True},
-            },
-            "tool_choice",
-            "thinking",
-        ),
-        (
-            {
                 "tools": [
                     {
                         "type": "function",

@@ -84,7 +84,11 @@ async def plan_chat(
 
     # Decoding and checking images is CPU work: off the event loop.
     messages = await in_thread(plan) if has_images(body) else plan()
-    messages, notice = demo_single_turn(model_dir, messages)  # as the app's chat does
+    if settings.continue_final:  # the demo model reads the answer begun too
+        head, notice = demo_single_turn(model_dir, messages[:-1])
+        messages = [*head, messages[-1]]
+    else:
+        messages, notice = demo_single_turn(model_dir, messages)  # as the app's chat does
     try:
         reservation.resize(retained_bytes(messages, settings))
     except ApiError:

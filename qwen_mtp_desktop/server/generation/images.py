@@ -27,6 +27,8 @@ MAX_IMAGE_PIXELS = 40_000_000
 #: demo model, 2026-12-07: 1x200 answered, 1x201 and 1x30000 failed).
 MAX_ASPECT_RATIO = 200
 _FORMATS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp"}
+#: The accepted formats in words, from `_FORMATS` (an error lists every one).
+ACCEPTED = "a PNG, JPEG, WebP, GIF or BMP"
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?);base64,", re.I)
 
 
@@ -111,14 +113,14 @@ def _check_image(data: bytes, param: str) -> str:
     except Exception as exc:  # Pillow raises many kinds for damaged data
         raise ApiError(
             400,
-            f"The image cannot be read ({type(exc).__name__}); send a PNG, JPEG or WebP.",
+            f"The image cannot be read ({type(exc).__name__}); send {ACCEPTED}.",
             code="invalid_image",
             param=param,
         ) from None
     if fmt not in _FORMATS:
         raise ApiError(
             400,
-            f"Images in {fmt or 'this'} format are not accepted; send a PNG, JPEG or WebP.",
+            f"Images in {fmt or 'this'} format are not accepted; send {ACCEPTED}.",
             code="invalid_image",
             param=param,
         )

@@ -16,6 +16,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod, Sampling
 from qwen_mtp_desktop.core.decoding.text import TOKENIZER_JSON
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings, Message
 from qwen_mtp_desktop.server.generation.images import decode_data_url, low_detail, write_image
+from qwen_mtp_desktop.server.generation.reasoning import Thinking, plan_thinking
 from qwen_mtp_desktop.server.generation.schema import (
     ChatCompletionRequest,
     ChatMessage,
@@ -56,7 +57,7 @@ def plan_messages(
         called |= {call.id: call.function.name for call in message.tool_calls or ()}
         role = "system" if message.role == "developer" else message.role
         content = message.content
-        image: Path | None = None
+        paths: list[Path] = []  # the message's images, in order
         if content is None and message.refusal is not None:
             text = ""
         elif content is None:
@@ -83,18 +84,10 @@ def plan_messages(
                     )
                 if role != "user":
                     raise ApiError(400, "Only user messages may hold images.", param=param)
-                if image is not None:
-                    raise ApiError(
-                        400,
-                        "At most one image per message is supported; send the others in "
-                        "messages of their own.",
-                        code="too_many_images",
-                        param=param,
-                    )
                 data, suffix = decode_data_url(part.image_url.url, f"{param}.image_url.url")
                 if part.image_url.detail == "low":
                     data, suffix = low_detail(data)
-                image = write_image(image_dir(), images, data, suffix)
+                paths.append(write_image(image_dir(), images, data, suffix))
                 images += 1
             text = "\n".join(texts)
         if message.refusal is not None:  # what the assistant said, as its text
@@ -103,9 +96,10 @@ def plan_messages(
             Message(
                 role,
                 text,
-                image,
+                paths[0] if paths else None,
                 tool_calls=call_records(message),
                 tool_call_id=message.tool_call_id,
+                more_images=tuple(paths[1:]),
             )
         )
     return messages
@@ -198,8 +192,9 @@ def plan_settings(
     if request.n is not None and request.n > 1:
         raise ApiError(
             400,
-            "n > 1 is not supported: the engine decodes one answer at a time. Send n separate "
-            "requests instead.",
+            f"n is {request.n}, but this server answers with one choice per request (n at most "
+            "1): the engine decodes one answer at a time. Send n separate requests instead "
+            "(with a temperature above 0 and no seed, each samples its own answer).",
             code="unsupported_value",
             param="n",
         )
@@ -223,25 +218,38 @@ def plan_settings(
         )
     constraint = constraint_for(chat.response_format) if chat is not None else None
     depth = request.num_assistant_tokens or defaults.depth
-    thinking = defaults.thinking if chat is not None else False
+    thinking = Thinking(on=False)
     kwargs = chat.chat_template_kwargs if chat is not None else None
-    if kwargs is not None and kwargs.enable_thinking is not None:
-        thinking = kwargs.enable_thinking
-    if tools is not None:
-        check_tools_fit(tools, constraint, thinking=thinking, by_default=kwargs is None)
-        constraint = tools.constraint
-    if constraint is not None and thinking:
-        # The grammar holds from the answer's first token: the reasoning would be forced into
-        # JSON and the answer left empty.
-        by_default = kwargs is None or kwargs.enable_thinking is None
-        why = " (this server thinks by default)" if by_default else ""
+    prefill = chat is not None and continues_answer(chat)
+    if chat is not None:
+        thinking = plan_thinking(
+            defaults.thinking and not prefill,
+            enable=kwargs.enable_thinking if kwargs is not None else None,
+            effort=chat.reasoning_effort,
+            budget=chat.thinking_token_budget,
+        )
+    if prefill and thinking.on:
         raise ApiError(
             400,
-            "response_format (structured output) cannot be combined with thinking: the schema "
-            "would constrain the reasoning too. Send chat_template_kwargs "
-            f'{{"enable_thinking": false}} with it{why}.',
+            "The conversation ends with an assistant message, which is continued (a prefill): "
+            "the model goes on writing its answer, so it does not think first. Leave out the "
+            "request to think, or end with a user message.",
             code="unsupported_value",
-            param=FORMAT_PARAM,
+            param="reasoning_effort" if chat and chat.reasoning_effort else "chat_template_kwargs",
+        )
+    if tools is not None:
+        # With thinking on, a constraint (a forced call, a schema) holds from the answer's
+        # first token, after the thinking (core.engine.generation).
+        check_tools_fit(tools, constraint, thinking=thinking.on, by_default=kwargs is None)
+        constraint = tools.constraint
+    if prefill and constraint is not None:
+        raise ApiError(
+            400,
+            "The conversation ends with an assistant message, which is continued (a prefill); "
+            "a grammar (response_format, a forced tool call) holds from an answer's first "
+            "token, so it cannot take over in the middle of one. Send one or the other.",
+            code="unsupported_value",
+            param="response_format" if tools is None else "tool_choice",
         )
     sampling = sampling_for(request, model_sampling)
     method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
@@ -251,10 +259,12 @@ def plan_settings(
         max_new_tokens=request.token_budget() or defaults.max_tokens,
         method=method.with_constraint(constraint),
         stop_strings=request.stop_strings(),
-        thinking=thinking,
+        thinking=thinking.on,
+        thinking_budget=thinking.budget,
         ignore_eos=request.ignore_eos,
         tools_json=tools.tools_json if tools is not None else "",
         logprobs=logprobs,
+        continue_final=prefill,
     )
     try:
         settings.check()
@@ -263,6 +273,45 @@ def plan_settings(
     # Auto decides sampled requests too, by their temperature band's own measurements.
     auto = depth == "auto" and mtp_loaded and constraint is None
     return settings, auto
+
+
+def continues_answer(request: ChatCompletionRequest) -> bool:
+    """Whether the answer continues the conversation's last message (an assistant prefill,
+    vLLM's `continue_final_message`, which is what a conversation ending with an assistant
+    message asks for); ApiError 400 when the request says otherwise or the message is not text
+    the model can go on writing."""
+    where = f"messages[{len(request.messages) - 1}]"
+    last = request.messages[-1]
+    ends_with_answer = last.role == "assistant"
+    asked = request.continue_final_message
+    if ends_with_answer and last.tool_calls:
+        if asked:
+            raise ApiError(
+                400,
+                f"{where} is continued (a prefill), so it must be text: an answer with tool "
+                "calls is complete; send the tools' results after it.",
+                code="invalid_value",
+                param=f"{where}.tool_calls",
+            )
+        return False  # not an answer begun: the conversation is refused where it ends
+    if asked and not ends_with_answer:
+        raise ApiError(
+            400,
+            "continue_final_message continues the last message, which must be an assistant's "
+            f"(the answer begun); {where} is a {last.role} message.",
+            code="invalid_value",
+            param="continue_final_message",
+        )
+    if asked is False and ends_with_answer:
+        raise ApiError(
+            400,
+            f"The conversation ends with an assistant message ({where}), which this server "
+            "continues; send continue_final_message true (or leave it out), or end with a "
+            "user message for a new answer.",
+            code="invalid_value",
+            param="continue_final_message",
+        )
+    return ends_with_answer
 
 
 def sampling_for(

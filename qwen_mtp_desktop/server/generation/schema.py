@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from qwen_mtp_desktop.core.decoding.method import MAX_MTP_DEPTH
 from qwen_mtp_desktop.server.generation.logprobs import chat_logprob_count, completion_logprob_count
+from qwen_mtp_desktop.server.generation.reasoning import Effort
 
 #: Stop strings per request and characters per stop string (OpenAI allows 4; more is cheap).
 MAX_STOP_STRINGS = 16
@@ -197,6 +198,10 @@ ResponseFormat = Annotated[
 ]
 
 
+#: A thinking budget in tokens (0: close the thinking block at once).
+ThinkingBudget = Annotated[int, Field(ge=0, le=MAX_TOKENS_LIMIT)]
+
+
 class GenerationRequest(_Strict):
     """The fields chat completions and completions share: how to decode and how to answer."""
 
@@ -253,6 +258,13 @@ class ChatCompletionRequest(GenerationRequest):
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
     chat_template_kwargs: ChatTemplateKwargs | None = None
+    #: OpenAI's reasoning effort, as Qwen's thinking (server.generation.reasoning).
+    reasoning_effort: Effort | None = None
+    #: vLLM's: reasoning tokens before the engine closes the thinking block.
+    thinking_token_budget: ThinkingBudget | None = None
+    #: vLLM's: the last message, an assistant's, is continued (a prefill); a conversation that
+    #: ends with one is continued anyway (server.generation.planning.continues_answer).
+    continue_final_message: bool | None = None
 
     def token_budget(self) -> int | None:
         """max_completion_tokens (OpenAI's newer name) wins over max_tokens."""

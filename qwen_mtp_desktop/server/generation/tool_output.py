@@ -2,7 +2,9 @@
 (core.tools.calls parses Qwen3.5's format), whole or streamed.
 
 - Calls: `message.tool_calls` (each with a fresh `call_...` id), the text before them as
-  `content` (null when there is none, as OpenAI sends it), `finish_reason: "tool_calls"`.
+  `content` (null when there is none, as OpenAI sends it), `finish_reason: "tool_calls"`; at
+  most `ToolPlan.max_calls` of them (the Responses API's `max_tool_calls`: later ones are
+  dropped, whole and streamed).
 - A malformed call (not the format, an unknown function, a value that is not valid for its
   parameter's type, cut off by max_tokens): the whole text as `content` with the engine's own
   finish reason, as vLLM's Qwen3 XML parsers answer it (never an error or a 500), plus a
@@ -63,7 +65,7 @@ def read_answer(answer: str, plan: ToolPlan, ids: Sequence[str] = ()) -> ReadAns
     if isinstance(parsed, Calls):
         calls = tuple(
             ToolCall(c.name, c.arguments, ids[n] if n < len(ids) else new_call_id())
-            for n, c in enumerate(parsed.calls)
+            for n, c in enumerate(parsed.calls[: plan.max_calls])
         )
         return ReadAnswer(parsed.content or None, calls, "tool_calls")
     if isinstance(parsed, Malformed):
@@ -137,6 +139,9 @@ class ToolStream:
     def _read(self, text: str) -> list[CallPiece]:
         assert self._reader is not None
         pieces = self._reader.feed(text)
+        limit = self._plan.max_calls
+        if limit is not None:  # calls past `max_tool_calls` are never sent
+            pieces = [piece for piece in pieces if piece.index < limit]
         for piece in pieces:
             if isinstance(piece, CallOpened):
                 self.ids.append(new_call_id())

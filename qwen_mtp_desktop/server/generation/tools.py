@@ -46,6 +46,9 @@ class ToolPlan:
     constraint: Constraint | None = None
     #: The function `tool_choice` names.
     function: str | None = None
+    #: At most this many calls in the answer (the Responses API's `max_tool_calls`): the ones
+    #: after are dropped (server.generation.tool_output); None: no limit.
+    max_calls: int | None = None
 
     @property
     def forced(self) -> bool:
@@ -288,8 +291,10 @@ def check_tools_fit(
     plan: ToolPlan, response_format: Constraint | None, *, thinking: bool, by_default: bool
 ) -> None:
     """Refuse what a tool plan cannot be combined with: a response_format (its grammar would
-    keep the model from calling a tool, or two grammars would apply at once) and, for a forced
-    call, thinking (the grammar holds from the answer's first token, reasoning included)."""
+    keep the model from calling a tool, or two grammars would apply at once). A forced call
+    with thinking on thinks first: the engine decodes the reasoning without the grammar and
+    the call under it (core.engine.generation), so `thinking` and `by_default` refuse
+    nothing now."""
     if response_format is not None:
         raise ApiError(
             400,
@@ -299,18 +304,3 @@ def check_tools_fit(
             code="unsupported_value",
             param="response_format",
         )
-    if plan.forced and thinking:
-        why = " (this server thinks by default)" if by_default else ""
-        raise ApiError(
-            400,
-            f"tool_choice {_choice_text(plan)} forces the answer to be a tool call, which "
-            "cannot be combined with thinking: the grammar would constrain the reasoning too. "
-            f'Send chat_template_kwargs {{"enable_thinking": false}} with it{why}, or '
-            'tool_choice "auto".',
-            code="unsupported_value",
-            param="tool_choice",
-        )
-
-
-def _choice_text(plan: ToolPlan) -> str:
-    return f"naming {plan.function!r}" if plan.function else '"required"'

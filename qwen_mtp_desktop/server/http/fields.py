@@ -28,14 +28,10 @@ HARMLESS = frozenset(
     }
 )
 
-_THINKING = 'send chat_template_kwargs {"enable_thinking": true} (or false) instead'
-
 #: OpenAI fields this server refuses (unless null), with why and what to do.
 REFUSED: dict[str, str] = {
     "audio": "audio output is not supported: this server answers in text",
     "prediction": "predicted outputs are not supported",
-    "reasoning_effort": "reasoning_effort is not supported; to turn Qwen's thinking on or off, "
-    + _THINKING,
     "verbosity": "verbosity is not supported",
     "web_search_options": "web search is not available on a local model",
     "functions": "the deprecated functions API is not supported",
@@ -49,10 +45,6 @@ REFUSED: dict[str, str] = {
     "(or its stream)",
     "conversation": "conversations are not stored here; chain with previous_response_id, or "
     "send the whole conversation in input",
-    "reasoning": "reasoning options are not supported; to turn Qwen's thinking on or off, "
-    + _THINKING,
-    "max_tool_calls": "max_tool_calls is not supported; use parallel_tool_calls false for at "
-    "most one call",
     "context_management": "context management (compaction) is not supported",
 }
 

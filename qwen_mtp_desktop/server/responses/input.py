@@ -10,7 +10,10 @@ error names back in the Responses API's words.
   `function_call_output` -> a `tool` message, `reasoning` -> dropped (docs/api-server.md);
 - `tools` (flat function tools) / `tool_choice` / `parallel_tool_calls` -> the chat's;
 - `text.format` -> `response_format`; `max_output_tokens` -> `max_completion_tokens`;
-  `include: ["message.output_text.logprobs"]` + `top_logprobs` -> `logprobs`.
+  `include: ["message.output_text.logprobs"]` + `top_logprobs` -> `logprobs` (the other
+  `include` values mean nothing here and are ignored);
+- `reasoning.effort` -> `reasoning_effort`; `max_tool_calls` 1 -> `parallel_tool_calls: false`
+  (more is applied to the answer: server.responses.route).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ _RENAMED = {
     "response_format": "text.format",
     "max_completion_tokens": "max_output_tokens",
     "tool_choice.function.name": "tool_choice.name",
+    "reasoning_effort": "reasoning.effort",
 }
 #: Renamed as a whole `param` only (the words are common in messages).
 _RENAMED_PARAMS = {"logprobs": "include", "messages": "input"}
@@ -130,6 +134,10 @@ def translate(body: ResponsesRequest, store: ResponseStore, into: Translation) -
     chat["messages"] = messages
     chat["max_completion_tokens"] = body.max_output_tokens
     chat["chat_template_kwargs"] = body.chat_template_kwargs
+    chat["reasoning_effort"] = body.reasoning.effort if body.reasoning is not None else None
+    chat["thinking_token_budget"] = body.thinking_token_budget
+    if body.max_tool_calls == 1:
+        chat["parallel_tool_calls"] = False  # a forced call: the grammar of one call
     if body.tools is not None:
         chat["tools"] = [
             {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
@@ -142,7 +150,7 @@ def translate(body: ResponsesRequest, store: ResponseStore, into: Translation) -
         else choice
     )
     chat["response_format"] = _response_format(body)
-    if body.include:
+    if LOGPROBS_INCLUDE in (body.include or ()):  # the others mean nothing here (schema)
         chat["logprobs"] = True
         chat["top_logprobs"] = body.top_logprobs or 0
     elif body.top_logprobs is not None:

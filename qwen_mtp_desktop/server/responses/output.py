@@ -22,7 +22,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
@@ -48,7 +48,7 @@ from qwen_mtp_desktop.server.generation.turns import (
     stream_events,
 )
 from qwen_mtp_desktop.server.http.errors import ApiError
-from qwen_mtp_desktop.server.responses.schema import ResponsesRequest
+from qwen_mtp_desktop.server.responses.schema import LOGPROBS_INCLUDE, ResponsesRequest
 from qwen_mtp_desktop.server.responses.store import ResponseStore
 
 
@@ -59,7 +59,10 @@ def item_id(prefix: str) -> str:
 def response_usage(stats: GenerationStats) -> dict[str, Any]:
     return {
         "input_tokens": stats.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": stats.reused_tokens},
+        # cache_write_tokens: OpenAI's prompt-cache writes, which it bills; a local server bills
+        # none (what the engine keeps shows as a later request's cached_tokens). The openai
+        # SDK's models require the field.
+        "input_tokens_details": {"cached_tokens": stats.reused_tokens, "cache_write_tokens": 0},
         "output_tokens": stats.generated_tokens,
         "output_tokens_details": {"reasoning_tokens": stats.reasoning_tokens},
         "total_tokens": stats.prompt_tokens + stats.generated_tokens,
@@ -92,11 +95,14 @@ class ResponsesPlan:
         echo = {
             "instructions": body.instructions,
             "max_output_tokens": body.max_output_tokens,
-            "max_tool_calls": None,
+            "max_tool_calls": body.max_tool_calls,
             "metadata": body.metadata or {},
             "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id,
-            "reasoning": {"effort": None, "summary": None},
+            "reasoning": {
+                "effort": body.reasoning.effort if body.reasoning is not None else None,
+                "summary": None,  # never written (server.responses.schema.ReasoningConfig)
+            },
             "store": body.store,
             "temperature": sampling.temperature,
             "text": {
@@ -114,7 +120,10 @@ class ResponsesPlan:
             "truncation": "disabled",
             "user": None,
         }
-        return cls(echo, conversation, store if body.store else None, tools, bool(body.include))
+        if tools is not None and body.max_tool_calls is not None:
+            tools = replace(tools, max_calls=body.max_tool_calls)
+        logprobs = LOGPROBS_INCLUDE in (body.include or ())
+        return cls(echo, conversation, store if body.store else None, tools, logprobs)
 
     def response(
         self,

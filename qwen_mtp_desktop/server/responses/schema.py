@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
+from qwen_mtp_desktop.server.generation.reasoning import Effort
 from qwen_mtp_desktop.server.generation.schema import (
     FUNCTION_NAME,
     MAX_CALL_ID_CHARS,
@@ -19,11 +20,13 @@ from qwen_mtp_desktop.server.generation.schema import (
     MAX_MODEL_CHARS,
     MAX_SCHEMA_NAME_CHARS,
     MAX_TOKENS_LIMIT,
+    MAX_TOOL_CALLS,
     MAX_TOOLS,
     ChatTemplateKwargs,
     Closed,
     GenerationRequest,
     Text,
+    ThinkingBudget,
 )
 
 Status = Literal["in_progress", "completed", "incomplete"]
@@ -176,6 +179,40 @@ class ResponsesStreamOptions(Closed):
 
 #: `include` values this server honours.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+#: `include` values that have no meaning here, accepted and ignored as OpenAI-compatible servers
+#: do: no encrypted reasoning (the reasoning item carries its text), no input image URLs kept,
+#: and none of the hosted tools whose results they would add.
+IGNORED_INCLUDES = (
+    "reasoning.encrypted_content",
+    "message.input_image.image_url",
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+)
+Includable = Literal[
+    "message.output_text.logprobs",
+    "reasoning.encrypted_content",
+    "message.input_image.image_url",
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+]
+#: Most tool calls one answer may hold (`max_tool_calls`): the chat's limit per message.
+MAX_TOOL_CALLS_LIMIT = MAX_TOOL_CALLS
+
+
+class ReasoningConfig(Closed):
+    """`reasoning`: `effort` as Qwen's thinking (server.generation.reasoning); a summary is
+    never written (the reasoning item carries the reasoning's own text), so `summary` and the
+    older `generate_summary` are accepted and change nothing, as vLLM accepts them."""
+
+    effort: Effort | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
 
 
 class ResponsesRequest(GenerationRequest):
@@ -195,11 +232,16 @@ class ResponsesRequest(GenerationRequest):
     ) = None
     store: bool = True
     metadata: Annotated[dict[str, Text], Field(max_length=16)] | None = None
-    include: list[Literal["message.output_text.logprobs"]] | None = None
+    include: Annotated[list[Includable], Field(max_length=16)] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     truncation: Literal["disabled"] | None = None
     stream_options: ResponsesStreamOptions | None = None  # type: ignore[assignment]
     chat_template_kwargs: ChatTemplateKwargs | None = None
+    reasoning: ReasoningConfig | None = None
+    #: vLLM's extension, as on chat completions.
+    thinking_token_budget: ThinkingBudget | None = None
+    #: At most this many function calls in the answer (server.generation.tool_output).
+    max_tool_calls: Annotated[int, Field(ge=1, le=MAX_TOOL_CALLS_LIMIT)] | None = None
 
     def token_budget(self) -> int | None:
         return self.max_output_tokens

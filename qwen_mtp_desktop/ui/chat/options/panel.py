@@ -28,12 +28,18 @@ from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling
 from qwen_mtp_desktop.core.chat.store.records import MAX_THINKING_BUDGET, ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.models.library import display_name
+from qwen_mtp_desktop.workers.remote_models import is_remote
 
 #: The chat's own settings, named apart from the app's Settings (File > Settings, Ctrl+,).
 CHAT_OPTIONS = "Chat options"
 EXPERIMENTAL_DEPTH_NOTE = (
     "More than 1 draft token per step is experimental: not validated for every model and "
     "device. Use Validate to check it."
+)
+#: Under the decoding controls while the chat's model is a remote server's.
+REMOTE_DECODING_NOTE = (
+    "A remote server runs this model on its own device with its own decoding: Device, the MTP "
+    "head, Draft tokens and Prompt lookup apply to local models only (kept for them)."
 )
 
 
@@ -276,6 +282,7 @@ class ChatSettingsPanel(QFrame):
             )
         self.model_combo.setCurrentIndex(models.index(current))
         self._updating = False
+        self._show_applicable()
 
     def set_devices(self, devices: list[str]) -> None:
         self._updating = True
@@ -296,11 +303,32 @@ class ChatSettingsPanel(QFrame):
         (then the MTP controls are off with the reason, and sampling is open). The chat's own
         MTP setting is kept, so a repaired model uses MTP again."""
         self._mtp_problem = problem
-        self._updating = True
-        self.mtp_check.setChecked(self._settings.mtp and not problem)
-        self._updating = False
-        self._sync_enabled()
+        self._show_applicable()
         self._settings = replace(self._settings, temperature=self.temperature_spin.value())
+
+    @property
+    def _remote(self) -> bool:
+        """The chat's model is a remote server's: it decodes as that server does."""
+        current = self.model_combo.currentData()
+        return isinstance(current, str) and is_remote(current)
+
+    @property
+    def _names_defaults(self) -> bool:
+        """The chat's model names sampling defaults the chat could follow."""
+        return self._model is not None and self._model.sampling is not None
+
+    def _show_applicable(self) -> None:
+        """Show the chat's choices as they apply to its model: a box for something the model
+        cannot do (MTP without a head, anything a remote server decides, the defaults of a
+        model that names none) is off and disabled, the chat's own choice kept for a model that
+        can (`_emit`)."""
+        self._updating, updating = True, self._updating
+        settings, remote = self._settings, self._remote
+        self.mtp_check.setChecked(settings.mtp and not self._mtp_problem and not remote)
+        self.lookup_check.setChecked(settings.prompt_lookup and not remote)
+        self.model_default_check.setChecked(settings.model_sampling and self._names_defaults)
+        self._updating = updating
+        self._sync_enabled()
 
     def set_settings(self, settings: ChatSettings) -> None:
         self._updating = True
@@ -310,20 +338,17 @@ class ChatSettingsPanel(QFrame):
         if self.device_combo.findText(settings.device) < 0:
             self.device_combo.addItem(settings.device)
         self.device_combo.setCurrentText(settings.device)
-        self.mtp_check.setChecked(settings.mtp and not self._mtp_problem)
         depth = settings.num_assistant_tokens
         self.depth_spin.setValue(depth if isinstance(depth, int) else 0)
-        self.lookup_check.setChecked(settings.prompt_lookup)
         self.lookup_spin.setValue(settings.lookup_tokens)
         self.ngram_spin.setValue(settings.max_ngram_size)
         self.thinking_check.setChecked(settings.thinking)
         self.thinking_budget_spin.setValue(settings.thinking_budget or 0)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
-        self.model_default_check.setChecked(settings.model_sampling)
         self._show_sampling(settings)
         self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
         self._updating = False
-        self._sync_enabled()
+        self._show_applicable()
         self._settings = replace(self._settings, temperature=self.temperature_spin.value())
         self.settings_shown.emit(self._settings)
 
@@ -375,7 +400,7 @@ class ChatSettingsPanel(QFrame):
         self._updating = True
         self._show_sampling(self._settings)
         self._updating = False
-        self._sync_enabled()
+        self._show_applicable()
 
     def set_system_prompt(self, text: str) -> None:
         self._updating = True
@@ -388,12 +413,17 @@ class ChatSettingsPanel(QFrame):
             self._prompt_timer.start()
 
     def _sync_enabled(self) -> None:
-        problem = self._mtp_problem
+        remote = self._remote
+        problem = REMOTE_DECODING_NOTE if remote else self._mtp_problem
         self.mtp_check.setEnabled(not problem)
         self.mtp_note.setText(problem)
         self.mtp_note.setVisible(bool(problem))
         self.validate_button.setEnabled(not problem)
         self.validate_button.setToolTip(problem)
+        self.device_combo.setEnabled(not remote)
+        self.lookup_check.setEnabled(not remote)
+        for spin in (self.lookup_spin, self.ngram_spin):
+            spin.setEnabled(not remote)
         lookup = self.lookup_check.isChecked()
         mtp = self.mtp_check.isChecked() and not problem and not lookup
         # MTP's depth or prompt lookup's own numbers, whichever method drafts.
@@ -411,11 +441,7 @@ class ChatSettingsPanel(QFrame):
         self.depth_note.setVisible(mtp and self.depth_spin.value() > 1)
         # Prompt lookup is kept greedy so its output equals plain decoding's; plain decoding
         # and MTP sample (MTP exactly: the answer is distributed as plain sampling's).
-        follows = (
-            self.model_default_check.isChecked()
-            and self._model is not None
-            and self._model.sampling is not None
-        )
+        follows = self.model_default_check.isChecked() and self._names_defaults
         was_greedy = self._settings.prompt_lookup
         self.temperature_spin.setEnabled(not lookup and not follows)
         self.temperature_spin.setToolTip(
@@ -437,8 +463,10 @@ class ChatSettingsPanel(QFrame):
         elif not lookup and follows:
             self._show_sampling(replace(self._settings, model_sampling=True))
         self._updating = updating
-        self.model_default_check.setEnabled(not lookup)
-        if lookup:
+        self.model_default_check.setEnabled(not lookup and self._names_defaults)
+        if remote:
+            hint = "The remote server samples with the values above (temperature 0 is greedy)."
+        elif lookup:
             hint = (
                 "Prompt lookup decodes greedily (temperature 0), so its output equals plain "
                 "decoding. Turn it off to sample with a temperature."
@@ -477,13 +505,15 @@ class ChatSettingsPanel(QFrame):
         seed = self.seed_spin.value()
         if self.temperature_spin.value() > 0:
             self._sampling_temperature = self.temperature_spin.value()
+        kept, remote = self._settings, self._remote
         self._settings = replace(
             self._settings,
-            device=self.device_combo.currentText() or "CPU",
-            # While the model cannot use MTP the box is off and disabled: keep the choice.
-            mtp=self.mtp_check.isChecked() if not self._mtp_problem else self._settings.mtp,
+            device=(self.device_combo.currentText() or "CPU") if not remote else kept.device,
+            # While the model cannot use MTP (or a server decodes it) the box is off and
+            # disabled: keep the choice, as for prompt lookup and the model's defaults.
+            mtp=self.mtp_check.isChecked() if not (self._mtp_problem or remote) else kept.mtp,
             num_assistant_tokens=self.depth_spin.value() or "auto",
-            prompt_lookup=self.lookup_check.isChecked(),
+            prompt_lookup=self.lookup_check.isChecked() if not remote else kept.prompt_lookup,
             lookup_tokens=self.lookup_spin.value(),
             max_ngram_size=self.ngram_spin.value(),
             thinking=self.thinking_check.isChecked(),
@@ -494,7 +524,9 @@ class ChatSettingsPanel(QFrame):
             top_k=self.top_k_spin.value(),
             repetition_penalty=self.repetition_spin.value(),
             presence_penalty=self.presence_spin.value(),
-            model_sampling=self.model_default_check.isChecked(),
+            model_sampling=self.model_default_check.isChecked()
+            if self._names_defaults
+            else kept.model_sampling,
             seed=None if seed < 0 else seed,
         )
         self.settings_changed.emit(self._settings)
