@@ -370,3 +370,20 @@ def test_a_trailing_assistant_message_is_continued(http: httpx.Client) -> None:
         {"messages": COUNT, "continue_final_message": True},
         "continue_final_message",
     )
+
+
+def test_the_chats_remote_client_sends_the_budget(http: httpx.Client, url: str) -> None:
+    """The chat window's remote models (core.remote.client) send the thinking budget as
+    thinking_token_budget; `serve` honours it as it does a client's."""
+    from qwen_mtp_desktop.core.engine import GenerationSettings, Message
+    from qwen_mtp_desktop.core.remote.client import RemoteAnswer
+    from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
+
+    endpoint = RemoteEndpoint("t", "t", url, MODEL)
+    expected = chat(http, messages=COUNT, max_tokens=40, thinking_token_budget=3, **THINK)
+    settings = GenerationSettings(max_new_tokens=40, thinking=True, thinking_budget=3)
+    answer = RemoteAnswer(endpoint, KEY, [Message("user", COUNT[0]["content"])], settings)
+    answer.run_to_end()
+    message = expected["choices"][0]["message"]
+    assert answer.reasoning == message["reasoning_content"]
+    assert answer.answer == message["content"] and answer.answer.startswith("1 2 3")

@@ -574,6 +574,18 @@ def test_tools_and_earlier_calls_go_out_as_openai_reads_them() -> None:
     assert auto["tools"] == [TOOL] and "tool_choice" not in auto
 
 
+def test_thinking_and_its_budget_go_out_only_when_asked_for() -> None:
+    question = [Message("user", "hi")]
+    assert "chat_template_kwargs" not in request_body("m", question, GenerationSettings())
+    off = request_body("m", question, GenerationSettings(thinking_budget=64))
+    assert "thinking_token_budget" not in off and "chat_template_kwargs" not in off
+    thinks = request_body("m", question, GenerationSettings(thinking=True))
+    assert thinks["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "thinking_token_budget" not in thinks
+    budget = request_body("m", question, GenerationSettings(thinking=True, thinking_budget=64))
+    assert budget["thinking_token_budget"] == 64
+
+
 def _call_chunk(*entries: dict[str, Any], finish: str | None = None) -> str:
     choice = {"index": 0, "delta": {"tool_calls": list(entries)}, "finish_reason": finish}
     return json.dumps({"object": "chat.completion.chunk", "choices": [choice]})

@@ -290,7 +290,8 @@ def request_body(
     model: str, messages: Sequence[Message], settings: GenerationSettings
 ) -> dict[str, Any]:
     """The chat completions request for `messages` with the chat's settings (greedy unless
-    the settings sample; only standard fields, plus thinking when it is asked for)."""
+    the settings sample; only standard fields, plus thinking and its budget when they are
+    asked for)."""
     if any(message.images for message in messages):
         raise RemoteError(
             "Images are not sent to remote servers.",
@@ -314,6 +315,8 @@ def request_body(
         body["stop"] = list(settings.stop_strings)
     if settings.thinking:
         body["chat_template_kwargs"] = {"enable_thinking": True}
+        if settings.thinking_budget is not None:  # vLLM's name, which `serve` reads too
+            body["thinking_token_budget"] = settings.thinking_budget
     if settings.tools_json:
         body["tools"] = json.loads(settings.tools_json)
         if settings.tool_choice:
