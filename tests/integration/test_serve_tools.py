@@ -317,11 +317,6 @@ CALL = {
             "messages[2].tool_call_id",
             "no call with that id",
         ),
-        (
-            {"tools": TOOLS, "response_format": {"type": "json_object"}},
-            "response_format",
-            "tools",
-        ),
     ],
 )  # fmt: skip
 def test_bad_tool_shapes_get_a_400_naming_the_field(

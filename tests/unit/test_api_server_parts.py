@@ -171,7 +171,11 @@ def test_settings_map_response_format_to_a_constraint() -> None:
     )
     constraint = constrained.method.constraint
     assert constraint is not None and constraint.kind == "json_schema"
-    assert json.loads(constraint.source) == schema and constraint.name == "count"
+    # strict: closed, and the integer bounded where the schema is silent (issue 43, item 1).
+    bound = {"minimum": -(2**53 - 1), "maximum": 2**53 - 1}
+    closed = {**schema, "properties": {"n": {"type": "integer", **bound}}}
+    assert json.loads(constraint.source) == {**closed, "additionalProperties": False}
+    assert constraint.name == "count"
     assert constrained.method.uses_mtp_head and not auto  # MTP stays on; Auto stays out
     anything, _ = plan_settings(
         parsed(response_format={"type": "json_object"}), TurnDefaults(), mtp_loaded=True

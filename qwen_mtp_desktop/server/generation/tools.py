@@ -8,6 +8,10 @@ naming the field.
   the conversation are still rendered).
 - `required` / `{"type": "function", "function": {"name": ...}}`: the answer is constrained to
   tool calls (core.tools.grammar) with MTP kept on, as structured output is.
+- `auto` with a `response_format` (JSON object or schema): the answer is constrained to tool
+  calls or JSON of the format (one grammar of both, MTP kept on), as OpenAI answers that
+  combination; a forced call with a `response_format` is a call (the format is for the
+  answer after the results).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from qwen_mtp_desktop.server.generation.schema import (
     ChatMessage,
     NamedToolChoice,
 )
+from qwen_mtp_desktop.server.generation.structured import constraint_for
 from qwen_mtp_desktop.server.http.errors import ApiError
 
 #: The tools as rendered in the prompt: far below this in practice (each one is a few hundred
@@ -33,6 +38,8 @@ from qwen_mtp_desktop.server.http.errors import ApiError
 MAX_TOOLS_JSON_CHARS = 200_000
 #: `Constraint.name` of a forced tool call (shown in `mtp.method.constraint`).
 CONSTRAINT_NAME = "tool_choice"
+#: `Constraint.name` of "tool calls, or JSON of the response_format".
+CALLS_OR_FORMAT_NAME = "tools_or_response_format"
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ class ToolPlan:
 
     @property
     def forced(self) -> bool:
-        return self.constraint is not None
+        """Whether the answer must be tool calls (a constraint may also be "calls or JSON")."""
+        return self.choice != "auto"
 
 
 def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
@@ -101,8 +109,12 @@ def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
             code="invalid_value",
             param="tools",
         )
+    parallel = request.parallel_tool_calls is not False
     if choice is None or choice == "auto":
-        return ToolPlan(tools, "auto", tools_json)
+        answer = _answer_schema(request)
+        if answer is None:
+            return ToolPlan(tools, "auto", tools_json)
+        return ToolPlan(tools, "auto", tools_json, _calls_constraint(tools, None, parallel, answer))
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     if named is not None and named not in names:
         raise ApiError(
@@ -112,24 +124,50 @@ def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
             code="invalid_value",
             param="tool_choice.function.name",
         )
-    parallel = request.parallel_tool_calls is not False
+    constraint = _calls_constraint(tools, named, parallel, None)
+    return ToolPlan(
+        tools, "function" if named else "required", tools_json, constraint, function=named
+    )
+
+
+def _answer_schema(request: ChatCompletionRequest) -> dict[str, Any] | None:
+    """The JSON schema a `response_format` asks the answer to match (None for text or none),
+    closed and bounded as structured output's (ApiError 400 when it cannot be enforced)."""
+    fmt = constraint_for(request.response_format)
+    if fmt is None:
+        return None
+    if fmt.kind == "json_object":
+        return {"type": "object"}
+    schema = json.loads(fmt.source)
+    assert isinstance(schema, dict)
+    return schema
+
+
+def _calls_constraint(
+    tools: Sequence[dict[str, Any]],
+    named: str | None,
+    parallel: bool,
+    answer: dict[str, Any] | None,
+) -> Constraint:
+    """The grammar of tool calls (of `named` only, if given), or with `answer` of tool calls
+    or JSON of that schema, checked as the engine will compile it."""
     try:
-        grammar = tool_call_grammar(tools, only=named, parallel=parallel)
+        grammar = tool_call_grammar(tools, only=named, parallel=parallel, answer=answer)
     except ToolGrammarError as exc:
         raise ApiError(400, f"tools: {exc}.", code="invalid_value", param="tools") from None
     if len(grammar) > MAX_CONSTRAINT_CHARS:
         raise ApiError(
             400,
             "The tools are too large to enforce a call to them; send fewer tools or smaller "
-            "parameter schemas, or tool_choice auto.",
+            "parameter schemas, or tool_choice auto"
+            + (" without response_format." if answer is not None else "."),
             code="invalid_value",
             param="tools",
         )
-    constraint = Constraint("lark", grammar, CONSTRAINT_NAME)
+    name = CONSTRAINT_NAME if answer is None else CALLS_OR_FORMAT_NAME
+    constraint = Constraint("lark", grammar, name)
     _check_grammar(constraint, tools, named)
-    return ToolPlan(
-        tools, "function" if named else "required", tools_json, constraint, function=named
-    )
+    return constraint
 
 
 def _check_parameters(parameters: dict[str, Any] | None, where: str) -> None:
@@ -290,17 +328,7 @@ def call_records(message: ChatMessage) -> tuple[ToolCallRecord, ...]:
 def check_tools_fit(
     plan: ToolPlan, response_format: Constraint | None, *, thinking: bool, by_default: bool
 ) -> None:
-    """Refuse what a tool plan cannot be combined with: a response_format (its grammar would
-    keep the model from calling a tool, or two grammars would apply at once). A forced call
+    """What a tool plan cannot be combined with: nothing now. A `response_format` is part of
+    the plan's grammar (tool calls, or JSON of the format: `plan_tools`), and a forced call
     with thinking on thinks first: the engine decodes the reasoning without the grammar and
-    the call under it (core.engine.generation), so `thinking` and `by_default` refuse
-    nothing now."""
-    if response_format is not None:
-        raise ApiError(
-            400,
-            "response_format (structured output) cannot be combined with tools: the schema "
-            'would keep the model from calling them. Send tool_choice "none", or leave out '
-            "response_format.",
-            code="unsupported_value",
-            param="response_format",
-        )
+    the call under it (core.engine.generation)."""
