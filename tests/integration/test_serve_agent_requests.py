@@ -264,6 +264,27 @@ def test_a_forced_call_with_thinking_thinks_then_calls(http: httpx.Client) -> No
         max_output_tokens=120,
     )
     assert [item["type"] for item in raw["output"]] == ["reasoning", "function_call"]
+    # Streamed: the reasoning item, then the call's, each event as the SDK reads it.
+    body = {
+        "model": MODEL,
+        "input": "What time is it in Paris?",
+        "tools": [FLAT_TIME],
+        "tool_choice": "required",
+        "reasoning": {"effort": "medium"},
+        "max_output_tokens": 120,
+        "stream": True,
+    }
+    with http.stream("POST", "/v1/responses", json=body) as response:
+        assert response.status_code == 200
+        lines = response.read().decode().split("\n")
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    for event in events:
+        EVENTS.validate_python(event)
+    added = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
+    assert added == ["reasoning", "function_call"]
+    final = Response.model_validate(events[-1]["response"])
+    assert final.status == "completed" and final.output[1].type == "function_call"
+    assert final.output[1].arguments == raw["output"][1]["arguments"]
 
 
 def client_stream(http: httpx.Client, **body: Any) -> dict[str, Any]:

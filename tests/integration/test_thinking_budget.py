@@ -138,3 +138,18 @@ def test_the_budget_holds_on_a_turn_with_an_image(engine: Engine, tmp_path: Path
         assert stats.decoder == "genai" and stats.reasoning_tokens == budget + 2
         assert free[1].startswith(reasoning.rstrip("\n"))
         assert answer.startswith("1 2 3") and stats.generated_tokens == 40
+
+
+def test_the_budget_holds_with_ignore_eos(engine: Engine) -> None:
+    """ignore_eos (benchmarks' equal-length runs): the thinking still ends at the budget or
+    at </think>, and the turn runs to max_new_tokens, MTP as plain decoding."""
+    results = []
+    for method in METHODS:
+        settings = GenerationSettings(
+            max_new_tokens=48, thinking=True, thinking_budget=4, ignore_eos=True, method=method
+        )
+        ids, reasoning, answer, stats = run(engine, COUNT, settings)
+        assert stats.generated_tokens == 48 and stats.reasoning_tokens == 4 + 2
+        assert answer.startswith("1 2 3")
+        results.append((ids, reasoning, answer))
+    assert results[0] == results[1] == results[2]

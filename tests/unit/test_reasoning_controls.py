@@ -106,9 +106,9 @@ def test_the_thinking_limit_keeps_room_for_the_answer() -> None:
     for off in (
         replace(base, thinking=False, thinking_budget=5),
         replace(base, thinking_budget=5, raw_text=True),
-        replace(base, thinking_budget=5, ignore_eos=True),
     ):
         assert thinking_limit(off) is None
+    assert thinking_limit(replace(base, thinking_budget=5, ignore_eos=True)) == 5
     with pytest.raises(EngineError):
         replace(base, thinking_budget=-1).check()
 

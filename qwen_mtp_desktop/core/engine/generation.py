@@ -504,7 +504,9 @@ class Generation(AnswerStream):
         decoded: list[int] = []  # every token of the answer so far, forced ones included
         # The thinking phase decodes without the constraint and ends at `</think>`.
         phase_method = method.with_constraint(None) if limit is not None else method
-        phase_stops = context.stop_ids | {think_end} if limit is not None else context.stop_ids
+        # With ignore_eos the end of text stops neither phase; `</think>` ends the thinking.
+        ends = frozenset() if settings.ignore_eos else context.stop_ids
+        phase_stops = ends | {think_end} if limit is not None else context.stop_ids
         phase_budget = limit if limit is not None else settings.max_new_tokens
         constrained = method.constraint is not None
         turn: PrefillInfo | None = None
@@ -516,7 +518,7 @@ class Generation(AnswerStream):
                     max_new_tokens=phase_budget,
                     stop_ids=phase_stops,
                     cancelled=self._cancel.is_set,
-                    ignore_eos=settings.ignore_eos,
+                    ignore_eos=settings.ignore_eos and limit is None,
                     keep_drafting=keep_drafting if within_turn is not None else None,
                     stable_prefix=context.stable_prefix,
                     message_starts=context.message_starts,
@@ -524,7 +526,7 @@ class Generation(AnswerStream):
                 )
                 for step in steps:
                     tokens, logprobs = step.tokens, step.logprobs
-                    if limit is not None and constrained and tokens[-1] in context.stop_ids:
+                    if limit is not None and constrained and tokens[-1] in ends:
                         # The turn ended while thinking, but a constrained answer must come:
                         # the engine closes the thinking in the end's stead (below).
                         tokens, logprobs = tokens[:-1], logprobs[:-1]
@@ -545,7 +547,7 @@ class Generation(AnswerStream):
                 break
             # The thinking phase ended: at `</think>`, at the limit, or at the end of text.
             limit = None
-            if decoded and decoded[-1] in context.stop_ids:
+            if decoded and decoded[-1] in ends:
                 break
             if decoded and decoded[-1] == think_end:
                 # Closed by the model: the constraint holds from the answer's first token.
@@ -657,7 +659,7 @@ def thinking_limit(settings: GenerationSettings) -> int | None:
     (None: the model closes it, or never): with thinking on and a thinking budget, or a
     constraint (which holds from the answer's first token, after the thinking). The limit
     leaves the answer room: a quarter of `max_new_tokens`, at most 1,024 tokens."""
-    if not settings.thinking or settings.raw_text or settings.ignore_eos:
+    if not settings.thinking or settings.raw_text:
         return None
     budget = settings.thinking_budget
     if budget is None and settings.method.constraint is None:
