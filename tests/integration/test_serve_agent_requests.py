@@ -377,6 +377,23 @@ def test_a_trailing_assistant_message_is_continued(http: httpx.Client) -> None:
         max_output_tokens=12,
     )
     assert raw["output"][0]["content"][0]["text"] == rest
+    # Chained, the stored turn is the whole answer (begun + continued), one assistant message.
+    stored = http.get(f"/v1/responses/{raw['id']}")
+    assert stored.status_code == 200
+    follow = respond(
+        http, previous_response_id=raw["id"], input="Count from 1 to 20.", max_output_tokens=8
+    )
+    fresh = respond(
+        http,
+        input=[
+            {"role": "user", "content": "Count from 1 to 20."},
+            {"role": "assistant", "content": begun + rest},
+            {"role": "user", "content": "Count from 1 to 20."},
+        ],
+        max_output_tokens=8,
+    )
+    assert follow["output"][0]["content"][0]["text"] == fresh["output"][0]["content"][0]["text"]
+    assert follow["usage"]["input_tokens"] == fresh["usage"]["input_tokens"]
     # Text the prefill cannot be: thinking first, or a request that says otherwise.
     refused(http, "/v1/chat/completions", {"messages": messages, **THINK}, "chat_template_kwargs")
     refused(

@@ -177,7 +177,13 @@ class ResponsesPlan:
             **extra,
         )
         if self.store is not None:
-            answer: dict[str, Any] = {"role": "assistant", "content": _text_of(output) or None}
+            history = list(self.conversation)
+            begun = ""
+            if history and history[-1]["role"] == "assistant" and not history[-1].get("tool_calls"):
+                # An answer the client began (a prefill): the stored turn is the whole answer.
+                begun = _chat_text(history.pop().get("content"))
+            text = begun + _text_of(output)
+            answer: dict[str, Any] = {"role": "assistant", "content": text or None}
             calls = [
                 _chat_call(item)
                 for item in output
@@ -185,7 +191,7 @@ class ResponsesPlan:
             ]
             if calls:
                 answer["tool_calls"] = calls
-            self.store.put(response_id, [*self.conversation, answer], response)
+            self.store.put(response_id, [*history, answer], response)
         return response
 
     def new_id(self) -> str:
@@ -447,6 +453,14 @@ class _Writer:
 
 def _entries(scores: list[TokenLogprob] | None) -> list[dict[str, Any]]:
     return chat_content(scores) if scores else []
+
+
+def _chat_text(content: Any) -> str:
+    """A chat message's text: its string, or its text parts joined as the chat joins them."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and p.get("type") == "text")
 
 
 def _reasoning(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
