@@ -316,7 +316,7 @@ class MainWindow(QMainWindow):
         self.chat.model.state_cache_bytes = lambda: load_option(
             self._store.settings.conversation_memory_mb
         )
-        self.chat.export_requested.connect(lambda: self.show_panel("Export"))
+        self.chat.discover_requested.connect(self.show_discover)
         self.chat.tool_turns.attach(
             self.threads.mcp,
             self.mcp_servers,

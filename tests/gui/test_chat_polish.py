@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QColor, QImage, QPalette, QTextFormat
-from PySide6.QtWidgets import QApplication, QLabel, QTextBrowser
+from PySide6.QtWidgets import QApplication, QLabel, QTextBrowser, QWidget
 from pytestqt.qtbot import QtBot
 
 from qwen_mtp_desktop.core.files.paths import app_paths, demo_model_dir
@@ -30,6 +30,7 @@ from qwen_mtp_desktop.ui.chat.header import PICKER_MIN_WIDTH
 from qwen_mtp_desktop.ui.chat.transcript.markdown_view import QUOTE_BACKGROUND
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 from qwen_mtp_desktop.ui.chat.transcript.view import MEASURE_CHARS
+from qwen_mtp_desktop.ui.discover.dialog import DiscoverDialog
 from qwen_mtp_desktop.ui.main_window import MainWindow
 from tests.gui.layout_checks import layout_problems
 from tests.gui.test_chat_panel import LONG_WAIT, _open_window, _send, window_idle
@@ -130,6 +131,18 @@ def test_demo_banner_says_why_mtp_loses_and_can_be_hidden_for_good(qtbot: QtBot)
     assert "benchmarks/" in banner.mtp_note.text() and "2-core VM" in banner.mtp_note.text()
     assert DEMO_TOO_SMALL in banner.mtp_note.toolTip()
     assert full_size_details() in banner.mtp_note.toolTip()
+    # The way to a real model is Discover (downloads work in an installed app; exports don't).
+    assert "download a ready one" in banner.note.text()
+    banner.discover_button.click()
+
+    def discover() -> QWidget | None:
+        shown = [w for w in QApplication.topLevelWidgets() if isinstance(w, DiscoverDialog)]
+        return next((w for w in shown if w.isVisible()), None)
+
+    qtbot.waitUntil(lambda: discover() is not None)
+    dialog = discover()
+    assert dialog is not None
+    dialog.close()
     banner.hide_button.click()
     assert not banner.isVisibleTo(chat)
     chat.new_chat()  # the header redraws: the banner stays hidden

@@ -110,7 +110,8 @@ class LibraryEntry:
 DEMO_MODEL_NAME = "Demo model"
 DEMO_MODEL_NOTE = (
     "A tiny model built and trained by this project so the app works offline. It only counts "
-    "and repeats phrases. For real answers, export a Qwen3.5 checkpoint in the Export panel."
+    "and repeats phrases. For real answers, get a Qwen3.5 model: download a ready one, or "
+    "export a checkpoint (Find a model)."
 )
 
 

@@ -27,11 +27,11 @@ class DemoBanner(QWidget):
     `dismissed` is remembered by the panel.
 
     Signals:
-    export_requested(): "Open Export" was clicked.
+    discover_requested(): "Find a model" was clicked (the Discover list: downloads, exports).
     dismissed(): "Hide" was clicked.
     """
 
-    export_requested = Signal()
+    discover_requested = Signal()
     dismissed = Signal()
 
     def __init__(self) -> None:
@@ -43,8 +43,8 @@ class DemoBanner(QWidget):
         layout.addWidget(self.frame)
         row = QHBoxLayout(self.frame)
         row.setContentsMargins(14, 8, 10, 8)
-        text = QLabel(DEMO_MODEL_NOTE)
-        text.setWordWrap(True)
+        self.note = QLabel(DEMO_MODEL_NOTE)
+        self.note.setWordWrap(True)
         # MTP looks useless on this model (Compare, Validate, Benchmark): say why up front.
         self.mtp_note = QLabel(demo_banner_note())
         self.mtp_note.setWordWrap(True)
@@ -56,11 +56,13 @@ class DemoBanner(QWidget):
         self.turn_note.setVisible(False)
         texts = QVBoxLayout()
         texts.setSpacing(4)
-        texts.addWidget(text)
+        texts.addWidget(self.note)
         texts.addWidget(self.mtp_note)
         texts.addWidget(self.turn_note)
-        self.export_button = QPushButton("Open Export")
-        self.export_button.clicked.connect(self.export_requested)
+        # Discover, not the export wizard: an installed app cannot export, and a download
+        # is the quicker way to a real model anyway.
+        self.discover_button = QPushButton("Find a model…")
+        self.discover_button.clicked.connect(self.discover_requested)
         self.hide_button = QPushButton("Hide")
         self.hide_button.setToolTip("Hide this note (it stays hidden)")
         self.hide_button.clicked.connect(self._on_hide)
@@ -68,7 +70,7 @@ class DemoBanner(QWidget):
         self._state: dict[str, str] = {}
         buttons = QVBoxLayout()
         buttons.setSpacing(4)
-        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.discover_button)
         buttons.addWidget(self.hide_button)
         buttons.addStretch(1)
         row.addLayout(texts, 1)

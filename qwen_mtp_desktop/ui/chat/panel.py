@@ -80,7 +80,7 @@ DRAFTS_KEY, NEW_CHAT_SETTINGS_KEY = UI_SHOW_DRAFTS, UI_NEW_CHAT_SETTINGS
 
 class ChatPanel(ChatLayout):
     """Signals:
-    export_requested(): the user wants the export wizard (from the demo banner).
+    discover_requested(): the user wants to find a real model (from the demo banner).
     validate_requested(Path): the user wants to validate MTP on a model.
     validate_lookup_requested(Path, str, DecodingMethod): the user wants prompt lookup (the
         chat's) validated on a model, on a workload's prompt set (health banner).
@@ -92,7 +92,7 @@ class ChatPanel(ChatLayout):
         start from (a name or None) changed: the app's settings keep them.
     """
 
-    export_requested = Signal()
+    discover_requested = Signal()
     validate_requested = Signal(object)
     validate_lookup_requested = Signal(object, str, object)
     busy_changed = Signal(bool)
@@ -196,7 +196,7 @@ class ChatPanel(ChatLayout):
         self.remote_models.problem.connect(lambda text: self.show_problem(text, "warning"))
         self.drafts_toggle.toggled.connect(self._on_show_drafts)
         self.compare_button.clicked.connect(self.compare)
-        self.banner_wrap.export_requested.connect(self.export_requested)
+        self.banner_wrap.discover_requested.connect(self.discover_requested)
         self.health_wrap.revalidate_requested.connect(self._on_revalidate)
         self.missing.attach(self.health_wrap, self._on_model_changed, self.model_picker.showPopup)
         self.missing.relocated.connect(self._on_model_relocated)
