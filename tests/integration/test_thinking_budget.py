@@ -153,3 +153,24 @@ def test_the_budget_holds_with_ignore_eos(engine: Engine) -> None:
         assert answer.startswith("1 2 3")
         results.append((ids, reasoning, answer))
     assert results[0] == results[1] == results[2]
+
+
+def test_a_sampled_turn_with_a_budget_is_reproduced_by_its_seed(engine: Engine) -> None:
+    """The reported seed reproduces both phases (the answer's draws from a seed derived from
+    it), with MTP as with plain decoding."""
+    from qwen_mtp_desktop.core.decoding.method import Sampling
+
+    hot = Sampling(temperature=2.0, top_p=1.0, top_k=0)
+    for method in (DecodingMethod.plain(hot), DecodingMethod.mtp(2, hot)):
+        settings = GenerationSettings(
+            max_new_tokens=40, thinking=True, thinking_budget=5, method=method
+        )
+        first = run(engine, COUNT, settings)
+        seed = first[3].method.sampling.seed
+        assert seed is not None and first[3].reasoning_tokens <= 5 + 2
+        seeded = method.with_sampling(Sampling(temperature=2.0, top_p=1.0, top_k=0, seed=seed))
+        again = run(engine, COUNT, GenerationSettings(
+            max_new_tokens=40, thinking=True, thinking_budget=5, method=seeded
+        ))  # fmt: skip
+        assert again[:3] == first[:3]
+        assert again[3].method.sampling.seed == seed

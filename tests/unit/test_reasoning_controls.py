@@ -13,7 +13,7 @@ import pytest
 
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import EngineError, GenerationSettings
-from qwen_mtp_desktop.core.engine.generation import thinking_limit
+from qwen_mtp_desktop.core.engine.generation import answer_seed, thinking_limit
 from qwen_mtp_desktop.core.tools.calls import ArgumentsPiece, CallOpened, render_calls
 from qwen_mtp_desktop.server.app import parse_request
 from qwen_mtp_desktop.server.generation.planning import plan_settings
@@ -147,3 +147,13 @@ def test_max_calls_bounds_the_calls_whole_and_streamed() -> None:
                 p.text for p in sent if isinstance(p, ArgumentsPiece) and p.index == index
             )
             assert joined == call.arguments
+
+
+def test_the_answer_phase_draws_from_a_seed_of_its_own() -> None:
+    seeds = [0, 1, 7, 2**31, 2**63 - 1]
+    derived = [answer_seed(seed) for seed in seeds]
+    assert all(0 <= d <= 2**63 - 1 for d in derived)
+    assert len(set(derived)) == len(seeds) and all(
+        d != s for d, s in zip(derived, seeds, strict=True)
+    )
+    assert answer_seed(7) == answer_seed(7)  # reproducible

@@ -568,8 +568,9 @@ class Generation(AnswerStream):
                 break
             phase_method = method
             if turn is not None and turn.seed is not None:
-                # The answer draws from the reasoning's seed: one seed reproduces the turn.
-                sampling = replace(method.sampling, seed=turn.seed)
+                # The answer draws from a seed derived from the reasoning's, so the reported
+                # seed reproduces the turn and the two phases' draws are not the same numbers.
+                sampling = replace(method.sampling, seed=answer_seed(turn.seed))
                 phase_method = method.with_sampling(sampling)
             phase_stops = context.stop_ids
             phase_budget = room - len(forced)
@@ -647,6 +648,12 @@ def encode_ids(tokenizer: Any, text: str) -> Sequence[int]:
 
 def config_stop_ids(config: openvino_genai.GenerationConfig) -> set[int]:
     return set(config.stop_token_ids) | {config.eos_token_id}
+
+
+def answer_seed(seed: int) -> int:
+    """The seed of a turn's answer phase, from its reasoning's (0 to 2^63 - 1, as seeds are):
+    one step of a 64-bit linear congruential generator, its top 63 bits."""
+    return ((seed * 6364136223846793005 + 1442695040888963407) % 2**64) >> 1
 
 
 #: The share of `max_new_tokens` a thinking limit keeps for the answer, and its most.
