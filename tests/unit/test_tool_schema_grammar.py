@@ -144,8 +144,14 @@ def vocabulary() -> Any:
     return LLTokenizer((TOOL_MODEL / "tokenizer.json").read_text(encoding="utf-8"))
 
 
+#: Text that may end a value: tried now and then, so most walks end in a call whatever the
+#: schema (a random walk alone would almost never write a text value's end tag).
+_ENDINGS = ("\n</parameter>\n", '"', "}", "]")
+
+
 def _walk(vocabulary: Any, grammar: str, rng: random.Random, steps: int) -> str | None:
-    """Text a 'model' picking any allowed token writes; None when it runs out of steps."""
+    """Text a 'model' picking any allowed token writes, and now and then a value's end when
+    the grammar allows it there; None when it runs out of steps."""
     import numpy as np
     from llguidance import LLMatcher
 
@@ -155,6 +161,12 @@ def _walk(vocabulary: Any, grammar: str, rng: random.Random, steps: int) -> str 
     for _ in range(steps):
         if matcher.is_stopped() or (matcher.is_accepting() and rng.random() < 0.5):
             break
+        if rng.random() < 0.25:
+            ending = vocabulary.tokenize_str(rng.choice(_ENDINGS))
+            if matcher.validate_tokens(ending) == len(ending):
+                assert matcher.consume_tokens(ending)
+                ids += ending
+                continue
         bits = np.unpackbits(
             np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8), bitorder="little"
         )
@@ -162,7 +174,6 @@ def _walk(vocabulary: Any, grammar: str, rng: random.Random, steps: int) -> str 
         allowed = [i for i in allowed if i != vocabulary.eos_token]
         if not allowed:
             break
-        # Mostly short tokens' neighbours: any allowed token, but prefer the grammar's way out
         token = rng.choice(allowed)
         assert matcher.consume_tokens([token])
         ids.append(token)
