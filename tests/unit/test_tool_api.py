@@ -261,6 +261,21 @@ def test_tools_with_a_response_format_ask_for_calls_or_json(vocabulary: Any) -> 
     settings, _ = plan_settings(none, TurnDefaults(), mtp_loaded=True, tools=None)
     assert settings.method.constraint is not None
     assert settings.method.constraint.kind == "json_schema"
+    # A JSON answer whose string holds the call's opening tag is JSON, whole and streamed.
+    plan = plan_tools(request(tools=[WEATHER], response_format={"type": "json_object"}))
+    assert plan is not None and plan.constraint is not None and plan.calls_or_json
+    tricky = '{"note": "write <tool_call> to call"}'
+    assert accepts(vocabulary, plan.constraint.source, tricky)
+    message, finish, extra = read_for_completion(tricky, plan, "stop")
+    assert message == {"content": tricky} and finish == "stop" and not extra
+    stream, sent = ToolStream(plan), []
+    for piece in (tricky[:1], tricky[1:14], tricky[14:22], tricky[22:]):
+        text, pieces = stream.feed(piece)
+        sent.append(text)
+        assert not pieces
+    assert sent[0] == "{"  # sent as it comes, nothing held back for a call
+    deltas, finish, extra = stream.finish("stop")
+    assert "".join(sent) == tricky and deltas == [] and finish == "stop" and not extra
     # Parallel calls off: one call, or the JSON.
     single = request(
         tools=[WEATHER, PING], response_format=ANSWER_FORMAT, parallel_tool_calls=False

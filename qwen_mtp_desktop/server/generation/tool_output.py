@@ -5,6 +5,9 @@
   `content` (null when there is none, as OpenAI sends it), `finish_reason: "tool_calls"`; at
   most `ToolPlan.max_calls` of them (the Responses API's `max_tool_calls`: later ones are
   dropped, whole and streamed).
+- Tools with a response_format (`ToolPlan.calls_or_json`): an answer that does not open with
+  a call is JSON of the format, all of it content, whole and streamed as it comes (a string in
+  it may hold "<tool_call>").
 - A malformed call (not the format, an unknown function, a value that is not valid for its
   parameter's type, cut off by max_tokens): the whole text as `content` with the engine's own
   finish reason, as vLLM's Qwen3 XML parsers answer it (never an error or a 500), plus a
@@ -61,6 +64,8 @@ class ReadAnswer:
 
 def read_answer(answer: str, plan: ToolPlan, ids: Sequence[str] = ()) -> ReadAnswer:
     """The answer read for calls; `ids`: the ids of its first calls (those a stream sent)."""
+    if plan.calls_or_json and not answer.lstrip().startswith(CALL_OPEN):
+        return ReadAnswer(answer)  # JSON of the response_format, whatever its strings hold
     parsed = parse(answer, plan.tools)
     if isinstance(parsed, Calls):
         calls = tuple(
@@ -120,6 +125,11 @@ class ToolStream:
             return "", self._read(piece)
         text = "".join(self._text)
         self._text = [text]
+        head = text.lstrip()
+        if self._plan.calls_or_json and head and not CALL_OPEN.startswith(head[: len(CALL_OPEN)]):
+            out = text[self._sent :]  # JSON of the response_format: all of it is content
+            self._sent = len(text)
+            return out, []
         start = text.find(CALL_OPEN, self._sent)
         pieces: list[CallPiece] = []
         if start >= 0:

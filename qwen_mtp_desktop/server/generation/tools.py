@@ -62,6 +62,13 @@ class ToolPlan:
         """Whether the answer must be tool calls (a constraint may also be "calls or JSON")."""
         return self.choice != "auto"
 
+    @property
+    def calls_or_json(self) -> bool:
+        """Whether the answer is tool calls or else JSON of a response_format: one that does
+        not open with a call is the JSON, all of it content (a string in it may hold
+        "<tool_call>")."""
+        return self.constraint is not None and self.constraint.name == CALLS_OR_FORMAT_NAME
+
 
 def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
     """The request's tool plan (None without tools, or with `tool_choice: "none"`); ApiError
