@@ -272,3 +272,54 @@ def test_values_are_read_by_the_rule_they_are_written_with(
     parsed = parse(text, [function_tool(parameters)])
     assert isinstance(parsed, Calls)
     assert json.loads(parsed.calls[0].arguments) == {"p": value}
+
+
+def test_a_pydantic_models_calls_validate_as_that_model(vocabulary: Any) -> None:
+    """The schema pydantic writes for a nested model (what openai-agents, pydantic-ai and
+    instructor send), strict: every call the grammar admits is valid for the model itself."""
+    import datetime
+    import enum
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Color(enum.StrEnum):
+        red = "red"
+        green = "green"
+
+    class Loc(BaseModel):
+        city: str = Field(max_length=10)
+        zip: int | None = None
+
+    class Node(BaseModel):
+        v: int = Field(ge=0, le=9)
+        kids: list[Node] = Field(default_factory=list, max_length=2)
+
+    class Args(BaseModel):
+        loc: Loc
+        other: Loc | None = None
+        color: Color = Color.red
+        mode: Literal["fast", "slow"] = "fast"
+        when: datetime.date | None = None
+        note: str | None = Field(default=None, max_length=12)
+        tags: list[str] = Field(default_factory=list, max_length=3)
+        counts: dict[str, int] = Field(default_factory=dict)
+        tree: Node | None = None
+        choice: Literal["", "x"] = ""
+
+    Node.model_rebuild()
+    schema = Args.model_json_schema()
+    tools = [function_tool(schema, strict=True)]
+    grammar = tool_call_grammar(tools, only="f")
+    ended = 0
+    for seed in range(40):
+        text = _walk(vocabulary, grammar, random.Random(seed), steps=400)
+        if text is None:
+            continue
+        parsed = parse(text, tools)
+        assert isinstance(parsed, Calls), (text, parsed)
+        arguments = json.loads(parsed.calls[0].arguments)
+        validate_arguments(arguments, schema)
+        Args.model_validate(arguments)
+        ended += 1
+    assert ended >= 30
