@@ -94,7 +94,7 @@ def _answer(engine: Any, plan: Any, method: Any, messages: list[Any] | None = No
 
 @pytest.mark.model
 @settings(
-    max_examples=25,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
