@@ -287,6 +287,39 @@ def test_a_forced_call_with_thinking_thinks_then_calls(http: httpx.Client) -> No
     assert final.output[1].arguments == raw["output"][1]["arguments"]
 
 
+def test_structured_output_with_thinking_thinks_then_answers_in_json(http: httpx.Client) -> None:
+    """Was a 400 too: with thinking on, the schema holds from the answer's first token."""
+    schema = {
+        "type": "object",
+        "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+        "required": ["zone"],
+        "additionalProperties": False,
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "zone", "schema": schema}}
+    raw = chat(
+        http,
+        messages=[{"role": "user", "content": "Which zone is Paris in?"}],
+        response_format=fmt,
+        max_tokens=120,
+        **THINK,
+    )
+    message = raw["choices"][0]["message"]
+    assert message["reasoning_content"] and reasoning_tokens(raw) > 0
+    assert json.loads(message["content"])["zone"] in ("UTC", "CET")
+    assert raw["mtp"]["method"]["constraint"]["kind"] == "json_schema"
+    # A budget ends the thinking sooner; the answer is still JSON of the schema.
+    cut = chat(
+        http,
+        messages=[{"role": "user", "content": "Which zone is Paris in?"}],
+        response_format=fmt,
+        max_tokens=120,
+        thinking_token_budget=2,
+        **THINK,
+    )
+    assert reasoning_tokens(cut) <= 2 + 2
+    assert json.loads(cut["choices"][0]["message"]["content"])["zone"] in ("UTC", "CET")
+
+
 def client_stream(http: httpx.Client, **body: Any) -> dict[str, Any]:
     body = {"model": MODEL, "stream": True, "max_tokens": 120, **THINK, **body}
     with http.stream("POST", "/v1/chat/completions", json=body) as response:

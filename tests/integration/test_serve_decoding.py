@@ -388,14 +388,6 @@ def _png() -> str:
             "unsupported_value",
             ["images", "response_format"],
         ),
-        (
-            {
-                "response_format": {"type": "json_object"},
-                "chat_template_kwargs": {"enable_thinking": True},
-            },
-            "unsupported_value",
-            ["thinking", "enable_thinking"],
-        ),
         ({"presence_penalty": -3}, "invalid_value", ["presence_penalty"]),
         ({"logit_bias": {"12": 400}}, "invalid_value", ["logit_bias", "-100 to 100"]),
     ],
