@@ -458,3 +458,44 @@ def test_the_chats_remote_client_sends_the_budget(http: httpx.Client, url: str) 
     message = expected["choices"][0]["message"]
     assert answer.reasoning == message["reasoning_content"]
     assert answer.answer == message["content"] and answer.answer.startswith("1 2 3")
+
+
+def test_a_call_cut_after_a_closed_value_says_where_it_stops(http: httpx.Client) -> None:
+    """A forced call cut off by max_tokens just after a parameter's value closed: the
+    tool_call_error names where the call stops, not that parameter as unclosed."""
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "enum": ["Paris", "Rome"]},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                },
+                "required": ["city", "days"],
+            },
+        },
+    }
+    fields = {
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [weather],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "logprobs": True,
+    }
+    whole = chat(http, max_tokens=120, **fields)
+    assert whole["choices"][0]["finish_reason"] == "tool_calls"
+    texts = [entry["token"] for entry in whole["choices"][0]["logprobs"]["content"]]
+    # The first value is closed after `count` tokens: cut the answer there.
+    prefixes = ["".join(texts[:n]) for n in range(1, len(texts) + 1)]
+    count = next(n for n, text in enumerate(prefixes, 1) if text.endswith("</parameter>\n"))
+    written = prefixes[count - 1]
+    cut = chat(http, max_tokens=count, **fields)
+    choice = cut["choices"][0]
+    assert choice["finish_reason"] == "length" and not choice["message"].get("tool_calls")
+    assert choice["message"]["content"] == written
+    key = "city" if "<parameter=city>" in written else "days"
+    message = cut["tool_call_error"]["message"]
+    assert f"stops after parameter {key!r}" in message, message
+    assert "not closed" not in message
