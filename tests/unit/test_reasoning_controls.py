@@ -157,3 +157,23 @@ def test_the_answer_phase_draws_from_a_seed_of_its_own() -> None:
         d != s for d, s in zip(derived, seeds, strict=True)
     )
     assert answer_seed(7) == answer_seed(7)  # reproducible
+
+
+def test_a_prefill_names_the_grammar_it_cannot_take() -> None:
+    """A trailing assistant message is continued; a grammar holds from an answer's first
+    token, so the 400 names the field that asked for one."""
+    begun = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]
+    assert settings_of(messages=begun).continue_final
+    cases = (
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"tools": [TOOL], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [TOOL], "response_format": {"type": "json_object"}}, "response_format"),
+        ({"reasoning_effort": "low"}, "reasoning_effort"),
+        ({"chat_template_kwargs": {"enable_thinking": True}}, "chat_template_kwargs"),
+    )
+    for fields, param in cases:
+        with pytest.raises(ApiError) as caught:
+            settings_of(messages=begun, **fields)
+        assert caught.value.param == param, (fields, caught.value)
+    # The server's default thinking is set aside for a prefill.
+    assert not settings_of(TurnDefaults(thinking=True), messages=begun).thinking

@@ -249,7 +249,7 @@ def plan_settings(
             "a grammar (response_format, a forced tool call) holds from an answer's first "
             "token, so it cannot take over in the middle of one. Send one or the other.",
             code="unsupported_value",
-            param="response_format" if tools is None else "tool_choice",
+            param="tool_choice" if tools is not None and tools.forced else "response_format",
         )
     sampling = sampling_for(request, model_sampling)
     method = DecodingMethod.mtp(1 if depth == "auto" else depth, sampling)
