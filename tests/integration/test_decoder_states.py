@@ -302,3 +302,23 @@ def test_a_failure_mid_call_drops_the_state(setup, monkeypatch: pytest.MonkeyPat
     assert decoder.cache.live is None
     again = answer(decoder, [*ids, 11, 12], DecodingMethod.mtp(2), stops)
     assert again == answer(cold, [*ids, 11, 12], DecodingMethod.mtp(2), stops)
+
+
+def test_saved_caches_longer_than_a_fresh_requests_mask_restore(demo_model: Path) -> None:
+    """A restore into a request whose slot mask is shorter than the saved caches (a fresh
+    decoder's holds 1,024 slots) grows the mask first; it once raised, and the kept
+    conversation was discarded as not fitting."""
+    import openvino_genai
+
+    tokenizer = openvino_genai.Tokenizer(str(demo_model))
+    text = "<|im_start|>user\n" + "count one two three four five six. " * 200
+    ids = [int(i) for i in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
+    assert len(ids) > 1500
+    source = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    answer(source, ids, DecodingMethod.plain(), set())
+    saved = source.target.kv.save()
+    fresh = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
+    fresh.target.kv.restore(saved, len(ids))  # raised ValueError before the fix
+    assert fresh.target.kv.size == saved[0].shape[2] and fresh.target.kv.live == len(ids)
+    mask = fresh.target.kv.call_mask(0)[0]
+    assert mask[: len(ids)].all() and not mask[len(ids) :].any()

@@ -226,8 +226,11 @@ class KvSlots:
                     f"[1, {heads}, tokens, {size}] {dtype}"
                 )
         self._pending = list(arrays)
-        self.size, self.live = length, count
+        # Grow the mask before `size` changes: `_reserve` keeps the first `size` entries of
+        # the old mask, and a restore longer than the mask would overrun it (a ValueError,
+        # and the kept conversation discarded as "does not fit": a cold prefill).
         self._reserve(length)
+        self.size, self.live = length, count
         self._mask[:count] = 1
         self._mask[count:length] = 0
 
