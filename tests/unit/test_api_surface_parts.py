@@ -39,7 +39,7 @@ from qwen_mtp_desktop.server.generation.schema import ChatCompletionRequest, Com
 from qwen_mtp_desktop.server.generation.speculative import llama_timings, vllm_metrics
 from qwen_mtp_desktop.server.generation.turns import TurnDefaults
 from qwen_mtp_desktop.server.http.errors import ApiError
-from qwen_mtp_desktop.server.http.fields import HARMLESS, REFUSED
+from qwen_mtp_desktop.server.http.fields import HARMLESS, NEUTRAL, REFUSED
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 json_values = st.recursive(
@@ -65,7 +65,8 @@ def test_every_field_is_honoured_or_refused_by_name(name: str, value: Any) -> No
         assert exc.param is not None
         return
     known = name in ChatCompletionRequest.model_fields or name in HARMLESS
-    assert known or (name in REFUSED and value is None) or name == "modalities"
+    neutral = name in REFUSED and (value is None or (name, value) in NEUTRAL)
+    assert known or neutral or name == "modalities"
 
 
 prompts = (

@@ -48,6 +48,9 @@ REFUSED: dict[str, str] = {
     "context_management": "context management (compaction) is not supported",
 }
 
+#: Values of refused fields that ask for what the server does anyway, accepted as if absent.
+NEUTRAL: tuple[tuple[str, Any], ...] = (("best_of", 1), ("suffix", ""))
+
 #: `modalities` other than text alone are refused.
 TEXT_ONLY = ["text"]
 
@@ -60,7 +63,7 @@ def check_fields(payload: dict[str, Any], model: type[BaseModel]) -> None:
     known = names() if callable(names) else set(model.model_fields)
     for name, value in payload.items():
         if name in REFUSED:
-            if value is None or (name, value) in (("best_of", 1), ("suffix", "")):
+            if value is None or (name, value) in NEUTRAL:
                 continue
             raise ApiError(400, f"{REFUSED[name]}.", code="unsupported_parameter", param=name)
         if name == "modalities":

@@ -338,6 +338,11 @@ class ChatSettingsPanel(QFrame):
         if self.device_combo.findText(settings.device) < 0:
             self.device_combo.addItem(settings.device)
         self.device_combo.setCurrentText(settings.device)
+        # The boxes first: every widget set below re-derives the form from them
+        # (`_sync_enabled`), and the previous chat's would show its sampling here.
+        self.mtp_check.setChecked(settings.mtp and not self._mtp_problem and not self._remote)
+        self.lookup_check.setChecked(settings.prompt_lookup and not self._remote)
+        self.model_default_check.setChecked(settings.model_sampling and self._names_defaults)
         depth = settings.num_assistant_tokens
         self.depth_spin.setValue(depth if isinstance(depth, int) else 0)
         self.lookup_spin.setValue(settings.lookup_tokens)
