@@ -238,4 +238,5 @@ def test_dark_theme_controls_show_their_state(qtbot: QtBot, screenshot_dir: Path
             assert image.save(str(screenshot_dir / f"theme_{theme}_acceptance.png"))
             window.show_panel("Chat")
     finally:
+        window.apply_theme("system")  # the app's palette is global: leave it as found
         window.close()
