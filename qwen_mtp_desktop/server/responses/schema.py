@@ -179,18 +179,10 @@ class ResponsesStreamOptions(Closed):
 
 #: `include` values this server honours.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-#: `include` values that have no meaning here, accepted and ignored as OpenAI-compatible servers
-#: do: no encrypted reasoning (the reasoning item carries its text), no input image URLs kept,
-#: and none of the hosted tools whose results they would add.
-IGNORED_INCLUDES = (
-    "reasoning.encrypted_content",
-    "message.input_image.image_url",
-    "file_search_call.results",
-    "web_search_call.results",
-    "web_search_call.action.sources",
-    "computer_call_output.output.image_url",
-    "code_interpreter_call.outputs",
-)
+#: `include` values accepted: LOGPROBS_INCLUDE, and those that have no meaning here, accepted
+#: and ignored as OpenAI-compatible servers do: no encrypted reasoning (the reasoning item
+#: carries its text), no input image URLs kept, and none of the hosted tools whose results they
+#: would add.
 Includable = Literal[
     "message.output_text.logprobs",
     "reasoning.encrypted_content",
