@@ -445,7 +445,7 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
     headings = [row.heading_label.text() for row in details.integrity_rows]
     assert headings == ["File changed or damaged"] * 2
     assert panel._status_of(model) == "error"
-    assert "problems found" in panel.status_label.text()
+    assert "Problems found" in panel.status_label.text()
 
     # Cancel: the check stops at the next chunk.
     _manifest(model, {"big.bin": "0" * 64})
@@ -461,6 +461,66 @@ def test_verify_integrity(make_panel: PanelFactory, qtbot: QtBot, tmp_path: Path
         gate.set()
     assert [row.code for row in details.integrity_rows] == ["CHECKSUMS_CANCELLED"]
     assert details.integrity_rows[0].heading_label.text() == "Check stopped"
+
+
+def _in_view(details: Any, widget: QWidget) -> bool:
+    """Whether `widget` is on screen in the details pane as scrolled now (not below the fold)."""
+    viewport = details.scroll_area.viewport()
+    top_left = widget.mapTo(viewport, widget.rect().topLeft())
+    bottom = top_left.y() + widget.height()
+    return widget.isVisible() and top_left.y() >= 0 and bottom <= viewport.height()
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1600, 1000)])
+def test_verify_shows_its_progress_and_result_under_its_button(
+    make_panel: PanelFactory,
+    qtbot: QtBot,
+    tmp_path: Path,
+    size: tuple[int, int],
+    app_style: None,
+) -> None:
+    """Issue 44, minor 18: the check's outcome was only in the small status line (and the
+    Integrity section, far below the fold); it now shows under Verify integrity, in view."""
+    model = make_export(tmp_path / "lib" / "m")
+    names = ["openvino_language_model.bin", "openvino_mtp_model.bin"]
+    _manifest(model, {n: hashlib.sha256((model / n).read_bytes()).hexdigest() for n in names})
+    panel = make_panel([tmp_path / "lib"])
+    panel.resize(*size)
+    panel.select(model)
+    details = panel.details
+    shots = Path("/tmp/shots")
+    shots.mkdir(exist_ok=True)
+    gate = threading.Event()
+    panel._verify_runner.submit(lambda: gate.wait(10))  # hold it to see the progress
+    with qtbot.waitSignal(panel.verify_finished, timeout=WAIT):
+        qtbot.mouseClick(details.verify_button, LEFT)
+        qtbot.waitUntil(lambda: _in_view(details, details.verify_row), timeout=WAIT)
+        assert not details.verify_result.isVisible()
+        gate.set()
+    qtbot.waitUntil(lambda: _in_view(details, details.verify_result), timeout=WAIT)
+    assert not details.verify_row.isVisible()
+    assert details.verify_result_label.text() == (
+        "Integrity check: All 2 files match the export record."
+    )
+    shoot(qtbot, panel, panel, f"verify_ok_{size[0]}", shots)
+
+    # A damaged file: the line says so, in view, with the error icon.
+    _manifest(model, {names[0]: "0" * 64, names[1]: "f" * 64})
+    wait_idle(qtbot, panel)
+    qtbot.waitUntil(lambda: panel.report(model) is not None, timeout=WAIT)
+    panel.select(model)
+    with qtbot.waitSignal(panel.verify_finished, timeout=WAIT):
+        panel.verify_selected()
+    qtbot.waitUntil(lambda: _in_view(details, details.verify_result), timeout=WAIT)
+    text = details.verify_result_label.text()
+    assert text.startswith("Integrity check: Problems found: openvino_language_model.bin")
+    shoot(qtbot, panel, panel, f"verify_mismatch_{size[0]}", shots)
+    # Another model's page does not carry this one's result.
+    other = make_export(tmp_path / "lib" / "n")
+    wait_idle(qtbot, panel)
+    qtbot.waitUntil(lambda: other in entry_paths(panel), timeout=WAIT)
+    panel.select(other)
+    qtbot.waitUntil(lambda: not details.verify_result.isVisible(), timeout=WAIT)
 
 
 def test_every_finding_code_has_words() -> None:

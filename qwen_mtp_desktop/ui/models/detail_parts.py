@@ -131,6 +131,20 @@ def version_order(item: tuple[str, str]) -> tuple[int, str]:
     return (_VERSION_ORDER.index(name) if name in _VERSION_ORDER else len(_VERSION_ORDER), name)
 
 
+def integrity_summary(findings: Sequence[Diagnostic]) -> tuple[str, str]:
+    """A checksum check's outcome as (status icon, one sentence): "All 3 files match the
+    export record." or the worst finding, for the line under Verify and the status line."""
+    errors = [d for d in findings if d.severity == "error"]
+    if errors:
+        more = f" (and {len(errors) - 1} more, see Integrity)" if len(errors) > 1 else ""
+        return "error", f"Problems found: {errors[0].message}{more}"
+    text = " ".join(d.message for d in findings) or "Done."
+    if any(d.severity == "warning" for d in findings):
+        return "warning", text
+    # Only a full pass is a tick: a stopped check proved nothing.
+    return ("ok" if any(d.code in PASSED_CODES for d in findings) else "pending"), text
+
+
 def component_status(component: ComponentReport) -> str:
     """The icon for a component row: ok, error, warning, or pending (optional and absent)."""
     critical = component.use == "chat" and component.key != "mtp"

@@ -47,6 +47,7 @@ from qwen_mtp_desktop.ui.models.detail_parts import (
     Form,
     clear_layout,
     component_status,
+    integrity_summary,
     muted_color,
     repolish,
     version_order,
@@ -204,6 +205,30 @@ class ModelDetails(QStackedWidget):
         ):
             line.addWidget(button)
         outer.addWidget(actions)
+        # The check's progress and outcome sit under the button that started it, where the
+        # user looks (issue 44): the Integrity section below keeps each finding.
+        progress_row = QHBoxLayout()
+        progress_row.setContentsMargins(0, 0, 0, 0)
+        self.verify_progress = QProgressBar()
+        self.verify_progress.setRange(0, 1000)
+        self.verify_progress.setTextVisible(True)
+        self.verify_cancel_button = QPushButton("Cancel")
+        self.verify_cancel_button.clicked.connect(self.verify_cancel_requested)
+        progress_row.addWidget(self.verify_progress, 1)
+        progress_row.addWidget(self.verify_cancel_button)
+        self.verify_row = QWidget()
+        self.verify_row.setLayout(progress_row)
+        outer.addWidget(self.verify_row)
+        self.verify_result = QWidget()
+        result = QHBoxLayout(self.verify_result)
+        result.setContentsMargins(0, 0, 0, 0)
+        result.setSpacing(8)
+        self.verify_result_icon = QLabel()
+        self.verify_result_icon.setFixedSize(18, 18)
+        self.verify_result_label = text_label(selectable=True)
+        result.addWidget(self.verify_result_icon, 0, Qt.AlignmentFlag.AlignTop)
+        result.addWidget(self.verify_result_label, 1)
+        outer.addWidget(self.verify_result)
 
         self.overview = Form(
             [
@@ -238,18 +263,6 @@ class ModelDetails(QStackedWidget):
         box.setSpacing(6)
         self.integrity_label = text_label(selectable=True)
         box.addWidget(self.integrity_label)
-        progress_row = QHBoxLayout()
-        self.verify_progress = QProgressBar()
-        self.verify_progress.setRange(0, 1000)
-        self.verify_progress.setTextVisible(True)
-        self.verify_cancel_button = QPushButton("Cancel")
-        self.verify_cancel_button.clicked.connect(self.verify_cancel_requested)
-        progress_row.addWidget(self.verify_progress, 1)
-        progress_row.addWidget(self.verify_cancel_button)
-        self.verify_row = QWidget()
-        self.verify_row.setLayout(progress_row)
-        progress_row.setContentsMargins(0, 0, 0, 0)
-        box.addWidget(self.verify_row)
         self.integrity_box = QVBoxLayout()
         self.integrity_box.setSpacing(2)
         box.addLayout(self.integrity_box)
@@ -442,6 +455,8 @@ class ModelDetails(QStackedWidget):
             self._fit_height(self.component_table)
             self._show_diagnostics([])
             self.summary.setVisible(False)
+            self.verify_row.setVisible(False)
+            self.verify_result.setVisible(False)
             return
         self._show_overview(report)
         self._show_components(report)
@@ -668,6 +683,11 @@ class ModelDetails(QStackedWidget):
         if verifying:
             self.verify_progress.setValue(0)
             self.verify_progress.setFormat("Verifying… %p %")
+        self.verify_result.setVisible(findings is not None and not verifying)
+        if findings is not None:
+            status, summary = integrity_summary(findings)
+            self.verify_result_icon.setPixmap(status_pixmap(status, 18))
+            self.verify_result_label.setText(f"Integrity check: {summary}")
         for row in self.integrity_rows:
             row.hide()
             row.deleteLater()

@@ -59,6 +59,7 @@ from qwen_mtp_desktop.core.models.library import add_folder as add_library_folde
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.models.common import ModelDialogs, panel_style
+from qwen_mtp_desktop.ui.models.detail_parts import integrity_summary
 from qwen_mtp_desktop.ui.models.details import ModelDetails
 from qwen_mtp_desktop.ui.models.finding_words import PASSED_CODES
 from qwen_mtp_desktop.ui.models.library_view import PATH_ROLE, LibraryView
@@ -771,14 +772,7 @@ class ModelsPanel(QWidget):
         self._verifying = None
         self._verify_cancel = threading.Event()
         self._verified[path] = (signature, list(findings))
-        worst = worst_severity(findings)
-        # In words, not codes: "All 16 files match the export record." or the worst finding.
-        if worst == "error":
-            problems = [d for d in findings if d.severity == "error"]
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            summary = f"problems found: {problems[0].message}{more}"
-        else:
-            summary = " ".join(d.message for d in findings) or "done."
+        _status, summary = integrity_summary(findings)
         self._set_status(f"Integrity check of {path.name}: {summary}")
         self._fill_list()
         self._show_selected()
