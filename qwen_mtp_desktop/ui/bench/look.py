@@ -42,7 +42,10 @@ def bench_style() -> str:
         background: {ACCENT}; color: white; border: none; border-radius: 6px;
         padding: 6px 16px; font-weight: 600;
     }}
-    QPushButton#primaryAction:disabled {{ background: palette(mid); }}
+    QPushButton#primaryAction:disabled {{
+        background: transparent; color: palette(mid); border: 1px solid palette(mid);
+        font-weight: normal;
+    }}
     QListWidget#benchHistoryList::item {{ padding: 6px 4px; }}
     QTableWidget#benchTable {{ border: none; }}
     {banners}

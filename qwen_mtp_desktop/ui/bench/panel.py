@@ -13,10 +13,9 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QResizeEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFrame,
@@ -47,7 +46,8 @@ from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
 from qwen_mtp_desktop.core.units import format_bytes
 from qwen_mtp_desktop.ui.bench.charts import AcceptanceChart, ThroughputChart, WorkloadChart
 from qwen_mtp_desktop.ui.bench.dialogs import BenchDialogs
-from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style, status_dot
+from qwen_mtp_desktop.ui.bench.history import BenchHistory
+from qwen_mtp_desktop.ui.bench.look import STATUS_COLORS, bench_style
 from qwen_mtp_desktop.ui.bench.report_view import local_time
 from qwen_mtp_desktop.ui.bench.results import BenchResults
 from qwen_mtp_desktop.workers.bench_job import BenchJob, JobResult
@@ -57,8 +57,9 @@ log = logging.getLogger(__name__)
 
 ALL_SETS = "*"
 OTHER_FILE = "file"
-#: Narrower than this, the History goes above the results (a 1024 px window's panel is 874).
-STACK_HISTORY_BELOW = 1200
+#: Narrower than this, the History is a picker above the results (a 1024 px window's panel is
+#: 874 px wide, a 1280 px one's 1130: beside a 270 px list the results keep their two charts).
+STACK_HISTORY_BELOW = 1100
 _PATH_ROLE = Qt.ItemDataRole.UserRole
 RUN_PROCESS_NOTE = (
     "Each run loads the model twice more (plain and MTP) in a process of its own, beside the "
@@ -131,10 +132,13 @@ class BenchPanel(QWidget):
         outer.addWidget(subtitle)
         outer.addWidget(self._build_setup())
 
+        self.history_view = BenchHistory()
+        self.history_view.list.currentItemChanged.connect(self._on_history_selected)
+        outer.addWidget(self.history_view.bar)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         self._splitter = splitter
         splitter.setChildrenCollapsible(False)
-        splitter.addWidget(self._build_history())
+        splitter.addWidget(self.history_view.frame)
         self.results = BenchResults()
         self.results.export_requested.connect(self._on_export)
         splitter.addWidget(self.results)
@@ -163,6 +167,14 @@ class BenchPanel(QWidget):
 
     # The results' widgets, under the names the panel has always had (tests and the window
     # read them here).
+    @property
+    def history_list(self) -> QListWidget:
+        return self.history_view.list
+
+    @property
+    def history_hint(self) -> QLabel:
+        return self.history_view.hint
+
     @property
     def banner(self) -> QFrame:
         return self.results.banner
@@ -268,8 +280,11 @@ class BenchPanel(QWidget):
         self.tokens_spin = QSpinBox()
         self.tokens_spin.setRange(0, 4096)
         self.tokens_spin.setSingleStep(16)
-        self.tokens_spin.setSpecialValueText("set default")
-        self.tokens_spin.setToolTip("New tokens per prompt (each prompt set has its own default)")
+        # 0 is "as many as each prompt set asks for" (each set names its own).
+        self.tokens_spin.setSpecialValueText("per prompt set")
+        self.tokens_spin.setToolTip(
+            "New tokens per prompt; 'per prompt set': as many as each prompt set asks for"
+        )
 
         grid.addWidget(label("Model"), 0, 0)
         model_row = QHBoxLayout()
@@ -347,29 +362,6 @@ class BenchPanel(QWidget):
         grid.addLayout(actions, 3, 0, 1, 6)  # its own row: the status text needs the width
         return frame
 
-    def _build_history(self) -> QFrame:
-        frame = QFrame()
-        frame.setObjectName("benchHistory")
-        frame.setMinimumWidth(240)
-        layout = QVBoxLayout(frame)
-        layout.setContentsMargins(0, 6, 10, 0)
-        heading = QLabel("History")
-        heading.setObjectName("sectionTitle")
-        self.history_hint = QLabel("")
-        self.history_hint.setObjectName("muted")
-        self.history_hint.setWordWrap(True)
-        self.history_list = QListWidget()
-        self.history_list.setObjectName("benchHistoryList")
-        self.history_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.history_list.setWordWrap(True)
-        self.history_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.history_list.setIconSize(QSize(12, 12))
-        self.history_list.currentItemChanged.connect(self._on_history_selected)
-        layout.addWidget(heading)
-        layout.addWidget(self.history_hint)
-        layout.addWidget(self.history_list, 1)
-        return frame
-
     # --- public API ---
 
     @property
@@ -397,13 +389,9 @@ class BenchPanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
-        # On a small window the History goes above the results, which then get the whole
-        # width for their table and charts instead of a third of it.
-        stacked = self.width() < STACK_HISTORY_BELOW
-        wanted = Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal
-        if self._splitter.orientation() != wanted:
-            self._splitter.setOrientation(wanted)
-            self._splitter.setSizes([110, 10_000] if stacked else [270, 10_000])
+        # On a small window the History is a one-line picker above the results, which keep
+        # the whole width and height for their table and charts.
+        self.history_view.set_compact(self.width() < STACK_HISTORY_BELOW)
 
     def set_model(self, model_dir: Path) -> None:
         index = self._add_model(Path(model_dir))
@@ -676,31 +664,7 @@ class BenchPanel(QWidget):
         if model != self.model_dir:
             return  # the user moved on to another model meanwhile
         self.history = entries
-        self.history_list.blockSignals(True)
-        self.history_list.clear()
-        select: QListWidgetItem | None = None
-        for entry in entries:
-            kind = "Validation" if entry.kind == "validate" else "Benchmark"
-            item = QListWidgetItem(
-                f"{kind} · {local_time(entry.created)} · {entry.device}\n{entry.headline}"
-            )
-            item.setData(_PATH_ROLE, str(entry.path))
-            item.setIcon(status_dot(STATUS_COLORS["ok" if entry.ok else "warning"]))
-            item.setToolTip(str(entry.path))
-            self.history_list.addItem(item)
-            if self._pending_select is not None and entry.path == self._pending_select:
-                select = item
-        self.history_list.blockSignals(False)
-        count = len(entries)
-        self.history_hint.setText(
-            f"{count} saved run{'s' if count != 1 else ''} for {display_name(model)}"
-            if count
-            else f"No runs yet for {display_name(model)}."
-        )
-        if select is not None:
-            self.history_list.blockSignals(True)
-            self.history_list.setCurrentItem(select)
-            self.history_list.blockSignals(False)
+        if self.history_view.fill(entries, display_name(model), self._pending_select):
             self._pending_select = None
         elif self.report is None or Path(self.report["model"]["path"]) != model.resolve():
             if entries:
