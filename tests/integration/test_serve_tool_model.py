@@ -80,7 +80,8 @@ def test_the_model_calls_a_tool_by_itself_then_answers_its_result(
     assert json.loads(call.function.arguments) == arguments
     mtp = (first.model_extra or {})["mtp"]
     assert mtp["mode"] == "mtp" and mtp["drafted_tokens"] > 0 and mtp["accepted_tokens"] > 0
-    assert mtp["method"].get("constraint") is None  # the model's own call: no grammar
+    # The model opened the call itself; from its tag on, the tools' lazy grammar held it.
+    assert mtp["method"]["constraint"] == {"kind": "lark", "name": "tool_calls_auto"}
     assert "tool_call_error" not in (first.model_extra or {})
 
     reply = {"role": "tool", "tool_call_id": call.id, "content": result}

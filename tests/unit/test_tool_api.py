@@ -81,8 +81,15 @@ def refused(**fields: Any) -> ApiError:
 
 def test_tool_choice_variants_plan_as_documented() -> None:
     auto = plan_tools(request(tools=[WEATHER, PING]))
-    assert auto is not None and auto.choice == "auto" and auto.constraint is None
+    assert auto is not None and auto.choice == "auto" and not auto.forced
+    # auto: the lazy grammar (free text until a call opens), Auto still deciding the method.
+    assert auto.constraint is not None and auto.constraint.lazy and not auto.calls_or_json
+    assert auto.constraint.name == "tool_calls_auto" and auto.max_calls is None
     assert json.loads(auto.tools_json) == [WEATHER, PING]
+    auto_settings, auto_decides = plan_settings(
+        request(tools=[WEATHER, PING]), TurnDefaults(depth="auto"), mtp_loaded=True, tools=auto
+    )
+    assert auto_settings.method.constraint == auto.constraint and auto_decides
     assert plan_tools(request(tools=[WEATHER], tool_choice="none")) is None
     assert plan_tools(request()) is None
     required = plan_tools(request(tools=[WEATHER, PING], tool_choice="required"))

@@ -42,7 +42,9 @@ def turn_settings(
     """`settings` for the turn `decision` chose, with the settings' own sampling (penalties):
     an MTP turn gets the policy's within-turn fall back (`plain_load_s`: what loading the plain
     pipeline would cost now, 0 when it is loaded)."""
-    method = decision.method.with_sampling(settings.method.sampling)
+    method = decision.method.with_sampling(settings.method.sampling).with_constraint(
+        settings.method.constraint  # a lazy tool-call grammar (tool_choice auto) stays
+    )
     if not method.uses_mtp_head:
         return replace(settings, method=method, within_turn=None)
     check = policy.for_sampling(method.sampling).within_turn_check(

@@ -3,8 +3,9 @@
 - `ToolCatalog`: the enabled servers' tools as OpenAI function tools (the chat template renders
   them, core.engine's `tools_json`), each function name mapped back to its server and tool
   (unique by construction, `function_names`: a name two servers share is prefixed with its
-  server's; a rename a collision forced is in `problems`), and the grammar that forces a call
-  of one of them (core.tools.grammar), for "Use tool" on the next message.
+  server's; a rename a collision forced is in `problems`), the grammar that forces a call
+  of one of them (core.tools.grammar), for "Use tool" on the next message, and the lazy one
+  a call the model opens by itself follows.
 - `TracedCall` / `ToolRound`: each call's name, arguments, result, status and time, as the
   answer's stats record keeps them (`trace_record`, `trace_from_record`: a stored record is
   untrusted, so it is read bounded and a damaged entry is dropped, never raised).
@@ -20,6 +21,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from qwen_mtp_desktop.core.decoding.grammar import grammar_problem
 from qwen_mtp_desktop.core.decoding.method import MAX_CONSTRAINT_CHARS, Constraint
 from qwen_mtp_desktop.core.engine import Message, ToolCallRecord
 from qwen_mtp_desktop.core.tools.calls import Calls, Malformed, Parsed, ToolCall, parse
@@ -30,6 +32,8 @@ from qwen_mtp_desktop.core.tools.mcp.client import ToolInfo
 MAX_ROUNDS = 8
 #: `Constraint.name` of a call forced from the chat.
 FORCED_NAME = "use_tool"
+#: `Constraint.name` of the grammar a call the model opens by itself follows.
+CALLS_NAME = "tool_calls_auto"
 #: Bounds when reading a stored trace (characters, calls per round, rounds).
 MAX_STORED_TEXT = 50_000
 MAX_STORED_CALLS = 32
@@ -88,6 +92,21 @@ class ToolCatalog:
         if len(grammar) > MAX_CONSTRAINT_CHARS:
             raise ValueError(f"the tool {function!r} has too large a schema to force a call")
         return Constraint("lark", grammar, FORCED_NAME)
+
+    def lazy(self) -> Constraint | None:
+        """The grammar a call the model opens by itself follows (free text until
+        "<tool_call>", then well-formed calls of these tools, as the API's tool_choice auto);
+        None when the tools cannot be written as one (their calls are then only parsed)."""
+        if not self.tools:
+            return None
+        try:
+            grammar = tool_call_grammar(self.tools, lazy=True)
+        except ToolGrammarError:
+            return None
+        if len(grammar) > MAX_CONSTRAINT_CHARS:
+            return None
+        constraint = Constraint("lark", grammar, CALLS_NAME, lazy=True)
+        return constraint if grammar_problem(constraint) is None else None
 
 
 def _cleaned(name: str) -> str:

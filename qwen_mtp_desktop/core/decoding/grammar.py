@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,6 +166,19 @@ def grammar_text(constraint: Constraint) -> str:
         raise ConstraintError(f"The {constraint.describe()} is not valid: {exc}") from exc
 
 
+def grammar_problem(constraint: Constraint) -> str | None:
+    """Why the grammar engine refuses a constraint, with no vocabulary at hand (None: it
+    compiles), for a caller that would rather go without the constraint than fail the turn."""
+    import llguidance
+
+    try:
+        grammar = grammar_text(constraint)
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    except (ConstraintError, ValueError, RuntimeError, RecursionError) as exc:
+        return str(exc)
+    return (messages[0] if messages else "refused") if is_error else None
+
+
 class GrammarVocabulary:
     """A model's vocabulary as llguidance sees it (built once per model: about a second for a
     248k-token vocabulary)."""
@@ -183,7 +197,7 @@ class GrammarVocabulary:
         stops = sorted(int(i) for i in stop_ids if 0 <= int(i) < vocab_size)
         try:
             self.tokenizer = llguidance.LLTokenizer(
-                text, n_vocab=vocab_size, eos_token=stops or None
+                text_added_tokens(text), n_vocab=vocab_size, eos_token=stops or None
             )
         except (ValueError, RuntimeError) as exc:
             raise ConstraintError(
@@ -202,6 +216,48 @@ class GrammarVocabulary:
         if problem:
             raise ConstraintError(f"The {constraint.describe()} cannot be enforced: {problem}")
         return grammar
+
+
+#: An added token read as the text it spells (printable ASCII, which byte-level BPE writes
+#: as itself).
+_PLAIN_TOKEN = re.compile(r"^[!-~]+$")
+
+
+def text_added_tokens(tokenizer_json: str) -> str:
+    """tokenizer.json with its added tokens that are not special (Qwen's `<tool_call>`,
+    `</tool_call>`, `<think>`, `</think>`) moved into the vocabulary, so the grammar engine
+    reads them as the text they spell, as the tokenizer decodes them. llguidance takes every
+    added token for a special one, which no text in a grammar matches: a tool call's
+    `"<tool_call>"` would then mask the model's own `<tool_call>` token and force the tag
+    byte by byte. Unchanged when there is nothing to move or the file is not the usual shape."""
+    try:
+        data = json.loads(tokenizer_json)
+    except (ValueError, RecursionError):
+        return tokenizer_json  # llguidance says what is wrong with it
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = data.get("added_tokens") if isinstance(data, dict) else None
+    if not isinstance(vocab, dict) or not isinstance(added, list):
+        return tokenizer_json
+    kept: list[Any] = []
+    for token in added:
+        content = token.get("content") if isinstance(token, dict) else None
+        plain = isinstance(content, str) and bool(_PLAIN_TOKEN.match(content))
+        if plain and token.get("special") is False and isinstance(token.get("id"), int):
+            vocab.setdefault(content, token["id"])
+        else:
+            kept.append(token)
+    if len(kept) == len(added):
+        return tokenizer_json
+    # The tokenizers library numbers added tokens it does not find in the vocabulary from the
+    # vocabulary's size on, whatever their "id" says: the ones kept go in it too (they stay
+    # special, being added tokens), so every id stays where it was.
+    for token in kept:
+        content = token.get("content") if isinstance(token, dict) else None
+        if isinstance(content, str) and isinstance(token.get("id"), int):
+            vocab.setdefault(content, token["id"])
+    data["added_tokens"] = kept
+    return json.dumps(data, ensure_ascii=False)
 
 
 class GrammarState:

@@ -404,11 +404,17 @@ class Constraint:
     """What the answer must match, enforced token by token (core.decoding.grammar): any JSON
     object, a JSON schema (`source`: the schema as JSON text; `name` for messages), a regular
     expression or a Lark grammar. Part of a `DecodingMethod`; the decoder masks every
-    distribution with it, drafts included, so the output equals plain constrained decoding."""
+    distribution with it, drafts included, so the output equals plain constrained decoding.
+
+    `lazy`: the grammar admits any text until a tool call opens (tool_choice auto), so it
+    shapes the answer only from there; where no grammar can be enforced (openvino-genai's
+    turns, an assistant prefill) the turn runs without it rather than being refused, and
+    with thinking on it keeps no room for an answer (the model may end in its reasoning)."""
 
     kind: ConstraintKind
     source: str = ""
     name: str = ""
+    lazy: bool = False
 
     def check(self) -> None:
         """MethodError when the constraint is malformed before compiling it (the grammar
@@ -428,4 +434,6 @@ class Constraint:
             return "any JSON object"
         if self.kind == "json_schema":
             return f"JSON schema {self.name!r}" if self.name else "a JSON schema"
+        if self.lazy:
+            return "grammar of the offered tools' calls"
         return "a regular expression" if self.kind == "regex" else "a grammar"

@@ -508,7 +508,9 @@ class Generation(AnswerStream):
         ends = frozenset() if settings.ignore_eos else context.stop_ids
         phase_stops = ends | {think_end} if limit is not None else context.stop_ids
         phase_budget = limit if limit is not None else settings.max_new_tokens
-        constrained = method.constraint is not None
+        # A lazy grammar (tool_choice auto) asks for no answer: the model may end in its
+        # reasoning, and what follows its `</think>` is its own.
+        constrained = method.constraint is not None and not method.constraint.lazy
         turn: PrefillInfo | None = None
         while True:
             if phase_budget > 0:
@@ -551,7 +553,7 @@ class Generation(AnswerStream):
                 break
             if decoded and decoded[-1] == think_end:
                 # Closed by the model: the constraint holds from the answer's first token.
-                forced = self._ids("\n\n") if method.constraint is not None else []
+                forced = self._ids("\n\n") if constrained else []
             else:
                 forced = [*self._ids("\n"), think_end, *self._ids("\n\n")]
             room = settings.max_new_tokens - len(decoded)
@@ -665,12 +667,18 @@ def thinking_limit(settings: GenerationSettings) -> int | None:
     """The reasoning tokens a turn may write before the engine closes its thinking block
     (None: the model closes it, or never): with thinking on and a thinking budget, or a
     constraint (which holds from the answer's first token, after the thinking). The limit
-    leaves the answer room: a quarter of `max_new_tokens`, at most 1,024 tokens."""
+    leaves the answer room: a quarter of `max_new_tokens`, at most 1,024 tokens. A lazy
+    grammar alone (tool_choice auto) keeps none: the reasoning may run to `max_new_tokens`
+    as without it, and is decoded without the grammar, so a "<tool_call>" in it opens no
+    call."""
     if not settings.thinking or settings.raw_text:
         return None
     budget = settings.thinking_budget
-    if budget is None and settings.method.constraint is None:
+    constraint = settings.method.constraint
+    if budget is None and constraint is None:
         return None
     total = settings.max_new_tokens
+    if budget is None and constraint is not None and constraint.lazy:
+        return total
     room = min(total // ANSWER_ROOM_SHARE, MAX_ANSWER_ROOM)
     return min(total - room, budget if budget is not None else total)

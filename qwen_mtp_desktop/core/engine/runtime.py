@@ -567,6 +567,10 @@ class Engine:
                 "Send the request without logit_bias.",
                 code="LOGIT_BIAS_UNSUPPORTED",
             )
+        if method.constraint is not None and method.constraint.lazy:
+            # tool_choice auto's grammar asks for no answer: without it the calls are parsed.
+            log.info("the tool-call grammar is not enforced on this turn (openvino-genai)")
+            method = method.with_constraint(None)
         if method.constraint is not None:
             raise EngineError(
                 "Structured output (a JSON schema or grammar) is not available for "

@@ -3,6 +3,12 @@ format, for `tool_choice: "required"` or a named function (or, with `response_fo
 calls or JSON of the format's schema): the decoder masks every distribution with it, drafts
 included (MTP stays on, as for structured output).
 
+With `tool_choice: "auto"` the grammar is lazy, as llama-server's is from its trigger: any text
+(`FREE`, which never holds "<tool_call>"), or text up to the first "<tool_call>" (`call_head`,
+a lazy lexeme: it ends at the tag) and then only well-formed calls of the offered tools, one
+after another, at most `max_calls`, and nothing after them. The grammar engine reads bytes, so
+the tag is found however the model's tokens split it.
+
 The grammar spells the call exactly as `core.tools.calls.render_calls` writes it (and as Qwen3.5's
 chat template renders earlier calls), so every answer it admits parses back
 (`core.tools.calls.parse`) into calls of offered functions:
@@ -36,6 +42,8 @@ from typing import Any, Literal
 
 from qwen_mtp_desktop.core.decoding.grammar import JSON_LAYOUT, bounded_schema
 
+#: The tag that opens a call (and, in a lazy grammar, the trigger).
+CALL_TAG = "<tool_call>"
 #: A parameter name that can sit inside `<parameter=NAME>` and be read back.
 SAFE_PARAMETER = re.compile(r"^[^<>\n]{1,128}$")
 _CALL_OPEN = "<tool_call>\n<function="
@@ -410,8 +418,11 @@ def parameter_schema(function: Mapping[str, Any], key: str) -> dict[str, Any]:
     return _with_definitions(schema if isinstance(schema, Mapping) else {}, parameters)
 
 
-def _function_rules(index: int, function: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """(the rule name of one call of this function, the rules it needs)."""
+def _function_rules(
+    index: int, function: Mapping[str, Any], opening: str = _CALL_OPEN
+) -> tuple[str, list[str]]:
+    """(the rule name of one call of this function, the rules it needs); `opening`: the text
+    the call's rule begins with (without "<tool_call>" when a lazy grammar's trigger read it)."""
     name = str(function["name"])
     parameters = function.get("parameters") or {}
     properties = parameters.get("properties") or {}
@@ -419,7 +430,7 @@ def _function_rules(index: int, function: Mapping[str, Any]) -> tuple[str, list[
     strict = function.get("strict") is True
     call = f"call_{index}"
     rules: list[str] = []
-    parts = [_literal(f"{_CALL_OPEN}{name}>\n")]
+    parts = [_literal(f"{opening}{name}>\n")]
     for number, key in enumerate(properties):
         where = f"parameter {key!r} of {name!r}"
         if not SAFE_PARAMETER.match(key):
@@ -446,27 +457,42 @@ def tool_call_grammar(
     only: str | None = None,
     parallel: bool = True,
     answer: Mapping[str, Any] | None = None,
+    lazy: bool = False,
+    max_calls: int | None = None,
 ) -> str:
     """The Lark grammar of an answer that is tool calls: of the function `only` (exactly one
-    call), else of any offered function (one or more, one when not `parallel`); with `answer`
-    (a JSON schema, as `bounded_schema` left it), tool calls or else JSON of that schema
-    (`response_format` with tools: either is an answer). ToolGrammarError when a tool's
-    parameters cannot be written as one."""
+    call), else of any offered function (one or more, one when not `parallel`, at most
+    `max_calls`); with `answer` (a JSON schema, as `bounded_schema` left it), tool calls or
+    else JSON of that schema (`response_format` with tools: either is an answer). `lazy`
+    (tool_choice auto): any text, and once it writes "<tool_call>" the rest of the answer is
+    calls (`lazy_tool_grammar`). ToolGrammarError when a tool's parameters cannot be written
+    as one."""
+    opening = _CALL_OPEN.removeprefix(CALL_TAG) if lazy else _CALL_OPEN
     calls: list[str] = []
     rules: list[str] = []
     for index, tool in enumerate(tools):
         function = tool["function"]
         if only is not None and function["name"] != only:
             continue
-        call, needed = _function_rules(index, function)
+        call, needed = _function_rules(index, function, opening)
         calls.append(call)
         rules += needed
     if not calls:
         raise ToolGrammarError("no offered function matches tool_choice")
     any_call = "any_call: " + " | ".join(calls)
-    several = only is None and parallel
-    calls_rule = 'any_call ("\\n" any_call)*' if several else "any_call"
-    if answer is None:
+    most = 1 if only is not None or not parallel else max_calls
+    if most is not None and most < 1:
+        raise ToolGrammarError("at most 0 tool calls leaves no call to write")
+    between = _literal("\n" + CALL_TAG) if lazy else _literal("\n")
+    repeat = "*" if most is None else f"{{0,{most - 1}}}"
+    calls_rule = f"any_call ({between} any_call){repeat}" if most != 1 else "any_call"
+    if lazy:
+        start = [
+            f"start: FREE | call_head {calls_rule}",
+            f"FREE: {_ANY_TEXT} & ~/(?s:.*{CALL_TAG}.*)/",
+            f"call_head[lazy]: {_ANY_TEXT} {_literal(CALL_TAG)}",
+        ]
+    elif answer is None:
         start = [f"start: {calls_rule}"]
     else:
         layout = json.dumps({**answer, "x-guidance": dict(JSON_LAYOUT)}, ensure_ascii=False)

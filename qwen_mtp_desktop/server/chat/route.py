@@ -45,16 +45,21 @@ def add_chat_routes(app: FastAPI, state: ServerState) -> None:
 
 
 async def plan_chat(
-    state: ServerState, body: ChatCompletionRequest, reservation: Reservation
+    state: ServerState,
+    body: ChatCompletionRequest,
+    reservation: Reservation,
+    *,
+    max_tool_calls: int | None = None,
 ) -> Planned:
     """The request reduced to what the engine needs; the body is let go here, so a waiting
-    request holds its messages' text and settings only (and counts that)."""
+    request holds its messages' text and settings only (and counts that). `max_tool_calls`:
+    the Responses API's, which chat completions do not have."""
     name, model_dir = state.served(body.model)
     limit = state.context_limit(model_dir)
     check_budget_fits(body, limit)
     loaded = state.service.engine.loaded
     check_format_fits(body, model_dir)
-    tools = plan_tools(body)
+    tools = plan_tools(body, max_calls=max_tool_calls)
     settings, use_auto = plan_settings(
         body,
         state.defaults,

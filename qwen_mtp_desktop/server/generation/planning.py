@@ -242,6 +242,10 @@ def plan_settings(
         # first token, after the thinking (core.engine.generation).
         check_tools_fit(tools, constraint, thinking=thinking.on, by_default=kwargs is None)
         constraint = tools.constraint
+        if prefill and constraint is not None and constraint.lazy:
+            # The answer begun was written outside the grammar, which reads an answer from
+            # its start: the continuation's calls are parsed, not constrained.
+            constraint = None
     if prefill and constraint is not None:
         raise ApiError(
             400,
@@ -271,7 +275,9 @@ def plan_settings(
     except EngineError as exc:
         raise ApiError(400, str(exc), code="invalid_value") from exc
     # Auto decides sampled requests too, by their temperature band's own measurements.
-    auto = depth == "auto" and mtp_loaded and constraint is None
+    # tool_choice auto's lazy grammar leaves the answer free until a call opens: Auto decides
+    # as without it (core.auto.turns keeps the grammar on the method it picks).
+    auto = depth == "auto" and mtp_loaded and (constraint is None or constraint.lazy)
     return settings, auto
 
 

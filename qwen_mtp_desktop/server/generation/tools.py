@@ -3,7 +3,11 @@ messages with `tool_calls` and `role: "tool"` results, checked and turned into w
 needs (the tools as JSON text for the chat template, a grammar for a forced call), or a 400
 naming the field.
 
-- `auto` (the default with tools): the template shows the tools; the answer is parsed for calls.
+- `auto` (the default with tools): the template shows the tools; the answer is free text until
+  the model writes "<tool_call>", and from there the grammar of the offered tools' calls (a
+  lazy grammar, core.tools.grammar), at most `max_calls` of them, MTP kept on; the answer is
+  parsed for calls. Tools whose schemas the grammar engine cannot enforce (which a forced call
+  refuses with a 400) are offered without it, as before: their calls are only parsed.
 - `none`: the tools are not shown and the answer is not parsed (earlier calls and results in
   the conversation are still rendered).
 - `required` / `{"type": "function", "function": {"name": ...}}`: the answer is constrained to
@@ -17,6 +21,7 @@ naming the field.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +38,8 @@ from qwen_mtp_desktop.server.generation.schema import (
 from qwen_mtp_desktop.server.generation.structured import constraint_for
 from qwen_mtp_desktop.server.http.errors import ApiError
 
+_log = logging.getLogger(__name__)
+
 #: The tools as rendered in the prompt: far below this in practice (each one is a few hundred
 #: characters of JSON).
 MAX_TOOLS_JSON_CHARS = 200_000
@@ -40,6 +47,8 @@ MAX_TOOLS_JSON_CHARS = 200_000
 CONSTRAINT_NAME = "tool_choice"
 #: `Constraint.name` of "tool calls, or JSON of the response_format".
 CALLS_OR_FORMAT_NAME = "tools_or_response_format"
+#: `Constraint.name` of tool_choice auto's lazy grammar (free text, then calls).
+AUTO_CALLS_NAME = "tool_calls_auto"
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,9 @@ class ToolPlan:
     constraint: Constraint | None = None
     #: The function `tool_choice` names.
     function: str | None = None
-    #: At most this many calls in the answer (the Responses API's `max_tool_calls`): the ones
-    #: after are dropped (server.generation.tool_output); None: no limit.
+    #: At most this many calls in the answer (the Responses API's `max_tool_calls`; 1 with
+    #: `parallel_tool_calls: false`): the grammar lets no further call open, and any the
+    #: model wrote without one are dropped (server.generation.tool_output); None: no limit.
     max_calls: int | None = None
 
     @property
@@ -70,9 +80,10 @@ class ToolPlan:
         return self.constraint is not None and self.constraint.name == CALLS_OR_FORMAT_NAME
 
 
-def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
+def plan_tools(request: ChatCompletionRequest, *, max_calls: int | None = None) -> ToolPlan | None:
     """The request's tool plan (None without tools, or with `tool_choice: "none"`); ApiError
-    400 naming the field for a shape this server cannot honour."""
+    400 naming the field for a shape this server cannot honour. `max_calls`: the Responses
+    API's `max_tool_calls`."""
     choice = request.tool_choice
     if not request.tools:
         if choice is not None:
@@ -117,11 +128,15 @@ def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
             param="tools",
         )
     parallel = request.parallel_tool_calls is not False
+    if not parallel:
+        max_calls = 1
     if choice is None or choice == "auto":
         answer = _answer_schema(request)
         if answer is None:
-            return ToolPlan(tools, "auto", tools_json)
-        return ToolPlan(tools, "auto", tools_json, _calls_constraint(tools, None, parallel, answer))
+            lazy = _lazy_constraint(tools, max_calls)
+            return ToolPlan(tools, "auto", tools_json, lazy, max_calls=max_calls)
+        constraint = _calls_constraint(tools, None, max_calls, answer)
+        return ToolPlan(tools, "auto", tools_json, constraint, max_calls=max_calls)
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     if named is not None and named not in names:
         raise ApiError(
@@ -131,10 +146,9 @@ def plan_tools(request: ChatCompletionRequest) -> ToolPlan | None:
             code="invalid_value",
             param="tool_choice.function.name",
         )
-    constraint = _calls_constraint(tools, named, parallel, None)
-    return ToolPlan(
-        tools, "function" if named else "required", tools_json, constraint, function=named
-    )
+    constraint = _calls_constraint(tools, named, max_calls, None)
+    choice_kind: Literal["required", "function"] = "function" if named else "required"
+    return ToolPlan(tools, choice_kind, tools_json, constraint, function=named, max_calls=max_calls)
 
 
 def _answer_schema(request: ChatCompletionRequest) -> dict[str, Any] | None:
@@ -150,16 +164,38 @@ def _answer_schema(request: ChatCompletionRequest) -> dict[str, Any] | None:
     return schema
 
 
+def _lazy_constraint(tools: Sequence[dict[str, Any]], max_calls: int | None) -> Constraint | None:
+    """tool_choice auto's lazy grammar (free text, then at most `max_calls` calls); None when
+    the tools cannot be written as one (a schema the grammar engine refuses, tools too large):
+    then the calls are only parsed, as before lazy grammars, rather than refusing a request
+    that asks for no grammar."""
+    try:
+        grammar = tool_call_grammar(tools, lazy=True, max_calls=max_calls)
+    except ToolGrammarError as exc:
+        _log.info("tool_choice auto without its grammar: %s", exc)
+        return None
+    if len(grammar) > MAX_CONSTRAINT_CHARS:
+        _log.info("tool_choice auto without its grammar: %d characters", len(grammar))
+        return None
+    constraint = Constraint("lark", grammar, AUTO_CALLS_NAME, lazy=True)
+    try:
+        _check_grammar(constraint, tools, None)
+    except ApiError as exc:
+        _log.info("tool_choice auto without its grammar: %s", exc.message)
+        return None
+    return constraint
+
+
 def _calls_constraint(
     tools: Sequence[dict[str, Any]],
     named: str | None,
-    parallel: bool,
+    max_calls: int | None,
     answer: dict[str, Any] | None,
 ) -> Constraint:
-    """The grammar of tool calls (of `named` only, if given), or with `answer` of tool calls
-    or JSON of that schema, checked as the engine will compile it."""
+    """The grammar of tool calls (of `named` only, if given; at most `max_calls`), or with
+    `answer` of tool calls or JSON of that schema, checked as the engine will compile it."""
     try:
-        grammar = tool_call_grammar(tools, only=named, parallel=parallel, answer=answer)
+        grammar = tool_call_grammar(tools, only=named, max_calls=max_calls, answer=answer)
     except ToolGrammarError as exc:
         raise ApiError(400, f"tools: {exc}.", code="invalid_value", param="tools") from None
     if len(grammar) > MAX_CONSTRAINT_CHARS:

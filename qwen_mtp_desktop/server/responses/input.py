@@ -13,7 +13,8 @@ error names back in the Responses API's words.
   `include: ["message.output_text.logprobs"]` + `top_logprobs` -> `logprobs` (the other
   `include` values mean nothing here and are ignored);
 - `reasoning.effort` -> `reasoning_effort`; `max_tool_calls` 1 -> `parallel_tool_calls: false`
-  (more is applied to the answer: server.responses.route).
+  (any other count goes to the tool plan beside the chat request, server.responses.route:
+  the grammar lets no call open after that many).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob
@@ -120,8 +120,6 @@ class ResponsesPlan:
             "truncation": "disabled",
             "user": None,
         }
-        if tools is not None and body.max_tool_calls is not None:
-            tools = replace(tools, max_calls=body.max_tool_calls)
         logprobs = LOGPROBS_INCLUDE in (body.include or ())
         return cls(echo, conversation, store if body.store else None, tools, logprobs)
 

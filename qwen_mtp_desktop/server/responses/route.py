@@ -57,7 +57,7 @@ async def plan_responses(
     state.served(body.model)
     translate(body, stored, into)
     assert into.chat is not None
-    planned = await plan_chat(state, into.chat, reservation)
+    planned = await plan_chat(state, into.chat, reservation, max_tool_calls=body.max_tool_calls)
     chat = planned.shape
     assert isinstance(chat, ChatAnswer)  # plan_chat's shape: its tools are the request's
     shaped = ResponsesPlan.of(body, planned.settings, into.conversation, stored, chat.tools)

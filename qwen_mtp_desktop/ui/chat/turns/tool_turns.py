@@ -270,6 +270,11 @@ class ToolTurns(QObject):
                     method = settings.method
                 turn.settings = replace(settings, method=method, tool_choice=forced)
                 return turn
+        lazy = catalog.lazy() if not is_remote(self._panel.current_model_dir()) else None
+        if lazy is not None and settings.method.constraint is None:
+            # A call the model opens by itself follows the tools' grammar (a remote server
+            # reads its calls itself).
+            settings = replace(settings, method=settings.method.with_constraint(lazy))
         turn.settings = settings
         return turn
 
