@@ -76,11 +76,78 @@ def test_add_edit_remove_and_bad_input(qtbot: QtBot, tmp_path: Path, tools: McpT
     dialog.kind_combo.setCurrentIndex(0)
     qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
     assert "asking for its tools" in dialog.status.text()
-    qtbot.waitUntil(lambda: "ping" in dialog.status.text(), timeout=60_000)
-    assert dialog.status.text().startswith("7 tools:")
+    qtbot.waitUntil(lambda: dialog.tools_list.count() > 0, timeout=60_000)
+    assert dialog.status.text() == "7 tools:"
+    # Each tool with what it does (issue 44, minor 12), one line each, the rest in a tooltip.
+    rows = [dialog.tools_list.item(row) for row in range(dialog.tools_list.count())]
+    assert "add — Add two whole numbers." in [item.text() for item in rows]
+    assert dialog.tools_list.isVisible()
+    assert "Add two whole numbers." in rows[0].toolTip()
 
+    # Remove asks first; "Cancel" keeps the server (issue 44, minor 12).
+    asked: list[str] = []
+    dialog.confirm = lambda _parent, _title, text, _action: asked.append(text) or False
+    qtbot.mouseClick(dialog.remove_button, Qt.MouseButton.LeftButton)
+    assert asked and "'tests'" in asked[0]
+    assert dialog.server_list.count() == 1 and _saved(tmp_path) == [saved]
+    dialog.confirm = lambda *_args: True
     qtbot.mouseClick(dialog.remove_button, Qt.MouseButton.LeftButton)
     assert dialog.server_list.count() == 0 and _saved(tmp_path) == []
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("size", [(1024, 700), (1600, 1000)])
+def test_a_program_that_is_not_an_mcp_server_says_why(
+    qtbot: QtBot, tmp_path: Path, tools: McpTools, size: tuple[int, int]
+) -> None:
+    """Issue 44, minor 12: Test on a program that is not an MCP server said only "Connection
+    closed", and its fix sent the user to "Tools > MCP servers", the dialog they were in. It
+    now quotes the program's last lines on stderr and says what to check "here"."""
+    dialog = _dialog(qtbot, tmp_path, tools)
+    dialog.resize(*size)
+    qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    dialog.name_edit.setText("not-mcp")
+    dialog.command_edit.setText(sys.executable)
+    usage = "usage: notes-app [--open FILE]; unknown option --stdio"
+    script = f"import sys; print({usage!r}, file=sys.stderr); sys.exit(2)"
+    dialog.args_edit.setText(f'-c "{script}" --stdio')
+    assert dialog.save_current()
+    qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "handshake" in dialog.status.text(), timeout=60_000)
+    text = dialog.status.text()
+    assert "ended before answering MCP's handshake" in text
+    assert f'Its last output: "{usage}". Check' in text
+    assert "Tools > MCP servers" not in text
+    assert text.endswith(
+        "Check the command and its arguments here: they must start an MCP server on stdio."
+    )
+    assert not dialog.tools_list.isVisible()
+    shots = Path("/tmp/shots")
+    shots.mkdir(exist_ok=True)
+    qtbot.wait(50)
+    assert dialog.grab().save(str(shots / f"mcp_not_a_server_{size[0]}.png"))
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("size", [(1024, 700), (1600, 1000)])
+def test_screenshot_of_listed_tools(
+    qtbot: QtBot, tmp_path: Path, tools: McpTools, size: tuple[int, int]
+) -> None:
+    dialog = _dialog(qtbot, tmp_path, tools)
+    dialog.resize(*size)
+    qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    dialog.name_edit.setText("tests")
+    dialog.command_edit.setText(sys.executable)
+    dialog.args_edit.setText(f'"{TEST_SERVER}"')
+    assert dialog.save_current()
+    qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.tools_list.count() > 0, timeout=60_000)
+    # Every row fits the list's width: long descriptions end in "…", never run off.
+    assert dialog.tools_list.horizontalScrollBar().maximum() == 0
+    shots = Path("/tmp/shots")
+    shots.mkdir(exist_ok=True)
+    qtbot.wait(50)
+    assert dialog.grab().save(str(shots / f"mcp_tools_{size[0]}.png"))
 
 
 def test_import_json(qtbot: QtBot, tmp_path: Path, tools: McpTools) -> None:

@@ -91,16 +91,23 @@ def test_mcp_dialog_shows_server_text_as_text(
     folder = tmp_path_factory.mktemp("mcp")
     dialog = McpServersDialog(SettingsStore(folder / "settings.json"), tools)
     qtbot.addWidget(dialog)
-    args = tuple(part for part in text.split() if part) or ("x",)
+    # (A NUL cannot be an argument of a program: the config refuses it, tested elsewhere.)
+    args = tuple(part for part in text.replace("\0", "").split() if part) or ("x",)
     server = McpServer("srv", command="python", args=args)
     dialog.add_imported([server])
     # The server's command line, in its list tooltip.
     tip = dialog.server_list.item(0).toolTip()
     assert same_text(rendered(tip), server.summary)
-    # Its tool list: names as the server gave them.
+    # Its tool list: names and descriptions as the server gave them (list items are plain
+    # text; the tooltip shows the description as typed).
     dialog._testing = 41
-    dialog._on_listed(41, [ToolInfo("srv", text, "", {})])
-    assert_plain(dialog.status, text)
+    dialog._on_listed(41, [ToolInfo("srv", text, text, {})])
+    (item,) = [dialog.tools_list.item(row) for row in range(dialog.tools_list.count())]
+    assert item.text().startswith(text)
+    about = text or "No description."
+    # (A rich-text paragraph drops a leading line break too.)
+    shown = rendered(item.toolTip()).lstrip("\n")
+    assert same_text(shown, f"{text}\n\n{about}".lstrip("\n"))
     # A connection error quoting the server's stderr.
     dialog._testing = 42
     dialog._on_listed(42, McpError(f"The server exited: {text}"))

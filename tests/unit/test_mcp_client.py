@@ -80,7 +80,10 @@ def test_a_program_that_is_not_a_server() -> None:
         not_mcp = McpServer("shell", command=sys.executable, args=("-c", "print('hello')"))
         with pytest.raises(McpError) as caught:
             hub.list_tools(not_mcp).result(60)
-        assert "could not be reached" in caught.value.message
+        # What it printed is quoted: it is not an MCP server (issue 44, minor 12).
+        message = caught.value.message
+        assert "ended before answering MCP's handshake" in message
+        assert message.endswith('Its last output: "(on stdout) hello".')
     finally:
         hub.close()
 

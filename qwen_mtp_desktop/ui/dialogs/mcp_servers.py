@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -47,6 +48,7 @@ from qwen_mtp_desktop.core.tools.mcp.config import (
     putting,
     servers_from_settings,
 )
+from qwen_mtp_desktop.ui.widgets.asking import confirm
 from qwen_mtp_desktop.ui.widgets.plain_text import plain_label, plain_tooltip
 from qwen_mtp_desktop.ui.window_fit import fit_dialog
 from qwen_mtp_desktop.workers.mcp_tools import McpTools
@@ -184,6 +186,16 @@ class McpServersDialog(QDialog):
         self.status = plain_label(QLabel())  # tool names, server errors and their stderr
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # What Test found: each tool with its description (list items are plain text), cut to
+        # one line with the whole description in its tooltip.
+        self.tools_list = QListWidget()
+        self.tools_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.tools_list.setWordWrap(False)
+        self.tools_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.tools_list.setSelectionMode(QListWidget.SelectionMode.NoSelection)
+        self.tools_list.setVisible(False)
+        #: (parent, title, text, action) -> True to go ahead; tests replace it.
+        self.confirm: Callable[[QWidget, str, str, str], bool] = confirm
         form_buttons = QHBoxLayout()
         form_buttons.addWidget(self.save_button)
         form_buttons.addWidget(self.test_button)
@@ -208,7 +220,8 @@ class McpServersDialog(QDialog):
         right_layout.addLayout(form)
         right_layout.addLayout(form_buttons)
         right_layout.addWidget(self.status)
-        right_layout.addStretch(1)
+        right_layout.addWidget(self.tools_list, 1)
+        right_layout.addStretch(0)
         self.form_host = right
 
         splitter = QSplitter()
@@ -294,7 +307,7 @@ class McpServersDialog(QDialog):
         server = servers[row] if 0 <= row < len(servers) else None
         self.remove_button.setEnabled(server is not None)
         self.test_button.setEnabled(server is not None)
-        self.status.clear()
+        self._say("")
         server = server or McpServer("new-server", command="python")
         self.name_edit.setText(server.name if row >= 0 else "")
         self.kind_combo.setCurrentIndex(0 if server.transport == "stdio" else 1)
@@ -321,6 +334,12 @@ class McpServersDialog(QDialog):
     def _remove(self) -> None:
         server = self._current()
         if server is None:
+            return
+        question = (
+            f"Remove the MCP server {server.name!r}? Chats that use its tools lose them, and "
+            "its settings here (command, environment, allowed tools) are deleted."
+        )
+        if not self.confirm(self, "Remove MCP server", question, "Remove"):
             return
         self._tools.forget(server.name)
         if self._save([s for s in self._servers if s.name != server.name]):
@@ -396,6 +415,8 @@ class McpServersDialog(QDialog):
         return True
 
     def _say(self, text: str, error: bool = False) -> None:
+        self.tools_list.clear()  # a new message replaces what Test found
+        self.tools_list.setVisible(False)
         self.status.setObjectName("errorLabel" if error else "")
         self.status.setStyleSheet("color: #c0392b;" if error else "")
         self.status.setText(text)
@@ -436,11 +457,19 @@ class McpServersDialog(QDialog):
         self._testing = None
         self._tools.settle(request_id)
         if isinstance(result, McpError):
-            self._say(str(result), error=True)
+            # Its fix names this dialog's place: here, it says "here".
+            fix = result.fix_here()
+            self._say(f"{result.message} {fix}" if fix else result.message, error=True)
             return
         tools = [t for t in result if isinstance(t, ToolInfo)] if isinstance(result, list) else []
-        names = ", ".join(tool.name for tool in tools) or "none"
-        self._say(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}: {names}")
+        self._say(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}" + (":" if tools else "."))
+        for tool in tools:
+            described = " ".join(tool.description.split())
+            item = QListWidgetItem(f"{tool.name} — {described}" if described else tool.name)
+            about = tool.description or "No description."
+            item.setToolTip(plain_tooltip(f"{tool.name}\n\n{about}"))
+            self.tools_list.addItem(item)
+        self.tools_list.setVisible(bool(tools))
 
     def _on_timeout(self, value: float) -> None:
         self._store_save(lambda settings: setattr(settings, "tool_timeout_s", float(value)))

@@ -57,10 +57,18 @@ STDERR_TAIL = 600
 T = TypeVar("T")
 
 
+#: Where a server's settings are changed, as a fix outside that place names it.
+SETTINGS_PLACE = "in Tools > MCP servers"
+
+
 class McpError(UserFacingError):
     """A server could not be reached or a tool call failed; the message says which and why."""
 
     code = "MCP"
+
+    def fix_here(self) -> str:
+        """The fix as the MCP servers dialog says it: that dialog is the place the fix names."""
+        return self.fix.replace(SETTINGS_PLACE, "here")
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,7 @@ class _Connection:
         return await stack.enter_async_context(bounded_stdio_client(parameters, self.stderr))
 
     def stderr_tail(self) -> str:
+        """The server's last lines on stderr (and any stray stdout), as the cause of a failure."""
         if self.stderr is None or self.stderr.closed:
             return ""
         try:
@@ -178,27 +187,38 @@ class _Connection:
             text = self.stderr.read()
         except (OSError, ValueError):
             return ""
-        tail = " ".join(text.split())[-STDERR_TAIL:]
-        return f" Its last output: {tail}" if tail else ""
+        lines = [" ".join(line.split()) for line in text.splitlines()]
+        tail = " / ".join(line for line in lines if line)[-STDERR_TAIL:]
+        return f' Its last output: "{tail}".' if tail else ""
 
     def _connect_error(self, exc: BaseException) -> McpError:
         name, what = self.server.name, self.server.summary[:200]
-        if isinstance(exc, TimeoutError):
+        inner = _innermost(exc)
+        tail = self.stderr_tail()
+        if isinstance(inner, TimeoutError):
             return McpError(
                 f"MCP server {name!r} did not answer MCP's handshake within "
-                f"{CONNECT_TIMEOUT_S:.0f} s ({what}).{self.stderr_tail()}",
+                f"{CONNECT_TIMEOUT_S:.0f} s ({what}).{tail}",
                 "Check that the command starts an MCP server on stdio, or the URL.",
             )
-        if isinstance(exc, FileNotFoundError | PermissionError):
+        if isinstance(inner, FileNotFoundError | PermissionError):
             return McpError(
-                f"MCP server {name!r} could not be started: {exc.strerror or exc} ({what}).",
-                "Check the command in Tools > MCP servers; give its full path if it is not "
-                "on PATH.",
+                f"MCP server {name!r} could not be started: {inner.strerror or inner} ({what}).",
+                f"Check the command {SETTINGS_PLACE}; give its full path if it is not on PATH.",
             )
         reason = _reason(exc)
+        if self.server.transport == "stdio" and _closed(inner):
+            # The program ended (or shut its output) before MCP's first answer: most often it
+            # is not an MCP server, or it needs other arguments; what it wrote says which.
+            return McpError(
+                f"MCP server {name!r} ended before answering MCP's handshake ({what})."
+                + (tail or " It wrote nothing on stderr."),
+                f"Check the command and its arguments {SETTINGS_PLACE}: they must start an "
+                "MCP server on stdio.",
+            )
         return McpError(
-            f"MCP server {name!r} could not be reached: {reason} ({what}).{self.stderr_tail()}",
-            "Check its command or URL in Tools > MCP servers.",
+            f"MCP server {name!r} could not be reached: {reason} ({what}).{tail}",
+            f"Check its command or URL {SETTINGS_PLACE}.",
         )
 
     async def close(self) -> None:
@@ -207,10 +227,24 @@ class _Connection:
             await asyncio.wait_for(self.done.wait(), 10)
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost meaningful message of an exception (anyio wraps them in groups)."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The exception inside anyio's groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` is the SDK's "Connection closed" (the server's output ended)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost meaningful message of an exception (anyio wraps them in groups)."""
+    exc = _innermost(exc)
     text = " ".join(str(exc).split())[:300]
     return text or type(exc).__name__
 
@@ -396,7 +430,7 @@ class McpHub:
                     f"The tool {name!r} of MCP server {server.name!r} did not answer within "
                     f"{timeout_s:.0f} s, so it was stopped (the server is restarted on the "
                     "next call).",
-                    "Try again, or raise the time limit in Tools > MCP servers.",
+                    f"Try again, or raise the time limit {SETTINGS_PLACE}.",
                     code="MCP_TIMEOUT",
                 ) from None
             raise McpError(

@@ -32,6 +32,9 @@ MAX_LIST_BYTES = 4 * 1024 * 1024
 MAX_LISTED_TOOLS = 128
 #: The bytes kept of a line's start and end to find the id of a message that is too long.
 _EDGE_BYTES = 4096
+#: Non-JSON lines a server printed on stdout that an error quotes, and their length kept.
+_STRAY_LINES = 3
+_STRAY_CHARS = 200
 #: JSON-RPC's "internal error" code, for an answer this client refused to read.
 REFUSED_CODE = -32603
 #: How the message of such an error ends (`refusal`).
@@ -65,6 +68,9 @@ class MessageReader:
         self._lists: set[object] = set()  # those that are `tools/list`
         #: Set when a skipped line's request could not be told: the connection must end.
         self.broken = ""
+        #: The first lines that were not JSON-RPC (a program that is not an MCP server prints
+        #: its usage or a banner there): quoted when the connection fails.
+        self.stray: list[str] = []
 
     def asked(self, message: Any) -> None:
         """A message sent to the server (a request's id is then awaited)."""
@@ -153,6 +159,8 @@ class MessageReader:
                 return self._validated(raw)
             message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except (ValueError, RecursionError) as exc:
+            if len(self.stray) < _STRAY_LINES:
+                self.stray.append(line[:_STRAY_CHARS].decode("utf-8", "replace").strip())
             return exc
         self._settle_message(message)
         return _session_message(message)
@@ -239,11 +247,16 @@ async def bounded_stdio_client(parameters: Any, errlog: TextIO) -> AsyncGenerato
     assert stdout is not None and stdin is not None, "the server is started with pipes"
 
     async def stdout_reader() -> None:
+        quoted = 0
         try:
             async with read_writer:
                 try:
                     async for chunk in stdout:
-                        for message in reader.feed(chunk):
+                        messages = reader.feed(chunk)
+                        for line in reader.stray[quoted:]:  # beside its stderr, for the error
+                            errlog.write(f"(on stdout) {line}\n")
+                        quoted = len(reader.stray)
+                        for message in messages:
                             await read_writer.send(message)
                         if reader.broken:
                             errlog.write(f"[qwen-mtp-desktop] {reader.broken}\n")
