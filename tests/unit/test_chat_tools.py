@@ -61,6 +61,17 @@ def test_forced_call_grammar_admits_what_the_parser_reads() -> None:
         catalog.forced("nope")
 
 
+def test_calls_the_model_opens_get_the_lazy_grammar_when_it_compiles() -> None:
+    catalog = ToolCatalog.of([ToolInfo("s", "add", "", ADD), ToolInfo("s", "ping", "", {})])
+    lazy = catalog.lazy()
+    assert lazy is not None and lazy.lazy and lazy.name == "tool_calls_auto"
+    assert "call_head[lazy]" in lazy.source and "<function=add>" in lazy.source
+    assert ToolCatalog().lazy() is None
+    # A schema the grammar engine refuses: the chat's calls are read as written, not refused.
+    broken = {"type": "object", "properties": {"q": {"type": "string", "pattern": "("}}}
+    assert ToolCatalog.of([ToolInfo("s", "find", "", broken)]).lazy() is None
+
+
 def _call(status: str = "ok", result: str = "pong") -> TracedCall:
     return TracedCall("call_1", "ping", "s", "ping", "{}", status, result, 1.0, 0.5)  # type: ignore[arg-type]
 
