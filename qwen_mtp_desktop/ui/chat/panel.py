@@ -613,6 +613,7 @@ class ChatPanel(ChatLayout):
         self.title_label.setText(self.conversation.title if self.conversation else "New chat")
         model_dir = self.current_model_dir()
         self.missing.follow(model_dir)
+        self.transcript.set_chat_model(str(model_dir))
         name = display_name(model_dir)
         settings = self.settings_panel.settings
         details = ""

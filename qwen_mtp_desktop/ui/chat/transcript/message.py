@@ -297,6 +297,7 @@ class MessageWidget(QFrame):
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stats_label.setVisible(False)
         self._stats: dict[str, Any] | None = None
+        self._chat_model = ""  # the chat's model now: an answer by another one names its own
         outer.addWidget(self.stats_label)
 
         if reasoning:
@@ -634,12 +635,33 @@ class MessageWidget(QFrame):
             return
         compact = 0 < self.width() < COMPACT_STATS_WIDTH
         text = format_stats(self._stats, compact=compact)
+        writer = self.written_by()
+        if writer:  # the chat's model changed since: say which one wrote this answer
+            text = f"{writer}  ·  {text}" if text else writer  # as join_figures separates
         self.stats_label.setText(keep_units(text))
         tooltip = stats_tooltip(format_stats(self._stats))
+        model = self._stats.get("model")
+        if isinstance(model, str) and model:
+            tooltip += f"<p>Written by {escape(model)}</p>"
         auto = self._stats.get("auto")
         if isinstance(auto, dict) and isinstance(auto.get("sentence"), str):
             tooltip += f"<p><b>Auto's reason</b>: {escape(str(auto.get('summary', '')))}</p>"
         self.stats_label.setToolTip(tooltip)
+
+    def set_chat_model(self, model_dir: str) -> None:
+        """The chat's model now (an answer written by another one names its model)."""
+        if model_dir != self._chat_model:
+            self._chat_model = model_dir
+            self._show_stats()
+
+    def written_by(self) -> str:
+        """The name of the model that wrote this answer when it is not the chat's model now
+        (kept in the answer's stats, so it survives a restart); "" otherwise."""
+        stats = self._stats or {}
+        name, folder = stats.get("model"), stats.get("model_dir")
+        if not (isinstance(name, str) and name and isinstance(folder, str) and folder):
+            return ""
+        return name if self._chat_model and folder != self._chat_model else ""
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)

@@ -42,6 +42,7 @@ class Transcript(QScrollArea):
         self._layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self._layout.addStretch(1)
         self.hidden_count = 0
+        self._chat_model = ""
         self.set_hidden_count(0)
         self.setWidget(self._container)
         self.follow = True
@@ -69,7 +70,14 @@ class Transcript(QScrollArea):
         return found
 
     def add_message(self, widget: MessageWidget) -> None:
+        widget.set_chat_model(self._chat_model)
         self._layout.insertWidget(self._layout.count() - 1, widget)
+
+    def set_chat_model(self, model_dir: str) -> None:
+        """The chat's model now: answers another model wrote name it in their figures."""
+        self._chat_model = model_dir
+        for widget in self.messages:
+            widget.set_chat_model(model_dir)
 
     def add_messages(self, widgets: list[MessageWidget]) -> None:
         self._container.setUpdatesEnabled(False)
@@ -84,6 +92,7 @@ class Transcript(QScrollArea):
         from_bottom = bar.maximum() - bar.value()
         self.follow = False
         for offset, widget in enumerate(widgets):
+            widget.set_chat_model(self._chat_model)
             self._layout.insertWidget(1 + offset, widget)
         self._container.adjustSize()
         bar.setValue(bar.maximum() - from_bottom)
