@@ -17,6 +17,7 @@ caller saves it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from qwen_mtp_desktop.core.files.fileio import folder_bytes
 from qwen_mtp_desktop.core.files.paths import AppPaths, app_paths, demo_model_dir, resources_dir
 from qwen_mtp_desktop.core.models.folders.discovery import discover_models
 from qwen_mtp_desktop.core.models.folders.inspection import report_memory
+from qwen_mtp_desktop.core.models.folders.manifest import read_manifest
 from qwen_mtp_desktop.core.models.folders.memory import memory_diagnostics
 from qwen_mtp_desktop.core.models.folders.report import (
     Diagnostic,
@@ -39,6 +41,7 @@ from qwen_mtp_desktop.core.models.folders.report import (
     Severity,
     Verdict,
 )
+from qwen_mtp_desktop.core.remote.endpoints import endpoint_id
 from qwen_mtp_desktop.core.settings.store import UI_HIDDEN_MODELS, Settings
 from qwen_mtp_desktop.core.units import format_bytes
 
@@ -115,11 +118,40 @@ DEMO_MODEL_NOTE = (
 )
 
 
-def is_demo_model(model_dir: Path) -> bool:
+def _is_bundled_demo(model_dir: Path) -> bool:
     try:
         return model_dir.resolve() == demo_model_dir().resolve()
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python 3.11
         return False
+
+
+#: The build record's entries that say which weights a folder holds.
+_IDENTITY_FILES = ("openvino_language_model.bin", "openvino_mtp_model.bin")
+
+
+@functools.lru_cache(maxsize=256)
+def _weights_identity(folder: str) -> tuple[str, ...] | None:
+    """The sums the folder's build record (the export manifest) gives its weights; None when
+    it has none. Read once per folder and kept: a small bounded file, never the weights."""
+    try:
+        manifest = read_manifest(Path(folder))
+    except (OSError, ValueError):
+        return None
+    if manifest is None:
+        return None
+    sums = tuple(str(manifest.files.get(name, "")) for name in _IDENTITY_FILES)
+    return sums if all(sums) else None
+
+
+def is_demo_model(model_dir: Path) -> bool:
+    """The bundled demo, or a copy of it under any name (issue 44: a renamed copy got general
+    example chips and was sent earlier turns): the same weights, by its build record."""
+    if _is_bundled_demo(model_dir):
+        return True
+    if endpoint_id(model_dir) is not None:  # a remote server's model: no folder to read
+        return False
+    demo = _weights_identity(str(demo_model_dir()))
+    return demo is not None and _weights_identity(str(model_dir)) == demo
 
 
 def selected_model(settings: Settings) -> Path:
@@ -132,7 +164,8 @@ def selected_model(settings: Settings) -> Path:
 
 
 def display_name(model_dir: Path) -> str:
-    return DEMO_MODEL_NAME if is_demo_model(model_dir) else model_dir.name
+    # A renamed copy keeps its own name: two "Demo model" rows could not be told apart.
+    return DEMO_MODEL_NAME if _is_bundled_demo(model_dir) else model_dir.name
 
 
 # --- paths ---------------------------------------------------------------------------------
