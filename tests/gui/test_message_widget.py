@@ -143,3 +143,50 @@ def test_single_line_breaks_show_as_line_breaks(qtbot: QtBot, step: int) -> None
     assert kinds[0].startswith("text:Line one\nLine two\nLine three\nLine four\n"), kinds
     assert "\\" not in kinds[0]
     assert "code::x\ny" in kinds
+
+
+@pytest.mark.parametrize(
+    ("method", "sentence"),
+    [
+        (
+            DecodingMethod.lookup(),
+            "Prompt lookup: about as fast as plain decoding on the last answers",
+        ),
+        (PLAIN, "Plain decoding: MTP was about as fast on this model in the last turns"),
+        (DecodingMethod.mtp(1), "MTP n=1: measuring whether MTP pays on this model"),
+    ],
+)
+def test_auto_s_sentence_and_the_method_are_not_said_twice(
+    qtbot: QtBot, method: DecodingMethod, sentence: str
+) -> None:
+    """Found beside issue 44: under Auto the figures line said "Prompt lookup: ..." and then
+    "prompt lookup K=4, n-gram 3" (and "Plain decoding: ..." then "plain decoding"): the
+    label was left out only when the sentence began with it exactly, case included."""
+    stats = {
+        "method": method.to_record(),
+        "auto": {"summary": f"{method.short_label}: x", "sentence": sentence},
+        "generated_tokens": 12,
+        "drafted_tokens": 8,
+        "accepted_tokens": 4,
+        "tokens_per_s": 50.0,
+        "total_s": 0.3,
+    }
+    widget = MessageWidget("assistant", stats=stats, dark=False)
+    qtbot.addWidget(widget)
+    text = plain_figures(widget.stats_label.text()).lower()
+    name = {"plain": "plain decoding", "lookup": "prompt lookup", "mtp": "mtp n=1"}[method.kind]
+    assert text.count(name) == 1, text
+
+
+def test_a_tie_with_mtp_is_not_called_slower() -> None:
+    """Found beside issue 44: Auto chose plain decoding with MTP predicted at 1.0x and said
+    "MTP was slower"; a tie within measurement noise is said as one."""
+    from qwen_mtp_desktop.core.auto.policy import Decision
+    from qwen_mtp_desktop.core.chat.decoding_words import auto_sentence
+
+    def said(mtp: float | None) -> str:
+        return auto_sentence(Decision(PLAIN, "x, MTP would be 1.0x", 1.0, mtp_speedup=mtp))
+
+    assert said(1.0) == "Plain decoding: MTP was about as fast on this model in the last turns"
+    assert said(0.97).startswith("Plain decoding: MTP was about as fast")
+    assert said(0.8) == "Plain decoding: MTP was slower on this model in the last turns"

@@ -132,6 +132,7 @@ class Decision:
     predicted_speedup: float | None = None
     #: A turn run to measure an option: MTP again after plain turns, prompt lookup untimed.
     probe: bool = False
+    mtp_speedup: float | None = None  # plain chosen: MTP's predicted speed relative to plain
 
     @property
     def label(self) -> str:
@@ -202,7 +203,7 @@ class AdaptivePolicy:
     _failures: int = field(default=0, init=False)
     #: The MTP method that ran last (None: none yet).
     _last_mtp: DecodingMethod | None = field(default=None, init=False)
-    _plain_reason: str | None = field(default=None, init=False)
+    _plain: Decision | None = field(default=None, init=False)  # this stint of plain turns
     _last_mtp_loss: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
@@ -738,19 +739,18 @@ class AdaptivePolicy:
     def _explain(self, choice: DecodingMethod, explore: bool = False) -> Decision:
         rate = self.acceptance_rate()
         accepted = f"{rate:.0%} accepted" if rate is not None else "no drafts yet"
-        if choice.is_plain and self._current.is_plain and self._plain_reason:
-            return Decision(PLAIN, self._plain_reason, predicted_speedup=1.0)  # same stint
+        if choice.is_plain and self._current.is_plain and self._plain is not None:
+            return self._plain  # same stint
         if choice.is_plain:
-            best = max(
-                (_mtp(d) for d in range(1, self.max_depth + 1)),
-                key=lambda m: self.predicted_rate(m) or 0.0,
-            )
+            depths = [_mtp(d) for d in range(1, self.max_depth + 1)]
+            best = max(depths, key=lambda m: self.predicted_rate(m) or 0.0)
             speedup = self.predicted_speedup(best)
             would = f", MTP would be {speedup:.1f}x" if speedup is not None else ""
             what = "drafts rejected" if rate is None or rate < 0.5 else accepted
-            self._plain_reason = f"{what}{would}{self._length_note(best, speedup)}"
-            return Decision(PLAIN, self._plain_reason, predicted_speedup=1.0)
-        self._plain_reason = None
+            why = f"{what}{would}{self._length_note(best, speedup)}"
+            self._plain = Decision(PLAIN, why, predicted_speedup=1.0, mtp_speedup=speedup)
+            return self._plain
+        self._plain = None
         speedup = self.predicted_speedup(choice)
         ratio = f", {speedup:.1f}x" if speedup is not None and math.isfinite(speedup) else ""
         note = " (trying this depth)" if explore else ""

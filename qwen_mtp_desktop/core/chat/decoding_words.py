@@ -15,6 +15,9 @@ from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 #: A prompt-lookup answer with fewer of its drafts accepted than this repeated little earlier
 #: text: its sentence says so beside the share the stats line shows.
 LOW_LOOKUP_ACCEPTANCE = 0.5
+#: MTP at this speed relative to plain decoding or more is a tie, not "slower": turn-to-turn
+#: timings differ by a few per cent (and "1.0x" must never read as slower).
+TIE_SPEEDUP = 0.95
 
 
 def auto_sentence(decision: Decision, ran: GenerationStats | None = None) -> str:
@@ -38,6 +41,9 @@ def auto_sentence(decision: Decision, ran: GenerationStats | None = None) -> str
             return "Plain decoding: measuring it at this temperature first"
         if "conversation's length" in reason:
             return "Plain decoding: in a conversation this long, MTP's steps cost too much"
+        mtp = decision.mtp_speedup
+        if mtp is not None and mtp >= TIE_SPEEDUP:  # within measurement noise: a tie
+            return "Plain decoding: MTP was about as fast on this model in the last turns"
         return "Plain decoding: MTP was slower on this model in the last turns"
     label = method.label
     if decision.probe:
@@ -104,4 +110,4 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-__all__ = ["LOW_LOOKUP_ACCEPTANCE", "auto_sentence", "ran_text"]
+__all__ = ["LOW_LOOKUP_ACCEPTANCE", "TIE_SPEEDUP", "auto_sentence", "ran_text"]

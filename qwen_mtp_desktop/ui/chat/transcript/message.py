@@ -103,7 +103,11 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         if isinstance(switched, int):
             parts.append(f"switched to plain after {count(switched, 'token')}")
     decoded = stats.get("generated_tokens") != 0  # else stopped while the prompt was read
-    label = "" if method is None or named.startswith(method.label) else method.label
+    # Auto's sentence starts with the method in words ("Prompt lookup: ...", "Plain decoding:
+    # ..."): the label is left out when it names the same method, whatever its case or details.
+    head = named.partition(":")[0].strip().lower()
+    same = bool(head) and method is not None and method.label.lower().startswith(head)
+    label = "" if method is None or same else method.label
     if method is None:
         pass
     elif not decoded:
