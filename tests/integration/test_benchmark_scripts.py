@@ -106,6 +106,7 @@ def test_every_script_has_a_smoke_test() -> None:
         ("shared_preamble.py", ["--preamble-words", "10"], "must be at least 50"),
         ("prefill_costs.py", ["--lengths", "32;256"], "give whole numbers"),
         ("prefill_speed.py", ["--chunks", "-1"], "must be at least 0"),
+        ("long_prefill.py", ["--lengths", "0"], "must be at least 1"),
         ("sampling_speed.py", ["--max-new-tokens", "1"], "must be at least 2"),
         ("step_costs.py", ["--repeats", "0"], "must be at least 1"),
         ("stop_latency.py", ["--at", "0.5,1.5"], "every fraction must be between 0 and 1"),
@@ -488,6 +489,15 @@ def test_multi_turn(tmp_path: Path) -> None:
             out, 3)  # fmt: skip
     positive(numbers(rf"^this machine: a new process's first touch of 256 MB took {NUMBER} us per",
                      out, 1))  # fmt: skip
+
+
+@pytest.mark.subprocess
+def test_long_prefill(tmp_path: Path) -> None:
+    out = run_smoke("long_prefill.py", tmp_path)
+    rows = numbers(rf"^\s+(?:64|256)\s+(?:auto|96)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+"
+                   rf"{NUMBER}\s+{NUMBER}$", out, 4)  # fmt: skip
+    assert all(row[1] > 0 and row[3] > 0 for row in rows), rows  # tokens/s, the model's MB
+    assert "long_prefill.py smoke check passed" in out
 
 
 @pytest.mark.subprocess

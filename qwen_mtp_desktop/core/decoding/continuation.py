@@ -113,6 +113,12 @@ class ContinuationGraph:
             self.compile_s = time.perf_counter() - began
             log.info("continuation graph compiled in %.1f s", self.compile_s)
 
+    def release_memory(self) -> None:
+        """Give back the intermediate buffers its calls grew (core.decoding.prefill_memory)."""
+        with self._lock:
+            if self._compiled is not None:
+                self._compiled.release_memory()
+
     def run(
         self,
         inputs: dict[str, Any],

@@ -24,6 +24,7 @@ openvino-genai stays in charge of tokenizing, detokenizing and vision.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -45,6 +46,11 @@ from qwen_mtp_desktop.core.decoding.graphs import (
 from qwen_mtp_desktop.core.decoding.logprobs import TokenLogprob, token_logprob
 from qwen_mtp_desktop.core.decoding.method import DecodingMethod, MethodError
 from qwen_mtp_desktop.core.decoding.mtp_head import DraftOutput, MtpHead
+from qwen_mtp_desktop.core.decoding.prefill_memory import (
+    PrefillMemoryError,
+    available_memory,
+    check_prefill_fits,
+)
 from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
 from qwen_mtp_desktop.core.decoding.state_cache import (
     MIN_TAIL_WORTH_SAVING,
@@ -205,6 +211,9 @@ class AppDecoder:
         self._hidden_len = 0
         #: Prefill in calls of at most this many tokens (None: one call).
         self.prefill_chunk: int | None = None
+        #: Free memory now, in bytes (None: unknown, no check); a prompt whose prefill would
+        #: not fit is refused before any call (core.decoding.prefill_memory).
+        self.available_memory: Callable[[], int | None] = available_memory
         #: Observation hook (tests, benchmarks/mtp_chain_check.py): when a list, every step
         #: that drafts with the MTP head appends (context length, drafts) before verifying
         #: them; the drafts propose the tokens at indices context length, +1, ... of prompt +
@@ -397,6 +406,24 @@ class AppDecoder:
         end = min((p for p in points if p > position), default=total)
         return min(end - position, self.prefill_chunk or end - position)
 
+    def _check_memory(
+        self, total: int, reused: int, points: Sequence[int], method: DecodingMethod
+    ) -> None:
+        """Refuse (PrefillMemoryError) a prefill whose longest call would not fit in the
+        memory free now: the target's calls end at resume points and `prefill_chunk`, the MTP
+        head catches up on every new position in one call."""
+        if total <= reused:
+            return
+        bounds = [reused, *(p for p in points if reused < p < total), total]
+        longest = max(b - a for a, b in itertools.pairwise(bounds))
+        if self.prefill_chunk:
+            longest = min(longest, self.prefill_chunk)
+        if method.uses_mtp_head and self._mtp is not None:
+            longest = max(longest, total - min(self._mtp.positions, reused))
+        check_prefill_fits(
+            longest, self.hidden_size, new_tokens=total - reused, available=self.available_memory
+        )
+
     def _compact_caches(self) -> None:
         """Copy the live cache entries together once hidden ones pile up (kv_slots)."""
         self.target.kv.compact_if_worth_it()
@@ -468,8 +495,8 @@ class AppDecoder:
                 ),
                 logprobs,
             )
-        except GeneratorExit:
-            raise  # closed between steps: the state is consistent
+        except (GeneratorExit, PrefillMemoryError):
+            raise  # closed between steps, or refused before any call: the state is consistent
         except CallCancelledError as stopped:
             # Cancelled part-way through a long call (a prefill, the MTP head catching up):
             # the turn ends here, as a cancel between steps ends it.
@@ -509,6 +536,7 @@ class AppDecoder:
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         total = len(prompt)
         reused, snapshot, source = self._resume(prompt, points)
+        self._check_memory(total, reused, points, method)
         self._compact_caches()
         target = self.target
         grammar = None
@@ -543,6 +571,7 @@ class AppDecoder:
         )
         tokens = [*prompt.tolist(), first]
         yield DecodedStep((first,), logprobs=first_scores)
+        target.release_buffers()
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return
@@ -606,6 +635,8 @@ class AppDecoder:
             if lookup is not None:
                 lookup.extend(emitted)
             produced += len(emitted)
+            if self._mtp is not None:
+                self._mtp.release_buffers()  # after a long catch-up, its outputs read
             target.timing.steps.append(time.perf_counter() - step_began)
             if forced:
                 yield DecodedStep(

@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.decoding.continuation import (
 )
 from qwen_mtp_desktop.core.decoding.graphs import DRAFT_INDEX, DRAFT_LOGITS, HIDDEN
 from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
+from qwen_mtp_desktop.core.decoding.prefill_memory import release_after_long_call
 from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class MtpHead:
         timing: StepTiming,
         continuation: ContinuationGraph | None = None,
     ) -> None:
+        self.compiled = compiled
         self.request = compiled.create_infer_request()
         #: Long catch-ups after a long kept cache run there (core.decoding.continuation).
         self.continuation = continuation
@@ -57,6 +59,8 @@ class MtpHead:
         self.timing = timing
         #: Positions whose entries the head's cache holds for good (0 .. positions - 1).
         self.positions = 0
+        #: Tokens of the longest call since the buffers were last given back.
+        self.longest_call = 0
 
     def reset(self) -> None:
         self.kv.reset()
@@ -89,6 +93,12 @@ class MtpHead:
         self.positions += len(next_tokens)
         return out
 
+    def release_buffers(self) -> None:
+        """Give back the intermediate buffers a long catch-up grew (prefill_memory); the outputs
+        of earlier calls must not be read afterwards."""
+        release_after_long_call(self.longest_call, self.compiled, self.continuation)
+        self.longest_call = 0
+
     def chain(self, previous: DraftOutput, token: int, position: int) -> DraftOutput:
         """The draft after `token` (itself a draft, at `position`), from the head's own hidden
         state. Its cache entry is provisional (hidden at the next catch-up)."""
@@ -106,6 +116,7 @@ class MtpHead:
         import numpy as np
 
         count = len(tokens)
+        self.longest_call = max(self.longest_call, count)
         inputs = {
             "hidden_states": self._hidden_tensor(hidden),
             "inputs_embeds": self._target.embeddings(tokens),

@@ -59,7 +59,7 @@ from qwen_mtp_desktop.core.engine.types import (
     LoadedModel,
     StepChunk,
 )
-from qwen_mtp_desktop.core.errors import native_error_line
+from qwen_mtp_desktop.core.errors import UserFacingError, native_error_line
 from qwen_mtp_desktop.core.system.logs import log_conversation
 
 if TYPE_CHECKING:
@@ -604,6 +604,9 @@ class Generation(AnswerStream):
         """The worker thread: run the turn, hand its end (or its error) to the consumer."""
         try:
             self._queue.put(body())
+        except UserFacingError as exc:  # refused before any call (a prefill too big to fit)
+            log.info("generation refused: %s", exc)
+            self._queue.put(EngineError(exc.message, exc.fix, code=exc.code))
         except MethodError as exc:  # a grammar the engine cannot enforce: the request's fault
             log.info("generation refused: %s", exc)
             self._queue.put(

@@ -57,6 +57,9 @@ def error_body(
 #: Engine error codes that describe the request (400), by the code the client sees.
 _REQUEST_CODES = {
     "CONTEXT_TOO_LONG": "context_length_exceeded",
+    #: A prompt whose prefill would not fit in the memory free now: clients that shorten the
+    #: conversation on context_length_exceeded (agent frameworks) do the right thing.
+    "NOT_ENOUGH_MEMORY": "context_length_exceeded",
     "BAD_CONVERSATION": "invalid_messages",
     "BAD_SETTINGS": "invalid_value",
     "CHAT_TEMPLATE": "invalid_messages",
