@@ -39,7 +39,7 @@ from qwen_mtp_desktop.core.chat.store.records import (
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
-from qwen_mtp_desktop.core.engine import GenerationSettings, LoadedModel
+from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.measure.acceptance_health import HealthMonitor, HealthWarning
 from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
@@ -187,6 +187,7 @@ class ChatPanel(ChatLayout):
         """The layout's widgets to what they do."""
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.selected.connect(self.open_conversation)
+        self.conversations.match_opened.connect(self.open_match)
         self.conversations.search_changed.connect(self._on_search)
         self.conversations.action.connect(self._on_conversation_action)
         self.header.model_chosen.connect(self._on_picker)
@@ -301,9 +302,6 @@ class ChatPanel(ChatLayout):
         limit, system = facts.context_length if facts else None, chat.system_prompt if chat else ""
         self.composer.meter.show_usage(conversation_usage(self._messages, system, limit))
 
-    def _engine_settings(self) -> GenerationSettings:
-        return self.model.engine_settings()
-
     @property
     def _messages(self) -> list[StoredMessage]:
         """The open chat's shown branch (what the model reads next)."""
@@ -366,7 +364,7 @@ class ChatPanel(ChatLayout):
         history = compare_history(conversation.system_prompt, self._messages, demo)
         if not history:
             return None
-        settings = self._engine_settings()  # Compare decodes greedily (compared_methods)
+        settings = self.model.engine_settings()  # Compare decodes greedily (compared_methods)
         dialog = CompareDialog(
             self._router.engine_process, history, settings, self, dark=self.dark, demo=demo
         )
@@ -422,13 +420,22 @@ class ChatPanel(ChatLayout):
         self._ensure_model()
         self.composer.editor.setFocus()
 
-    def open_conversation(self, conversation_id: int) -> None:
+    def open_conversation(self, conversation_id: int, at_message: int | None = None) -> None:
+        """Open a chat at its end, or scrolled to `at_message` (marked a moment)."""
         if self._chats.store is None:
             raise RuntimeError("the chat store is not open yet")
         self.stop()
         self.undo_bar.close()
         self._open_requested = True
-        self._chats.open(conversation_id, self._show_conversation)
+        self._chats.open(conversation_id, lambda c, m: self._show_conversation(c, m, at_message))
+
+    def open_match(self, conversation_id: int, message_id: int) -> None:
+        """A search's result: its chat opened at the message that matched (the open chat, a
+        turn maybe running, is only scrolled)."""
+        if self._chats.is_current(conversation_id):
+            self.transcript.show_message(message_id)
+        else:
+            self.open_conversation(conversation_id, message_id)
 
     def send(self, text: str, image: Path | None = None) -> None:
         if self.turns.running or self._chats.store is None:
@@ -500,14 +507,16 @@ class ChatPanel(ChatLayout):
         if self._chats.store is not None:
             self._refresh_list()
 
-    def _show_conversation(self, conversation: Conversation, messages: list[StoredMessage]) -> None:
+    def _show_conversation(
+        self, conversation: Conversation, messages: list[StoredMessage], at: int | None = None
+    ) -> None:
         self.transcript.clear()
         # Build only the newest messages; older ones appear when the user asks for them, so a
         # long chat opens at once (each message is a handful of widgets).
         shown = messages[-MESSAGES_PER_PAGE:]
         self.transcript.add_messages([self._message_widget(message) for message in shown])
         self.transcript.set_hidden_count(len(messages) - len(shown))
-        QTimer.singleShot(0, self.transcript.scroll_to_bottom)
+        QTimer.singleShot(0, lambda: self.transcript.show_message(at))  # at, else the end
         self.figures.show_last(messages)
         self.conversations.set_current(conversation.id)
         self.settings_panel.set_settings(conversation.settings)

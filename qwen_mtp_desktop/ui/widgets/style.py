@@ -13,6 +13,10 @@ ACCENT = "#5b6cff"
 #: palette: at least 3:1 against the window and base, as WCAG asks of a control's boundary.
 INDICATOR_OUTLINE_DARK = ("#9aa0ad", "#5c6170")
 INDICATOR_OUTLINE_LIGHT = ("#7d8393", "#b8bcc8")
+#: Searched words in a chat-list snippet, and the message a search opened (light, dark): the
+#: yellow of a find-in-page, dimmed on a dark palette so its text stays readable.
+FOUND_MARK = ("#ffe27a", "#6e5a12")
+FOUND_MESSAGE = ("#fff6cc", "#3d3518")
 
 
 def app_icon() -> QIcon:
@@ -84,6 +88,9 @@ def stylesheet(dark: bool) -> str:
     QFrame#userMessage {{ background: {user_bg}; border-radius: 10px; }}
     QFrame#assistantMessage {{
         background: {surface}; border: 1px solid {border}; border-radius: 10px;
+    }}
+    QFrame#userMessage[found="true"], QFrame#assistantMessage[found="true"] {{
+        background: {FOUND_MESSAGE[dark]};
     }}
     QLabel#roleLabel {{ font-weight: 600; }}
     QLabel#statsLabel, QLabel#liveStats {{ color: {muted}; font-size: 12px; }}

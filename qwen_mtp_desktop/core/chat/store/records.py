@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from qwen_mtp_desktop.core.chat.snippets import Snippet
 from qwen_mtp_desktop.core.chat.store.stats import stats_method
 from qwen_mtp_desktop.core.decoding.method import (
     DEFAULT_LOOKUP_DRAFTS,
@@ -256,6 +257,17 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class SearchMatch:
+    """The message a search found in a chat, and the snippet of it the chat list shows."""
+
+    message_id: int
+    role: Role
+    #: Whether it is in the chat's shown branch (else an earlier version of a message).
+    shown: bool
+    snippet: Snippet
+
+
+@dataclass(frozen=True)
 class ConversationSummary:
     """One row of the chat list: pinned first, then newest first, with the start of the last
     message."""
@@ -269,6 +281,8 @@ class ConversationSummary:
     preview: str
     preview_role: Role | None
     pinned: bool = False
+    #: In a search's results, the message that matched (None when the title did).
+    match: SearchMatch | None = None
 
 
 @dataclass(frozen=True)

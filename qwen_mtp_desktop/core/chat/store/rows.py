@@ -23,6 +23,7 @@ from qwen_mtp_desktop.core.chat.store.records import (
     Conversation,
     ConversationSummary,
     MessageStatus,
+    SearchMatch,
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chat.store.stats import clean_stats
@@ -131,7 +132,9 @@ def conversation(row: sqlite3.Row) -> Conversation:
     )
 
 
-def summary(row: sqlite3.Row, preview: str) -> ConversationSummary:
+def summary(
+    row: sqlite3.Row, preview: str, match: SearchMatch | None = None
+) -> ConversationSummary:
     return ConversationSummary(
         id=int(row["id"]),
         title=text(row["title"]),
@@ -142,6 +145,7 @@ def summary(row: sqlite3.Row, preview: str) -> ConversationSummary:
         preview=preview,
         preview_role=role(row["preview_role"]),
         pinned=integer(row["pinned"]) == 1,
+        match=match,
     )
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from qwen_mtp_desktop.core.chat.markdown import plain_text
-from qwen_mtp_desktop.core.chat.store import rows, versions
+from qwen_mtp_desktop.core.chat.store import rows, search, versions
 from qwen_mtp_desktop.core.chat.store.chat_file import chat_json, chat_markdown
 from qwen_mtp_desktop.core.chat.store.database import open_database, rebuild_search_index
 from qwen_mtp_desktop.core.chat.store.records import (
@@ -49,10 +49,12 @@ from qwen_mtp_desktop.core.chat.store.records import (
     DeletedMessage,
     MessageStatus,
     SearchBackend,
+    SearchMatch,
     StoredMessage,
     UnknownConversationError,
     UnknownMessageError,
 )
+from qwen_mtp_desktop.core.chat.store.search import MAX_SEARCH_TERMS as MAX_SEARCH_TERMS
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Role
 from qwen_mtp_desktop.core.files.paths import app_paths
@@ -66,12 +68,6 @@ PREVIEW_CHARS = 120
 #: How an answer's stored stats (json.dumps' default separators) say it was stopped: a list of
 #: conversations finds "stopped before the answer began" without parsing every stats row.
 STOPPED_STATS = '"finish_reason": "cancelled"'
-#: Trigram FTS needs at least three characters per term; shorter terms are matched with LIKE.
-_MIN_FTS_TERM = 3
-#: Different words a search may hold: each is an AND in the SQL, and SQLite refuses a query
-#: whose expression is 1,000 deep ("Expression tree is too large"); no one types 100.
-MAX_SEARCH_TERMS = 100
-
 # ---------------------------------------------------------------------------------------- store
 
 
@@ -92,15 +88,6 @@ def _check_role(role: str) -> Role:
     if role not in ROLES:
         raise ValueError(f"unknown message role {role!r}; expected one of {', '.join(ROLES)}")
     return cast(Role, role)
-
-
-def _like_pattern(term: str) -> str:
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _fts_phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
 
 
 def _search_index_fault(exc: sqlite3.Error) -> bool:
@@ -405,32 +392,25 @@ class ChatStore:
         return self.get_conversation(conv.id)
 
     def list_conversations(
-        self, search: str | None = None, *, limit: int | None = None
+        self, search_text: str | None = None, *, limit: int | None = None
     ) -> list[ConversationSummary]:
         """Conversations: pinned ones first, then most recently active first.
 
-        `search` keeps those whose title, or any one message, contains every whitespace-separated
-        term (case-insensitive substring match).
+        `search_text` keeps those whose title, or any one message, contains every
+        whitespace-separated term (case-insensitive substring match); each one found in a
+        message says which, with a snippet (`ConversationSummary.match`).
         """
-        # A NUL ends an FTS5 query string early ("unterminated string"): no term holds one.
-        terms = list(dict.fromkeys(t for t in (search or "").replace("\x00", " ").split() if t))
-        if len(terms) > MAX_SEARCH_TERMS:
-            raise ChatStoreError(
-                f"A search can hold at most {MAX_SEARCH_TERMS} different words (this one has "
-                f"{len(terms):,}).",
-                "Search for fewer words.",
-                code="CHATS_SEARCH_TOO_LONG",
-            )
+        terms = search.checked_terms(search_text)
         with self._read() as conn:
             try:
-                found = conn.execute(*self._list_sql(terms, limit)).fetchall()
+                found, hits = self._search(conn, terms, limit)
             except sqlite3.OperationalError as exc:
                 if not terms or not _search_index_fault(exc):
                     raise
                 # The index went missing while the app ran: rebuilt (or LIKE search from
                 # now on), and the search asked again.
                 self._repair_search(conn, exc)
-                found = conn.execute(*self._list_sql(terms, limit)).fetchall()
+                found, hits = self._search(conn, terms, limit)
         summaries = []
         for row in found:
             # The last message's words, Markdown marks removed ("# Sorting" reads "Sorting");
@@ -445,15 +425,22 @@ class ChatStore:
                 preview = "Stopped before the answer began"
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[: PREVIEW_CHARS - 1].rstrip() + "…"
-            summaries.append(rows.summary(row, preview))
+            summaries.append(rows.summary(row, preview, hits.get(int(row["id"]))))
         return summaries
+
+    def _search(
+        self, conn: sqlite3.Connection, terms: Sequence[str], limit: int | None
+    ) -> tuple[list[sqlite3.Row], dict[int, SearchMatch]]:
+        found = conn.execute(*self._list_sql(terms, limit)).fetchall()
+        ids = [int(row["id"]) for row in found]
+        return found, search.matches(conn, terms, self.search_backend, ids)
 
     def _list_sql(self, terms: Sequence[str], limit: int | None) -> tuple[str, list[Any]]:
         """The conversation list's SQL (matching every term, up to `limit`), its parameters."""
         where = ""
         params: list[Any] = []
         if terms:
-            hits_sql, params = self._search_sql(terms)
+            hits_sql, params = search.conversations_sql(terms, self.search_backend)
             where = f"WHERE c.id IN ({hits_sql})"
         limit_sql = ""
         if limit is not None:
@@ -481,33 +468,6 @@ class ChatStore:
             {limit_sql}
         """
         return sql, params
-
-    def _search_sql(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
-        """SQL selecting the ids of conversations that match every term, and its parameters."""
-        long_terms = [t for t in terms if len(t) >= _MIN_FTS_TERM]
-        if self.search_backend == "fts5" and long_terms:
-            query = " AND ".join(_fts_phrase(t) for t in long_terms)
-            short_terms = [t for t in terms if len(t) < _MIN_FTS_TERM]
-            title_like = "".join(" AND c2.title LIKE ? ESCAPE '\\'" for _ in short_terms)
-            content_like = "".join(" AND m.content LIKE ? ESCAPE '\\'" for _ in short_terms)
-            patterns = [_like_pattern(t) for t in short_terms]
-            sql = (
-                "SELECT c2.id FROM conversations_fts JOIN conversations AS c2 "
-                "ON c2.id = conversations_fts.rowid "
-                f"WHERE conversations_fts MATCH ?{title_like} "
-                "UNION SELECT m.conversation_id FROM messages_fts JOIN messages AS m "
-                "ON m.id = messages_fts.rowid "
-                f"WHERE messages_fts MATCH ?{content_like}"
-            )
-            return sql, [query, *patterns, query, *patterns]
-        patterns = [_like_pattern(t) for t in terms]
-        title_like = " AND ".join("title LIKE ? ESCAPE '\\'" for _ in terms)
-        content_like = " AND ".join("content LIKE ? ESCAPE '\\'" for _ in terms)
-        sql = (
-            f"SELECT id FROM conversations WHERE {title_like} "
-            f"UNION SELECT conversation_id FROM messages WHERE {content_like}"
-        )
-        return sql, [*patterns, *patterns]
 
     # ------------------------------------------------------------------------------ messages
 

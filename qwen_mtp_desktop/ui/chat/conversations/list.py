@@ -20,7 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from qwen_mtp_desktop.core.chat.store.records import ConversationSummary
+from qwen_mtp_desktop.core.chat.store.records import ConversationSummary, SearchMatch
+from qwen_mtp_desktop.ui.chat.conversations.rows import LINE_ROLE, ChatRowDelegate
+from qwen_mtp_desktop.ui.widgets.plain_text import plain_tooltip
 
 
 def _when(timestamp: float) -> str:
@@ -54,6 +56,16 @@ def _day_month(day: date) -> str:
     return f"{day.day} {day.strftime('%b')}"  # "3 Dec": no zero padding on any OS
 
 
+def _found_in(match: SearchMatch | None) -> str:
+    """The tooltip's line on a search's match: where it is, and its snippet whole."""
+    if match is None:
+        return ""
+    where = "your message" if match.role == "user" else "an answer"
+    if not match.shown:
+        where = f"an earlier version of {where}"
+    return f"\nFound in {where}: {match.snippet.text}"
+
+
 _pin_icons: dict[bool, QIcon] = {}
 
 
@@ -83,6 +95,8 @@ class ConversationList(QFrame):
     """Signals:
     new_requested(): the user wants a new chat.
     selected(int): a conversation was chosen.
+    match_opened(int, int): a search result was chosen: its conversation, the message that
+        matched.
     search_changed(str): the search text settled (debounced).
     action(str, int): "pin", "unpin", "rename", "delete", "export-md" or "export-json" for a
         conversation.
@@ -90,6 +104,7 @@ class ConversationList(QFrame):
 
     new_requested = Signal()
     selected = Signal(int)
+    match_opened = Signal(int, int)
     search_changed = Signal(str)
     action = Signal(str, int)
 
@@ -120,16 +135,21 @@ class ConversationList(QFrame):
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.itemClicked.connect(self._on_clicked)
+        self.rows = ChatRowDelegate(self.list)
+        self.list.setItemDelegate(self.rows)
         layout.addWidget(self.new_button)
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
         self._current: int | None = None
         self._pinned: set[int] = set()
+        #: In a search's results: each chat's matching message in its shown branch.
+        self._found: dict[int, int] = {}
         self._dark = False
 
     def set_dark(self, dark: bool) -> None:
         """The pin mark's colours for the theme (the next redraw uses them)."""
         self._dark = dark
+        self.rows.dark = dark
 
     def is_pinned(self, conversation_id: int) -> bool:
         return conversation_id in self._pinned
@@ -138,17 +158,27 @@ class ConversationList(QFrame):
         self.list.clear()
         self._current = current
         self._pinned = {summary.id for summary in items if summary.pinned}
+        self._found = {
+            s.id: s.match.message_id for s in items if s.match is not None and s.match.shown
+        }
         for summary in items:
             preview = " ".join(summary.preview.split()) if summary.preview else "No messages"
             if len(preview) > 34:
                 preview = preview[:33] + "…"
-            # Each row says when it was last used, before its preview (elided at the right).
-            item = QListWidgetItem(f"{summary.title}\n{last_used(summary.updated_at)} · {preview}")
+            # Each row says when it was last used, before its preview (elided at the right);
+            # a search's result, before the snippet of the message that matched.
+            when = f"{last_used(summary.updated_at)} · "
+            line = ((when, False), *summary.match.snippet.parts) if summary.match else None
+            second = when + (summary.match.snippet.text if summary.match else preview)
+            item = QListWidgetItem(f"{summary.title}\n{second}")
             item.setData(Qt.ItemDataRole.UserRole, summary.id)
+            item.setData(LINE_ROLE, line or ((second, False),))
             pinned = "Pinned · " if summary.pinned else ""
             item.setToolTip(
-                f"{summary.title}\n{pinned}{summary.message_count} messages · last used "
-                f"{_when(summary.updated_at)}"
+                plain_tooltip(
+                    f"{summary.title}\n{pinned}{summary.message_count} messages · last used "
+                    f"{_when(summary.updated_at)}{_found_in(summary.match)}"
+                )
             )
             if summary.pinned:
                 item.setIcon(pin_icon(self._dark))
@@ -167,7 +197,10 @@ class ConversationList(QFrame):
 
     def _on_clicked(self, item: QListWidgetItem) -> None:
         conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
-        if conversation_id != self._current:
+        found = self._found.get(conversation_id)
+        if found is not None:  # a search's result opens at its match, even the open chat
+            self.match_opened.emit(conversation_id, found)
+        elif conversation_id != self._current:
             self.selected.emit(conversation_id)
 
     def menu_entries(self, conversation_id: int) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
@@ -13,6 +13,11 @@ from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 MEASURE_CHARS = 90
 #: The message's own padding and the column's least side margin, in pixels.
 MESSAGE_PADDING, SIDE_MARGIN = 28, 24
+#: How long a message found by a search stays marked, and how long the view keeps it in place
+#: while the messages around it settle their heights (rich text lays out after it is shown).
+FOUND_MARK_MS, FOUND_SETTLE_MS = 2000, 800
+#: The room left above a message scrolled to.
+FOUND_MARGIN = 12
 
 
 class Transcript(QScrollArea):
@@ -46,6 +51,8 @@ class Transcript(QScrollArea):
         self.set_hidden_count(0)
         self.setWidget(self._container)
         self.follow = True
+        #: A message scrolled to (a search's match): held in view while the layout settles.
+        self._target: MessageWidget | None = None
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range_changed)
@@ -103,25 +110,74 @@ class Transcript(QScrollArea):
         self.earlier_button.setText(f"Show earlier messages ({count} more)" if count else "")
 
     def remove_message(self, widget: MessageWidget) -> None:
+        if widget is self._target:
+            self._target = None
         self._layout.removeWidget(widget)
         widget.hide()  # gone from view now, not when the event loop next deletes it
         widget.deleteLater()
 
     def clear(self) -> None:
+        self._target = None
         for widget in self.messages:
             self.remove_message(widget)
         self.set_hidden_count(0)
         self.follow = True
 
     def scroll_to_bottom(self) -> None:
+        self._target = None
         self.follow = True
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    def show_message(self, message_id: int | None) -> bool:
+        """Scroll to the message stored as `message_id`, building earlier pages until it is
+        there, and mark it a moment (a search's match); without one, or when it is not in the
+        chat, to the bottom. Whether it was found."""
+        widget = self._find(message_id)
+        while widget is None and message_id is not None and self.hidden_count:
+            hidden = self.hidden_count
+            self.earlier_requested.emit()  # the panel builds the page above, now
+            if self.hidden_count == hidden:
+                break
+            widget = self._find(message_id)
+        if widget is None:
+            self.scroll_to_bottom()
+            return False
+        self.follow = False
+        self._target = widget
+        self._container.adjustSize()
+        self._scroll_to_target()
+        QTimer.singleShot(FOUND_SETTLE_MS, self._release_target)
+        self._mark_found(widget, True)
+        QTimer.singleShot(FOUND_MARK_MS, lambda: self._mark_found(widget, False))
+        return True
+
+    def _find(self, message_id: int | None) -> MessageWidget | None:
+        if message_id is None:
+            return None
+        return next((w for w in self.messages if w.message_id == message_id), None)
+
+    def _scroll_to_target(self) -> None:
+        if self._target is not None:
+            bar = self.verticalScrollBar()
+            bar.setValue(max(self._target.y() - FOUND_MARGIN, 0))
+
+    def _release_target(self) -> None:
+        self._target = None
+
+    def _mark_found(self, widget: MessageWidget, found: bool) -> None:
+        # The stylesheet tints a message whose "found" property is set (ui.widgets.style).
+        if widget in self.messages:
+            widget.setProperty("found", found)
+            widget.style().unpolish(widget)
+            widget.style().polish(widget)
 
     def _on_scrolled(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self.follow = value >= bar.maximum() - 8
 
     def _on_range_changed(self, _minimum: int, maximum: int) -> None:
-        if self.follow:
+        if self._target is not None:
+            self._scroll_to_target()
+        elif self.follow:
             self.verticalScrollBar().setValue(maximum)
