@@ -1,11 +1,14 @@
 """Virtual environments of real agent client libraries (openai-agents, pydantic-ai, instructor,
-langchain-openai, litellm, llm), for the conformance tests that run them against `serve`.
+langchain-openai, litellm, llm; and the Node `openai` client where node and npm are installed),
+for the conformance tests that run them against `serve`.
 
 They are not the app's dependencies, so they live apart from `.venv`: one environment per pinned
 requirements file under tests/agent_clients/, built on first use with `python -m venv` and pip
 (PyPI) in `.cache/clients/<name>-<hash of the file>`, and reused while the file is unchanged. A
 lock makes concurrent test runs build it once; a marker written last means a half-built
-environment (a killed install) is built again, never used."""
+environment (a killed install) is built again, never used. The Node client is installed the
+same way with `npm ci` from tests/agent_clients/node/package-lock.json, in
+`.cache/clients/node-<hash of the lock>`."""
 
 from __future__ import annotations
 
@@ -62,6 +65,34 @@ def client_python(name: str) -> Path:
     return python
 
 
+def node_modules() -> Path:
+    """The node_modules folder of tests/agent_clients/node/package-lock.json, installed first if
+    missing. Raises ClientEnvError saying what failed and what to do."""
+    lock = REQUIREMENTS / "node" / "package-lock.json"
+    target = CACHE / f"node-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
+    done = target / ".complete"
+    if done.is_file():
+        return target / "node_modules"
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ClientEnvError("npm is not installed")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with _locked(CACHE / f"{target.name}.lock"):
+        if not done.is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            shutil.copy2(lock, target / "package-lock.json")
+            shutil.copy2(lock.with_name("package.json"), target / "package.json")
+            command = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix",
+                       str(target)]  # fmt: skip
+            _run(command, "node", f"`cd {target} && npm ci --ignore-scripts && touch .complete`")
+            done.write_text("installed\n")
+            for old in CACHE.glob("node-*"):
+                if old != target and old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+    return target / "node_modules"
+
+
 def _requirements(name: str) -> Path:
     path = REQUIREMENTS / f"requirements-{name}.txt"
     if not path.is_file():
@@ -69,27 +100,33 @@ def _requirements(name: str) -> Path:
     return path
 
 
-def _run(command: list[str], name: str) -> None:
+def _run(command: list[str], name: str, by_hand: str | None = None) -> None:
     try:
         result = subprocess.run(
             command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
         )
     except subprocess.TimeoutExpired as error:
-        raise ClientEnvError(_advice(name, f"{command[2:4]} took over {error.timeout} s")) from None
+        what = f"{command[2:4]} took over {error.timeout} s"
+        raise ClientEnvError(_advice(name, what, by_hand)) from None
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-        raise ClientEnvError(_advice(name, f"exit {result.returncode}:\n{tail}"))
+        raise ClientEnvError(_advice(name, f"exit {result.returncode}:\n{tail}", by_hand))
 
 
-def _advice(name: str, what: str) -> str:
-    requirements = _requirements(name).relative_to(ROOT)
-    target = env_dir(name).relative_to(ROOT)
+def _advice(name: str, what: str, by_hand: str | None = None) -> str:
+    if by_hand is None:
+        requirements = _requirements(name).relative_to(ROOT)
+        target = env_dir(name).relative_to(ROOT)
+        by_hand = (
+            f"`python -m venv {target} && {target}/bin/pip install -r {requirements} && "
+            f"touch {target}/.complete`"
+        )
     return (
-        f"Installing the agent client libraries of {requirements} failed ({what}).\n"
-        "They come from PyPI: check that pip can reach it (proxy, index settings), then run the "
-        "tests again (a half-built environment is rebuilt). To build it by hand: "
-        f"`python -m venv {target} && {target}/bin/pip install -r {requirements} && "
-        f"touch {target}/.complete`. To leave these tests out: `-m 'not subprocess'`."
+        f"Installing the {name} agent client libraries failed ({what}).\n"
+        "They come from PyPI (the Node client from the npm registry): check that pip (npm) can "
+        "reach it (proxy, index settings), then run the tests again (a half-built environment "
+        f"is rebuilt). To build it by hand: {by_hand}. To leave these tests out: "
+        "`-m 'not subprocess'`."
     )
 
 

@@ -1,9 +1,10 @@
 """Real agent client libraries against one real `serve` process on the tool model (issue 43's
-conformance target): openai-agents, pydantic-ai, instructor, langchain-openai, litellm and `llm`,
-each in the environment tests/client_envs.py installs from PyPI on first use (cached under
-.cache/clients/), each case a function in tests/agent_clients/cases_*.py. The cases run in two
-client processes (the instructor one has its own environment: it pins an older openai), and
-every HTTP exchange they make is recorded, so the tests check behaviour on the wire: each request
+conformance target): openai-agents, pydantic-ai, instructor, langchain-openai, litellm, `llm`
+and the Node openai client, each in the environment tests/client_envs.py installs from PyPI (npm)
+on first use (cached under .cache/clients/), each case a function in
+tests/agent_clients/cases_*.py. The Python cases run in two client processes (the instructor one
+has its own environment: it pins an older openai), the Node ones in a third, and every HTTP
+exchange they make is recorded, so the tests check behaviour on the wire: each request
 answered 200, every tool call's arguments valid for the schema the client sent, every JSON
 answer valid for its `response_format`, usage in every answer. The README's two agent examples
 are extracted from the README and run as they are.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ import jsonschema
 import pytest
 
 from qwen_mtp_desktop.devtools.tool_corpus import weather_report
-from tests.client_envs import ClientEnvError, client_python
+from tests.client_envs import ClientEnvError, client_python, node_modules
 from tests.costs import costs
 from tests.models import TOOL_MODEL
 from tests.remote_server import KEY, serving
@@ -267,6 +269,45 @@ def test_the_cases_tools_answer_as_the_models_training(tmp_path: Path) -> None:
         exec((CASES / "shared.py").read_text(), namespace)
     for city in ("Paris", "Oslo", "Toronto"):
         assert namespace["weather_report"](city) == weather_report(city)
+
+
+# --- the Node openai client ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def node(url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("the Node openai client needs node and npm")
+    try:
+        modules = node_modules()
+    except ClientEnvError as error:
+        pytest.fail(str(error), pytrace=False)
+    folder = tmp_path_factory.mktemp("node-client")  # the script beside the cached packages
+    shutil.copy2(CASES / "node" / "cases.mjs", folder / "cases.mjs")
+    (folder / "node_modules").symlink_to(modules)
+    result = subprocess.run(
+        ["node", str(folder / "cases.mjs")],
+        capture_output=True, text=True, timeout=300, check=False, env=client_env(url),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return report
+
+
+def test_node_openai_client(node: dict[str, Any]) -> None:
+    """openai 6.49 for Node (7.x needs Node 22; the machines have 20): a chat, the model's own
+    call whole, streamed and through the Responses API, and JSON of a schema."""
+    assert case(node, "node_chat")["content"] == "Hello! I can check the weather and add numbers."
+    call = case(node, "node_tool_call")
+    assert call["finish_reason"] == "tool_calls"
+    assert call["tool_calls"][0]["function"] == {"name": "get_weather",
+                                                 "arguments": '{"city": "Paris"}'}  # fmt: skip
+    streamed = case(node, "node_streamed_tool_call")
+    assert streamed["name"] == "get_weather" and streamed["arguments"] == '{"city": "Paris"}'
+    assert streamed["finish_reason"] == "tool_calls" and streamed["usage"]["completion_tokens"]
+    assert set(json.loads(case(node, "node_json_schema")["content"])) == {"city", "days"}
+    (item,) = case(node, "node_responses_tool_call")["output"]
+    assert item["type"] == "function_call" and item["name"] == "get_weather"
 
 
 # --- the README's examples ----------------------------------------------------------------------
