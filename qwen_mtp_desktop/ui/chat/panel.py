@@ -382,6 +382,7 @@ class ChatPanel(ChatLayout):
         reason = compare_blocked(self.model.decodes_mtp, self._messages, busy)
         self.compare_button.setEnabled(not reason)
         self.compare_button.setToolTip(reason or COMPARE_TIP)
+        self.message_actions.offer_continue(busy)  # Continue follows the same facts
 
     def set_devices(self, devices: list[str]) -> None:
         self.settings_panel.set_devices(devices)

@@ -583,6 +583,23 @@ class ChatStore:
             stats_dict = dict(stats) if stats is not None else None
         return self._end_message(message_id, "error", error, stats_dict, "", "", self._now())
 
+    def resume_message(self, message_id: int) -> StoredMessage:
+        """An ended answer streaming again (Continue): its text and stats stay until
+        `finish_message` adds the continuation and its stats; a crash meanwhile leaves it
+        "incomplete" with every character written so far."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET status = 'streaming', error = NULL WHERE id = ? "
+                "AND role = 'assistant' AND status IN ('complete', 'incomplete')",
+                (message_id,),
+            )
+            if cursor.rowcount == 0:
+                self._message_row(conn, message_id)  # UnknownMessageError when it is gone
+                raise ChatStoreError(
+                    "Only an answer that has ended can be continued.", code="NOT_CONTINUABLE"
+                )
+            return self._get_message(conn, message_id)
+
     def _end_message(
         self,
         message_id: int,

@@ -20,6 +20,7 @@ from qwen_mtp_desktop.core.chat.store.records import (
     ConversationSummary,
     DeletedConversation,
     DeletedMessage,
+    MessageStatus,
     StoredMessage,
 )
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
@@ -282,6 +283,22 @@ class ConversationController(QObject):
 
         self.submit(lambda store: store.restore_messages(deleted), restored)
 
+    def resume(self, message_id: int, done: Callable[[StoredMessage], None]) -> None:
+        """An ended answer streaming again (Continue): `done` gets it once the store has it."""
+        still_shown = self._showing()
+
+        def resumed(message: StoredMessage) -> None:
+            if still_shown():
+                done(message)
+                return
+            # The user left the chat meanwhile: the answer ends again as it was.
+            stats = message.stats
+            status: MessageStatus = "complete" if stats is not None else "incomplete"
+            model = stats.get("model") if stats is not None else None
+            self.submit(lambda store: store.finish_message(message.id, stats, status, model=model))
+
+        self.submit(lambda store: store.resume_message(message_id), resumed)
+
     def discard_answer(self, answer_id: int) -> None:
         """An answer begun for a chat the user has left: nothing will be written to it."""
         self.submit(lambda store: store.delete_message(answer_id))
@@ -308,8 +325,8 @@ class ConversationController(QObject):
             return store.get_message(message_id)
 
         def finished(message: StoredMessage) -> None:
-            if still_shown():
-                self.messages.append(message)
+            if still_shown():  # a continued answer takes its own place
+                self.messages = [m for m in self.messages if m.id != message.id] + [message]
             done()
 
         self.submit(finish, finished)

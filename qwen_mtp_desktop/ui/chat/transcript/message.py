@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from qwen_mtp_desktop.core.chat.continuation import continued_note
 from qwen_mtp_desktop.core.chat.markdown import (
     Segment,
     StreamingSegmenter,
@@ -79,7 +80,8 @@ def reused_text(stats: dict[str, Any], *, compact: bool = False) -> str:
 def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     """The one-line summary shown under an answer (and live while it streams); `compact`
     shortens the reused-tokens figure where space is tight."""
-    parts: list[str] = []
+    continued = continued_note(stats.get("continued"))  # the figures are then the new part's
+    parts: list[str] = [continued]
     method = stats_method(stats)
     remote = stats.get("remote")
     if isinstance(remote, dict):
@@ -142,7 +144,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
         parts.append(f"TTFT {ttft_text(ttft)}")
     tokens = stats.get("generated_tokens")
     if tokens is not None:
-        parts.append(count(tokens, "token"))
+        parts.append(count(tokens, "more token" if continued else "token"))
     total = stats.get("total_s")
     if total:
         parts.append(duration(total))
@@ -183,7 +185,7 @@ class MessageWidget(QFrame):
     """A message in the transcript.
 
     Signals:
-        action(str): "copy", "edit", "regenerate" or "delete" was clicked.
+        action(str): "copy", "edit", "continue", "regenerate" or "delete" was clicked.
         link_requested(QUrl): a link in the text was clicked.
         version_step(int): the user wants the previous (-1) or next (+1) version.
         edit_submitted(str): the inline edit was sent with this text.
@@ -250,7 +252,9 @@ class MessageWidget(QFrame):
         header.addWidget(self.versions)
         self.editor: InlineEditor | None = None
         self._buttons: dict[str, QToolButton] = {}
-        names = ["copy", "edit", "delete"] if role == "user" else ["copy", "regenerate", "delete"]
+        names = ["copy", "edit", "delete"]
+        if role != "user":
+            names = ["copy", "continue", "regenerate", "delete"]
         for name in names:
             button = QToolButton()
             button.setObjectName("messageAction")
@@ -260,6 +264,9 @@ class MessageWidget(QFrame):
             button.clicked.connect(lambda _=False, n=name: self.action.emit(n))
             header.addWidget(button)
             self._buttons[name] = button
+        if "continue" in self._buttons:  # offered on an answer that ended early (the panel)
+            self._buttons["continue"].setToolTip("Continue this answer where it ended")
+            self._buttons["continue"].setVisible(False)
         outer.addLayout(header)
 
         if image is not None:
@@ -433,9 +440,23 @@ class MessageWidget(QFrame):
         self._tail_widget = None
         self._tail_start = None
         self._stream_shown = self._stream_hidden = 0
-        for name in ("regenerate", "edit"):
+        for name in ("continue", "regenerate", "edit"):
             if name in self._buttons:
                 self._buttons[name].setEnabled(False)
+
+    def resume_stream(self) -> None:
+        """Stream on after the text shown (Continue): it stays, its drafted spans with it;
+        the notice and the figures of the answer as it ended go."""
+        text, drafted = self.content, list(self.drafted_ranges)
+        self.problem.setVisible(False)
+        self.stats_label.setVisible(False)
+        self.begin_stream()
+        self.append(text, "", drafted)
+
+    def set_continuable(self, offered: bool) -> None:
+        """Show Continue (an answer that ended early, the chat's last) or hide it."""
+        if "continue" in self._buttons:
+            self._buttons["continue"].setVisible(offered)
 
     def append_chunks(self, chunks: Sequence[StepChunk]) -> tuple[str, str]:
         """Add a batch of streamed chunks in one update (its cost is per call), their drafted

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from qwen_mtp_desktop.core.chat.continuation import can_continue, continued_from
 from qwen_mtp_desktop.core.chat.store.records import ChatSettings, StoredMessage
 from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.chat.turns import Turn, chat_history, single_turn
@@ -30,7 +32,7 @@ from qwen_mtp_desktop.core.units import count, join_figures, ttft_text
 from qwen_mtp_desktop.ui.chat.conversations.open_chat import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget, stopped_notice
 from qwen_mtp_desktop.ui.chat.turns.model_session import ModelSession
-from qwen_mtp_desktop.workers.model_router import ModelRouter
+from qwen_mtp_desktop.workers.model_router import ModelRouter, is_remote
 
 STORE_FLUSH_MS = 500
 
@@ -62,6 +64,8 @@ class Stream:
         self.turn = turn
         self.settings = turn.settings
         self.message_id: int | None = None
+        #: A continued answer's "continued" record entry (core.chat.continuation), else None.
+        self.continued: dict[str, object] | None = None
         self.pending_answer: list[str] = []
         self.pending_reasoning: list[str] = []
         self.sizes: list[int] = []
@@ -237,9 +241,30 @@ class TurnController(QObject):
 
         self._chats.answer_again(message_id, new_text, begun)
 
-    def start(self, answer: StoredMessage) -> None:
+    def may_continue(self, message: StoredMessage) -> bool:
+        """Whether Continue is offered on `message` now: no turn runs, the answer ended early
+        (core.chat.continuation), and the model is local (a server would start a new answer
+        instead of writing on after the text)."""
+        return (
+            not self.running
+            and not is_remote(self._model.model_dir)
+            and can_continue(message, self._chats.messages)
+        )
+
+    def continue_answer(self, widget: MessageWidget) -> None:
+        """Continue the answer `widget` shows where it ended (stopped, cut by the token limit
+        or interrupted): the model writes on after its text, into the same message."""
+        ended = widget.stored
+        if ended is None or not self.may_continue(ended):
+            return
+        self._chats.resume(ended.id, lambda answer: self.start(answer, (widget, ended)))
+
+    def start(
+        self, answer: StoredMessage, continued: tuple[MessageWidget, StoredMessage] | None = None
+    ) -> None:
         """Generate into `answer`, the empty message the store has begun for it: the one
-        place a turn starts (send, regenerate and edit all come here)."""
+        place a turn starts (send, regenerate and edit all come here). `continued`: the
+        widget and the stored answer as it ended, which `answer` continues."""
         if self._chats.store is None:
             return
         conversation = self._chats.conversation
@@ -248,19 +273,28 @@ class TurnController(QObject):
             self._chats.discard_answer(answer.id)
             return
         self._model.ensure()
-        # The model reads the shown branch: after a version switch, that version's turns.
+        # The model reads the shown branch: after a version switch, that version's turns
+        # (a continued answer last, its text the start of what the model writes).
         history = chat_history(conversation.system_prompt, self._chats.messages)
         if is_demo_model(self._model.model_dir):
             history = single_turn(history)  # its answers go wrong with earlier turns
         turn = self._model.plan_turn(history)
-        if self.tools is not None:
+        if continued is not None:
+            turn.settings = replace(turn.settings, continue_final=True)
+        elif self.tools is not None:
             turn = self.tools.plan(turn, history)
         # The request answered: the acceptance health check reads its workload kind.
         self._request_text = next((m.content for m in reversed(history) if m.role == "user"), "")
         request_id = self._router.start_generation(history, turn.settings)
-        widget = self._answer_widget(answer)
+        if continued is None:
+            widget = self._answer_widget(answer)
+        else:
+            widget = continued[0]
+            widget.resume_stream()  # its text stays; what follows streams after it
         stream = Stream(request_id, widget, turn)
         stream.message_id = widget.message_id = answer.id
+        if continued is not None:
+            stream.continued = continued_from(continued[1])
         self._stream = stream
         self._flush_timer.start()
         self.started.emit()
@@ -320,6 +354,8 @@ class TurnController(QObject):
         record = stream.turn.finish(
             stats, loaded.model_dir if loaded else None, widget.drafted_ranges
         )
+        if stream.continued is not None:
+            record["continued"] = stream.continued  # the figures are the continuation's
         if self.tools is not None:
             self.tools.annotate(stream, record)
         widget.set_stats(record)

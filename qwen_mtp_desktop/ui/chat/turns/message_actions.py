@@ -1,8 +1,8 @@
-"""What the user does to messages: edit a question in place, answer again, switch versions,
-delete with Undo, and the keyboard's ways to the same (Up in the empty composer, Ctrl+R,
-Alt+Left/Right). Each action is one store call through the chat's ConversationController (an
-answer again goes through the TurnController, which starts it); the panel redraws from the
-shown branch the store returns (`ChatView.show_branch`)."""
+"""What the user does to messages: edit a question in place, answer again, continue an answer
+that ended early, switch versions, delete with Undo, and the keyboard's ways to the same (Up in
+the empty composer, Ctrl+R, Alt+Left/Right). Each action is one store call through the chat's
+ConversationController (an answer again or continued goes through the TurnController, which
+starts it); the panel redraws from the shown branch the store returns (`ChatView.show_branch`)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,8 @@ class MessageActions:
             self.delete(widget)
         elif action == "regenerate":
             self.regenerate_from(widget)
+        elif action == "continue":
+            self._turns.continue_answer(widget)
         elif action == "edit":
             widget.begin_edit()
 
@@ -91,6 +93,14 @@ class MessageActions:
             )
 
         self._chats.delete_message(message_id, deleted)
+
+    def offer_continue(self, busy: bool) -> None:
+        """Continue on the chat's last answer when it ended early, on no other, and on none
+        while a turn (or Compare) runs (TurnController.may_continue)."""
+        for widget in self._view.transcript.messages:
+            stored = widget.stored
+            offered = not busy and stored is not None and self._turns.may_continue(stored)
+            widget.set_continuable(offered)
 
     def regenerate_from(self, assistant: MessageWidget) -> None:
         widgets = self._view.transcript.messages
