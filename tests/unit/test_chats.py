@@ -92,6 +92,7 @@ def test_chat_settings_defaults_and_round_trip() -> None:
         "lookup_tokens": 4,
         "max_ngram_size": 3,
         "mcp_servers": (),  # the chat's MCP servers (issue 27 item 5)
+        "context_overflow": "stop",  # nothing left out unasked (issue 44)
     }
     custom = ChatSettings(device="GPU", mtp=False, num_assistant_tokens="auto", seed=7, top_k=0)
     tools = ChatSettings(mcp_servers=("files", "web"))
@@ -99,6 +100,9 @@ def test_chat_settings_defaults_and_round_trip() -> None:
     assert ChatSettings.from_dict({"mcp_servers": [1, "x"]}).mcp_servers == ()
     lookup = ChatSettings(prompt_lookup=True, lookup_tokens=8, max_ngram_size=2)
     assert ChatSettings.from_dict(json.loads(json.dumps(lookup.to_dict()))) == lookup
+    window = ChatSettings(context_overflow="rolling_window")
+    assert ChatSettings.from_dict(json.loads(json.dumps(window.to_dict()))) == window
+    assert ChatSettings.from_dict({"context_overflow": "drop all"}).context_overflow == "stop"
     budget = ChatSettings(thinking=True, thinking_budget=256)
     assert ChatSettings.from_dict(json.loads(json.dumps(budget.to_dict()))) == budget
     assert ChatSettings.from_dict(custom.to_dict()) == custom

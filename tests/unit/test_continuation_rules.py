@@ -16,7 +16,7 @@ from qwen_mtp_desktop.core.decoding.continuation import (
     MIN_NEW_TOKENS,
     ContinuationGraph,
 )
-from qwen_mtp_desktop.core.engine.runtime import weight_file_bytes
+from qwen_mtp_desktop.core.engine.model_files import weight_file_bytes
 from qwen_mtp_desktop.core.system.state_budget import CONTINUATION_MEMORY_FACTOR, continuation_fits
 
 GB = 1000**3

@@ -65,6 +65,7 @@ def generation_settings(
         thinking=settings.thinking,
         thinking_budget=settings.thinking_budget,
         replay_lookup=settings.replay_lookup,
+        context_overflow=settings.context_overflow,
     )
 
 

@@ -66,6 +66,9 @@ class GenerationStats:
     #: Prompt tokens whose state was kept from an earlier turn (core.decoding.state_cache),
     #: so only prompt_tokens - reused_tokens were prefilled; the API's `cached_tokens`.
     reused_tokens: int = 0
+    #: Earlier messages of the conversation left out so its prompt fits the model's context
+    #: (GenerationSettings.context_overflow); 0 when it was read whole.
+    left_out_messages: int = 0
     #: Index j: drafting steps that accepted exactly j drafts (the API's vLLM-shaped
     #: `acceptance_histogram`); empty without drafts.
     acceptance_histogram: list[int] = field(default_factory=list)

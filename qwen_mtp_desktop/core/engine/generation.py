@@ -223,6 +223,8 @@ class Generation(AnswerStream):
         self._decoder = _StepDecoder(context, settings.thinking, settings.raw_text)
         self._queue: queue.SimpleQueue[_RawStep | _Ended | BaseException] = queue.SimpleQueue()
         self._cancel = threading.Event()
+        #: Earlier messages the conversation's overflow policy left out (the stats say so).
+        self.left_out_messages = 0
         if config is None:
             body: Callable[[], _Ended] = lambda: self._run_fast(prompt)  # noqa: E731
         else:
@@ -278,6 +280,7 @@ class Generation(AnswerStream):
             drafts=item.drafts,
         )
         self.stats.reused_tokens = item.reused_tokens
+        self.stats.left_out_messages = self.left_out_messages
         if item.prompt_ids is not None and self._method.sampling.greedy:
             lookup = self._method if self._method.kind == "lookup" else self._settings.replay_lookup
             replay = replay_lookup(item.prompt_ids, self.token_ids, lookup.drafts, lookup.ngram)

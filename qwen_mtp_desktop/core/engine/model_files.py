@@ -203,3 +203,17 @@ def _refuse_special_files(model_dir: Path) -> None:
             "Replace the file with the real one (or remove it), or re-export the model.",
             code=code,
         )
+
+
+def weight_file_bytes(model_dir: Path) -> int:
+    """The language model's and MTP head's weight files together (what the decoder's graphs
+    hold); a file that cannot be read counts as very large, so nothing is built on a guess."""
+    total = 0
+    for name in (f"{LANGUAGE_MODEL}.bin", f"{MTP_MODEL}.bin"):
+        try:
+            total += (model_dir / name).stat().st_size
+        except FileNotFoundError:
+            continue
+        except OSError:  # a link loop, no permission: unknown
+            return 1 << 62
+    return total

@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwen_mtp_desktop.core.decoding.decoder import (
-    LANGUAGE_MODEL,
-    MTP_MODEL,
     AppDecoder,
     DecoderUnavailableError,
 )
@@ -41,13 +39,14 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.sampling import fresh_seed
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab, vocab_agrees
+from qwen_mtp_desktop.core.engine.context_fit import fit_context
 from qwen_mtp_desktop.core.engine.generation import (
     Generation,
     TurnResources,
     config_stop_ids,
     encode_ids,
 )
-from qwen_mtp_desktop.core.engine.model_files import check_model_dir
+from qwen_mtp_desktop.core.engine.model_files import check_model_dir, weight_file_bytes
 from qwen_mtp_desktop.core.engine.template_history import (
     ends_with_prompt,
     template_history,
@@ -173,7 +172,7 @@ class Engine:
                     properties,
                     draft_vocab=options.draft_vocab,
                     special_ids=sorted(self._stop_ids),
-                    cache_budget=default_state_cache_bytes() if budget is None else budget,
+                    cache_budget=automatic_bytes() if budget is None else budget,
                     mtp=use_mtp,
                     continuation=continuation_fits(weight_file_bytes(model_dir)),
                 )
@@ -455,6 +454,7 @@ class Engine:
         self._require_loaded()
         if settings.continue_final:  # the answer goes on: no thinking, its text as it comes
             settings = replace(settings, thinking=False, raw_text=True)
+        messages, left_out = self._fit_context(messages, settings)
         prompt = self.render_prompt(
             messages,
             thinking=settings.thinking,
@@ -467,7 +467,28 @@ class Engine:
         next_prompt = None
         if self._fast is not None and not images and not settings.continue_final:
             next_prompt = self._next_turn_prompt(messages, settings.thinking, settings.tools_json)
-        return self._start(prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt)
+        generation = self._start(
+            prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt
+        )
+        generation.left_out_messages = left_out
+        return generation
+
+    def _fit_context(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> tuple[Sequence[Message], int]:
+        """The conversation under `settings.context_overflow` (core.engine.context_fit)."""
+        limit = self._guards.context_length if self._guards is not None else None
+        if limit is None or settings.context_overflow == "stop" or settings.continue_final:
+            return messages, 0
+
+        def prompt_tokens(kept: Sequence[Message]) -> int:
+            prompt = self.render_prompt(
+                kept, thinking=settings.thinking, tools_json=settings.tools_json
+            )
+            return len(encode_ids(self._tokenizer, prompt))
+
+        room = min(settings.max_new_tokens, limit // 4)
+        return fit_context(messages, settings.context_overflow, limit - room, prompt_tokens)
 
     def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
         """Generate from an already rendered prompt (validation and benchmarks use this)."""
@@ -735,26 +756,6 @@ class Engine:
             "Check it in the Models panel (Verify); if files are damaged, re-export the model.",
             code="LOAD_FAILED",
         )
-
-
-def weight_file_bytes(model_dir: Path) -> int:
-    """The language model's and MTP head's weight files together (what the decoder's graphs
-    hold); a file that cannot be read counts as very large, so nothing is built on a guess."""
-    total = 0
-    for name in (f"{LANGUAGE_MODEL}.bin", f"{MTP_MODEL}.bin"):
-        try:
-            total += (model_dir / name).stat().st_size
-        except FileNotFoundError:
-            continue
-        except OSError:  # a link loop, no permission: unknown
-            return 1 << 62
-    return total
-
-
-def default_state_cache_bytes() -> int:
-    """The state cache's budget when the user set none
-    (core.system.state_budget.automatic_bytes)."""
-    return automatic_bytes()
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

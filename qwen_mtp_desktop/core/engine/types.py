@@ -22,6 +22,7 @@ from qwen_mtp_desktop.core.decoding.method import (
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.prompt.context_limit import OVERFLOW_POLICIES, OverflowPolicy
 from qwen_mtp_desktop.core.prompt.guards import text_problem
 
 
@@ -103,6 +104,10 @@ class GenerationSettings:
     #: (the API's assistant prefill, `continue_final_message`), instead of starting a new one:
     #: the model writes what follows its text, with thinking off.
     continue_final: bool = False
+    #: When the conversation does not fit the model's context: refuse ("stop"), or leave out
+    #: whole earlier turns (core.prompt.context_limit.overflow_views); the answer's stats say
+    #: how many messages were left out.
+    context_overflow: OverflowPolicy = "stop"
 
     def check(self) -> None:
         """EngineError for settings no turn can run with."""
@@ -111,6 +116,12 @@ class GenerationSettings:
         if self.thinking_budget is not None and self.thinking_budget < 0:
             raise EngineError(
                 f"A thinking budget is 0 tokens or more, not {self.thinking_budget}.",
+                code="BAD_SETTINGS",
+            )
+        if self.context_overflow not in OVERFLOW_POLICIES:
+            raise EngineError(
+                f"Unknown context overflow policy {self.context_overflow!r}: one of "
+                f"{', '.join(OVERFLOW_POLICIES)}.",
                 code="BAD_SETTINGS",
             )
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
@@ -158,7 +169,7 @@ class LoadOptions:
     plain_decoder: DecoderName = "app"
     #: Bytes of conversation states the app's decoder keeps between turns
     #: (core.decoding.state_cache); None: the default for this computer's memory
-    #: (core.engine.runtime.default_state_cache_bytes); 0 keeps nothing.
+    #: (core.system.state_budget.automatic_bytes); 0 keeps nothing.
     state_cache_bytes: int | None = None
 
 

@@ -23,6 +23,7 @@ from qwen_mtp_desktop.core.decoding.method import (
 )
 from qwen_mtp_desktop.core.engine import Message, Role
 from qwen_mtp_desktop.core.errors import UserFacingError
+from qwen_mtp_desktop.core.prompt.context_limit import OVERFLOW_POLICIES, OverflowPolicy
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ _SETTING_CHECKS: dict[str, Callable[[Any], bool]] = {
     "prompt_lookup": lambda v: isinstance(v, bool),
     "lookup_tokens": lambda v: _is_int(v) and 1 <= v <= MAX_LOOKUP_DRAFTS,
     "max_ngram_size": lambda v: _is_int(v) and 1 <= v <= MAX_NGRAM,
+    "context_overflow": lambda v: v in OVERFLOW_POLICIES,
     "mcp_servers": lambda v: (
         isinstance(v, list | tuple)
         and len(v) <= MAX_CHAT_SERVERS
@@ -143,6 +145,10 @@ class ChatSettings:
     max_ngram_size: int = DEFAULT_NGRAM
     #: The MCP servers (their names in the app's settings) whose tools this chat offers.
     mcp_servers: tuple[str, ...] = ()
+    #: When the conversation outgrows the model's context: refuse with the count ("stop", the
+    #: default: nothing is left out unasked) or leave out earlier turns
+    #: (core.prompt.context_limit.overflow_views).
+    context_overflow: OverflowPolicy = "stop"
 
     @property
     def sampling(self) -> Sampling:

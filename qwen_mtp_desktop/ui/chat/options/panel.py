@@ -28,6 +28,7 @@ from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling
 from qwen_mtp_desktop.core.chat.store.records import MAX_THINKING_BUDGET, ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.models.library import display_name
+from qwen_mtp_desktop.core.prompt.context_limit import OVERFLOW_WORDS
 from qwen_mtp_desktop.workers.remote_models import is_remote
 
 #: The chat's own settings, named apart from the app's Settings (File > Settings, Ctrl+,).
@@ -168,6 +169,17 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens_spin.setRange(1, 32768)
         self.max_tokens_spin.setSingleStep(64)
         self.max_tokens_spin.valueChanged.connect(self._emit)
+        self.overflow_combo = QComboBox()
+        for policy, words in OVERFLOW_WORDS.items():
+            self.overflow_combo.addItem(words, policy)
+        self.overflow_combo.setToolTip(
+            "What happens when this chat no longer fits the model's context. Stop: the message "
+            "is not sent and you are told how long the chat is. Leave out the middle: the "
+            "system prompt and the first exchange stay, then the latest ones that fit. Leave "
+            "out the oldest: the latest exchanges that fit. Each answer says how many messages "
+            "it did not read."
+        )
+        self.overflow_combo.currentIndexChanged.connect(self._emit)
         # Where this chat's sampling values came from (the default preset, the model's
         # defaults, a preset applied, or the user's own choice), so none sticks unseen.
         self.sampling_source = QLabel()
@@ -215,6 +227,7 @@ class ChatSettingsPanel(QFrame):
         form.addRow("", self.thinking_check)
         form.addRow("Thinking budget", self.thinking_budget_spin)
         form.addRow("Max new tokens", self.max_tokens_spin)
+        form.addRow("When too long", self.overflow_combo)
         form.addRow("Sampling", self.sampling_source)
         form.addRow("", self.model_default_check)
         form.addRow("", self.model_default_label)
@@ -350,6 +363,9 @@ class ChatSettingsPanel(QFrame):
         self.thinking_check.setChecked(settings.thinking)
         self.thinking_budget_spin.setValue(settings.thinking_budget or 0)
         self.max_tokens_spin.setValue(settings.max_new_tokens)
+        self.overflow_combo.setCurrentIndex(
+            max(self.overflow_combo.findData(settings.context_overflow), 0)
+        )
         self._show_sampling(settings)
         self.seed_spin.setValue(-1 if settings.seed is None else settings.seed)
         self._updating = False
@@ -426,6 +442,7 @@ class ChatSettingsPanel(QFrame):
         self.validate_button.setEnabled(not problem)
         self.validate_button.setToolTip(problem)
         self.device_combo.setEnabled(not remote)
+        self.overflow_combo.setEnabled(not remote)  # a server fits its own context
         self.lookup_check.setEnabled(not remote)
         for spin in (self.lookup_spin, self.ngram_spin):
             spin.setEnabled(not remote)
@@ -524,6 +541,7 @@ class ChatSettingsPanel(QFrame):
             thinking=self.thinking_check.isChecked(),
             thinking_budget=self.thinking_budget_spin.value() or None,
             max_new_tokens=self.max_tokens_spin.value(),
+            context_overflow=self.overflow_combo.currentData() or "stop",
             temperature=self.temperature_spin.value(),
             top_p=self.top_p_spin.value(),
             top_k=self.top_k_spin.value(),

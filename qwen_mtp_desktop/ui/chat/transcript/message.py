@@ -39,6 +39,7 @@ from qwen_mtp_desktop.core.chat.markdown import (
 from qwen_mtp_desktop.core.chat.store.records import StoredMessage
 from qwen_mtp_desktop.core.chat.store.stats import stats_method, stopped_before_first_token
 from qwen_mtp_desktop.core.engine import StepChunk
+from qwen_mtp_desktop.core.prompt.context_limit import left_out_note
 from qwen_mtp_desktop.core.units import NBSP, count, duration, join_figures, keep_units, ttft_text
 from qwen_mtp_desktop.ui.chat.transcript.draft_marks import DraftMarks
 from qwen_mtp_desktop.ui.chat.transcript.markdown_view import PARAGRAPH_GAP
@@ -139,6 +140,7 @@ def format_stats(stats: dict[str, Any], *, compact: bool = False) -> str:
     reused = reused_text(stats, compact=compact)
     if reused:
         parts.append(reused)
+    parts.append(left_out_note(stats.get("left_out_messages")))
     ttft = stats.get("ttft_s")
     if ttft is not None and decoded:
         parts.append(f"TTFT {ttft_text(ttft)}")

@@ -28,6 +28,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.stats import DraftTally, GenerationStats
 from qwen_mtp_desktop.core.engine import EngineError, LoadedModel, Message, StepChunk
 from qwen_mtp_desktop.core.models.library import is_demo_model
+from qwen_mtp_desktop.core.prompt.context_limit import CHAT_OVERFLOW_FIX
 from qwen_mtp_desktop.core.units import count, join_figures, ttft_text
 from qwen_mtp_desktop.ui.chat.conversations.open_chat import AnswerWrite, ConversationController
 from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget, stopped_notice
@@ -379,6 +380,8 @@ class TurnController(QObject):
         widget = stream.widget
         widget.end_stream()
         error = self._explain(error)
+        if error.code == "CONTEXT_TOO_LONG":  # the chat has a choice the API has not
+            error = EngineError(error.message, CHAT_OVERFLOW_FIX, code=error.code)
         widget.show_error(f"{error.message} {error.fix}".strip())  # its Open log: the details
         message = error.message
 
