@@ -65,6 +65,8 @@ def test_every_decision_of_a_conversation_has_a_plain_sentence() -> None:
             _plain_words(sentence)
             name = "Plain decoding" if choice.is_plain else choice.label
             assert sentence.startswith(name), (choice, sentence)
+            # "Method: why", so the answer's figures see the method named and name it once.
+            assert sentence.partition(":")[0] in (name, choice.label), sentence
         assert any("trying MTP again" in s for s in seen) or acceptance > 0
 
 

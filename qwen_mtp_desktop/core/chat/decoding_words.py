@@ -34,7 +34,7 @@ def auto_sentence(decision: Decision, ran: GenerationStats | None = None) -> str
         if "benchmark found plain" in reason:
             return "Plain decoding: the benchmark found MTP slower on this model"
         if "one plain turn to compare" in reason:
-            return "Plain decoding for one turn, to compare its speed with MTP"
+            return "Plain decoding: one turn to compare its speed with MTP"
         if "openvino-genai runs this model" in reason:
             return "Plain decoding: this model's sampled answers cannot use MTP here"
         if "first turn in this band" in reason:
