@@ -52,8 +52,8 @@ def test_a_chat_too_long_for_its_model_stops_or_leaves_out_its_oldest_turns(
     assert combo.currentData() == "stop" and combo.currentText() == "Stop and say so"
     assert [combo.itemText(i) for i in range(combo.count())] == [
         "Stop and say so",
-        "Leave out the middle",
-        "Leave out the oldest",
+        "Skip the middle",
+        "Skip the oldest",
     ]
     panel.max_tokens_spin.setValue(24)
     _send(qtbot, chat, LONG)

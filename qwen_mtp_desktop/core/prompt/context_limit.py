@@ -63,8 +63,8 @@ OverflowPolicy = Literal["stop", "truncate_middle", "rolling_window"]
 #: Each policy in the app's words (Chat options › When too long).
 OVERFLOW_WORDS: dict[OverflowPolicy, str] = {
     "stop": "Stop and say so",
-    "truncate_middle": "Leave out the middle",
-    "rolling_window": "Leave out the oldest",
+    "truncate_middle": "Skip the middle",
+    "rolling_window": "Skip the oldest",
 }
 OVERFLOW_POLICIES: tuple[OverflowPolicy, ...] = tuple(OVERFLOW_WORDS)
 #: The fix the chat gives for a conversation too long for its model (`check_fits`'s is the

@@ -170,14 +170,19 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens_spin.setSingleStep(64)
         self.max_tokens_spin.valueChanged.connect(self._emit)
         self.overflow_combo = QComboBox()
+        # As narrow as the other fields: the panel is a 286 px column beside the chat.
+        self.overflow_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.overflow_combo.setMinimumContentsLength(10)
         for policy, words in OVERFLOW_WORDS.items():
             self.overflow_combo.addItem(words, policy)
         self.overflow_combo.setToolTip(
             "What happens when this chat no longer fits the model's context. Stop: the message "
-            "is not sent and you are told how long the chat is. Leave out the middle: the "
-            "system prompt and the first exchange stay, then the latest ones that fit. Leave "
-            "out the oldest: the latest exchanges that fit. Each answer says how many messages "
-            "it did not read."
+            "is not sent and you are told how long the chat is. Skip the middle: the model "
+            "reads the system prompt, the first exchange and the latest ones that fit. Skip "
+            "the oldest: the system prompt and the latest exchanges that fit. Nothing is "
+            "deleted; each answer says how many messages the model did not read."
         )
         self.overflow_combo.currentIndexChanged.connect(self._emit)
         # Where this chat's sampling values came from (the default preset, the model's
