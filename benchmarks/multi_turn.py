@@ -51,12 +51,11 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from _args import at_least  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
+from _turns import Turn, cold_turn, run_turn, warm_and_cold  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP  # noqa: E402
 from qwen_mtp_desktop.core.engine import (  # noqa: E402
-    Engine,
     GenerationSettings,
-    LoadOptions,
     Message,
 )
 
@@ -104,51 +103,6 @@ def question(turn: int, words: int, chat: str = "A") -> Message:
     return Message("user", ask)
 
 
-@dataclass
-class Turn:
-    prompt_tokens: int
-    reused_tokens: int
-    ttft_s: float
-    ids: list[int]
-    answer: str
-    #: Pages the process touched for the first time before the first token came (None where
-    #: the platform does not count them): on a VM whose host takes freed memory back, each
-    #: costs up to tens of microseconds, and a follow-up's graph call can touch a gigabyte.
-    page_faults: int | None
-
-    @property
-    def prefilled(self) -> int:
-        return self.prompt_tokens - self.reused_tokens
-
-
-def page_faults() -> int | None:
-    """This process's minor page faults so far (first touches of memory), where counted."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def run_turn(engine: Engine, messages: list[Message], settings: GenerationSettings) -> Turn:
-    before = page_faults()
-    generation = engine.generate(messages, settings)
-    faults: int | None = None
-    for _chunk in generation:
-        if faults is None and before is not None:
-            faults = (page_faults() or 0) - before  # the first chunk holds the first token
-    assert generation.stats is not None
-    stats = generation.stats
-    return Turn(
-        stats.prompt_tokens,
-        stats.reused_tokens,
-        stats.ttft_s,
-        list(generation.token_ids),
-        generation.answer,
-        faults,
-    )
-
-
 def thousands(faults: int | None) -> str:
     return "n/a" if faults is None else f"{faults / 1000:.0f}k"
 
@@ -176,15 +130,11 @@ def measure(
     (`cold`, states dropped before every request), so measuring them never disturbs what
     the warm engine keeps. Each round asks a different last question (the same length), so
     every round's follow-up really is a first request."""
-    options = LoadOptions(mtp=True, exact_numerics=exact)
-    warm, cold_engine = Engine(), Engine()
-    warm.load(model, options)
-    cold_engine.load(model, options)
+    warm, cold_engine = warm_and_cold(model, exact)
     settings = GenerationSettings(max_new_tokens=answer_tokens, method=DEFAULT_MTP)
 
     def run_cold(messages: list[Message]) -> Turn:
-        cold_engine.drop_states()
-        return run_turn(cold_engine, messages, settings)
+        return cold_turn(cold_engine, messages, settings)
 
     try:
         chat: list[Message] = []

@@ -40,12 +40,11 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from _args import at_least  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
+from _turns import Turn, cold_turn, run_turn, warm_and_cold  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.method import DEFAULT_MTP  # noqa: E402
 from qwen_mtp_desktop.core.engine import (  # noqa: E402
-    Engine,
     GenerationSettings,
-    LoadOptions,
     Message,
 )
 
@@ -113,24 +112,6 @@ def task(index: int) -> Message:
 
 
 @dataclass
-class Turn:
-    prompt_tokens: int
-    reused_tokens: int
-    ttft_s: float
-    ids: list[int]
-
-    @property
-    def prefilled(self) -> int:
-        return self.prompt_tokens - self.reused_tokens
-
-
-def run_turn(engine: Engine, messages: list[Message], settings: GenerationSettings) -> Turn:
-    generation = engine.generate(messages, settings)
-    stats = generation.run_to_end()
-    return Turn(stats.prompt_tokens, stats.reused_tokens, stats.ttft_s, list(generation.token_ids))
-
-
-@dataclass
 class Result:
     preamble_tokens: int
     first: Turn
@@ -143,24 +124,17 @@ class Result:
 def measure(
     model: Path, preamble_words: int, tools: int, rounds: int, answer_tokens: int, exact: bool
 ) -> Result:
-    options = LoadOptions(mtp=True, exact_numerics=exact)
-    warm, cold_engine = Engine(), Engine()
-    warm.load(model, options)
-    cold_engine.load(model, options)
+    warm, cold_engine = warm_and_cold(model, exact)
     system = Message("system", system_prompt(preamble_words))
     settings = GenerationSettings(
         max_new_tokens=answer_tokens, method=DEFAULT_MTP, tools_json=tools_json(tools)
     )
     alone_settings = GenerationSettings(max_new_tokens=answer_tokens, method=DEFAULT_MTP)
 
-    def cold_turn(messages: list[Message], turn_settings: GenerationSettings) -> Turn:
-        cold_engine.drop_states()
-        return run_turn(cold_engine, messages, turn_settings)
-
     try:
         # The preamble's length: the prompt of a task minus that of the task alone.
         first = run_turn(warm, [system, task(0)], settings)
-        bare = cold_turn([task(0)], alone_settings)
+        bare = cold_turn(cold_engine, [task(0)], alone_settings)
         preamble_tokens = first.prompt_tokens - bare.prompt_tokens
         print(
             f"first task (cold): {first.prompt_tokens} prompt tokens, preamble about "
@@ -176,8 +150,8 @@ def measure(
             found: dict[str, Turn] = {}
             steps = {
                 "new task": lambda q=question: run_turn(warm, [system, q], settings),
-                "cold": lambda q=question: cold_turn([system, q], settings),
-                "new alone": lambda q=question: cold_turn([q], alone_settings),
+                "cold": lambda q=question: cold_turn(cold_engine, [system, q], settings),
+                "new alone": lambda q=question: cold_turn(cold_engine, [q], alone_settings),
             }
             names = list(steps)
             shift = round_index % len(names)
