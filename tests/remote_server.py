@@ -63,11 +63,16 @@ def serving(
         process.wait(30)
 
 
+def client_of(url: str, timeout: float = 120) -> openai.OpenAI:
+    """An openai client of the server at `url` (no retries: a test sees every failure)."""
+    return openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=timeout)
+
+
 @contextlib.contextmanager
 def serving_client(model_dir: Path, *args: str) -> Iterator[openai.OpenAI]:
-    """`serving`, as an openai client of it (no retries: a test sees every failure)."""
+    """`serving`, as an openai client of it (`client_of`)."""
     with serving(model_dir, KEY, *args) as (_process, url):
-        yield openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+        yield client_of(url)
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from qwen_mtp_desktop.core.models.library import (
     selected_model,
     set_default_model,
 )
+from qwen_mtp_desktop.core.settings import model_defaults
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.settings.store import UI_WINDOW_GEOMETRY, Settings, SettingsStore
 from qwen_mtp_desktop.core.system.state_budget import load_option
@@ -313,6 +314,13 @@ class MainWindow(QMainWindow):
             default_preset=self._store.settings.default_chat_preset,
         )
         self.chat.presets_changed.connect(self._save_presets)
+        self.chat.model_defaults.set_entries(  # checked when the settings were read
+            [
+                model_defaults.ModelDefaults.from_stored(e)
+                for e in self._store.settings.model_defaults
+            ]
+        )
+        self.chat.model_defaults.changed.connect(self._save_model_defaults)
         self.chat.model.state_cache_bytes = lambda: load_option(
             self._store.settings.conversation_memory_mb
         )
@@ -453,6 +461,18 @@ class MainWindow(QMainWindow):
             self._store.save()
         except OSError as exc:
             self.chat.show_problem(f"The presets could not be saved: {exc}", "warning")
+
+    def _save_model_defaults(self, key: str, entry: model_defaults.ModelDefaults | None) -> None:
+        """A model's defaults saved or cleared: that one entry written on the latest settings
+        (merge on write: what another part of the app saved stays)."""
+
+        def change(settings: Settings) -> None:
+            settings.model_defaults = model_defaults.replaced(settings.model_defaults, key, entry)
+
+        try:
+            self._store.update(change)
+        except OSError as exc:
+            self.chat.show_problem(f"The model's defaults could not be saved: {exc}", "warning")
 
     def _allow_tool(self, server_name: str, tool: str) -> None:
         """The chat's "Always allow this tool": added to that server's entry as saved now (merge

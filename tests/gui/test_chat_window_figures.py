@@ -161,7 +161,7 @@ def test_a_new_chat_samples_from_the_default_preset_or_the_models_defaults(
     options says which."""
     chat, panel = window.chat, window.chat.settings_panel
     chat.settings_toggle.setChecked(True)
-    assert panel.sampling_source.text() == "New chat: the model's defaults"
+    assert panel.sampling_source.text() == "New chat: the model's own sampling"
     panel.model_default_check.setChecked(False)
     panel.temperature_spin.setValue(1.5)
     panel.seed_spin.setValue(42)
@@ -173,7 +173,7 @@ def test_a_new_chat_samples_from_the_default_preset_or_the_models_defaults(
     fresh = panel.settings
     assert fresh.model_sampling and fresh.seed is None and panel.seed_spin.value() == -1
     assert panel.temperature_spin.value() != pytest.approx(1.5)
-    assert panel.sampling_source.text() == "New chat: the model's defaults"
+    assert panel.sampling_source.text() == "New chat: the model's own sampling"
     assert "default preset" in panel.sampling_source.toolTip()
     _shots(window, screenshot_dir, "chat-options-new-chat-sampling")
     # The chat that chose them keeps them, and says so.

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,7 @@ import pytest
 
 from qwen_mtp_desktop.devtools.tool_corpus import weather_report
 from tests.client_envs import ClientEnvError, client_python, node_modules
-from tests.costs import costs
-from tests.models import TOOL_MODEL
-from tests.remote_server import KEY, serving
+from tests.remote_server import KEY
 
 pytestmark = pytest.mark.subprocess
 
@@ -50,10 +47,8 @@ NO_JSON_AFTER_RESULTS = (
 
 
 @pytest.fixture(scope="module")
-@costs("subprocess")
-def url() -> Iterator[str]:
-    with serving(TOOL_MODEL) as (_, url):
-        yield url
+def url(tool_model_url: str) -> str:
+    return tool_model_url
 
 
 def run_cases(env: str, modules: list[str], url: str) -> dict[str, Any]:

@@ -9,9 +9,7 @@ bodies on /v1/responses (hypothesis)."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,25 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.remote_server import raw_http, serving_client
+from tests.remote_server import raw_http
+from tests.serve_fixtures import CHAT_MODEL, TIME, described, flat
 
 pytestmark = pytest.mark.subprocess
 
-MODEL = "chat-model"
+MODEL = CHAT_MODEL
 QUESTION = "Count from 1 to 12."
 #: Bounded parameters, so every forced call fits the token budget (as test_serve_tools).
-TOOLS = [
-    {
-        "type": "function",
-        "name": "get_time",
-        "description": "The time in a zone.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
-            "required": ["zone"],
-        },
-    }
-]
+TOOLS = [flat(described(TIME, "The time in a zone."))]
 SCHEMA = {
     "type": "object",
     "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
@@ -49,11 +37,8 @@ ERROR_KEYS = {"message", "type", "param", "code"}
 
 
 @pytest.fixture(scope="module")
-def client(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
-    target = tmp_path_factory.mktemp("models") / MODEL
-    shutil.copytree(demo_model, target)
-    with serving_client(target) as client:
-        yield client
+def client(chat_client: openai.OpenAI) -> openai.OpenAI:
+    return chat_client
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,8 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 @pytest.fixture(scope="module")
-def server(demo_model: Path) -> Iterator[str]:
-    with serving(demo_model) as (_process, url):
-        yield url
+def server(demo_url: str) -> str:
+    return demo_url
 
 
 @pytest.mark.subprocess

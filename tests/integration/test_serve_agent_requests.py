@@ -13,9 +13,7 @@ counts, so a budget that cuts the reasoning short shows in both."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,46 +23,28 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response, ResponseCompletedEvent, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from tests.remote_server import KEY, raw_http, serving
+from tests.remote_server import KEY, raw_http
+from tests.serve_fixtures import CHAT_MODEL, TIME, described, flat
 
 pytestmark = pytest.mark.subprocess
 
-MODEL = "agent-model"
+MODEL = CHAT_MODEL
 COUNT = [{"role": "user", "content": "Count from 1 to 20."}]
 THINK = {"chat_template_kwargs": {"enable_thinking": True}}
-TIME_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "The time in a zone.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
-            "required": ["zone"],
-        },
-    },
-}
+TIME_TOOL = described(TIME, "The time in a zone.")
 #: The same tool in the Responses shape (flat).
-FLAT_TIME = {"type": "function", **TIME_TOOL["function"]}
+FLAT_TIME = flat(TIME_TOOL)
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 
 
 @pytest.fixture(scope="module")
-def model_dir(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("models") / MODEL
-    shutil.copytree(demo_model, target)
-    return target
+def url(chat_url: str) -> str:
+    return chat_url
 
 
 @pytest.fixture(scope="module")
-def url(model_dir: Path) -> Iterator[str]:
-    with serving(model_dir) as (_, url):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+def client(chat_client: openai.OpenAI) -> openai.OpenAI:
+    return chat_client
 
 
 @pytest.fixture(scope="module")
@@ -165,15 +145,14 @@ def test_a_thinking_budget_closes_the_thinking_and_leaves_the_answer(http: httpx
     assert high["usage"]["completion_tokens"] == 24
 
 
-def test_the_thinking_budget_keeps_mtp_exact(http: httpx.Client, model_dir: Path) -> None:
+def test_the_thinking_budget_keeps_mtp_exact(
+    http: httpx.Client, plain_chat_client: openai.OpenAI
+) -> None:
     """MTP at depths 1 and 3, with the budget closing the thinking, writes what a `--no-mtp`
     server writes: each phase is exact decoding of its own prompt."""
     fields: dict[str, Any] = {"messages": COUNT, "max_tokens": 48, "thinking_token_budget": 6}
     fields |= THINK
-    with (
-        serving(model_dir, KEY, "--no-mtp") as (_, plain_url),
-        raw_http(openai.OpenAI(base_url=plain_url, api_key=KEY)) as plain_http,
-    ):
+    with raw_http(plain_chat_client) as plain_http:
         reference = chat(plain_http, **fields)
     assert reference["mtp"]["mode"] == "plain"
     for depth in (1, 3):

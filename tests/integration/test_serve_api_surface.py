@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 from tests.exactness import prompt_ids
 from tests.remote_server import raw_http, serving_client
+from tests.serve_fixtures import CHAT_MODEL
 
 pytestmark = pytest.mark.subprocess
 
-MODEL = "chat-model"
+MODEL = CHAT_MODEL
 QUESTION = [{"role": "user", "content": "Count from 1 to 12."}]
 JSON = {"Content-Type": "application/json"}
 #: The demo model's chat template around QUESTION, for /v1/completions (raw text).
@@ -40,16 +41,8 @@ TOLERANCE = {"abs": 5e-2, "rel": 2e-2}
 
 
 @pytest.fixture(scope="module")
-def chat_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("models") / MODEL
-    shutil.copytree(demo_model, target)
-    return target
-
-
-@pytest.fixture(scope="module")
-def client(chat_model: Path) -> Iterator[openai.OpenAI]:
-    with serving_client(chat_model) as client:
-        yield client
+def client(chat_client: openai.OpenAI) -> openai.OpenAI:
+    return chat_client
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +107,9 @@ def test_streamed_logprobs_equal_the_whole_answers(http: httpx.Client) -> None:
     )
 
 
-def test_logprobs_with_mtp_equal_plain_decodings(client: openai.OpenAI, chat_model: Path) -> None:
+def test_logprobs_with_mtp_equal_plain_decodings(
+    client: openai.OpenAI, plain_chat_client: openai.OpenAI
+) -> None:
     def ask(target: openai.OpenAI, **extra: Any) -> tuple[str | None, list[Any], dict[str, Any]]:
         response = target.chat.completions.create(
             model=MODEL,
@@ -127,8 +122,7 @@ def test_logprobs_with_mtp_equal_plain_decodings(client: openai.OpenAI, chat_mod
         mtp = (response.model_extra or {})["mtp"]
         return response.choices[0].message.content, logprob_entries(response), mtp
 
-    with serving_client(chat_model, "--no-mtp") as plain_client:
-        plain_text, plain, plain_mtp = ask(plain_client)
+    plain_text, plain, plain_mtp = ask(plain_chat_client)
     assert plain_mtp["mode"] == "plain"
     for depth in (1, 3):
         text, drafted, mtp = ask(client, num_assistant_tokens=depth)
@@ -186,7 +180,9 @@ def test_logprob_fields_that_cannot_be_honoured_are_400(
 # --- the nulls, and the statistics in three shapes ----------------------------------------------
 
 
-def test_logit_bias_is_honoured_with_mtp_on(client: openai.OpenAI, chat_model: Path) -> None:
+def test_logit_bias_is_honoured_with_mtp_on(
+    client: openai.OpenAI, plain_chat_client: openai.OpenAI, chat_model: Path
+) -> None:
     """Banning the greedy answer's first token changes the answer; MTP stays on, and its
     answer and logprobs are those of a --no-mtp server with the same bias."""
 
@@ -208,8 +204,7 @@ def test_logit_bias_is_honoured_with_mtp_on(client: openai.OpenAI, chat_model: P
     assert biased[0].token != plain_first.token
     assert mtp["mode"] == "mtp" and mtp["accepted_tokens"] > 0
     assert mtp["method"]["sampling"]["logit_bias"] == [[first_id, -100.0]]
-    with serving_client(chat_model, "--no-mtp") as plain_client:
-        reference, _ = ask(plain_client, banned)
+    reference, _ = ask(plain_chat_client, banned)
     assert [e.token for e in biased] == [e.token for e in reference]
     assert [e.logprob for e in biased] == pytest.approx([e.logprob for e in reference], **TOLERANCE)
 

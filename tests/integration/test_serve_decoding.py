@@ -23,10 +23,11 @@ import openai
 import pytest
 
 from tests.remote_server import KEY, raw_http, serving_client
+from tests.serve_fixtures import CHAT_MODEL
 
 pytestmark = pytest.mark.subprocess
 
-MODEL = "chat-model"
+MODEL = CHAT_MODEL
 SYSTEM = {"role": "system", "content": "You are a tiny helper."}
 QUESTIONS = [
     "Count from 1 to 5.",
@@ -49,14 +50,9 @@ SCHEMA: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def chat_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("models") / MODEL
-    shutil.copytree(demo_model, target)
-    return target
-
-
-@pytest.fixture(scope="module")
 def client(chat_model: Path) -> Iterator[openai.OpenAI]:
+    """A server of this module's own (not the shared `chat_client`): its tests count what the
+    server's conversation states hold, which another module's requests would change."""
     with serving_client(chat_model) as client:
         yield client
 
@@ -283,7 +279,9 @@ def test_presence_and_frequency_penalties_are_honoured_with_mtp(client: openai.O
 # --- structured output with MTP on --------------------------------------------------------------
 
 
-def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI, chat_model: Path) -> None:
+def test_json_schema_output_validates_with_mtp_on(
+    client: openai.OpenAI, plain_chat_client: openai.OpenAI
+) -> None:
     fmt = {"type": "json_schema", "json_schema": {"name": "card", "schema": SCHEMA, "strict": True}}
 
     def answers(server: openai.OpenAI, depth: int | None) -> list[str]:
@@ -311,8 +309,7 @@ def test_json_schema_output_validates_with_mtp_on(client: openai.OpenAI, chat_mo
         return texts
 
     by_depth = {depth: answers(client, depth) for depth in (1, 3)}
-    with serving_client(chat_model, "--no-mtp") as plain_server:
-        plain = answers(plain_server, None)
+    plain = answers(plain_chat_client, None)
     # Drafts never change a greedy constrained answer: MTP at any depth gives plain
     # constrained decoding's text.
     assert by_depth[1] == by_depth[3] == plain

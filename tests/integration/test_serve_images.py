@@ -7,13 +7,12 @@ from __future__ import annotations
 import base64
 import io
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.remote_server import KEY, serving
+from tests.remote_server import client_of
 
 pytestmark = pytest.mark.subprocess
 
@@ -29,9 +28,8 @@ IMAGES = [
 
 
 @pytest.fixture(scope="module")
-def client(demo_model: Path) -> Iterator[openai.OpenAI]:
-    with serving(demo_model) as (_, url):
-        yield openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=300)
+def client(demo_url: str) -> openai.OpenAI:
+    return client_of(demo_url, timeout=300)
 
 
 def served(client: openai.OpenAI) -> str:

@@ -45,9 +45,8 @@ QUESTIONS = ("What is the weather in Paris?", "Weather in Oslo?", "Add 12 and 30
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[openai.OpenAI]:
-    with serving_client(TOOL_MODEL) as client:
-        yield client
+def client(tool_model_client: openai.OpenAI) -> openai.OpenAI:
+    return tool_model_client
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ question no tool answers gets text. The questions are ones training never saw
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -21,8 +20,6 @@ from qwen_mtp_desktop.devtools.tool_corpus import (
     is_held_out,
     weather_report,
 )
-from tests.models import TOOL_MODEL
-from tests.remote_server import KEY, serving
 
 pytestmark = pytest.mark.subprocess
 
@@ -31,9 +28,8 @@ TOOLS: list[dict[str, Any]] = [dict(tool) for tool in BOTH_TOOLS]
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[openai.OpenAI]:
-    with serving(TOOL_MODEL) as (_, url):
-        yield openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+def client(tool_model_client: openai.OpenAI) -> openai.OpenAI:
+    return tool_model_client
 
 
 def ask(client: openai.OpenAI, messages: list[dict[str, Any]], **fields: Any) -> Any:

@@ -12,8 +12,6 @@ demo model in a folder of its own, so the server sends it the whole conversation
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,58 +20,24 @@ import httpx
 import openai
 import pytest
 
-from tests.remote_server import KEY, serving
+from tests.remote_server import KEY
+from tests.serve_fixtures import CHAT_MODEL, TIME, WEATHER
 
-MODEL = "tool-model"
+MODEL = CHAT_MODEL
 QUESTION = {"role": "user", "content": "What is the weather in Paris?"}
-#: Bounded parameters, so every forced call fits the token budget.
-WEATHER: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 12},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city", "days"],
-        },
-    },
-}
-TIME: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "parameters": {
-            "type": "object",
-            "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
-            "required": ["zone"],
-        },
-    },
-}
 TOOLS = [WEATHER, TIME]
 NAMED = {"type": "function", "function": {"name": "get_time"}}
 BUDGET = 300
 
 
 @pytest.fixture(scope="module")
-def tool_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("models") / MODEL
-    shutil.copytree(demo_model, target)
-    return target
+def url(chat_url: str) -> str:
+    return chat_url
 
 
 @pytest.fixture(scope="module")
-def url(tool_model: Path) -> Iterator[str]:
-    with serving(tool_model) as (_, url):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+def client(chat_client: openai.OpenAI) -> openai.OpenAI:
+    return chat_client
 
 
 def ask(client: openai.OpenAI, messages: list[dict[str, Any]], **fields: Any) -> Any:
@@ -339,7 +303,7 @@ def test_bad_tool_shapes_get_a_400_naming_the_field(
 
 
 @pytest.mark.model
-def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path) -> None:
+def test_forced_calls_with_mtp_equal_plain_constrained_decoding(chat_model: Path) -> None:
     """MTP at depths 1 and 3 writes the same calls as plain constrained decoding (grammar
     masks on the target and the drafts), compared like with like: with exact CPU numerics.
     (With the default bf16 numerics the untrained model's first choice, get_time or
@@ -350,7 +314,7 @@ def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path
     from qwen_mtp_desktop.server.generation.tools import plan_tools
 
     engine = Engine()
-    engine.load(tool_model, LoadOptions(exact_numerics=True))
+    engine.load(chat_model, LoadOptions(exact_numerics=True))
     try:
         for choice in ("required", NAMED):
             body = {"model": MODEL, "messages": [QUESTION], "tools": TOOLS, "tool_choice": choice}
@@ -375,11 +339,11 @@ def test_forced_calls_with_mtp_equal_plain_constrained_decoding(tool_model: Path
 
 
 @pytest.mark.subprocess
-def test_serve_without_mtp_forces_calls_too(client: openai.OpenAI, tool_model: Path) -> None:
+def test_serve_without_mtp_forces_calls_too(
+    client: openai.OpenAI, plain_chat_client: openai.OpenAI
+) -> None:
     fields = {"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False}
-    with serving(tool_model, KEY, "--no-mtp") as (_, plain_url):
-        plain = openai.OpenAI(base_url=plain_url, api_key=KEY, max_retries=0, timeout=120)
-        reference = ask(plain, [QUESTION], **fields)
+    reference = ask(plain_chat_client, [QUESTION], **fields)
     assert extra(reference)["mtp"]["mode"] == "plain"
     (call,) = reference.choices[0].message.tool_calls
     check_weather_call(call)

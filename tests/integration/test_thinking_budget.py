@@ -16,6 +16,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
 from qwen_mtp_desktop.server.app import parse_request
 from qwen_mtp_desktop.server.generation.tools import plan_tools
+from tests.serve_fixtures import TIME
 
 pytestmark = pytest.mark.model
 
@@ -86,18 +87,7 @@ def test_stop_strings_and_logprobs_span_both_phases(engine: Engine) -> None:
 
 
 def test_a_forced_call_with_thinking_thinks_then_calls(engine: Engine) -> None:
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "parameters": {
-                "type": "object",
-                "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
-                "required": ["zone"],
-            },
-        },
-    }
-    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [tool]}
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [TIME]}
     plan = plan_tools(parse_request(json.dumps({**body, "tool_choice": "required"}).encode()))
     assert plan is not None and plan.constraint is not None
     question = [Message("user", "What time is it in Paris?")]

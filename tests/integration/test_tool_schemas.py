@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from qwen_mtp_desktop.core.tools.calls import Calls, parse
 from qwen_mtp_desktop.devtools.tool_corpus import BOTH_TOOLS, weather_report
 from tests.models import TOOL_MODEL
-from tests.remote_server import serving_client
 from tests.unit.test_tool_schema_grammar import (
     function_tool,
     markup_free,
@@ -156,9 +155,8 @@ def test_tools_or_json_with_mtp_equal_plain_decoding(engine: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[openai.OpenAI]:
-    with serving_client(TOOL_MODEL) as served:
-        yield served
+def client(tool_model_client: openai.OpenAI) -> openai.OpenAI:
+    return tool_model_client
 
 
 @pytest.mark.subprocess

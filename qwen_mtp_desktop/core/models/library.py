@@ -18,6 +18,7 @@ caller saves it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -133,6 +134,10 @@ _IDENTITY_FILES = ("openvino_language_model.bin", "openvino_mtp_model.bin")
 def _weights_identity(folder: str) -> tuple[str, ...] | None:
     """The sums the folder's build record (the export manifest) gives its weights; None when
     it has none. Read once per folder and kept: a small bounded file, never the weights."""
+    return _read_weights_identity(folder)
+
+
+def _read_weights_identity(folder: str) -> tuple[str, ...] | None:
     try:
         manifest = read_manifest(Path(folder))
     except (OSError, ValueError):
@@ -141,6 +146,25 @@ def _weights_identity(folder: str) -> tuple[str, ...] | None:
         return None
     sums = tuple(str(manifest.files.get(name, "")) for name in _IDENTITY_FILES)
     return sums if all(sums) else None
+
+
+def model_key(model_dir: Path) -> str:
+    """What names a model for what the app keeps about it (its default chat settings): the
+    sums its build record (the export manifest) gives its weights, so a folder moved or renamed
+    is still itself; without one, its folder with its weights' size, so another model put in
+    its place is not taken for it; a remote server's model, the server's id. Reads the manifest
+    and a stat: off the GUI thread."""
+    remote = endpoint_id(model_dir)
+    if remote is not None:
+        return f"remote:{remote}"
+    sums = _read_weights_identity(str(resolved(model_dir)))  # as it is now, not as kept
+    if sums is not None:
+        return "weights:" + hashlib.sha256("\n".join(sums).encode()).hexdigest()[:32]
+    try:
+        size = (Path(model_dir) / f"{_IDENTITY_FILES[0]}").stat().st_size
+    except OSError:
+        size = -1
+    return f"folder:{resolved(model_dir)}:{size}"
 
 
 def is_demo_model(model_dir: Path) -> bool:

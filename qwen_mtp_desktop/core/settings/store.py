@@ -32,6 +32,7 @@ from qwen_mtp_desktop.core.files.safe_files import (
     parse_json_text,
     read_json_object,
 )
+from qwen_mtp_desktop.core.settings.model_defaults import MAX_MODEL_DEFAULTS, clean_model_defaults
 from qwen_mtp_desktop.core.settings.presets import (
     MAX_PRESETS,
     PresetError,
@@ -83,6 +84,9 @@ class Settings:
     chat_presets: list[dict[str, Any]] = field(default_factory=list)
     #: The preset a new chat starts from (a name in chat_presets); None: the last settings.
     default_chat_preset: str | None = None
+    #: Each model's default chat settings (core.settings.model_defaults.ModelDefaults.to_stored):
+    #: what new chats of that model start with, before the default preset.
+    model_defaults: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,11 @@ def _preset_list(value: object) -> list[Any] | None:
     return list(value) if isinstance(value, list) and len(value) <= MAX_PRESETS else None
 
 
+def _model_defaults_list(value: object) -> list[Any] | None:
+    """The shape only; each entry is checked by `clean_model_defaults`."""
+    return list(value) if isinstance(value, list) and len(value) <= MAX_MODEL_DEFAULTS else None
+
+
 def _preset_name(value: object) -> str | None:
     try:
         return check_preset_name(value) if value is not None else None
@@ -277,6 +286,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "tool_timeout_s": stored_timeout,
     "chat_presets": _preset_list,
     "default_chat_preset": _preset_name,
+    "model_defaults": _model_defaults_list,
 }
 
 
@@ -290,6 +300,10 @@ def _from_dict(raw: dict[str, Any]) -> tuple[Settings, list[str]]:
         presets, bad_presets = clean_presets(values["chat_presets"])
         values["chat_presets"] = [preset.to_stored() for preset in presets]
         bad.extend(bad_presets)
+    if "model_defaults" in values:
+        entries, bad_entries = clean_model_defaults(values["model_defaults"])
+        values["model_defaults"] = [entry.to_stored() for entry in entries]
+        bad.extend(bad_entries)
     default = values.get("default_chat_preset")
     names = {str(p["name"]).casefold() for p in values.get("chat_presets", [])}
     if default is not None and default.casefold() not in names:

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from qwen_mtp_desktop.core.chat.turns import DEMO_SINGLE_TURN_NOTE
+from qwen_mtp_desktop.core.measure.acceptance_health import HealthWarning
 from qwen_mtp_desktop.core.measure.fullsize_figures import (
     DEMO_TOO_SMALL,
     demo_banner_note,
@@ -125,6 +126,16 @@ class HealthBanner(QWidget):
     def show_warning(self, text: str) -> None:
         self.text.setText(text)
         self.setVisible(True)
+
+    def show_health(self, warning: HealthWarning) -> None:
+        """Live acceptance fell far below the measured one: say so, and what Revalidate checks."""
+        self.revalidate_button.setToolTip(
+            f"Check prompt lookup against plain decoding on the {warning.workload} prompts "
+            "again and measure its acceptance there"
+            if warning.reference.compares_workloads
+            else "Check MTP against plain decoding on this model again and measure its acceptance"
+        )
+        self.show_warning(warning.text)
 
     def _on_revalidate(self) -> None:
         self.setVisible(False)

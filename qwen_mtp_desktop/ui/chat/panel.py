@@ -42,7 +42,6 @@ from qwen_mtp_desktop.core.chat.store.store import ChatStore
 from qwen_mtp_desktop.core.engine import LoadedModel
 from qwen_mtp_desktop.core.measure.acceptance_health import HealthMonitor, HealthWarning
 from qwen_mtp_desktop.core.models.library import display_name, is_demo_model
-from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint
 from qwen_mtp_desktop.core.settings.presets import ChatPreset
 from qwen_mtp_desktop.core.settings.store import UI_NEW_CHAT_SETTINGS, UI_SHOW_DRAFTS
 from qwen_mtp_desktop.ui.chat import shortcuts as keys
@@ -57,6 +56,7 @@ from qwen_mtp_desktop.ui.chat.conversations.list_actions import ChatListActions
 from qwen_mtp_desktop.ui.chat.conversations.open_chat import ConversationController
 from qwen_mtp_desktop.ui.chat.layout import ChatLayout
 from qwen_mtp_desktop.ui.chat.missing_model import MissingModel
+from qwen_mtp_desktop.ui.chat.options.model_defaults import ModelDefaultsOptions
 from qwen_mtp_desktop.ui.chat.options.presets import PresetOptions
 from qwen_mtp_desktop.ui.chat.remote.picker import MANAGE, open_remote_dialog
 from qwen_mtp_desktop.ui.chat.remote.servers import RemoteServersDialog
@@ -166,14 +166,16 @@ class ChatPanel(ChatLayout):
             restored=self._on_restored,
         )
         # Presets: a system prompt with sampling settings, app-wide (ui.chat.options.presets).
-        self.presets = PresetOptions(
-            lambda: (
-                self.settings_panel.settings,
-                self.settings_panel.system_prompt.toPlainText().strip(),
-            )
-        )
-        self.settings_panel.preset_section.addWidget(self.presets)
+        self.presets = PresetOptions(self._chat_options)
         self.presets.set_presets(presets, default_preset)
+        # What new chats of this model start with (ui.chat.options.model_defaults).
+        self.model_defaults = ModelDefaultsOptions(
+            self._chat_options,
+            lambda: (self.model.model_key(), self.settings_panel.model_combo.currentText()),
+            self.presets.default_preset,
+        )
+        for section in (self.presets, self.model_defaults):
+            self.settings_panel.preset_section.addWidget(section)
         self._connect()
         self.drafts_toggle.setChecked(self._ui_state.get(DRAFTS_KEY) == "1")
         self._wire_engine()
@@ -209,6 +211,7 @@ class ChatPanel(ChatLayout):
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
         self.presets.apply_requested.connect(self._apply_preset)
         self.presets.changed.connect(self.presets_changed)
+        self.presets.changed.connect(self.model_defaults.refresh)
         self.settings_panel.system_prompt_changed.connect(self._on_system_prompt_changed)
         self.settings_panel.model_changed.connect(self._on_model_changed)
         self.model.facts_changed.connect(self._show_model_facts)
@@ -227,7 +230,7 @@ class ChatPanel(ChatLayout):
         self.model.changed.connect(self._update_header)
         self.model.problem.connect(self.show_problem)
         self.model.mtp_problem.connect(self.settings_panel.set_mtp_problem)
-        self.model.health_warned.connect(self._on_health_warned)
+        self.model.health_warned.connect(self.health_wrap.show_health)
         self.model.health_reset.connect(lambda: self.health_wrap.setVisible(False))
         self.turns.started.connect(self._on_turn_started)
         self.turns.figures.connect(self.figures.show_figures)
@@ -268,15 +271,6 @@ class ChatPanel(ChatLayout):
     def health_warning(self) -> HealthWarning | None:
         return self.model.health_warning
 
-    def _on_health_warned(self, warning: HealthWarning) -> None:
-        self.health_wrap.revalidate_button.setToolTip(
-            f"Check prompt lookup against plain decoding on the {warning.workload} prompts "
-            "again and measure its acceptance there"
-            if warning.reference.compares_workloads
-            else "Check MTP against plain decoding on this model again and measure its acceptance"
-        )
-        self.health_wrap.show_warning(warning.text)
-
     def _on_revalidate(self) -> None:
         """Run the validation that measured what the warning compared with: MTP's, or prompt
         lookup's on the workload's prompt set at the chat's drafts per step."""
@@ -299,6 +293,9 @@ class ChatPanel(ChatLayout):
         counts in the stored stats (nothing is tokenized here)."""
         facts, chat = self.model.model_facts(), self.conversation
         self.settings_panel.set_model_sampling(facts.sampling if facts else None)
+        self.model_defaults.refresh()
+        if self.conversation is None and self.model_defaults.restart_due(*self._chat_options()):
+            self._start_new_chat_options()  # the model's defaults, now that it is known
         limit, system = facts.context_length if facts else None, chat.system_prompt if chat else ""
         self.composer.meter.show_usage(conversation_usage(self._messages, system, limit))
 
@@ -335,8 +332,9 @@ class ChatPanel(ChatLayout):
         if action == MANAGE:
             self.show_remote_servers()
             return
-        dialog = open_remote_dialog(action, self.remote_models, self.current_model_dir(), self)
-        dialog.accepted.connect(lambda: self._on_remote_saved(dialog.result_endpoint))
+        dialog = open_remote_dialog(
+            action, self.remote_models, self.current_model_dir(), self, self._on_model_changed
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.remote_dialog = dialog
         dialog.open()
@@ -348,12 +346,6 @@ class ChatPanel(ChatLayout):
         self.remote_servers_dialog.show()
         self.remote_servers_dialog.raise_()
         return self.remote_servers_dialog
-
-    def _on_remote_saved(self, endpoint: RemoteEndpoint | None) -> None:
-        """After the remote server dialog: chat with the saved server (removed: the next
-        turn's load says the server is gone)."""
-        if endpoint is not None:
-            self._on_model_changed(endpoint.ref)
 
     def compare(self) -> CompareDialog | None:
         """Decode this chat's last message plain and with MTP, side by side (non-modal)."""
@@ -523,6 +515,7 @@ class ChatPanel(ChatLayout):
         self.settings_panel.set_settings(conversation.settings)
         self.settings_panel.set_system_prompt(conversation.system_prompt)
         self._say_sampling("Kept with this chat")
+        self.model_defaults.opened()
         self._update_header()
         self._ensure_model()
         self._update_tab_order()
@@ -576,14 +569,18 @@ class ChatPanel(ChatLayout):
         self._sampling_key = sampling_key(self.settings_panel.settings)
         self.settings_panel.set_sampling_source(text)
 
+    def _chat_options(self) -> tuple[ChatSettings, str]:
+        return self.settings_panel.settings, self.settings_panel.system_prompt.toPlainText().strip()
+
     def _start_new_chat_options(self) -> None:
-        """The options a new chat starts with (core.chat.new_chat), said where they came from."""
-        preset = self.presets.default_preset()
-        self.settings_panel.set_settings(
-            new_chat_settings(self._ui_state.get(NEW_CHAT_SETTINGS_KEY), preset)
-        )
-        self.settings_panel.set_system_prompt(new_chat_system_prompt(preset))
-        self._say_sampling(new_chat_sampling_source(preset))
+        """The options a new chat starts with (core.chat.new_chat.NEW_CHAT_RULE: this model's
+        defaults, else the default preset, else the model's own), said where they came from."""
+        preset, model = self.presets.default_preset(), self.model_defaults.current()
+        remembered = self._ui_state.get(NEW_CHAT_SETTINGS_KEY)
+        self.settings_panel.set_settings(new_chat_settings(remembered, preset, model))
+        self.settings_panel.set_system_prompt(new_chat_system_prompt(preset, model))
+        self._say_sampling(new_chat_sampling_source(preset, model))
+        self.model_defaults.started(*self._chat_options())
 
     def _answer_widget(self, answer: StoredMessage) -> MessageWidget:
         """A turn's answer, streaming into a new widget at the transcript's end (the turn

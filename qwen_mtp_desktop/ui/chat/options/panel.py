@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from qwen_mtp_desktop.core.chat.generation_defaults import ModelSampling
+from qwen_mtp_desktop.core.chat.new_chat import NEW_CHAT_RULE
 from qwen_mtp_desktop.core.chat.store.records import MAX_THINKING_BUDGET, ChatSettings
 from qwen_mtp_desktop.core.decoding.method import MAX_LOOKUP_DRAFTS, MAX_NGRAM, DecodingMethod
 from qwen_mtp_desktop.core.models.library import display_name
@@ -191,11 +192,11 @@ class ChatSettingsPanel(QFrame):
         self.sampling_source.setObjectName("muted")
         self.sampling_source.setWordWrap(True)
         self.sampling_source.setToolTip(
-            "Where this chat's sampling values came from. A new chat starts from the default "
-            "preset when one is set (Presets › New chats start with this preset), else from "
-            "the model's own defaults; values chosen in a chat stay with that chat."
+            "Where this chat's sampling values came from. "
+            + NEW_CHAT_RULE
+            + " Values chosen in a chat stay with that chat."
         )
-        self.model_default_check = QCheckBox("Model's defaults")
+        self.model_default_check = QCheckBox("Model's sampling")
         self.model_default_check.setToolTip(
             "Sample as the model's makers advise in its generation_config.json. Turn off to "
             "choose your own values for this chat."

@@ -10,7 +10,8 @@ Signals:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -139,7 +140,9 @@ class PresetOptions(QFrame):
         for preset in self._presets:
             self.combo.addItem(preset.name, preset.name)
             self.combo.setItemData(
-                self.combo.count() - 1, _describe(preset), role=Qt.ItemDataRole.ToolTipRole
+                self.combo.count() - 1,
+                describe(preset.values, preset.system_prompt) or preset.name,
+                role=Qt.ItemDataRole.ToolTipRole,
             )
         chosen = find_preset(self._presets, selected)
         if chosen is not None:
@@ -283,9 +286,8 @@ class PresetOptions(QFrame):
         self._changed(name)
 
 
-def _describe(preset: ChatPreset) -> str:
-    """A preset's values in one tooltip."""
-    values = preset.values
+def describe(values: Mapping[str, Any], prompt: str) -> str:
+    """A preset's (or a model's defaults') values and system prompt in one line."""
     parts = []
     if values.get("model_sampling"):
         parts.append("the model's sampling defaults")
@@ -300,10 +302,9 @@ def _describe(preset: ChatPreset) -> str:
         parts.append(f"up to {values['max_new_tokens']} tokens")
     if values.get("thinking"):
         parts.append("thinking")
-    prompt = preset.system_prompt
     if prompt:
         parts.append(f"prompt: {prompt[:80]}{'…' if len(prompt) > 80 else ''}")
-    return " · ".join(parts) or preset.name
+    return " · ".join(parts)
 
 
 def _error_text(exc: PresetError) -> str:

@@ -8,6 +8,7 @@ Qt.UserRole like the local rows; action rows keep an ACTION value there instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -75,9 +76,21 @@ def picker_action(picker: QComboBox, index: int) -> str | None:
 
 
 def open_remote_dialog(
-    action: str, remote: RemoteModels, current: Path, parent: QWidget
+    action: str,
+    remote: RemoteModels,
+    current: Path,
+    parent: QWidget,
+    chosen: Callable[[Path], object],
 ) -> RemoteServerDialog:
-    """The add or edit dialog for the picker's action row (the caller opens it)."""
+    """The add or edit dialog for the picker's action row (the caller opens it); saved, the
+    chat takes that server's model (`chosen`; removed, the next turn's load says it is gone)."""
     ident = endpoint_id(current)
     endpoint = remote.find(ident) if action == EDIT and ident is not None else None
-    return RemoteServerDialog(remote, endpoint, parent)
+    dialog = RemoteServerDialog(remote, endpoint, parent)
+
+    def saved() -> None:
+        if dialog.result_endpoint is not None:
+            chosen(dialog.result_endpoint.ref)
+
+    dialog.accepted.connect(saved)
+    return dialog

@@ -39,7 +39,7 @@ from qwen_mtp_desktop.core.measure.acceptance_health import (
 )
 from qwen_mtp_desktop.core.measure.fullsize_figures import demo_mtp_note
 from qwen_mtp_desktop.core.measure.recommendations import DepthRecommendation
-from qwen_mtp_desktop.core.models.library import is_demo_model
+from qwen_mtp_desktop.core.models.library import is_demo_model, model_key
 from qwen_mtp_desktop.core.prompt.context_limit import context_length
 from qwen_mtp_desktop.workers.model_router import ModelRouter, is_remote
 from qwen_mtp_desktop.workers.tasks import TaskRunner
@@ -53,16 +53,20 @@ ChatState = Callable[[], tuple[Path, ChatSettings, int]]
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What the chat reads from a model's folder: its context length (the meter's limit) and
-    its sampling defaults (the chat's "model default")."""
+    """What the chat reads from a model's folder: its context length (the meter's limit), its
+    sampling defaults (the chat's "model default") and what names it (core.models.library.
+    model_key: which saved defaults new chats of it start with)."""
 
     context_length: int | None
     sampling: ModelSampling
+    key: str | None = None
 
 
 def read_model_facts(model_dir: Path) -> ModelFacts:
-    """Reads two small files: on the runner thread, never the GUI's."""
-    return ModelFacts(context_length(model_dir), read_generation_defaults(model_dir))
+    """Reads three small files: on the runner thread, never the GUI's."""
+    return ModelFacts(
+        context_length(model_dir), read_generation_defaults(model_dir), model_key(model_dir)
+    )
 
 
 class ModelSession(QObject):
@@ -145,13 +149,19 @@ class ModelSession(QObject):
         """The chat's model's facts, once read (None before)."""
         return self.facts.get(self._chat()[0])
 
+    def model_key(self) -> str | None:
+        """What names the chat's model (ModelFacts.key); None until its facts are read."""
+        facts = self.model_facts()
+        return facts.key if facts is not None else None
+
     def _read_facts(self, model_dir: Path) -> None:
         if model_dir in self._facts_asked:
             return
         self._facts_asked.add(model_dir)
         if is_remote(model_dir):  # a server samples with what the chat sends; no file here
             note = "A remote server's own defaults are not known here: the values below apply."
-            self.facts[model_dir] = ModelFacts(None, ModelSampling(None, (note,)))
+            key = model_key(model_dir)  # no file: the server's id
+            self.facts[model_dir] = ModelFacts(None, ModelSampling(None, (note,)), key)
             return
 
         def found(facts: ModelFacts) -> None:
