@@ -1,7 +1,7 @@
 """Real servers for the remote-model and API tests: `qwen-mtp-desktop serve` in a process of
 its own (its URL, an openai client of it, raw HTTP to it), a way to slow it down (to kill it
-mid-answer), a host that never accepts a connection, and a tiny HTTP server that streams
-whatever bytes a test gives it."""
+mid-answer), a host that never accepts a connection, one that counts the connections it gets,
+and a tiny HTTP server that streams whatever bytes a test gives it."""
 
 from __future__ import annotations
 
@@ -151,6 +151,36 @@ def never_accepting() -> Iterator[str]:
         for filler in fillers:
             filler.close()
         server.close()
+
+
+class ConnectionCounter:
+    """A local TCP server that counts connections and closes each (a stand-in for a remote
+    image host: a render that fetches one shows in `connections`)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -17,11 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from tests.conftest import REPO_ROOT
 from tests.hostile.conftest import snapshot, touched
 from tests.hostile.isolation import run_isolated
 from tests.reliability import figures
+from tests.remote_server import ConnectionCounter
 
 RESOURCE_EXAMPLES = 120
 COST_EXAMPLES = 60
@@ -46,33 +45,6 @@ _PNG = base64.b64encode(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     )
 ).decode()
-
-
-class _Listener:
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
 
 
 def _targets(fifo: str, picture: str, port: int) -> list[str]:
@@ -128,7 +100,7 @@ def resources_case(examples: int, fifo: str, picture: str) -> dict[str, Any]:
     from qwen_mtp_desktop.ui.chat.transcript.message import MessageWidget
 
     app = QApplication.instance() or QApplication([])
-    listener = _Listener()
+    listener = ConnectionCounter()
     os.chdir(Path(picture).parent)  # "secret.png" resolves to the user's picture from here
     tried = 0
     placeholders = 0

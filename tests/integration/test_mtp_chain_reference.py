@@ -15,7 +15,6 @@ twice-normalised one, the target's un-normalised hidden state at depth 1) must f
 from __future__ import annotations
 
 import shutil
-import string
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -44,6 +43,7 @@ from qwen_mtp_desktop.devtools.mtp_reference import (
     MtpReferenceError,
     draft_vocabulary,
 )
+from tests.demo_prompts import PROMPTS as GENERATED_PROMPTS
 
 pytestmark = pytest.mark.export  # torch and transformers compute the reference
 
@@ -61,21 +61,6 @@ DEPTHS = (1, 2, 3, 4)
 #: A draft vocabulary smaller than the demo's 768 tokens, so the restricted argmax (and the
 #: chain continuing on it) differs from the full one somewhere.
 SMALL_DRAFT_VOCAB = 300
-
-WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
-GENERATED_PROMPTS = st.one_of(
-    st.builds(
-        lambda start, count: f"Count from {start} to {start + count}.",
-        st.integers(0, 90),
-        st.integers(1, 19),
-    ),
-    st.builds(
-        lambda word, times: f"Repeat '{word}' {times} times.",
-        st.sampled_from(WORDS),
-        st.sampled_from(["two", "three", "four"]),
-    ),
-    st.text(alphabet=string.ascii_letters + string.digits + " .,!?'", min_size=1, max_size=40),
-)
 
 
 @pytest.fixture(scope="module")

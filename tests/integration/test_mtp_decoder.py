@@ -6,7 +6,6 @@ decoder cannot read."""
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,21 +23,7 @@ from qwen_mtp_desktop.core.engine import (
     Message,
 )
 from qwen_mtp_desktop.devtools.mtp_head import make_broken_mtp_copy
-
-WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
-PROMPTS = st.one_of(
-    st.builds(
-        lambda start, count: f"Count from {start} to {start + count}.",
-        st.integers(0, 90),
-        st.integers(1, 19),
-    ),
-    st.builds(
-        lambda word, times: f"Repeat '{word}' {times} times.",
-        st.sampled_from(WORDS),
-        st.sampled_from(["two", "three", "four"]),
-    ),
-    st.text(alphabet=string.ascii_letters + string.digits + " .,!?'", min_size=1, max_size=40),
-)
+from tests.demo_prompts import PROMPTS
 
 
 @pytest.fixture(scope="module")

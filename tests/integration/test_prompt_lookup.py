@@ -6,7 +6,6 @@ candidates an independent n-gram index proposes)."""
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,21 +17,7 @@ from qwen_mtp_desktop.core.decoding.method import PLAIN, DecodingMethod
 from qwen_mtp_desktop.core.decoding.prompt_lookup import NgramIndex
 from qwen_mtp_desktop.core.decoding.stats import GenerationStats
 from qwen_mtp_desktop.core.engine import Engine, GenerationSettings, LoadOptions, Message
-
-WORDS = ["good morning", "we like apples", "blue", "tea time", "hello"]
-PROMPTS = st.one_of(
-    st.builds(
-        lambda start, count: f"Count from {start} to {start + count}.",
-        st.integers(0, 90),
-        st.integers(1, 19),
-    ),
-    st.builds(
-        lambda word, times: f"Repeat '{word}' {times} times.",
-        st.sampled_from(WORDS),
-        st.sampled_from(["two", "three", "four"]),
-    ),
-    st.text(alphabet=string.ascii_letters + string.digits + " .,!?'", min_size=1, max_size=40),
-)
+from tests.demo_prompts import PROMPTS
 
 
 @pytest.fixture(scope="module", params=["demo", "moe"])

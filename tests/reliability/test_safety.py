@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -42,37 +40,9 @@ from qwen_mtp_desktop.core.models.export.preflight.checks import run_preflight
 from qwen_mtp_desktop.core.settings.store import Settings, save_settings
 from tests.conftest import REPO_ROOT
 from tests.reliability import figures
+from tests.remote_server import ConnectionCounter
 
 # --- rendering -----------------------------------------------------------------------------
-
-
-class _Listener:
-    """A local TCP server that counts connections (a stand-in for a remote image host)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
 
 
 HOSTILE = """Here you go: <b>bold?</b> <script>alert(1)</script>
@@ -99,7 +69,7 @@ def test_model_output_is_text_and_markdown_only(qtbot: QtBot, tmp_path: Path) ->
 
     secret = tmp_path / "secret.png"
     secret.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
-    listener = _Listener()
+    listener = ConnectionCounter()
     try:
         text = HOSTILE.format(port=listener.port, secret=secret)
         # Rendered whole (a stored answer) and streamed in small pieces (a live one).
