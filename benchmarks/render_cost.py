@@ -247,7 +247,7 @@ def measure_chat(app: QApplication, text: str, chunk: int) -> dict[str, float | 
             widget = chat._add_widget("assistant")
             widget.begin_stream()
             # What TurnController.start does without the engine: this turn's settings.
-            chat.turns._stream = Stream(1, widget, Turn(chat._engine_settings()))
+            chat.turns._stream = Stream(1, widget, Turn(chat.model.engine_settings()))
             pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)]
             batches = [
                 [

@@ -245,7 +245,7 @@ def measure_window(
     widget = chat._add_widget("assistant")
     widget.begin_stream()
     # What TurnController.start does without the engine: the chat's settings for this turn.
-    chat.turns._stream = Stream(1, widget, Turn(chat._engine_settings()))
+    chat.turns._stream = Stream(1, widget, Turn(chat.model.engine_settings()))
     finished = threading.Event()
     source.done.connect(finished.set)
     heartbeat.start()
