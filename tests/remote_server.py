@@ -1,7 +1,8 @@
 """Real servers for the remote-model and API tests: `qwen-mtp-desktop serve` in a process of
 its own (its URL, an openai client of it, raw HTTP to it), a way to slow it down (to kill it
 mid-answer), a host that never accepts a connection, one that counts the connections it gets,
-and a tiny HTTP server that streams whatever bytes a test gives it."""
+and a tiny HTTP server that streams whatever bytes a test gives it (at once, or event by event
+at a pace)."""
 
 from __future__ import annotations
 
@@ -187,6 +188,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     body = b""
     status = 200
     content_type = "text/event-stream"
+    #: Above 0: the body's SSE events ("\n\n"-separated) are sent this many seconds apart,
+    #: as a server streams an answer, and the connection closes after the last.
+    pace_s = 0.0
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
@@ -197,11 +201,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._reply()
 
     def _reply(self) -> None:
+        if self.pace_s > 0:
+            self._stream()
+            return
         self.send_response(self.status)
         self.send_header("Content-Type", self.content_type)
         self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
         self.wfile.write(self.body)
+
+    def _stream(self) -> None:
+        self.send_response(self.status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for event in self.body.split(b"\n\n"):
+            if event.strip():
+                self.wfile.write(event + b"\n\n")
+                self.wfile.flush()
+                time.sleep(self.pace_s)
+        self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -12,7 +12,7 @@ FIGURE_SEPARATOR = f"{NBSP}{NBSP}·  "
 # A number and its unit ("41.2 tok/s", "120 ms", "1.8 MB", "512 tokens"), and a label glued to
 # its number ("TTFT 120 ms", "n=1" has no space): a line may break between figures, not inside.
 _NUMBER_UNIT = re.compile(
-    r"(?<=\d) (?=(?:tok/s|tokens?|ms|s|B|KB|MB|GB|TB|GiB|MiB|%|×|x)(?![\w/]))"
+    r"(?<=\d) (?=(?:tok/s|tokens?|chunks/s|chunks?|ms|s|B|KB|MB|GB|TB|GiB|MiB|%|×|x)(?![\w/]))"
 )
 _LABEL_NUMBER = re.compile(r"(?<=\bTTFT) (?=\d)")
 
@@ -60,7 +60,9 @@ def keep_units(text: str) -> str:
     shows "41.2" at the end of one line and "tok/s" at the start of the next (nor "tok/" and
     "s" on two lines)."""
     text = _LABEL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(NBSP, text))
-    return text.replace("tok/s", f"tok/{WORD_JOINER}s")
+    for rate in ("tok/s", "chunks/s"):
+        text = text.replace(rate, rate.replace("/", "/" + WORD_JOINER))
+    return text
 
 
 def plain_figures(text: str) -> str:

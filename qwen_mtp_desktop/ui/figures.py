@@ -37,6 +37,12 @@ FIGURES: tuple[tuple[str, str], ...] = (
         "Tokens per second while the answer is being written (after the first token).",
     ),
     (
+        "chunks/s",
+        "Pieces of text per second as a remote server streams them (after the first). Many "
+        "servers send one token per piece, some send several; the answer's exact token count "
+        "and tok/s come from the server when it ends.",
+    ),
+    (
         "TTFT",
         "Time to first token: from sending until the answer starts; mostly reading the prompt.",
     ),

@@ -11,6 +11,10 @@ The pump hands the window one batch of text at a time and waits until the window
 it: a server that floods faster than the chat can render then slows down (the answer stops
 reading its socket) instead of piling signals up in the GUI's event queue, and a Stop is
 followed by at most one batch, which is dropped.
+
+Each batch comes with the stream's progress (core.remote.progress): the live line's figures
+are the server's streamed token count when it sends one, else the stream's chunks, never
+tokens guessed from characters.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from qwen_mtp_desktop.core.chat.context_usage import estimate_chars
 from qwen_mtp_desktop.core.engine import (
     EngineError,
     GenerationSettings,
@@ -34,7 +37,7 @@ from qwen_mtp_desktop.core.engine import (
 from qwen_mtp_desktop.core.errors import as_user_error
 from qwen_mtp_desktop.core.remote.endpoints import RemoteEndpoint, endpoint_id
 from qwen_mtp_desktop.core.remote.keys import KeyStore
-from qwen_mtp_desktop.core.units import ttft_text
+from qwen_mtp_desktop.core.remote.progress import StreamProgress
 from qwen_mtp_desktop.workers.chat_engine import ChatEngine
 from qwen_mtp_desktop.workers.engine_process import EngineProcess
 from qwen_mtp_desktop.workers.foundation import RequestIds, WorkerThread
@@ -107,7 +110,8 @@ class _Job:
 class _Pump(QObject):
     """On the "remote-answer" thread: runs a job's answer to its end, emitting as it goes."""
 
-    chunks = Signal(int, object)
+    #: request id, the batch's StepChunks, the answer's StreamProgress after them
+    chunks = Signal(int, object, object)
     finished = Signal(int, object)
     failed = Signal(int, object)
 
@@ -142,33 +146,16 @@ class _Pump(QObject):
                 return
             if chunks:
                 job.sent()
-                self.chunks.emit(job.request_id, chunks)
+                self.chunks.emit(job.request_id, chunks, answer.progress)
 
 
 class _Live:
-    """What the chat shows while a remote answer streams (it has no token ids to count)."""
+    """What the chat shows while a remote answer streams: the server and its stream's
+    progress so far."""
 
     def __init__(self, endpoint: RemoteEndpoint) -> None:
         self.endpoint = endpoint
-        self.first_s: float | None = None
-        self.last_s = 0.0
-        self.events = 0
-        self.chars = 0
-        #: Characters in the first batch (its time is the TTFT, not writing time).
-        self.first_chars = 0
-
-    def figures(self) -> list[str]:
-        """ "TTFT 120 ms · about 350 tokens · about 41.2 tok/s": a server streams text, not
-        token ids, so tokens are estimated from the characters (core.chat.context_usage) and
-        the speed is this stream's own timing (the exact figures come with the answer)."""
-        if self.first_s is None:
-            return []
-        parts = [f"TTFT {ttft_text(self.first_s)}", f"about {estimate_chars(self.chars):,} tokens"]
-        span = self.last_s - self.first_s
-        if span > 0 and self.chars > self.first_chars:
-            rate = estimate_chars(self.chars - self.first_chars) / span
-            parts.insert(0, f"about {rate:.1f} tok/s")
-        return parts
+        self.progress = StreamProgress()
 
 
 class ModelRouter(QObject):
@@ -280,7 +267,7 @@ class ModelRouter(QObject):
         live = self._live.get(request_id)
         if live is None:
             return None
-        return "  ·  ".join([f"from {live.endpoint.name}", *live.figures()])
+        return "  ·  ".join([f"from {live.endpoint.name}", *live.progress.figures()])
 
     def names(self) -> dict[Path, str]:
         """The picker's names of the remote models ("remote:…" references)."""
@@ -315,19 +302,16 @@ class ModelRouter(QObject):
         pump.failed.connect(self._on_failed)
         self._thread.start()
 
-    def _on_chunks(self, request_id: int, chunks: list[StepChunk]) -> None:
+    def _on_chunks(
+        self, request_id: int, chunks: list[StepChunk], progress: StreamProgress
+    ) -> None:
         job = self._jobs.get(request_id)
         if job is None or job.cancelled:
             return  # stopped: text that was on its way is not shown
         try:
             live = self._live.get(request_id)
             if live is not None:
-                if live.first_s is None and chunks:
-                    live.first_s = chunks[0].elapsed_s
-                    live.first_chars = len(chunks[0].answer) + len(chunks[0].reasoning)
-                live.events += len(chunks)
-                live.chars += sum(len(c.answer) + len(c.reasoning) for c in chunks)
-                live.last_s = chunks[-1].elapsed_s if chunks else live.last_s
+                live.progress = progress
             self.chunks.emit(request_id, chunks)  # the chat shows it before the next batch
         finally:
             job.delivered()

@@ -3,6 +3,7 @@ the real window offscreen, the real chat store."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -25,7 +26,14 @@ from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.chat.remote.dialog import RemoteServerDialog
 from qwen_mtp_desktop.ui.chat.remote.picker import ADD
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from tests.remote_server import KEY, kill_tree, never_accepting, serving, throttled
+from tests.remote_server import (
+    KEY,
+    canned_server,
+    kill_tree,
+    never_accepting,
+    serving,
+    throttled,
+)
 
 pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
@@ -231,27 +239,88 @@ def test_wrong_key_and_server_killed_mid_answer(
     assert stored.content == answer.content and stored.status != "complete"
 
 
-def test_a_remote_answer_shows_a_live_speed_while_it_streams(
+def _live_lines(chat: ChatPanel) -> list[str]:
+    """The figures line as read after each batch of a remote answer (the test's slot runs
+    after the chat's own, which updates it)."""
+    lines: list[str] = []
+    chat._router.chunks.connect(
+        lambda _rid, _chunks: lines.append(plain_figures(chat.live_stats.text()))
+    )
+    return lines
+
+
+def test_a_remote_answer_shows_its_stream_rate_live_and_the_servers_count_at_the_end(
     qtbot: QtBot, window: MainWindow, demo_model: Path, screenshot_dir: Path
 ) -> None:
-    """Issue 44, minor 7 (LM Studio item 5): the live line of a remote answer shows tokens per
-    second from the stream's own timing, estimated from the text and said to be, not a count
-    of characters."""
+    """Issue 44, minor 7 (LM Studio item 5): while a remote answer streams, the live line
+    shows the stream's own rate in what it counts, chunks (`serve` sends its `usage` only
+    after the last text, and a chunk is not a token: with MTP one holds several), never
+    tokens guessed from characters; the answer's line then has the server's token count."""
     chat = window.chat
     chat.settings_panel.max_tokens_spin.setValue(400)
-    live: list[str] = []
-    chat._router.chunks.connect(lambda _rid, _chunks: live.append(chat.live_stats.text()))
+    window.resize(1024, 700)
+    live = _live_lines(chat)
+    shot = screenshot_dir / "remote-chat-streaming-1024x700.png"
+    taken: list[str] = []
+
+    def screenshot(_rid: int, _chunks: object) -> None:
+        if not taken and len(live) >= 6 and "chunks/s" in live[-1]:
+            assert window.grab().save(str(shot))
+            taken.append(live[-1])
+
+    chat._router.chunks.connect(screenshot)
     with serving(demo_model) as (process, url):
         _add_remote(qtbot, chat, url, KEY)
         with throttled(process, duty=0.2):
             _send(qtbot, chat, "Count from 1 to 120.")
-    shown = [plain_figures(text) for text in live if text]
+    shown = [text for text in live if text]
     assert shown, "no live line while the answer streamed"
-    assert all("characters" not in text for text in shown), shown
-    assert any(" tok/s" in text and "about " in text for text in shown), shown
-    assert any(re.search(r"about [\d.]+ tok/s", text) for text in shown), shown
-    answer = chat.transcript.messages[-1]
-    assert "tok/s" in plain_figures(answer.stats_label.text())
+    assert all("about" not in text and "tok/s" not in text for text in shown), shown
+    assert any(
+        re.search(r"\bfrom other PC .* [\d.]+ chunks/s .* \d+ chunks .* TTFT", t) for t in shown
+    )
+    assert taken, shown
+    conversation = chat.conversation
+    assert conversation is not None
+    with ChatStore(app_paths().data_dir / "chats.sqlite3") as store:
+        stats = store.messages(conversation.id)[-1].stats
+    assert stats is not None and stats["remote"]["tokens_reported"] is True
+    tokens = stats["generated_tokens"]  # the server's usage.completion_tokens
+    final = plain_figures(chat.transcript.messages[-1].stats_label.text())
+    assert f"{tokens:,} tokens" in final and "tok/s" in final, final
+    assert chat.live_stats.text() == ""  # the live estimate gave way to the answer's line
+
+
+def test_a_server_that_streams_usage_shows_its_token_count_live(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    """A server that sends `usage` with each text event (vLLM's continuous usage stats): the
+    live line shows its token count and tok/s, not chunks."""
+    events = [
+        {"choices": [{"delta": {"content": f"word{i} "}}], "usage": {"completion_tokens": 3 * i}}
+        for i in range(1, 9)
+    ]
+    events.append({"choices": [{"delta": {}, "finish_reason": "stop"}]})
+    events.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 25}})
+    chat = window.chat
+    live = _live_lines(chat)
+    with canned_server() as (url, handler):
+        handler.body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+        handler.body += b"data: [DONE]\n\n"
+        handler.pace_s = 0.15
+        chat.remote_models.save(
+            RemoteEndpoint("c0ffee", "vLLM box", url, "qwen", False), None, keep_key=True
+        )
+        qtbot.waitUntil(lambda: chat._runner.pending == 0, timeout=LONG_WAIT)
+        _choose(qtbot, chat, "remote:c0ffee")
+        _send(qtbot, chat, "Say eight words.")
+    shown = [text for text in live if text]
+    assert all("chunk" not in text and "about" not in text for text in shown), shown
+    counts = [int(m.group(1)) for t in shown if (m := re.search(r"(\d+) tokens", t))]
+    assert counts and set(counts) <= {3 * i for i in range(1, 9)}, shown
+    assert any(re.search(r"[\d.]+ tok/s .* \d+ tokens .* TTFT", t) for t in shown), shown
+    final = plain_figures(chat.transcript.messages[-1].stats_label.text())
+    assert "25 tokens" in final, final  # the server's count at the end, not the live one
 
 
 def test_unreachable_server_times_out_without_freezing_the_window(

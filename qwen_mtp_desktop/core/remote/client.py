@@ -59,6 +59,7 @@ from qwen_mtp_desktop.core.remote.errors import (
     transport_error,
 )
 from qwen_mtp_desktop.core.remote.inbox import CLOSED, Batch, Inbox
+from qwen_mtp_desktop.core.remote.progress import StreamProgress
 from qwen_mtp_desktop.core.remote.sse import (
     TooLargeError,
     iter_lines,
@@ -444,7 +445,8 @@ class RemoteAnswer(AnswerStream):
     the text taken so far kept), and the socket is shut down.
 
     StepChunk.token_ids is empty: a remote server does not send token ids, so token counts
-    come from the server's `usage` at the end.
+    come from the server's `usage` at the end (and live, in `progress`, when it sends usage
+    with its text).
     """
 
     def __init__(
@@ -471,6 +473,9 @@ class RemoteAnswer(AnswerStream):
         self._first_at: float | None = None
         self._last_at: float | None = None
         self._events = 0
+        #: The server's completion tokens as streamed with its text, and when (live figures).
+        self._live_tokens: int | None = None
+        self._live_tokens_at = 0.0
         self._mtp: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None
         #: What the server said about this answer besides its text (`serve`'s single-turn
@@ -508,6 +513,8 @@ class RemoteAnswer(AnswerStream):
                 self._first_at = item.first_at
             self._last_at = item.last_at
             self._events += item.events
+            if item.tokens is not None:
+                self._live_tokens, self._live_tokens_at = item.tokens, item.tokens_at
             elapsed = item.last_at - self._started_at
             return self._take(StepChunk((), item.reasoning, item.answer, elapsed))
         end = _End("cancelled") if item is CLOSED else item
@@ -517,6 +524,21 @@ class RemoteAnswer(AnswerStream):
         if end.error is not None:
             raise end.error
         raise StopIteration
+
+    @property
+    def progress(self) -> StreamProgress:
+        """The stream so far as the consumer has taken it (call it from the consumer's
+        thread): what the live figures are made of."""
+        first, started = self._first_at, self._started_at
+        if first is None:
+            return StreamProgress()
+        return StreamProgress(
+            first_s=first - started,
+            last_s=(self._last_at or first) - started,
+            chunks=self._events,
+            tokens=self._live_tokens,
+            tokens_s=self._live_tokens_at - started,
+        )
 
     @property
     def server_stats(self) -> dict[str, Any] | None:
@@ -609,7 +631,11 @@ class RemoteAnswer(AnswerStream):
                 if received > self._max_chars:
                     raise self._too_long()
                 self._first_text_seen = True
-                if not self._inbox.put_text(delta.answer, delta.reasoning, time.monotonic()):
+                # Usage on a text event is a running count (vLLM's continuous usage); the
+                # usage most servers send after the last text only ends the answer's stats.
+                tokens = _usage_count(usage, "completion_tokens")
+                at = time.monotonic()
+                if not self._inbox.put_text(delta.answer, delta.reasoning, at, tokens):
                     return "cancelled"
         else:
             if finish is None and not self._cancel.is_set():

@@ -31,13 +31,17 @@ MAX_BATCH_CHARS = 64 * 1024
 @dataclass(frozen=True)
 class Batch:
     """Text of one or more events, in arrival order; `first_at`/`last_at`: when the first and
-    the last of them arrived (time.monotonic()); `events`: how many events it holds."""
+    the last of them arrived (time.monotonic()); `events`: how many events it holds;
+    `tokens`: the server's completion token count as of the latest of them that carried one
+    (servers that stream `usage` with their text), and `tokens_at` when that one arrived."""
 
     answer: str
     reasoning: str
     first_at: float
     last_at: float
     events: int
+    tokens: int | None = None
+    tokens_at: float = 0.0
 
 
 class Closed:
@@ -56,7 +60,7 @@ class Inbox(Generic[E]):
         self._max_pending = max_pending_chars
         self._max_batch = max_batch_chars
         self._cond = threading.Condition()
-        self._pieces: deque[tuple[str, str, float]] = deque()
+        self._pieces: deque[tuple[str, str, float, int | None]] = deque()
         self._pending = 0
         self._end: E | None = None
         self._closed = False
@@ -65,14 +69,15 @@ class Inbox(Generic[E]):
     def closed(self) -> bool:
         return self._closed
 
-    def put_text(self, answer: str, reasoning: str, at: float) -> bool:
-        """Hand text over; waits while the consumer is behind. False once closed."""
+    def put_text(self, answer: str, reasoning: str, at: float, tokens: int | None = None) -> bool:
+        """Hand text over (`tokens`: the server's count so far, when the event said it); waits
+        while the consumer is behind. False once closed."""
         with self._cond:
             while self._pending >= self._max_pending and not self._closed:
                 self._cond.wait()
             if self._closed:
                 return False
-            self._pieces.append((answer, reasoning, at))
+            self._pieces.append((answer, reasoning, at, tokens))
             self._pending += len(answer) + len(reasoning)
             self._cond.notify_all()
             return True
@@ -111,13 +116,18 @@ class Inbox(Generic[E]):
         answers: list[str] = []
         reasonings: list[str] = []
         size = events = 0
-        first_at = last_at = self._pieces[0][2]
+        first_at = last_at = tokens_at = self._pieces[0][2]
+        tokens: int | None = None
         while self._pieces and (not events or size < self._max_batch):
-            answer, reasoning, last_at = self._pieces.popleft()
+            answer, reasoning, last_at, counted = self._pieces.popleft()
             answers.append(answer)
             reasonings.append(reasoning)
             size += len(answer) + len(reasoning)
             events += 1
+            if counted is not None:
+                tokens, tokens_at = counted, last_at
         self._pending -= size
         self._cond.notify_all()  # the reader may go on
-        return Batch("".join(answers), "".join(reasonings), first_at, last_at, events)
+        return Batch(
+            "".join(answers), "".join(reasonings), first_at, last_at, events, tokens, tokens_at
+        )
