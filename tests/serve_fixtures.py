@@ -8,16 +8,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME
+
 #: The name the demo model's copy is served under (`serve` names a model by its folder).
 CHAT_MODEL = "chat-model"
 
 
 def copy_model(model: Path, parent: Path, name: str = CHAT_MODEL) -> Path:
-    """`model` copied to `parent/name`: a folder of its own, so the server treats the demo model
-    as a full-size one and sends it the whole conversation (the demo reads one request at a
-    time)."""
+    """`model` copied to `parent/name` without its build record, so the server treats the demo
+    model as a full-size one of its own name and sends it the whole conversation (the demo,
+    which a copy with the record still is, reads one request at a time)."""
     target = parent / name
-    shutil.copytree(model, target)
+    shutil.copytree(model, target, ignore=shutil.ignore_patterns(MANIFEST_NAME))
     return target
 
 

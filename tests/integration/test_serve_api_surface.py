@@ -7,7 +7,6 @@ honoured or refused with a 400 naming it."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.exactness import prompt_ids
 from tests.remote_server import raw_http, serving_client
-from tests.serve_fixtures import CHAT_MODEL
+from tests.serve_fixtures import CHAT_MODEL, copy_model
 
 pytestmark = pytest.mark.subprocess
 
@@ -397,8 +396,7 @@ MODEL_DEFAULTS = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 
 def test_the_models_generation_config_fills_what_a_request_leaves_out(
     demo_model: Path, tmp_path: Path
 ) -> None:
-    model = tmp_path / MODEL
-    shutil.copytree(demo_model, model)
+    model = copy_model(demo_model, tmp_path, MODEL)
     config = json.loads((model / "generation_config.json").read_text())
     (model / "generation_config.json").write_text(
         json.dumps({**config, **MODEL_DEFAULTS, "repetition_penalty": 1.1})
