@@ -66,7 +66,7 @@ def test_reuse_meter_memory_and_model_defaults(
     qtbot.waitUntil(lambda: chat.model.model_facts() is not None, timeout=LONG_WAIT)
     panel = chat.settings_panel
     assert panel.model_default_check.isChecked()
-    assert panel.model_default_label.text() == "model default (greedy)"
+    assert panel.model_default_label.text() == "the model's own (greedy)"
     assert not panel.temperature_spin.isEnabled() and panel.temperature_spin.value() == 0
 
     _send(qtbot, chat, "Count from 1 to 12.")
@@ -180,7 +180,7 @@ def test_the_chat_follows_the_models_sampling_defaults_until_changed(qtbot: QtBo
     hostile = parse_generation_config({**QWEN, "top_k": 10**9, "min_p": 0.1})
     panel.set_model_sampling(hostile)
     text = panel.model_default_label.text()
-    assert text.startswith("model default (temperature 0.6, top-p 0.95, top-k 50)")
+    assert text.startswith("the model's own (temperature 0.6, top-p 0.95, top-k 50)")
     assert "top_k is 1000000000; it must be a whole number from 0 to 1000" in text
     assert "min_p has no chat setting" in text
     assert panel.temperature_spin.value() == 0.6 and not panel.temperature_spin.isEnabled()

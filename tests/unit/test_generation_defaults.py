@@ -67,7 +67,7 @@ def test_any_values_give_runnable_defaults_or_none_and_say_what_was_ignored(
     if found.sampling is not None:
         assert found.sampling.problems() == []
         assert found.sampling.greedy or _within_limits(found.sampling)
-        assert found.describe().startswith("model default (")
+        assert found.describe().startswith("the model's own (")
         # The chat can hold it: its settings accept it, and apply it unchanged.
         chat = ChatSettings().following(found.sampling)
         assert chat.sampling.temperature == found.sampling.temperature
@@ -93,7 +93,7 @@ def test_any_values_give_runnable_defaults_or_none_and_say_what_was_ignored(
 def test_qwens_own_file_is_the_chats_model_default() -> None:
     found = parse_generation_config(QWEN)
     assert found.sampling == Sampling(temperature=0.6, top_p=0.95, top_k=20)
-    assert found.describe() == "model default (temperature 0.6, top-p 0.95, top-k 20)"
+    assert found.describe() == "the model's own (temperature 0.6, top-p 0.95, top-k 20)"
     assert found.notes == ()
     chat = ChatSettings(temperature=0.0).following(found.sampling)
     assert (chat.temperature, chat.top_p, chat.top_k) == (0.6, 0.95, 20)
@@ -106,7 +106,7 @@ def test_greedy_unless_do_sample_and_penalties_kept() -> None:
     assert parse_generation_config({"temperature": 0.7}).sampling == Sampling()
     with_penalty = parse_generation_config({"do_sample": False, "repetition_penalty": 1.1})
     assert with_penalty.sampling == Sampling(repetition_penalty=1.1)
-    assert with_penalty.describe() == "model default (greedy, repetition penalty 1.1)"
+    assert with_penalty.describe() == "the model's own (greedy, repetition penalty 1.1)"
     assert parse_generation_config({"eos_token_id": 3}).sampling is None
     unused = parse_generation_config({**QWEN, "min_p": 0.0})
     assert unused.notes == (f"{FILE_NAME}: min_p has no chat setting and is not used.",)
@@ -136,7 +136,7 @@ def test_no_file_no_defaults_and_the_demo_model_is_greedy(tmp_path: Path) -> Non
     from qwen_mtp_desktop.core.files.paths import demo_model_dir
 
     demo = read_generation_defaults(demo_model_dir())
-    assert demo.sampling == Sampling() and demo.describe() == "model default (greedy)"
+    assert demo.sampling == Sampling() and demo.describe() == "the model's own (greedy)"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

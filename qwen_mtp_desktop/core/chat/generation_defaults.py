@@ -49,10 +49,10 @@ class ModelSampling:
     notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """ "model default (temperature 0.7, top-p 0.8, top-k 20)", or "" without defaults."""
+        """ "the model's own (temperature 0.7, top-p 0.8, top-k 20)", or "" without defaults."""
         if self.sampling is None:
             return ""
-        return f"model default ({self.sampling.describe()})"
+        return f"the model's own ({self.sampling.describe()})"
 
 
 def _checked(name: str, value: object, notes: list[str]) -> float | None:
