@@ -226,7 +226,7 @@ def _exercise(store: Any) -> int:
 
     shown = 0
     for summary in store.list_conversations():
-        store.list_conversations(search=summary.title[:5] or "x")
+        store.list_conversations(summary.title[:5] or "x")
         conversation = store.get_conversation(summary.id)
         messages = store.messages(conversation.id)
         shown += len(messages)

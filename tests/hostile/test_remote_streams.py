@@ -227,8 +227,7 @@ class TestStopAgainstFloodingServers:
 def _shown(chat: Any) -> int:
     """Characters of the remote answer the window has taken so far."""
     stream = chat.turns.stream
-    live = chat._router._live.get(stream.request_id) if stream is not None else None
-    return int(live.chars) if live is not None else 0
+    return len(stream.widget.content) if stream is not None else 0
 
 
 #: Reset SIGINT to its default, then become `python ARGS...` (the disposition survives exec,

@@ -149,7 +149,9 @@ class Transcript(QScrollArea):
         self._scroll_to_target()
         QTimer.singleShot(FOUND_SETTLE_MS, self._release_target)
         self._mark_found(widget, True)
-        QTimer.singleShot(FOUND_MARK_MS, lambda: self._mark_found(widget, False))
+        # With `widget` as the context the timer dies with it (or with the whole view, when
+        # the window closes first): the untint never touches a deleted message.
+        QTimer.singleShot(FOUND_MARK_MS, widget, lambda: self._mark_found(widget, False))
         return True
 
     def _find(self, message_id: int | None) -> MessageWidget | None:
