@@ -1,7 +1,8 @@
 """A long prompt's prefill memory (core.decoding.prefill_memory, issue 41 item 4): a prompt
 whose prefill would not fit in the memory free now is refused before any model call, with the
-figures, and loses nothing of the conversation; after a long call the model's buffers are given
-back and every later answer is still the one a cold engine gives."""
+figures, and loses nothing of the conversation; after a long catch-up the MTP head's buffers are
+given back (the target keeps its own: OpenVINO 2026.4's Gated DeltaNet node fails after a
+release, see core.decoding.prefill_memory) and every later answer is still a cold engine's."""
 
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ def cold(demo_model: Path) -> AppDecoder:
     return AppDecoder(demo_model, "CPU", EXACT_NUMERICS, cache_budget=0)
 
 
-@pytest.mark.parametrize("method", [PLAIN, DecodingMethod.mtp(2)])
+@pytest.mark.parametrize("method", [DecodingMethod.mtp(1), DecodingMethod.mtp(2)])
 def test_buffers_are_given_back_after_a_long_call_and_answers_stay_exact(
     demo_model: Path, cold: AppDecoder, method: DecodingMethod
 ) -> None:
@@ -134,16 +135,13 @@ def test_buffers_are_given_back_after_a_long_call_and_answers_stay_exact(
         return [t for step in steps for t in step.tokens]
 
     decoder = AppDecoder(demo_model, "CPU", EXACT_NUMERICS)
-    target = _CountingModel(decoder.target.compiled)
-    decoder.target.compiled = target
     head = None
     if method.uses_mtp_head:
         head = _CountingModel(decoder.mtp.compiled)
         decoder.mtp.compiled = head
     first = answer(decoder, ids)
     assert first == answer(cold, ids)
-    assert target.releases == 1, "released once, after the prefill"
-    if head is not None:
+    if head is not None:  # once, after it caught up on the prompt
         assert head.releases == 1, "released once, after the head caught up on the prompt"
     # The same shapes again after the release (a fresh prefill), then a follow-up on the kept
     # state and a short one: each answer is a cold engine's.
@@ -153,4 +151,5 @@ def test_buffers_are_given_back_after_a_long_call_and_answers_stay_exact(
     assert answer(decoder, follow) == answer(cold, follow)
     short = [*follow, *ids[:5]]
     assert answer(decoder, short) == answer(cold, short)
-    assert target.releases == 2, "the follow-up's calls were short: nothing more to give back"
+    if head is not None:
+        assert head.releases == 2, "the follow-up's catch-up was short: nothing more to give"

@@ -571,7 +571,6 @@ class AppDecoder:
         )
         tokens = [*prompt.tolist(), first]
         yield DecodedStep((first,), logprobs=first_scores)
-        target.release_buffers()
         produced = 1
         if first in stops or produced >= max_new_tokens:
             return

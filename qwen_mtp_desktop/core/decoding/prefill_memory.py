@@ -1,20 +1,22 @@
 """The memory a long prompt's prefill needs: checked before the first model call, so a prompt
 this computer cannot hold is refused with the figures instead of ending in an out-of-memory
-kill; and given back after the call, so one long prompt does not keep gigabytes for the rest
-of the session.
+kill; and the MTP head's buffers given back after its long catch-up.
 
 The CPU plugin sizes a call's intermediate tensors to the call (dynamic shapes): a shared
 buffer grows to the largest call made and stays until `CompiledModel.release_memory()`
 (`reset_state()` frees none). What a prefill needs thus grows with the tokens of its longest
-call, and what stays afterwards is that peak unless it is released. Measured by
-benchmarks/long_prefill.py on the Qwen3.5-0.8B geometry (hidden size 1,024, INT4, the MTP head
-catching up on the prompt too), one-call prefills: 195 MB above the loaded model at its peak
-at 1,024 prompt tokens, 828 MB at 4,096 (about 200 kB a token), nearly all of it intermediate
-tensors (the kept attention cache and hidden states are about 10 kB a token). Before the
-buffers were given back after each long call the target's and the head's added up (288 and
-1,190 MB) and all of it stayed: 1,190 MB resident after a 4,096-token prompt, 468 MB now. The
+call. Measured by benchmarks/long_prefill.py on the Qwen3.5-0.8B geometry (hidden size 1,024,
+INT4, the MTP head catching up on the prompt too), one-call prefills: 288 MB above the loaded
+model at 1,024 prompt tokens, 1,190 MB at 4,096 (about 290 kB a token), nearly all of it
+intermediate tensors (the kept attention cache and hidden states are about 10 kB a token). The
 activations scale with the model's width, so the estimate is per token and per unit of hidden
-size, with a quarter to spare.
+size, with a fifth to spare.
+
+Only the MTP head (attention, no recurrent layer) gives its buffers back. Releasing the
+target's, which did free them (1,190 -> 468 MB resident after a 4,096-token prompt, and a lower
+peak), breaks OpenVINO 2026.4's Gated DeltaNet node on the MoE test model: a later call fails
+with "data != nullptr ... cpu_memory.cpp:236" (tests/integration/test_adaptive_prefill.py, the
+moe case; the dense models ran fine).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from qwen_mtp_desktop.core.units import format_bytes
 
 MB = 1000**2
 #: Bytes a prompt token needs while its call runs, per unit of the model's hidden size
-#: (200 kB a token at hidden size 1,024, measured; a quarter more).
-BYTES_PER_TOKEN_PER_HIDDEN = 250
+#: (290 kB a token at hidden size 1,024, measured; a fifth more).
+BYTES_PER_TOKEN_PER_HIDDEN = 350
 #: What the check leaves free for the rest of the computer (the window, the OS's caches).
 HEADROOM_BYTES = 512 * MB
-#: After a call of at least this many tokens its buffers are given back (release_memory):
+#: After an MTP head call of at least this many tokens its buffers are given back:
 #: shorter calls keep theirs, as re-allocating them at every step would cost time for little.
 RELEASE_AFTER_TOKENS = 1024
 

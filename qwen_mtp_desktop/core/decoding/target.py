@@ -31,7 +31,6 @@ from qwen_mtp_desktop.core.decoding.graphs import (
     StatePort,
 )
 from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
-from qwen_mtp_desktop.core.decoding.prefill_memory import release_after_long_call
 
 if TYPE_CHECKING:
     import numpy as np
@@ -202,8 +201,6 @@ class Target:
         self._embed_request = embed.create_infer_request()
         self.hidden_type = hidden_type
         self.timing = StepTiming()
-        #: Tokens of the longest call since the buffers were last given back.
-        self.longest_call = 0
 
     def embeddings(self, token_ids: Sequence[int]) -> npt.NDArray[np.float32]:
         import numpy as np
@@ -233,7 +230,6 @@ class Target:
         import numpy as np
 
         count = len(token_ids)
-        self.longest_call = max(self.longest_call, count)
         self.recurrent.prepare(in_place=in_place)
         embeds = self.embeddings(token_ids)
         positions = np.arange(start, start + count, dtype=np.int64)
@@ -256,12 +252,6 @@ class Target:
         self.timing.target_calls += 1
         hidden = request.get_tensor(HIDDEN).data[0]
         return TargetOutput(hidden, request)
-
-    def release_buffers(self) -> None:
-        """Give back the intermediate buffers a long call grew (prefill_memory); the outputs
-        of earlier calls must not be read afterwards."""
-        release_after_long_call(self.longest_call, self.compiled, self.continuation)
-        self.longest_call = 0
 
     def settle(self, count: int, *, keep: bool) -> None:
         """The last call's `count` tokens stay (its recurrent state becomes the current one and
