@@ -8,6 +8,7 @@ rebuilds everything and nothing stale is ever reused.
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,21 @@ from tests.costs import note
 #: `tests/mcp_server.py --tools add,get_weather`), exported; committed, rebuilt by
 #: `make tool-model`. Tests use it as it is and never train.
 TOOL_MODEL = Path(__file__).resolve().parent / "tool-model"
+
+
+def short_context_copy(model: Path, folder: Path, context: int) -> Path:
+    """`model` at `folder` with max_position_embeddings `context` in its config.json (where the
+    app reads the context length) and every other file linked, not copied."""
+    folder.mkdir()
+    for item in model.iterdir():
+        if item.name != "config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((model / "config.json").read_text())
+    for section in (config, config.get("text_config") or {}):
+        if "max_position_embeddings" in section:
+            section["max_position_embeddings"] = context
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
 
 
 @contextmanager

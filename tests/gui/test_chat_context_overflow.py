@@ -6,7 +6,6 @@ tokens in config.json, where the app reads it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,30 +15,17 @@ from qwen_mtp_desktop.core.files.paths import app_paths
 from qwen_mtp_desktop.core.settings.store import SettingsStore
 from tests.gui.test_chat_organizing import _open
 from tests.gui.test_chat_panel import LONG_WAIT, _send
-from tests.models import TOOL_MODEL
+from tests.models import TOOL_MODEL, short_context_copy
 
 pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
 LONG = "Count from 1 to 20. " + "Please count carefully and slowly. " * 40
 
 
-def _short_context_copy(folder: Path) -> Path:
-    folder.mkdir()
-    for item in TOOL_MODEL.iterdir():
-        if item.name != "config.json":
-            (folder / item.name).symlink_to(item)
-    config = json.loads((TOOL_MODEL / "config.json").read_text())
-    for section in (config, config.get("text_config") or {}):
-        if "max_position_embeddings" in section:
-            section["max_position_embeddings"] = 400
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
 def test_a_chat_too_long_for_its_model_stops_or_leaves_out_its_oldest_turns(
     qtbot: QtBot, tmp_path: Path, screenshot_dir: Path
 ) -> None:
-    model = _short_context_copy(tmp_path / "tool-model-400")
+    model = short_context_copy(TOOL_MODEL, tmp_path / "tool-model-400", 400)
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
     store.settings.default_model = str(model)

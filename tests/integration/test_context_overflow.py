@@ -6,7 +6,6 @@ sent as it is. Through the engine in this process and through the engine host.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from qwen_mtp_desktop.core.engine import (
 )
 from qwen_mtp_desktop.core.engine.types import Role
 from qwen_mtp_desktop.core.hosting.client import HostedEngine
+from tests.models import short_context_copy
 
 pytestmark = pytest.mark.model
 
@@ -36,17 +36,9 @@ TURNS = [
 @pytest.fixture(scope="module")
 def short_context_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo model with max_position_embeddings 400 (every other file linked)."""
-    folder = tmp_path_factory.mktemp("short-context") / "demo-400"
-    folder.mkdir()
-    for item in demo_model.iterdir():
-        if item.name != "config.json":
-            (folder / item.name).symlink_to(item)
-    config = json.loads((demo_model / "config.json").read_text())
-    for section in (config, config.get("text_config") or {}):
-        if "max_position_embeddings" in section:
-            section["max_position_embeddings"] = CONTEXT
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return short_context_copy(
+        demo_model, tmp_path_factory.mktemp("short-context") / "demo-400", CONTEXT
+    )
 
 
 @pytest.fixture(scope="module")
