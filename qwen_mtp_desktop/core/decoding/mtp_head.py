@@ -22,7 +22,7 @@ from qwen_mtp_desktop.core.decoding.continuation import (
 )
 from qwen_mtp_desktop.core.decoding.graphs import DRAFT_INDEX, DRAFT_LOGITS, HIDDEN
 from qwen_mtp_desktop.core.decoding.kv_slots import KvSlots
-from qwen_mtp_desktop.core.decoding.prefill_memory import release_after_long_call
+from qwen_mtp_desktop.core.decoding.prefill_memory import RELEASE_AFTER_TOKENS
 from qwen_mtp_desktop.core.decoding.target import StepTiming, Target
 
 if TYPE_CHECKING:
@@ -94,9 +94,13 @@ class MtpHead:
         return out
 
     def release_buffers(self) -> None:
-        """Give back the intermediate buffers a long catch-up grew (prefill_memory); the outputs
-        of earlier calls must not be read afterwards."""
-        release_after_long_call(self.longest_call, self.compiled, self.continuation)
+        """Give back the intermediate buffers a long catch-up grew (its continuation graph's
+        too, when compiled; core.decoding.prefill_memory); the outputs of earlier calls must
+        not be read afterwards."""
+        if self.longest_call >= RELEASE_AFTER_TOKENS:
+            self.compiled.release_memory()
+            if self.continuation is not None:
+                self.continuation.release_memory()
         self.longest_call = 0
 
     def chain(self, previous: DraftOutput, token: int, position: int) -> DraftOutput:

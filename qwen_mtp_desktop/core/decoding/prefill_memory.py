@@ -22,7 +22,6 @@ moe case; the dense models ran fine).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from qwen_mtp_desktop.core.errors import UserFacingError
 from qwen_mtp_desktop.core.units import format_bytes
@@ -81,13 +80,3 @@ def check_prefill_fits(
         f"(keeping {format_bytes(HEADROOM_BYTES)} for everything else).",
         "Close other programs, or start a new chat or shorten the messages.",
     )
-
-
-def release_after_long_call(longest_call: int, compiled: Any, continuation: Any | None) -> None:
-    """Give back a compiled model's intermediate buffers (and its continuation graph's, when
-    compiled) if its longest call since the last release was long (RELEASE_AFTER_TOKENS)."""
-    if longest_call < RELEASE_AFTER_TOKENS:
-        return
-    compiled.release_memory()
-    if continuation is not None:
-        continuation.release_memory()
