@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qwen_mtp_desktop.core.engine import Message
-from qwen_mtp_desktop.core.engine.context_fit import fit_context
+from qwen_mtp_desktop.core.engine.context_fit import Encoded, fit_context
 from qwen_mtp_desktop.core.prompt.context_limit import (
     OVERFLOW_POLICIES,
     OverflowPolicy,
@@ -70,17 +70,20 @@ def test_the_fewest_turns_are_left_out_that_fit(
     messages = [Message(role, f"m{i}") for i, role in enumerate(roles)]  # type: ignore[arg-type]
     calls: list[int] = []
 
-    def tokens(kept: Sequence[Message]) -> int:
+    def encode(kept: Sequence[Message]) -> Encoded:
         calls.append(len(kept))
-        return sum(sizes[int(m.content[1:])] for m in kept)
+        return "".join(m.content for m in kept), [0] * sum(sizes[int(m.content[1:])] for m in kept)
 
-    kept, left_out = fit_context(messages, policy, budget, tokens)
+    kept, left_out, encoded = fit_context(messages, policy, budget, encode)
     views = overflow_views(roles, policy)
     fitting = [v for v in views if sum(sizes[i] for i in v) <= budget]
     expected = fitting[0] if fitting else views[-1]
     assert [int(m.content[1:]) for m in kept] == expected
     assert left_out == len(messages) - len(expected)
     assert len(calls) <= 2 + max(len(views), 1).bit_length()  # bisection, not one per turn
+    # The chosen messages' prompt comes back, so the turn need not render it again.
+    assert (encoded is None) == (len(views) == 1)
+    assert encoded is None or encoded[0] == "".join(m.content for m in kept)
 
 
 def test_the_note_counts_what_was_not_read() -> None:

@@ -11,24 +11,31 @@ from collections.abc import Callable, Sequence
 from qwen_mtp_desktop.core.engine.types import Message
 from qwen_mtp_desktop.core.prompt.context_limit import OverflowPolicy, overflow_views
 
+#: A prompt as rendered and its token ids.
+Encoded = tuple[str, list[int]]
+
 
 def fit_context(
     messages: Sequence[Message],
     policy: OverflowPolicy,
     budget: int,
-    prompt_tokens: Callable[[Sequence[Message]], int],
-) -> tuple[Sequence[Message], int]:
-    """(the messages to send, how many were left out): the whole conversation when its prompt
-    is at most `budget` tokens (`prompt_tokens` renders and counts), else the first view of
-    `overflow_views` that is; when none is, the view that leaves out the most (the context
-    check then refuses it with its count)."""
+    encode: Callable[[Sequence[Message]], Encoded],
+) -> tuple[Sequence[Message], int, Encoded | None]:
+    """(the messages to send, how many were left out, their prompt and ids when fitting them
+    rendered it): the whole conversation when its prompt is at most `budget` tokens (`encode`
+    renders and tokenizes), else the first view of `overflow_views` that is; when none is, the
+    view that leaves out the most (the context check then refuses it with its count)."""
     views = overflow_views([m.role for m in messages], policy)
-    if len(views) == 1 or prompt_tokens(messages) <= budget:
-        return messages, 0
+    if len(views) == 1:
+        return messages, 0, None
+    encoded: dict[int, Encoded] = {}  # by view: the chosen one's is not rendered again
 
     def fits(index: int) -> bool:
-        return prompt_tokens([messages[i] for i in views[index]]) <= budget
+        encoded[index] = encode([messages[i] for i in views[index]])
+        return len(encoded[index][1]) <= budget
 
+    if fits(0):
+        return messages, 0, encoded[0]
     # Each view leaves out more than the one before, so the first that fits is found by
     # bisection: a few renders of a long chat, not one per turn. views[low] never fits.
     low, high = 0, len(views) - 1
@@ -37,4 +44,4 @@ def fit_context(
             middle = (low + high) // 2
             low, high = (low, middle) if fits(middle) else (middle, high)
     kept = views[high]
-    return [messages[i] for i in kept], len(messages) - len(kept)
+    return [messages[i] for i in kept], len(messages) - len(kept), encoded[high]

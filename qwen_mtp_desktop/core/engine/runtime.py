@@ -39,7 +39,7 @@ from qwen_mtp_desktop.core.decoding.method import DecodingMethod
 from qwen_mtp_desktop.core.decoding.sampling import fresh_seed
 from qwen_mtp_desktop.core.decoding.state_cache import CacheReport
 from qwen_mtp_desktop.core.decoding.text import ByteLevelVocab, vocab_agrees
-from qwen_mtp_desktop.core.engine.context_fit import fit_context
+from qwen_mtp_desktop.core.engine.context_fit import Encoded, fit_context
 from qwen_mtp_desktop.core.engine.generation import (
     Generation,
     TurnResources,
@@ -454,49 +454,50 @@ class Engine:
         self._require_loaded()
         if settings.continue_final:  # the answer goes on: no thinking, its text as it comes
             settings = replace(settings, thinking=False, raw_text=True)
-        messages, left_out = self._fit_context(messages, settings)
-        prompt = self.render_prompt(
-            messages,
-            thinking=settings.thinking,
-            tools_json=settings.tools_json,
-            continue_final=settings.continue_final,
+        messages, left_out, rendered = self._fit_context(messages, settings)
+        prompt, ids = rendered or self._encoded(
+            self.render_prompt(
+                messages,
+                thinking=settings.thinking,
+                tools_json=settings.tools_json,
+                continue_final=settings.continue_final,
+            )
         )
-        prompt_ids = self._check_context(prompt)
+        self._check_context(ids)
         log_conversation("prompt", prompt)  # only with debug logging on
         images = [_load_image(path) for m in messages for path in m.images]
         next_prompt = None
         if self._fast is not None and not images and not settings.continue_final:
             next_prompt = self._next_turn_prompt(messages, settings.thinking, settings.tools_json)
-        generation = self._start(
-            prompt, settings, images, prompt_ids=prompt_ids, next_prompt=next_prompt
-        )
+        generation = self._start(prompt, settings, images, prompt_ids=ids, next_prompt=next_prompt)
         generation.left_out_messages = left_out
         return generation
 
     def _fit_context(
         self, messages: Sequence[Message], settings: GenerationSettings
-    ) -> tuple[Sequence[Message], int]:
-        """The conversation under `settings.context_overflow` (core.engine.context_fit)."""
+    ) -> tuple[Sequence[Message], int, Encoded | None]:
+        """The conversation under `settings.context_overflow` (core.engine.context_fit), with
+        its prompt and ids when fitting it rendered them."""
         limit = self._guards.context_length if self._guards is not None else None
         if limit is None or settings.context_overflow == "stop" or settings.continue_final:
-            return messages, 0
+            return messages, 0, None
 
-        def prompt_tokens(kept: Sequence[Message]) -> int:
-            prompt = self.render_prompt(
-                kept, thinking=settings.thinking, tools_json=settings.tools_json
+        def encode(kept: Sequence[Message]) -> Encoded:
+            return self._encoded(
+                self.render_prompt(kept, thinking=settings.thinking, tools_json=settings.tools_json)
             )
-            return len(encode_ids(self._tokenizer, prompt))
 
         room = min(settings.max_new_tokens, limit // 4)
-        return fit_context(messages, settings.context_overflow, limit - room, prompt_tokens)
+        return fit_context(messages, settings.context_overflow, limit - room, encode)
 
     def generate_raw(self, prompt: str, settings: GenerationSettings | None = None) -> Generation:
         """Generate from an already rendered prompt (validation and benchmarks use this)."""
         settings = settings or GenerationSettings()
         settings.check()
         self._require_loaded()
-        prompt_ids = self._check_context(prompt)
-        return self._start(prompt, settings, [], prompt_ids=prompt_ids)
+        ids = self._encoded(prompt)[1]
+        self._check_context(ids)
+        return self._start(prompt, settings, [], prompt_ids=ids)
 
     def _start(
         self,
@@ -699,16 +700,17 @@ class Engine:
             raise EngineError("No model is loaded.", "Load a model first.", code="NOT_LOADED")
         return self.loaded, self._tokenizer
 
-    def _check_context(self, prompt: str) -> list[int]:
-        """The prompt's token ids, after checking they fit the model's context."""
-        ids = [int(i) for i in encode_ids(self._tokenizer, prompt)]
+    def _encoded(self, prompt: str) -> Encoded:
+        return prompt, [int(i) for i in encode_ids(self._tokenizer, prompt)]
+
+    def _check_context(self, ids: list[int]) -> None:
+        """EngineError when a prompt of these token ids does not fit the model's context."""
         guards = self._guards
         if guards is not None and guards.context_length is not None:
             try:
                 check_fits(len(ids), guards.context_length)
             except UserFacingError as exc:
                 raise EngineError(exc.message, exc.fix, code=exc.code) from exc
-        return ids
 
     def drop_states(self) -> None:
         """Forget the conversation states kept between turns (the next turn prefills all of
