@@ -20,7 +20,7 @@ from qwen_mtp_desktop.core.models.folders.manifest import MANIFEST_NAME
 from qwen_mtp_desktop.core.settings.store import load_settings
 from qwen_mtp_desktop.ui.chat.panel import ChatPanel
 from qwen_mtp_desktop.ui.main_window import MainWindow
-from tests.gui.test_chat_organizing import PRECISE, _open
+from tests.gui.test_chat_organizing import _open, _open_with_default_preset
 
 pytestmark = [pytest.mark.gui, pytest.mark.subprocess]
 
@@ -48,13 +48,8 @@ def _known(qtbot: QtBot, chat: ChatPanel) -> None:
 
 
 def test_new_chats_of_a_model_start_with_its_saved_defaults(qtbot: QtBot, tmp_path: Path) -> None:
-    settings_file = app_paths().ensure().settings_file
     # A default preset too: the model's defaults come first, and say so.
-    settings_file.write_text(
-        json.dumps({"chat_presets": [PRECISE], "default_chat_preset": "Precise"}),
-        encoding="utf-8",
-    )
-    window = _open(qtbot)
+    window = _open_with_default_preset(qtbot)
     chat, panel = window.chat, window.chat.settings_panel
     options = chat.model_defaults
     chat.settings_toggle.setChecked(True)

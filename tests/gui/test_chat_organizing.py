@@ -67,6 +67,15 @@ def _stored_presets() -> tuple[list[str], str | None]:
     return [p["name"] for p in saved.chat_presets], saved.default_chat_preset
 
 
+def _open_with_default_preset(qtbot: QtBot) -> MainWindow:
+    """The window on a profile whose settings hold PRECISE as the default chat preset."""
+    app_paths().ensure().settings_file.write_text(
+        json.dumps({"chat_presets": [PRECISE], "default_chat_preset": "Precise"}),
+        encoding="utf-8",
+    )
+    return _open(qtbot)
+
+
 def _idle(qtbot: QtBot, chat: ChatPanel) -> None:
     qtbot.waitUntil(lambda: not chat.generating and chat._runner.pending == 0, timeout=LONG_WAIT)
 
@@ -74,12 +83,7 @@ def _idle(qtbot: QtBot, chat: ChatPanel) -> None:
 def test_presets_save_apply_rename_delete_and_start_new_chats(
     qtbot: QtBot, screenshot_dir: Path
 ) -> None:
-    settings_file = app_paths().ensure().settings_file
-    settings_file.write_text(
-        json.dumps({"chat_presets": [PRECISE], "default_chat_preset": "Precise"}),
-        encoding="utf-8",
-    )
-    window = _open(qtbot)
+    window = _open_with_default_preset(qtbot)
     chat, panel = window.chat, window.chat.settings_panel
     presets = chat.presets
     chat.settings_toggle.setChecked(True)
