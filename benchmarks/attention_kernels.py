@@ -59,10 +59,10 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _args import at_least, whole_numbers
+from _paged import BLOCK, bind_zeroed_caches
 from _smoke import SmokeCheck
 
 SCRIPT = "attention_kernels.py"
-BLOCK = 32  # the CPU plugin's PagedAttention block size
 FILL_CHUNK = 512  # tokens per subsequence when the paged caches are filled
 PATHS = (
     "stateful u8", "paged u8", "paged bf16", "paged bf16 split", "sdpa bf16"
@@ -349,21 +349,12 @@ class Paged(Runner):
     """The caller's cache tensors: blocks 0 .. past+max_q, one sequence using all of them."""
 
     def __init__(self, compiled: Any, g: Geometry, data: Data, max_q: int, split: bool) -> None:
-        import openvino as ov
-
         self.g, self.data, self.split = g, data, split
         self.request = compiled.create_infer_request()
         self.blocks = -(-(data.past + max_q) // BLOCK)
-        self.cache_bytes = 0
-        for port in compiled.inputs:
-            name = port.get_any_name()
-            if "cache" in name:
-                dims = port.get_partial_shape()
-                shape = [self.blocks, *(dims[i].get_length() for i in (1, 2, 3))]
-                tensor = ov.Tensor(port.get_element_type(), shape)
-                np.asarray(tensor.data).view(np.uint8).fill(0)
-                self.request.set_tensor(name, tensor)
-                self.cache_bytes += tensor.byte_size
+        self.cache_bytes, _ = bind_zeroed_caches(
+            compiled, self.request, self.blocks, lambda name: "cache" in name
+        )
         self._fill()
 
     def _run(self, n: int, k: Any, v: Any, past: list[int], begins: list[int],

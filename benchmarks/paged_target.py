@@ -49,6 +49,7 @@ import numpy.typing as npt
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from _args import at_least, whole_numbers  # noqa: E402
+from _paged import BLOCK, bind_zeroed_caches  # noqa: E402
 from _smoke import SmokeCheck  # noqa: E402
 
 from qwen_mtp_desktop.core.decoding.graphs import (  # noqa: E402
@@ -61,7 +62,6 @@ from qwen_mtp_desktop.core.decoding.graphs import (  # noqa: E402
 
 SCRIPT = "paged_target.py"
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo-model" / "openvino"
-BLOCK = 32
 RESIDUAL = "residual"
 PAGED_INPUTS = ("past_lens", "subsequence_begins", "block_indices", "block_indices_begins")
 
@@ -216,16 +216,10 @@ class Graph:
             self.request.set_tensor(STATE_OUT + name, tensor)
         self.blocks = -(-capacity // BLOCK)
         self.cache_bytes = 0
-        for port in self.compiled.inputs if paged else ():
-            name = port.get_any_name()
-            if "_cache." in name:
-                dims = port.get_partial_shape()
-                shape = [self.blocks, *(dims[i].get_length() for i in (1, 2, 3))]
-                tensor = ov.Tensor(port.get_element_type(), shape)
-                np.asarray(tensor.data).view(np.uint8).fill(0)
-                self.request.set_tensor(name, tensor)
-                self.cache_bytes += tensor.byte_size
-                self.cache_type = port.get_element_type().get_type_name()
+        if paged:
+            self.cache_bytes, self.cache_type = bind_zeroed_caches(
+                self.compiled, self.request, self.blocks, lambda name: "_cache." in name
+            )
         self.length = 0
         self.reset()
 
