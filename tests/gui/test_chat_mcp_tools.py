@@ -70,13 +70,23 @@ def _ask(qtbot: QtBot, chat: ChatPanel, text: str, tool: str) -> ToolCallsView:
     return view
 
 
+def _asking(chat: ChatPanel, view: ToolCallsView) -> ToolCallsView | None:
+    """The call view that asks for consent now: `view`, or one a later round of the same turn
+    added (a model that calls again after a result)."""
+    views = [view, *(v for m in chat.transcript.messages for v in m.findChildren(ToolCallsView))]
+    return next((v for v in views if v.consent.isVisible()), None)
+
+
 def _finish(qtbot: QtBot, chat: ChatPanel, view: ToolCallsView) -> None:
     """Let the turn end: a further call the model makes by itself is denied."""
     for _ in range(10):
-        qtbot.waitUntil(lambda: not chat.generating or view.consent.isVisible(), timeout=LONG_WAIT)
-        if not chat.generating:
+        qtbot.waitUntil(
+            lambda: not chat.generating or _asking(chat, view) is not None, timeout=LONG_WAIT
+        )
+        asking = _asking(chat, view)
+        if not chat.generating or asking is None:
             break
-        qtbot.mouseClick(view.deny, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(asking.deny, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window_idle(chat), timeout=LONG_WAIT)
 
 
